@@ -1,0 +1,224 @@
+//! Collector configuration: a strict TOML file (unknown keys rejected, every problem reported at
+//! once with its dotted path) overlaid by command-line flags. Add a setting as a field of a `Raw*`
+//! struct, a check in `Config::from_raw`, and a line in `collector.example.toml`.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfluxApi {
+    /// `/write` + `/query` of InfluxDB 1.x; also served by 1.8+, 2.x (DBRP) and 3.x.
+    V1,
+    /// `/api/v2/write` with a token (InfluxDB 2.x, 3.x; 1.8+ with `user:password` as token).
+    V2,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InfluxConfig {
+    pub url: String,
+    pub database: String,
+    pub api: InfluxApi,
+    pub org: String,
+    pub bucket: String,
+    /// Token (v2) or password (v1), read from a file or an environment variable; never logged.
+    pub secret: Option<Secret>,
+    pub username: String,
+    pub batch_lines: usize,
+    pub flush_interval: Duration,
+    pub request_timeout: Duration,
+    pub max_backoff: Duration,
+    pub gzip: bool,
+}
+
+/// A credential. Its Debug output is redacted so it cannot leak into logs or errors.
+#[derive(Clone, PartialEq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub influx: InfluxConfig,
+    pub max_message_bytes: usize,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawInflux {
+    url: Option<String>,
+    database: Option<String>,
+    api: Option<String>,
+    org: Option<String>,
+    bucket: Option<String>,
+    username: Option<String>,
+    secret_file: Option<PathBuf>,
+    secret_env: Option<String>,
+    batch_lines: Option<usize>,
+    flush_interval: Option<String>,
+    request_timeout: Option<String>,
+    max_backoff: Option<String>,
+    gzip: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawLimits {
+    max_message_bytes: Option<usize>,
+}
+
+/// Command-line values that override the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub influx_url: Option<String>,
+    pub influx_db: Option<String>,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+
+impl Config {
+    /// Loads `file` (if any) and applies `ov`. Errors list every problem with its key.
+    pub fn load(file: Option<&Path>, ov: &Overrides) -> Result<Config, ConfigError> {
+        let mut loader = match file {
+            Some(f) => Loader::from_file(f)?,
+            None => Loader::from_str(Path::new("<command line>"), "")?,
+        };
+        let listen: Option<String> = loader.take("listen");
+        let influx: RawInflux = loader.take("influx");
+        let limits: RawLimits = loader.take("limits");
+
+        let listen_s = ov.listen.clone().or(listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = match listen_s.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                loader.problem("listen", format!("`{listen_s}` is not an address; write e.g. `127.0.0.1:50051`"));
+                None
+            }
+        };
+        let url = ov.influx_url.clone().or(influx.url).unwrap_or_else(|| "http://127.0.0.1:8086".into());
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            loader.problem("influx.url", format!("`{url}` must start with http:// or https://"));
+        }
+        let database = ov.influx_db.clone().or(influx.database).unwrap_or_else(|| "wattflip".into());
+        if database.is_empty() || database.contains(['"', '\n']) {
+            loader.problem("influx.database", "must be a non-empty name without quotes");
+        }
+        let api = match influx.api.as_deref().unwrap_or("v1") {
+            "v1" => InfluxApi::V1,
+            "v2" => InfluxApi::V2,
+            other => {
+                loader.problem("influx.api", format!("`{other}` is not `v1` or `v2`"));
+                InfluxApi::V1
+            }
+        };
+        let org = influx.org.unwrap_or_default();
+        let bucket = influx.bucket.unwrap_or_else(|| database.clone());
+        if api == InfluxApi::V2 && org.is_empty() {
+            loader.problem("influx.org", "is required with api = \"v2\"");
+        }
+        let secret = match (influx.secret_file, influx.secret_env) {
+            (Some(_), Some(_)) => {
+                loader.problem("influx.secret_file", "set either secret_file or secret_env, not both");
+                None
+            }
+            (Some(f), None) => match std::fs::read_to_string(&f) {
+                Ok(s) => Some(Secret(s.trim().to_string())),
+                Err(e) => {
+                    loader.problem("influx.secret_file", format!("cannot read {}: {e}", f.display()));
+                    None
+                }
+            },
+            (None, Some(var)) => match std::env::var(&var) {
+                Ok(s) if !s.is_empty() => Some(Secret(s)),
+                _ => {
+                    loader.problem("influx.secret_env", format!("environment variable {var} is not set"));
+                    None
+                }
+            },
+            (None, None) => None,
+        };
+        if api == InfluxApi::V2 && secret.is_none() {
+            loader.problem("influx.secret_file", "a token is required with api = \"v2\" (secret_file or secret_env)");
+        }
+        let batch_lines = influx.batch_lines.unwrap_or(5000);
+        if !(1..=5000).contains(&batch_lines) {
+            loader.problem("influx.batch_lines", format!("{batch_lines} is outside 1..=5000"));
+        }
+        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
+            Some(s) => parse_duration(key, &s, &mut loader).unwrap_or(default),
+            None => default,
+        };
+        let flush_interval = dur("influx.flush_interval", influx.flush_interval, Duration::from_secs(1));
+        let request_timeout = dur("influx.request_timeout", influx.request_timeout, Duration::from_secs(10));
+        let max_backoff = dur("influx.max_backoff", influx.max_backoff, Duration::from_secs(30));
+        let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
+        if max_message_bytes < 1024 {
+            loader.problem("limits.max_message_bytes", "must be at least 1024");
+        }
+        loader.finish()?;
+        Ok(Config {
+            listen: listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
+            influx: InfluxConfig {
+                url: url.trim_end_matches('/').to_string(),
+                database,
+                api,
+                org,
+                bucket,
+                secret,
+                username: influx.username.unwrap_or_default(),
+                batch_lines,
+                flush_interval,
+                request_timeout,
+                max_backoff,
+                gzip: influx.gzip.unwrap_or(true),
+            },
+            max_message_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("collector.toml");
+        std::fs::write(&f, text).unwrap();
+        Config::load(Some(&f), &Overrides::default())
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = Config::load(None, &Overrides { influx_db: Some("x".into()), ..Default::default() }).unwrap();
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.influx.database, "x");
+        assert_eq!(c.influx.batch_lines, 5000);
+        assert_eq!(c.influx.flush_interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_path() {
+        let err = load(
+            "listen = \"nowhere\"\nbogus = 1\n[influx]\nurl = \"ftp://x\"\nbatch_lines = 9000\nflush_interval = \"soon\"\ndatabse = \"x\"\n",
+        )
+        .unwrap_err();
+        let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec!["influx.databse", "listen", "influx.url", "influx.batch_lines", "influx.flush_interval", "bogus"]
+        );
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret("hunter2".into());
+        assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
+    }
+}

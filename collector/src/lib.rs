@@ -1,0 +1,7 @@
+//! wattflip collector: receives agent streams over gRPC (`service/`), writes InfluxDB
+//! (`sinks/influx/`), and computes fleet analyses (`analysis/`). `main.rs` only parses flags,
+//! loads the config and calls [`service::server::serve`].
+
+pub mod config;
+pub mod service;
+pub mod sinks;

@@ -1,0 +1,5 @@
+//! The gRPC side of the collector: the `wattflip.v1.Ingest` service and the server that hosts it
+//! with the standard health service. A new RPC gets its own module here.
+
+pub mod ingest;
+pub mod server;

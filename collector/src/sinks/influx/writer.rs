@@ -1,0 +1,358 @@
+//! The InfluxDB writer task: gathers encoded lines from all agent streams, posts them in requests
+//! of at most `batch_lines` lines (flushed at least every `flush_interval`), gzip-compressed, and
+//! completes each job only when InfluxDB has accepted every one of its lines. Network errors, 5xx,
+//! 429 and auth failures are retried with capped exponential backoff and jitter (never dropped);
+//! 404 "database not found" creates the database; 413 splits the request; a 400 (malformed line,
+//! field type conflict, `partial write`) is logged with the offending line and counted, never
+//! retried unchanged (`influx-grafana-ansible.md` §3). To support another store that speaks line
+//! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
+
+use crate::config::{InfluxApi, InfluxConfig};
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+/// Counters of the sink, shared with whoever reports self-telemetry.
+#[derive(Debug, Default)]
+pub struct SinkStats {
+    pub lines_written: AtomicU64,
+    pub lines_rejected: AtomicU64,
+    pub requests: AtomicU64,
+    pub retries: AtomicU64,
+    pub databases_created: AtomicU64,
+}
+
+struct Job {
+    lines: Vec<String>,
+    written: usize,
+    done: Option<oneshot::Sender<()>>,
+}
+
+/// Handle used by streams to queue lines.
+#[derive(Clone)]
+pub struct WriterHandle {
+    tx: mpsc::Sender<Job>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the InfluxDB writer has stopped (collector shutting down)")]
+pub struct WriterClosed;
+
+impl WriterHandle {
+    /// Queues `lines` (each ending in `\n`). The receiver completes when all are durable; it is
+    /// dropped without completing if the collector stops first, so the batch is never acknowledged.
+    /// Waits when the writer is saturated, which is the back-pressure that reaches the agents.
+    pub async fn write(&self, lines: Vec<String>) -> Result<oneshot::Receiver<()>, WriterClosed> {
+        let (done, rx) = oneshot::channel();
+        if lines.is_empty() {
+            let _ = done.send(());
+            return Ok(rx);
+        }
+        self.tx
+            .send(Job { lines, written: 0, done: Some(done) })
+            .await
+            .map_err(|_| WriterClosed)?;
+        Ok(rx)
+    }
+}
+
+/// Starts the writer. It ends when every handle is dropped and the queue is flushed, or at once
+/// when `shutdown` turns true (pending jobs are then left unacknowledged, to be resent by agents).
+pub fn spawn(
+    cfg: InfluxConfig,
+    stats: Arc<SinkStats>,
+    shutdown: watch::Receiver<bool>,
+) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(256);
+    let client = reqwest::Client::builder()
+        .timeout(cfg.request_timeout)
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new());
+    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new() };
+    (WriterHandle { tx }, tokio::spawn(writer.run()))
+}
+
+struct Endpoint {
+    cfg: InfluxConfig,
+    client: reqwest::Client,
+}
+
+enum PostError {
+    /// Worth retrying after a pause (network, 5xx, 429, 401/403, 404 after creation failed).
+    Retry { reason: String, after: Option<Duration> },
+    /// The database is missing: create it, then retry at once.
+    NoDatabase,
+    /// The body is larger than the server accepts: split it.
+    TooLarge,
+    /// Bad data: logged and counted, not retried.
+    Rejected { lines: u64, reason: String },
+}
+
+impl Endpoint {
+    fn write_request(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
+        let c = &self.cfg;
+        let mut req = match c.api {
+            // 1.x spells nanosecond precision `n`; `ns` is also accepted, `us` is silently wrong.
+            InfluxApi::V1 => self
+                .client
+                .post(format!("{}/write", c.url))
+                .query(&[("db", c.database.as_str()), ("precision", "n")]),
+            InfluxApi::V2 => self
+                .client
+                .post(format!("{}/api/v2/write", c.url))
+                .query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")]),
+        };
+        req = self.auth(req);
+        if c.gzip {
+            req = req.header("Content-Encoding", "gzip");
+        }
+        req.header("Content-Type", "text/plain; charset=utf-8").body(body)
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let c = &self.cfg;
+        match (&c.api, &c.secret) {
+            (InfluxApi::V2, Some(t)) => req.header("Authorization", format!("Token {}", t.0)),
+            (InfluxApi::V1, Some(p)) if !c.username.is_empty() => req.basic_auth(&c.username, Some(&p.0)),
+            _ => req,
+        }
+    }
+
+    fn encode(&self, lines: &[&str]) -> Vec<u8> {
+        let plain: String = lines.concat();
+        if !self.cfg.gzip {
+            return plain.into_bytes();
+        }
+        let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(plain.len() / 4), flate2::Compression::fast());
+        // Writing to a Vec cannot fail.
+        let _ = enc.write_all(plain.as_bytes());
+        enc.finish().unwrap_or_default()
+    }
+
+    async fn post(&self, lines: &[&str]) -> Result<(), PostError> {
+        let resp = self.write_request(self.encode(lines)).send().await.map_err(|e| PostError::Retry {
+            reason: format!("cannot reach InfluxDB at {}: {}", self.cfg.url, without_url(e)),
+            after: None,
+        })?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = resp.text().await.unwrap_or_default();
+        let body = body.trim();
+        match status.as_u16() {
+            400 | 422 => {
+                // 1.x: "partial write: ... dropped=N" means the good lines are stored.
+                let dropped = body
+                    .rsplit("dropped=")
+                    .next()
+                    .filter(|_| body.contains("dropped="))
+                    .and_then(|s| s.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().ok());
+                let lines = match dropped {
+                    Some(n) if body.contains("partial write") => n.max(1),
+                    _ => lines.len() as u64,
+                };
+                Err(PostError::Rejected { lines, reason: body.to_string() })
+            }
+            404 if body.contains("database not found") => Err(PostError::NoDatabase),
+            413 => Err(PostError::TooLarge),
+            s => Err(PostError::Retry { reason: format!("InfluxDB answered {s}: {body}"), after: retry_after }),
+        }
+    }
+
+    async fn create_database(&self) -> Result<(), String> {
+        let c = &self.cfg;
+        let q = format!("CREATE DATABASE \"{}\"", c.database);
+        let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
+        let resp = req.send().await.map_err(|e| without_url(e))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if status.is_success() && !body.contains("\"error\"") {
+            Ok(())
+        } else {
+            Err(format!("InfluxDB answered {status}: {}", body.trim()))
+        }
+    }
+}
+
+/// reqwest errors print the URL; ours carry no credentials, but keep messages short and stable.
+fn without_url(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+struct Writer {
+    endpoint: Endpoint,
+    stats: Arc<SinkStats>,
+    rx: mpsc::Receiver<Job>,
+    shutdown: watch::Receiver<bool>,
+    pending: VecDeque<Job>,
+}
+
+impl Writer {
+    fn unwritten(&self) -> usize {
+        self.pending.iter().map(|j| j.lines.len() - j.written).sum()
+    }
+
+    async fn run(mut self) {
+        let batch = self.endpoint.cfg.batch_lines;
+        let mut closed = false;
+        while !closed {
+            if self.pending.is_empty() {
+                tokio::select! {
+                    job = self.rx.recv() => match job {
+                        Some(j) => self.pending.push_back(j),
+                        None => break,
+                    },
+                    _ = self.shutdown.changed() => break,
+                }
+            }
+            let deadline = Instant::now() + self.endpoint.cfg.flush_interval;
+            while self.unwritten() < batch {
+                tokio::select! {
+                    job = self.rx.recv() => match job {
+                        Some(j) => self.pending.push_back(j),
+                        None => { closed = true; break; }
+                    },
+                    _ = tokio::time::sleep_until(deadline) => break,
+                }
+            }
+            if !self.flush().await {
+                break;
+            }
+        }
+    }
+
+    /// Writes everything pending; false when shutdown interrupted it.
+    async fn flush(&mut self) -> bool {
+        let batch = self.endpoint.cfg.batch_lines;
+        while !self.pending.is_empty() {
+            // Take up to `batch` lines across jobs, in order.
+            let mut chunk: Vec<(usize, usize, usize)> = Vec::new(); // (job index, from, to)
+            let mut n = 0;
+            for (i, j) in self.pending.iter().enumerate() {
+                if n >= batch {
+                    break;
+                }
+                let take = (j.lines.len() - j.written).min(batch - n);
+                chunk.push((i, j.written, j.written + take));
+                n += take;
+            }
+            let lines: Vec<String> = chunk
+                .iter()
+                .flat_map(|&(i, a, b)| self.pending[i].lines[a..b].iter().cloned())
+                .collect();
+            if !self.write_with_retry(lines).await {
+                return false;
+            }
+            for &(i, _, b) in &chunk {
+                self.pending[i].written = b;
+            }
+            while self.pending.front().is_some_and(|j| j.written == j.lines.len()) {
+                if let Some(mut j) = self.pending.pop_front() {
+                    if let Some(done) = j.done.take() {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Posts `lines` until InfluxDB has taken them (or rejected bad ones); false on shutdown.
+    async fn write_with_retry(&mut self, lines: Vec<String>) -> bool {
+        // A stack of pieces: a 413 splits a piece in two.
+        let mut pieces: Vec<Vec<String>> = vec![lines];
+        let mut attempt: u32 = 0;
+        while let Some(piece) = pieces.pop() {
+            let refs: Vec<&str> = piece.iter().map(String::as_str).collect();
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
+            match self.endpoint.post(&refs).await {
+                Ok(()) => {
+                    attempt = 0;
+                    self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
+                }
+                Err(PostError::Rejected { lines, reason }) => {
+                    attempt = 0;
+                    self.stats.lines_rejected.fetch_add(lines, Ordering::Relaxed);
+                    self.stats
+                        .lines_written
+                        .fetch_add((piece.len() as u64).saturating_sub(lines), Ordering::Relaxed);
+                    tracing::error!(rejected_lines = lines, "InfluxDB rejected data (not retried): {reason}");
+                }
+                Err(PostError::TooLarge) if piece.len() > 1 => {
+                    let mut a = piece;
+                    let b = a.split_off(a.len() / 2);
+                    tracing::warn!("InfluxDB said 413 (body too large): splitting into {} + {} lines", a.len(), b.len());
+                    pieces.push(b);
+                    pieces.push(a);
+                }
+                Err(PostError::TooLarge) => {
+                    self.stats.lines_rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("InfluxDB refused a single line as too large (413); raise max-body-size: {}", piece[0].trim_end());
+                }
+                Err(PostError::NoDatabase) => {
+                    match self.endpoint.create_database().await {
+                        Ok(()) => {
+                            self.stats.databases_created.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(database = %self.endpoint.cfg.database, "created the InfluxDB database");
+                        }
+                        Err(e) => {
+                            tracing::warn!("cannot create database {}: {e}", self.endpoint.cfg.database);
+                            if !self.backoff(&mut attempt, None).await {
+                                return false;
+                            }
+                        }
+                    }
+                    pieces.push(piece);
+                }
+                Err(PostError::Retry { reason, after }) => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(attempt, "InfluxDB write failed, will retry: {reason}");
+                    pieces.push(piece);
+                    if !self.backoff(&mut attempt, after).await {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Sleeps 100 ms · 2^attempt (capped, ±25 % jitter) or Retry-After; false on shutdown.
+    async fn backoff(&mut self, attempt: &mut u32, after: Option<Duration>) -> bool {
+        let base = Duration::from_millis(100).saturating_mul(1u32 << (*attempt).min(16));
+        let cap = self.endpoint.cfg.max_backoff;
+        let mut wait = after.unwrap_or(base).min(cap.max(Duration::from_millis(100)));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        if after.is_none() {
+            let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
+            wait = wait.mul_f64(jitter);
+        }
+        *attempt = attempt.saturating_add(1);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => true,
+            _ = self.shutdown.changed() => false,
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! Domain types behind the wire format, and the checks that turn a `v1` message into one. Every
+//! rejection names the field (`batch 7: power[3].watts: ...`), so an operator can find the sensor.
+//! To accept a new payload: add its domain type here, a `convert_*` function, and its points in
+//! `schema.rs`.
+
+use crate::units::{Celsius, Joules, UnixNanos, Watts};
+use crate::v1;
+use std::collections::BTreeMap;
+
+/// Tag keys the schema sets itself; agent labels may not use them.
+pub const RESERVED_TAGS: &[&str] = &[
+    "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "bench",
+    "experiment", "pattern", "kind", "severity", "outcome", "time",
+];
+/// At most this many static labels per agent: labels become tags, and tags must stay bounded.
+pub const MAX_LABELS: usize = 16;
+
+/// A rejected message: which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidField {
+    pub field: String,
+    pub reason: String,
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> InvalidField {
+    InvalidField { field: field.into(), reason: reason.into() }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Measured,
+    Estimated,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Measured => "measured",
+            Method::Estimated => "estimated",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hello {
+    pub agent_id: String,
+    pub hostname: String,
+    pub agent_version: String,
+    pub protocol_version: u32,
+    pub labels: BTreeMap<String, String>,
+    pub inventory: v1::Inventory,
+    pub time: UnixNanos,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerSample {
+    pub time: UnixNanos,
+    pub source: String,
+    pub zone: String,
+    pub scope: String,
+    pub method: Method,
+    pub watts: Option<Watts>,
+    pub joules: Option<Joules>,
+    pub interval_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemperatureSample {
+    pub time: UnixNanos,
+    pub source: String,
+    pub device: String,
+    pub sensor: String,
+    pub celsius: Celsius,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub agent_id: String,
+    pub sequence: u64,
+    pub power: Vec<PowerSample>,
+    pub temperature: Vec<TemperatureSample>,
+    pub probe_runs: Vec<v1::ProbeRun>,
+    pub power_state_changes: Vec<v1::PowerStateChange>,
+    pub events: Vec<v1::Event>,
+    pub nvme_smart: Vec<v1::NvmeSmart>,
+}
+
+impl Batch {
+    /// Number of samples and records carried, for metrics and logs.
+    pub fn len(&self) -> usize {
+        self.power.len()
+            + self.temperature.len()
+            + self.probe_runs.len()
+            + self.power_state_changes.len()
+            + self.events.len()
+            + self.nvme_smart.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Agent ids become the `host` tag and (later) certificate identities: keep them plain.
+pub fn check_agent_id(field: &str, id: &str) -> Result<(), InvalidField> {
+    if id.is_empty() {
+        return Err(invalid(field, "is empty; set agent_id in the agent config (defaults to the hostname)"));
+    }
+    if id.len() > 128 {
+        return Err(invalid(field, format!("is {} bytes long; at most 128", id.len())));
+    }
+    if !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) {
+        return Err(invalid(field, format!("`{id}` may contain only letters, digits, `.`, `-` and `_`")));
+    }
+    Ok(())
+}
+
+/// A value that becomes a tag: non-empty, bounded, no control characters.
+pub fn check_tag_value(field: &str, v: &str) -> Result<(), InvalidField> {
+    if v.is_empty() {
+        return Err(invalid(field, "is empty"));
+    }
+    if v.len() > 256 {
+        return Err(invalid(field, format!("is {} bytes long; at most 256", v.len())));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(invalid(field, "contains control characters"));
+    }
+    Ok(())
+}
+
+/// Label keys: lowercase identifiers that do not collide with the schema's own tags.
+pub fn check_label(key: &str, value: &str) -> Result<(), InvalidField> {
+    let field = format!("labels.{key}");
+    let mut chars = key.chars();
+    let ok_start = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    if !ok_start || key.len() > 32 || !key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err(invalid(field, "label keys are lowercase identifiers (a-z, 0-9, _), at most 32 characters"));
+    }
+    if RESERVED_TAGS.contains(&key) {
+        return Err(invalid(field, format!("`{key}` is set by wattflip itself; choose another label name")));
+    }
+    check_tag_value(&field, value)
+}
+
+fn check_time(field: &str, t: i64) -> Result<UnixNanos, InvalidField> {
+    // InfluxDB's valid range is ±9223372036854775806 ns; 0 or negative means the agent never set it.
+    if t <= 0 || t > 9_223_372_036_854_775_806 {
+        return Err(invalid(field, format!("{t} is not a UTC timestamp in nanoseconds")));
+    }
+    Ok(UnixNanos(t))
+}
+
+fn check_finite(field: &str, v: f64) -> Result<f64, InvalidField> {
+    if !v.is_finite() {
+        return Err(invalid(field, format!("{v} is not a finite number")));
+    }
+    Ok(v)
+}
+
+fn method(field: &str, m: i32) -> Result<Method, InvalidField> {
+    match v1::Method::try_from(m) {
+        Ok(v1::Method::Measured) => Ok(Method::Measured),
+        Ok(v1::Method::Estimated) => Ok(Method::Estimated),
+        _ => Err(invalid(field, "must be METHOD_MEASURED or METHOD_ESTIMATED")),
+    }
+}
+
+impl TryFrom<v1::Hello> for Hello {
+    type Error = InvalidField;
+
+    fn try_from(h: v1::Hello) -> Result<Self, InvalidField> {
+        check_agent_id("hello.agent_id", &h.agent_id)?;
+        if h.labels.len() > MAX_LABELS {
+            return Err(invalid("hello.labels", format!("{} labels; at most {MAX_LABELS}", h.labels.len())));
+        }
+        let mut labels = BTreeMap::new();
+        for (k, v) in h.labels {
+            check_label(&k, &v).map_err(|e| invalid(format!("hello.{}", e.field), e.reason))?;
+            labels.insert(k, v);
+        }
+        for (i, d) in h.inventory.as_ref().map(|inv| inv.storage_devices.as_slice()).unwrap_or_default().iter().enumerate() {
+            check_tag_value(&format!("hello.inventory.storage_devices[{i}].name"), &d.name)?;
+        }
+        Ok(Hello {
+            agent_id: h.agent_id,
+            hostname: h.hostname,
+            agent_version: h.agent_version,
+            protocol_version: h.protocol_version,
+            labels,
+            inventory: h.inventory.unwrap_or_default(),
+            time: check_time("hello.time_ns", h.time_ns)?,
+        })
+    }
+}
+
+/// Converts a batch, checking that it belongs to `agent_id`.
+pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField> {
+    if b.agent_id != agent_id {
+        return Err(invalid(
+            "batch.agent_id",
+            format!("`{}` differs from the stream's Hello agent id `{agent_id}`", b.agent_id),
+        ));
+    }
+    if b.sequence == 0 {
+        return Err(invalid("batch.sequence", "must be at least 1"));
+    }
+    let mut power = Vec::with_capacity(b.power.len());
+    for (i, p) in b.power.into_iter().enumerate() {
+        let f = |name: &str| format!("power[{i}].{name}");
+        check_tag_value(&f("source"), &p.source)?;
+        check_tag_value(&f("zone"), &p.zone)?;
+        if !p.scope.is_empty() {
+            check_tag_value(&f("scope"), &p.scope)?;
+        }
+        let watts = p.watts.map(|w| check_finite(&f("watts"), w).map(Watts)).transpose()?;
+        let joules = p.joules.map(|j| check_finite(&f("joules"), j).map(Joules)).transpose()?;
+        if watts.is_none() && joules.is_none() {
+            return Err(invalid(f("watts"), "a power sample needs watts or joules"));
+        }
+        if joules.is_some_and(|j| j.0 < 0.0) {
+            return Err(invalid(f("joules"), "energy in an interval cannot be negative"));
+        }
+        power.push(PowerSample {
+            time: check_time(&f("time_ns"), p.time_ns)?,
+            method: method(&f("method"), p.method)?,
+            source: p.source,
+            zone: p.zone,
+            scope: p.scope,
+            watts,
+            joules,
+            interval_ns: u64::try_from(p.interval_ns)
+                .map_err(|_| invalid(f("interval_ns"), "cannot be negative"))?,
+        });
+    }
+    let mut temperature = Vec::with_capacity(b.temperature.len());
+    for (i, t) in b.temperature.into_iter().enumerate() {
+        let f = |name: &str| format!("temperature[{i}].{name}");
+        check_tag_value(&f("source"), &t.source)?;
+        check_tag_value(&f("device"), &t.device)?;
+        check_tag_value(&f("sensor"), &t.sensor)?;
+        let c = check_finite(&f("celsius"), t.celsius)?;
+        // Below absolute zero or above 500 °C is a decoding bug (K vs °C vs m°C), not a reading.
+        if !(-273.15..=500.0).contains(&c) {
+            return Err(invalid(f("celsius"), format!("{c} °C is outside -273.15..500; check the unit")));
+        }
+        temperature.push(TemperatureSample {
+            time: check_time(&f("time_ns"), t.time_ns)?,
+            source: t.source,
+            device: t.device,
+            sensor: t.sensor,
+            celsius: Celsius(c),
+        });
+    }
+    for (i, r) in b.probe_runs.iter().enumerate() {
+        let f = |name: &str| format!("probe_runs[{i}].{name}");
+        check_tag_value(&f("run_id"), &r.run_id)?;
+        check_tag_value(&f("device"), &r.device)?;
+        check_tag_value(&f("bench"), &r.bench)?;
+        check_tag_value(&f("experiment"), &r.experiment)?;
+        check_tag_value(&f("pattern"), &r.pattern)?;
+        check_time(&f("start_ns"), r.start_ns)?;
+        check_time(&f("end_ns"), r.end_ns)?;
+        if r.end_ns < r.start_ns {
+            return Err(invalid(f("end_ns"), "ends before it starts"));
+        }
+        for (name, v) in [
+            ("value", r.value),
+            ("mean_us", r.mean_us),
+            ("min_us", r.min_us),
+            ("max_us", r.max_us),
+            ("stddev_us", r.stddev_us),
+            ("p50_us", r.p50_us),
+            ("p95_us", r.p95_us),
+            ("p99_us", r.p99_us),
+            ("iops", r.iops),
+            ("mib_per_s", r.mib_per_s),
+        ] {
+            check_finite(&f(name), v)?;
+        }
+        for (name, v) in [("energy_j", r.energy_j), ("energy_above_idle_j", r.energy_above_idle_j)] {
+            if let Some(v) = v {
+                check_finite(&f(name), v)?;
+            }
+        }
+    }
+    for (i, c) in b.power_state_changes.iter().enumerate() {
+        let f = |name: &str| format!("power_state_changes[{i}].{name}");
+        check_time(&f("time_ns"), c.time_ns)?;
+        check_tag_value(&f("device"), &c.device)?;
+        if v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default() == v1::PowerStateOutcome::Unspecified {
+            return Err(invalid(f("outcome"), "must be set"));
+        }
+    }
+    for (i, e) in b.events.iter().enumerate() {
+        let f = |name: &str| format!("events[{i}].{name}");
+        check_time(&f("time_ns"), e.time_ns)?;
+        check_tag_value(&f("kind"), &e.kind)?;
+        if v1::Severity::try_from(e.severity).unwrap_or_default() == v1::Severity::Unspecified {
+            return Err(invalid(f("severity"), "must be set"));
+        }
+    }
+    for (i, s) in b.nvme_smart.iter().enumerate() {
+        let f = |name: &str| format!("nvme_smart[{i}].{name}");
+        check_time(&f("time_ns"), s.time_ns)?;
+        check_tag_value(&f("device"), &s.device)?;
+        check_finite(&f("composite_celsius"), s.composite_celsius)?;
+    }
+    Ok(Batch {
+        agent_id: b.agent_id,
+        sequence: b.sequence,
+        power,
+        temperature,
+        probe_runs: b.probe_runs,
+        power_state_changes: b.power_state_changes,
+        events: b.events,
+        nvme_smart: b.nvme_smart,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> v1::PowerSample {
+        v1::PowerSample {
+            time_ns: 1_700_000_000_000_000_000,
+            source: "rapl".into(),
+            zone: "package-0".into(),
+            scope: "package".into(),
+            method: v1::Method::Measured as i32,
+            watts: Some(10.0),
+            joules: Some(10.0),
+            interval_ns: 1_000_000_000,
+        }
+    }
+
+    fn batch(power: Vec<v1::PowerSample>) -> v1::Batch {
+        v1::Batch { agent_id: "a1".into(), sequence: 1, power, ..Default::default() }
+    }
+
+    #[test]
+    fn good_batch_converts_with_units() {
+        let b = convert_batch("a1", batch(vec![sample()])).unwrap();
+        assert_eq!(b.power[0].watts, Some(Watts(10.0)));
+        assert_eq!(b.power[0].method, Method::Measured);
+        assert_eq!(b.len(), 1);
+    }
+
+    #[test]
+    fn rejections_name_the_field() {
+        let mut s = sample();
+        s.watts = Some(f64::NAN);
+        let e = convert_batch("a1", batch(vec![sample(), s])).unwrap_err();
+        assert_eq!(e.field, "power[1].watts");
+        let e = convert_batch("other", batch(vec![])).unwrap_err();
+        assert_eq!(e.field, "batch.agent_id");
+        let mut s = sample();
+        s.method = 0;
+        assert_eq!(convert_batch("a1", batch(vec![s])).unwrap_err().field, "power[0].method");
+        let mut s = sample();
+        s.time_ns = 0;
+        assert_eq!(convert_batch("a1", batch(vec![s])).unwrap_err().field, "power[0].time_ns");
+        let mut b = batch(vec![]);
+        b.temperature.push(v1::TemperatureSample {
+            time_ns: 5,
+            source: "hwmon".into(),
+            device: "nvme0".into(),
+            sensor: "Composite".into(),
+            celsius: 49850.0,
+        });
+        let e = convert_batch("a1", b).unwrap_err();
+        assert_eq!(e.field, "temperature[0].celsius");
+    }
+
+    #[test]
+    fn labels_are_bounded_and_cannot_shadow_schema_tags() {
+        assert!(check_label("rack", "r12").is_ok());
+        assert_eq!(check_label("host", "x").unwrap_err().field, "labels.host");
+        assert!(check_label("Rack", "x").is_err());
+        assert!(check_label("rack", "").is_err());
+        assert!(check_agent_id("id", "node-1.dc_2").is_ok());
+        assert!(check_agent_id("id", "node 1").is_err());
+    }
+}

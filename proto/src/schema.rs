@@ -1,0 +1,242 @@
+//! The InfluxDB schema (documented in `docs/schema.md`): how domain types become points. The
+//! collector writes these points and the agent's local probe output uses the same function, so the
+//! two never disagree. A new measurement gets its own `*_points` function here and a section in
+//! `docs/schema.md`.
+
+use crate::domain::{Batch, Hello};
+use crate::lineproto::Point;
+use crate::v1;
+use std::collections::BTreeMap;
+
+pub const POWER: &str = "power";
+pub const TEMPERATURE: &str = "temperature";
+pub const PROBE_RUN: &str = "probe_run";
+pub const POWER_STATE: &str = "power_state";
+pub const EVENT: &str = "event";
+pub const NVME_SMART: &str = "nvme_smart";
+pub const AGENT: &str = "agent";
+pub const INVENTORY: &str = "inventory";
+
+/// Tags every point of one agent carries: `host` (the agent id) and the agent's static labels.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostTags {
+    pub host: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl HostTags {
+    fn point(&self, measurement: &str, time_ns: i64) -> Point {
+        let mut p = Point::new(measurement, time_ns).tag("host", self.host.clone());
+        for (k, v) in &self.labels {
+            p = p.tag(k.clone(), v.clone());
+        }
+        p
+    }
+}
+
+/// Points describing the agent and its inventory, written when a Hello arrives.
+pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
+    let inv = &h.inventory;
+    let mut pts = vec![tags
+        .point(AGENT, h.time.0)
+        .string("hostname", h.hostname.clone())
+        .string("version", h.agent_version.clone())
+        .int("protocol_version", i64::from(h.protocol_version))
+        .int("storage_devices", inv.storage_devices.len() as i64)
+        .int("power_sources", inv.power_sources.len() as i64)
+        .int("temperature_sensors", inv.temperature_sensors.len() as i64)];
+    for d in &inv.storage_devices {
+        pts.push(
+            tags.point(INVENTORY, h.time.0)
+                .tag("device", d.name.clone())
+                .tag("model", d.model.clone())
+                .tag("serial", d.serial.clone())
+                .uint("capacity_bytes", d.capacity_bytes)
+                .int("logical_block_size", i64::from(d.logical_block_size))
+                .string("firmware", d.firmware.clone())
+                .string("transport", d.transport.clone())
+                .boolean("rotational", d.rotational)
+                .int("power_states", d.power_states.len() as i64),
+        );
+    }
+    pts
+}
+
+/// All points of one batch.
+pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
+    let mut pts = Vec::with_capacity(b.len());
+    for s in &b.power {
+        let mut p = tags
+            .point(POWER, s.time.0)
+            .tag("source", s.source.clone())
+            .tag("zone", s.zone.clone())
+            .tag("scope", s.scope.clone())
+            .tag("method", s.method.as_str());
+        if let Some(w) = s.watts {
+            p = p.float("watts", w.0);
+        }
+        if let Some(j) = s.joules {
+            p = p.float("joules", j.0);
+        }
+        pts.push(p);
+    }
+    for t in &b.temperature {
+        pts.push(
+            tags.point(TEMPERATURE, t.time.0)
+                .tag("source", t.source.clone())
+                .tag("device", t.device.clone())
+                .tag("sensor", t.sensor.clone())
+                .float("celsius", t.celsius.0),
+        );
+    }
+    for r in &b.probe_runs {
+        pts.push(probe_run_point(r, tags));
+    }
+    for c in &b.power_state_changes {
+        let outcome = v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default();
+        pts.push(
+            tags.point(POWER_STATE, c.time_ns)
+                .tag("device", c.device.clone())
+                .tag("outcome", outcome_name(outcome))
+                .string("serial", c.serial.clone())
+                .int("from_state", i64::from(c.from_state))
+                .int("to_state", i64::from(c.to_state))
+                .int("observed_state", i64::from(c.observed_state))
+                .string("detail", c.detail.clone()),
+        );
+    }
+    for e in &b.events {
+        let sev = v1::Severity::try_from(e.severity).unwrap_or_default();
+        let attrs: BTreeMap<&String, &String> = e.attributes.iter().collect();
+        let attrs = attrs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        pts.push(
+            tags.point(EVENT, e.time_ns)
+                .tag("kind", e.kind.clone())
+                .tag("severity", severity_name(sev))
+                .tag("device", e.device.clone())
+                .string("message", e.message.clone())
+                .string("attributes", attrs),
+        );
+    }
+    for s in &b.nvme_smart {
+        pts.push(
+            tags.point(NVME_SMART, s.time_ns)
+                .tag("device", s.device.clone())
+                .tag("serial", s.serial.clone())
+                .int("critical_warning", i64::from(s.critical_warning))
+                .float("composite_celsius", s.composite_celsius)
+                .int("percentage_used", i64::from(s.percentage_used))
+                .uint("data_units_read", s.data_units_read)
+                .uint("data_units_written", s.data_units_written)
+                .uint("warning_temp_time_min", s.warning_temp_time_min)
+                .uint("critical_temp_time_min", s.critical_temp_time_min)
+                .uint("thm_temp1_trans_count", s.thm_temp1_trans_count)
+                .uint("thm_temp2_trans_count", s.thm_temp2_trans_count)
+                .uint("thm_temp1_total_time_s", s.thm_temp1_total_time_s)
+                .uint("thm_temp2_total_time_s", s.thm_temp2_total_time_s)
+                .uint("power_on_hours", s.power_on_hours)
+                .uint("unsafe_shutdowns", s.unsafe_shutdowns)
+                .uint("media_errors", s.media_errors),
+        );
+    }
+    pts
+}
+
+/// One uFLIP run; timestamped at its start so repetitions never collide.
+pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(PROBE_RUN, r.start_ns)
+        .tag("device", r.device.clone())
+        .tag("model", r.model.clone())
+        .tag("bench", r.bench.clone())
+        .tag("experiment", r.experiment.clone())
+        .tag("pattern", r.pattern.clone())
+        .string("run_id", r.run_id.clone())
+        .string("varying", r.varying.clone())
+        .float("value", r.value)
+        .int("repetition", i64::from(r.repetition))
+        .int("end_ns", r.end_ns)
+        .float("duration_s", (r.end_ns - r.start_ns) as f64 / 1e9)
+        .uint("io_count", r.io_count)
+        .uint("ignore_io", r.ignore_io)
+        .uint("io_size_bytes", r.io_size_bytes)
+        .float("mean_us", r.mean_us)
+        .float("min_us", r.min_us)
+        .float("max_us", r.max_us)
+        .float("stddev_us", r.stddev_us)
+        .float("p50_us", r.p50_us)
+        .float("p95_us", r.p95_us)
+        .float("p99_us", r.p99_us)
+        .float("iops", r.iops)
+        .float("mib_per_s", r.mib_per_s)
+        .string("target_kind", r.target_kind.clone());
+    if let Some(e) = r.energy_j {
+        p = p.float("energy_j", e);
+    }
+    if let Some(e) = r.energy_above_idle_j {
+        p = p.float("energy_above_idle_j", e);
+    }
+    p
+}
+
+pub fn outcome_name(o: v1::PowerStateOutcome) -> &'static str {
+    match o {
+        v1::PowerStateOutcome::Unspecified => "unspecified",
+        v1::PowerStateOutcome::Applied => "applied",
+        v1::PowerStateOutcome::Refused => "refused",
+        v1::PowerStateOutcome::Ignored => "ignored",
+        v1::PowerStateOutcome::Restored => "restored",
+        v1::PowerStateOutcome::Failed => "failed",
+    }
+}
+
+pub fn severity_name(s: v1::Severity) -> &'static str {
+    match s {
+        v1::Severity::Unspecified => "unspecified",
+        v1::Severity::Info => "info",
+        v1::Severity::Warning => "warning",
+        v1::Severity::Critical => "critical",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::convert_batch;
+    use crate::lineproto::encode_all;
+
+    #[test]
+    fn power_and_temperature_lines_carry_host_and_labels() {
+        let b = v1::Batch {
+            agent_id: "a1".into(),
+            sequence: 3,
+            power: vec![v1::PowerSample {
+                time_ns: 1_000,
+                source: "rapl".into(),
+                zone: "package-0".into(),
+                scope: "package".into(),
+                method: v1::Method::Measured as i32,
+                watts: Some(20.0),
+                joules: Some(2.0),
+                interval_ns: 100_000_000,
+            }],
+            temperature: vec![v1::TemperatureSample {
+                time_ns: 2_000,
+                source: "hwmon".into(),
+                device: "nvme0".into(),
+                sensor: "Composite".into(),
+                celsius: 49.85,
+            }],
+            ..Default::default()
+        };
+        let b = convert_batch("a1", b).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: [("rack".to_string(), "r7".to_string())].into() };
+        let (body, errs) = encode_all(&batch_points(&b, &tags));
+        assert!(errs.is_empty());
+        assert_eq!(
+            body,
+            "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=20,joules=2 1000\n\
+             temperature,device=nvme0,host=a1,rack=r7,sensor=Composite,source=hwmon celsius=49.85 2000\n"
+        );
+    }
+}
