@@ -1,0 +1,169 @@
+//! Agent configuration: strict TOML (unknown keys rejected, every problem reported at once with
+//! its dotted path). Add a setting as a field of a `Raw*` struct, its check in [`Config::from_file`]
+//! and a line in `agent/agent.example.toml`.
+
+use crate::sensors::SensorKinds;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
+use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub agent_id: String,
+    pub hostname: String,
+    pub labels: BTreeMap<String, String>,
+    pub collector: CollectorConfig,
+    pub sampling_interval: Duration,
+    pub sysfs_root: PathBuf,
+    pub kinds: SensorKinds,
+    pub backlog_max_batches: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectorConfig {
+    pub url: String,
+    pub connect_timeout: Duration,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawCollector {
+    url: Option<String>,
+    connect_timeout: Option<String>,
+    backoff_initial: Option<String>,
+    backoff_max: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawSampling {
+    interval: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawSources {
+    sysfs_root: Option<PathBuf>,
+    rapl: Option<bool>,
+    hwmon: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawBuffer {
+    max_batches: Option<usize>,
+}
+
+/// The host name from the kernel (no libc call, no extra crate).
+pub fn system_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+impl Config {
+    pub fn from_file(file: &Path) -> Result<Config, ConfigError> {
+        Self::from_loader(Loader::from_file(file)?)
+    }
+
+    pub fn from_str(file: &Path, text: &str) -> Result<Config, ConfigError> {
+        Self::from_loader(Loader::from_str(file, text)?)
+    }
+
+    fn from_loader(mut l: Loader) -> Result<Config, ConfigError> {
+        let agent_id: Option<String> = l.take("agent_id");
+        let hostname_cfg: Option<String> = l.take("hostname");
+        let labels: BTreeMap<String, String> = l.take("labels");
+        let collector: RawCollector = l.take("collector");
+        let sampling: RawSampling = l.take("sampling");
+        let sources: RawSources = l.take("sources");
+        let buffer: RawBuffer = l.take("buffer");
+
+        let hostname = hostname_cfg.unwrap_or_else(system_hostname);
+        let agent_id = agent_id.unwrap_or_else(|| hostname.clone());
+        if let Err(e) = check_agent_id("agent_id", &agent_id) {
+            l.problem(e.field, e.reason);
+        }
+        if labels.len() > MAX_LABELS {
+            l.problem("labels", format!("{} labels; at most {MAX_LABELS} (labels become tags)", labels.len()));
+        }
+        for (k, v) in &labels {
+            if let Err(e) = check_label(k, v) {
+                l.problem(e.field, e.reason);
+            }
+        }
+        let url = collector.url.unwrap_or_else(|| "http://127.0.0.1:50051".into());
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            l.problem("collector.url", format!("`{url}` must start with http:// or https://"));
+        }
+        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
+            Some(s) => parse_duration(key, &s, &mut l).unwrap_or(default),
+            None => default,
+        };
+        let connect_timeout = dur("collector.connect_timeout", collector.connect_timeout, Duration::from_secs(5));
+        let backoff_initial = dur("collector.backoff_initial", collector.backoff_initial, Duration::from_millis(200));
+        let backoff_max = dur("collector.backoff_max", collector.backoff_max, Duration::from_secs(30));
+        let interval = dur("sampling.interval", sampling.interval, Duration::from_secs(1));
+        // 1 kHz is the RAPL update rate; faster polling only reads the same value again.
+        if interval < Duration::from_millis(1) || interval > Duration::from_secs(3600) {
+            l.problem("sampling.interval", format!("{interval:?} is outside 1ms..1h"));
+        }
+        let max_batches = buffer.max_batches.unwrap_or(3600);
+        if max_batches == 0 {
+            l.problem("buffer.max_batches", "must be at least 1");
+        }
+        l.finish()?;
+        Ok(Config {
+            agent_id,
+            hostname,
+            labels,
+            collector: CollectorConfig { url, connect_timeout, backoff_initial, backoff_max },
+            sampling_interval: interval,
+            sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
+            kinds: SensorKinds { rapl: sources.rapl.unwrap_or(true), hwmon: sources.hwmon.unwrap_or(true) },
+            backlog_max_batches: max_batches,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_str(Path::new("agent.toml"), text)
+    }
+
+    #[test]
+    fn full_config() {
+        let c = parse(
+            "agent_id = \"node-1\"\n[labels]\nsite = \"dc1\"\nrack = \"r12\"\n[collector]\nurl = \"http://10.0.0.1:50051\"\n\
+             [sampling]\ninterval = \"250ms\"\n[sources]\nsysfs_root = \"/tmp/sys\"\nrapl = false\n[buffer]\nmax_batches = 10\n",
+        )
+        .unwrap();
+        assert_eq!(c.agent_id, "node-1");
+        assert_eq!(c.labels.get("rack").map(String::as_str), Some("r12"));
+        assert_eq!(c.sampling_interval, Duration::from_millis(250));
+        assert_eq!(c.sysfs_root, PathBuf::from("/tmp/sys"));
+        assert!(!c.kinds.rapl && c.kinds.hwmon);
+        assert_eq!(c.backlog_max_batches, 10);
+    }
+
+    #[test]
+    fn all_problems_at_once_with_dotted_paths() {
+        let err = parse(
+            "agent_id = \"bad id\"\n[labels]\nhost = \"x\"\n[collector]\nurll = \"x\"\n[sampling]\ninterval = \"often\"\n\
+             [sources]\nrapl = \"yes\"\n[buffer]\nmax_batches = 0\n[extra]\n",
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec!["collector.urll", "sources.rapl", "agent_id", "labels.host", "sampling.interval", "buffer.max_batches", "extra"]
+        );
+        assert!(err.to_string().starts_with("agent.toml: 7 problem(s):"));
+    }
+}

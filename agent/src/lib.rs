@@ -1,0 +1,9 @@
+//! wattflip agent: `sensors/` (power and temperature sources), `drives/` (storage inventory),
+//! `export/` (streaming to the collector), `runtime` (the sampling loop). `main.rs` only parses
+//! the command line and calls into these.
+
+pub mod config;
+pub mod drives;
+pub mod export;
+pub mod runtime;
+pub mod sensors;

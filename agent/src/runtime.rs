@@ -1,0 +1,224 @@
+//! The agent's `run` mode: discovers sensors, samples them on an interval, and hands one batch per
+//! tick to the exporter. Timestamps come from the monotonic clock mapped once to UTC, so intervals
+//! never jump with NTP. A failing sensor degrades only itself: its error becomes an event (once
+//! per distinct error) and the other sensors go on.
+
+use crate::config::Config;
+use crate::drives::block;
+use crate::export::grpc::{ExportSummary, Exporter, ExporterConfig};
+use crate::sensors::{discover_all, Discovered};
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Instant;
+use wattflip_proto::v1;
+
+/// Monotonic clock anchored to UTC once at start.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    utc0_ns: i64,
+    mono0: Instant,
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        let utc0_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Clock { utc0_ns, mono0: Instant::now() }
+    }
+
+    /// (monotonic ns since start, UTC ns) for `Instant::now()`.
+    pub fn now(&self) -> (u64, i64) {
+        let mono = u64::try_from(self.mono0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        (mono, self.utc0_ns.saturating_add(mono as i64))
+    }
+
+    pub fn utc_now(&self) -> i64 {
+        self.now().1
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What `run` was asked to do beyond the config.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop after this many sampling ticks (then deliver everything and exit).
+    pub samples: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct RunSummary {
+    pub ticks: u64,
+    pub power_samples: u64,
+    pub temperature_samples: u64,
+    pub sensor_errors: u64,
+    pub export: ExportSummary,
+}
+
+/// The Hello of this agent: identity, labels, inventory.
+pub fn hello(cfg: &Config, found: &Discovered, clock: &Clock) -> v1::Hello {
+    let mut power_sources: Vec<v1::PowerSource> = found.power.iter().map(|s| s.describe()).collect();
+    power_sources.extend(found.unusable_power.iter().cloned());
+    v1::Hello {
+        agent_id: cfg.agent_id.clone(),
+        hostname: cfg.hostname.clone(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        protocol_version: wattflip_proto::PROTOCOL_VERSION,
+        labels: cfg.labels.clone().into_iter().collect(),
+        inventory: Some(v1::Inventory {
+            storage_devices: block::scan(&cfg.sysfs_root),
+            power_sources,
+            temperature_sensors: found.temperature.iter().map(|t| t.describe()).collect(),
+        }),
+        time_ns: clock.utc_now(),
+    }
+}
+
+fn event(time_ns: i64, kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Event {
+    v1::Event {
+        time_ns,
+        kind: kind.into(),
+        severity: severity as i32,
+        device: device.into(),
+        message,
+        attributes: Default::default(),
+    }
+}
+
+/// Samples every sensor once into `batch`. `last_error` remembers each sensor's last error text so
+/// that a persistent failure is reported once, not every tick.
+fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, last_error: &mut HashMap<String, String>, summary: &mut RunSummary) {
+    for s in found.power.iter_mut() {
+        let d = s.describe();
+        let key = format!("power:{}:{}", d.source, d.zone);
+        let (mono, utc) = clock.now();
+        match s.read(mono) {
+            Ok(Some(r)) => {
+                last_error.remove(&key);
+                summary.power_samples += 1;
+                batch.power.push(v1::PowerSample {
+                    time_ns: utc,
+                    source: d.source,
+                    zone: d.zone,
+                    scope: d.scope,
+                    method: d.method,
+                    watts: Some(r.watts.0),
+                    joules: r.joules.map(|j| j.0),
+                    interval_ns: i64::try_from(r.interval_ns).unwrap_or(i64::MAX),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => report(&key, &d.zone, e.to_string(), utc, batch, last_error, summary),
+        }
+    }
+    for t in found.temperature.iter_mut() {
+        let d = t.describe();
+        let key = format!("temp:{}:{}:{}", d.source, d.device, d.sensor);
+        let utc = clock.utc_now();
+        match t.read() {
+            Ok(c) => {
+                last_error.remove(&key);
+                summary.temperature_samples += 1;
+                batch.temperature.push(v1::TemperatureSample {
+                    time_ns: utc,
+                    source: d.source,
+                    device: d.device,
+                    sensor: d.sensor,
+                    celsius: c.0,
+                });
+            }
+            Err(e) => report(&key, &d.device, e.to_string(), utc, batch, last_error, summary),
+        }
+    }
+}
+
+fn report(key: &str, device: &str, msg: String, utc: i64, batch: &mut v1::Batch, last_error: &mut HashMap<String, String>, summary: &mut RunSummary) {
+    summary.sensor_errors += 1;
+    if last_error.get(key) != Some(&msg) {
+        tracing::warn!(sensor = key, "{msg}");
+        batch.events.push(event(utc, "sensor_error", v1::Severity::Warning, device, msg.clone()));
+        last_error.insert(key.to_string(), msg);
+    }
+}
+
+/// Runs the agent until `shutdown` completes (or `opts.samples` ticks are done and delivered).
+pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = ()>) -> RunSummary {
+    let clock = Clock::new();
+    let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds);
+    for note in &found.unavailable {
+        tracing::info!("not available on this host: {note}");
+    }
+    let hello = hello(&cfg, &found, &clock);
+    tracing::info!(
+        agent = %cfg.agent_id,
+        power = found.power.len(),
+        temperature = found.temperature.len(),
+        "sensors discovered"
+    );
+    let (tx, rx) = tokio::sync::mpsc::channel::<v1::Batch>(64);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let exporter = Exporter::new(
+        ExporterConfig {
+            url: cfg.collector.url.clone(),
+            agent_id: cfg.agent_id.clone(),
+            connect_timeout: cfg.collector.connect_timeout,
+            backoff_initial: cfg.collector.backoff_initial,
+            backoff_max: cfg.collector.backoff_max,
+            max_batches: cfg.backlog_max_batches,
+        },
+        hello,
+        // Sequences continue across restarts without a spool: start at the UTC microsecond.
+        u64::try_from(clock.utc_now() / 1000).unwrap_or(1),
+    );
+    let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
+
+    let mut summary = RunSummary::default();
+    let mut last_error = HashMap::new();
+    let mut first = v1::Batch::default();
+    for s in &found.unusable_power {
+        first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
+        tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
+    }
+    let mut pending_first = Some(first);
+    let mut ticker = tokio::time::interval(cfg.sampling_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    let mut stopped = false;
+    loop {
+        if opts.samples.is_some_and(|n| summary.ticks >= n) {
+            break;
+        }
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = &mut shutdown => { stopped = true; break; }
+        }
+        let mut batch = pending_first.take().unwrap_or_default();
+        sample(&mut found, &clock, &mut batch, &mut last_error, &mut summary);
+        summary.ticks += 1;
+        if (batch.power.is_empty() && batch.temperature.is_empty() && batch.events.is_empty()) || tx.send(batch).await.is_err() {
+            continue;
+        }
+    }
+    drop(tx);
+    let mut export_task = export_task;
+    if stopped {
+        let _ = stop_tx.send(true);
+    } else {
+        // Deliver what was sampled; a second signal stops waiting.
+        tokio::select! {
+            r = &mut export_task => {
+                summary.export = r.unwrap_or_default();
+                return summary;
+            }
+            _ = &mut shutdown => { let _ = stop_tx.send(true); }
+        }
+    }
+    summary.export = export_task.await.unwrap_or_default();
+    summary
+}

@@ -1,0 +1,171 @@
+//! RAPL energy counters through powercap (`<sysfs>/class/powercap/intel-rapl:*`). Every zone is
+//! reported on its own, never summed: package ⊇ core + uncore and psys ⊇ package (hardware.md §1.1).
+//! `energy_uj` is a 32-bit hardware counter scaled to µJ that wraps at `max_energy_range_uj`; deltas
+//! are wrap-aware (Kepler's rule, hardware.md §1.2). Since Linux 5.10 (PLATYPUS, CVE-2020-8694)
+//! `energy_uj` is root-only, reported as a clear permission error with the usual fixes.
+//! To support `intel-rapl-mmio` or the perf PMU, add a prefix in `ZONE_PREFIXES` or a sibling module.
+
+use super::{read_attr, read_int, Discovered, PowerReading, PowerSensor, SensorError};
+use std::path::{Path, PathBuf};
+use wattflip_proto::units::MicroJoules;
+use wattflip_proto::v1;
+
+const ZONE_PREFIXES: &[&str] = &["intel-rapl:", "intel-rapl-mmio:"];
+pub const PERMISSION_HINT: &str = "energy_uj is root-only since Linux 5.10 (CVE-2020-8694); run the agent as root, \
+give it CAP_DAC_READ_SEARCH (systemd AmbientCapabilities=), or add a udev/sysfsutils rule granting a group read access";
+
+/// One RAPL zone with its wrap-aware accumulator state.
+pub struct RaplZone {
+    id: String,
+    zone: String,
+    scope: String,
+    energy_path: PathBuf,
+    max_range_uj: Option<u64>,
+    last: Option<(u64, u64)>, // (counter µJ, monotonic ns)
+}
+
+impl RaplZone {
+    /// Energy between two counter values. Wraps once at most: the sampler polls far more often
+    /// than the ≥ 60 s a counter needs to wrap at 1 kW (hardware.md §1.2).
+    pub fn delta(prev: u64, cur: u64, max_range: Option<u64>) -> Option<MicroJoules> {
+        if cur >= prev {
+            Some(MicroJoules(cur - prev))
+        } else {
+            max_range.filter(|&m| m >= prev).map(|m| MicroJoules(m - prev + cur))
+        }
+    }
+}
+
+impl PowerSensor for RaplZone {
+    fn describe(&self) -> v1::PowerSource {
+        v1::PowerSource {
+            source: "rapl".into(),
+            zone: self.zone.clone(),
+            scope: self.scope.clone(),
+            method: v1::Method::Measured as i32,
+            counter: true,
+            path: self.energy_path.display().to_string(),
+            enabled: true,
+            note: String::new(),
+        }
+    }
+
+    fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
+        let cur: u64 = read_int(&self.energy_path, PERMISSION_HINT, "an unsigned integer (µJ)")?;
+        let prev = self.last.replace((cur, now_ns));
+        let Some((prev_uj, prev_ns)) = prev else { return Ok(None) };
+        let interval_ns = now_ns.saturating_sub(prev_ns);
+        let Some(d) = RaplZone::delta(prev_uj, cur, self.max_range_uj) else {
+            return Err(SensorError::CounterReset { path: self.energy_path.clone(), prev: prev_uj, cur });
+        };
+        let joules = d.to_joules();
+        match joules.over_nanos(interval_ns) {
+            Some(watts) => Ok(Some(PowerReading { watts, joules: Some(joules), interval_ns })),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Finds every RAPL zone under `sysfs_root`. Disabled zones and zones whose counter cannot be
+/// read are listed as unusable with the reason; a host without powercap gets an "unavailable" note.
+pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
+    let dir = sysfs_root.join("class/powercap");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        out.unavailable.push(format!(
+            "rapl: {} does not exist: no powercap on this host (VM, unsupported CPU, or intel_rapl module not loaded)",
+            dir.display()
+        ));
+        return;
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| ZONE_PREFIXES.iter().any(|p| n.starts_with(p)))
+        .collect();
+    if ids.is_empty() {
+        out.unavailable.push(format!("rapl: no intel-rapl zones under {}", dir.display()));
+        return;
+    }
+    // Sort numerically by the zone path (intel-rapl:10 after intel-rapl:9).
+    ids.sort_by_key(|id| zone_key(id));
+    for id in ids {
+        let zdir = dir.join(&id);
+        let name = match read_attr(&zdir.join("name"), PERMISSION_HINT) {
+            Ok(n) if !n.is_empty() => n,
+            _ => continue,
+        };
+        let zone = match parent_id(&id) {
+            Some(parent) => {
+                let pname = read_attr(&dir.join(parent).join("name"), PERMISSION_HINT).unwrap_or_else(|_| parent.to_string());
+                format!("{pname}/{name}")
+            }
+            None => name.clone(),
+        };
+        let scope = name.split('-').next().unwrap_or(&name).to_string();
+        let energy_path = zdir.join("energy_uj");
+        let max_range_uj = read_int::<u64>(&zdir.join("max_energy_range_uj"), PERMISSION_HINT, "µJ").ok();
+        let mut src = RaplZone { id: id.clone(), zone, scope, energy_path, max_range_uj, last: None }.describe();
+        let enabled = read_attr(&zdir.join("enabled"), PERMISSION_HINT).map(|s| s != "0").unwrap_or(true);
+        if !enabled {
+            src.enabled = false;
+            src.note = format!("zone {id} is disabled ({}/enabled = 0)", zdir.display());
+            out.unusable_power.push(src);
+            continue;
+        }
+        // Probe the counter once now, so a permission problem is reported at start, once.
+        if let Err(e) = read_attr(&zdir.join("energy_uj"), PERMISSION_HINT) {
+            src.note = e.to_string();
+            out.unusable_power.push(src);
+            continue;
+        }
+        if max_range_uj.is_none() {
+            tracing::warn!(zone = %id, "no max_energy_range_uj: a counter wrap will skip one interval");
+        }
+        out.power.push(Box::new(RaplZone {
+            id,
+            zone: src.zone,
+            scope: src.scope,
+            energy_path: zdir.join("energy_uj"),
+            max_range_uj,
+            last: None,
+        }));
+    }
+}
+
+fn parent_id(id: &str) -> Option<&str> {
+    let (head, _) = id.rsplit_once(':')?;
+    head.contains(':').then_some(head)
+}
+
+fn zone_key(id: &str) -> (String, Vec<u32>) {
+    let (prefix, rest) = id.split_once(':').unwrap_or((id, ""));
+    (prefix.to_string(), rest.split(':').filter_map(|n| n.parse().ok()).collect())
+}
+
+impl std::fmt::Debug for RaplZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RaplZone({} {})", self.id, self.zone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_aware_delta() {
+        assert_eq!(RaplZone::delta(100, 250, Some(1000)), Some(MicroJoules(150)));
+        assert_eq!(RaplZone::delta(900, 50, Some(1000)), Some(MicroJoules(150)));
+        assert_eq!(RaplZone::delta(900, 50, None), None);
+        assert_eq!(RaplZone::delta(u64::from(u32::MAX), 0, Some(u64::from(u32::MAX))), Some(MicroJoules(0)));
+    }
+
+    #[test]
+    fn parents_and_ordering() {
+        assert_eq!(parent_id("intel-rapl:0:1"), Some("intel-rapl:0"));
+        assert_eq!(parent_id("intel-rapl:0"), None);
+        let mut v = vec!["intel-rapl:10", "intel-rapl:9", "intel-rapl:0:1", "intel-rapl:0"];
+        v.sort_by_key(|id| zone_key(id));
+        assert_eq!(v, vec!["intel-rapl:0", "intel-rapl:0:1", "intel-rapl:9", "intel-rapl:10"]);
+    }
+}

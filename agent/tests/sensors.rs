@@ -1,0 +1,148 @@
+//! RAPL and hwmon readers on the fixture trees in `tests/fixtures/sysfs/<scenario>/sys`.
+
+use std::path::{Path, PathBuf};
+use wattflip_agent::drives::block;
+use wattflip_agent::sensors::{discover_all, rapl, Discovered, SensorKinds};
+use wattflip_proto::units::{Celsius, Joules, Watts};
+
+fn fixture(scenario: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs").join(scenario).join("sys")
+}
+
+/// A writable copy of a fixture, so a test can advance counters.
+fn copy_fixture(scenario: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture(scenario))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let root = dir.path().join("sys");
+    (dir, root)
+}
+
+fn discover(root: &Path) -> Discovered {
+    discover_all(root, &SensorKinds::default())
+}
+
+fn zones(d: &Discovered) -> Vec<(String, String)> {
+    d.power.iter().map(|p| { let s = p.describe(); (s.zone, s.scope) }).collect()
+}
+
+#[test]
+fn two_sockets_every_zone_separately() {
+    let d = discover(&fixture("two-sockets"));
+    assert_eq!(
+        zones(&d),
+        vec![
+            ("package-0".to_string(), "package".to_string()),
+            ("package-0/core".into(), "core".into()),
+            ("package-0/dram".into(), "dram".into()),
+            ("package-1".into(), "package".into()),
+            ("package-1/core".into(), "core".into()),
+            ("package-1/dram".into(), "dram".into()),
+            ("psys".into(), "psys".into()),
+        ]
+    );
+    assert!(d.unusable_power.is_empty());
+}
+
+#[test]
+fn counters_advance_and_wrap_with_exact_energy() {
+    let (_tmp, root) = copy_fixture("wrap");
+    let mut d = discover(&root);
+    assert_eq!(d.power.len(), 1);
+    let zone = &mut d.power[0];
+    // First read only sets the baseline.
+    assert_eq!(zone.read(1_000_000_000).unwrap(), None);
+    // 262143000000 → wraps at 262143328850 → 171150: 328850 + 171150 = 500000 µJ = 0.5 J in 0.25 s.
+    std::fs::write(root.join("class/powercap/intel-rapl:0/energy_uj"), "171150\n").unwrap();
+    let r = zone.read(1_250_000_000).unwrap().unwrap();
+    assert_eq!(r.joules, Some(Joules(0.5)));
+    assert_eq!(r.watts, Watts(2.0));
+    assert_eq!(r.interval_ns, 250_000_000);
+    // Plain advance afterwards.
+    std::fs::write(root.join("class/powercap/intel-rapl:0/energy_uj"), "1171150\n").unwrap();
+    let r = zone.read(1_750_000_000).unwrap().unwrap();
+    assert_eq!(r.joules, Some(Joules(1.0)));
+    assert_eq!(r.watts, Watts(2.0));
+}
+
+#[test]
+fn disabled_zone_is_listed_not_sampled() {
+    let d = discover(&fixture("disabled-zone"));
+    assert_eq!(zones(&d), vec![("package-0".to_string(), "package".to_string()), ("package-0/core".into(), "core".into())]);
+    assert_eq!(d.unusable_power.len(), 1);
+    assert_eq!(d.unusable_power[0].zone, "package-0/dram");
+    assert!(!d.unusable_power[0].enabled);
+    assert!(d.unusable_power[0].note.contains("intel-rapl:0:1/enabled = 0"), "{}", d.unusable_power[0].note);
+}
+
+#[test]
+fn missing_root_is_not_available_rather_than_zero() {
+    let d = discover(Path::new("/nonexistent/wattflip-sys"));
+    assert!(d.power.is_empty() && d.temperature.is_empty());
+    assert_eq!(d.unavailable.len(), 2);
+    assert!(d.unavailable[0].starts_with("rapl: /nonexistent/wattflip-sys/class/powercap does not exist"));
+    assert!(d.unavailable[1].starts_with("hwmon: /nonexistent/wattflip-sys/class/hwmon does not exist"));
+}
+
+#[test]
+fn counter_that_vanishes_names_its_file() {
+    let (_tmp, root) = copy_fixture("two-sockets");
+    let mut d = discover(&root);
+    std::fs::remove_file(root.join("class/powercap/intel-rapl:2/energy_uj")).unwrap();
+    let psys = d.power.iter_mut().find(|p| p.describe().zone == "psys").unwrap();
+    let err = psys.read(1).unwrap_err().to_string();
+    assert!(err.ends_with("intel-rapl:2/energy_uj does not exist (device removed or driver unloaded?)"), "{err}");
+}
+
+#[test]
+fn permission_hint_names_the_usual_fixes() {
+    assert!(rapl::PERMISSION_HINT.contains("CAP_DAC_READ_SEARCH"));
+    assert!(rapl::PERMISSION_HINT.contains("udev"));
+}
+
+#[test]
+fn hwmon_temperatures_power_and_a_bad_channel() {
+    let mut d = discover(&fixture("hwmon"));
+    let temps: Vec<(String, String, Result<Celsius, String>)> = d
+        .temperature
+        .iter_mut()
+        .map(|t| {
+            let s = t.describe();
+            (s.device, s.sensor, t.read().map_err(|e| e.to_string()))
+        })
+        .collect();
+    assert_eq!(temps.len(), 5);
+    assert_eq!(temps[0], ("nvme0".into(), "Composite".into(), Ok(Celsius(49.85))));
+    assert_eq!(temps[1], ("coretemp.0".into(), "Package id 0".into(), Ok(Celsius(45.0))));
+    assert_eq!(temps[2], ("coretemp.0".into(), "Core 0".into(), Ok(Celsius(43.5))));
+    assert_eq!(temps[3], ("coretemp.0".into(), "temp3".into(), Ok(Celsius(41.0))));
+    assert_eq!(temps[4].0, "acpitz");
+    let err = temps[4].2.clone().unwrap_err();
+    assert!(err.contains("hwmon3/temp1_input: `garbage` is not an integer (m°C)"), "{err}");
+    assert_eq!(d.power.len(), 1);
+    let desc = d.power[0].describe();
+    assert_eq!((desc.zone.as_str(), desc.scope.as_str()), ("power_meter-ACPI0000:00/power1", "rail"));
+    let r = d.power[0].read(0).unwrap().unwrap();
+    assert_eq!(r.watts, Watts(125.0));
+    assert_eq!(r.joules, None);
+}
+
+#[test]
+fn block_inventory_skips_partitions_and_loops() {
+    let devs = block::scan(&fixture("hwmon"));
+    assert_eq!(devs.len(), 1);
+    let d = &devs[0];
+    assert_eq!(d.name, "nvme0n1");
+    assert_eq!(d.model, "QEMU NVMe Ctrl");
+    assert_eq!(d.serial, "WF-SERIAL-0001");
+    assert_eq!(d.firmware, "7.2.0");
+    assert_eq!(d.capacity_bytes, 1_073_741_824);
+    assert_eq!(d.logical_block_size, 512);
+    assert_eq!(d.controller, "nvme0");
+    assert_eq!(d.transport, "nvme");
+}
