@@ -78,6 +78,9 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
         if let Some(j) = s.joules {
             p = p.float("joules", j.0);
         }
+        if s.interval_ns > 0 {
+            p = p.uint("interval_ns", s.interval_ns);
+        }
         pts.push(p);
     }
     for t in &b.temperature {
@@ -235,7 +238,7 @@ mod tests {
         assert!(errs.is_empty());
         assert_eq!(
             body,
-            "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=20,joules=2 1000\n\
+            "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=20,joules=2,interval_ns=100000000i 1000\n\
              temperature,device=nvme0,host=a1,rack=r7,sensor=Composite,source=hwmon celsius=49.85 2000\n"
         );
     }

@@ -1,1 +1,309 @@
-//! e2e harness
+//! End-to-end harness: starts real servers (a private `influxd` on free loopback ports with a temp
+//! data dir and a query-bounded config, the real `wattflip-collector` binary) and runs the real
+//! `wattflip-agent` binary. Everything is stopped on drop. Add a server as a struct with a
+//! `start` that waits for readiness and a `Drop` that stops it.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on 127.0.0.1 (bound then released; the small race is acceptable in tests).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port")
+}
+
+/// Path of a workspace binary in the same profile as this test, built on demand.
+pub fn bin(package: &str, name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test-binary> → target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    let profile_release = dir.file_name().is_some_and(|n| n == "release");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "--quiet", "-p", package, "--bin", name]);
+    if profile_release {
+        cmd.arg("--release");
+    }
+    // Always (re)build: cheap when up to date, and never tests a stale binary.
+    let status = cmd.status().expect("run cargo build");
+    assert!(status.success(), "cargo build -p {package} --bin {name} failed");
+    path
+}
+
+/// Polls `f` every 20 ms until it returns Some or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stop(child: &mut Child) {
+    // SIGTERM first so servers shut down cleanly, then make sure.
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // Through the `kill` command, which keeps this crate free of unsafe code.
+        let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A private InfluxDB 1.x server.
+pub struct Influx {
+    pub url: String,
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+pub fn influxd_path() -> PathBuf {
+    for p in ["/usr/bin/influxd", "/usr/local/bin/influxd"] {
+        if Path::new(p).exists() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!("influxd not found: install Debian's `influxdb` package (the README's test command does this)");
+}
+
+impl Influx {
+    pub fn start() -> Influx {
+        Self::start_on(free_port())
+    }
+
+    /// Starts on a given HTTP port (for tests that start InfluxDB late on a known address).
+    pub fn start_on(port: u16) -> Influx {
+        let dir = tempfile::Builder::new().prefix("wf-influx-").tempdir().expect("tempdir");
+        let d = dir.path();
+        let rpc = free_port();
+        // Bounded queries: an unbounded GROUP BY time() can hang 1.6.7 (influx-grafana-ansible.md §7).
+        let conf = format!(
+            "reporting-disabled = true\nbind-address = \"127.0.0.1:{rpc}\"\n\
+             [meta]\n  dir = \"{m}\"\n\
+             [data]\n  dir = \"{data}\"\n  wal-dir = \"{wal}\"\n  query-log-enabled = false\n\
+             [coordinator]\n  query-timeout = \"10s\"\n  max-select-point = 10000000\n  max-select-series = 100000\n  max-select-buckets = 100000\n\
+             [monitor]\n  store-enabled = false\n\
+             [http]\n  bind-address = \"127.0.0.1:{port}\"\n  log-enabled = false\n\
+             [logging]\n  level = \"warn\"\n",
+            m = d.join("meta").display(),
+            data = d.join("data").display(),
+            wal = d.join("wal").display(),
+        );
+        let conf_path = d.join("influxdb.conf");
+        std::fs::write(&conf_path, conf).expect("write influxdb.conf");
+        let log = std::fs::File::create(d.join("influxd.log")).expect("log file");
+        let child = Command::new(influxd_path())
+            .arg("-config")
+            .arg(&conf_path)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start influxd");
+        let url = format!("http://127.0.0.1:{port}");
+        let mut influx = Influx { url, port, child, _dir: dir };
+        let ping = format!("{}/ping", influx.url);
+        let ok = wait_for(Duration::from_secs(30), || {
+            reqwest::blocking::get(&ping).ok().filter(|r| r.status().as_u16() == 204).map(|_| ())
+        });
+        if ok.is_none() {
+            let log = std::fs::read_to_string(influx._dir.path().join("influxd.log")).unwrap_or_default();
+            stop(&mut influx.child);
+            panic!("influxd did not answer /ping within 30 s; its log:\n{log}");
+        }
+        influx
+    }
+
+    /// Runs an InfluxQL query; returns the JSON answer (timestamps in ns). Panics on HTTP errors
+    /// or an `error` in the answer, so a test never passes on a failed query.
+    pub fn query(&self, db: &str, q: &str) -> serde_json::Value {
+        let resp = reqwest::blocking::Client::new()
+            .get(format!("{}/query", self.url))
+            .query(&[("db", db), ("q", q), ("epoch", "ns")])
+            .send()
+            .expect("query InfluxDB");
+        let v: serde_json::Value = resp.json().expect("JSON answer");
+        if let Some(e) = v.pointer("/results/0/error").or_else(|| v.get("error")) {
+            panic!("query {q:?} failed: {e}");
+        }
+        v
+    }
+
+    /// Like [`Influx::rows`] but `None` on any error (for polling before the database exists).
+    pub fn try_rows(&self, db: &str, q: &str) -> Option<Vec<Vec<serde_json::Value>>> {
+        let resp = reqwest::blocking::Client::new()
+            .get(format!("{}/query", self.url))
+            .query(&[("db", db), ("q", q), ("epoch", "ns")])
+            .send()
+            .ok()?;
+        let v: serde_json::Value = resp.json().ok()?;
+        if v.pointer("/results/0/error").is_some() || v.get("error").is_some() {
+            return None;
+        }
+        let rows = v.pointer("/results/0/series/0/values")?.as_array()?;
+        Some(rows.iter().filter_map(|r| r.as_array().cloned()).collect())
+    }
+
+    /// The rows of the first series of a query, or empty.
+    pub fn rows(&self, db: &str, q: &str) -> Vec<Vec<serde_json::Value>> {
+        let v = self.query(db, q);
+        v.pointer("/results/0/series/0/values")
+            .and_then(|x| x.as_array())
+            .map(|rows| rows.iter().filter_map(|r| r.as_array().cloned()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every series of a query: (tags, rows).
+    pub fn series(&self, db: &str, q: &str) -> Vec<(serde_json::Value, Vec<Vec<serde_json::Value>>)> {
+        let v = self.query(db, q);
+        v.pointer("/results/0/series")
+            .and_then(|x| x.as_array())
+            .map(|all| {
+                all.iter()
+                    .map(|s| {
+                        let tags = s.get("tags").cloned().unwrap_or(serde_json::Value::Null);
+                        let rows = s
+                            .get("values")
+                            .and_then(|x| x.as_array())
+                            .map(|rows| rows.iter().filter_map(|r| r.as_array().cloned()).collect())
+                            .unwrap_or_default();
+                        (tags, rows)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Stops the server now (for fault tests).
+    pub fn stop(mut self) {
+        stop(&mut self.child);
+    }
+}
+
+impl Drop for Influx {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+    }
+}
+
+/// The real collector binary.
+pub struct Collector {
+    pub addr: String,
+    pub url: String,
+    child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl Collector {
+    /// Starts on a free port, writing to `influx_url`/`db`, flushing every 100 ms.
+    pub fn start(influx_url: &str, db: &str) -> Collector {
+        Self::start_on(free_port(), influx_url, db)
+    }
+
+    pub fn start_on(port: u16, influx_url: &str, db: &str) -> Collector {
+        let dir = tempfile::Builder::new().prefix("wf-collector-").tempdir().expect("tempdir");
+        let cfg = dir.path().join("collector.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "listen = \"127.0.0.1:{port}\"\n[influx]\nurl = \"{influx_url}\"\ndatabase = \"{db}\"\n\
+                 flush_interval = \"100ms\"\nmax_backoff = \"500ms\"\n"
+            ),
+        )
+        .expect("write collector.toml");
+        let log = std::fs::File::create(dir.path().join("collector.log")).expect("log");
+        let child = Command::new(bin("wattflip-collector", "wattflip-collector"))
+            .arg("--config")
+            .arg(&cfg)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start wattflip-collector");
+        let addr = format!("127.0.0.1:{port}");
+        let c = Collector { url: format!("http://{addr}"), addr, child, dir };
+        let up = wait_for(Duration::from_secs(20), || std::net::TcpStream::connect(&c.addr).ok());
+        assert!(up.is_some(), "collector did not listen on {} within 20 s:\n{}", c.addr, c.log());
+        c
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("collector.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+    }
+}
+
+/// Copies fixture sysfs scenarios (merged, later ones win) into a fresh writable tree.
+pub fn sysfs_tree(scenarios: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix("wf-sys-").tempdir().expect("tempdir");
+    let root = dir.path().join("sys");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    for s in scenarios {
+        let src = fixtures().join("sysfs").join(s).join("sys");
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", src.display()))
+            .arg(&root)
+            .status()
+            .expect("cp");
+        assert!(status.success(), "copy fixture {s}");
+    }
+    (dir, root)
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Writes an agent config and returns its path.
+pub fn agent_config(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("agent.toml");
+    std::fs::write(&p, body).expect("write agent.toml");
+    p
+}
+
+/// Runs the agent binary with arguments, returning the child (stdout/stderr to files in `dir`).
+pub fn spawn_agent(dir: &Path, args: &[&str]) -> Child {
+    let out = std::fs::File::create(dir.join("agent.stdout")).expect("stdout file");
+    let err = std::fs::File::create(dir.join("agent.stderr")).expect("stderr file");
+    Command::new(bin("wattflip-agent", "wattflip-agent"))
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("start wattflip-agent")
+}
+
+/// Waits for a child with a timeout; kills it and panics with its stderr on timeout.
+pub fn wait_child(child: &mut Child, timeout: Duration, dir: &Path) -> std::process::ExitStatus {
+    let st = wait_for(timeout, || child.try_wait().ok().flatten());
+    match st {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "agent did not finish within {timeout:?}; stderr:\n{}",
+                std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()
+            );
+        }
+    }
+}

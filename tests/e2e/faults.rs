@@ -1,0 +1,60 @@
+//! Faults of the spine: the collector or InfluxDB is down when the agent starts sampling. Nothing
+//! the agent sampled may be lost: it keeps a backlog and the collector acknowledges only what
+//! InfluxDB holds.
+
+use std::time::Duration;
+use wattflip_e2e::*;
+
+fn hwmon_agent(tmp: &std::path::Path, sys: &std::path::Path, host: &str, url: &str) -> std::path::PathBuf {
+    agent_config(
+        tmp,
+        &format!(
+            "agent_id = \"{host}\"\n[collector]\nurl = \"{url}\"\nbackoff_initial = \"50ms\"\nbackoff_max = \"200ms\"\n\
+             [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n",
+            sys.display()
+        ),
+    )
+}
+
+#[test]
+fn collector_down_at_start_loses_nothing() {
+    let influx = Influx::start();
+    let port = free_port();
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let cfg = hwmon_agent(tmp.path(), &sys, "late-collector", &format!("http://127.0.0.1:{port}"));
+    let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "10"]);
+    // Let the agent sample everything while nobody listens.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(agent.try_wait().unwrap().is_none(), "the agent must keep retrying, not exit");
+    let _collector = Collector::start_on(port, &influx.url, "wf_faults1");
+    let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
+    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("cannot connect"), "retries are logged: {stderr}");
+    let rows = influx.rows("wf_faults1", "SELECT count(watts) FROM power WHERE host = 'late-collector'");
+    assert_eq!(rows[0][1].as_i64(), Some(10));
+    let rows = influx.rows("wf_faults1", "SELECT count(celsius) FROM temperature WHERE host = 'late-collector'");
+    assert_eq!(rows[0][1].as_i64(), Some(40));
+}
+
+#[test]
+fn influx_down_means_no_ack_until_it_is_back() {
+    let influx_port = free_port();
+    let collector = Collector::start(&format!("http://127.0.0.1:{influx_port}"), "wf_faults2");
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let cfg = hwmon_agent(tmp.path(), &sys, "late-influx", &collector.url);
+    let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "5"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    // Everything is sampled, nothing is acknowledged: the agent is still waiting.
+    assert!(agent.try_wait().unwrap().is_none(), "the agent must wait for acknowledgements");
+    assert!(collector.log().contains("will retry"), "collector retries: {}", collector.log());
+    let influx = Influx::start_on(influx_port);
+    let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
+    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+    assert!(status.success(), "{stderr}");
+    // The collector created the database on the fresh server, and every sample arrived once.
+    let rows = influx.rows("wf_faults2", "SELECT count(watts) FROM power WHERE host = 'late-influx'");
+    assert_eq!(rows[0][1].as_i64(), Some(5));
+    let rows = influx.rows("wf_faults2", "SELECT count(celsius) FROM temperature WHERE host = 'late-influx'");
+    assert_eq!(rows[0][1].as_i64(), Some(20));
+}

@@ -1,0 +1,127 @@
+//! The spine: agent on a fixture sysfs tree whose counters the test advances → collector →
+//! InfluxDB; exact point counts and exact values read back over InfluxDB's HTTP API.
+
+use std::time::Duration;
+use wattflip_e2e::*;
+
+const DB: &str = "wf_spine";
+const HOST: &str = "e2e-node-1";
+const TICKS: usize = 8;
+
+/// RAPL zones of the two-sockets fixture with the energy (µJ) the test adds to each.
+const ADVANCE: &[(&str, &str, u64)] = &[
+    ("intel-rapl:0", "package-0", 3_000_000),
+    ("intel-rapl:0:0", "package-0/core", 1_250_000),
+    ("intel-rapl:0:1", "package-0/dram", 500_000),
+    ("intel-rapl:1", "package-1", 2_000_000),
+    ("intel-rapl:1:0", "package-1/core", 750_000),
+    ("intel-rapl:1:1", "package-1/dram", 250_000),
+    ("intel-rapl:2", "psys", 7_500_000),
+];
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn agent_to_influx_exact_points_and_watts() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, DB);
+    let (tmp, sys) = sysfs_tree(&["two-sockets", "hwmon"]);
+    let powercap = sys.join("class/powercap");
+    // psys starts 2.5 J below its wrap point, so its advance wraps the counter.
+    std::fs::write(powercap.join("intel-rapl:2/energy_uj"), format!("{}\n", 262_143_328_850u64 - 2_500_000)).unwrap();
+    let cfg = agent_config(
+        tmp.path(),
+        &format!(
+            "agent_id = \"{HOST}\"\n[labels]\nrack = \"r7\"\nrole = \"storage\"\n[collector]\nurl = \"{}\"\n\
+             [sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n",
+            collector.url,
+            sys.display()
+        ),
+    );
+    let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", &TICKS.to_string()]);
+
+    // Once the first tick's temperatures are in InfluxDB, every counter has its baseline.
+    let first = wait_for(Duration::from_secs(20), || {
+        influx
+            .try_rows(DB, &format!("SELECT count(celsius) FROM temperature WHERE host = '{HOST}'"))
+            .filter(|rows| !rows.is_empty())
+    });
+    assert!(first.is_some(), "no temperature reached InfluxDB; collector log:\n{}", collector.log());
+    let before: Vec<u64> = ADVANCE
+        .iter()
+        .map(|(id, _, _)| std::fs::read_to_string(powercap.join(id).join("energy_uj")).unwrap().trim().parse().unwrap())
+        .collect();
+    for ((id, _, add), old) in ADVANCE.iter().zip(&before) {
+        let max: u64 = std::fs::read_to_string(powercap.join(id).join("max_energy_range_uj")).unwrap().trim().parse().unwrap();
+        let new = (old + add) % max;
+        // Write then rename, so the agent never reads a half-written counter.
+        let tmp_file = powercap.join(id).join("energy_uj.new");
+        std::fs::write(&tmp_file, format!("{new}\n")).unwrap();
+        std::fs::rename(&tmp_file, powercap.join(id).join("energy_uj")).unwrap();
+    }
+    let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
+    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+    assert!(status.success(), "agent failed:\n{stderr}");
+    assert!(stderr.contains(&format!("{TICKS} ticks")), "{stderr}");
+
+    // RAPL: one point per zone per tick after the baseline; energy sums to exactly the advance.
+    for (_, zone, add) in ADVANCE {
+        let q = format!(
+            "SELECT watts, joules, interval_ns FROM power WHERE host = '{HOST}' AND source = 'rapl' AND zone = '{zone}'"
+        );
+        let rows = influx.rows(DB, &q);
+        assert_eq!(rows.len(), TICKS - 1, "zone {zone}");
+        let mut total = 0.0;
+        for r in &rows {
+            let (watts, joules, interval) = (f(&r[1]), f(&r[2]), f(&r[3]));
+            assert!(interval > 0.0);
+            // The exact relation between the stored fields, interval on the monotonic clock.
+            assert_eq!(watts, joules / (interval / 1e9), "zone {zone} row {r:?}");
+            total += joules;
+        }
+        assert_eq!(total, *add as f64 / 1e6, "zone {zone}: energy in InfluxDB");
+        assert_eq!(rows.iter().filter(|r| f(&r[2]) > 0.0).count(), 1, "zone {zone}: one interval holds the advance");
+    }
+    // hwmon power meter: instantaneous 125 W on every tick.
+    let rows = influx.rows(DB, &format!("SELECT watts FROM power WHERE host = '{HOST}' AND source = 'hwmon'"));
+    assert_eq!(rows.len(), TICKS);
+    assert!(rows.iter().all(|r| f(&r[1]) == 125.0), "{rows:?}");
+
+    // Temperatures: four good sensors × TICKS, the garbage one only as an event.
+    let series = influx.series(
+        DB,
+        &format!("SELECT count(celsius), max(celsius) FROM temperature WHERE host = '{HOST}' GROUP BY device, sensor"),
+    );
+    let got: Vec<(String, String, f64, f64)> = series
+        .iter()
+        .map(|(t, rows)| (t["device"].as_str().unwrap().to_string(), t["sensor"].as_str().unwrap().to_string(), f(&rows[0][1]), f(&rows[0][2])))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("coretemp.0".into(), "Core 0".into(), TICKS as f64, 43.5),
+            ("coretemp.0".into(), "Package id 0".into(), TICKS as f64, 45.0),
+            ("coretemp.0".into(), "temp3".into(), TICKS as f64, 41.0),
+            ("nvme0".into(), "Composite".into(), TICKS as f64, 49.85),
+        ]
+    );
+    let events = influx.rows(DB, &format!("SELECT message FROM event WHERE host = '{HOST}' AND kind = 'sensor_error'"));
+    assert_eq!(events.len(), 1, "a persistent sensor error is reported once: {events:?}");
+    assert!(events[0][1].as_str().unwrap().contains("hwmon3/temp1_input: `garbage` is not an integer"));
+
+    // Labels from the agent config are tags on every point.
+    let rows = influx.rows(DB, "SELECT count(celsius) FROM temperature WHERE rack = 'r7' AND role = 'storage'");
+    assert_eq!(f(&rows[0][1]), (4 * TICKS) as f64);
+    // Inventory from the Hello, keyed by serial.
+    let rows = influx.rows(DB, &format!("SELECT capacity_bytes, firmware, serial FROM inventory WHERE host = '{HOST}' AND device = 'nvme0n1'"));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][1].as_i64(), Some(1_073_741_824));
+    assert_eq!(rows[0][2].as_str(), Some("7.2.0"));
+    assert_eq!(rows[0][3].as_str(), Some("WF-SERIAL-0001"));
+    let rows = influx.rows(DB, &format!("SELECT version, power_sources FROM agent WHERE host = '{HOST}'"));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][2].as_i64(), Some(8));
+    drop(collector);
+}
