@@ -167,3 +167,14 @@ mod tests {
         assert!(err.to_string().starts_with("agent.toml: 7 problem(s):"));
     }
 }
+
+#[cfg(test)]
+mod example {
+    #[test]
+    fn the_example_config_is_valid() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("agent.example.toml");
+        let c = super::Config::from_file(&p).unwrap();
+        assert_eq!(c.agent_id, "storage-node-17");
+        assert_eq!(c.labels.len(), 3);
+    }
+}

@@ -5,5 +5,7 @@
 pub mod config;
 pub mod drives;
 pub mod export;
+pub mod probes;
+pub mod report;
 pub mod runtime;
 pub mod sensors;

@@ -43,6 +43,58 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Run uFLIP micro-benchmarks on a file or block device and write the results to a folder.
+    Probe(ProbeCli),
+    /// Render the HTML report of a probe result folder.
+    Report {
+        /// Result folder of a probe (holds report.json).
+        #[arg(long = "in")]
+        input: PathBuf,
+        /// Output HTML file.
+        #[arg(short = 'o', long = "out", default_value = "report.html")]
+        output: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct ProbeCli {
+    /// File (created and preallocated) or block device to probe.
+    #[arg(long, default_value = "wattflip-out/scratch.dat")]
+    target: PathBuf,
+    /// Size of a file target, e.g. 1GiB, 4GiB.
+    #[arg(long, default_value = "1GiB")]
+    size: String,
+    /// Micro-benchmarks: comma-separated names (granularity, alignment, locality, partitioning,
+    /// order, parallelism, mix, pause, bursts) or `all`.
+    #[arg(long, default_value = "all")]
+    bench: String,
+    /// Reduced Granularity plan (SR, RR, SW, RW at 4, 32, 128 KiB): well under a minute on a file.
+    #[arg(long)]
+    quick: bool,
+    /// Bring the target to a known state first: random (uFLIP's), seq, or none.
+    #[arg(long, default_value = "none")]
+    format: String,
+    /// Repetitions per value (uFLIP's nbRun).
+    #[arg(long)]
+    repetitions: Option<u32>,
+    /// Seed of placements and random addresses (recorded in the report).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Result folder.
+    #[arg(long, default_value = "wattflip-out")]
+    out: PathBuf,
+    /// Also write each run as a fio iolog v2 into this folder (byte-identical replay with fio).
+    #[arg(long)]
+    emit_fio_iolog: Option<PathBuf>,
+    /// Serial (or identity) of a block device whose data may be destroyed; repeatable.
+    #[arg(long = "destroy-consent")]
+    destroy_consent: Vec<String>,
+    /// Also stream the results to this collector, e.g. http://127.0.0.1:50051.
+    #[arg(long)]
+    collector: Option<String>,
+    /// Agent config, for the agent id and labels of streamed results.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -97,6 +149,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Probe(p) => probe(p),
+        Command::Report { input, output } => {
+            let path = input.join("report.json");
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
+            let report: wattflip_uflip::ProbeReport =
+                serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
+            std::fs::write(&output, wattflip_agent::report::html::render(&report))
+                .with_context(|| format!("cannot write {}", output.display()))?;
+            println!("wrote {}", output.display());
+            Ok(())
+        }
         Command::CheckConfig { config } => {
             let cfg = Config::from_file(&config)?;
             println!(
@@ -110,6 +174,66 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn probe(p: ProbeCli) -> anyhow::Result<()> {
+    use wattflip_agent::probes::{self, convert, output, ProbeArgs};
+    let size = p
+        .size
+        .parse::<bytesize::ByteSize>()
+        .map_err(|e| anyhow::anyhow!("--size `{}`: {e}; write e.g. 1GiB or 512MiB", p.size))?
+        .as_u64();
+    let benches = wattflip_uflip::Bench::parse_list(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
+    let format = match p.format.as_str() {
+        "none" => None,
+        "random" => Some(wattflip_uflip::FormatKind::Random),
+        "seq" => Some(wattflip_uflip::FormatKind::Sequential),
+        other => anyhow::bail!("--format `{other}`: use random, seq or none"),
+    };
+    let cfg = match &p.config {
+        Some(c) => Config::from_file(c)?,
+        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+    };
+    let args = ProbeArgs {
+        target: p.target,
+        size,
+        benches,
+        quick: p.quick,
+        format,
+        repetitions: p.repetitions,
+        out: p.out.clone(),
+        emit_fio_iolog: p.emit_fio_iolog,
+        destroy_consent: p.destroy_consent,
+        seed: p.seed,
+    };
+    let started = std::time::Instant::now();
+    let report = probes::run_probe(&args, std::io::IsTerminal::is_terminal(&std::io::stderr()))?;
+    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+    let written = output::write_all(&p.out, &report, &tags)?;
+    print!("{}", wattflip_uflip::summary_table(&report));
+    let unsupported = report.runs.iter().filter(|r| r.status != wattflip_uflip::RunStatus::Ok).count();
+    println!(
+        "\n{} runs ({} unsupported) on {} in {:.1} s; results in {}/ ({} line-protocol points): {}",
+        report.runs.len(),
+        unsupported,
+        report.target.path.display(),
+        started.elapsed().as_secs_f64(),
+        p.out.display(),
+        written.lines,
+        written.files.iter().filter_map(|f| f.file_name()).map(|f| f.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
+    );
+    if let Some(url) = p.collector {
+        let clock = Clock::new();
+        let found = wattflip_agent::sensors::Discovered::default();
+        let hello = runtime::hello(&cfg, &found, &clock);
+        let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+        let s = rt.block_on(probes::stream::send(&url, hello, convert::batch(&report), std::time::Duration::from_secs(60)));
+        if s.acked == 0 {
+            anyhow::bail!("the collector at {url} did not acknowledge the results (they are still in {})", p.out.display());
+        }
+        println!("sent to the collector at {url}: acknowledged");
+    }
+    Ok(())
 }
 
 fn inventory_json(inv: &wattflip_proto::v1::Inventory, found: &mut wattflip_agent::sensors::Discovered) -> serde_json::Value {

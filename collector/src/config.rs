@@ -222,3 +222,14 @@ mod tests {
         assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
     }
 }
+
+#[cfg(test)]
+mod example {
+    #[test]
+    fn the_example_config_is_valid() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("collector.example.toml");
+        let c = super::Config::load(Some(&p), &super::Overrides::default()).unwrap();
+        assert_eq!(c.influx.database, "wattflip");
+        assert_eq!(c.max_message_bytes, 4194304);
+    }
+}

@@ -1,0 +1,275 @@
+//! Drive inventory: merges sysfs (no privileges), `nvme list`, `nvme id-ctrl` (power states) and
+//! `smartctl --scan-open` (SATA/SAS) into [`Drive`]s.
+//!
+//! Precedence: sysfs names the controller ↔ namespace relation (the `N` in `nvmeNn1` is the
+//! subsystem instance, not the controller, under native multipath); `nvme list` fills capacity
+//! and sector size where sysfs lacks them and covers hosts where sysfs is not mounted; id-ctrl adds
+//! power states. One failing source only adds a line to [`Inventory::problems`]. To add a source,
+//! give it a step in [`discover`] and a pure merge function with a fixture test.
+
+use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, PowerState};
+use crate::smartctl::{Smartctl, SmartctlReport};
+use crate::sysfs::{scan_nvme, SysfsController};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// How the drive is attached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transport {
+    /// NVMe over PCIe.
+    Pcie,
+    /// NVMe/TCP.
+    Tcp,
+    /// NVMe/RDMA.
+    Rdma,
+    /// NVMe/FC.
+    Fc,
+    /// NVMe loop (nvmet).
+    Loop,
+    /// SATA/ATA.
+    Ata,
+    /// SCSI/SAS.
+    Scsi,
+    /// Something else, as reported.
+    Other(String),
+    /// Not reported.
+    Unknown,
+}
+
+impl Transport {
+    /// From sysfs `transport`, nvme list `Transport` or smartctl `protocol`.
+    pub fn parse(s: &str) -> Transport {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "pcie" => Transport::Pcie,
+            "tcp" => Transport::Tcp,
+            "rdma" => Transport::Rdma,
+            "fc" => Transport::Fc,
+            "loop" => Transport::Loop,
+            "ata" | "sat" | "sata" => Transport::Ata,
+            "scsi" | "sas" => Transport::Scsi,
+            "" => Transport::Unknown,
+            other => Transport::Other(other.to_string()),
+        }
+    }
+}
+
+/// One drive (an NVMe namespace, or a SATA/SAS disk).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drive {
+    /// Block device (`/dev/nvme0n1`, `/dev/sda`); a controller without namespaces is listed by its
+    /// controller node.
+    pub name: String,
+    /// NVMe controller node for admin commands (`/dev/nvme0`); `None` for ATA/SCSI.
+    pub controller: Option<String>,
+    /// Model.
+    pub model: String,
+    /// Serial.
+    pub serial: String,
+    /// Firmware revision.
+    pub firmware: String,
+    /// Capacity in bytes.
+    pub capacity_bytes: Option<u64>,
+    /// Logical block size in bytes.
+    pub logical_block_size: Option<u32>,
+    /// Transport.
+    pub transport: Transport,
+    /// NVMe power states (empty for ATA or when id-ctrl failed).
+    pub power_states: Vec<PowerState>,
+}
+
+/// What discovery found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inventory {
+    /// Drives, NVMe first in controller order, then smartctl-only drives.
+    pub drives: Vec<Drive>,
+    /// One line per failed source or device (the rest of the inventory is still valid).
+    pub problems: Vec<String>,
+}
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    /// sysfs root, normally `/sys`.
+    pub sysfs_root: PathBuf,
+    /// nvme-cli, if installed.
+    pub nvme: Option<NvmeCli>,
+    /// smartctl, if installed.
+    pub smartctl: Option<Smartctl>,
+}
+
+/// Runs every source and merges.
+pub fn discover(d: &Discovery) -> Inventory {
+    let mut problems = Vec::new();
+    let scan = scan_nvme(&d.sysfs_root);
+    problems.extend(scan.problems.iter().map(|e| e.to_string()));
+
+    let mut listed = Vec::new();
+    let mut id_ctrls = BTreeMap::new();
+    if let Some(nvme) = &d.nvme {
+        match nvme.list() {
+            Ok(l) => listed = l,
+            Err(e) => problems.push(e.to_string()),
+        }
+        let mut controllers: Vec<String> = scan
+            .controllers
+            .iter()
+            .map(|c| format!("/dev/{}", c.name))
+            .collect();
+        controllers.extend(listed.iter().filter_map(|n| n.controller.clone()));
+        controllers.sort();
+        controllers.dedup();
+        for ctrl in controllers {
+            match nvme.id_ctrl(&ctrl) {
+                Ok(id) => {
+                    id_ctrls.insert(ctrl, id);
+                }
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+    }
+    let mut drives = merge_nvme(&scan.controllers, &listed, &id_ctrls);
+
+    if let Some(smartctl) = &d.smartctl {
+        match smartctl.scan_open() {
+            Ok(devices) => {
+                for dev in devices {
+                    if let Some(err) = &dev.open_error {
+                        problems.push(format!("smartctl cannot open {}: {err}", dev.name));
+                        continue;
+                    }
+                    let known = drives.iter().any(|drv| {
+                        drv.controller.as_deref() == Some(dev.name.as_str()) || drv.name == dev.name
+                    });
+                    if known {
+                        continue;
+                    }
+                    let device_type =
+                        (!dev.device_type.is_empty()).then_some(dev.device_type.as_str());
+                    match smartctl.report(&dev.name, device_type) {
+                        Ok(r) => drives.push(drive_from_smartctl(&r)),
+                        Err(e) => problems.push(e.to_string()),
+                    }
+                }
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    Inventory { drives, problems }
+}
+
+/// Merges sysfs controllers, `nvme list` namespaces and id-ctrl results (keyed by controller
+/// node, e.g. `/dev/nvme0`). Pure: tested with fixtures.
+pub fn merge_nvme(
+    sysfs: &[SysfsController],
+    listed: &[ListedNamespace],
+    id_ctrls: &BTreeMap<String, IdCtrl>,
+) -> Vec<Drive> {
+    let mut drives: Vec<Drive> = Vec::new();
+    let states = |ctrl: &str| {
+        id_ctrls
+            .get(ctrl)
+            .map(|id| id.power_states.clone())
+            .unwrap_or_default()
+    };
+    for c in sysfs {
+        let ctrl = format!("/dev/{}", c.name);
+        let id = id_ctrls.get(&ctrl);
+        let pick = |s: &str, f: fn(&IdCtrl) -> &String| {
+            if s.is_empty() {
+                id.map(|i| f(i).clone()).unwrap_or_default()
+            } else {
+                s.to_string()
+            }
+        };
+        let base = Drive {
+            name: ctrl.clone(),
+            controller: Some(ctrl.clone()),
+            model: pick(&c.model, |i| &i.model),
+            serial: pick(&c.serial, |i| &i.serial),
+            firmware: pick(&c.firmware, |i| &i.firmware),
+            capacity_bytes: None,
+            logical_block_size: None,
+            transport: c
+                .transport
+                .as_deref()
+                .map(Transport::parse)
+                .unwrap_or(Transport::Unknown),
+            power_states: states(&ctrl),
+        };
+        if c.namespaces.is_empty() {
+            drives.push(base);
+            continue;
+        }
+        for ns in &c.namespaces {
+            let name = format!("/dev/{}", ns.name);
+            if drives.iter().any(|d| d.name == name) {
+                continue; // the same multipath namespace seen through another controller
+            }
+            let l = listed.iter().find(|l| l.device_path == name);
+            drives.push(Drive {
+                name,
+                capacity_bytes: ns
+                    .capacity_bytes
+                    .or_else(|| l.and_then(|l| l.capacity_bytes)),
+                logical_block_size: ns
+                    .logical_block_size
+                    .or_else(|| l.and_then(|l| l.sector_size)),
+                ..base.clone()
+            });
+        }
+    }
+    for l in listed {
+        if drives.iter().any(|d| d.name == l.device_path) {
+            continue;
+        }
+        let controller = l
+            .controller
+            .clone()
+            .or_else(|| controller_of(&l.device_path));
+        let id = controller.as_deref().and_then(|c| id_ctrls.get(c));
+        let or_id = |s: &str, f: fn(&IdCtrl) -> &String| {
+            if s.is_empty() {
+                id.map(|i| f(i).clone()).unwrap_or_default()
+            } else {
+                s.to_string()
+            }
+        };
+        drives.push(Drive {
+            name: l.device_path.clone(),
+            model: or_id(&l.model, |i| &i.model),
+            serial: or_id(&l.serial, |i| &i.serial),
+            firmware: or_id(&l.firmware, |i| &i.firmware),
+            capacity_bytes: l.capacity_bytes,
+            logical_block_size: l.sector_size,
+            transport: l
+                .transport
+                .as_deref()
+                .map(Transport::parse)
+                .unwrap_or(Transport::Unknown),
+            power_states: controller.as_deref().map(states).unwrap_or_default(),
+            controller,
+        });
+    }
+    drives
+}
+
+/// A drive seen only by smartctl (SATA/SAS, or NVMe where sysfs and nvme-cli are unavailable).
+pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
+    let nvme = r.device.protocol.eq_ignore_ascii_case("nvme") || r.device.device_type == "nvme";
+    Drive {
+        name: r.device.name.clone(),
+        controller: nvme.then(|| controller_of(&r.device.name)).flatten(),
+        model: r.model.clone().unwrap_or_default(),
+        serial: r.serial.clone().unwrap_or_default(),
+        firmware: r.firmware.clone().unwrap_or_default(),
+        capacity_bytes: r.capacity_bytes,
+        logical_block_size: r.logical_block_size,
+        transport: if nvme {
+            Transport::Unknown
+        } else {
+            Transport::parse(&r.device.protocol)
+        },
+        power_states: Vec::new(),
+    }
+}

@@ -1,0 +1,50 @@
+//! wattflip drives: what the agent knows about its SSDs and the one knob it turns.
+//!
+//! Layout (one module per tool or concern; extend by adding a module and re-exporting it here):
+//! - [`command`]: the [`CommandRunner`] seam every external tool goes through (argv, `LC_ALL=C`,
+//!   deadline, kill on timeout) and [`CommandError`], which keeps argv, exit status and stderr.
+//! - [`fake`]: scripted and emulating runners for tests and the agent's fake-hardware mode.
+//! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
+//!   tolerant of the nvme-cli 2.3 and later layouts (hardware.md §6).
+//! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
+//! - [`sysfs`]: `/sys/class/nvme` inventory without privileges; the sysfs root is a parameter.
+//! - [`inventory`]: merges the sources into [`Drive`]s.
+//! - [`thermal`]: one thermal snapshot type from either tool, with throttle detection (§8).
+//! - [`governor`]: FID 02h power states and Intel FID C6h PowerGovernorMode, with read-back (§5.3).
+//! - [`restore`]: state file + [`RestoreGuard`] + [`RestoreRegistry`] + [`recover`] so the
+//!   original power state always comes back, even after SIGKILL.
+//! - [`sweep`]: the order in which a governor sweep visits operational states.
+//! - [`units`]: [`Celsius`] and [`Watts`].
+//!
+//! Library code never panics; every error names the command, device or file involved and says what
+//! to do next.
+
+pub mod command;
+pub mod fake;
+pub mod governor;
+pub mod inventory;
+mod jsonutil;
+pub mod nvme_cli;
+pub mod restore;
+pub mod smartctl;
+pub mod sweep;
+pub mod sysfs;
+pub mod thermal;
+pub mod units;
+
+pub use command::{
+    CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, DEFAULT_TIMEOUT,
+};
+pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome};
+pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
+pub use nvme_cli::{
+    CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus,
+    PowerManagement, PowerState, SmartLog,
+};
+pub use restore::{
+    recover, Recovery, RestoreError, RestoreGuard, RestoreRegistry, RestoreReport, StateRecord,
+};
+pub use smartctl::{Smartctl, SmartctlError, SmartctlExit, SmartctlReport};
+pub use sweep::{plan_sweep, StepPurpose, SweepError, SweepOrder, SweepPlan, SweepStep};
+pub use thermal::ThermalSnapshot;
+pub use units::{Celsius, Watts};

@@ -1,0 +1,209 @@
+//! `nvme id-ctrl DEV -o json`: identity, thermal thresholds and power-state descriptors
+//! (hardware.md §5.1, §5.2, §6.3).
+//!
+//! PSD keys changed across nvme-cli versions; [`parse_id_ctrl`] accepts all of them:
+//! - ≤ 2.5 (incl. 2.3): `flags` (bit 0 MXPS, bit 1 NOPS);
+//! - ≥ 2.6: `max_power_scale` and `non-operational_state` instead of `flags`;
+//! - ≤ 2.0: `idle_scale`/`active_work_scale` are raw bytes (scale in bits 7:6, APW in 2:0);
+//!   2.0 already shifts `active_work_scale`; ≥ 2.1: `idle_scale`/`active_scale` are 0/1/2 and
+//!   `active_power_work` is APW.
+//!
+//! New PSD fields (2.16's emergency power-fail times) are ignored until someone needs them.
+
+use crate::jsonutil::{field_str, field_u64, narrow};
+use crate::units::{Celsius, Watts};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One NVMe power state, scaled to watts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerState {
+    /// PS number (index into the PSD table).
+    pub index: u8,
+    /// Maximum power: MP × 0.01 W (MXPS = 0) or × 0.0001 W (MXPS = 1); `None` when MP = 0
+    /// ("not reported").
+    pub max_power: Option<Watts>,
+    /// `false` when NOPS is set: the controller processes no IO in this state. The governor never
+    /// selects such a state.
+    pub operational: bool,
+    /// Entry latency, µs (0 = not reported).
+    pub entry_latency_us: u32,
+    /// Exit latency, µs (0 = not reported).
+    pub exit_latency_us: u32,
+    /// Relative read throughput rank (lower is better).
+    pub relative_read_throughput: u8,
+    /// Relative read latency rank.
+    pub relative_read_latency: u8,
+    /// Relative write throughput rank.
+    pub relative_write_throughput: u8,
+    /// Relative write latency rank.
+    pub relative_write_latency: u8,
+    /// Idle power (IPS 1 → 0.0001 W, 2 → 0.01 W); `None` if not reported or the scale is unknown.
+    pub idle_power: Option<Watts>,
+    /// Active power (APS, same coding as IPS).
+    pub active_power: Option<Watts>,
+    /// Active power workload (APW): 0 none, 1 idle+burst, 2 heavy sequential writes.
+    pub active_power_workload: u8,
+}
+
+/// The parts of Identify Controller wattflip uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdCtrl {
+    /// PCI vendor ID (`0x8086` Intel).
+    pub vid: u16,
+    /// Subsystem vendor ID.
+    pub ssvid: u16,
+    /// Serial number (trimmed of space padding).
+    pub serial: String,
+    /// Model number (trimmed).
+    pub model: String,
+    /// Firmware revision (trimmed).
+    pub firmware: String,
+    /// Number of power states, **0's based** (0 → only PS0).
+    pub npss: u8,
+    /// Bit 0: APST supported.
+    pub apsta: u8,
+    /// Warning composite temperature threshold, raw Kelvin (0 = not reported).
+    pub wctemp_kelvin: u16,
+    /// Critical composite temperature threshold, raw Kelvin (0 = not reported).
+    pub cctemp_kelvin: u16,
+    /// Bit 0: host-controlled thermal management supported.
+    pub hctma: u16,
+    /// Minimum TMT the host may request, Kelvin.
+    pub mntmt_kelvin: u16,
+    /// Maximum TMT the host may request, Kelvin.
+    pub mxtmt_kelvin: u16,
+    /// Optional NVM command support; bit 4: Save/Select in Set/Get Features.
+    pub oncs: u16,
+    /// Power states 0..=npss.
+    pub power_states: Vec<PowerState>,
+}
+
+impl IdCtrl {
+    /// APST supported: the controller may change power states on its own while idle, which a
+    /// governor sweep must know about.
+    pub fn apst_supported(&self) -> bool {
+        self.apsta & 1 != 0
+    }
+    /// Host-controlled thermal management (FID 10h) supported.
+    pub fn hctm_supported(&self) -> bool {
+        self.hctma & 1 != 0
+    }
+    /// Get Features SEL (and Set Features Save) supported (ONCS bit 4).
+    pub fn select_supported(&self) -> bool {
+        self.oncs & 0x10 != 0
+    }
+    /// WCTEMP in °C, if reported.
+    pub fn warning_temperature(&self) -> Option<Celsius> {
+        (self.wctemp_kelvin != 0).then(|| Celsius::from_kelvin(self.wctemp_kelvin))
+    }
+    /// CCTEMP in °C, if reported.
+    pub fn critical_temperature(&self) -> Option<Celsius> {
+        (self.cctemp_kelvin != 0).then(|| Celsius::from_kelvin(self.cctemp_kelvin))
+    }
+    /// The descriptor of `ps`, if it exists.
+    pub fn power_state(&self, ps: u8) -> Option<&PowerState> {
+        self.power_states.iter().find(|p| p.index == ps)
+    }
+}
+
+/// Parses `id-ctrl -o json` of any nvme-cli version.
+pub fn parse_id_ctrl(stdout: &str) -> Result<IdCtrl, String> {
+    let root: Value = serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
+    if !root.is_object() {
+        return Err("not a JSON object".into());
+    }
+    let npss: u8 = narrow(field_u64(&root, "npss")).ok_or("no `npss`")?;
+    let psds = root
+        .get("psds")
+        .and_then(Value::as_array)
+        .ok_or("no `psds` array")?;
+    // Descriptors beyond NPSS are not valid (§5.1); nvme-cli prints 0..=npss but be strict.
+    let power_states = psds
+        .iter()
+        .take(usize::from(npss) + 1)
+        .enumerate()
+        .map(|(i, psd)| parse_psd(i, psd))
+        .collect::<Result<Vec<_>, _>>()?;
+    let u16_of = |k: &str| narrow::<u16>(field_u64(&root, k)).unwrap_or(0);
+    Ok(IdCtrl {
+        vid: u16_of("vid"),
+        ssvid: u16_of("ssvid"),
+        serial: field_str(&root, "sn").unwrap_or_default(),
+        model: field_str(&root, "mn").unwrap_or_default(),
+        firmware: field_str(&root, "fr").unwrap_or_default(),
+        npss,
+        apsta: narrow(field_u64(&root, "apsta")).unwrap_or(0),
+        wctemp_kelvin: u16_of("wctemp"),
+        cctemp_kelvin: u16_of("cctemp"),
+        hctma: u16_of("hctma"),
+        mntmt_kelvin: u16_of("mntmt"),
+        mxtmt_kelvin: u16_of("mxtmt"),
+        oncs: u16_of("oncs"),
+        power_states,
+    })
+}
+
+fn parse_psd(index: usize, psd: &Value) -> Result<PowerState, String> {
+    let index =
+        u8::try_from(index).map_err(|_| format!("power state index {index} out of range"))?;
+    let get = |k: &str| field_u64(psd, k);
+    let mp = get("max_power").ok_or_else(|| format!("psds[{index}] has no max_power"))?;
+    // MXPS / NOPS: `flags` up to 2.5, separate keys from 2.6.
+    let (mxps, nops) = match get("flags") {
+        Some(flags) => (flags & 1 != 0, flags & 2 != 0),
+        None => (
+            get("max_power_scale").unwrap_or(0) & 1 != 0,
+            get("non-operational_state")
+                .or_else(|| get("non_operational_state"))
+                .unwrap_or(0)
+                != 0,
+        ),
+    };
+    let max_power = (mp != 0).then(|| Watts::from_units(mp, if mxps { 10_000 } else { 100 }));
+
+    let idle_scale = get("idle_scale").map(shifted_scale);
+    let (active_scale, apw) = match (get("active_scale"), get("active_work_scale")) {
+        (Some(s), _) => (
+            Some(shifted_scale(s)),
+            get("active_power_work").unwrap_or(0),
+        ),
+        // ≤ 2.0: one key; 1.x raw byte carries APW in bits 2:0, 2.0 only the shifted scale.
+        (None, Some(raw)) if raw >= 4 => (Some(raw >> 6), raw & 7),
+        (None, Some(s)) => (Some(s), 0),
+        (None, None) => (None, 0),
+    };
+    Ok(PowerState {
+        index,
+        max_power,
+        operational: !nops,
+        entry_latency_us: narrow(get("entry_lat")).unwrap_or(0),
+        exit_latency_us: narrow(get("exit_lat")).unwrap_or(0),
+        relative_read_throughput: narrow(get("read_tput")).unwrap_or(0),
+        relative_read_latency: narrow(get("read_lat")).unwrap_or(0),
+        relative_write_throughput: narrow(get("write_tput")).unwrap_or(0),
+        relative_write_latency: narrow(get("write_lat")).unwrap_or(0),
+        idle_power: scaled_power(get("idle_power"), idle_scale),
+        active_power: scaled_power(get("active_power"), active_scale),
+        active_power_workload: u8::try_from(apw & 7).unwrap_or(0),
+    })
+}
+
+/// IPS/APS as printed: ≥ 2.1 gives 0/1/2; ≤ 2.0 may give the raw byte (scale in bits 7:6).
+fn shifted_scale(v: u64) -> u64 {
+    if v >= 4 {
+        v >> 6
+    } else {
+        v
+    }
+}
+
+/// IPS/APS coding: 1 → 0.0001 W, 2 → 0.01 W, 0/3 → unknown (§5.2; not the MXPS coding!).
+fn scaled_power(raw: Option<u64>, scale: Option<u64>) -> Option<Watts> {
+    let raw = raw.filter(|r| *r != 0)?;
+    match scale? {
+        1 => Some(Watts::from_units(raw, 10_000)),
+        2 => Some(Watts::from_units(raw, 100)),
+        _ => None,
+    }
+}

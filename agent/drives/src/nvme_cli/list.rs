@@ -1,0 +1,199 @@
+//! `nvme list -o json` in both layouts (hardware.md §6.3):
+//! - simple (2.0–2.10, ≥ 2.13): `Devices[]` of namespaces with `NameSpace` (int), `DevicePath`, …;
+//! - verbose (`-v`, forced in 2.11/2.12): `Devices[] → Subsystems[] → Controllers[] →
+//!   Namespaces[]` with `NameSpace` a **string** (`"nvme0n1"`); with native multipath the
+//!   namespaces sit under the subsystem instead.
+//!
+//! To support another layout, add a branch to [`parse_list`] and a fixture.
+
+use crate::jsonutil::{field_str, field_u64, narrow};
+use serde_json::Value;
+
+/// One namespace as `nvme list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedNamespace {
+    /// Block device, e.g. `/dev/nvme0n1`.
+    pub device_path: String,
+    /// Controller character device, e.g. `/dev/nvme0`. In the simple layout this is inferred
+    /// from the name, which is wrong under native multipath (the `N` in `nvmeNn1` is the
+    /// subsystem instance); the inventory prefers sysfs.
+    pub controller: Option<String>,
+    /// Namespace ID.
+    pub nsid: Option<u32>,
+    /// Model number (trimmed).
+    pub model: String,
+    /// Serial number (trimmed).
+    pub serial: String,
+    /// Firmware revision (trimmed).
+    pub firmware: String,
+    /// Transport (`pcie`, `tcp`, …), verbose layout only.
+    pub transport: Option<String>,
+    /// `PhysicalSize` = MaximumLBA × SectorSize, bytes.
+    pub capacity_bytes: Option<u64>,
+    /// `UsedBytes`.
+    pub used_bytes: Option<u64>,
+    /// `SectorSize`, the formatted LBA size in bytes.
+    pub sector_size: Option<u32>,
+}
+
+/// Parses either layout. Unknown extra keys are ignored.
+pub fn parse_list(stdout: &str) -> Result<Vec<ListedNamespace>, String> {
+    let root: Value = serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
+    let devices = root
+        .get("Devices")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "no `Devices` array".to_string())?;
+    let mut out = Vec::new();
+    for dev in devices {
+        if let Some(subsystems) = dev.get("Subsystems").and_then(Value::as_array) {
+            for subsys in subsystems {
+                verbose_subsystem(subsys, &mut out);
+            }
+        } else if dev.get("DevicePath").is_some() {
+            out.push(simple_entry(dev)?);
+        } else {
+            return Err(format!("device entry is neither simple nor verbose: {dev}"));
+        }
+    }
+    Ok(out)
+}
+
+fn simple_entry(dev: &Value) -> Result<ListedNamespace, String> {
+    let device_path = field_str(dev, "DevicePath").ok_or("entry without DevicePath")?;
+    Ok(ListedNamespace {
+        controller: controller_of(&device_path),
+        nsid: narrow(field_u64(dev, "NameSpace").or_else(|| field_u64(dev, "NSID"))),
+        model: field_str(dev, "ModelNumber").unwrap_or_default(),
+        serial: field_str(dev, "SerialNumber").unwrap_or_default(),
+        firmware: field_str(dev, "Firmware").unwrap_or_default(),
+        transport: None,
+        capacity_bytes: field_u64(dev, "PhysicalSize"),
+        used_bytes: field_u64(dev, "UsedBytes"),
+        sector_size: narrow(field_u64(dev, "SectorSize")),
+        device_path,
+    })
+}
+
+fn verbose_subsystem(subsys: &Value, out: &mut Vec<ListedNamespace>) {
+    let controllers = subsys
+        .get("Controllers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for ctrl in &controllers {
+        let namespaces = ctrl
+            .get("Namespaces")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for ns in &namespaces {
+            if let Some(entry) = verbose_namespace(ns, Some(ctrl)) {
+                out.push(entry);
+            }
+        }
+    }
+    // Native multipath: the namespace belongs to the subsystem; attribute it to the first live
+    // controller (any path works for controller-scope admin commands).
+    let first = controllers.first();
+    for ns in subsys
+        .get("Namespaces")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        if let Some(entry) = verbose_namespace(&ns, first) {
+            if !out.iter().any(|e| e.device_path == entry.device_path) {
+                out.push(entry);
+            }
+        }
+    }
+}
+
+fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace> {
+    // `NameSpace` is the block device name here ("nvme0n1"); older or newer builds may give the
+    // NSID as an int in that key, so accept both.
+    let name = match ns.get("NameSpace") {
+        Some(Value::String(s)) => s.trim().to_string(),
+        _ => field_str(ns, "Name").or_else(|| field_str(ns, "DevicePath"))?,
+    };
+    let device_path = if name.starts_with("/dev/") {
+        name
+    } else {
+        format!("/dev/{name}")
+    };
+    let nsid = field_u64(ns, "NSID").or_else(|| match ns.get("NameSpace") {
+        Some(Value::Number(n)) => n.as_u64(),
+        _ => None,
+    });
+    let ctrl_name = ctrl.and_then(|c| field_str(c, "Controller"));
+    let controller = ctrl_name
+        .map(|c| {
+            if c.starts_with("/dev/") {
+                c
+            } else {
+                format!("/dev/{c}")
+            }
+        })
+        .or_else(|| controller_of(&device_path));
+    let from_ctrl = |k: &str| ctrl.and_then(|c| field_str(c, k));
+    Some(ListedNamespace {
+        controller,
+        nsid: narrow(nsid),
+        model: from_ctrl("ModelNumber")
+            .or_else(|| field_str(ns, "ModelNumber"))
+            .unwrap_or_default(),
+        serial: from_ctrl("SerialNumber")
+            .or_else(|| field_str(ns, "SerialNumber"))
+            .unwrap_or_default(),
+        firmware: from_ctrl("Firmware")
+            .or_else(|| field_str(ns, "Firmware"))
+            .unwrap_or_default(),
+        transport: from_ctrl("Transport"),
+        capacity_bytes: field_u64(ns, "PhysicalSize"),
+        used_bytes: field_u64(ns, "UsedBytes"),
+        sector_size: narrow(field_u64(ns, "SectorSize")),
+        device_path,
+    })
+}
+
+/// The controller node of an NVMe device name: `/dev/nvme0n1` → `/dev/nvme0`; a hidden path node
+/// `nvmeXcYnZ` (subsystem X, controller Y) → `/dev/nvmeY`; non-NVMe → `None`.
+pub fn controller_of(device_path: &str) -> Option<String> {
+    let name = device_path.rsplit('/').next()?;
+    let rest = name.strip_prefix("nvme")?;
+    let first: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    if first.is_empty() {
+        return None;
+    }
+    let after = &rest[first.len()..];
+    if let Some(c) = after.strip_prefix('c') {
+        let ctrl: String = c.chars().take_while(char::is_ascii_digit).collect();
+        if !ctrl.is_empty() {
+            return Some(format!("/dev/nvme{ctrl}"));
+        }
+    }
+    if after.starts_with('n') || after.is_empty() {
+        return Some(format!("/dev/nvme{first}"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_names() {
+        assert_eq!(controller_of("/dev/nvme0n1").as_deref(), Some("/dev/nvme0"));
+        assert_eq!(
+            controller_of("/dev/nvme12n3").as_deref(),
+            Some("/dev/nvme12")
+        );
+        assert_eq!(
+            controller_of("/dev/nvme0c3n1").as_deref(),
+            Some("/dev/nvme3")
+        );
+        assert_eq!(controller_of("/dev/nvme0").as_deref(), Some("/dev/nvme0"));
+        assert_eq!(controller_of("/dev/sda"), None);
+    }
+}

@@ -1,0 +1,567 @@
+//! smartctl (smartmontools 7.x) with `--json`: device scan and health/temperature reports for NVMe
+//! and ATA drives (hardware.md §7).
+//!
+//! smartctl's exit status is a bit mask: bits 0–1 mean the call itself failed; bit 2 means partial
+//! data; bits 3–7 describe the drive's health and the data is valid (§7.2). [`SmartctlExit`]
+//! decodes it; only call failures become [`SmartctlError`]. To read another attribute, extend
+//! [`SmartctlReport`] and its parser, with a fixture per smartctl version.
+
+use crate::command::{command_line, CommandError, CommandRunner, DEFAULT_TIMEOUT};
+use crate::jsonutil::{
+    field_str, field_u64, narrow, raw_u128, raw_u64, raw_value, u64_of, RawObject,
+};
+use crate::nvme_cli::CriticalWarning;
+use crate::units::Celsius;
+use serde::Deserialize;
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// smartctl's exit status bits (`smartctl.8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SmartctlExit(pub u8);
+
+impl SmartctlExit {
+    /// Bit 0: command line did not parse (a bug on our side).
+    pub fn command_line_error(self) -> bool {
+        self.0 & 0x01 != 0
+    }
+    /// Bit 1: device open failed, IDENTIFY failed, or the device is in a low-power mode (`-n`).
+    pub fn device_open_failed(self) -> bool {
+        self.0 & 0x02 != 0
+    }
+    /// Bit 2: some SMART or other command failed; data is partial.
+    pub fn command_failed(self) -> bool {
+        self.0 & 0x04 != 0
+    }
+    /// Bit 3: SMART status "FAILING"; for NVMe this means critical_warning ≠ 0.
+    pub fn disk_failing(self) -> bool {
+        self.0 & 0x08 != 0
+    }
+    /// Bit 4: a prefail attribute is at or below its threshold.
+    pub fn prefail_at_threshold(self) -> bool {
+        self.0 & 0x10 != 0
+    }
+    /// Bit 5: an attribute was at or below its threshold in the past.
+    pub fn attribute_past_threshold(self) -> bool {
+        self.0 & 0x20 != 0
+    }
+    /// Bit 6: the error log has entries.
+    pub fn error_log_entries(self) -> bool {
+        self.0 & 0x40 != 0
+    }
+    /// Bit 7: the self-test log has errors.
+    pub fn self_test_errors(self) -> bool {
+        self.0 & 0x80 != 0
+    }
+    /// Bits 0 or 1: the call failed and there is no data.
+    pub fn is_call_failure(self) -> bool {
+        self.0 & 0x03 != 0
+    }
+    /// Bits 3–7: drive-health information (data valid).
+    pub fn health_bits(self) -> u8 {
+        self.0 & 0xf8
+    }
+}
+
+impl fmt::Display for SmartctlExit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            "command line error",
+            "device open failed",
+            "a command failed",
+            "SMART status failing",
+            "prefail attribute at threshold",
+            "attribute past threshold",
+            "error log has entries",
+            "self-test log has errors",
+        ];
+        let set: Vec<&str> = (0..8)
+            .filter(|b| self.0 & (1 << b) != 0)
+            .map(|b| names[b])
+            .collect();
+        if set.is_empty() {
+            write!(f, "exit 0")
+        } else {
+            write!(f, "exit {} ({})", self.0, set.join(", "))
+        }
+    }
+}
+
+/// A smartctl call gave no usable data.
+#[derive(Debug, thiserror::Error)]
+pub enum SmartctlError {
+    /// Running it failed (not found, timeout, killed by a signal).
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// Exit bits 0/1 or an `error` message: no data this cycle.
+    #[error("`{command}`: {exit}: {messages}; {advice}")]
+    CallFailed {
+        /// Full command line.
+        command: String,
+        /// Decoded exit status.
+        exit: SmartctlExit,
+        /// smartctl's `messages[].string` (error severity first), or stderr.
+        messages: String,
+        /// What to do.
+        advice: &'static str,
+    },
+    /// The JSON did not parse.
+    #[error(
+        "`{command}`: cannot read smartctl JSON: {detail}; save the output under \
+         tests/fixtures/smartctl/ and extend the parser"
+    )]
+    Parse {
+        /// Full command line.
+        command: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// A `smartctl --scan-open` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScannedDevice {
+    /// Device node (`/dev/nvme0`, `/dev/sda`).
+    pub name: String,
+    /// `info_name` (e.g. `/dev/sda [SAT]`).
+    pub info_name: String,
+    /// `-d` type (`nvme`, `sat`, `scsi`, …).
+    pub device_type: String,
+    /// `NVMe`, `ATA`, `SCSI`.
+    pub protocol: String,
+    /// Set when smartctl could not open the device.
+    pub open_error: Option<String>,
+}
+
+/// A smartctl message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmartctlMessage {
+    /// Text.
+    pub string: String,
+    /// `information`, `warning` or `error`.
+    pub severity: String,
+}
+
+/// One ATA SMART attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtaAttribute {
+    /// Attribute ID (194 Temperature_Celsius, 190 Airflow_Temperature_Cel, …).
+    pub id: u8,
+    /// Name.
+    pub name: String,
+    /// Normalised value.
+    pub value: u16,
+    /// Worst normalised value.
+    pub worst: u16,
+    /// Threshold.
+    pub thresh: u16,
+    /// Raw value (48-bit).
+    pub raw_value: u64,
+    /// Raw value as smartctl prints it (`31 (Min/Max 20/45)`).
+    pub raw_string: String,
+}
+
+/// NVMe health log as smartctl prints it (temperatures already in whole °C = K − 273).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmartctlNvmeLog {
+    /// Critical warning bits.
+    pub critical_warning: CriticalWarning,
+    /// Composite temperature (omitted by smartctl when the drive reports 0 K).
+    pub temperature: Option<Celsius>,
+    /// Available spare, %.
+    pub available_spare_pct: Option<u8>,
+    /// Percentage used.
+    pub percentage_used: Option<u8>,
+    /// Data units read (× 512 000 bytes).
+    pub data_units_read: Option<u128>,
+    /// Data units written (× 512 000 bytes).
+    pub data_units_written: Option<u128>,
+    /// Power-on hours.
+    pub power_on_hours: Option<u128>,
+    /// Minutes above WCTEMP (only printed when thresholds are non-zero).
+    pub warning_temp_time_min: Option<u32>,
+    /// Minutes above CCTEMP.
+    pub critical_temp_time_min: Option<u32>,
+    /// Sensors 1–8 (sparse: `null` before a present sensor).
+    pub sensors: Vec<Option<Celsius>>,
+}
+
+/// Where [`SmartctlReport::temperature`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemperatureOrigin {
+    /// `temperature.current`.
+    Current,
+    /// The NVMe health log's `temperature`.
+    NvmeLog,
+    /// ATA attribute 194 raw value (lowest byte).
+    Attribute194,
+    /// ATA attribute 190 raw value (lowest byte).
+    Attribute190,
+}
+
+/// `smartctl --json -a DEV`, normalised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmartctlReport {
+    /// Decoded exit status; bits ≥ 3 are health information, not failures.
+    pub exit: SmartctlExit,
+    /// smartctl version (`[7, 3]`).
+    pub version: Option<(u32, u32)>,
+    /// Messages (warnings and information; errors make the call fail).
+    pub messages: Vec<SmartctlMessage>,
+    /// The device as smartctl names it.
+    pub device: ScannedDevice,
+    /// Model name.
+    pub model: Option<String>,
+    /// Serial number.
+    pub serial: Option<String>,
+    /// Firmware version.
+    pub firmware: Option<String>,
+    /// `user_capacity.bytes`.
+    pub capacity_bytes: Option<u64>,
+    /// `logical_block_size`.
+    pub logical_block_size: Option<u32>,
+    /// `smart_status.passed`.
+    pub smart_passed: Option<bool>,
+    /// Best temperature reading, °C (whole degrees).
+    pub temperature: Option<Celsius>,
+    /// Which field [`Self::temperature`] came from.
+    pub temperature_origin: Option<TemperatureOrigin>,
+    /// `power_on_time.hours`.
+    pub power_on_hours: Option<u64>,
+    /// `power_cycle_count`.
+    pub power_cycle_count: Option<u64>,
+    /// NVMe health log, for NVMe devices.
+    pub nvme: Option<SmartctlNvmeLog>,
+    /// ATA SMART attributes, for ATA devices.
+    pub ata_attributes: Vec<AtaAttribute>,
+}
+
+impl SmartctlReport {
+    /// The ATA attribute with this ID.
+    pub fn attribute(&self, id: u8) -> Option<&AtaAttribute> {
+        self.ata_attributes.iter().find(|a| a.id == id)
+    }
+}
+
+/// smartctl behind a runner. Cheap to clone.
+#[derive(Clone)]
+pub struct Smartctl {
+    runner: Arc<dyn CommandRunner>,
+    program: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Smartctl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Smartctl")
+            .field("program", &self.program)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Smartctl {
+    /// `smartctl` from PATH with [`DEFAULT_TIMEOUT`].
+    pub fn new(runner: Arc<dyn CommandRunner>) -> Self {
+        Smartctl {
+            runner,
+            program: "smartctl".into(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+    /// Another executable.
+    pub fn with_program(mut self, program: impl Into<String>) -> Self {
+        self.program = program.into();
+        self
+    }
+    /// Another deadline.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    fn run(&self, args: &[&str]) -> Result<(String, String, Vec<String>), SmartctlError> {
+        let mut argv = vec![self.program.clone()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        let out = self.runner.run(&argv, self.timeout)?;
+        if let crate::command::Exit::Signal(_) = out.exit {
+            return Err(out
+                .into_success()
+                .err()
+                .map(SmartctlError::from)
+                .unwrap_or_else(|| SmartctlError::Parse {
+                    command: command_line(&argv),
+                    detail: "killed".into(),
+                }));
+        }
+        Ok((out.stdout, out.stderr, argv))
+    }
+
+    /// `smartctl --scan-open --json`. No disks: empty list (the `devices` key is absent).
+    pub fn scan_open(&self) -> Result<Vec<ScannedDevice>, SmartctlError> {
+        let (stdout, stderr, argv) = self.run(&["--scan-open", "--json"])?;
+        parse_scan(&stdout, &stderr, &command_line(&argv))
+    }
+
+    /// `smartctl --json -a [-d TYPE] DEV`.
+    pub fn report(
+        &self,
+        device: &str,
+        device_type: Option<&str>,
+    ) -> Result<SmartctlReport, SmartctlError> {
+        let command = format!("{} --json -a {device}", self.program);
+        if !device.starts_with("/dev/") {
+            return Err(SmartctlError::CallFailed {
+                command,
+                exit: SmartctlExit(0),
+                messages: format!("device {device:?} is not a /dev path"),
+                advice: "pass a device node from the scan",
+            });
+        }
+        let mut args = vec!["--json", "-a"];
+        if let Some(t) = device_type {
+            args.extend(["-d", t]);
+        }
+        args.push(device);
+        let (stdout, stderr, argv) = self.run(&args)?;
+        parse_report(&stdout, &stderr, &command_line(&argv))
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    smartctl: Option<Value>,
+}
+
+/// Exit status, messages and version from the `smartctl` envelope of every JSON output.
+type Envelope3 = (SmartctlExit, Vec<SmartctlMessage>, Option<(u32, u32)>);
+
+fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3, SmartctlError> {
+    let env: Envelope = serde_json::from_value(root.clone()).map_err(|e| SmartctlError::Parse {
+        command: command.into(),
+        detail: e.to_string(),
+    })?;
+    let sc = env.smartctl.unwrap_or(Value::Null);
+    let exit = SmartctlExit(narrow(field_u64(&sc, "exit_status")).unwrap_or(0));
+    let messages: Vec<SmartctlMessage> = sc
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|m| SmartctlMessage {
+                    string: field_str(m, "string").unwrap_or_default(),
+                    severity: field_str(m, "severity").unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let version = sc.get("version").and_then(Value::as_array).and_then(|v| {
+        Some((
+            narrow(v.first().and_then(u64_of))?,
+            narrow(v.get(1).and_then(u64_of))?,
+        ))
+    });
+    let has_error = messages.iter().any(|m| m.severity == "error");
+    if exit.is_call_failure() || has_error {
+        let mut text: Vec<String> = messages
+            .iter()
+            .filter(|m| m.severity == "error")
+            .chain(messages.iter().filter(|m| m.severity != "error"))
+            .map(|m| m.string.clone())
+            .collect();
+        if text.is_empty() && !stderr.trim().is_empty() {
+            text.push(stderr.trim().to_string());
+        }
+        let joined = text.join("; ");
+        let lower = joined.to_ascii_lowercase();
+        let advice = if exit.command_line_error() {
+            "smartctl rejected the command line: a bug in wattflip or an old smartctl"
+        } else if lower.contains("permission denied") || lower.contains("operation not permitted") {
+            "needs root (or CAP_SYS_ADMIN + CAP_SYS_RAWIO): run as root or grant the capabilities"
+        } else if lower.contains("standby") || lower.contains("sleep") {
+            "the drive is in a low-power mode: no data this cycle, poll later"
+        } else {
+            "no data this cycle: check the device still exists"
+        };
+        return Err(SmartctlError::CallFailed {
+            command: command.into(),
+            exit,
+            messages: joined,
+            advice,
+        });
+    }
+    Ok((exit, messages, version))
+}
+
+/// Parses `smartctl --scan-open --json`.
+pub fn parse_scan(
+    stdout: &str,
+    stderr: &str,
+    command: &str,
+) -> Result<Vec<ScannedDevice>, SmartctlError> {
+    let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse {
+        command: command.into(),
+        detail: format!("not JSON: {e}"),
+    })?;
+    envelope_check(&root, stderr, command)?;
+    Ok(root
+        .get("devices")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(scanned).collect())
+        .unwrap_or_default())
+}
+
+fn scanned(d: &Value) -> ScannedDevice {
+    ScannedDevice {
+        name: field_str(d, "name").unwrap_or_default(),
+        info_name: field_str(d, "info_name").unwrap_or_default(),
+        device_type: field_str(d, "type").unwrap_or_default(),
+        protocol: field_str(d, "protocol").unwrap_or_default(),
+        open_error: field_str(d, "open_error"),
+    }
+}
+
+/// Parses `smartctl --json -a` (or `-H -A`, `-x`) for NVMe and ATA.
+pub fn parse_report(
+    stdout: &str,
+    stderr: &str,
+    command: &str,
+) -> Result<SmartctlReport, SmartctlError> {
+    let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse {
+        command: command.into(),
+        detail: format!("not JSON: {e}"),
+    })?;
+    let (exit, messages, version) = envelope_check(&root, stderr, command)?;
+    let nvme = nvme_log(stdout, command)?;
+    let ata_attributes = ata_attributes(&root);
+
+    let mut temperature = None;
+    let mut temperature_origin = None;
+    if let Some(c) = root
+        .get("temperature")
+        .and_then(|t| t.get("current"))
+        .and_then(Value::as_i64)
+    {
+        temperature = Some(Celsius::from_whole_celsius(c));
+        temperature_origin = Some(TemperatureOrigin::Current);
+    } else if let Some(t) = nvme.as_ref().and_then(|n| n.temperature) {
+        temperature = Some(t);
+        temperature_origin = Some(TemperatureOrigin::NvmeLog);
+    } else {
+        // smartctl's own fallback order for ATA: 194, then 190; the lowest raw byte, accepted if
+        // 0 < t < 128 (§7.1). Older smartctl builds may omit `temperature` entirely.
+        for (id, origin) in [
+            (194u8, TemperatureOrigin::Attribute194),
+            (190, TemperatureOrigin::Attribute190),
+        ] {
+            if let Some(a) = ata_attributes.iter().find(|a| a.id == id) {
+                let t = a.raw_value & 0xff;
+                if t > 0 && t < 128 {
+                    temperature = Some(Celsius::from_whole_celsius(t as i64));
+                    temperature_origin = Some(origin);
+                    break;
+                }
+            }
+        }
+    }
+    Ok(SmartctlReport {
+        exit,
+        version,
+        messages,
+        device: root.get("device").map(scanned).unwrap_or(ScannedDevice {
+            name: String::new(),
+            info_name: String::new(),
+            device_type: String::new(),
+            protocol: String::new(),
+            open_error: None,
+        }),
+        model: field_str(&root, "model_name"),
+        serial: field_str(&root, "serial_number"),
+        firmware: field_str(&root, "firmware_version"),
+        capacity_bytes: root
+            .get("user_capacity")
+            .and_then(|u| field_u64(u, "bytes")),
+        logical_block_size: narrow(field_u64(&root, "logical_block_size")),
+        smart_passed: root
+            .get("smart_status")
+            .and_then(|s| s.get("passed"))
+            .and_then(Value::as_bool),
+        temperature,
+        temperature_origin,
+        power_on_hours: root
+            .get("power_on_time")
+            .and_then(|p| field_u64(p, "hours")),
+        power_cycle_count: field_u64(&root, "power_cycle_count"),
+        nvme,
+        ata_attributes,
+    })
+}
+
+/// The NVMe log read as raw text so 128-bit counters keep every digit. smartctl writes a number
+/// when < 2^53, else a number plus a `KEY_s` string (`json.cpp set_unsafe_le128`): prefer `KEY_s`.
+fn nvme_log(stdout: &str, command: &str) -> Result<Option<SmartctlNvmeLog>, SmartctlError> {
+    #[derive(Deserialize)]
+    struct Outer {
+        #[serde(default)]
+        nvme_smart_health_information_log: Option<RawObject>,
+    }
+    let outer: Outer = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse {
+        command: command.into(),
+        detail: e.to_string(),
+    })?;
+    let Some(log) = outer.nvme_smart_health_information_log else {
+        return Ok(None);
+    };
+    let big = |k: &str| raw_u128(&log, &format!("{k}_s")).or_else(|| raw_u128(&log, k));
+    let small = |k: &str| raw_u64(&log, k);
+    let temperature = raw_value(&log, "temperature")
+        .and_then(|v| v.as_i64())
+        .map(Celsius::from_whole_celsius);
+    let sensors = match raw_value(&log, "temperature_sensors") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_i64().map(Celsius::from_whole_celsius))
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(Some(SmartctlNvmeLog {
+        critical_warning: CriticalWarning(narrow(small("critical_warning")).unwrap_or(0)),
+        temperature,
+        available_spare_pct: narrow(small("available_spare")),
+        percentage_used: narrow(small("percentage_used")),
+        data_units_read: big("data_units_read"),
+        data_units_written: big("data_units_written"),
+        power_on_hours: big("power_on_hours"),
+        warning_temp_time_min: narrow(small("warning_temp_time")),
+        critical_temp_time_min: narrow(small("critical_comp_time")),
+        sensors,
+    }))
+}
+
+fn ata_attributes(root: &Value) -> Vec<AtaAttribute> {
+    let Some(table) = root
+        .get("ata_smart_attributes")
+        .and_then(|a| a.get("table"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    table
+        .iter()
+        .filter_map(|a| {
+            let raw = a.get("raw");
+            Some(AtaAttribute {
+                id: narrow(field_u64(a, "id"))?,
+                name: field_str(a, "name").unwrap_or_default(),
+                value: narrow(field_u64(a, "value")).unwrap_or(0),
+                worst: narrow(field_u64(a, "worst")).unwrap_or(0),
+                thresh: narrow(field_u64(a, "thresh")).unwrap_or(0),
+                raw_value: raw.and_then(|r| field_u64(r, "value")).unwrap_or(0),
+                raw_string: raw.and_then(|r| field_str(r, "string")).unwrap_or_default(),
+            })
+        })
+        .collect()
+}

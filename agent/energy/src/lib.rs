@@ -1,0 +1,47 @@
+//! wattflip-energy: the energy-analysis library of wattflip (`ufip.md` §11, `hardware.md` §4). It turns
+//! shunt traces into energy and decimated power, finds each uFLIP run in a power series, computes the
+//! per-run energy record, classifies background work and recommends pauses. Method and defaults:
+//! `docs/energy-method.md`. To extend: a new trace format goes under `trace/`, a new analysis takes a
+//! `&PowerSeries` and gets its own module with a config struct holding every constant.
+//!
+//! Layout:
+//! - [`units`]: unit newtypes (`Watts`, `Joules`, `Volts`, `Ohms`, `Hertz`, `UnixNanos`, `Nanos`, …).
+//! - [`trace`]: `ShuntCircuit`, the streaming integrators, CSV and raw (f32/i16 + sidecar) import.
+//! - [`series`]: `PowerSeries`, the validated input of every analysis.
+//! - [`idle`]: idle characterisation (baseline, period of regular idle work).
+//! - [`run`]: baseline, run start/end detection and the per-run `RunEnergy` record.
+//! - [`background`]: Table 2 classes and the §11.6 pause rule.
+//! - [`stats`]: median, 1.4826·MAD, Spearman ρ.
+//! - [`error`]: `TraceError` (names file/line/column/key), `AnalysisError`, `ConfigError`.
+
+#![forbid(unsafe_code)]
+
+pub mod background;
+pub mod error;
+pub mod idle;
+pub mod run;
+pub mod series;
+pub mod stats;
+pub mod trace;
+pub mod units;
+
+pub use background::{
+    classify, interferes, recommend_pause, recommend_pause_for_value, BackgroundClass,
+    BackgroundObservation, Classification, ClassifyConfig, IoMix, PauseConfig, ValueRuns,
+};
+pub use error::{AnalysisError, ConfigError, KeyProblem, TraceError};
+pub use idle::{characterise_idle, IdleConfig, IdleProfile};
+pub use run::{
+    analyze_run, analyze_run_with_baseline, Baseline, Efficiency, EndFound, RunDetectConfig,
+    RunEnergy, RunInfo, StartFound,
+};
+pub use series::PowerSeries;
+pub use trace::csv::{integrate_csv, integrate_csv_reader, CsvOptions, TimeUnit};
+pub use trace::raw::{integrate_raw, integrate_raw_streaming, Sidecar, SidecarSyntax};
+pub use trace::{
+    FixedRateIntegrator, PowerWindow, SampleFormat, ShuntCircuit, TimedIntegrator, TraceSummary,
+    DEFAULT_WINDOW,
+};
+pub use units::{
+    Hertz, Joules, JoulesPerIo, JoulesPerMb, JoulesPerMib, Nanos, Ohms, UnixNanos, Volts, Watts,
+};

@@ -1,0 +1,173 @@
+//! A validated power series (strictly increasing UTC timestamps, finite watts) from any source: shunt
+//! trace windows, hwmon/INA2xx polls, RAPL deltas. Each sample holds its power until the next one; the
+//! last holds for the interval before it. Add constructors here for new sources; analyses take
+//! `&PowerSeries` only.
+
+use crate::error::AnalysisError;
+use crate::trace::{PowerWindow, TraceSummary};
+use crate::units::{Joules, Nanos, UnixNanos, Watts};
+
+/// Timestamps and powers, same length, timestamps strictly increasing, powers finite.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PowerSeries {
+    t: Vec<UnixNanos>,
+    p: Vec<Watts>,
+}
+
+impl PowerSeries {
+    /// Build from parallel vectors, checking order and finiteness.
+    pub fn new(t: Vec<UnixNanos>, p: Vec<Watts>) -> Result<Self, AnalysisError> {
+        if t.len() != p.len() {
+            return Err(AnalysisError::LengthMismatch {
+                len: t.len(),
+                powers: p.len(),
+            });
+        }
+        if t.is_empty() {
+            return Err(AnalysisError::EmptySeries);
+        }
+        for i in 0..t.len() {
+            if !p[i].0.is_finite() {
+                return Err(AnalysisError::NotFinite {
+                    index: i,
+                    watts: p[i].0,
+                });
+            }
+            if i > 0 && t[i] <= t[i - 1] {
+                return Err(AnalysisError::NotIncreasing {
+                    index: i,
+                    t_ns: t[i].0,
+                    previous_ns: t[i - 1].0,
+                });
+            }
+        }
+        Ok(PowerSeries { t, p })
+    }
+
+    /// Build from `(time, power)` pairs.
+    pub fn from_samples(
+        samples: impl IntoIterator<Item = (UnixNanos, Watts)>,
+    ) -> Result<Self, AnalysisError> {
+        let (t, p) = samples.into_iter().unzip();
+        PowerSeries::new(t, p)
+    }
+
+    /// One sample per window (its mean power at the window start), anchored at `start`.
+    pub fn from_windows(start: UnixNanos, windows: &[PowerWindow]) -> Result<Self, AnalysisError> {
+        PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))
+    }
+
+    /// The summary's windows as a series; a trace without a UTC start is anchored at 0.
+    pub fn from_trace(summary: &TraceSummary) -> Result<Self, AnalysisError> {
+        PowerSeries::from_windows(summary.start.unwrap_or(UnixNanos(0)), &summary.windows)
+    }
+
+    pub fn len(&self) -> usize {
+        self.t.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.t.is_empty()
+    }
+    pub fn times(&self) -> &[UnixNanos] {
+        &self.t
+    }
+    pub fn powers(&self) -> &[Watts] {
+        &self.p
+    }
+    pub fn first_time(&self) -> UnixNanos {
+        self.t.first().copied().unwrap_or_default()
+    }
+    /// End of the covered time: the last timestamp plus the last interval.
+    pub fn end_time(&self) -> UnixNanos {
+        let n = self.t.len();
+        match n {
+            0 => UnixNanos(0),
+            1 => self.t[0],
+            _ => UnixNanos(self.t[n - 1].0 + (self.t[n - 1].0 - self.t[n - 2].0)),
+        }
+    }
+
+    /// Hold duration of sample `i` in ns.
+    pub(crate) fn dt_ns(&self, i: usize) -> i64 {
+        let n = self.t.len();
+        if i + 1 < n {
+            self.t[i + 1].0 - self.t[i].0
+        } else if n >= 2 {
+            self.t[n - 1].0 - self.t[n - 2].0
+        } else {
+            0
+        }
+    }
+
+    /// Median spacing between samples (0 for a single sample).
+    pub fn typical_period(&self) -> Nanos {
+        let d: Vec<f64> = self
+            .t
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0) as f64)
+            .collect();
+        Nanos(crate::stats::median(&d).unwrap_or(0.0) as u64)
+    }
+
+    /// Index of the first sample with `t >= at` (len if none).
+    pub fn index_at_or_after(&self, at: UnixNanos) -> usize {
+        self.t.partition_point(|x| *x < at)
+    }
+
+    /// Energy of samples with index in `[from, to)`; with `minus`, of `P − minus` (may be negative).
+    pub(crate) fn energy_idx(&self, from: usize, to: usize, minus: Watts) -> Joules {
+        let mut wns = 0.0;
+        for i in from..to.min(self.len()) {
+            wns += (self.p[i].0 - minus.0) * self.dt_ns(i) as f64;
+        }
+        Joules(wns * 1e-9)
+    }
+
+    /// Energy of the samples whose timestamps lie in `[from, to)`.
+    pub fn energy_between(&self, from: UnixNanos, to: UnixNanos) -> Joules {
+        self.energy_idx(
+            self.index_at_or_after(from),
+            self.index_at_or_after(to),
+            Watts(0.0),
+        )
+    }
+
+    /// Powers of the samples whose timestamps lie in `[from, to)`.
+    pub fn powers_between(&self, from: UnixNanos, to: UnixNanos) -> &[Watts] {
+        let a = self.index_at_or_after(from);
+        let b = self.index_at_or_after(to).max(a);
+        &self.p[a..b]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation() {
+        assert_eq!(
+            PowerSeries::new(vec![], vec![]),
+            Err(AnalysisError::EmptySeries)
+        );
+        assert!(matches!(
+            PowerSeries::from_samples([(UnixNanos(1), Watts(1.0)), (UnixNanos(1), Watts(1.0))]),
+            Err(AnalysisError::NotIncreasing { index: 1, .. })
+        ));
+        assert!(matches!(
+            PowerSeries::from_samples([(UnixNanos(1), Watts(f64::NAN))]),
+            Err(AnalysisError::NotFinite { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn constant_two_watts_for_one_and_a_half_seconds() {
+        let s =
+            PowerSeries::from_samples((0..1500).map(|i| (UnixNanos(i * 1_000_000), Watts(2.0))))
+                .unwrap_or_default();
+        let e = s.energy_between(UnixNanos(0), UnixNanos(i64::MAX));
+        assert!((e.0 - 3.0).abs() < 3.0 * 1e-12, "{e}");
+        assert_eq!(s.end_time(), UnixNanos(1_500_000_000));
+        assert_eq!(s.typical_period(), Nanos(1_000_000));
+    }
+}

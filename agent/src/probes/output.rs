@@ -1,0 +1,65 @@
+//! The local result folder of a probe: `report.json` (the whole report, input of `report`),
+//! `runs.jsonl` (one run per line), `probe_run.lp` (InfluxDB line protocol, the same points the
+//! collector would write), `summary.txt` (the table) and `report.html`.
+
+use super::convert;
+use std::path::{Path, PathBuf};
+use wattflip_proto::lineproto;
+use wattflip_proto::schema::{self, HostTags};
+use wattflip_uflip::{summary_table, ProbeReport};
+
+/// Human form of a varying value: sizes in KiB, everything else as a number.
+pub fn fmt_value(varying: &str, v: f64) -> String {
+    if varying.contains("size") && v >= 1024.0 && v % 1024.0 == 0.0 {
+        format!("{} KiB", v / 1024.0)
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Files written, in order.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub files: Vec<PathBuf>,
+    pub lines: usize,
+}
+
+fn write(path: PathBuf, data: &[u8], out: &mut Vec<PathBuf>) -> Result<(), super::ProbeCmdError> {
+    std::fs::write(&path, data).map_err(|e| super::ProbeCmdError::Output { path: path.clone(), source: e })?;
+    out.push(path);
+    Ok(())
+}
+
+pub fn write_all(dir: &Path, report: &ProbeReport, tags: &HostTags) -> Result<Written, super::ProbeCmdError> {
+    std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
+    let mut files = Vec::new();
+    let json = serde_json::to_vec_pretty(report).unwrap_or_default();
+    write(dir.join("report.json"), &json, &mut files)?;
+    let mut jsonl = String::new();
+    for r in &report.runs {
+        jsonl.push_str(&serde_json::to_string(r).unwrap_or_default());
+        jsonl.push('\n');
+    }
+    write(dir.join("runs.jsonl"), jsonl.as_bytes(), &mut files)?;
+    let batch = convert::batch(report);
+    let mut lp = String::new();
+    let mut lines = 0;
+    for p in &batch.probe_runs {
+        if schema::probe_run_point(p, tags).write_line(&mut lp).is_ok() {
+            lines += 1;
+        }
+    }
+    // Events go through the same schema function as the collector's.
+    if let Ok(domain) = wattflip_proto::domain::convert_batch("", wattflip_proto::v1::Batch { sequence: 1, events: batch.events, ..Default::default() }) {
+        let (body, _) = lineproto::encode_all(&schema::batch_points(&domain, tags));
+        lines += body.lines().count();
+        lp.push_str(&body);
+    }
+    write(dir.join("probe_run.lp"), lp.as_bytes(), &mut files)?;
+    write(dir.join("summary.txt"), summary_table(report).as_bytes(), &mut files)?;
+    let html = crate::report::html::render(report);
+    write(dir.join("report.html"), html.as_bytes(), &mut files)?;
+    Ok(Written { files, lines })
+}

@@ -1,0 +1,550 @@
+//! The IO engine (spec §3.3, §3.4, §9): executes one [`RunSpec`] on a [`Target`] with O_DIRECT
+//! (writes also O_DSYNC), synchronous `pread`/`pwrite` at queue depth 1 per process, timed with
+//! `CLOCK_MONOTONIC` (`Instant`) immediately around the call only. Pauses are busy-waits outside the
+//! timing; ParallelDegree runs D threads, each with its own fd, buffer and slice, released together
+//! by a `std::sync::Barrier`.
+//!
+//! Everything that can fail or allocate (address generation, fds, buffers) happens before the
+//! barrier, so the timed loop does nothing but IO and clock reads. To add a work kind, add a
+//! `Work` variant in `plan.rs` and turn it into per-process IO lists in `io_lists`.
+
+use crate::error::ProbeError;
+use crate::format::{random_format, sequential_format};
+use crate::iolog;
+use crate::pattern::{Io, Mode, PatternSpec};
+use crate::plan::{Plan, RunSpec, Work};
+use crate::report::{RunResult, RunStatus};
+use crate::stats::latency_stats;
+use crate::target::Target;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::Barrier;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// An IO buffer aligned for O_DIRECT without `unsafe`: a `Vec<u8>` over-allocated by `align` bytes
+/// and sliced at the first aligned address. Allocated once per process per run, before timing.
+pub struct AlignedBuf {
+    raw: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// `len` usable bytes starting at an address that is a multiple of `align` (a power of two).
+    pub fn new(len: usize, align: usize) -> std::io::Result<Self> {
+        let align = align.max(1).next_power_of_two();
+        let raw = vec![0u8; len + align];
+        let off = raw.as_ptr().align_offset(align);
+        if off == usize::MAX || off + len > raw.len() {
+            return Err(std::io::Error::other(format!(
+                "cannot align a {len}-byte buffer to {align}"
+            )));
+        }
+        Ok(AlignedBuf { raw, off, len })
+    }
+    /// The aligned bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+    /// The aligned bytes, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+    /// Fill with pseudo-random bytes (xorshift64*), so writes are not trivially compressible.
+    pub fn fill_pattern(&mut self, seed: u64) {
+        let mut x = seed | 1;
+        for chunk in self.as_mut_slice().chunks_mut(8) {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// Maps monotonic instants to UTC once per probe (brief: "map a monotonic Instant to UTC once").
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    mono0: Instant,
+    utc0_ns: u64,
+}
+
+impl Clock {
+    /// Capture the pair now.
+    pub fn start() -> Self {
+        let utc0_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Clock {
+            mono0: Instant::now(),
+            utc0_ns,
+        }
+    }
+    /// UTC ns of a monotonic instant.
+    pub fn utc_ns(&self, t: Instant) -> u64 {
+        self.utc0_ns + t.saturating_duration_since(self.mono0).as_nanos() as u64
+    }
+    fn rel_ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.mono0).as_nanos() as u64
+    }
+}
+
+/// Busy-wait `d` on the monotonic clock (§3.3; the original stops 8 µs early to absorb Windows
+/// timer overhead, which `Instant` on Linux does not need).
+pub fn spin(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Between-run pause (§7 [Proposal]): sleep through long pauses, spin the last millisecond.
+/// Returns the method used ("none", "spin", "sleep+spin").
+pub fn pause_between_runs(d: Duration) -> &'static str {
+    if d.is_zero() {
+        return "none";
+    }
+    let t = Instant::now();
+    let spin_part = Duration::from_millis(1);
+    let method = if d > 2 * spin_part {
+        std::thread::sleep(d - spin_part);
+        "sleep+spin"
+    } else {
+        "spin"
+    };
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+    method
+}
+
+/// One process's work, fully prepared before timing.
+struct Proc {
+    ios: Vec<Io>,
+    file: File,
+    buf: AlignedBuf,
+    pause_io: Duration,
+    burst_io: u64,
+    pause_burst: Duration,
+    ignore_io: u64,
+    format_fill: bool,
+}
+
+/// (start relative to clock origin, latency), ns.
+type Sample = (u64, u64);
+
+struct IoFailure {
+    io: Io,
+    source: std::io::Error,
+}
+
+fn worker(
+    p: &mut Proc,
+    clock: &Clock,
+    barrier: Option<&Barrier>,
+) -> Result<Vec<Sample>, IoFailure> {
+    let mut samples = Vec::with_capacity(p.ios.len());
+    let mut filled_len = 0u64;
+    if let Some(b) = barrier {
+        b.wait();
+    }
+    for (i, io) in p.ios.iter().enumerate() {
+        let len = io.len as usize;
+        if p.format_fill && io.len != filled_len {
+            // §6.1: format data bytes are the IO size in sectors; refilled only when the size changes.
+            let byte = (io.len / 512) as u8;
+            p.buf.as_mut_slice()[..len].fill(byte);
+            filled_len = io.len;
+        }
+        let t0 = Instant::now();
+        let r = match io.mode {
+            Mode::Read => p.file.read_at(&mut p.buf.as_mut_slice()[..len], io.offset),
+            Mode::Write => p.file.write_at(&p.buf.as_slice()[..len], io.offset),
+        };
+        let t1 = Instant::now();
+        match r {
+            Ok(n) if n == len => {}
+            Ok(n) => {
+                let source = std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("short transfer: {n} of {len} bytes"),
+                );
+                return Err(IoFailure { io: *io, source });
+            }
+            Err(source) => return Err(IoFailure { io: *io, source }),
+        }
+        samples.push((
+            clock.rel_ns(t0),
+            t1.saturating_duration_since(t0).as_nanos() as u64,
+        ));
+        // Waits happen after the timing stopped and never count in response time (§3.3).
+        spin(p.pause_io);
+        if !p.pause_burst.is_zero() && (i as u64 + 1).is_multiple_of(p.burst_io.max(1)) {
+            spin(p.pause_burst);
+        }
+    }
+    Ok(samples)
+}
+
+fn base_result(spec: &RunSpec, target: &Target) -> RunResult {
+    let (io_size, ignore) = match &spec.work {
+        Work::Pattern(ps) => ps
+            .first()
+            .map(|p| (p.io_size, p.ignore_io))
+            .unwrap_or((0, 0)),
+        Work::Format { .. } => (0, 0),
+    };
+    RunResult {
+        run_id: spec.index,
+        bench: spec.bench.clone(),
+        experiment: spec.experiment.clone(),
+        experiment_number: spec.experiment_number,
+        pattern: spec.pattern.clone(),
+        varying: spec.varying.clone(),
+        value: spec.value,
+        repetition: spec.repetition,
+        start_ns: 0,
+        end_ns: 0,
+        io_count: 0,
+        ignore_io: ignore,
+        measured_ios: 0,
+        io_size_bytes: io_size,
+        mean_us: 0.0,
+        min_us: 0.0,
+        max_us: 0.0,
+        stddev_us: 0.0,
+        p50_us: 0.0,
+        p95_us: 0.0,
+        p99_us: 0.0,
+        iops: 0.0,
+        mib_per_s: 0.0,
+        parameters: spec.parameters(),
+        target_kind: target.kind.as_str().to_string(),
+        status: RunStatus::Ok,
+        warnings: spec.warnings.clone(),
+        trace_file: None,
+        iolog_files: Vec::new(),
+        series_us: Vec::new(),
+    }
+}
+
+/// Per-process IO lists, or the reason the run cannot be done on this target.
+/// Per-process IO list with the pattern it came from (`None` for a format).
+type IoLists<'a> = Vec<(Vec<Io>, Option<&'a PatternSpec>)>;
+
+fn io_lists<'a>(spec: &'a RunSpec, target: &Target) -> Result<IoLists<'a>, String> {
+    let lbs = target.logical_block_size.max(1);
+    let path = target.path.display();
+    match &spec.work {
+        Work::Format { kind, seed } => {
+            let ios = match kind {
+                crate::format::FormatKind::Random => random_format(target.size, lbs, *seed),
+                crate::format::FormatKind::Sequential => sequential_format(target.size, lbs),
+            };
+            Ok(vec![(ios, None)])
+        }
+        Work::Pattern(ps) => {
+            let mut out = Vec::with_capacity(ps.len());
+            for p in ps {
+                // §9 4Kn caveat: name the parameter that breaks O_DIRECT alignment.
+                if p.io_size % lbs != 0 {
+                    return Err(format!(
+                        "IOSize {} B is not a multiple of the logical block size {} B of {path}",
+                        p.io_size, lbs
+                    ));
+                }
+                if p.io_shift % lbs != 0 {
+                    return Err(format!(
+                        "IOShift {} B is not a multiple of the logical block size {} B of {path}",
+                        p.io_shift, lbs
+                    ));
+                }
+                let ios = p.generate().map_err(|e| e.to_string())?;
+                for io in &ios {
+                    if io.offset % lbs != 0 {
+                        return Err(format!("IO offset {} (TargetOffset {} B, TargetSize {} B) is not aligned to the logical block size {} B of {path}", io.offset, p.target_offset, p.target_size, lbs));
+                    }
+                    if io.offset.saturating_add(io.len) > target.size {
+                        return Err(format!(
+                            "IO [{}, {}) runs past the end of {path} ({} B)",
+                            io.offset,
+                            io.offset + io.len,
+                            target.size
+                        ));
+                    }
+                }
+                out.push((ios, Some(p)));
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Execute one run (no observer calls; `crate::run` does those).
+pub(crate) fn run_one(
+    target: &Target,
+    plan: &Plan,
+    spec: &RunSpec,
+    clock: &Clock,
+) -> Result<RunResult, ProbeError> {
+    let mut result = base_result(spec, target);
+    let lists = match io_lists(spec, target) {
+        Ok(l) => l,
+        Err(reason) => {
+            let now = clock.utc_ns(Instant::now());
+            result.start_ns = now;
+            result.end_ns = now;
+            result.status = RunStatus::Unsupported { reason };
+            return Ok(result);
+        }
+    };
+    let degree = lists.len() as u32;
+    if let Some(dir) = &plan.emit_fio_iolog {
+        for (p, (ios, _)) in lists.iter().enumerate() {
+            let name = iolog::iolog_name(
+                spec.index,
+                &spec.experiment,
+                spec.value,
+                spec.repetition,
+                p as u32,
+                degree,
+            );
+            let text = iolog::iolog_text(&target.path, ios);
+            let path =
+                iolog::write_file(dir, &name, &text).map_err(|source| ProbeError::Output {
+                    path: dir.join(&name),
+                    source,
+                })?;
+            result.iolog_files.push(path);
+        }
+    }
+    let align = target.logical_block_size.max(4096) as usize;
+    let mut procs = Vec::with_capacity(lists.len());
+    for (p, (ios, pat)) in lists.into_iter().enumerate() {
+        let write = ios.iter().any(|io| io.mode == Mode::Write);
+        let mut flags = libc::O_DIRECT;
+        if write {
+            flags |= libc::O_DSYNC; // write-through, like FILE_FLAG_WRITE_THROUGH (§9)
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(flags)
+            .open(&target.path)
+            .map_err(|source| ProbeError::Open {
+                path: target.path.clone(),
+                write,
+                run: spec.index,
+                experiment: spec.experiment.clone(),
+                source,
+            })?;
+        let max_len = ios.iter().map(|io| io.len).max().unwrap_or(0) as usize;
+        let mut buf =
+            AlignedBuf::new(max_len.max(align), align).map_err(|source| ProbeError::Buffer {
+                run: spec.index,
+                len: max_len,
+                align,
+                source,
+            })?;
+        buf.fill_pattern(crate::plan::derive_seed(
+            plan.seed,
+            spec.index as u64,
+            p as u64 + 100,
+        ));
+        let (pause_io, burst_io, pause_burst, ignore_io) = match pat {
+            Some(s) => (
+                Duration::from_micros(s.pause_io_us),
+                s.burst_io,
+                Duration::from_micros(s.pause_burst_us),
+                s.ignore_io,
+            ),
+            None => (Duration::ZERO, 1, Duration::ZERO, 0),
+        };
+        procs.push(Proc {
+            ios,
+            file,
+            buf,
+            pause_io,
+            burst_io,
+            pause_burst,
+            ignore_io,
+            format_fill: pat.is_none(),
+        });
+    }
+
+    let outcomes: Vec<Result<Vec<Sample>, IoFailure>> = if procs.len() == 1 {
+        procs.iter_mut().map(|p| worker(p, clock, None)).collect()
+    } else {
+        let barrier = Barrier::new(procs.len());
+        let joined: Vec<std::thread::Result<Result<Vec<Sample>, IoFailure>>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = procs
+                    .iter_mut()
+                    .map(|p| {
+                        let b = &barrier;
+                        s.spawn(move || worker(p, clock, Some(b)))
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join()).collect()
+            });
+        let mut v = Vec::with_capacity(joined.len());
+        for j in joined {
+            v.push(j.map_err(|_| ProbeError::WorkerPanicked { run: spec.index })?);
+        }
+        v
+    };
+    let mut per_proc: Vec<Vec<Sample>> = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        match o {
+            Ok(s) => per_proc.push(s),
+            Err(f) => {
+                return Err(ProbeError::Io {
+                    path: target.path.clone(),
+                    run: spec.index,
+                    experiment: spec.experiment.clone(),
+                    offset: f.io.offset,
+                    len: f.io.len,
+                    mode: f.io.mode,
+                    source: f.source,
+                })
+            }
+        }
+    }
+
+    finish(&mut result, &procs, &per_proc, clock, spec);
+    if let Some(dir) = &plan.trace_dir {
+        let name = iolog::iolog_name(
+            spec.index,
+            &spec.experiment,
+            spec.value,
+            spec.repetition,
+            0,
+            1,
+        )
+        .replace(".iolog", ".csv");
+        let path = write_trace(dir, &name, &procs, &per_proc, clock).map_err(|source| {
+            ProbeError::Output {
+                path: dir.join(&name),
+                source,
+            }
+        })?;
+        result.trace_file = Some(path);
+    }
+    let method = pause_between_runs(spec.pause_after);
+    result
+        .parameters
+        .insert("pause_method".into(), method.into());
+    Ok(result)
+}
+
+/// Statistics over the running phase (i ≥ IgnoreIO per process), §8.
+fn finish(
+    result: &mut RunResult,
+    procs: &[Proc],
+    per_proc: &[Vec<Sample>],
+    clock: &Clock,
+    spec: &RunSpec,
+) {
+    let all = per_proc.iter().flatten();
+    let first = all.clone().map(|s| s.0).min().unwrap_or(0);
+    let last = all.clone().map(|s| s.0 + s.1).max().unwrap_or(0);
+    result.start_ns = clock.utc_ns(clock.mono0) + first;
+    result.end_ns = clock.utc_ns(clock.mono0) + last;
+    result.io_count = per_proc.iter().map(|v| v.len() as u64).sum();
+    let running = || {
+        procs.iter().zip(per_proc).flat_map(|(p, s)| {
+            s.iter()
+                .enumerate()
+                .skip(p.ignore_io as usize)
+                .map(move |(i, smp)| (p.ios[i].len, *smp))
+        })
+    };
+    let (st, _) = latency_stats(running().map(|(_, s)| s.1));
+    let r_first = running().map(|(_, s)| s.0).min().unwrap_or(0);
+    let r_last = running().map(|(_, s)| s.0 + s.1).max().unwrap_or(0);
+    let bytes: u64 = running().map(|(len, _)| len).sum();
+    let span_s = r_last.saturating_sub(r_first) as f64 / 1e9;
+    result.measured_ios = st.n;
+    result.mean_us = st.mean_us;
+    result.min_us = st.min_us;
+    result.max_us = st.max_us;
+    result.stddev_us = st.stddev_us;
+    result.p50_us = st.p50_us;
+    result.p95_us = st.p95_us;
+    result.p99_us = st.p99_us;
+    if span_s > 0.0 {
+        result.iops = st.n as f64 / span_s;
+        result.mib_per_s = bytes as f64 / span_s / (1024.0 * 1024.0);
+    }
+    if spec.keep_series {
+        result.series_us = per_proc
+            .first()
+            .map(|s| s.iter().map(|x| x.1 as f64 / 1000.0).collect())
+            .unwrap_or_default();
+    }
+}
+
+/// Per-IO trace (§8 DET files): `process,index,offset,len,mode,start_utc_ns,latency_ns`.
+fn write_trace(
+    dir: &std::path::Path,
+    name: &str,
+    procs: &[Proc],
+    per_proc: &[Vec<Sample>],
+    clock: &Clock,
+) -> std::io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(name);
+    let mut w = std::io::BufWriter::new(File::create(&path)?);
+    writeln!(w, "process,index,offset,len,mode,start_utc_ns,latency_ns")?;
+    let base = clock.utc_ns(clock.mono0);
+    for (p, (proc_, samples)) in procs.iter().zip(per_proc).enumerate() {
+        for (i, (io, s)) in proc_.ios.iter().zip(samples).enumerate() {
+            writeln!(
+                w,
+                "{p},{i},{},{},{},{},{}",
+                io.offset,
+                io.len,
+                io.mode.as_str(),
+                base + s.0,
+                s.1
+            )?;
+        }
+    }
+    w.flush()?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buffer_is_aligned() {
+        for align in [512usize, 4096, 65536] {
+            let b = AlignedBuf::new(12345, align).unwrap();
+            assert_eq!(b.as_slice().as_ptr() as usize % align, 0);
+            assert_eq!(b.as_slice().len(), 12345);
+        }
+        let mut b = AlignedBuf::new(16, 4096).unwrap();
+        b.fill_pattern(1);
+        assert!(b.as_slice().iter().any(|&x| x != 0));
+    }
+
+    #[test]
+    fn spin_waits_at_least() {
+        let t = Instant::now();
+        spin(Duration::from_micros(300));
+        assert!(t.elapsed() >= Duration::from_micros(300));
+        assert_eq!(pause_between_runs(Duration::ZERO), "none");
+        assert_eq!(pause_between_runs(Duration::from_micros(500)), "spin");
+        let t = Instant::now();
+        assert_eq!(pause_between_runs(Duration::from_millis(5)), "sleep+spin");
+        assert!(t.elapsed() >= Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,85 @@
+//! Probe errors: what stops a probe (as opposed to a run being `unsupported`, which is a result).
+//! Each variant names the target/run and says what to do. Add a variant when a new failure needs
+//! different advice; keep OS errors as `source` so the agent can print the chain.
+
+use crate::pattern::Mode;
+use crate::safety::Refusal;
+use std::path::PathBuf;
+
+/// Errors returned by [`crate::run`].
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The plan writes but the target is not cleared for writes.
+    #[error("{0}; or run a read-only plan (Plan::read_only)")]
+    WritesRefused(#[from] Refusal),
+    /// The plan was placed for a larger device than the target.
+    #[error("the plan was built for {plan_size} bytes but {path} has {target_size}; build the plan with PlanOptions.device_size = target.size")]
+    PlanDoesNotFit {
+        /// Target path.
+        path: PathBuf,
+        /// Plan's device size.
+        plan_size: u64,
+        /// Target size.
+        target_size: u64,
+    },
+    /// Opening the target for a run failed.
+    #[error("cannot open {path} with O_DIRECT{} for run {run} ({experiment}): {source}", if *.write { "|O_DSYNC for writing" } else { "" })]
+    Open {
+        /// Target path.
+        path: PathBuf,
+        /// Whether it was opened for writing.
+        write: bool,
+        /// Run index.
+        run: usize,
+        /// Experiment name.
+        experiment: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// An IO failed (EIO, short transfer, …).
+    #[error("{} of {len} B at offset {offset} on {path} failed in run {run} ({experiment}): {source}; check the device's health (dmesg, SMART) before probing again", mode.as_str())]
+    Io {
+        /// Target path.
+        path: PathBuf,
+        /// Run index.
+        run: usize,
+        /// Experiment name.
+        experiment: String,
+        /// Byte offset.
+        offset: u64,
+        /// Byte length.
+        len: u64,
+        /// Read or write.
+        mode: Mode,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// Writing an iolog or trace file failed.
+    #[error("cannot write output file {path}: {source}; check that the directory is writable")]
+    Output {
+        /// File path.
+        path: PathBuf,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// Allocating the aligned IO buffer failed.
+    #[error("cannot allocate a {len}-byte IO buffer aligned to {align} for run {run}: {source}")]
+    Buffer {
+        /// Run index.
+        run: usize,
+        /// Buffer length.
+        len: usize,
+        /// Alignment.
+        align: usize,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A worker thread panicked (a bug).
+    #[error(
+        "an IO worker thread of run {run} panicked; this is a wattflip-uflip bug, please report it"
+    )]
+    WorkerPanicked {
+        /// Run index.
+        run: usize,
+    },
+}

@@ -1,0 +1,143 @@
+//! wattflip-uflip: the uFLIP probe engine (spec `docs/ufip.md`): IO patterns, run plans for the nine
+//! micro-benchmarks, an O_DIRECT IO engine, device formats, calibration, statistics and fio iologs.
+//!
+//! Layout (one module per concern; each module's header says how to extend it):
+//! - [`pattern`]: the pattern model and exact LBA functions (§1–§3)
+//! - [`plan`]: the 34 experiments, value lists, run order and placement (§4, §5, §7)
+//! - [`alloc`]: the fresh-area allocator (§5)
+//! - [`format`]: random and sequential formats (§6.1)
+//! - [`calibrate`]: IgnoreIO/IOCount from a response-time series (§6.3)
+//! - [`target`], [`safety`]: file and block targets, write refusal checks (§6.1, §9)
+//! - [`engine`]: the timed IO loop (§3.3, §3.4, §9)
+//! - [`stats`], [`report`]: per-run statistics and results (§8)
+//! - [`iolog`]: fio iolog v2 emission (§10)
+//!
+//! The agent calls [`plan`] then [`run`] with an [`Observer`] for progress; the library never prints.
+
+#![deny(missing_docs)]
+
+pub mod alloc;
+pub mod calibrate;
+pub mod engine;
+pub mod error;
+pub mod format;
+pub mod iolog;
+pub mod pattern;
+pub mod plan;
+pub mod report;
+pub mod safety;
+pub mod stats;
+pub mod target;
+
+pub use calibrate::{calibrate, Calibration, CalibrationRule};
+pub use error::ProbeError;
+pub use format::FormatKind;
+pub use pattern::{Baseline, Io, MixSpec, Mode, PatternSpec};
+pub use plan::{
+    build_plan, experiments, BaselineTable, Bench, Experiment, Plan, PlanError, PlanOptions,
+    RunSpec, ValueLists, Warning, Work,
+};
+pub use report::{summary_table, ProbeReport, RunResult, RunStatus};
+pub use safety::{HostRoots, Refusal, RefusalReason};
+pub use target::{Target, TargetError, TargetInfo, TargetKind, TargetOptions};
+
+/// Progress callbacks; the agent draws its progress bar from these.
+pub trait Observer {
+    /// Called once with the number of runs about to execute.
+    fn planned(&mut self, total_runs: usize);
+    /// Called before run `index` starts.
+    fn run_started(&mut self, index: usize, spec: &RunSpec);
+    /// Called after run `index` finished (ok or unsupported).
+    fn run_finished(&mut self, index: usize, result: &RunResult);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullObserver;
+
+impl Observer for NullObserver {
+    fn planned(&mut self, _total_runs: usize) {}
+    fn run_started(&mut self, _index: usize, _spec: &RunSpec) {}
+    fn run_finished(&mut self, _index: usize, _result: &RunResult) {}
+}
+
+/// Build a plan (see [`PlanOptions::small`], [`PlanOptions::quick`], [`PlanOptions::spec_defaults`]).
+pub fn plan(opts: &PlanOptions) -> Plan {
+    build_plan(opts)
+}
+
+/// Execute `plan` on `target`. Write plans are refused up front unless the target is cleared for
+/// writes (files always are; block devices need consent and must pass every safety check). Runs
+/// the target cannot do (alignment, §9) come back `unsupported`; an IO error stops the probe.
+pub fn run(
+    target: &Target,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+) -> Result<ProbeReport, ProbeError> {
+    if plan.device_size > target.size {
+        return Err(ProbeError::PlanDoesNotFit {
+            path: target.path.clone(),
+            plan_size: plan.device_size,
+            target_size: target.size,
+        });
+    }
+    if plan.writes() {
+        target.ensure_writable()?;
+    }
+    let clock = engine::Clock::start();
+    let started_ns = clock.utc_ns(std::time::Instant::now());
+    observer.planned(plan.runs.len());
+    let mut runs = Vec::with_capacity(plan.runs.len());
+    for spec in &plan.runs {
+        observer.run_started(spec.index, spec);
+        let r = engine::run_one(target, plan, spec, &clock)?;
+        observer.run_finished(spec.index, &r);
+        runs.push(r);
+    }
+    Ok(ProbeReport {
+        target: TargetInfo::from(target),
+        seed: plan.seed,
+        started_ns,
+        ended_ns: clock.utc_ns(std::time::Instant::now()),
+        engine_version: env!("CARGO_PKG_VERSION").to_string(),
+        runs,
+    })
+}
+
+/// Calibrate every baseline from the SIO preparation runs of a report (§6.2, §6.3): returns a
+/// [`BaselineTable`] where a baseline without SIO runs keeps `fallback`'s values. With several
+/// repetitions the largest IgnoreIO and IOCount win (conservative).
+pub fn calibrate_from_report(
+    report: &ProbeReport,
+    rule: &CalibrationRule,
+    fallback: &BaselineTable,
+) -> BaselineTable {
+    let mut t = fallback.clone();
+    let mut seen = [false; 4];
+    for r in report
+        .runs
+        .iter()
+        .filter(|r| r.experiment.starts_with("prepare/SIO.") && !r.series_us.is_empty())
+    {
+        let Some(b) = Baseline::parse(&r.pattern) else {
+            continue;
+        };
+        let c = calibrate(&r.series_us, rule);
+        let i = b.index();
+        if !seen[i] {
+            t.io_count[i] = c.io_count;
+            t.ignore_io[i] = c.ignore_io;
+            seen[i] = true;
+        } else {
+            t.io_count[i] = t.io_count[i].max(c.io_count);
+            t.ignore_io[i] = t.ignore_io[i].max(c.ignore_io);
+        }
+    }
+    t
+}
+
+/// A directory on a disk-backed filesystem for tests (O_DIRECT does not work on tmpfs).
+#[cfg(test)]
+pub(crate) fn test_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from("/var/tmp")
+}

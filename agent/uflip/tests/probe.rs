@@ -1,0 +1,322 @@
+//! Real probes on files under O_DIRECT (in the target dir, on a disk-backed filesystem, never on
+//! tmpfs): quick plan end to end, iolog and trace output, unsupported runs, parallel runs,
+//! formats, preparation + calibration, and the tmpfs refusal.
+
+use std::path::{Path, PathBuf};
+use wattflip_uflip::*;
+
+fn work_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("uflip-tests")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    assert!(
+        target::supports_direct_io(&d),
+        "{} must support O_DIRECT (not tmpfs)",
+        d.display()
+    );
+    d
+}
+
+#[derive(Default)]
+struct Rec {
+    planned: usize,
+    started: Vec<usize>,
+    finished: Vec<usize>,
+}
+
+impl Observer for Rec {
+    fn planned(&mut self, total_runs: usize) {
+        self.planned = total_runs;
+    }
+    fn run_started(&mut self, index: usize, _spec: &RunSpec) {
+        self.started.push(index);
+    }
+    fn run_finished(&mut self, index: usize, _result: &RunResult) {
+        self.finished.push(index);
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn quick_plan_on_a_file() {
+    let dir = work_dir("quick");
+    let path = dir.join("probe.img");
+    let t = Target::open(&TargetOptions::file(&path, 64 * MIB)).unwrap();
+    assert_eq!(t.kind, TargetKind::File);
+    assert_eq!(t.size, 64 * MIB);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 * MIB);
+    let mut o = PlanOptions::quick(t.size);
+    o.emit_fio_iolog = Some(dir.join("iolog"));
+    o.trace_dir = Some(dir.join("trace"));
+    let p = plan(&o);
+    let mut rec = Rec::default();
+    let rep = run(&t, &p, &mut rec).unwrap();
+    assert_eq!(rec.planned, 12);
+    assert_eq!(rec.started, (0..12).collect::<Vec<_>>());
+    assert_eq!(rec.finished, (0..12).collect::<Vec<_>>());
+    assert_eq!(rep.runs.len(), 12);
+    assert!(rep.started_ns <= rep.runs[0].start_ns && rep.runs[11].end_ns <= rep.ended_ns);
+    for (r, spec) in rep.runs.iter().zip(&p.runs) {
+        assert_eq!(r.status, RunStatus::Ok, "{}", r.experiment);
+        assert_eq!(r.target_kind, "file");
+        assert_eq!(r.bench, "granularity");
+        assert_eq!(r.varying, "io_size");
+        assert_eq!(r.io_size_bytes as f64, r.value);
+        let (count, ignore) = match r.pattern.as_str() {
+            "SR" => (64, 0),
+            "RR" => (128, 0),
+            "SW" => (64, 0),
+            "RW" => (128, 8),
+            other => panic!("unexpected pattern {other}"),
+        };
+        assert_eq!(
+            (r.io_count, r.ignore_io, r.measured_ios),
+            (count, ignore, count - ignore)
+        );
+        assert!(
+            r.min_us > 0.0 && r.min_us <= r.p50_us && r.p50_us <= r.p99_us && r.mean_us <= r.max_us
+        );
+        assert!(r.p99_us <= r.max_us * 1.001);
+        assert!(r.iops > 0.0 && r.mib_per_s > 0.0);
+        assert!((r.mib_per_s - r.iops * r.value / MIB as f64).abs() < 1e-6 * r.mib_per_s);
+        assert!(r.start_ns < r.end_ns);
+        assert_eq!(r.parameters["io_size"], r.io_size_bytes.to_string());
+        assert_eq!(r.parameters["io_count"], count.to_string());
+        // The iolog is exactly the generated sequence.
+        let Work::Pattern(ps) = &spec.work else {
+            panic!()
+        };
+        let ios = ps[0].generate().unwrap();
+        assert_eq!(r.iolog_files.len(), 1);
+        assert_eq!(
+            std::fs::read_to_string(&r.iolog_files[0]).unwrap(),
+            iolog::iolog_text(&path, &ios)
+        );
+        // The trace has one line per IO with the same offsets.
+        let trace = std::fs::read_to_string(r.trace_file.as_ref().unwrap()).unwrap();
+        let offs: Vec<u64> = trace
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(offs, ios.iter().map(|io| io.offset).collect::<Vec<_>>());
+    }
+    let table = summary_table(&rep);
+    assert_eq!(table.lines().count(), 13);
+    assert!(table.lines().nth(1).unwrap().starts_with("granularity/SR"));
+}
+
+#[test]
+fn unsupported_alignment_is_reported_not_failed() {
+    let dir = work_dir("unsupported");
+    let mut opts = TargetOptions::file(dir.join("probe.img"), 16 * MIB);
+    opts.logical_block_size = Some(4096); // behave like a 4Kn device (§9)
+    let t = Target::open(&opts).unwrap();
+    let mut o = PlanOptions::quick(t.size);
+    o.benches = vec![Bench::Granularity, Bench::Alignment];
+    o.values.granularity_io_sizes = vec![512, 4096];
+    o.values.alignment_shifts = vec![0, 512];
+    o.counts.io_count = [8, 8, 8, 8];
+    o.counts.ignore_io = [0; 4];
+    o.pause_between_runs = std::time::Duration::ZERO;
+    let rep = run(&t, &plan(&o), &mut NullObserver).unwrap();
+    let get = |exp: &str, v: f64| {
+        rep.runs
+            .iter()
+            .find(|r| r.experiment == exp && r.value == v)
+            .unwrap()
+    };
+    let path = dir.join("probe.img");
+    assert_eq!(
+        get("granularity/RR", 512.0).status,
+        RunStatus::Unsupported {
+            reason: format!(
+                "IOSize 512 B is not a multiple of the logical block size 4096 B of {}",
+                path.display()
+            )
+        }
+    );
+    assert_eq!(
+        get("alignment/SW", 512.0).status,
+        RunStatus::Unsupported {
+            reason: format!(
+                "IOShift 512 B is not a multiple of the logical block size 4096 B of {}",
+                path.display()
+            )
+        }
+    );
+    assert_eq!(get("granularity/RR", 4096.0).status, RunStatus::Ok);
+    assert_eq!(get("alignment/SW", 0.0).status, RunStatus::Ok);
+    assert_eq!(get("granularity/RR", 512.0).io_count, 0);
+    assert!(summary_table(&rep).contains("unsupported: IOShift 512 B"));
+}
+
+#[test]
+fn parallel_degree_runs_threads_on_slices() {
+    let dir = work_dir("parallel");
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 32 * MIB)).unwrap();
+    let mut o = PlanOptions::quick(t.size);
+    o.benches = vec![Bench::Parallelism];
+    o.values.parallel_degrees = vec![4];
+    o.counts.io_count = [16, 16, 16, 16];
+    o.counts.ignore_io = [2, 2, 2, 2];
+    o.emit_fio_iolog = Some(dir.join("iolog"));
+    let rep = run(&t, &plan(&o), &mut NullObserver).unwrap();
+    assert_eq!(rep.runs.len(), 4);
+    for r in &rep.runs {
+        assert_eq!(r.status, RunStatus::Ok);
+        assert_eq!((r.io_count, r.measured_ios), (64, 56));
+        assert_eq!(r.iolog_files.len(), 4);
+        assert_eq!(r.parameters["parallel_degree"], "4");
+        assert_eq!(r.parameters["target_offset"].split(',').count(), 4);
+        assert!(r.iolog_files[3].to_string_lossy().ends_with("-p3.iolog"));
+    }
+}
+
+#[test]
+fn pauses_and_bursts_are_outside_the_timing() {
+    let dir = work_dir("pause");
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 16 * MIB)).unwrap();
+    let mut o = PlanOptions::quick(t.size);
+    o.benches = vec![Bench::Pause, Bench::Bursts];
+    o.values.pause_io_us = vec![2000];
+    o.values.burst_io = vec![4];
+    o.pause_burst_us = 5000;
+    o.counts.io_count = [20, 20, 20, 20];
+    o.counts.ignore_io = [0; 4];
+    o.trace_dir = Some(dir.join("trace"));
+    let p = plan(&o).read_only();
+    let rep = run(&t, &p, &mut NullObserver).unwrap();
+    assert_eq!(rep.runs.len(), 4);
+    for r in &rep.runs {
+        let trace = std::fs::read_to_string(r.trace_file.as_ref().unwrap()).unwrap();
+        let rows: Vec<(u64, u64)> = trace
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f[5].parse().unwrap(), f[6].parse().unwrap())
+            })
+            .collect();
+        assert_eq!(rows.len(), 20);
+        for i in 0..19 {
+            // The gap between IO i's completion and IO i+1's submission holds the busy-wait:
+            // 2 ms after every IO (PIO) or 5 ms after every 4th IO (PBU), never inside the latency.
+            let gap = rows[i + 1].0 - (rows[i].0 + rows[i].1);
+            let want = if r.bench == "pause" {
+                2_000_000
+            } else if (i + 1) % 4 == 0 {
+                5_000_000
+            } else {
+                0
+            };
+            assert!(
+                gap >= want,
+                "{} IO {i}: gap {gap} ns < {want}",
+                r.experiment
+            );
+            assert!(rows[i].1 < 2_000_000_000);
+        }
+    }
+}
+
+#[test]
+fn formats_cover_the_file() {
+    let dir = work_dir("format");
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 4 * MIB)).unwrap();
+    for kind in [FormatKind::Sequential, FormatKind::Random] {
+        let mut o = PlanOptions::quick(t.size);
+        o.benches = vec![];
+        o.format = Some(kind);
+        o.prepare_pause = std::time::Duration::ZERO;
+        o.emit_fio_iolog = Some(dir.join(kind.as_str()));
+        let rep = run(&t, &plan(&o), &mut NullObserver).unwrap();
+        assert_eq!(rep.runs.len(), 1);
+        let r = &rep.runs[0];
+        assert_eq!(r.status, RunStatus::Ok);
+        assert_eq!(r.pattern, "FORMAT");
+        assert_eq!(r.experiment, format!("format/{}", kind.as_str()));
+        // Every byte written exactly once: the iolog's lengths add up to the file size.
+        let log = std::fs::read_to_string(&r.iolog_files[0]).unwrap();
+        let total: u64 = log
+            .lines()
+            .filter(|l| l.contains(" write "))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(total, 4 * MIB);
+        assert_eq!(
+            r.io_count,
+            log.lines().filter(|l| l.contains(" write ")).count() as u64
+        );
+    }
+}
+
+#[test]
+fn preparation_runs_feed_calibration() {
+    let dir = work_dir("prepare");
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 32 * MIB)).unwrap();
+    let mut o = PlanOptions::quick(t.size);
+    o.benches = vec![];
+    o.prepare = true;
+    o.io_size = 4096;
+    o.spe_io_count = 32;
+    o.prepare_io_count = 256;
+    o.prepare_pause = std::time::Duration::ZERO;
+    let rep = run(&t, &plan(&o), &mut NullObserver).unwrap();
+    assert_eq!(rep.runs.len(), 3 + 4);
+    assert!(rep.runs[3..].iter().all(|r| r.series_us.len() == 256));
+    let table = calibrate_from_report(
+        &rep,
+        &CalibrationRule {
+            min_running_ios: 50,
+            ..CalibrationRule::default()
+        },
+        &BaselineTable::spec_defaults(),
+    );
+    for b in Baseline::ALL {
+        assert!(table.count(b) >= 50 + table.ignore(b), "{b}: {:?}", table);
+        assert!(table.ignore(b) < 256);
+    }
+}
+
+#[test]
+fn plan_for_a_bigger_device_is_refused() {
+    let dir = work_dir("fit");
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 4 * MIB)).unwrap();
+    let err = run(&t, &plan(&PlanOptions::quick(8 * MIB)), &mut NullObserver).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, ProbeError::PlanDoesNotFit { plan_size, target_size, .. } if plan_size == 8 * MIB && target_size == 4 * MIB)
+    );
+    assert!(msg.contains("probe.img"), "{msg}");
+}
+
+#[test]
+fn tmpfs_is_refused_with_the_path() {
+    let shm = Path::new("/dev/shm");
+    let is_tmpfs = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split(' ').nth(4) == Some("/dev/shm") && l.contains(" - tmpfs "))
+        })
+        .unwrap_or(false);
+    if !is_tmpfs || !shm.is_dir() {
+        eprintln!("skipped: /dev/shm is not a tmpfs here");
+        return;
+    }
+    let path = shm.join(format!("uflip-test-{}.img", std::process::id()));
+    let err = Target::open(&TargetOptions::file(&path, MIB)).unwrap_err();
+    assert!(matches!(err, TargetError::DirectIoUnsupported { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("O_DIRECT"),
+        "{msg}"
+    );
+    assert!(
+        !path.exists(),
+        "the probe file we created must be removed again"
+    );
+}
