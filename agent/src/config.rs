@@ -2,6 +2,8 @@
 //! its dotted path). Add a setting as a field of a `Raw*` struct, its check in [`Config::from_file`]
 //! and a line in `agent/agent.example.toml`.
 
+use crate::probes::{parse_benches, parse_format, parse_size, ProbeArgs};
+use crate::schedule::ProbeJob;
 use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -20,6 +22,7 @@ pub struct Config {
     pub sysfs_root: PathBuf,
     pub kinds: SensorKinds,
     pub backlog_max_batches: usize,
+    pub probes: Vec<ProbeJob>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +51,23 @@ struct RawSources {
     sysfs_root: Option<PathBuf>,
     rapl: Option<bool>,
     hwmon: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawProbe {
+    name: Option<String>,
+    schedule: Option<String>,
+    jitter: Option<String>,
+    target: Option<PathBuf>,
+    size: Option<String>,
+    bench: Option<String>,
+    quick: Option<bool>,
+    repetitions: Option<u32>,
+    format: Option<String>,
+    seed: Option<u64>,
+    destroy_consent: Option<Vec<String>>,
+    keep_results: Option<bool>,
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -81,6 +101,7 @@ impl Config {
         let sampling: RawSampling = l.take("sampling");
         let sources: RawSources = l.take("sources");
         let buffer: RawBuffer = l.take("buffer");
+        let raw_probes: Vec<RawProbe> = l.take("probes");
 
         let hostname = hostname_cfg.unwrap_or_else(system_hostname);
         let agent_id = agent_id.unwrap_or_else(|| hostname.clone());
@@ -115,6 +136,7 @@ impl Config {
         if max_batches == 0 {
             l.problem("buffer.max_batches", "must be at least 1");
         }
+        let probes = probe_jobs(raw_probes, &mut l);
         l.finish()?;
         Ok(Config {
             agent_id,
@@ -125,8 +147,78 @@ impl Config {
             sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
             kinds: SensorKinds { rapl: sources.rapl.unwrap_or(true), hwmon: sources.hwmon.unwrap_or(true) },
             backlog_max_batches: max_batches,
+            probes,
         })
     }
+}
+
+/// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths.
+fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
+    let mut jobs = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    for (i, r) in raw.into_iter().enumerate() {
+        let key = |k: &str| format!("probes[{i}].{k}");
+        let name = r.name.unwrap_or_else(|| format!("probe-{i}"));
+        if !names.insert(name.clone()) {
+            l.problem(key("name"), format!("`{name}` is used twice; names identify schedules"));
+        }
+        let schedule = match r.schedule.as_deref() {
+            None => {
+                l.problem(key("schedule"), "is required: a cron expression `sec min hour day month weekday`, e.g. \"0 30 2 * * *\"");
+                None
+            }
+            Some(s) => match s.parse::<cron::Schedule>() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    l.problem(key("schedule"), format!("`{s}` is not a cron expression ({e}); write `sec min hour day month weekday`"));
+                    None
+                }
+            },
+        };
+        let jitter = match r.jitter {
+            Some(j) => parse_duration(&key("jitter"), &j, l).unwrap_or_default(),
+            None => Duration::ZERO,
+        };
+        let Some(target) = r.target else {
+            l.problem(key("target"), "is required: a scratch file or a consented block device");
+            continue;
+        };
+        let size = match parse_size(r.size.as_deref().unwrap_or("1GiB")) {
+            Ok(s) => s,
+            Err(e) => {
+                l.problem(key("size"), e);
+                0
+            }
+        };
+        let benches = parse_benches(r.bench.as_deref().unwrap_or("all")).unwrap_or_else(|e| {
+            l.problem(key("bench"), e);
+            Vec::new()
+        });
+        let format = parse_format(r.format.as_deref().unwrap_or("none")).unwrap_or_else(|e| {
+            l.problem(key("format"), e);
+            None
+        });
+        let Some(schedule) = schedule else { continue };
+        jobs.push(ProbeJob {
+            name,
+            schedule,
+            jitter,
+            keep_results: r.keep_results.unwrap_or(false),
+            args: ProbeArgs {
+                target,
+                size,
+                benches,
+                quick: r.quick.unwrap_or(false),
+                format,
+                repetitions: r.repetitions,
+                out: r.out.unwrap_or_else(|| PathBuf::from("/var/lib/wattflip-agent/probes")),
+                emit_fio_iolog: None,
+                destroy_consent: r.destroy_consent.unwrap_or_default(),
+                seed: r.seed,
+            },
+        });
+    }
+    jobs
 }
 
 #[cfg(test)]

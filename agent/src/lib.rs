@@ -8,4 +8,5 @@ pub mod export;
 pub mod probes;
 pub mod report;
 pub mod runtime;
+pub mod schedule;
 pub mod sensors;

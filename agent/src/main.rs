@@ -178,18 +178,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
 
 fn probe(p: ProbeCli) -> anyhow::Result<()> {
     use wattflip_agent::probes::{self, convert, output, ProbeArgs};
-    let size = p
-        .size
-        .parse::<bytesize::ByteSize>()
-        .map_err(|e| anyhow::anyhow!("--size `{}`: {e}; write e.g. 1GiB or 512MiB", p.size))?
-        .as_u64();
-    let benches = wattflip_uflip::Bench::parse_list(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
-    let format = match p.format.as_str() {
-        "none" => None,
-        "random" => Some(wattflip_uflip::FormatKind::Random),
-        "seq" => Some(wattflip_uflip::FormatKind::Sequential),
-        other => anyhow::bail!("--format `{other}`: use random, seq or none"),
-    };
+    let size = probes::parse_size(&p.size).map_err(|e| anyhow::anyhow!("--size {e}"))?;
+    let benches = probes::parse_benches(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
+    let format = probes::parse_format(&p.format).map_err(|e| anyhow::anyhow!("--format {e}"))?;
     let cfg = match &p.config {
         Some(c) => Config::from_file(c)?,
         None => Config::from_str(std::path::Path::new("<defaults>"), "")?,

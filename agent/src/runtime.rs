@@ -177,6 +177,18 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         u64::try_from(clock.utc_now() / 1000).unwrap_or(1),
     );
     let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
+    // Scheduled probes feed the same exporter; they stop when sampling stops.
+    let (jobs_stop_tx, jobs_stop_rx) = tokio::sync::watch::channel(false);
+    let locks = crate::schedule::DeviceLocks::default();
+    let jobs: Vec<_> = cfg
+        .probes
+        .iter()
+        .cloned()
+        .map(|job| {
+            tracing::info!(probe = %job.name, schedule = %job.schedule, "probe scheduled");
+            tokio::spawn(crate::schedule::run_job(job, cfg.agent_id.clone(), locks.clone(), tx.clone(), jobs_stop_rx.clone()))
+        })
+        .collect();
 
     let mut summary = RunSummary::default();
     let mut last_error = HashMap::new();
@@ -203,6 +215,13 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         summary.ticks += 1;
         if (batch.power.is_empty() && batch.temperature.is_empty() && batch.events.is_empty()) || tx.send(batch).await.is_err() {
             continue;
+        }
+    }
+    let _ = jobs_stop_tx.send(true);
+    if !stopped {
+        // A probe in flight finishes and is delivered before a bounded run (--samples) ends.
+        for j in jobs {
+            let _ = j.await;
         }
     }
     drop(tx);

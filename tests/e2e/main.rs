@@ -2,4 +2,5 @@
 
 mod faults;
 mod grpc;
+mod probe;
 mod spine;

@@ -37,6 +37,29 @@ pub enum ProbeCmdError {
     Output { path: PathBuf, source: std::io::Error },
 }
 
+/// Parses a size such as `1GiB`, `512MiB`, `4G` (config and command line spell it the same).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("`{s}` is not a size ({e}); write e.g. 1GiB or 512MiB"))
+}
+
+/// Parses the device-state choice: `random` (uFLIP's format), `seq`, or `none`.
+pub fn parse_format(s: &str) -> Result<Option<FormatKind>, String> {
+    match s {
+        "none" => Ok(None),
+        "random" => Ok(Some(FormatKind::Random)),
+        "seq" => Ok(Some(FormatKind::Sequential)),
+        other => Err(format!("`{other}` is not a format; use random, seq or none")),
+    }
+}
+
+/// Parses a micro-benchmark list (`granularity,mix` or `all`).
+pub fn parse_benches(s: &str) -> Result<Vec<Bench>, String> {
+    Bench::parse_list(s).map_err(|e| e.to_string())
+}
+
 /// Maps the command line onto engine options. `--quick` is the reduced Granularity plan.
 pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
     let mut o = if a.quick { PlanOptions::quick(device_size) } else { PlanOptions::small(device_size) };

@@ -1,0 +1,197 @@
+//! Scheduled probes in `run` mode. Each `[[probes]]` entry of the agent config has a cron
+//! expression (`sec min hour day-of-month month day-of-week`, UTC) and a jitter: every host adds its
+//! own fixed offset in `[0, jitter)`, derived from its agent id and the schedule name, so a fleet
+//! with one config does not hit shared storage or power feeds at the same second. Probes on the
+//! same device never overlap: each device has a lock that a probe holds for its whole run.
+//! Results go to the exporter as one batch per probe, like any other sample.
+
+use crate::probes::{self, convert, ProbeArgs};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, Mutex};
+use wattflip_proto::v1;
+
+/// One validated `[[probes]]` entry.
+#[derive(Debug, Clone)]
+pub struct ProbeJob {
+    pub name: String,
+    pub schedule: cron::Schedule,
+    pub jitter: Duration,
+    pub args: ProbeArgs,
+    /// Keep a local copy of each run's results under `<out>/<name>-<start>/`.
+    pub keep_results: bool,
+}
+
+impl PartialEq for ProbeJob {
+    fn eq(&self, o: &Self) -> bool {
+        self.name == o.name && self.schedule.to_string() == o.schedule.to_string() && self.jitter == o.jitter
+    }
+}
+
+/// This host's fixed offset for a schedule: FNV-1a of `agent_id/name`, scaled into `[0, jitter)`.
+pub fn host_offset(agent_id: &str, name: &str, jitter: Duration) -> Duration {
+    if jitter.is_zero() {
+        return Duration::ZERO;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in agent_id.bytes().chain(std::iter::once(b'/')).chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let nanos = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(h % nanos)
+}
+
+/// When `job` next fires on this host after `now`.
+pub fn next_fire(job: &ProbeJob, agent_id: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let offset = host_offset(agent_id, &job.name, job.jitter);
+    // Look back by the offset so a fire whose jittered time is still ahead is not skipped.
+    let base_after = now - chrono::Duration::from_std(offset).ok()?;
+    let base = job.schedule.after(&base_after).next()?;
+    Some(base + chrono::Duration::from_std(offset).ok()?)
+}
+
+/// Per-device locks: the key is the canonical target path.
+#[derive(Default, Clone)]
+pub struct DeviceLocks {
+    locks: Arc<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>>,
+}
+
+impl DeviceLocks {
+    pub async fn lock_for(&self, target: &std::path::Path) -> Arc<Mutex<()>> {
+        let key = std::fs::canonicalize(target).unwrap_or_else(|_| target.to_owned());
+        self.locks.lock().await.entry(key).or_default().clone()
+    }
+}
+
+fn event(kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Batch {
+    let time_ns = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
+    )
+    .unwrap_or(i64::MAX);
+    v1::Batch {
+        events: vec![v1::Event {
+            time_ns,
+            kind: kind.into(),
+            severity: severity as i32,
+            device: device.into(),
+            message,
+            attributes: Default::default(),
+        }],
+        ..Default::default()
+    }
+}
+
+/// Runs one job forever (until `stop`), sending each probe's results to `out`.
+pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: mpsc::Sender<v1::Batch>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let Some(when) = next_fire(&job, &agent_id, Utc::now()) else {
+            tracing::warn!(probe = %job.name, "schedule has no future fire time; not scheduling it");
+            return;
+        };
+        let wait = (when - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        tracing::debug!(probe = %job.name, %when, "next scheduled probe");
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
+        let lock = locks.lock_for(&job.args.target).await;
+        let guard = tokio::select! {
+            g = lock.lock_owned() => g,
+            _ = stop.changed() => return,
+        };
+        tracing::info!(probe = %job.name, target = %job.args.target.display(), "scheduled probe starting");
+        let args = job.args.clone();
+        let keep = job.keep_results;
+        let name = job.name.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let report = probes::run_probe(&args, false)?;
+            if keep {
+                let dir = args.out.join(format!("{name}-{}", report.started_ns));
+                let tags = wattflip_proto::schema::HostTags::default();
+                probes::output::write_all(&dir, &report, &tags)?;
+            }
+            Ok::<_, probes::ProbeCmdError>(report)
+        })
+        .await;
+        drop(guard);
+        let batch = match result {
+            Ok(Ok(report)) => {
+                tracing::info!(probe = %job.name, runs = report.runs.len(), "scheduled probe finished");
+                convert::batch(&report)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
+                event("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))
+            }
+            Err(e) => event("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name)),
+        };
+        if out.send(batch).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn job(expr: &str, jitter: Duration) -> ProbeJob {
+        ProbeJob {
+            name: "nightly".into(),
+            schedule: cron::Schedule::from_str(expr).unwrap(),
+            jitter,
+            args: ProbeArgs {
+                target: PathBuf::from("/tmp/x"),
+                size: 1 << 30,
+                benches: vec![],
+                quick: true,
+                format: None,
+                repetitions: None,
+                out: PathBuf::from("/tmp/out"),
+                emit_fio_iolog: None,
+                destroy_consent: vec![],
+                seed: None,
+            },
+            keep_results: false,
+        }
+    }
+
+    #[test]
+    fn offsets_are_per_host_stable_and_bounded() {
+        let j = Duration::from_secs(600);
+        let a = host_offset("node-1", "nightly", j);
+        assert_eq!(a, host_offset("node-1", "nightly", j));
+        assert_ne!(a, host_offset("node-2", "nightly", j));
+        assert!(a < j);
+        assert_eq!(host_offset("node-1", "nightly", Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn next_fire_adds_the_host_offset() {
+        let j = job("0 30 2 * * *", Duration::from_secs(600));
+        let now = DateTime::parse_from_rfc3339("2026-11-22T01:00:00Z").unwrap().with_timezone(&Utc);
+        let off = host_offset("node-1", "nightly", j.jitter);
+        let expect = DateTime::parse_from_rfc3339("2026-11-22T02:30:00Z").unwrap().with_timezone(&Utc)
+            + chrono::Duration::from_std(off).unwrap();
+        assert_eq!(next_fire(&j, "node-1", now), Some(expect));
+        // Between the cron time and the jittered time, the jittered fire of today is still ahead.
+        let mid = DateTime::parse_from_rfc3339("2026-11-22T02:30:00Z").unwrap().with_timezone(&Utc);
+        assert_eq!(next_fire(&j, "node-1", mid), Some(expect));
+    }
+
+    #[tokio::test]
+    async fn one_device_one_probe_at_a_time() {
+        let locks = DeviceLocks::default();
+        let a = locks.lock_for(std::path::Path::new("/nonexistent/dev")).await;
+        let b = locks.lock_for(std::path::Path::new("/nonexistent/dev")).await;
+        let _held = a.clone().lock_owned().await;
+        assert!(b.try_lock().is_err(), "the same device shares one lock");
+        let c = locks.lock_for(std::path::Path::new("/nonexistent/other")).await;
+        assert!(c.try_lock().is_ok());
+    }
+}

@@ -1,0 +1,174 @@
+//! The probe command through the real binaries: the main job's local outputs, all nine
+//! micro-benchmarks on a file, results through the collector into InfluxDB, scheduled probes in
+//! `run` mode, and the CLI's refusal to write a device without consent.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use wattflip_e2e::*;
+
+/// Scratch space on the target dir's filesystem: O_DIRECT needs a disk-backed one, not tmpfs.
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("wf-probe-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn jsonl(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn agent(args: &[&str]) -> std::process::Output {
+    Command::new(bin("wattflip-agent", "wattflip-agent")).args(args).output().unwrap()
+}
+
+#[test]
+fn quick_probe_through_the_collector_into_influx() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_probe");
+    let dir = disk_dir();
+    let out = dir.path().join("out");
+    let cfg = agent_config(dir.path(), "agent_id = \"probe-node\"\n[labels]\nrack = \"r3\"\n");
+    let target = dir.path().join("scratch.dat");
+    let o = agent(&[
+        "probe", "--quick", "--size", "256MiB",
+        "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
+        "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("12 runs (0 unsupported)"), "{stdout}");
+    assert!(stdout.contains("acknowledged"), "{stdout}");
+    for f in ["report.json", "runs.jsonl", "probe_run.lp", "summary.txt", "report.html"] {
+        assert!(out.join(f).is_file(), "missing {f}");
+    }
+    let runs = jsonl(&out.join("runs.jsonl"));
+    assert_eq!(runs.len(), 12);
+    let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
+    assert_eq!(lp.lines().count(), 12);
+    assert!(lp.lines().all(|l| l.starts_with("probe_run,bench=granularity,device=file:scratch.dat,experiment=granularity/")));
+
+    // InfluxDB holds exactly the local results, value for value.
+    let q = "SELECT mean_us, p99_us, iops, value, run_id FROM probe_run WHERE host = 'probe-node' AND rack = 'r3' GROUP BY pattern";
+    let series = influx.series("wf_probe", q);
+    let patterns: BTreeSet<String> = series.iter().map(|(t, _)| t["pattern"].as_str().unwrap().to_string()).collect();
+    assert_eq!(patterns, ["RR", "RW", "SR", "SW"].iter().map(|s| s.to_string()).collect());
+    let mut stored = 0;
+    for (tags, rows) in &series {
+        let pattern = tags["pattern"].as_str().unwrap();
+        let values: Vec<f64> = rows.iter().map(|r| r[4].as_f64().unwrap()).collect();
+        assert_eq!(values, vec![4096.0, 32768.0, 131072.0], "pattern {pattern}");
+        for r in rows {
+            let local = runs
+                .iter()
+                .find(|l| l["pattern"] == pattern && l["value"].as_f64() == r[4].as_f64())
+                .unwrap();
+            assert_eq!(r[1].as_f64(), local["mean_us"].as_f64(), "{pattern} mean_us");
+            assert_eq!(r[2].as_f64(), local["p99_us"].as_f64());
+            assert_eq!(r[3].as_f64(), local["iops"].as_f64());
+            assert!(local["mean_us"].as_f64().unwrap() > 0.0);
+            stored += 1;
+        }
+    }
+    assert_eq!(stored, 12);
+}
+
+#[test]
+fn all_nine_micro_benchmarks_on_a_file() {
+    let dir = disk_dir();
+    let out = dir.path().join("out");
+    let target = dir.path().join("scratch.dat");
+    let o = agent(&[
+        "probe", "--bench", "all", "--repetitions", "1", "--size", "1GiB",
+        "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let runs = jsonl(&out.join("runs.jsonl"));
+    let benches: BTreeSet<&str> = runs.iter().map(|r| r["bench"].as_str().unwrap()).collect();
+    assert_eq!(
+        benches,
+        ["alignment", "bursts", "granularity", "locality", "mix", "order", "parallelism", "partitioning", "pause"].into_iter().collect()
+    );
+    let experiments: BTreeSet<&str> = runs.iter().map(|r| r["experiment"].as_str().unwrap()).collect();
+    assert_eq!(experiments.len(), 34, "{experiments:?}");
+    // uFLIP's order: read-only experiments (1–15) come before any write.
+    let first_write = runs.iter().position(|r| r["pattern"].as_str().is_some_and(|p| p.contains('W'))).unwrap();
+    assert!(runs[..first_write].iter().all(|r| r["experiment_number"].as_u64().unwrap() <= 15));
+    assert!(runs.iter().all(|r| r["status"]["state"] == "ok"), "a 512-byte-sector file supports every run");
+}
+
+#[test]
+fn scheduled_probes_in_run_mode_never_overlap_on_a_device() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_sched");
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["hwmon"]);
+    let target = dir.path().join("sched.dat");
+    let cfg = agent_config(
+        dir.path(),
+        &format!(
+            "agent_id = \"sched-node\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"100ms\"\n\
+             [sources]\nsysfs_root = \"{}\"\nrapl = false\n\
+             [[probes]]\nname = \"every-second\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"128MiB\"\nquick = true\n",
+            collector.url,
+            sys.display(),
+            target.display()
+        ),
+    );
+    let mut child = spawn_agent(dir.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "30"]);
+    let status = wait_child(&mut child, Duration::from_secs(120), dir.path());
+    assert!(status.success(), "{}", std::fs::read_to_string(dir.path().join("agent.stderr")).unwrap());
+    let rows = influx.rows("wf_sched", "SELECT run_id, end_ns FROM probe_run WHERE host = 'sched-node'");
+    // Group the runs of each probe by the probe's start (the run id prefix).
+    let mut probes: std::collections::BTreeMap<String, (i64, i64, usize)> = Default::default();
+    for r in &rows {
+        let run_id = r[1].as_str().unwrap();
+        let probe = run_id.split('-').next().unwrap().to_string();
+        let (start, end) = (r[0].as_i64().unwrap(), r[2].as_i64().unwrap());
+        let e = probes.entry(probe).or_insert((i64::MAX, 0, 0));
+        e.0 = e.0.min(start);
+        e.1 = e.1.max(end);
+        e.2 += 1;
+    }
+    assert!(!probes.is_empty(), "the schedule fired at least once in 3 s");
+    assert!(probes.values().all(|p| p.2 == 12), "every scheduled quick probe delivered its 12 runs: {probes:?}");
+    let windows: Vec<(i64, i64)> = probes.values().map(|p| (p.0, p.1)).collect();
+    for w in windows.windows(2) {
+        assert!(w[0].1 <= w[1].0, "two probes overlapped on one device: {windows:?}");
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+/// Detaches the loop device on drop.
+struct Loop(PathBuf);
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn the_cli_refuses_to_write_a_device_without_consent() {
+    if !is_root() || Command::new("losetup").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and losetup to create a loop device");
+        return;
+    }
+    let dir = disk_dir();
+    let img = dir.path().join("disk.img");
+    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let o = Command::new("losetup").args(["-f", "--show"]).arg(&img).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dev = Loop(PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()));
+    let o = agent(&["probe", "--quick", "--target", dev.0.to_str().unwrap(), "--out", dir.path().join("out").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let identity = format!("loop:{}", img.canonicalize().unwrap().display());
+    assert!(err.contains(&identity), "the refusal names the device identity to consent: {err}");
+    assert!(err.contains("consent"), "{err}");
+    assert!(!dir.path().join("out/runs.jsonl").exists(), "nothing ran");
+}
