@@ -68,6 +68,7 @@ struct RawProbe {
     destroy_consent: Option<Vec<String>>,
     keep_results: Option<bool>,
     out: Option<PathBuf>,
+    read_only: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,6 +216,7 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
                 emit_fio_iolog: None,
                 destroy_consent: r.destroy_consent.unwrap_or_default(),
                 seed: r.seed,
+                read_only: r.read_only.unwrap_or(false),
             },
         });
     }

@@ -89,6 +89,9 @@ struct ProbeCli {
     /// Serial (or identity) of a block device whose data may be destroyed; repeatable.
     #[arg(long = "destroy-consent")]
     destroy_consent: Vec<String>,
+    /// Run only the read-only benchmarks (allowed on any device without consent).
+    #[arg(long)]
+    read_only: bool,
     /// Also stream the results to this collector, e.g. http://127.0.0.1:50051.
     #[arg(long)]
     collector: Option<String>,
@@ -196,6 +199,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         emit_fio_iolog: p.emit_fio_iolog,
         destroy_consent: p.destroy_consent,
         seed: p.seed,
+        read_only: p.read_only,
     };
     let started = std::time::Instant::now();
     let report = probes::run_probe(&args, std::io::IsTerminal::is_terminal(&std::io::stderr()))?;

@@ -156,6 +156,7 @@ mod tests {
                 emit_fio_iolog: None,
                 destroy_consent: vec![],
                 seed: None,
+                read_only: false,
             },
             keep_results: false,
         }

@@ -25,6 +25,8 @@ pub struct ProbeArgs {
     pub emit_fio_iolog: Option<PathBuf>,
     pub destroy_consent: Vec<String>,
     pub seed: Option<u64>,
+    /// Run only the read-only benchmarks (allowed on any device, consent or not).
+    pub read_only: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +111,10 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, Prob
         TargetOptions::file(&a.target, a.size)
     };
     let target = uflip::Target::open(&opts)?;
-    let plan = uflip::plan(&plan_options(a, target.size));
+    let mut plan = uflip::plan(&plan_options(a, target.size));
+    if a.read_only {
+        plan = plan.read_only();
+    }
     let bar = if show_progress { ProgressBar::new(plan.runs.len() as u64) } else { ProgressBar::hidden() };
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len} ETA {eta}  {msg}")

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// The plan writes but the target is not cleared for writes.
-    #[error("{0}; or run a read-only plan (Plan::read_only)")]
-    WritesRefused(#[from] Refusal),
+    /// The `Refusal` is the message itself, not a cause, so it is not chained as a source.
+    #[error("{0}; or run only the read-only benchmarks (`--read-only`, `Plan::read_only`)")]
+    WritesRefused(Refusal),
     /// The plan was placed for a larger device than the target.
     #[error("the plan was built for {plan_size} bytes but {path} has {target_size}; build the plan with PlanOptions.device_size = target.size")]
     PlanDoesNotFit {

@@ -82,7 +82,7 @@ pub fn run(
         });
     }
     if plan.writes() {
-        target.ensure_writable()?;
+        target.ensure_writable().map_err(ProbeError::WritesRefused)?;
     }
     let clock = engine::Clock::start();
     let started_ns = clock.utc_ns(std::time::Instant::now());
