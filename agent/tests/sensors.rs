@@ -146,3 +146,64 @@ fn block_inventory_skips_partitions_and_loops() {
     assert_eq!(d.controller, "nvme0");
     assert_eq!(d.transport, "nvme");
 }
+
+fn power_readings(d: &mut Discovered) -> Vec<(String, String, Watts, f64)> {
+    d.power
+        .iter_mut()
+        .map(|p| {
+            let s = p.describe();
+            let r = p.read(0).unwrap().unwrap();
+            (s.zone, s.scope, r.watts, s.shunt_ohms)
+        })
+        .collect()
+}
+
+#[test]
+fn pmbus_psu_input_and_output_power() {
+    let mut d = discover(&fixture("pmbus-psu"));
+    assert_eq!(
+        power_readings(&mut d),
+        vec![
+            ("pmbus-1-0058/pin".to_string(), "psu_in".to_string(), Watts(230.0), 0.0),
+            ("pmbus-1-0058/pout1".into(), "psu_out".into(), Watts(207.5), 0.0),
+        ]
+    );
+}
+
+#[test]
+fn ina226_power_attribute_and_shunt() {
+    let mut d = discover(&fixture("ina226"));
+    assert_eq!(power_readings(&mut d), vec![("ina226-0-0040/power1".to_string(), "rail".to_string(), Watts(18.0), 0.002)]);
+}
+
+#[test]
+fn ina3221_power_from_bus_voltage_times_current() {
+    let mut d = discover(&fixture("ina3221"));
+    assert_eq!(
+        power_readings(&mut d),
+        vec![
+            ("ina3221-0-0041/SSD 12V".to_string(), "rail".to_string(), Watts(6.0), 0.01),
+            ("ina3221-0-0041/SSD 5V".into(), "rail".into(), Watts(5.0), 0.01),
+            ("ina3221-0-0041/SSD 3V3".into(), "rail".into(), Watts(0.0), 0.02),
+        ]
+    );
+}
+
+#[test]
+fn hwmon_energy_counter_treats_a_decrease_as_reset() {
+    let (_tmp, root) = copy_fixture("ina226");
+    let chip = root.join("class/hwmon/hwmon0");
+    std::fs::write(chip.join("energy1_input"), "1000000\n").unwrap();
+    let mut d = discover(&root);
+    let e = d.power.iter_mut().find(|p| p.describe().counter).unwrap();
+    assert_eq!(e.read(0).unwrap(), None);
+    std::fs::write(chip.join("energy1_input"), "4000000\n").unwrap();
+    let r = e.read(500_000_000).unwrap().unwrap();
+    assert_eq!((r.joules, r.watts), (Some(Joules(3.0)), Watts(6.0)));
+    std::fs::write(chip.join("energy1_input"), "10\n").unwrap();
+    let err = e.read(1_000_000_000).unwrap_err().to_string();
+    assert!(err.contains("energy1_input: counter went from 4000000 to 10 µJ"), "{err}");
+    std::fs::write(chip.join("energy1_input"), "2000010\n").unwrap();
+    let r = e.read(2_000_000_000).unwrap().unwrap();
+    assert_eq!((r.joules, r.watts), (Some(Joules(2.0)), Watts(2.0)));
+}

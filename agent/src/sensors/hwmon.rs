@@ -6,7 +6,7 @@
 
 use super::{read_attr, read_int, Discovered, PowerReading, PowerSensor, SensorError, TemperatureSensor};
 use std::path::{Path, PathBuf};
-use wattflip_proto::units::{Celsius, Watts};
+use wattflip_proto::units::{Celsius, MicroJoules, Watts};
 use wattflip_proto::v1;
 
 /// hwmon attributes are world-readable by ABI; a permission error means a driver deviates.
@@ -33,10 +33,32 @@ impl TemperatureSensor for HwmonTemp {
     }
 }
 
+/// How an hwmon power channel is read.
+enum PowerInput {
+    /// `power*_input` / `power*_average` in µW.
+    Direct(PathBuf),
+    /// No power attribute (INA3221; INA2xx configured without it): P = V_bus · I, read as mV and mA,
+    /// whose product is µW (hardware.md §2).
+    VoltCurrent { volts: PathBuf, amps: PathBuf },
+    /// `energy*_input` in µJ. No wrap semantics are defined for hwmon energy, so a decrease is a
+    /// reset of the chip or driver and skips one interval (hardware.md §2).
+    Energy { path: PathBuf, last: Option<(u64, u64)> },
+}
+
 pub struct HwmonPower {
     zone: String,
     scope: String,
-    path: PathBuf,
+    input: PowerInput,
+    shunt_ohms: f64,
+}
+
+impl HwmonPower {
+    fn main_path(&self) -> &Path {
+        match &self.input {
+            PowerInput::Direct(p) | PowerInput::Energy { path: p, .. } => p,
+            PowerInput::VoltCurrent { amps, .. } => amps,
+        }
+    }
 }
 
 impl PowerSensor for HwmonPower {
@@ -46,16 +68,37 @@ impl PowerSensor for HwmonPower {
             zone: self.zone.clone(),
             scope: self.scope.clone(),
             method: v1::Method::Measured as i32,
-            counter: false,
-            path: self.path.display().to_string(),
+            counter: matches!(self.input, PowerInput::Energy { .. }),
+            path: self.main_path().display().to_string(),
             enabled: true,
             note: String::new(),
+            shunt_ohms: self.shunt_ohms,
         }
     }
 
-    fn read(&mut self, _now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
-        let uw: i64 = read_int(&self.path, HINT, "an integer (µW)")?;
-        Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0 }))
+    fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
+        match &mut self.input {
+            PowerInput::Direct(p) => {
+                let uw: i64 = read_int(p, HINT, "an integer (µW)")?;
+                Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0 }))
+            }
+            PowerInput::VoltCurrent { volts, amps } => {
+                let mv: i64 = read_int(volts, HINT, "an integer (mV)")?;
+                let ma: i64 = read_int(amps, HINT, "an integer (mA)")?;
+                Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0 }))
+            }
+            PowerInput::Energy { path, last } => {
+                let cur: u64 = read_int(path, HINT, "an unsigned integer (µJ)")?;
+                let prev = last.replace((cur, now_ns));
+                let Some((prev_uj, prev_ns)) = prev else { return Ok(None) };
+                if cur < prev_uj {
+                    return Err(SensorError::CounterReset { path: path.clone(), prev: prev_uj, cur });
+                }
+                let joules = MicroJoules(cur - prev_uj).to_joules();
+                let interval_ns = now_ns.saturating_sub(prev_ns);
+                Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns }))
+            }
+        }
     }
 }
 
@@ -116,20 +159,69 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
                 path: chip.join(format!("temp{n}_input")),
             }));
         }
-        for file_suffix in ["_input", "_average"] {
-            for n in channels(&files, "power", file_suffix) {
-                // Prefer power*_input when a chip has both.
-                if file_suffix == "_average" && files.contains(&format!("power{n}_input")) {
-                    continue;
-                }
-                let label = read_attr(&chip.join(format!("power{n}_label")), HINT).unwrap_or_else(|_| format!("power{n}"));
-                out.power.push(Box::new(HwmonPower {
-                    zone: format!("{device}/{label}"),
-                    scope: power_scope(&label).into(),
-                    path: chip.join(format!("power{n}{file_suffix}")),
-                }));
+        discover_power(&chip, &name, &device, &files, out);
+    }
+}
+
+fn label(chip: &Path, prefix: &str, n: u32) -> String {
+    read_attr(&chip.join(format!("{prefix}{n}_label")), HINT).unwrap_or_else(|_| format!("{prefix}{n}"))
+}
+
+/// Shunt resistor in ohms from `shunt_resistor` (INA2xx) or `shunt<n>_resistor` (INA3221), in µΩ.
+fn shunt_ohms(chip: &Path, n: u32) -> f64 {
+    let per_channel = chip.join(format!("shunt{n}_resistor"));
+    let path = if per_channel.exists() { per_channel } else { chip.join("shunt_resistor") };
+    read_int::<i64>(&path, HINT, "µΩ").map(|uo| uo as f64 / 1e6).unwrap_or(0.0)
+}
+
+fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: &mut Discovered) {
+    let mut have_power = false;
+    for file_suffix in ["_input", "_average"] {
+        for n in channels(files, "power", file_suffix) {
+            // Prefer power*_input when a chip has both.
+            if file_suffix == "_average" && files.contains(&format!("power{n}_input")) {
+                continue;
             }
+            have_power = true;
+            let l = label(chip, "power", n);
+            out.power.push(Box::new(HwmonPower {
+                zone: format!("{device}/{l}"),
+                scope: power_scope(&l).into(),
+                input: PowerInput::Direct(chip.join(format!("power{n}{file_suffix}"))),
+                shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
+            }));
         }
+    }
+    for n in channels(files, "energy", "_input") {
+        let l = label(chip, "energy", n);
+        out.power.push(Box::new(HwmonPower {
+            zone: format!("{device}/{l}"),
+            scope: power_scope(&l).into(),
+            input: PowerInput::Energy { path: chip.join(format!("energy{n}_input")), last: None },
+            shunt_ohms: 0.0,
+        }));
+    }
+    // Shunt monitors without a power attribute: INA3221 channels 1..3 pair in<n> (bus, mV) with
+    // curr<n> (mA); INA2xx pairs in1 (bus) with curr1 (in0 is the shunt voltage).
+    let pairs: Vec<u32> = if name == "ina3221" {
+        (1..=3).collect()
+    } else if name.starts_with("ina2") && !have_power {
+        vec![1]
+    } else {
+        Vec::new()
+    };
+    for n in pairs {
+        let (volts, amps) = (chip.join(format!("in{n}_input")), chip.join(format!("curr{n}_input")));
+        if !volts.exists() || !amps.exists() {
+            continue;
+        }
+        let l = read_attr(&chip.join(format!("in{n}_label")), HINT).unwrap_or_else(|_| format!("channel{n}"));
+        out.power.push(Box::new(HwmonPower {
+            zone: format!("{device}/{l}"),
+            scope: "rail".into(),
+            input: PowerInput::VoltCurrent { volts, amps },
+            shunt_ohms: shunt_ohms(chip, n),
+        }));
     }
 }
 

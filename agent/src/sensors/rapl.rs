@@ -47,6 +47,7 @@ impl PowerSensor for RaplZone {
             path: self.energy_path.display().to_string(),
             enabled: true,
             note: String::new(),
+            shunt_ohms: 0.0,
         }
     }
 
