@@ -51,6 +51,9 @@ struct RawSources {
     sysfs_root: Option<PathBuf>,
     rapl: Option<bool>,
     hwmon: Option<bool>,
+    ipmi: Option<bool>,
+    ipmitool: Option<String>,
+    command_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,6 +141,17 @@ impl Config {
             l.problem("buffer.max_batches", "must be at least 1");
         }
         let probes = probe_jobs(raw_probes, &mut l);
+        let defaults = SensorKinds::default();
+        let kinds = SensorKinds {
+            rapl: sources.rapl.unwrap_or(defaults.rapl),
+            hwmon: sources.hwmon.unwrap_or(defaults.hwmon),
+            ipmi: sources.ipmi.unwrap_or(defaults.ipmi),
+            ipmitool: sources.ipmitool.unwrap_or(defaults.ipmitool),
+            command_timeout: match sources.command_timeout {
+                Some(t) => parse_duration("sources.command_timeout", &t, &mut l).unwrap_or(defaults.command_timeout),
+                None => defaults.command_timeout,
+            },
+        };
         l.finish()?;
         Ok(Config {
             agent_id,
@@ -146,7 +160,7 @@ impl Config {
             collector: CollectorConfig { url, connect_timeout, backoff_initial, backoff_max },
             sampling_interval: interval,
             sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
-            kinds: SensorKinds { rapl: sources.rapl.unwrap_or(true), hwmon: sources.hwmon.unwrap_or(true) },
+            kinds,
             backlog_max_batches: max_batches,
             probes,
         })

@@ -91,13 +91,30 @@ fn event(time_ns: i64, kind: &str, severity: v1::Severity, device: &str, message
     }
 }
 
-/// Samples every sensor once into `batch`. `last_error` remembers each sensor's last error text so
-/// that a persistent failure is reported once, not every tick.
-fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, last_error: &mut HashMap<String, String>, summary: &mut RunSummary) {
+/// Per-sensor memory of the sampler.
+#[derive(Default)]
+struct SamplerState {
+    /// Each sensor's last error text, so a persistent failure is reported once, not every tick.
+    last_error: HashMap<String, String>,
+    /// Monotonic time of the last read of sources with a minimum interval.
+    last_read: HashMap<String, u64>,
+}
+
+/// Samples every sensor once into `batch`.
+fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState, summary: &mut RunSummary) {
+    let last_error = &mut state.last_error;
     for s in found.power.iter_mut() {
         let d = s.describe();
         let key = format!("power:{}:{}", d.source, d.zone);
         let (mono, utc) = clock.now();
+        // Slow sources (BMCs) are read at most once per their own interval.
+        let min = u64::try_from(s.min_interval().as_nanos()).unwrap_or(u64::MAX);
+        if min > 0 {
+            if state.last_read.get(&key).is_some_and(|&t| mono.saturating_sub(t) < min) {
+                continue;
+            }
+            state.last_read.insert(key.clone(), mono);
+        }
         match s.read(mono) {
             Ok(Some(r)) => {
                 last_error.remove(&key);
@@ -191,7 +208,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         .collect();
 
     let mut summary = RunSummary::default();
-    let mut last_error = HashMap::new();
+    let mut state = SamplerState::default();
     let mut first = v1::Batch::default();
     for s in &found.unusable_power {
         first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
@@ -211,7 +228,9 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
             _ = &mut shutdown => { stopped = true; break; }
         }
         let mut batch = pending_first.take().unwrap_or_default();
-        sample(&mut found, &clock, &mut batch, &mut last_error, &mut summary);
+        // Sensor reads are short sysfs reads, but a BMC command can take a second: keep them off
+        // the async workers' hot path.
+        tokio::task::block_in_place(|| sample(&mut found, &clock, &mut batch, &mut state, &mut summary));
         summary.ticks += 1;
         if (batch.power.is_empty() && batch.temperature.is_empty() && batch.events.is_empty()) || tx.send(batch).await.is_err() {
             continue;

@@ -4,6 +4,7 @@
 //! (config) and one call in [`discover_all`].
 
 pub mod hwmon;
+pub mod ipmi;
 pub mod rapl;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ pub enum SensorError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: counter went from {prev} to {cur} µJ with no known range; interval skipped")]
     CounterReset { path: PathBuf, prev: u64, cur: u64 },
+    #[error("`{command}`: {message}")]
+    Command { command: String, message: String },
 }
 
 /// A source of power readings.
@@ -42,6 +45,11 @@ pub trait PowerSensor: Send {
     /// Reads at monotonic instant `now_ns`. Counter sources return `None` on their first read,
     /// which only sets the baseline.
     fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError>;
+    /// Shortest useful time between reads (BMCs update about once per second); the sampler
+    /// skips this source on ticks that come sooner.
+    fn min_interval(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 /// A source of temperature readings.
@@ -65,11 +73,21 @@ pub struct Discovered {
 pub struct SensorKinds {
     pub rapl: bool,
     pub hwmon: bool,
+    /// `ipmitool dcmi power reading` (off by default: it needs root and a BMC).
+    pub ipmi: bool,
+    pub ipmitool: String,
+    pub command_timeout: std::time::Duration,
 }
 
 impl Default for SensorKinds {
     fn default() -> Self {
-        SensorKinds { rapl: true, hwmon: true }
+        SensorKinds {
+            rapl: true,
+            hwmon: true,
+            ipmi: false,
+            ipmitool: "ipmitool".into(),
+            command_timeout: std::time::Duration::from_secs(5),
+        }
     }
 }
 
@@ -81,6 +99,10 @@ pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds) -> Discovered {
     }
     if kinds.hwmon {
         hwmon::discover(sysfs_root, &mut d);
+    }
+    if kinds.ipmi {
+        let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
+        ipmi::discover(runner, &kinds.ipmitool, kinds.command_timeout, &mut d);
     }
     d
 }
