@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod drives;
+pub mod energy;
 pub mod export;
 pub mod probes;
 pub mod report;

@@ -45,6 +45,9 @@ enum Command {
     },
     /// Run uFLIP micro-benchmarks on a file or block device and write the results to a folder.
     Probe(ProbeCli),
+    /// Shunt and oscilloscope traces.
+    #[command(subcommand)]
+    Trace(TraceCommand),
     /// Render the HTML report of a probe result folder.
     Report {
         /// Result folder of a probe (holds report.json).
@@ -95,9 +98,59 @@ struct ProbeCli {
     /// Also stream the results to this collector, e.g. http://127.0.0.1:50051.
     #[arg(long)]
     collector: Option<String>,
-    /// Agent config, for the agent id and labels of streamed results.
+    /// Agent config: agent id and labels of streamed results, and the power sources
+    /// (sysfs_root, rapl, hwmon, ipmi) recorded during the probe for per-run energy.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Time between power reads during the probe.
+    #[arg(long, default_value = "5ms")]
+    power_interval: humantime::Duration,
+    /// Idle time recorded before the first run (the idle baseline of every run).
+    #[arg(long, default_value = "1s")]
+    idle: humantime::Duration,
+    /// Time recorded after the last run, to see its background work.
+    #[arg(long, default_value = "1s")]
+    tail: humantime::Duration,
+    /// Power zone to attribute energy to (default: the most drive-specific one found).
+    #[arg(long)]
+    power_zone: Option<String>,
+    /// Do not record power during the probe.
+    #[arg(long)]
+    no_power: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum TraceCommand {
+    /// Align a shunt trace (CSV time,V_shunt; or raw f32/i16 with a sidecar) with a probe's runs and
+    /// compute per-run energy with the paper's formula.
+    Import {
+        /// The trace file.
+        file: PathBuf,
+        /// The probe's result folder (holds report.json); energy.jsonl and probe_run.lp are updated.
+        #[arg(long = "in")]
+        input: PathBuf,
+        /// Only this run (the engine's run index); default: every run the trace covers.
+        #[arg(long)]
+        run: Option<usize>,
+        /// Shunt resistor R in ohms (CSV traces).
+        #[arg(long)]
+        shunt_ohms: Option<f64>,
+        /// Supply voltage U in volts (CSV traces).
+        #[arg(long)]
+        supply_volts: Option<f64>,
+        /// Unit of the CSV time column: s, ms, us or ns.
+        #[arg(long, default_value = "s")]
+        time_unit: String,
+        /// UTC nanoseconds of time 0 in the CSV.
+        #[arg(long)]
+        time_origin_ns: Option<i64>,
+        /// Also send the runs with their energy to this collector.
+        #[arg(long)]
+        collector: Option<String>,
+        /// Agent config, for the agent id and labels.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -153,6 +206,47 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Probe(p) => probe(p),
+        Command::Trace(TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, collector, config }) => {
+            let unit = match time_unit.as_str() {
+                "s" => wattflip_energy::TimeUnit::Seconds,
+                "ms" => wattflip_energy::TimeUnit::Millis,
+                "us" => wattflip_energy::TimeUnit::Micros,
+                "ns" => wattflip_energy::TimeUnit::Nanos,
+                other => anyhow::bail!("--time-unit `{other}`: use s, ms, us or ns"),
+            };
+            let cfg = load_or_default(config.as_deref())?;
+            let csv = wattflip_agent::energy::trace::CsvCircuit { shunt_ohms, supply_volts, time_unit: unit, time_origin_ns };
+            let path = input.join("report.json");
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
+            let mut report: wattflip_uflip::ProbeReport =
+                serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
+            if let Some(r) = run {
+                report.runs.retain(|x| x.run_id == r);
+                anyhow::ensure!(!report.runs.is_empty(), "--run {r}: no such run in {}", path.display());
+            }
+            let (series, summary) = wattflip_agent::energy::trace::import(&file, &csv)?;
+            let energy = wattflip_agent::energy::analyze(
+                &report,
+                &series,
+                None,
+                &format!("trace:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
+                &wattflip_energy::RunDetectConfig::default(),
+            );
+            println!(
+                "{}: {} samples, {:.6} J over {:.3} s (mean {:.3} W)",
+                file.display(), summary.samples, summary.energy.0, summary.duration.as_secs_f64(), summary.mean_power.0
+            );
+            print!("{}", wattflip_agent::energy::summary_table(&energy));
+            let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+            let only = wattflip_uflip::ProbeReport { runs: report.runs.iter().filter(|r| energy.for_run(r.run_id).is_some()).cloned().collect(), ..report.clone() };
+            let written = wattflip_agent::probes::output::write_energy(&input, &only, &energy, &tags)?;
+            println!("wrote {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+            if let Some(url) = collector {
+                send_results(&url, &cfg, wattflip_agent::probes::convert::batch(&only, Some(&energy)), &input)?;
+            }
+            Ok(())
+        }
         Command::Report { input, output } => {
             let path = input.join("report.json");
             let text = std::fs::read_to_string(&path)
@@ -184,10 +278,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     let size = probes::parse_size(&p.size).map_err(|e| anyhow::anyhow!("--size {e}"))?;
     let benches = probes::parse_benches(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
     let format = probes::parse_format(&p.format).map_err(|e| anyhow::anyhow!("--format {e}"))?;
-    let cfg = match &p.config {
-        Some(c) => Config::from_file(c)?,
-        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
-    };
+    let cfg = load_or_default(p.config.as_deref())?;
     let args = ProbeArgs {
         target: p.target,
         size,
@@ -202,10 +293,28 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         read_only: p.read_only,
     };
     let started = std::time::Instant::now();
-    let report = probes::run_probe(&args, std::io::IsTerminal::is_terminal(&std::io::stderr()))?;
+    let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let measured = if p.no_power {
+        probes::Measured { report: probes::run_probe(&args, show)?, energy: None, energy_note: "--no-power".into() }
+    } else {
+        let e = probes::EnergyOptions {
+            sysfs_root: cfg.sysfs_root.clone(),
+            kinds: cfg.kinds.clone(),
+            period: p.power_interval.into(),
+            idle: p.idle.into(),
+            tail: p.tail.into(),
+            zone: p.power_zone.clone(),
+        };
+        probes::run_probe_measured(&args, show, &e)?
+    };
+    let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
-    let written = output::write_all(&p.out, &report, &tags)?;
+    let written = output::write_all(&p.out, &report, measured.energy.as_ref(), &tags)?;
     print!("{}", wattflip_uflip::summary_table(&report));
+    match &measured.energy {
+        Some(e) => print!("\n{}", wattflip_agent::energy::summary_table(e)),
+        None => println!("\nNo per-run energy: {}", measured.energy_note),
+    }
     let unsupported = report.runs.iter().filter(|r| r.status != wattflip_uflip::RunStatus::Ok).count();
     println!(
         "\n{} runs ({} unsupported) on {} in {:.1} s; results in {}/ ({} line-protocol points): {}",
@@ -218,16 +327,28 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         written.files.iter().filter_map(|f| f.file_name()).map(|f| f.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
     );
     if let Some(url) = p.collector {
-        let clock = Clock::new();
-        let found = wattflip_agent::sensors::Discovered::default();
-        let hello = runtime::hello(&cfg, &found, &clock);
-        let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-        let s = rt.block_on(probes::stream::send(&url, hello, convert::batch(&report), std::time::Duration::from_secs(60)));
-        if s.acked == 0 {
-            anyhow::bail!("the collector at {url} did not acknowledge the results (they are still in {})", p.out.display());
-        }
-        println!("sent to the collector at {url}: acknowledged");
+        send_results(&url, &cfg, convert::batch(&report, measured.energy.as_ref()), &p.out)?;
     }
+    Ok(())
+}
+
+fn load_or_default(config: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    Ok(match config {
+        Some(c) => Config::from_file(c)?,
+        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+    })
+}
+
+/// Streams one batch of results to a collector and waits for its acknowledgement.
+fn send_results(url: &str, cfg: &Config, batch: wattflip_proto::v1::Batch, kept_in: &std::path::Path) -> anyhow::Result<()> {
+    let clock = Clock::new();
+    let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &clock);
+    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let s = rt.block_on(wattflip_agent::probes::stream::send(url, hello, batch, std::time::Duration::from_secs(60)));
+    if s.acked == 0 {
+        anyhow::bail!("the collector at {url} did not acknowledge the results (they are still in {})", kept_in.display());
+    }
+    println!("sent to the collector at {url}: acknowledged");
     Ok(())
 }
 

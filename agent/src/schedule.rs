@@ -112,7 +112,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             if keep {
                 let dir = args.out.join(format!("{name}-{}", report.started_ns));
                 let tags = wattflip_proto::schema::HostTags::default();
-                probes::output::write_all(&dir, &report, &tags)?;
+                probes::output::write_all(&dir, &report, None, &tags)?;
             }
             Ok::<_, probes::ProbeCmdError>(report)
         })
@@ -121,7 +121,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
         let batch = match result {
             Ok(Ok(report)) => {
                 tracing::info!(probe = %job.name, runs = report.runs.len(), "scheduled probe finished");
-                convert::batch(&report)
+                convert::batch(&report, None)
             }
             Ok(Err(e)) => {
                 tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");

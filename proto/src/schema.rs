@@ -179,6 +179,24 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     if let Some(e) = r.energy_above_idle_j {
         p = p.float("energy_above_idle_j", e);
     }
+    for (k, v) in [
+        ("background_energy_j", r.background_energy_j),
+        ("background_s", r.background_s),
+        ("idle_baseline_w", r.idle_baseline_w),
+        ("j_per_mib", r.j_per_mib),
+        ("j_per_io", r.j_per_io),
+        ("datasheet_ratio", r.datasheet_ratio),
+    ] {
+        if let Some(v) = v {
+            p = p.float(k, v);
+        }
+    }
+    if !r.energy_source.is_empty() {
+        p = p.string("energy_source", r.energy_source.clone());
+    }
+    if !r.background_class.is_empty() {
+        p = p.string("background_class", r.background_class.clone());
+    }
     p
 }
 

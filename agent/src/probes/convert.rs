@@ -1,6 +1,7 @@
 //! From the engine's results to the wire format: `RunResult` → `v1::ProbeRun` (only runs that
 //! produced statistics; an unsupported run becomes a `probe_unsupported` event, never zeros).
 
+use crate::energy::ProbeEnergy;
 use wattflip_proto::v1;
 use wattflip_uflip::{ProbeReport, RunResult, RunStatus, TargetKind};
 
@@ -14,10 +15,11 @@ pub fn device_tag(report: &ProbeReport) -> String {
     }
 }
 
-pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str) -> Option<v1::ProbeRun> {
+pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Option<&ProbeEnergy>) -> Option<v1::ProbeRun> {
     if r.status != RunStatus::Ok {
         return None;
     }
+    let e = energy.and_then(|e| e.for_run(r.run_id));
     Some(v1::ProbeRun {
         run_id: format!("{}-{}", report.started_ns, r.run_id),
         device: device.to_string(),
@@ -45,17 +47,26 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str) -> Option<v1
         mib_per_s: r.mib_per_s,
         parameters: r.parameters.clone().into_iter().collect(),
         target_kind: r.target_kind.clone(),
-        energy_j: None,
-        energy_above_idle_j: None,
+        energy_j: e.map(|e| e.energy_j),
+        energy_above_idle_j: e.map(|e| e.energy_above_idle_j),
+        background_energy_j: e.map(|e| e.background_energy_j),
+        background_s: e.map(|e| e.background_s),
+        idle_baseline_w: e.map(|e| e.idle_baseline_w),
+        j_per_mib: e.and_then(|e| e.j_per_mib),
+        j_per_io: e.and_then(|e| e.j_per_io),
+        datasheet_ratio: e.and_then(|e| e.datasheet_ratio),
+        energy_source: e.map(|e| e.source.clone()).unwrap_or_default(),
+        background_class: e.map(|e| e.background_class.clone()).unwrap_or_default(),
     })
 }
 
-/// The batch a probe sends: its runs plus one event per unsupported run.
-pub fn batch(report: &ProbeReport) -> v1::Batch {
+/// The batch a probe sends: its runs (with their energy when measured) plus one event per
+/// unsupported run.
+pub fn batch(report: &ProbeReport, energy: Option<&ProbeEnergy>) -> v1::Batch {
     let device = device_tag(report);
     let mut b = v1::Batch::default();
     for r in &report.runs {
-        match probe_run(report, r, &device) {
+        match probe_run(report, r, &device, energy) {
             Some(p) => b.probe_runs.push(p),
             None => {
                 if let RunStatus::Unsupported { reason } = &r.status {

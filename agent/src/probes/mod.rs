@@ -100,6 +100,63 @@ fn spec_label(spec: &RunSpec) -> String {
     format!("{} {}={} rep {}", spec.experiment, spec.varying, output::fmt_value(&spec.varying, spec.value), spec.repetition)
 }
 
+/// Power recording around a probe (per-run energy, ufip.md §11).
+#[derive(Debug, Clone)]
+pub struct EnergyOptions {
+    pub sysfs_root: PathBuf,
+    pub kinds: crate::sensors::SensorKinds,
+    /// Time between power reads while the probe runs.
+    pub period: Duration,
+    /// Idle recorded before the first run: the baseline of every run.
+    pub idle: Duration,
+    /// Recorded after the last run, so its background work is seen.
+    pub tail: Duration,
+    /// Zone to attribute energy to (default: the most drive-specific available).
+    pub zone: Option<String>,
+}
+
+/// A probe with, when a power source was recorded, its per-run energy.
+pub struct Measured {
+    pub report: ProbeReport,
+    pub energy: Option<crate::energy::ProbeEnergy>,
+    /// Why there is no energy, when there is none.
+    pub energy_note: String,
+}
+
+/// Runs the probe while recording power (if this host has a power source), then aligns the two.
+pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions) -> Result<Measured, ProbeCmdError> {
+    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
+    if found.power.is_empty() {
+        let report = run_probe(a, show_progress)?;
+        let mut why = vec!["no usable power source on this host".to_string()];
+        why.extend(found.unavailable.iter().cloned());
+        why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
+        return Ok(Measured { report, energy: None, energy_note: why.join("; ") });
+    }
+    let recorder = crate::energy::live::Recorder::start(found.power, e.period);
+    std::thread::sleep(e.idle);
+    let report = run_probe(a, show_progress);
+    std::thread::sleep(e.tail);
+    let zones = recorder.stop();
+    let report = report?;
+    let Some(zone) = crate::energy::live::pick(&zones, e.zone.as_deref()) else {
+        let note = match &e.zone {
+            Some(z) => format!("power zone `{z}` not found; zones: {}", zones.iter().map(|z| z.label()).collect::<Vec<_>>().join(", ")),
+            None => "no power zone produced samples".into(),
+        };
+        return Ok(Measured { report, energy: None, energy_note: note });
+    };
+    let Some(series) = zone.series() else {
+        return Ok(Measured { report, energy: None, energy_note: format!("{}: samples out of order", zone.label()) });
+    };
+    let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
+    let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
+    let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
+    let cfg = wattflip_energy::RunDetectConfig::default();
+    let energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg);
+    Ok(Measured { report, energy: Some(energy), energy_note: String::new() })
+}
+
 /// Runs the probe and returns its report (outputs are written by the caller).
 pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, ProbeCmdError> {
     let opts = if a.target.exists() && is_block(&a.target) {

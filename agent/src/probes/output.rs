@@ -1,8 +1,10 @@
 //! The local result folder of a probe: `report.json` (the whole report, input of `report`),
 //! `runs.jsonl` (one run per line), `probe_run.lp` (InfluxDB line protocol, the same points the
-//! collector would write), `summary.txt` (the table) and `report.html`.
+//! collector would write), `summary.txt` (the tables), `report.html`, and `energy.jsonl` (per-run
+//! energy) when a power source was aligned with the probe.
 
 use super::convert;
+use crate::energy::ProbeEnergy;
 use std::path::{Path, PathBuf};
 use wattflip_proto::lineproto;
 use wattflip_proto::schema::{self, HostTags};
@@ -32,7 +34,7 @@ fn write(path: PathBuf, data: &[u8], out: &mut Vec<PathBuf>) -> Result<(), super
     Ok(())
 }
 
-pub fn write_all(dir: &Path, report: &ProbeReport, tags: &HostTags) -> Result<Written, super::ProbeCmdError> {
+pub fn write_all(dir: &Path, report: &ProbeReport, energy: Option<&ProbeEnergy>, tags: &HostTags) -> Result<Written, super::ProbeCmdError> {
     std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
     let mut files = Vec::new();
     let json = serde_json::to_vec_pretty(report).unwrap_or_default();
@@ -43,7 +45,7 @@ pub fn write_all(dir: &Path, report: &ProbeReport, tags: &HostTags) -> Result<Wr
         jsonl.push('\n');
     }
     write(dir.join("runs.jsonl"), jsonl.as_bytes(), &mut files)?;
-    let batch = convert::batch(report);
+    let batch = convert::batch(report, energy);
     let mut lp = String::new();
     let mut lines = 0;
     for p in &batch.probe_runs {
@@ -58,8 +60,47 @@ pub fn write_all(dir: &Path, report: &ProbeReport, tags: &HostTags) -> Result<Wr
         lp.push_str(&body);
     }
     write(dir.join("probe_run.lp"), lp.as_bytes(), &mut files)?;
-    write(dir.join("summary.txt"), summary_table(report).as_bytes(), &mut files)?;
+    let mut summary = summary_table(report);
+    if let Some(e) = energy {
+        let mut jsonl = String::new();
+        for r in &e.runs {
+            jsonl.push_str(&serde_json::to_string(r).unwrap_or_default());
+            jsonl.push('\n');
+        }
+        write(dir.join("energy.jsonl"), jsonl.as_bytes(), &mut files)?;
+        summary.push('\n');
+        summary.push_str(&crate::energy::summary_table(e));
+    }
+    write(dir.join("summary.txt"), summary.as_bytes(), &mut files)?;
     let html = crate::report::html::render(report);
     write(dir.join("report.html"), html.as_bytes(), &mut files)?;
     Ok(Written { files, lines })
+}
+
+/// After a trace import: rewrites `energy.jsonl` (merged by run id with what was there) and adds
+/// the runs with energy to `probe_run.lp` (same tags and timestamps, so InfluxDB merges fields).
+pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags: &HostTags) -> Result<Vec<PathBuf>, super::ProbeCmdError> {
+    let path = dir.join("energy.jsonl");
+    let mut merged: std::collections::BTreeMap<usize, crate::energy::RunEnergyRecord> = std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<crate::energy::RunEnergyRecord>(l).ok())
+        .map(|r| (r.run_id, r))
+        .collect();
+    for r in &energy.runs {
+        merged.insert(r.run_id, r.clone());
+    }
+    let mut jsonl = String::new();
+    for r in merged.values() {
+        jsonl.push_str(&serde_json::to_string(r).unwrap_or_default());
+        jsonl.push('\n');
+    }
+    let mut files = Vec::new();
+    write(path, jsonl.as_bytes(), &mut files)?;
+    let mut lp = std::fs::read_to_string(dir.join("probe_run.lp")).unwrap_or_default();
+    for p in &convert::batch(report, Some(energy)).probe_runs {
+        let _ = schema::probe_run_point(p, tags).write_line(&mut lp);
+    }
+    write(dir.join("probe_run.lp"), lp.as_bytes(), &mut files)?;
+    Ok(files)
 }

@@ -1,0 +1,160 @@
+//! Per-run energy for probes (ufip.md §11): aligns a power series (live samples taken during the
+//! probe, or an imported shunt trace) with the probe's runs and computes, with the
+//! `wattflip-energy` crate, each run's energy, idle baseline, background-work tail, J/MiB, J/IO
+//! and the background-work class of each experiment (the paper's Table 2). `live` records power
+//! while a probe runs; `trace` imports oscilloscope or data-logger files. A new way to obtain a
+//! power series only has to produce a `PowerSeries` and call [`analyze`].
+
+pub mod live;
+pub mod trace;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use wattflip_energy::{
+    analyze_run, analyze_run_with_baseline, classify, Baseline, BackgroundObservation, ClassifyConfig, PowerSeries,
+    RunDetectConfig, RunInfo, UnixNanos, ValueRuns,
+};
+use wattflip_uflip::{ProbeReport, RunStatus};
+
+/// The energy of one run, as stored next to the run's statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEnergyRecord {
+    /// The engine's run index (`RunResult::run_id`).
+    pub run_id: usize,
+    pub experiment: String,
+    pub value: f64,
+    pub repetition: u32,
+    /// Which power source/zone the series came from.
+    pub source: String,
+    pub energy_j: f64,
+    pub energy_above_idle_j: f64,
+    pub background_energy_j: f64,
+    pub background_s: f64,
+    pub idle_baseline_w: f64,
+    pub mean_w: f64,
+    pub j_per_mib: Option<f64>,
+    pub j_per_io: Option<f64>,
+    pub datasheet_ratio: Option<f64>,
+    /// How the run's start and end were found in the trace (`Threshold`, `ReturnedToIdle`, ...).
+    pub start_found: String,
+    pub end_found: String,
+    /// Background-work class of the run's experiment (filled by [`analyze`]).
+    pub background_class: String,
+}
+
+/// Result of aligning one series with one probe.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeEnergy {
+    pub runs: Vec<RunEnergyRecord>,
+    /// Runs that could not be analysed, with the reason (e.g. outside the trace).
+    pub skipped: Vec<(usize, String)>,
+    /// Experiment → (class code, the rule that decided).
+    pub classes: BTreeMap<String, (String, String)>,
+}
+
+impl ProbeEnergy {
+    pub fn for_run(&self, run_id: usize) -> Option<&RunEnergyRecord> {
+        self.runs.iter().find(|r| r.run_id == run_id)
+    }
+}
+
+fn ns(t: u64) -> UnixNanos {
+    UnixNanos(i64::try_from(t).unwrap_or(i64::MAX))
+}
+
+/// Analyses every measured run of `report` against `series`. With `idle`, every run uses that
+/// baseline (the idle characterisation before the probe, needed when runs follow each other
+/// closer than the baseline window); otherwise each run's own pre-run window is used.
+pub fn analyze(report: &ProbeReport, series: &PowerSeries, idle: Option<&Baseline>, source: &str, cfg: &RunDetectConfig) -> ProbeEnergy {
+    let ok: Vec<_> = report.runs.iter().filter(|r| r.status == RunStatus::Ok && r.bench != "format").collect();
+    let mut out = ProbeEnergy::default();
+    let mut per_experiment: BTreeMap<String, BTreeMap<u64, (f64, Vec<BackgroundObservation>)>> = BTreeMap::new();
+    for (i, r) in ok.iter().enumerate() {
+        let info = RunInfo {
+            first_submit: ns(r.start_ns),
+            last_complete: ns(r.end_ns),
+            bytes: r.io_count.saturating_mul(r.io_size_bytes),
+            ios: r.io_count,
+            next_run_start: ok.get(i + 1).map(|n| ns(n.start_ns)),
+            datasheet_active: None,
+        };
+        let result = match idle {
+            Some(b) => analyze_run_with_baseline(series, &info, b, cfg),
+            None => analyze_run(series, &info, cfg),
+        };
+        let e = match result {
+            Ok(e) => e,
+            Err(err) => {
+                out.skipped.push((r.run_id, err.to_string()));
+                continue;
+            }
+        };
+        per_experiment
+            .entry(r.experiment.clone())
+            .or_default()
+            .entry(r.value.to_bits())
+            .or_insert_with(|| (r.value, Vec::new()))
+            .1
+            .push(BackgroundObservation::from(&e));
+        out.runs.push(RunEnergyRecord {
+            run_id: r.run_id,
+            experiment: r.experiment.clone(),
+            value: r.value,
+            repetition: r.repetition,
+            source: source.to_string(),
+            energy_j: e.energy_total.0,
+            energy_above_idle_j: e.energy_above_idle.0,
+            background_energy_j: e.energy_background.0,
+            background_s: e.background_duration.as_secs_f64(),
+            idle_baseline_w: e.baseline.median.0,
+            mean_w: e.mean_power.0,
+            j_per_mib: e.efficiency_total.per_mib.map(|x| x.0),
+            j_per_io: e.efficiency_total.per_io.map(|x| x.0),
+            datasheet_ratio: e.datasheet_ratio,
+            start_found: format!("{:?}", e.start_found),
+            end_found: format!("{:?}", e.end_found),
+            background_class: String::new(),
+        });
+    }
+    let ccfg = ClassifyConfig { sample_period: series.typical_period(), ..Default::default() };
+    for (exp, values) in per_experiment {
+        let values: Vec<ValueRuns> = values.into_values().map(|(value, runs)| ValueRuns { value, runs }).collect();
+        if let Ok(c) = classify(&values, &ccfg) {
+            out.classes.insert(exp, (c.class.code().to_string(), c.reason));
+        }
+    }
+    for r in &mut out.runs {
+        if let Some((code, _)) = out.classes.get(&r.experiment) {
+            r.background_class = code.clone();
+        }
+    }
+    out
+}
+
+/// Plain-text energy table for the probe summary.
+pub fn summary_table(e: &ProbeEnergy) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let source = e.runs.first().map(|r| r.source.as_str()).unwrap_or("-");
+    let _ = writeln!(s, "Energy per run (source {source}; idle baseline subtracted in \"above idle\")");
+    let _ = writeln!(s, "{:<24} {:>10} {:>4} {:>10} {:>12} {:>10} {:>8} {:>10}  class", "experiment", "value", "rep", "total J", "above idle J", "bg J", "bg s", "J/MiB");
+    for r in &e.runs {
+        let _ = writeln!(
+            s,
+            "{:<24} {:>10} {:>4} {:>10.4} {:>12.4} {:>10.4} {:>8.3} {:>10}  {}",
+            r.experiment,
+            r.value,
+            r.repetition,
+            r.energy_j,
+            r.energy_above_idle_j,
+            r.background_energy_j,
+            r.background_s,
+            r.j_per_mib.map(|x| format!("{x:.4}")).unwrap_or_else(|| "-".into()),
+            r.background_class
+        );
+    }
+    for (run, why) in &e.skipped {
+        let _ = writeln!(s, "run {run}: no energy: {why}");
+    }
+    s
+}

@@ -1,0 +1,55 @@
+//! Imports an oscilloscope or data-logger shunt trace (CSV `time,V_shunt`, or raw little-endian
+//! f32/i16 with a sidecar file) as a power series, with the paper's formula
+//! E = (V_shunt/R)·(U − V_shunt)·Δt (ufip.md §11.1, hardware.md §4).
+
+use std::path::{Path, PathBuf};
+use wattflip_energy::{
+    integrate_csv, integrate_raw, CsvOptions, Nanos, Ohms, PowerSeries, ShuntCircuit, Sidecar, TimeUnit, TraceSummary, UnixNanos, Volts,
+};
+
+/// How to read a CSV trace (a raw trace carries these in its sidecar).
+#[derive(Debug, Clone)]
+pub struct CsvCircuit {
+    pub shunt_ohms: Option<f64>,
+    pub supply_volts: Option<f64>,
+    pub time_unit: TimeUnit,
+    /// UTC of `time = 0` in the file.
+    pub time_origin_ns: Option<i64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error(transparent)]
+    Trace(#[from] wattflip_energy::TraceError),
+    #[error("{file}: a CSV trace needs --shunt-ohms and --supply-volts (R and U of the paper's formula)")]
+    MissingCircuit { file: PathBuf },
+    #[error("{file}: {0}", file = .1.display())]
+    Config(wattflip_energy::ConfigError, PathBuf),
+    #[error("{file}: the trace has no UTC start: give --time-origin-ns (CSV) or start_time_utc_ns in the sidecar, so it can be aligned with the probe")]
+    NoTimeBase { file: PathBuf },
+    #[error("{file}: {0}", file = .1.display())]
+    Series(wattflip_energy::AnalysisError, PathBuf),
+}
+
+/// Window the trace is decimated to before analysis: 1 ms, the paper's time resolution.
+pub const WINDOW: Nanos = Nanos(1_000_000);
+
+pub fn import(file: &Path, csv: &CsvCircuit) -> Result<(PowerSeries, TraceSummary), ImportError> {
+    let is_csv = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    let summary = if is_csv {
+        let (Some(r), Some(u)) = (csv.shunt_ohms, csv.supply_volts) else {
+            return Err(ImportError::MissingCircuit { file: file.to_owned() });
+        };
+        let circuit = ShuntCircuit::new(Ohms(r), Volts(u)).map_err(|e| ImportError::Config(e, file.to_owned()))?;
+        let opts = CsvOptions { time_unit: csv.time_unit, time_origin: csv.time_origin_ns.map(UnixNanos), window: WINDOW, ..Default::default() };
+        integrate_csv(file, circuit, &opts)?
+    } else {
+        let sidecar = Sidecar::find_beside(file)?;
+        integrate_raw(file, &sidecar, WINDOW)?
+    };
+    if summary.start.is_none() {
+        return Err(ImportError::NoTimeBase { file: file.to_owned() });
+    }
+    let series = PowerSeries::from_trace(&summary).map_err(|e| ImportError::Series(e, file.to_owned()))?;
+    Ok((series, summary))
+}

@@ -1,0 +1,154 @@
+//! Per-run energy through the real agent binary: power recorded live during a probe (a fixture
+//! shunt monitor at a constant 6 W), and an imported shunt trace with known runs and tails aligned
+//! with a probe report, sent through the collector into InfluxDB.
+
+use std::path::Path;
+use std::process::Command;
+use wattflip_e2e::*;
+
+fn agent(args: &[&str]) -> std::process::Output {
+    Command::new(bin("wattflip-agent", "wattflip-agent")).args(args).output().unwrap()
+}
+
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("wf-energy-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn jsonl(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn live_power_during_a_probe_gives_energy_per_run() {
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-live\"\n[sources]\nsysfs_root = \"{}\"\n", sys.display()));
+    let out = dir.path().join("out");
+    let o = agent(&[
+        "probe", "--quick", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
+        "--out", out.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--power-zone", "ina3221-0-0041/SSD 12V",
+        "--power-interval", "1ms", "--idle", "300ms", "--tail", "300ms",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("Energy per run (source hwmon:ina3221-0-0041/SSD 12V"), "{stdout}");
+    let energy = jsonl(&out.join("energy.jsonl"));
+    let runs = jsonl(&out.join("runs.jsonl"));
+    assert_eq!(energy.len(), 12, "every run has its energy");
+    for e in &energy {
+        let run = runs.iter().find(|r| r["run_id"] == e["run_id"]).unwrap();
+        let secs = (f(&run["end_ns"]) - f(&run["start_ns"])) / 1e9;
+        // A flat 6 W rail: the idle baseline is 6 W, nothing is above it, no background work.
+        assert_eq!(f(&e["idle_baseline_w"]), 6.0);
+        assert_eq!(f(&e["energy_above_idle_j"]), 0.0);
+        assert_eq!(f(&e["background_energy_j"]), 0.0);
+        // "None" needs every tail ≤ one sample period; sleep jitter of a 1 ms grid can make one
+        // last two, which is "NS" (not significant, no energy). Both mean: no background work.
+        assert!(e["background_class"] == "None" || e["background_class"] == "NS", "{e}");
+        // Total = 6 W × the run's duration, to within one 1 ms sample at each end.
+        let total = f(&e["energy_j"]);
+        assert!((total - 6.0 * secs).abs() <= 6.0 * 0.0025, "run {}: {total} J vs 6 W × {secs} s", e["run_id"]);
+    }
+    let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
+    assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
+}
+
+/// Power of the paper's shunt circuit: P = (V/R)(U − V). Inverse for the test's trace.
+fn shunt_volts(p: f64, r: f64, u: f64) -> f64 {
+    (u - (u * u - 4.0 * p * r).sqrt()) / 2.0
+}
+
+#[test]
+fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
+    let dir = disk_dir();
+    let out = dir.path().join("out");
+    // A real probe report, whose runs are then laid out 2 s apart so the trace can show them.
+    let o = agent(&[
+        "probe", "--quick", "--no-power", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
+        "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let t0: i64 = 1_790_000_000_000_000_000; // 2026-09-21, a fixed origin
+    let (run_len, spacing, tail) = (500_000_000i64, 2_000_000_000i64, 300_000_000i64);
+    let runs = report["runs"].as_array_mut().unwrap();
+    let mut windows = Vec::new();
+    for (k, r) in runs.iter_mut().enumerate() {
+        let start = t0 + 1_000_000_000 + k as i64 * spacing;
+        r["start_ns"] = start.into();
+        r["end_ns"] = (start + run_len).into();
+        windows.push((start, start + run_len, r["pattern"] == "SW"));
+    }
+    report["started_ns"] = (t0 + 1_000_000_000).into();
+    std::fs::write(out.join("report.json"), serde_json::to_vec(&report).unwrap()).unwrap();
+    // 1 kHz trace: 1 W idle, 3 W during each run, and after every SW run 2 W for 300 ms.
+    let (r, u) = (0.1, 12.0);
+    let total_ms = 1_000 + 12 * 2_000 + 1_000;
+    let mut csv = String::from("time_s,v_shunt\n");
+    for i in 0..total_ms {
+        let t = t0 + i as i64 * 1_000_000;
+        let p = windows
+            .iter()
+            .find_map(|&(s, e, sw)| {
+                if t >= s && t < e {
+                    Some(3.0)
+                } else if sw && t >= e && t < e + tail {
+                    Some(2.0)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(1.0);
+        csv.push_str(&format!("{:.3},{:.12}\n", i as f64 / 1000.0, shunt_volts(p, r, u)));
+    }
+    let trace = dir.path().join("scope.csv");
+    std::fs::write(&trace, csv).unwrap();
+
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_energy");
+    let cfg = agent_config(dir.path(), "agent_id = \"energy-trace\"\n");
+    let o = agent(&[
+        "trace", "import", trace.to_str().unwrap(), "--in", out.to_str().unwrap(), "--shunt-ohms", "0.1", "--supply-volts", "12",
+        "--time-origin-ns", &t0.to_string(), "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("26000 samples"), "{stdout}");
+    let energy = jsonl(&out.join("energy.jsonl"));
+    assert_eq!(energy.len(), 12);
+    for e in &energy {
+        let sw = e["experiment"] == "granularity/SW";
+        // 3 W for 0.5 s: 1.5 J in all, 1.0 J above the 1 W idle; a run's energy runs until power is
+        // back to idle, so an SW run also holds its tail, 2 W for 0.3 s (0.6 J, 0.3 J above idle).
+        // Tolerance: one 1 ms sample at each boundary.
+        let (total, above) = if sw { (2.1, 1.3) } else { (1.5, 1.0) };
+        assert!((f(&e["energy_j"]) - total).abs() <= 0.0031, "{e}");
+        assert!((f(&e["energy_above_idle_j"]) - above).abs() <= 0.0021, "{e}");
+        assert!((f(&e["idle_baseline_w"]) - 1.0).abs() < 1e-6, "{e}");
+        if sw {
+            // The tail: 1 W above idle for 300 ms after the last IO.
+            assert!((f(&e["background_s"]) - 0.3).abs() <= 0.0011, "{e}");
+            assert!((f(&e["background_energy_j"]) - 0.3).abs() <= 0.0011, "{e}");
+            assert_eq!(e["background_class"], "S", "a short, constant tail is class S (Table 2)");
+        } else {
+            assert!(f(&e["background_s"]) <= 0.001, "{e}");
+            assert_eq!(e["background_class"], "None", "{e}");
+        }
+    }
+    // The same records reach InfluxDB as probe_run fields.
+    let rows = influx.rows(
+        "wf_energy",
+        "SELECT energy_j, background_s, background_class, energy_source FROM probe_run WHERE host = 'energy-trace' AND pattern = 'SW'",
+    );
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        assert!((f(&row[1]) - 2.1).abs() <= 0.0031);
+        assert!((f(&row[2]) - 0.3).abs() <= 0.0011);
+        assert_eq!(row[3], "S");
+        assert_eq!(row[4], "trace:scope.csv");
+    }
+}
