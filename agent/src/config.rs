@@ -231,6 +231,7 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
                 destroy_consent: r.destroy_consent.unwrap_or_default(),
                 seed: r.seed,
                 read_only: r.read_only.unwrap_or(false),
+                pause: None,
             },
         });
     }

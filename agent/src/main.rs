@@ -114,6 +114,10 @@ struct ProbeCli {
     /// Power zone to attribute energy to (default: the most drive-specific one found).
     #[arg(long)]
     power_zone: Option<String>,
+    /// Pause after each run: a duration, or `auto` for the pause the last probe's measured
+    /// background work recommends (its energy.jsonl in --out).
+    #[arg(long)]
+    pause: Option<String>,
     /// Do not record power during the probe.
     #[arg(long)]
     no_power: bool,
@@ -291,6 +295,18 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         destroy_consent: p.destroy_consent,
         seed: p.seed,
         read_only: p.read_only,
+        pause: match p.pause.as_deref() {
+            None => None,
+            Some("auto") => {
+                let d = probes::pause_from_previous(&p.out);
+                match d {
+                    Some(d) => println!("--pause auto: {d:?} from the background work measured in {}", p.out.join("energy.jsonl").display()),
+                    None => println!("--pause auto: no earlier energy record in {}; keeping the default pause", p.out.display()),
+                }
+                d
+            }
+            Some(s) => Some(humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--pause `{s}`: {e}; write e.g. 200ms or auto"))?),
+        },
     };
     let started = std::time::Instant::now();
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());

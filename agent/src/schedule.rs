@@ -157,6 +157,7 @@ mod tests {
                 destroy_consent: vec![],
                 seed: None,
                 read_only: false,
+                pause: None,
             },
             keep_results: false,
         }

@@ -139,6 +139,19 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
             assert_eq!(e["background_class"], "None", "{e}");
         }
     }
+    // The planner takes the measured tail: 1.5 × 0.3 s after each run (ufip.md §11.6).
+    let o = agent(&[
+        "probe", "--quick", "--no-power", "--pause", "auto", "--size", "128MiB",
+        "--target", dir.path().join("s.dat").to_str().unwrap(), "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pauses: Vec<f64> = jsonl(&out.join("runs.jsonl"))
+        .iter()
+        .map(|r| r["parameters"]["pause_after_us"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(pauses.len(), 12);
+    assert!(pauses.iter().all(|&p| (p - 450_000.0).abs() <= 1_500.0), "{pauses:?}");
+
     // The same records reach InfluxDB as probe_run fields.
     let rows = influx.rows(
         "wf_energy",

@@ -42,9 +42,49 @@ pub struct RunEnergyRecord {
     pub background_class: String,
 }
 
+/// Idle characterisation before a probe (ufip.md §11.2): the device's idle power and the period of
+/// its regular idle activity, when there is one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdleRecord {
+    pub source: String,
+    pub median_w: f64,
+    /// 1.4826·MAD of the idle samples.
+    pub spread_w: f64,
+    pub samples: usize,
+    pub activity_period_s: Option<f64>,
+    pub activity_correlation: Option<f64>,
+}
+
+/// Characterises the idle window `[from, to)` of `series`.
+pub fn characterise_idle(series: &PowerSeries, from: UnixNanos, to: UnixNanos, source: &str) -> Option<IdleRecord> {
+    let p = wattflip_energy::characterise_idle(series, from, to, &wattflip_energy::IdleConfig::default()).ok()?;
+    Some(IdleRecord {
+        source: source.to_string(),
+        median_w: p.baseline.median.0,
+        spread_w: p.baseline.spread.0,
+        samples: p.baseline.samples,
+        activity_period_s: p.spike_period.map(|n| n.as_secs_f64()),
+        activity_correlation: p.spike_correlation,
+    })
+}
+
+/// The pause to leave after write runs, from the longest background tail measured (the paper's
+/// suggestion, ufip.md §11.6): `max(min_pause, 1.5 · tail + return-to-idle)`.
+pub fn recommended_pause(e: &ProbeEnergy) -> std::time::Duration {
+    let longest = e.runs.iter().map(|r| r.background_s).fold(0.0f64, f64::max);
+    let p = wattflip_energy::recommend_pause(
+        wattflip_energy::Nanos::from_secs_f64(longest),
+        wattflip_energy::IoMix::WithWrites,
+        &wattflip_energy::PauseConfig::default(),
+    );
+    std::time::Duration::from_nanos(p.0)
+}
+
 /// Result of aligning one series with one probe.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeEnergy {
+    /// Idle power before the probe, when it was recorded live.
+    pub idle: Option<IdleRecord>,
     pub runs: Vec<RunEnergyRecord>,
     /// Runs that could not be analysed, with the reason (e.g. outside the trace).
     pub skipped: Vec<(usize, String)>,
@@ -156,5 +196,10 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     for (run, why) in &e.skipped {
         let _ = writeln!(s, "run {run}: no energy: {why}");
     }
+    if let Some(i) = &e.idle {
+        let period = i.activity_period_s.map(|p| format!(", regular idle activity every {p:.3} s")).unwrap_or_default();
+        let _ = writeln!(s, "Idle before the probe: {:.3} W (±{:.3} W, {} samples){period}", i.median_w, i.spread_w, i.samples);
+    }
+    let _ = writeln!(s, "Recommended pause after write runs (1.5 × longest tail + return to idle): {:?}", recommended_pause(e));
     s
 }

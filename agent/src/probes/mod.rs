@@ -27,6 +27,8 @@ pub struct ProbeArgs {
     pub seed: Option<u64>,
     /// Run only the read-only benchmarks (allowed on any device, consent or not).
     pub read_only: bool,
+    /// Pause after each run; `None` keeps the plan's default.
+    pub pause: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +77,9 @@ pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
         o.seed = s;
     }
     o.format = a.format;
+    if let Some(p) = a.pause {
+        o.pause_between_runs = p;
+    }
     o.emit_fio_iolog = a.emit_fio_iolog.clone();
     o
 }
@@ -153,7 +158,8 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
     let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
     let cfg = wattflip_energy::RunDetectConfig::default();
-    let energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg);
+    let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg);
+    energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
     Ok(Measured { report, energy: Some(energy), energy_note: String::new() })
 }
 
@@ -187,4 +193,15 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, Prob
 fn is_block(p: &std::path::Path) -> bool {
     use std::os::unix::fs::FileTypeExt as _;
     std::fs::metadata(p).map(|m| m.file_type().is_block_device()).unwrap_or(false)
+}
+
+/// `--pause auto`: the pause the last probe's measured background work recommends (its
+/// `energy.jsonl` in the result folder), or `None` when there is no earlier energy record.
+pub fn pause_from_previous(out: &std::path::Path) -> Option<Duration> {
+    let text = std::fs::read_to_string(out.join("energy.jsonl")).ok()?;
+    let runs: Vec<crate::energy::RunEnergyRecord> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    Some(crate::energy::recommended_pause(&crate::energy::ProbeEnergy { runs, ..Default::default() }))
 }
