@@ -19,6 +19,8 @@ pub struct Config {
     pub labels: BTreeMap<String, String>,
     pub collector: CollectorConfig,
     pub sampling_interval: Duration,
+    /// How often power sources are read; readings are aggregated per `sampling_interval` window.
+    pub power_interval: Duration,
     pub sysfs_root: PathBuf,
     pub kinds: SensorKinds,
     pub backlog_max_batches: usize,
@@ -44,6 +46,7 @@ struct RawCollector {
 #[derive(Debug, Default, Deserialize)]
 struct RawSampling {
     interval: Option<String>,
+    power_interval: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -132,9 +135,13 @@ impl Config {
         let backoff_initial = dur("collector.backoff_initial", collector.backoff_initial, Duration::from_millis(200));
         let backoff_max = dur("collector.backoff_max", collector.backoff_max, Duration::from_secs(30));
         let interval = dur("sampling.interval", sampling.interval, Duration::from_secs(1));
+        let power_interval = dur("sampling.power_interval", sampling.power_interval, interval);
         // 1 kHz is the RAPL update rate; faster polling only reads the same value again.
         if interval < Duration::from_millis(1) || interval > Duration::from_secs(3600) {
             l.problem("sampling.interval", format!("{interval:?} is outside 1ms..1h"));
+        }
+        if power_interval < Duration::from_millis(1) || power_interval > interval {
+            l.problem("sampling.power_interval", format!("{power_interval:?} is outside 1ms..=sampling.interval ({interval:?})"));
         }
         let max_batches = buffer.max_batches.unwrap_or(3600);
         if max_batches == 0 {
@@ -159,6 +166,7 @@ impl Config {
             labels,
             collector: CollectorConfig { url, connect_timeout, backoff_initial, backoff_max },
             sampling_interval: interval,
+            power_interval,
             sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
             kinds,
             backlog_max_batches: max_batches,

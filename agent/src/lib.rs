@@ -9,5 +9,6 @@ pub mod export;
 pub mod probes;
 pub mod report;
 pub mod runtime;
+pub mod sampler;
 pub mod schedule;
 pub mod sensors;

@@ -128,6 +128,7 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &
                     watts: Some(r.watts.0),
                     joules: r.joules.map(|j| j.0),
                     interval_ns: i64::try_from(r.interval_ns).unwrap_or(i64::MAX),
+                    ..Default::default()
                 });
             }
             Ok(None) => {}
@@ -215,6 +216,18 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
     }
     let mut pending_first = Some(first);
+    // Reading faster than reporting: power moves to the windowed fast sampler thread.
+    let fast = if cfg.power_interval < cfg.sampling_interval && !found.power.is_empty() {
+        let sensors = std::mem::take(&mut found.power);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, out, period, window) = (stop.clone(), tx.clone(), cfg.power_interval, cfg.sampling_interval);
+        let handle = std::thread::spawn(move || {
+            crate::sampler::run(sensors, period, window, clock, flag, |b| out.blocking_send(b).is_ok())
+        });
+        Some((stop, handle))
+    } else {
+        None
+    };
     let mut ticker = tokio::time::interval(cfg.sampling_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
@@ -237,6 +250,13 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         }
     }
     let _ = jobs_stop_tx.send(true);
+    if let Some((stop, handle)) = fast {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(Ok(s)) = tokio::task::spawn_blocking(move || handle.join()).await {
+            summary.power_samples += s.reads - s.errors;
+            summary.sensor_errors += s.errors;
+        }
+    }
     if !stopped {
         // A probe in flight finishes and is delivered before a bounded run (--samples) ends.
         for j in jobs {

@@ -63,6 +63,10 @@ pub struct PowerSample {
     pub watts: Option<Watts>,
     pub joules: Option<Joules>,
     pub interval_ns: u64,
+    /// Min and max of the readings a windowed sample aggregates, and how many there were.
+    pub min_watts: Option<Watts>,
+    pub max_watts: Option<Watts>,
+    pub readings: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -232,6 +236,9 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
             joules,
             interval_ns: u64::try_from(p.interval_ns)
                 .map_err(|_| invalid(f("interval_ns"), "cannot be negative"))?,
+            min_watts: p.min_watts.map(|w| check_finite(&f("min_watts"), w).map(Watts)).transpose()?,
+            max_watts: p.max_watts.map(|w| check_finite(&f("max_watts"), w).map(Watts)).transpose()?,
+            readings: p.readings,
         });
     }
     let mut temperature = Vec::with_capacity(b.temperature.len());
@@ -342,6 +349,7 @@ mod tests {
             watts: Some(10.0),
             joules: Some(10.0),
             interval_ns: 1_000_000_000,
+            ..Default::default()
         }
     }
 

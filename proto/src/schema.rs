@@ -81,6 +81,9 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
         if s.interval_ns > 0 {
             p = p.uint("interval_ns", s.interval_ns);
         }
+        if let (Some(lo), Some(hi)) = (s.min_watts, s.max_watts) {
+            p = p.float("min_watts", lo.0).float("max_watts", hi.0).int("readings", i64::from(s.readings));
+        }
         pts.push(p);
     }
     for t in &b.temperature {
@@ -240,6 +243,7 @@ mod tests {
                 watts: Some(20.0),
                 joules: Some(2.0),
                 interval_ns: 100_000_000,
+                ..Default::default()
             }],
             temperature: vec![v1::TemperatureSample {
                 time_ns: 2_000,

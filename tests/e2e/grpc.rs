@@ -31,6 +31,7 @@ fn batch(id: &str, seq: u64, watts: f64) -> AgentMessage {
                 watts: Some(watts),
                 joules: None,
                 interval_ns: 0,
+                ..Default::default()
             }],
             ..Default::default()
         })),

@@ -56,10 +56,7 @@ fn agent_to_influx_exact_points_and_watts() {
     for ((id, _, add), old) in ADVANCE.iter().zip(&before) {
         let max: u64 = std::fs::read_to_string(powercap.join(id).join("max_energy_range_uj")).unwrap().trim().parse().unwrap();
         let new = (old + add) % max;
-        // Write then rename, so the agent never reads a half-written counter.
-        let tmp_file = powercap.join(id).join("energy_uj.new");
-        std::fs::write(&tmp_file, format!("{new}\n")).unwrap();
-        std::fs::rename(&tmp_file, powercap.join(id).join("energy_uj")).unwrap();
+        overwrite_in_place(&powercap.join(id).join("energy_uj"), new);
     }
     let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
     let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
@@ -124,4 +121,40 @@ fn agent_to_influx_exact_points_and_watts() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0][2].as_i64(), Some(8));
     drop(collector);
+}
+
+/// Reading power at 10 ms and reporting every 200 ms: window aggregates whose energy is still exact.
+#[test]
+fn fast_power_sampling_sends_exact_window_aggregates() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_fast");
+    let (tmp, sys) = sysfs_tree(&["wrap", "hwmon"]);
+    let energy = sys.join("class/powercap/intel-rapl:0/energy_uj");
+    let cfg = agent_config(
+        tmp.path(),
+        &format!(
+            "agent_id = \"fast-1\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"200ms\"\npower_interval = \"10ms\"\n\
+             [sources]\nsysfs_root = \"{}\"\n",
+            collector.url,
+            sys.display()
+        ),
+    );
+    let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "8"]);
+    let seen = wait_for(Duration::from_secs(20), || {
+        influx.try_rows("wf_fast", "SELECT count(watts) FROM power WHERE host = 'fast-1' AND source = 'hwmon'").filter(|r| !r.is_empty())
+    });
+    assert!(seen.is_some(), "no power reached InfluxDB:\n{}", collector.log());
+    // 262143000000 → wraps at 262143328850 → 171150: exactly 0.5 J.
+    overwrite_in_place(&energy, 171_150);
+    let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
+    assert!(status.success(), "{}", std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap());
+
+    let rows = influx.rows("wf_fast", "SELECT joules, watts, min_watts, max_watts, readings FROM power WHERE host = 'fast-1' AND source = 'rapl'");
+    assert!(rows.len() >= 4, "{rows:?}");
+    let total: f64 = rows.iter().map(|r| f(&r[1])).sum();
+    assert_eq!(total, 0.5, "window energies add up to the counter's advance exactly");
+    assert!(rows.iter().all(|r| r[5].as_i64().unwrap() >= 5), "each window aggregates many 10 ms readings: {rows:?}");
+    assert!(rows.iter().all(|r| f(&r[3]) <= f(&r[2]) && f(&r[2]) <= f(&r[4])), "min ≤ mean ≤ max: {rows:?}");
+    let rows = influx.rows("wf_fast", "SELECT watts, min_watts, max_watts FROM power WHERE host = 'fast-1' AND source = 'hwmon'");
+    assert!(rows.iter().all(|r| f(&r[1]) == 125.0 && f(&r[2]) == 125.0 && f(&r[3]) == 125.0), "{rows:?}");
 }

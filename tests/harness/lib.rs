@@ -307,3 +307,15 @@ pub fn wait_child(child: &mut Child, timeout: Duration, dir: &Path) -> std::proc
         }
     }
 }
+
+/// Replaces a counter file's value the way the kernel updates a sysfs attribute: in place, in one
+/// write, never empty. The agent keeps attributes open and re-reads them with `pread`, so a
+/// rename (a new inode) would go unnoticed. Zero-padding keeps the length when the value shrinks.
+pub fn overwrite_in_place(path: &Path, value: u64) {
+    use std::os::unix::fs::FileExt as _;
+    let old_len = std::fs::metadata(path).map(|m| m.len() as usize).unwrap_or(0);
+    let width = old_len.saturating_sub(1);
+    let text = format!("{value:0width$}\n");
+    let f = std::fs::OpenOptions::new().write(true).open(path).expect("open counter");
+    f.write_all_at(text.as_bytes(), 0).expect("write counter");
+}

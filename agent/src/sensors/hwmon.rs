@@ -4,7 +4,7 @@
 //! device they hang off (hardware.md §2). Add a channel kind with a scan in `discover` and a
 //! sensor type implementing the trait from `sensors`.
 
-use super::{read_attr, read_int, Discovered, PowerReading, PowerSensor, SensorError, TemperatureSensor};
+use super::{read_attr, read_int, Attr, Discovered, PowerReading, PowerSensor, SensorError, TemperatureSensor};
 use std::path::{Path, PathBuf};
 use wattflip_proto::units::{Celsius, MicroJoules, Watts};
 use wattflip_proto::v1;
@@ -15,7 +15,7 @@ const HINT: &str = "this hwmon driver restricts reads; run the agent as root or 
 pub struct HwmonTemp {
     device: String,
     sensor: String,
-    path: PathBuf,
+    input: Attr,
 }
 
 impl TemperatureSensor for HwmonTemp {
@@ -24,25 +24,25 @@ impl TemperatureSensor for HwmonTemp {
             source: "hwmon".into(),
             device: self.device.clone(),
             sensor: self.sensor.clone(),
-            path: self.path.display().to_string(),
+            path: self.input.path().display().to_string(),
         }
     }
 
     fn read(&mut self) -> Result<Celsius, SensorError> {
-        read_int::<i64>(&self.path, HINT, "an integer (m°C)").map(Celsius::from_millidegrees)
+        self.input.read_int::<i64>("an integer (m°C)").map(Celsius::from_millidegrees)
     }
 }
 
 /// How an hwmon power channel is read.
 enum PowerInput {
     /// `power*_input` / `power*_average` in µW.
-    Direct(PathBuf),
+    Direct(Attr),
     /// No power attribute (INA3221; INA2xx configured without it): P = V_bus · I, read as mV and mA,
     /// whose product is µW (hardware.md §2).
-    VoltCurrent { volts: PathBuf, amps: PathBuf },
+    VoltCurrent { volts: Attr, amps: Attr },
     /// `energy*_input` in µJ. No wrap semantics are defined for hwmon energy, so a decrease is a
     /// reset of the chip or driver and skips one interval (hardware.md §2).
-    Energy { path: PathBuf, last: Option<(u64, u64)> },
+    Energy { counter: Attr, last: Option<(u64, u64)> },
 }
 
 pub struct HwmonPower {
@@ -55,8 +55,8 @@ pub struct HwmonPower {
 impl HwmonPower {
     fn main_path(&self) -> &Path {
         match &self.input {
-            PowerInput::Direct(p) | PowerInput::Energy { path: p, .. } => p,
-            PowerInput::VoltCurrent { amps, .. } => amps,
+            PowerInput::Direct(p) | PowerInput::Energy { counter: p, .. } => p.path(),
+            PowerInput::VoltCurrent { amps, .. } => amps.path(),
         }
     }
 }
@@ -79,20 +79,20 @@ impl PowerSensor for HwmonPower {
     fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
         match &mut self.input {
             PowerInput::Direct(p) => {
-                let uw: i64 = read_int(p, HINT, "an integer (µW)")?;
+                let uw: i64 = p.read_int("an integer (µW)")?;
                 Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0 }))
             }
             PowerInput::VoltCurrent { volts, amps } => {
-                let mv: i64 = read_int(volts, HINT, "an integer (mV)")?;
-                let ma: i64 = read_int(amps, HINT, "an integer (mA)")?;
+                let mv: i64 = volts.read_int("an integer (mV)")?;
+                let ma: i64 = amps.read_int("an integer (mA)")?;
                 Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0 }))
             }
-            PowerInput::Energy { path, last } => {
-                let cur: u64 = read_int(path, HINT, "an unsigned integer (µJ)")?;
+            PowerInput::Energy { counter, last } => {
+                let cur: u64 = counter.read_int("an unsigned integer (µJ)")?;
                 let prev = last.replace((cur, now_ns));
                 let Some((prev_uj, prev_ns)) = prev else { return Ok(None) };
                 if cur < prev_uj {
-                    return Err(SensorError::CounterReset { path: path.clone(), prev: prev_uj, cur });
+                    return Err(SensorError::CounterReset { path: counter.path().to_owned(), prev: prev_uj, cur });
                 }
                 let joules = MicroJoules(cur - prev_uj).to_joules();
                 let interval_ns = now_ns.saturating_sub(prev_ns);
@@ -156,7 +156,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
             out.temperature.push(Box::new(HwmonTemp {
                 device: device.clone(),
                 sensor: label,
-                path: chip.join(format!("temp{n}_input")),
+                input: Attr::new(chip.join(format!("temp{n}_input")), HINT),
             }));
         }
         discover_power(&chip, &name, &device, &files, out);
@@ -187,7 +187,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
             out.power.push(Box::new(HwmonPower {
                 zone: format!("{device}/{l}"),
                 scope: power_scope(&l).into(),
-                input: PowerInput::Direct(chip.join(format!("power{n}{file_suffix}"))),
+                input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT)),
                 shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
             }));
         }
@@ -197,7 +197,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
         out.power.push(Box::new(HwmonPower {
             zone: format!("{device}/{l}"),
             scope: power_scope(&l).into(),
-            input: PowerInput::Energy { path: chip.join(format!("energy{n}_input")), last: None },
+            input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT), last: None },
             shunt_ohms: 0.0,
         }));
     }
@@ -219,7 +219,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
         out.power.push(Box::new(HwmonPower {
             zone: format!("{device}/{l}"),
             scope: "rail".into(),
-            input: PowerInput::VoltCurrent { volts, amps },
+            input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT), amps: Attr::new(amps, HINT) },
             shunt_ohms: shunt_ohms(chip, n),
         }));
     }

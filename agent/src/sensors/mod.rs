@@ -123,3 +123,51 @@ pub(crate) fn read_int<T: std::str::FromStr>(path: &Path, hint: &'static str, ex
     let s = read_attr(path, hint)?;
     s.parse().map_err(|_| SensorError::Parse { path: path.to_owned(), content: s, expected })
 }
+
+/// A sysfs attribute kept open and re-read with `pread` at offset 0, so sampling at up to 1 kHz
+/// costs no open/close per reading (hardware.md §1.5). Any failure drops the descriptor, and the
+/// next read opens the file again (a driver reload replaces the attribute).
+pub(crate) struct Attr {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    hint: &'static str,
+}
+
+impl Attr {
+    pub(crate) fn new(path: PathBuf, hint: &'static str) -> Self {
+        Attr { path, file: None, hint }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io_error(&self, e: std::io::Error) -> SensorError {
+        match e.kind() {
+            std::io::ErrorKind::PermissionDenied => SensorError::PermissionDenied { path: self.path.clone(), hint: self.hint },
+            std::io::ErrorKind::NotFound => SensorError::Missing { path: self.path.clone() },
+            _ => SensorError::Io { path: self.path.clone(), source: e },
+        }
+    }
+
+    pub(crate) fn read_int<T: std::str::FromStr>(&mut self, expected: &'static str) -> Result<T, SensorError> {
+        use std::os::unix::fs::FileExt as _;
+        if self.file.is_none() {
+            self.file = Some(std::fs::File::open(&self.path).map_err(|e| self.io_error(e))?);
+        }
+        let mut buf = [0u8; 64];
+        let n = match self.file.as_ref().map(|f| f.read_at(&mut buf, 0)) {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
+                self.file = None;
+                return Err(self.io_error(e));
+            }
+            None => 0,
+        };
+        let text = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+        text.parse().map_err(|_| {
+            self.file = None;
+            SensorError::Parse { path: self.path.clone(), content: text, expected }
+        })
+    }
+}

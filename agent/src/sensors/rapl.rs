@@ -5,8 +5,8 @@
 //! `energy_uj` is root-only, reported as a clear permission error with the usual fixes.
 //! To support `intel-rapl-mmio` or the perf PMU, add a prefix in `ZONE_PREFIXES` or a sibling module.
 
-use super::{read_attr, read_int, Discovered, PowerReading, PowerSensor, SensorError};
-use std::path::{Path, PathBuf};
+use super::{read_attr, read_int, Attr, Discovered, PowerReading, PowerSensor, SensorError};
+use std::path::Path;
 use wattflip_proto::units::MicroJoules;
 use wattflip_proto::v1;
 
@@ -19,7 +19,7 @@ pub struct RaplZone {
     id: String,
     zone: String,
     scope: String,
-    energy_path: PathBuf,
+    energy: Attr,
     max_range_uj: Option<u64>,
     last: Option<(u64, u64)>, // (counter µJ, monotonic ns)
 }
@@ -44,7 +44,7 @@ impl PowerSensor for RaplZone {
             scope: self.scope.clone(),
             method: v1::Method::Measured as i32,
             counter: true,
-            path: self.energy_path.display().to_string(),
+            path: self.energy.path().display().to_string(),
             enabled: true,
             note: String::new(),
             shunt_ohms: 0.0,
@@ -52,12 +52,12 @@ impl PowerSensor for RaplZone {
     }
 
     fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
-        let cur: u64 = read_int(&self.energy_path, PERMISSION_HINT, "an unsigned integer (µJ)")?;
+        let cur: u64 = self.energy.read_int("an unsigned integer (µJ)")?;
         let prev = self.last.replace((cur, now_ns));
         let Some((prev_uj, prev_ns)) = prev else { return Ok(None) };
         let interval_ns = now_ns.saturating_sub(prev_ns);
         let Some(d) = RaplZone::delta(prev_uj, cur, self.max_range_uj) else {
-            return Err(SensorError::CounterReset { path: self.energy_path.clone(), prev: prev_uj, cur });
+            return Err(SensorError::CounterReset { path: self.energy.path().to_owned(), prev: prev_uj, cur });
         };
         let joules = d.to_joules();
         match joules.over_nanos(interval_ns) {
@@ -103,9 +103,8 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
             None => name.clone(),
         };
         let scope = name.split('-').next().unwrap_or(&name).to_string();
-        let energy_path = zdir.join("energy_uj");
         let max_range_uj = read_int::<u64>(&zdir.join("max_energy_range_uj"), PERMISSION_HINT, "µJ").ok();
-        let mut src = RaplZone { id: id.clone(), zone, scope, energy_path, max_range_uj, last: None }.describe();
+        let mut src = RaplZone { id: id.clone(), zone, scope, energy: Attr::new(zdir.join("energy_uj"), PERMISSION_HINT), max_range_uj, last: None }.describe();
         let enabled = read_attr(&zdir.join("enabled"), PERMISSION_HINT).map(|s| s != "0").unwrap_or(true);
         if !enabled {
             src.enabled = false;
@@ -126,7 +125,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
             id,
             zone: src.zone,
             scope: src.scope,
-            energy_path: zdir.join("energy_uj"),
+            energy: Attr::new(zdir.join("energy_uj"), PERMISSION_HINT),
             max_range_uj,
             last: None,
         }));
