@@ -164,10 +164,14 @@ impl Attr {
             }
             None => 0,
         };
-        let text = String::from_utf8_lossy(&buf[..n]).trim().to_string();
-        text.parse().map_err(|_| {
-            self.file = None;
-            SensorError::Parse { path: self.path.clone(), content: text, expected }
-        })
+        // No allocation on the hot path: parse straight from the buffer.
+        match std::str::from_utf8(&buf[..n]).ok().and_then(|t| t.trim().parse().ok()) {
+            Some(v) => Ok(v),
+            None => {
+                self.file = None;
+                let content = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+                Err(SensorError::Parse { path: self.path.clone(), content, expected })
+            }
+        }
     }
 }
