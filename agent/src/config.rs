@@ -270,6 +270,17 @@ mod tests {
     }
 
     #[test]
+    fn probe_schedules_are_checked() {
+        let err = parse(
+            "[[probes]]\nname = \"a\"\nschedule = \"every night\"\ntarget = \"/x\"\nsize = \"huge\"\nbench = \"speed\"\n\
+             [[probes]]\nname = \"a\"\nschedule = \"0 0 3 * * *\"\n",
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["probes[0].schedule", "probes[0].size", "probes[0].bench", "probes[1].name", "probes[1].target"]);
+    }
+
+    #[test]
     fn all_problems_at_once_with_dotted_paths() {
         let err = parse(
             "agent_id = \"bad id\"\n[labels]\nhost = \"x\"\n[collector]\nurll = \"x\"\n[sampling]\ninterval = \"often\"\n\
@@ -293,5 +304,8 @@ mod example {
         let c = super::Config::from_file(&p).unwrap();
         assert_eq!(c.agent_id, "storage-node-17");
         assert_eq!(c.labels.len(), 3);
+        assert_eq!(c.power_interval, std::time::Duration::from_millis(10));
+        assert_eq!(c.probes.len(), 1);
+        assert_eq!(c.probes[0].jitter, std::time::Duration::from_secs(1200));
     }
 }
