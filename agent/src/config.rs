@@ -333,5 +333,7 @@ mod example {
         let c = super::Config::from_file(&p).unwrap();
         assert_eq!(c.agent_id, "storage-node-17");
         assert_eq!(c.labels.len(), 3);
+        // The example spells out every [drives] default.
+        assert_eq!(c.drives, super::DrivesConfig::default());
     }
 }
