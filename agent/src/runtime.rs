@@ -153,16 +153,7 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, last_err
             Ok(Some(r)) => {
                 last_error.remove(&key);
                 summary.power_samples += 1;
-                batch.power.push(v1::PowerSample {
-                    time_ns: utc,
-                    source: d.source,
-                    zone: d.zone,
-                    scope: d.scope,
-                    method: d.method,
-                    watts: Some(r.watts.0),
-                    joules: r.joules.map(|j| j.0),
-                    interval_ns: i64::try_from(r.interval_ns).unwrap_or(i64::MAX),
-                });
+                batch.power.push(r.sample(d, utc));
             }
             Ok(None) => {}
             Err(e) => report(&key, &d.zone, e.to_string(), utc, batch, last_error, summary),

@@ -209,22 +209,7 @@ impl Session {
                 let _ = writeln!(s, "current: unknown: {e}");
             }
         }
-        let _ = writeln!(s, "  {:>3} {:<15} {:>9} {:>10} {:>10}  RRT RRL RWT RWL", "PS", "KIND", "MAX W", "ENTRY µs", "EXIT µs");
-        for p in &id.power_states {
-            let _ = writeln!(
-                s,
-                "  {:>3} {:<15} {:>9} {:>10} {:>10}  {:>3} {:>3} {:>3} {:>3}",
-                p.index,
-                if p.operational { "operational" } else { "non-operational" },
-                p.max_power.map(|w| format!("{:.2}", w.0)).unwrap_or_else(|| "-".into()),
-                p.entry_latency_us,
-                p.exit_latency_us,
-                p.relative_read_throughput,
-                p.relative_read_latency,
-                p.relative_write_throughput,
-                p.relative_write_latency
-            );
-        }
+        s.push_str(&super::power_state_table(&id.power_states));
         let limit = |c: Option<wattflip_drives::Celsius>| c.map(|c| c.to_string()).unwrap_or_else(|| "not reported".into());
         let _ = writeln!(s, "thresholds: warning {}, critical {}", limit(id.warning_temperature()), limit(id.critical_temperature()));
         let _ = writeln!(
@@ -388,16 +373,7 @@ fn measure_state(
         match p.read(mono) {
             Ok(Some(r)) => {
                 watts.push((d.zone.clone(), r.watts.0));
-                rec.batch.power.push(v1::PowerSample {
-                    time_ns: utc,
-                    source: d.source,
-                    zone: d.zone,
-                    scope: d.scope,
-                    method: d.method,
-                    watts: Some(r.watts.0),
-                    joules: r.joules.map(|j| j.0),
-                    interval_ns: i64::try_from(r.interval_ns).unwrap_or(i64::MAX),
-                });
+                rec.batch.power.push(r.sample(d, utc));
             }
             Ok(None) => {}
             Err(e) => rec.event("sensor_error", v1::Severity::Warning, &d.zone, e.to_string()),

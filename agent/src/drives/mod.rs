@@ -22,8 +22,29 @@ use monitor::{DriveMonitor, Poll};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use tools::{DriveInventory, DriveTools};
-use wattflip_drives::CommandRunner;
+use wattflip_drives::{CommandRunner, PowerState};
 use wattflip_proto::v1;
+
+/// The NVMe power-state table (hardware.md §5.2) as `inventory` and `governor show` print it.
+pub fn power_state_table(states: &[PowerState]) -> String {
+    let mut s = format!("  {:<5}{:<16}{:>8} {:>10} {:>10}  RRT RRL RWT RWL\n", "PS", "KIND", "MAX W", "ENTRY µs", "EXIT µs");
+    for p in states {
+        let _ = writeln!(
+            s,
+            "  PS{:<3}{:<16}{:>8} {:>10} {:>10}  {:>3} {:>3} {:>3} {:>3}",
+            p.index,
+            if p.operational { "operational" } else { "non-operational" },
+            p.max_power.map(|w| format!("{:.2}", w.0)).unwrap_or_else(|| "-".into()),
+            p.entry_latency_us,
+            p.exit_latency_us,
+            p.relative_read_throughput,
+            p.relative_read_latency,
+            p.relative_write_throughput,
+            p.relative_write_latency
+        );
+    }
+    s
+}
 
 /// Drives as `inventory` shows them: discovery plus one SMART poll.
 #[derive(Debug, Clone, Default)]
@@ -48,17 +69,7 @@ impl DriveReport {
         let mut s = String::new();
         for d in self.inventory.drives.iter().filter(|d| !d.power_states.is_empty()) {
             let _ = writeln!(s, "NVMe power states of {} ({})", d.controller.as_deref().unwrap_or(&d.name), d.serial.trim());
-            for p in &d.power_states {
-                let _ = writeln!(
-                    s,
-                    "  PS{:<2} {:<15} max {:>8}  entry {} µs  exit {} µs",
-                    p.index,
-                    if p.operational { "operational" } else { "non-operational" },
-                    p.max_power.map(|w| format!("{:.2} W", w.0)).unwrap_or_else(|| "-".into()),
-                    p.entry_latency_us,
-                    p.exit_latency_us
-                );
-            }
+            s.push_str(&power_state_table(&d.power_states));
         }
         let _ = writeln!(s, "Drive temperatures ({})", self.readings.temperature.len());
         for t in &self.readings.temperature {
