@@ -163,7 +163,8 @@ impl Session {
     /// Probes nvme-cli, recovers leftover state files (recorded in `rec`), reads id-ctrl.
     pub fn open(cfg: &Config, device: &str, runner: Arc<dyn CommandRunner>, rec: &mut Recorder) -> Result<Session, GovernorCmdError> {
         let tools = DriveTools::probe(&cfg.drives, runner);
-        let nvme = tools.nvme.ok_or_else(|| GovernorCmdError::NoNvmeCli(tools.unavailable.join("; ")))?;
+        let why = || tools.unavailable.iter().filter(|n| n.starts_with("nvme-cli")).cloned().collect::<Vec<_>>().join("; ");
+        let nvme = tools.nvme.clone().ok_or_else(|| GovernorCmdError::NoNvmeCli(why()))?;
         let controller = controller_of(device).filter(|_| device.starts_with("/dev/")).ok_or_else(|| GovernorCmdError::NotNvme(device.into()))?;
         recover_records(&cfg.drives.state_dir, &nvme, rec);
         let id = nvme.id_ctrl(&controller)?;
