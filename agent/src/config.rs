@@ -4,6 +4,7 @@
 
 use crate::probes::{parse_benches, parse_format, parse_size, ProbeArgs};
 use crate::schedule::ProbeJob;
+use crate::drives::sweep::SweepPattern;
 use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -25,6 +26,49 @@ pub struct Config {
     pub kinds: SensorKinds,
     pub backlog_max_batches: usize,
     pub probes: Vec<ProbeJob>,
+    pub drives: DrivesConfig,
+}
+
+/// `[drives]`: nvme-cli and smartctl (inventory, temperatures, SMART) and the power governor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrivesConfig {
+    /// Use nvme-cli (inventory, power states, `smart-log` temperatures, governor).
+    pub nvme_cli: bool,
+    /// Use smartctl (SATA/SAS inventory, temperatures of every drive).
+    pub smartctl: bool,
+    /// The nvme-cli executable (name on PATH or absolute path).
+    pub nvme_path: String,
+    /// The smartctl executable.
+    pub smartctl_path: String,
+    /// Deadline of one tool call; the child is killed after it (hardware.md §9: 10–15 s).
+    pub timeout: Duration,
+    /// How often SMART logs are read (temperatures from the tools, `nvme_smart`, critical warnings).
+    pub smart_interval: Duration,
+    /// Where the governor's restore state files live (must survive a crash; not tmpfs on reboot is fine).
+    pub state_dir: PathBuf,
+    /// Serials of block devices a governor sweep may write to.
+    pub destroy_consent: Vec<String>,
+    /// Patterns a governor sweep measures in each power state.
+    pub sweep_patterns: Vec<SweepPattern>,
+    /// Pause after each power-state change before measuring (entry latency, thermal settling).
+    pub sweep_settle: Duration,
+}
+
+impl Default for DrivesConfig {
+    fn default() -> Self {
+        DrivesConfig {
+            nvme_cli: true,
+            smartctl: true,
+            nvme_path: "nvme".into(),
+            smartctl_path: "smartctl".into(),
+            timeout: wattflip_drives::DEFAULT_TIMEOUT,
+            smart_interval: Duration::from_secs(60),
+            state_dir: PathBuf::from("/var/lib/wattflip"),
+            destroy_consent: Vec::new(),
+            sweep_patterns: SweepPattern::defaults(),
+            sweep_settle: Duration::from_secs(1),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +122,20 @@ struct RawProbe {
 }
 
 #[derive(Debug, Default, Deserialize)]
+struct RawDrives {
+    nvme_cli: Option<bool>,
+    smartctl: Option<bool>,
+    nvme_path: Option<String>,
+    smartctl_path: Option<String>,
+    timeout: Option<String>,
+    smart_interval: Option<String>,
+    state_dir: Option<PathBuf>,
+    destroy_consent: Option<Vec<String>>,
+    sweep_patterns: Option<Vec<String>>,
+    sweep_settle: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct RawBuffer {
     max_batches: Option<usize>,
 }
@@ -109,6 +167,7 @@ impl Config {
         let sources: RawSources = l.take("sources");
         let buffer: RawBuffer = l.take("buffer");
         let raw_probes: Vec<RawProbe> = l.take("probes");
+        let raw_drives: RawDrives = l.take("drives");
 
         let hostname = hostname_cfg.unwrap_or_else(system_hostname);
         let agent_id = agent_id.unwrap_or_else(|| hostname.clone());
@@ -143,6 +202,7 @@ impl Config {
         if power_interval < Duration::from_millis(1) || power_interval > interval {
             l.problem("sampling.power_interval", format!("{power_interval:?} is outside 1ms..=sampling.interval ({interval:?})"));
         }
+        let drives = drives_config(raw_drives, &mut l);
         let max_batches = buffer.max_batches.unwrap_or(3600);
         if max_batches == 0 {
             l.problem("buffer.max_batches", "must be at least 1");
@@ -171,6 +231,7 @@ impl Config {
             kinds,
             backlog_max_batches: max_batches,
             probes,
+            drives,
         })
     }
 }
@@ -246,6 +307,70 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
     jobs
 }
 
+fn drives_config(r: RawDrives, l: &mut Loader) -> DrivesConfig {
+    let d = DrivesConfig::default();
+    let mut dur = |key: &str, v: Option<String>, default: Duration, min: Duration, max: Duration| {
+        let v = match v {
+            Some(s) => parse_duration(key, &s, l).unwrap_or(default),
+            None => default,
+        };
+        if v < min || v > max {
+            l.problem(key, format!("{v:?} is outside {min:?}..{max:?}"));
+        }
+        v
+    };
+    let timeout = dur("drives.timeout", r.timeout, d.timeout, Duration::from_millis(100), Duration::from_secs(600));
+    // SMART reads are admin commands: more often than every second only perturbs the drive.
+    let smart_interval =
+        dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), Duration::from_secs(86_400));
+    let sweep_settle = dur("drives.sweep_settle", r.sweep_settle, d.sweep_settle, Duration::ZERO, Duration::from_secs(3600));
+    let mut tool = |key: &str, v: Option<String>, default: String| match v {
+        Some(p) if p.trim().is_empty() || p.contains(char::is_whitespace) => {
+            l.problem(key, format!("`{p}` is not an executable name or path"));
+            default
+        }
+        Some(p) => p,
+        None => default,
+    };
+    let nvme_path = tool("drives.nvme_path", r.nvme_path, d.nvme_path);
+    let smartctl_path = tool("drives.smartctl_path", r.smartctl_path, d.smartctl_path);
+    let destroy_consent = r.destroy_consent.unwrap_or_default();
+    for (i, s) in destroy_consent.iter().enumerate() {
+        if s.trim().is_empty() {
+            l.problem(format!("drives.destroy_consent[{i}]"), "empty serial: name the drive whose data may be destroyed");
+        }
+    }
+    let sweep_patterns = match r.sweep_patterns {
+        None => d.sweep_patterns,
+        Some(list) if list.is_empty() => {
+            l.problem("drives.sweep_patterns", "empty: list at least one pattern such as \"SW:128KiB\"");
+            d.sweep_patterns
+        }
+        Some(list) => {
+            let mut out = Vec::new();
+            for (i, s) in list.iter().enumerate() {
+                match s.parse::<SweepPattern>() {
+                    Ok(p) => out.push(p),
+                    Err(e) => l.problem(format!("drives.sweep_patterns[{i}]"), e),
+                }
+            }
+            out
+        }
+    };
+    DrivesConfig {
+        nvme_cli: r.nvme_cli.unwrap_or(d.nvme_cli),
+        smartctl: r.smartctl.unwrap_or(d.smartctl),
+        nvme_path,
+        smartctl_path,
+        timeout,
+        smart_interval,
+        state_dir: r.state_dir.unwrap_or(d.state_dir),
+        destroy_consent,
+        sweep_patterns,
+        sweep_settle,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +406,38 @@ mod tests {
     }
 
     #[test]
+    fn drives_section() {
+        let c = parse("[drives]\nnvme_path = \"/opt/nvme\"\nsmartctl = false\nsmart_interval = \"5m\"\ntimeout = \"3s\"\n\
+                       state_dir = \"/tmp/wf\"\ndestroy_consent = [\"S1\"]\nsweep_patterns = [\"RW:4KiB\", \"sw:1MiB\"]\n")
+            .unwrap();
+        let d = &c.drives;
+        assert_eq!((d.nvme_cli, d.smartctl), (true, false));
+        assert_eq!(d.nvme_path, "/opt/nvme");
+        assert_eq!(d.smartctl_path, "smartctl");
+        assert_eq!(d.smart_interval, Duration::from_secs(300));
+        assert_eq!(d.timeout, Duration::from_secs(3));
+        assert_eq!(d.state_dir, PathBuf::from("/tmp/wf"));
+        assert_eq!(d.destroy_consent, vec!["S1".to_string()]);
+        let pats: Vec<String> = d.sweep_patterns.iter().map(|p| p.to_string()).collect();
+        assert_eq!(pats, vec!["RW:4KiB", "SW:1024KiB"]);
+        let defaults = parse("").unwrap().drives;
+        assert_eq!(defaults, DrivesConfig::default());
+        let pats: Vec<String> = defaults.sweep_patterns.iter().map(|p| p.to_string()).collect();
+        assert_eq!(pats, vec!["SW:128KiB", "SR:128KiB", "RR:4KiB", "RW:4KiB"]);
+    }
+
+    #[test]
+    fn drives_problems_name_the_key() {
+        let err = parse("[drives]\nsmart_interval = \"10ms\"\nnvme_path = \"\"\nsweep_patterns = [\"XX:4KiB\", \"SR\"]\nbogus = 1\n")
+            .unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec!["drives.bogus", "drives.smart_interval", "drives.nvme_path", "drives.sweep_patterns[0]", "drives.sweep_patterns[1]"]
+        );
+    }
+
+    #[test]
     fn all_problems_at_once_with_dotted_paths() {
         let err = parse(
             "agent_id = \"bad id\"\n[labels]\nhost = \"x\"\n[collector]\nurll = \"x\"\n[sampling]\ninterval = \"often\"\n\
@@ -307,5 +464,7 @@ mod example {
         assert_eq!(c.power_interval, std::time::Duration::from_millis(10));
         assert_eq!(c.probes.len(), 1);
         assert_eq!(c.probes[0].jitter, std::time::Duration::from_secs(1200));
+        // The example spells out every [drives] default.
+        assert_eq!(c.drives, super::DrivesConfig::default());
     }
 }

@@ -4,6 +4,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use wattflip_agent::config::Config;
+use wattflip_agent::drives::DriveReport;
 use wattflip_agent::runtime::{self, Clock, RunOptions};
 use wattflip_agent::sensors::discover_all;
 
@@ -48,6 +49,9 @@ enum Command {
     /// Shunt and oscilloscope traces.
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// NVMe power governor (FID 02h): show the power states, set one, or sweep them with IO probes.
+    #[command(subcommand)]
+    Governor(GovernorCli),
     /// Render the HTML report of a probe result folder.
     Report {
         /// Result folder of a probe (holds report.json).
@@ -157,6 +161,62 @@ enum TraceCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum GovernorCli {
+    /// Print the power-state table, the current state and whether it can be changed.
+    Show {
+        #[command(flatten)]
+        common: GovernorCommon,
+    },
+    /// Select a power state (operational states only), read it back, record the outcome. The new
+    /// state stays until changed again or the controller resets.
+    Set {
+        #[command(flatten)]
+        common: GovernorCommon,
+        /// Power state to select (PSn).
+        #[arg(long)]
+        state: u32,
+    },
+    /// Measure IO patterns in every operational power state, then restore the original state
+    /// (also on error, SIGTERM/SIGINT, and at the next start after a crash).
+    Sweep {
+        #[command(flatten)]
+        common: GovernorCommon,
+        /// File (created) or block device the patterns run on; a block device needs its serial in
+        /// drives.destroy_consent for write patterns.
+        #[arg(long)]
+        target: PathBuf,
+        /// Size of a file target, e.g. 1GiB.
+        #[arg(long, default_value = "1GiB")]
+        size: String,
+        /// Patterns, comma-separated (overrides drives.sweep_patterns), e.g. SW:128KiB,RR:4KiB.
+        #[arg(long)]
+        patterns: Option<String>,
+        /// Wait after each state change before measuring (overrides drives.sweep_settle), e.g. 2s.
+        #[arg(long)]
+        settle: Option<String>,
+        /// Seed of the placements and random addresses.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct GovernorCommon {
+    /// NVMe controller or namespace, e.g. /dev/nvme0 or /dev/nvme0n1.
+    #[arg(long)]
+    device: String,
+    /// Agent config ([drives] tool paths, state_dir, patterns; agent id and labels).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Also stream the records to this collector, e.g. http://127.0.0.1:50051.
+    #[arg(long)]
+    collector: Option<String>,
+    /// Folder for the records (`governor-<command>.lp`).
+    #[arg(long, default_value = "wattflip-out")]
+    out: PathBuf,
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -200,12 +260,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             let clock = Clock::new();
             let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds);
-            let hello = runtime::hello(&cfg, &found, &clock);
+            let drives = DriveReport::gather(&cfg, std::sync::Arc::new(wattflip_drives::SystemRunner::new()), &clock);
+            let hello = runtime::hello(&cfg, &found, &drives.inventory, drives.sensors.clone(), &clock);
             let inv = hello.inventory.unwrap_or_default();
             if json {
-                println!("{}", serde_json::to_string_pretty(&inventory_json(&inv, &mut found))?);
+                let mut v = inventory_json(&inv, &mut found);
+                v["drives"] = drives.json();
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}", inventory_table(&inv, &mut found));
+                print!("{}{}", inventory_table(&inv, &mut found), drives.table());
             }
             Ok(())
         }
@@ -218,7 +281,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 "ns" => wattflip_energy::TimeUnit::Nanos,
                 other => anyhow::bail!("--time-unit `{other}`: use s, ms, us or ns"),
             };
-            let cfg = load_or_default(config.as_deref())?;
+            let cfg = load_config(config.as_deref())?;
             let csv = wattflip_agent::energy::trace::CsvCircuit { shunt_ohms, supply_volts, time_unit: unit, time_origin_ns };
             let path = input.join("report.json");
             let text = std::fs::read_to_string(&path)
@@ -251,6 +314,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Governor(g) => governor(g),
         Command::Report { input, output } => {
             let path = input.join("report.json");
             let text = std::fs::read_to_string(&path)
@@ -277,12 +341,46 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    Ok(match path {
+        Some(c) => Config::from_file(c)?,
+        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+    })
+}
+
+fn governor(g: GovernorCli) -> anyhow::Result<()> {
+    use wattflip_agent::drives::governor::{execute, Request, SweepArgs};
+    use wattflip_agent::drives::sweep::SweepPattern;
+    let (common, req) = match g {
+        GovernorCli::Show { common } => (common, None),
+        GovernorCli::Set { common, state } => (common, Some(Request::Set { state })),
+        GovernorCli::Sweep { common, target, size, patterns, settle, seed } => {
+            let cfg = load_config(common.config.as_deref())?;
+            let size = size.parse::<bytesize::ByteSize>().map_err(|e| anyhow::anyhow!("--size `{size}`: {e}; write e.g. 1GiB"))?.as_u64();
+            let patterns = match patterns {
+                Some(list) => list.split(',').map(|p| p.parse::<SweepPattern>()).collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| anyhow::anyhow!("--patterns: {e}"))?,
+                None => cfg.drives.sweep_patterns.clone(),
+            };
+            let settle = match settle {
+                Some(s) => humantime::parse_duration(&s).map_err(|e| anyhow::anyhow!("--settle `{s}`: {e}; write e.g. 2s"))?,
+                None => cfg.drives.sweep_settle,
+            };
+            (common, Some(Request::Sweep(SweepArgs { target, size, patterns, settle, seed })))
+        }
+    };
+    let cfg = load_config(common.config.as_deref())?;
+    let text = execute(cfg, &common.device, req.unwrap_or(Request::Show), &common.out, common.collector.as_deref(), shutdown_signal())?;
+    print!("{text}");
+    Ok(())
+}
+
 fn probe(p: ProbeCli) -> anyhow::Result<()> {
     use wattflip_agent::probes::{self, convert, output, ProbeArgs};
     let size = probes::parse_size(&p.size).map_err(|e| anyhow::anyhow!("--size {e}"))?;
     let benches = probes::parse_benches(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
     let format = probes::parse_format(&p.format).map_err(|e| anyhow::anyhow!("--format {e}"))?;
-    let cfg = load_or_default(p.config.as_deref())?;
+    let cfg = load_config(p.config.as_deref())?;
     let args = ProbeArgs {
         target: p.target,
         size,
@@ -348,17 +446,10 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn load_or_default(config: Option<&std::path::Path>) -> anyhow::Result<Config> {
-    Ok(match config {
-        Some(c) => Config::from_file(c)?,
-        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
-    })
-}
-
 /// Streams one batch of results to a collector and waits for its acknowledgement.
 fn send_results(url: &str, cfg: &Config, batch: wattflip_proto::v1::Batch, kept_in: &std::path::Path) -> anyhow::Result<()> {
     let clock = Clock::new();
-    let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &clock);
+    let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &Default::default(), Vec::new(), &clock);
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let s = rt.block_on(wattflip_agent::probes::stream::send(url, hello, batch, std::time::Duration::from_secs(60)));
     if s.acked == 0 {

@@ -5,6 +5,9 @@
 
 use crate::config::Config;
 use crate::drives::block;
+use crate::drives::governor::{recover_records, Recorder};
+use crate::drives::monitor::DriveMonitor;
+use crate::drives::tools::{DriveInventory, DriveTools};
 use crate::export::grpc::{ExportSummary, Exporter, ExporterConfig};
 use crate::sensors::{discover_all, Discovered};
 use std::collections::HashMap;
@@ -61,10 +64,21 @@ pub struct RunSummary {
     pub export: ExportSummary,
 }
 
-/// The Hello of this agent: identity, labels, inventory.
-pub fn hello(cfg: &Config, found: &Discovered, clock: &Clock) -> v1::Hello {
+/// The Hello of this agent: identity, labels, inventory (sysfs block devices enriched by what
+/// nvme-cli/smartctl found, and the drive temperature sensors the SMART monitor reads).
+pub fn hello(
+    cfg: &Config,
+    found: &Discovered,
+    drives: &DriveInventory,
+    drive_sensors: Vec<v1::TemperatureSensor>,
+    clock: &Clock,
+) -> v1::Hello {
     let mut power_sources: Vec<v1::PowerSource> = found.power.iter().map(|s| s.describe()).collect();
     power_sources.extend(found.unusable_power.iter().cloned());
+    let mut storage_devices = block::scan(&cfg.sysfs_root);
+    drives.enrich(&mut storage_devices);
+    let mut temperature_sensors: Vec<v1::TemperatureSensor> = found.temperature.iter().map(|t| t.describe()).collect();
+    temperature_sensors.extend(drive_sensors);
     v1::Hello {
         agent_id: cfg.agent_id.clone(),
         hostname: cfg.hostname.clone(),
@@ -72,23 +86,60 @@ pub fn hello(cfg: &Config, found: &Discovered, clock: &Clock) -> v1::Hello {
         protocol_version: wattflip_proto::PROTOCOL_VERSION,
         labels: cfg.labels.clone().into_iter().collect(),
         inventory: Some(v1::Inventory {
-            storage_devices: block::scan(&cfg.sysfs_root),
+            storage_devices,
             power_sources,
-            temperature_sensors: found.temperature.iter().map(|t| t.describe()).collect(),
+            temperature_sensors,
+            drive_thermal_limits: drives.thermal_limits(),
         }),
         time_ns: clock.utc_now(),
     }
 }
 
-fn event(time_ns: i64, kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Event {
-    v1::Event {
-        time_ns,
-        kind: kind.into(),
-        severity: severity as i32,
-        device: device.into(),
-        message,
-        attributes: Default::default(),
+use crate::drives::monitor::event;
+
+/// Polls drive health every `interval` on a blocking thread and sends each poll as its own batch,
+/// until `stop` turns true (a poll in progress is finished and sent first). Returns (temperature
+/// samples, failed tool calls).
+async fn monitor_loop(
+    mut monitor: DriveMonitor,
+    interval: std::time::Duration,
+    clock: Clock,
+    tx: tokio::sync::mpsc::Sender<v1::Batch>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (u64, u64) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut samples, mut errors) = (0, 0);
+    loop {
+        tokio::select! {
+            // The first tick is immediate and wins over a stop that is already set, so every run
+            // reads the drives at least once.
+            biased;
+            _ = ticker.tick() => {}
+            _ = stop.changed() => break,
+        }
+        let joined = tokio::task::spawn_blocking(move || {
+            let p = monitor.poll(&|| clock.utc_now());
+            (monitor, p)
+        })
+        .await;
+        let Ok((m, poll)) = joined else {
+            tracing::error!("the drive monitor stopped unexpectedly; drive temperatures are no longer read");
+            break;
+        };
+        monitor = m;
+        samples += poll.temperature.len() as u64;
+        errors += poll.errors;
+        let mut batch = v1::Batch::default();
+        poll.into_batch(&mut batch);
+        if batch != v1::Batch::default() && tx.send(batch).await.is_err() {
+            break;
+        }
+        if *stop.borrow() {
+            break;
+        }
     }
+    (samples, errors)
 }
 
 /// Per-sensor memory of the sampler.
@@ -119,17 +170,7 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &
             Ok(Some(r)) => {
                 last_error.remove(&key);
                 summary.power_samples += 1;
-                batch.power.push(v1::PowerSample {
-                    time_ns: utc,
-                    source: d.source,
-                    zone: d.zone,
-                    scope: d.scope,
-                    method: d.method,
-                    watts: Some(r.watts.0),
-                    joules: r.joules.map(|j| j.0),
-                    interval_ns: i64::try_from(r.interval_ns).unwrap_or(i64::MAX),
-                    ..Default::default()
-                });
+                batch.power.push(r.sample(d, utc));
             }
             Ok(None) => {}
             Err(e) => report(&key, &d.zone, e.to_string(), utc, batch, last_error, summary),
@@ -169,10 +210,21 @@ fn report(key: &str, device: &str, msg: String, utc: i64, batch: &mut v1::Batch,
 pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = ()>) -> RunSummary {
     let clock = Clock::new();
     let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds);
-    for note in &found.unavailable {
+    // Tool probes and discovery are a handful of short child processes, once, before sampling.
+    let tools = DriveTools::probe(&cfg.drives, std::sync::Arc::new(wattflip_drives::SystemRunner::new()));
+    let drives = DriveInventory::discover(&tools, &cfg.sysfs_root);
+    for note in found.unavailable.iter().chain(&drives.unavailable) {
         tracing::info!("not available on this host: {note}");
     }
-    let hello = hello(&cfg, &found, &clock);
+    let mut first = v1::Batch::default();
+    if let Some(nvme) = &tools.nvme {
+        // A governor sweep killed with SIGKILL left its state file: put the original state back.
+        let mut rec = Recorder::new(clock);
+        recover_records(&cfg.drives.state_dir, nvme, &mut rec);
+        first = rec.batch;
+    }
+    let monitor = DriveMonitor::new(tools, drives.health_devices());
+    let hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
     tracing::info!(
         agent = %cfg.agent_id,
         power = found.power.len(),
@@ -208,9 +260,12 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         })
         .collect();
 
+    let (monitor_stop, monitor_stop_rx) = tokio::sync::watch::channel(false);
+    let monitor_task = (!monitor.is_empty())
+        .then(|| tokio::spawn(monitor_loop(monitor, cfg.drives.smart_interval, clock, tx.clone(), monitor_stop_rx)));
+
     let mut summary = RunSummary::default();
     let mut state = SamplerState::default();
-    let mut first = v1::Batch::default();
     for s in &found.unusable_power {
         first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
         tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
@@ -245,7 +300,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         // the async workers' hot path.
         tokio::task::block_in_place(|| sample(&mut found, &clock, &mut batch, &mut state, &mut summary));
         summary.ticks += 1;
-        if (batch.power.is_empty() && batch.temperature.is_empty() && batch.events.is_empty()) || tx.send(batch).await.is_err() {
+        if batch == v1::Batch::default() || tx.send(batch).await.is_err() {
             continue;
         }
     }
@@ -262,6 +317,12 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         for j in jobs {
             let _ = j.await;
         }
+    }
+    let _ = monitor_stop.send(true);
+    if let Some(task) = monitor_task {
+        let (samples, errors) = task.await.unwrap_or_default();
+        summary.temperature_samples += samples;
+        summary.sensor_errors += errors;
     }
     drop(tx);
     let mut export_task = export_task;

@@ -2,6 +2,7 @@
 //! (`sinks/influx/`), and computes fleet analyses (`analysis/`). `main.rs` only parses flags,
 //! loads the config and calls [`service::server::serve`].
 
+pub mod analysis;
 pub mod config;
 pub mod service;
 pub mod sinks;

@@ -16,6 +16,7 @@ pub const EVENT: &str = "event";
 pub const NVME_SMART: &str = "nvme_smart";
 pub const AGENT: &str = "agent";
 pub const INVENTORY: &str = "inventory";
+pub const THROTTLE_EVENT: &str = "throttle_event";
 
 /// Tags every point of one agent carries: `host` (the agent id) and the agent's static labels.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -199,6 +200,58 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     }
     if !r.background_class.is_empty() {
         p = p.string("background_class", r.background_class.clone());
+    }
+    p
+}
+
+/// One throttling episode found by the collector's detector (`collector/src/analysis/throttle.rs`).
+/// Written at its onset time; written again with the same timestamp and tags when it ends, so the
+/// stored point always holds the latest `duration_s` and `ongoing` (InfluxDB overwrites it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThrottleEvent {
+    /// Onset: when the thermal trigger fired, UTC ns.
+    pub time_ns: i64,
+    /// The drive (temperature device tag, e.g. `nvme0`).
+    pub device: String,
+    /// What fired: `temperature` (crossed the warning threshold), `thermal_counters` (TMT
+    /// transition counts or times moved), `critical_warning` (SMART bit 1 set).
+    pub trigger: String,
+    /// What fell: `throughput`, `power` or `throughput+power`.
+    pub signal: String,
+    /// The pattern whose throughput fell, `SW/131072` (pattern/io_size), empty if only power fell.
+    pub pattern: String,
+    /// Composite temperature at onset, °C, when known.
+    pub onset_celsius: Option<f64>,
+    /// The drive's warning threshold, °C, when known.
+    pub warning_celsius: Option<f64>,
+    /// Largest throughput drop against the pre-onset baseline, %.
+    pub throughput_drop_pct: Option<f64>,
+    /// Largest power drop against the pre-onset baseline, %.
+    pub power_drop_pct: Option<f64>,
+    /// From onset to recovery (or to the last throttled observation while ongoing), s.
+    pub duration_s: f64,
+    /// Not recovered yet.
+    pub ongoing: bool,
+}
+
+pub fn throttle_event_point(e: &ThrottleEvent, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(THROTTLE_EVENT, e.time_ns)
+        .tag("device", e.device.clone())
+        .tag("trigger", e.trigger.clone())
+        .string("signal", e.signal.clone())
+        .string("pattern", e.pattern.clone())
+        .float("duration_s", e.duration_s)
+        .boolean("ongoing", e.ongoing);
+    for (name, v) in [
+        ("onset_celsius", e.onset_celsius),
+        ("warning_celsius", e.warning_celsius),
+        ("throughput_drop_pct", e.throughput_drop_pct),
+        ("power_drop_pct", e.power_drop_pct),
+    ] {
+        if let Some(v) = v {
+            p = p.float(name, v);
+        }
     }
     p
 }

@@ -10,7 +10,8 @@ fn hwmon_agent(tmp: &std::path::Path, sys: &std::path::Path, host: &str, url: &s
         tmp,
         &format!(
             "agent_id = \"{host}\"\n[collector]\nurl = \"{url}\"\nbackoff_initial = \"50ms\"\nbackoff_max = \"200ms\"\n\
-             [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n",
+             [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n\
+             [drives]\nnvme_cli = false\nsmartctl = false\n",
             sys.display()
         ),
     )

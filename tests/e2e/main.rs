@@ -1,5 +1,6 @@
 //! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets.
 
+mod drives;
 mod energy;
 mod faults;
 mod grpc;

@@ -35,7 +35,8 @@ fn agent_to_influx_exact_points_and_watts() {
         tmp.path(),
         &format!(
             "agent_id = \"{HOST}\"\n[labels]\nrack = \"r7\"\nrole = \"storage\"\n[collector]\nurl = \"{}\"\n\
-             [sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n",
+             [sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n\
+             [drives]\nnvme_cli = false\nsmartctl = false\n",
             collector.url,
             sys.display()
         ),

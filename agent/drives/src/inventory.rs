@@ -10,6 +10,7 @@
 use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, PowerState};
 use crate::smartctl::{Smartctl, SmartctlReport};
 use crate::sysfs::{scan_nvme, SysfsController};
+use crate::units::Celsius;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -76,6 +77,10 @@ pub struct Drive {
     pub transport: Transport,
     /// NVMe power states (empty for ATA or when id-ctrl failed).
     pub power_states: Vec<PowerState>,
+    /// NVMe WCTEMP (id-ctrl), when reported: the throttling detector's threshold.
+    pub warning_temperature: Option<Celsius>,
+    /// NVMe CCTEMP (id-ctrl), when reported.
+    pub critical_temperature: Option<Celsius>,
 }
 
 /// What discovery found.
@@ -196,6 +201,8 @@ pub fn merge_nvme(
                 .map(Transport::parse)
                 .unwrap_or(Transport::Unknown),
             power_states: states(&ctrl),
+            warning_temperature: id.and_then(IdCtrl::warning_temperature),
+            critical_temperature: id.and_then(IdCtrl::critical_temperature),
         };
         if c.namespaces.is_empty() {
             drives.push(base);
@@ -248,6 +255,8 @@ pub fn merge_nvme(
                 .map(Transport::parse)
                 .unwrap_or(Transport::Unknown),
             power_states: controller.as_deref().map(states).unwrap_or_default(),
+            warning_temperature: id.and_then(IdCtrl::warning_temperature),
+            critical_temperature: id.and_then(IdCtrl::critical_temperature),
             controller,
         });
     }
@@ -271,5 +280,7 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
             Transport::parse(&r.device.protocol)
         },
         power_states: Vec::new(),
+        warning_temperature: None,
+        critical_temperature: None,
     }
 }

@@ -8,7 +8,7 @@ pub mod output;
 pub mod stream;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
@@ -163,17 +163,23 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     Ok(Measured { report, energy: Some(energy), energy_note: String::new() })
 }
 
-/// Runs the probe and returns its report (outputs are written by the caller).
-pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, ProbeCmdError> {
-    let opts = if a.target.exists() && is_block(&a.target) {
-        TargetOptions::block(&a.target, a.destroy_consent.clone())
+/// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
+/// of `size` bytes, created with its parent folders. Shared by `probe` and `governor sweep`.
+pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result<uflip::Target, ProbeCmdError> {
+    let opts = if path.exists() && is_block(path) {
+        TargetOptions::block(path, destroy_consent.to_vec())
     } else {
-        if let Some(dir) = a.target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
         }
-        TargetOptions::file(&a.target, a.size)
+        TargetOptions::file(path, size)
     };
-    let target = uflip::Target::open(&opts)?;
+    Ok(uflip::Target::open(&opts)?)
+}
+
+/// Runs the probe and returns its report (outputs are written by the caller).
+pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, ProbeCmdError> {
+    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
     let mut plan = uflip::plan(&plan_options(a, target.size));
     if a.read_only {
         plan = plan.read_only();
@@ -190,7 +196,7 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, Prob
     Ok(report)
 }
 
-fn is_block(p: &std::path::Path) -> bool {
+fn is_block(p: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt as _;
     std::fs::metadata(p).map(|m| m.file_type().is_block_device()).unwrap_or(false)
 }

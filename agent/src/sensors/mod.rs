@@ -22,6 +22,23 @@ pub struct PowerReading {
     pub interval_ns: u64,
 }
 
+impl PowerReading {
+    /// The wire sample of this reading from the source `d`, taken at `time_ns` (UTC).
+    pub fn sample(&self, d: v1::PowerSource, time_ns: i64) -> v1::PowerSample {
+        v1::PowerSample {
+            time_ns,
+            source: d.source,
+            zone: d.zone,
+            scope: d.scope,
+            method: d.method,
+            watts: Some(self.watts.0),
+            joules: self.joules.map(|j| j.0),
+            interval_ns: i64::try_from(self.interval_ns).unwrap_or(i64::MAX),
+            ..Default::default()
+        }
+    }
+}
+
 /// Why a sensor could not be read. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum SensorError {

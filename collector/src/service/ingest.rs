@@ -1,17 +1,20 @@
 //! `Ingest.Stream`: one task per agent connection. The first message must be a `Hello`; each
 //! `Batch` is checked and converted to domain types at this boundary (bad ones end the stream with
 //! `invalid_argument` naming the field and the sequence), turned into points by the shared schema,
-//! queued on the InfluxDB writer, and acknowledged in order once InfluxDB holds all of it.
+//! queued on the InfluxDB writer, and acknowledged in order once InfluxDB holds all of it. Every
+//! batch also feeds the fleet-wide throttling detector (`analysis::throttle`, shared by all
+//! streams so its state survives reconnects); its events are written with the batch.
 
+use crate::analysis::throttle::ThrottleDetector;
 use crate::sinks::influx::WriterHandle;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use wattflip_proto::domain::{convert_batch, Hello};
 use wattflip_proto::lineproto::Point;
-use wattflip_proto::schema::{batch_points, hello_points, HostTags};
+use wattflip_proto::schema::{batch_points, hello_points, throttle_event_point, HostTags};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, AgentMessage};
 
 /// Metadata key on an `invalid_argument` status that names the rejected batch.
@@ -24,16 +27,18 @@ pub struct IngestStats {
     pub batches_acked: AtomicU64,
     pub batches_rejected: AtomicU64,
     pub points_unencodable: AtomicU64,
+    pub throttle_events: AtomicU64,
 }
 
 pub struct IngestService {
     writer: WriterHandle,
     stats: Arc<IngestStats>,
+    throttle: Arc<Mutex<ThrottleDetector>>,
 }
 
 impl IngestService {
     pub fn new(writer: WriterHandle, stats: Arc<IngestStats>) -> Self {
-        IngestService { writer, stats }
+        IngestService { writer, stats, throttle: Arc::default() }
     }
 }
 
@@ -56,7 +61,7 @@ impl Ingest for IngestService {
         let (pend_tx, pend_rx) = mpsc::channel(64);
         self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone()));
-        tokio::spawn(receive(inbound, pend_tx, self.writer.clone(), self.stats.clone(), peer));
+        tokio::spawn(receive(inbound, pend_tx, self.writer.clone(), self.stats.clone(), self.throttle.clone(), peer));
         Ok(Response::new(ReceiverStream::new(out_rx)))
     }
 }
@@ -116,6 +121,7 @@ async fn receive(
     pending: mpsc::Sender<Pending>,
     writer: WriterHandle,
     stats: Arc<IngestStats>,
+    throttle: Arc<Mutex<ThrottleDetector>>,
     peer: String,
 ) {
     let hello = match inbound.message().await {
@@ -139,6 +145,7 @@ async fn receive(
     };
     let tags = HostTags { host: hello.agent_id.clone(), labels: hello.labels.clone() };
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
+    lock(&throttle).set_inventory(&hello.agent_id, &hello.inventory);
     // Inventory points need no acknowledgement: the agent sends a Hello on every connection.
     if writer.write(encode(&hello_points(&hello, &tags), &stats)).await.is_err() {
         return;
@@ -176,12 +183,24 @@ async fn receive(
             }
         };
         last_seq = seq;
-        let lines = encode(&batch_points(&batch, &tags), &stats);
+        let mut points = batch_points(&batch, &tags);
+        for e in lock(&throttle).observe_batch(&hello.agent_id, &batch) {
+            stats.throttle_events.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
+                throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
+            points.push(throttle_event_point(&e, &tags));
+        }
+        let lines = encode(&points, &stats);
         let Ok(done) = writer.write(lines).await else { return };
         if pending.send(Pending::Ack(seq, done)).await.is_err() {
             return;
         }
     }
+}
+
+/// The detector lock; a panic elsewhere must not stop ingestion, so a poisoned lock is taken as is.
+fn lock(m: &Mutex<ThrottleDetector>) -> std::sync::MutexGuard<'_, ThrottleDetector> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Convenience for tests and tools: the proto message for a batch.

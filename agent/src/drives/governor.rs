@@ -1,0 +1,734 @@
+//! `wattflip-agent governor show|set|sweep`: the NVMe power-state governor (FID 02h) from the
+//! command line, built on `wattflip_drives::{Governor, RestoreGuard, plan_sweep}`.
+//!
+//! - `show` prints the power-state table, the current state and whether it is changeable.
+//! - `set` validates (operational states only), sets, reads back and records the outcome; the new
+//!   state stays (an operator's explicit choice; it is lost at the next controller reset).
+//! - `sweep` arms a restore guard (state file first), visits every operational state, measures the
+//!   configured uFLIP patterns in each, and puts the original state back — on success, on error, on
+//!   SIGTERM/SIGINT (the caller's signal task runs [`RestoreRegistry::restore_all`]) and, after
+//!   SIGKILL, through [`recover_records`], which `run` and every governor command call first.
+//!
+//! Every attempted change is a `PowerStateChange` plus an `event` ([`Recorder`]). Results are written
+//! to a local folder and, when a collector URL is given, streamed there. To add a knob (Intel C6h),
+//! build its `Governor` in [`Session::open`] and reuse the same recording.
+
+use super::monitor::event;
+use super::sweep::{plan_for, SweepPattern};
+use super::tools::{tag_of, DriveTools};
+use crate::config::Config;
+use crate::probes::{self, convert, ProbeCmdError};
+use crate::runtime::Clock;
+use crate::sensors::{discover_all, Discovered};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wattflip_drives::nvme_cli::controller_of;
+use wattflip_drives::{
+    plan_sweep, recover, CommandRunner, Governor, GovernorError, IdCtrl, NvmeCli, NvmeError, PowerManagement, RestoreError,
+    RestoreGuard, RestoreRegistry, SetOutcome, StepPurpose, SweepError, SweepOrder, ThermalSnapshot,
+};
+use wattflip_proto::v1;
+use wattflip_proto::v1::PowerStateOutcome as Outcome;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GovernorCmdError {
+    #[error("the governor needs nvme-cli, which is not available on this host: {0}")]
+    NoNvmeCli(String),
+    #[error("`{0}` is not an NVMe device node: pass a controller such as /dev/nvme0 or a namespace such as /dev/nvme0n1")]
+    NotNvme(String),
+    #[error(transparent)]
+    Nvme(#[from] NvmeError),
+    #[error(transparent)]
+    Governor(#[from] GovernorError),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    #[error("{controller}: cannot plan the sweep: {source}")]
+    Sweep { controller: String, source: SweepError },
+    #[error(transparent)]
+    Target(#[from] ProbeCmdError),
+    #[error("sweep target: {0}")]
+    Engine(#[from] wattflip_uflip::ProbeError),
+    #[error("{controller}: PS{state} was not applied: {outcome}")]
+    NotApplied { controller: String, state: u32, outcome: String },
+    #[error("interrupted by a signal; the original power state was put back")]
+    Interrupted,
+    #[error("cannot write results to {path}: {source}")]
+    Output { path: PathBuf, source: std::io::Error },
+    #[error("the collector at {url} did not acknowledge the results; they are in {dir}")]
+    NotDelivered { url: String, dir: PathBuf },
+    #[error("the sweep thread stopped unexpectedly: {0}; run `wattflip-agent governor show` to restore from the state file")]
+    Thread(String),
+}
+
+/// Collects what a governor command did, as the wire format carries it.
+#[derive(Debug)]
+pub struct Recorder {
+    pub batch: v1::Batch,
+    clock: Clock,
+}
+
+impl Recorder {
+    pub fn new(clock: Clock) -> Self {
+        Recorder { batch: v1::Batch::default(), clock }
+    }
+
+    /// A `PowerStateChange` and its `event`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn change(&mut self, tag: &str, serial: &str, from: u32, to: u32, observed: u32, outcome: Outcome, detail: String) {
+        let t = self.clock.utc_now();
+        let name = wattflip_proto::schema::outcome_name(outcome);
+        self.batch.power_state_changes.push(v1::PowerStateChange {
+            time_ns: t,
+            device: tag.into(),
+            serial: serial.trim().into(),
+            from_state: from,
+            to_state: to,
+            observed_state: observed,
+            outcome: outcome as i32,
+            detail: detail.clone(),
+        });
+        let severity = match outcome {
+            Outcome::Applied | Outcome::Restored => v1::Severity::Info,
+            Outcome::Failed if to == from => v1::Severity::Critical,
+            _ => v1::Severity::Warning,
+        };
+        let mut e = event(t, "power_state_change", severity, tag, format!("{tag}: PS{from} -> PS{to}: {name}: {detail}"));
+        for (k, v) in [("outcome", name.to_string()), ("from", from.to_string()), ("to", to.to_string()), ("observed", observed.to_string())] {
+            e.attributes.insert(k.into(), v);
+        }
+        tracing::info!("{}", e.message);
+        self.batch.events.push(e);
+    }
+
+    /// Appends another recorder's records.
+    pub fn absorb(&mut self, other: Recorder) {
+        let b = other.batch;
+        self.batch.power.extend(b.power);
+        self.batch.temperature.extend(b.temperature);
+        self.batch.probe_runs.extend(b.probe_runs);
+        self.batch.power_state_changes.extend(b.power_state_changes);
+        self.batch.events.extend(b.events);
+        self.batch.nvme_smart.extend(b.nvme_smart);
+    }
+
+    pub fn event(&mut self, kind: &str, severity: v1::Severity, device: &str, message: String) {
+        let e = event(self.clock.utc_now(), kind, severity, device, message);
+        self.batch.events.push(e);
+    }
+}
+
+/// Restores every state file a crashed run left behind, and records each result.
+pub fn recover_records(state_dir: &Path, nvme: &NvmeCli, rec: &mut Recorder) {
+    let found = match recover(state_dir, nvme) {
+        Ok(f) => f,
+        Err(e) => {
+            rec.event("power_state_recover_failed", v1::Severity::Critical, "", e.to_string());
+            tracing::error!("{e}");
+            return;
+        }
+    };
+    for r in found {
+        let (device, serial) = r.record.as_ref().map(|s| (tag_of(&s.device), s.serial.clone())).unwrap_or_default();
+        match r.result {
+            Ok(rep) => {
+                let detail = format!(
+                    "recovered after an unclean exit from {} ({})",
+                    r.path.display(),
+                    if rep.wrote { "original state written back and verified" } else { "drive was already in it" }
+                );
+                tracing::warn!(device = %rep.device, "{detail}");
+                rec.change(&tag_of(&rep.device), &serial, rep.state, rep.state, rep.state, Outcome::Restored, detail);
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                rec.event("power_state_recover_failed", v1::Severity::Critical, &device, e.to_string());
+            }
+        }
+    }
+}
+
+/// One controller opened for governor commands.
+pub struct Session {
+    pub nvme: NvmeCli,
+    /// `/dev/nvme0`.
+    pub controller: String,
+    /// `nvme0`.
+    pub tag: String,
+    pub id: IdCtrl,
+}
+
+impl Session {
+    /// Probes nvme-cli, recovers leftover state files (recorded in `rec`), reads id-ctrl.
+    pub fn open(cfg: &Config, device: &str, runner: Arc<dyn CommandRunner>, rec: &mut Recorder) -> Result<Session, GovernorCmdError> {
+        let tools = DriveTools::probe(&cfg.drives, runner);
+        let why = || tools.unavailable.iter().filter(|n| n.starts_with("nvme-cli")).cloned().collect::<Vec<_>>().join("; ");
+        let nvme = tools.nvme.clone().ok_or_else(|| GovernorCmdError::NoNvmeCli(why()))?;
+        let controller = controller_of(device).filter(|_| device.starts_with("/dev/")).ok_or_else(|| GovernorCmdError::NotNvme(device.into()))?;
+        recover_records(&cfg.drives.state_dir, &nvme, rec);
+        let id = nvme.id_ctrl(&controller)?;
+        Ok(Session { tag: tag_of(&controller), nvme, controller, id })
+    }
+
+    pub fn governor(&self) -> Result<Governor, GovernorError> {
+        Governor::power_state(self.nvme.clone(), self.controller.clone(), self.id.power_states.clone())
+    }
+
+    /// The power-state table and current state, for humans.
+    pub fn show(&self) -> String {
+        let mut s = String::new();
+        let id = &self.id;
+        let _ = writeln!(
+            s,
+            "{} ({}): model {}, serial {}, firmware {}, {} power state(s)",
+            self.controller,
+            self.nvme.program(),
+            id.model.trim(),
+            id.serial.trim(),
+            id.firmware.trim(),
+            id.power_states.len()
+        );
+        let gov = self.governor();
+        match gov.as_ref().map(|g| (g.read_raw(), g.capabilities())) {
+            Ok((Ok(raw), caps)) => {
+                let pm = PowerManagement::from_value(raw);
+                let caps = match caps {
+                    Ok(c) => format!(
+                        "{}, {}",
+                        if c.changeable() { "changeable" } else { "NOT changeable (SEL 3)" },
+                        if c.saveable() { "saveable" } else { "not saveable" }
+                    ),
+                    Err(e) => format!("capabilities unknown: {e}"),
+                };
+                let _ = writeln!(s, "current: PS{} (workload hint {}); {caps}", pm.ps, pm.workload_hint);
+            }
+            Ok((Err(e), _)) => {
+                let _ = writeln!(s, "current: unknown: {e}");
+            }
+            Err(e) => {
+                let _ = writeln!(s, "current: unknown: {e}");
+            }
+        }
+        s.push_str(&super::power_state_table(&id.power_states));
+        let limit = |c: Option<wattflip_drives::Celsius>| c.map(|c| c.to_string()).unwrap_or_else(|| "not reported".into());
+        let _ = writeln!(s, "thresholds: warning {}, critical {}", limit(id.warning_temperature()), limit(id.critical_temperature()));
+        let _ = writeln!(
+            s,
+            "Intel PowerGovernorMode (FID C6h): {}",
+            if Governor::intel_supported(id) { "supported by this model" } else { "not on the allow-list for this model" }
+        );
+        s
+    }
+
+    /// Reads the current state for a record; `None` when the read fails.
+    fn current(&self, gov: &Governor) -> Option<u32> {
+        gov.current().ok()
+    }
+
+    /// Records one set outcome. Returns the state the drive is in afterwards.
+    fn record(&self, rec: &mut Recorder, from: u32, to: u32, outcome: &SetOutcome, gov: &Governor) -> u32 {
+        let (kind, observed) = match outcome {
+            SetOutcome::Applied { current, .. } => (Outcome::Applied, *current),
+            SetOutcome::Ignored { observed, .. } => (Outcome::Ignored, *observed),
+            SetOutcome::Refused { .. } => (Outcome::Refused, self.current(gov).unwrap_or(from)),
+            SetOutcome::Failed { .. } => (Outcome::Failed, self.current(gov).unwrap_or(from)),
+        };
+        rec.change(&self.tag, &self.id.serial, from, to, observed, kind, outcome.to_string());
+        observed
+    }
+}
+
+/// `governor set`: validate, set, read back, record. The state is kept.
+pub fn set(s: &Session, state: u32, rec: &mut Recorder) -> Result<(), GovernorCmdError> {
+    let gov = s.governor()?;
+    if let Err(e) = gov.validate(state) {
+        rec.event("power_state_rejected", v1::Severity::Warning, &s.tag, e.to_string());
+        return Err(e.into());
+    }
+    let from = gov.current()?;
+    let outcome = gov.set(state)?;
+    s.record(rec, from, state, &outcome, &gov);
+    if !outcome.is_applied() {
+        return Err(GovernorCmdError::NotApplied { controller: s.controller.clone(), state, outcome: outcome.to_string() });
+    }
+    Ok(())
+}
+
+/// What `governor sweep` was asked to do.
+#[derive(Debug, Clone)]
+pub struct SweepArgs {
+    pub target: PathBuf,
+    /// Size of a file target.
+    pub size: u64,
+    pub patterns: Vec<SweepPattern>,
+    pub settle: Duration,
+    pub seed: u64,
+}
+
+/// What a sweep measured.
+#[derive(Debug, Default, Clone)]
+pub struct SweepSummary {
+    pub measured: Vec<u32>,
+    pub skipped: Vec<(u32, String)>,
+}
+
+/// `governor sweep`: see the module docs. `registry` is shared with the caller's signal task;
+/// `rec` too, so an interrupted sweep's records can still be written.
+pub fn sweep(
+    cfg: &Config,
+    s: &Session,
+    args: &SweepArgs,
+    registry: &RestoreRegistry,
+    rec: &Mutex<Recorder>,
+) -> Result<SweepSummary, GovernorCmdError> {
+    let lock = || rec.lock().unwrap_or_else(|p| p.into_inner());
+    // Everything that can fail without touching the drive comes first.
+    let target = probes::open_target(&args.target, args.size, &cfg.drives.destroy_consent)?;
+    let plan = plan_for(&args.patterns, target.size, args.seed);
+    if plan.writes() {
+        target.ensure_writable().map_err(wattflip_uflip::ProbeError::WritesRefused)?;
+    }
+    let gov = s.governor()?;
+    let guard = RestoreGuard::arm(gov.clone(), &s.id.serial, &cfg.drives.state_dir, Some(registry))?;
+    let original = guard.record().original_state;
+    let steps = plan_sweep(&s.id.power_states, u8::try_from(original).unwrap_or(u8::MAX), SweepOrder::IndexAscending)
+        .map_err(|source| GovernorCmdError::Sweep { controller: s.controller.clone(), source })?;
+    let mut power = discover_all(&cfg.sysfs_root, &cfg.kinds);
+    let mut summary = SweepSummary::default();
+    let mut current = original;
+    let mut result = Ok(());
+    for step in steps.steps.iter().filter(|st| st.purpose == StepPurpose::Measure) {
+        let state = u32::from(step.state);
+        let outcome = match guard.set(state) {
+            Ok(o) => o,
+            Err(RestoreError::Finished { .. }) => {
+                result = Err(GovernorCmdError::Interrupted);
+                break;
+            }
+            Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        };
+        current = s.record(&mut lock(), current, state, &outcome, &gov);
+        // A drive that refuses every change (QEMU) can still be measured in the state it is in.
+        if current != state {
+            summary.skipped.push((state, outcome.to_string()));
+            continue;
+        }
+        std::thread::sleep(args.settle);
+        // Measured into a local recorder: the shared one stays free for a signal-driven restore.
+        let mut local = Recorder::new(lock().clock);
+        let measured = measure_state(s, &target, &plan, &args.patterns, step.max_power.map(|w| w.0), state, &mut power, &mut local);
+        lock().absorb(local);
+        match measured {
+            Ok(()) => summary.measured.push(state),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    // Always restore, whatever happened above; a signal task may have restored already.
+    match guard.restore() {
+        Ok(rep) => lock().change(
+            &s.tag,
+            &s.id.serial,
+            current,
+            rep.state,
+            rep.state,
+            Outcome::Restored,
+            format!("sweep finished: original PS{} {}", rep.state, if rep.wrote { "written back and verified" } else { "still in place" }),
+        ),
+        Err(e) => {
+            lock().change(&s.tag, &s.id.serial, current, original, current, Outcome::Failed, format!("restoring the original state failed: {e}"));
+            result = result.and(Err(e.into()));
+        }
+    }
+    result.map(|()| summary)
+}
+
+/// Runs the patterns once in `state`, with temperature (nvme smart-log) and host power around it.
+#[allow(clippy::too_many_arguments)]
+fn measure_state(
+    s: &Session,
+    target: &wattflip_uflip::Target,
+    plan: &wattflip_uflip::Plan,
+    patterns: &[SweepPattern],
+    max_watts: Option<f64>,
+    state: u32,
+    power: &mut Discovered,
+    rec: &mut Recorder,
+) -> Result<(), GovernorCmdError> {
+    let before = thermal(s, rec);
+    for p in power.power.iter_mut() {
+        // The first read sets each counter's baseline at the start of the measurement.
+        let _ = p.read(rec.clock.now().0);
+    }
+    let report = wattflip_uflip::run(target, plan, &mut wattflip_uflip::NullObserver)?;
+    let mut watts = Vec::new();
+    for p in power.power.iter_mut() {
+        let d = p.describe();
+        let (mono, utc) = rec.clock.now();
+        match p.read(mono) {
+            Ok(Some(r)) => {
+                watts.push((d.zone.clone(), r.watts.0));
+                rec.batch.power.push(r.sample(d, utc));
+            }
+            Ok(None) => {}
+            Err(e) => rec.event("sensor_error", v1::Severity::Warning, &d.zone, e.to_string()),
+        }
+    }
+    let after = thermal(s, rec);
+    let device = convert::device_tag(&report);
+    for (r, pat) in report.runs.iter().zip(patterns) {
+        let Some(mut run) = convert::probe_run(&report, r, &device, None) else {
+            rec.event("probe_unsupported", v1::Severity::Info, &device, format!("PS{state} {pat}: {:?}", r.status));
+            continue;
+        };
+        run.run_id = format!("{}-ps{state}", run.run_id);
+        run.bench = "governor_sweep".into();
+        run.experiment = format!("governor_sweep/{pat}");
+        // The power state is the varying parameter, so `value` carries it into InfluxDB.
+        run.varying = "power_state".into();
+        run.value = f64::from(state);
+        let params = &mut run.parameters;
+        params.insert("power_state".into(), state.to_string());
+        params.insert("nvme_controller".into(), s.tag.clone());
+        params.insert("sweep_pattern".into(), pat.to_string());
+        if let Some(w) = max_watts {
+            params.insert("power_state_max_w".into(), w.to_string());
+        }
+        if let Some(c) = before.as_ref().and_then(|b| b.composite) {
+            params.insert("temperature_start_c".into(), c.0.to_string());
+        }
+        if let Some(c) = after.as_ref().and_then(|a| a.composite) {
+            params.insert("temperature_end_c".into(), c.0.to_string());
+        }
+        if let (Some(b), Some(a)) = (&before, &after) {
+            if let Some(t) = a.throttled_since(b) {
+                params.insert("throttled".into(), t.to_string());
+            }
+        }
+        for (zone, w) in &watts {
+            params.insert(format!("power_w.{zone}"), w.to_string());
+        }
+        rec.batch.probe_runs.push(run);
+    }
+    Ok(())
+}
+
+/// An nvme-cli SMART snapshot, its composite temperature recorded; `None` (with an event) on error.
+fn thermal(s: &Session, rec: &mut Recorder) -> Option<ThermalSnapshot> {
+    match s.nvme.smart_log(&s.controller) {
+        Ok(log) => {
+            if let Some(c) = log.composite {
+                let t = rec.clock.utc_now();
+                rec.batch.temperature.push(v1::TemperatureSample {
+                    time_ns: t,
+                    source: "nvme_cli".into(),
+                    device: s.tag.clone(),
+                    sensor: "Composite".into(),
+                    celsius: c.0,
+                });
+            }
+            Some(ThermalSnapshot::from_smart_log(&log))
+        }
+        Err(e) => {
+            rec.event("sensor_error", v1::Severity::Warning, &s.tag, format!("nvme_cli: {e}"));
+            None
+        }
+    }
+}
+
+/// Runs [`sweep`] on its own thread until it ends or `shutdown` (SIGTERM/SIGINT) completes; then
+/// the registry restores at once (waiting only for an in-flight set on the controller) and the
+/// sweep's next set fails. The caller exits after writing the records.
+pub async fn sweep_until_signal(
+    cfg: Config,
+    s: Session,
+    args: SweepArgs,
+    rec: Arc<Mutex<Recorder>>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<SweepSummary, GovernorCmdError> {
+    let registry = RestoreRegistry::new();
+    let (tag, serial) = (s.tag.clone(), s.id.serial.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (reg, shared) = (registry.clone(), rec.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(sweep(&cfg, &s, &args, &reg, &shared));
+    });
+    tokio::select! {
+        r = rx => r.unwrap_or_else(|e| Err(GovernorCmdError::Thread(e.to_string()))),
+        _ = shutdown => {
+            tracing::warn!("signal received: restoring the original power state");
+            let results = tokio::task::spawn_blocking(move || registry.restore_all()).await.unwrap_or_default();
+            let mut rec = rec.lock().unwrap_or_else(|p| p.into_inner());
+            for r in results {
+                match r {
+                    Ok(rep) => rec.change(&tag, &serial, rep.state, rep.state, rep.state, Outcome::Restored,
+                        format!("sweep interrupted by a signal: original PS{} {}", rep.state,
+                            if rep.wrote { "written back and verified" } else { "still in place" })),
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        rec.event("power_state_restore_failed", v1::Severity::Critical, &tag, e.to_string());
+                    }
+                }
+            }
+            Err(GovernorCmdError::Interrupted)
+        }
+    }
+}
+
+/// A governor command from the command line.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Show,
+    Set { state: u32 },
+    Sweep(SweepArgs),
+}
+
+impl Request {
+    fn name(&self) -> &'static str {
+        match self {
+            Request::Show => "governor-show",
+            Request::Set { .. } => "governor-set",
+            Request::Sweep(_) => "governor-sweep",
+        }
+    }
+}
+
+/// Runs a governor command on `device` and delivers its records: `<out>/<command>.lp` always
+/// (when there is anything to record), and the collector at `collector` when given. Returns the
+/// text for stdout; on error the records are still delivered first.
+pub fn execute(
+    cfg: Config,
+    device: &str,
+    req: Request,
+    out: &Path,
+    collector: Option<&str>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<String, GovernorCmdError> {
+    let rt = tokio::runtime::Runtime::new().map_err(|source| GovernorCmdError::Output { path: out.to_path_buf(), source })?;
+    let clock = Clock::new();
+    let rec = Arc::new(Mutex::new(Recorder::new(clock)));
+    let name = req.name();
+    let result = (|| -> Result<String, GovernorCmdError> {
+        let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+        let s = Session::open(&cfg, device, runner, &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
+        match req {
+            Request::Show => Ok(s.show()),
+            Request::Set { state } => {
+                set(&s, state, &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
+                Ok(format!("{}: PS{state} applied and verified\n", s.controller))
+            }
+            Request::Sweep(args) => {
+                let summary = rt.block_on(sweep_until_signal(cfg.clone(), s, args, rec.clone(), shutdown))?;
+                let mut text = format!("measured power states: {:?}\n", summary.measured);
+                for (st, why) in &summary.skipped {
+                    let _ = writeln!(text, "skipped PS{st}: {why}");
+                }
+                Ok(text)
+            }
+        }
+    })();
+    let batch = std::mem::take(&mut rec.lock().unwrap_or_else(|p| p.into_inner()).batch);
+    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, clock);
+    let mut text = result?;
+    text.push_str(&delivered?);
+    Ok(text)
+}
+
+/// Local folder, then the collector. Returns a line per destination.
+fn deliver(
+    rt: &tokio::runtime::Runtime,
+    cfg: &Config,
+    batch: &v1::Batch,
+    out: &Path,
+    name: &str,
+    collector: Option<&str>,
+    clock: Clock,
+) -> Result<String, GovernorCmdError> {
+    if batch == &v1::Batch::default() {
+        return Ok(String::new());
+    }
+    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+    let path = write_local(out, name, batch, &tags)?;
+    let mut text = format!("records written to {}\n", path.display());
+    if let Some(url) = collector {
+        let hello = crate::runtime::hello(cfg, &Discovered::default(), &super::tools::DriveInventory::default(), Vec::new(), &clock);
+        let b = v1::Batch { agent_id: cfg.agent_id.clone(), ..batch.clone() };
+        let s = rt.block_on(probes::stream::send(url, hello, b, Duration::from_secs(60)));
+        if s.acked == 0 {
+            return Err(GovernorCmdError::NotDelivered { url: url.into(), dir: out.to_path_buf() });
+        }
+        let _ = writeln!(text, "sent to the collector at {url}: acknowledged");
+    }
+    Ok(text)
+}
+
+/// Writes the records as line protocol (`<name>.lp`, exactly the points the collector would store)
+/// into `dir`. Returns the file.
+pub fn write_local(dir: &Path, name: &str, batch: &v1::Batch, tags: &wattflip_proto::schema::HostTags) -> Result<PathBuf, GovernorCmdError> {
+    let out = |source| GovernorCmdError::Output { path: dir.to_path_buf(), source };
+    std::fs::create_dir_all(dir).map_err(out)?;
+    let b = v1::Batch { agent_id: String::new(), sequence: 1, ..batch.clone() };
+    let domain = wattflip_proto::domain::convert_batch("", b)
+        .map_err(|e| out(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())))?;
+    let (body, errors) = wattflip_proto::lineproto::encode_all(&wattflip_proto::schema::batch_points(&domain, tags));
+    for e in errors {
+        tracing::warn!("a record could not be encoded: {e}");
+    }
+    let path = dir.join(format!("{name}.lp"));
+    std::fs::write(&path, body).map_err(|source| GovernorCmdError::Output { path: path.clone(), source })?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wattflip_drives::fake::{FakeNvme, SetBehaviour};
+
+    fn fixture(rel: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("drives/tests/fixtures").join(rel);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn config(state_dir: &Path) -> Config {
+        let mut c = Config::from_str(Path::new("t.toml"), "agent_id = \"t1\"\n").unwrap();
+        c.drives.state_dir = state_dir.to_path_buf();
+        c.drives.smartctl = false;
+        c.drives.sweep_settle = Duration::ZERO;
+        c.sysfs_root = PathBuf::from("/nonexistent-sys");
+        c
+    }
+
+    fn five_states(behaviour: SetBehaviour, power_value: u32) -> Arc<FakeNvme> {
+        Arc::new(
+            FakeNvme::new()
+                .with_controller("/dev/nvme0", &fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json"), power_value, behaviour)
+                .with_smart_log("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-smart-log.json")),
+        )
+    }
+
+    fn changes(rec: &Recorder) -> Vec<(u32, u32, u32, i32)> {
+        rec.batch.power_state_changes.iter().map(|c| (c.from_state, c.to_state, c.observed_state, c.outcome)).collect()
+    }
+
+    #[test]
+    fn set_refused_is_recorded_and_the_state_is_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(
+            FakeNvme::new().with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse),
+        );
+        let mut rec = Recorder::new(Clock::new());
+        let s = Session::open(&config(dir.path()), "/dev/nvme0n1", fake.clone(), &mut rec).unwrap();
+        assert_eq!(s.controller, "/dev/nvme0");
+        let e = set(&s, 0, &mut rec).unwrap_err();
+        assert!(e.to_string().starts_with("/dev/nvme0: PS0 was not applied: refused 0: NVMe status 0x410e"), "{e}");
+        assert_eq!(changes(&rec), vec![(0, 0, 0, Outcome::Refused as i32)]);
+        assert_eq!(rec.batch.events[0].kind, "power_state_change");
+        assert_eq!(fake.feature("/dev/nvme0", 2), Some(0));
+        // PS1 does not exist on QEMU's one-state controller: rejected before reaching the drive.
+        let e = set(&s, 1, &mut rec).unwrap_err();
+        assert!(e.to_string().contains("PS1 does not exist"), "{e}");
+        assert_eq!(fake.set_calls(), 1);
+        assert_eq!(rec.batch.events[1].kind, "power_state_rejected");
+    }
+
+    #[test]
+    fn set_applies_and_ignored_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = five_states(SetBehaviour::Honour, 0);
+        let mut rec = Recorder::new(Clock::new());
+        let s = Session::open(&config(dir.path()), "/dev/nvme0", fake.clone(), &mut rec).unwrap();
+        set(&s, 2, &mut rec).unwrap();
+        assert_eq!(fake.feature("/dev/nvme0", 2), Some(2));
+        fake.set_behaviour("/dev/nvme0", SetBehaviour::Ignore);
+        assert!(set(&s, 1, &mut rec).is_err());
+        assert_eq!(changes(&rec), vec![(0, 2, 2, Outcome::Applied as i32), (2, 1, 2, Outcome::Ignored as i32)]);
+        // Non-operational PS3/PS4 of the fixture are never sent.
+        assert!(set(&s, 4, &mut rec).unwrap_err().to_string().contains("non-operational"));
+        assert_eq!(fake.set_calls(), 2);
+    }
+
+    #[test]
+    fn sweep_visits_operational_states_measures_and_restores() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path());
+        let fake = five_states(SetBehaviour::Honour, 1);
+        let mut rec = Recorder::new(Clock::new());
+        let s = Session::open(&cfg, "/dev/nvme0", fake.clone(), &mut rec).unwrap();
+        let target = tempfile::Builder::new().prefix("wf-sweep-").tempdir_in("/var/tmp").unwrap();
+        let args = SweepArgs {
+            target: target.path().join("scratch.dat"),
+            size: 64 << 20,
+            patterns: vec!["SR:128KiB".parse().unwrap(), "RW:4KiB".parse().unwrap()],
+            settle: Duration::ZERO,
+            seed: 1,
+        };
+        let rec = Mutex::new(rec);
+        let summary = sweep(&cfg, &s, &args, &RestoreRegistry::new(), &rec).unwrap();
+        let rec = rec.into_inner().unwrap();
+        assert_eq!(summary.measured, vec![0, 1, 2]);
+        let a = Outcome::Applied as i32;
+        assert_eq!(changes(&rec), vec![(1, 0, 0, a), (0, 1, 1, a), (1, 2, 2, a), (2, 1, 1, Outcome::Restored as i32)]);
+        assert_eq!(fake.feature("/dev/nvme0", 2), Some(1));
+        let runs: Vec<(String, String, f64, String)> = rec
+            .batch
+            .probe_runs
+            .iter()
+            .map(|r| (r.experiment.clone(), r.varying.clone(), r.value, r.parameters["temperature_end_c"].clone()))
+            .collect();
+        let want: Vec<(String, String, f64, String)> = [0.0, 1.0, 2.0]
+            .iter()
+            .flat_map(|&ps| {
+                ["governor_sweep/SR:128KiB", "governor_sweep/RW:4KiB"]
+                    .map(|e| (e.to_string(), "power_state".to_string(), ps, "49.85".to_string()))
+            })
+            .collect();
+        assert_eq!(runs, want);
+        assert!(rec.batch.probe_runs.iter().all(|r| r.mib_per_s > 0.0 && r.parameters["nvme_controller"] == "nvme0"));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "state file removed after restore");
+    }
+
+    #[test]
+    fn a_refusing_drive_is_measured_only_in_its_current_state_and_a_leftover_state_file_is_recovered() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path());
+        // A crashed run left PS2 selected and its state file (original PS0) behind.
+        let fake = five_states(SetBehaviour::Honour, 0);
+        let gov = Governor::power_state(NvmeCli::new(fake.clone()), "/dev/nvme0", Vec::new());
+        assert!(gov.is_err(), "an empty table is refused");
+        let id = wattflip_drives::nvme_cli::parse_id_ctrl(&fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json")).unwrap();
+        let gov = Governor::power_state(NvmeCli::new(fake.clone()), "/dev/nvme0", id.power_states).unwrap();
+        let guard = RestoreGuard::arm(gov, &id.serial, dir.path(), None).unwrap();
+        guard.set(2).unwrap();
+        std::mem::forget(guard); // as if SIGKILLed: no Drop, the state file stays
+        assert_eq!(fake.feature("/dev/nvme0", 2), Some(2));
+        fake.set_behaviour("/dev/nvme0", SetBehaviour::Honour);
+        let mut rec = Recorder::new(Clock::new());
+        let s = Session::open(&cfg, "/dev/nvme0", fake.clone(), &mut rec).unwrap();
+        assert_eq!(fake.feature("/dev/nvme0", 2), Some(0), "recovered at open");
+        assert_eq!(changes(&rec), vec![(0, 0, 0, Outcome::Restored as i32)]);
+        fake.set_behaviour("/dev/nvme0", SetBehaviour::Refuse);
+        let target = tempfile::Builder::new().prefix("wf-sweep-").tempdir_in("/var/tmp").unwrap();
+        let args = SweepArgs {
+            target: target.path().join("scratch.dat"),
+            size: 64 << 20,
+            patterns: vec!["RR:4KiB".parse().unwrap()],
+            settle: Duration::ZERO,
+            seed: 1,
+        };
+        let rec = Mutex::new(rec);
+        let summary = sweep(&cfg, &s, &args, &RestoreRegistry::new(), &rec).unwrap();
+        assert_eq!(summary.measured, vec![0]);
+        assert_eq!(summary.skipped.iter().map(|(s, _)| *s).collect::<Vec<_>>(), vec![1, 2]);
+        let rec = rec.into_inner().unwrap();
+        let r = Outcome::Refused as i32;
+        assert_eq!(changes(&rec)[1..], [(0, 0, 0, r), (0, 1, 0, r), (0, 2, 0, r), (0, 0, 0, Outcome::Restored as i32)]);
+        assert_eq!(rec.batch.probe_runs.len(), 1);
+        assert_eq!((rec.batch.probe_runs[0].value, rec.batch.probe_runs[0].pattern.as_str()), (0.0, "RR"));
+    }
+}

@@ -1,0 +1,381 @@
+//! The SMART monitor: every `drives.smart_interval` it reads `nvme smart-log` (source `nvme_cli`)
+//! and `smartctl --json -a` (source `smartctl`) for each drive, and turns them into
+//! `temperature` samples, one `nvme_smart` record per NVMe drive and `critical_warning` events.
+//!
+//! Why a separate, slower interval than power sampling: every read is an admin command (CAP_SYS_ADMIN,
+//! one at a time per controller, hardware.md §9) and Zhang et al. polled SMART once a minute so as
+//! not to perturb the workload (§8.2). The calls block (the runner waits for the child), so the
+//! agent runs [`DriveMonitor::poll`] on a blocking thread. One failing tool or drive degrades only
+//! itself: its error becomes a `sensor_error` event once per distinct message.
+//!
+//! To add a health source, read it in [`DriveMonitor::poll`] and push samples with its own
+//! `source` name.
+
+use super::tools::{DriveTools, HealthDevice};
+use std::collections::HashMap;
+use wattflip_drives::{CriticalWarning, SmartLog, SmartctlReport};
+use wattflip_proto::v1;
+
+/// Polls the drives' health through the tools.
+pub struct DriveMonitor {
+    tools: DriveTools,
+    devices: Vec<HealthDevice>,
+    /// Last critical warning per device tag, so an event fires only when it changes.
+    warnings: HashMap<String, u8>,
+    /// Last error per (source, device), so a persistent failure is reported once.
+    last_error: HashMap<String, String>,
+}
+
+/// What one poll produced.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Poll {
+    pub temperature: Vec<v1::TemperatureSample>,
+    pub nvme_smart: Vec<v1::NvmeSmart>,
+    pub events: Vec<v1::Event>,
+    /// Tool calls that failed (also reported as events the first time).
+    pub errors: u64,
+}
+
+impl Poll {
+    /// Moves everything into a batch.
+    pub fn into_batch(self, batch: &mut v1::Batch) {
+        batch.temperature.extend(self.temperature);
+        batch.nvme_smart.extend(self.nvme_smart);
+        batch.events.extend(self.events);
+    }
+}
+
+pub(crate) fn event(time_ns: i64, kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Event {
+    v1::Event { time_ns, kind: kind.into(), severity: severity as i32, device: device.into(), message, attributes: Default::default() }
+}
+
+/// What the set bits of an NVMe critical warning mean (hardware.md §5.4), for event messages.
+pub fn describe_warning(w: CriticalWarning) -> String {
+    let bits = [
+        (w.spare_below_threshold(), "available spare below threshold"),
+        (w.temperature(), "temperature above or below a threshold (check airflow; the drive may throttle)"),
+        (w.reliability_degraded(), "reliability degraded (media or internal errors)"),
+        (w.read_only(), "media is read-only"),
+        (w.volatile_backup_failed(), "volatile memory backup failed"),
+        (w.pmr_read_only(), "persistent memory region read-only or unreliable"),
+    ];
+    let set: Vec<&str> = bits.iter().filter(|(b, _)| *b).map(|(_, s)| *s).collect();
+    if set.is_empty() {
+        "cleared".into()
+    } else {
+        set.join("; ")
+    }
+}
+
+fn sat_u64(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// The `nvme_smart` record of an nvme-cli SMART log.
+pub fn smart_record(time_ns: i64, dev: &HealthDevice, log: &SmartLog) -> v1::NvmeSmart {
+    v1::NvmeSmart {
+        time_ns,
+        device: dev.tag.clone(),
+        serial: dev.serial.trim().to_string(),
+        critical_warning: u32::from(log.critical_warning.0),
+        composite_celsius: log.composite.map(|c| c.0).unwrap_or(0.0),
+        percentage_used: u32::from(log.percentage_used),
+        data_units_read: sat_u64(log.data_units_read),
+        data_units_written: sat_u64(log.data_units_written),
+        warning_temp_time_min: u64::from(log.warning_temp_time_min),
+        critical_temp_time_min: u64::from(log.critical_temp_time_min),
+        thm_temp1_trans_count: u64::from(log.thermal_mgmt[0].transitions),
+        thm_temp2_trans_count: u64::from(log.thermal_mgmt[1].transitions),
+        thm_temp1_total_time_s: u64::from(log.thermal_mgmt[0].total_time_s),
+        thm_temp2_total_time_s: u64::from(log.thermal_mgmt[1].total_time_s),
+        power_on_hours: sat_u64(log.power_on_hours),
+        unsafe_shutdowns: sat_u64(log.unsafe_shutdowns),
+        media_errors: sat_u64(log.media_errors),
+    }
+}
+
+/// The `nvme_smart` record from smartctl's NVMe log, when nvme-cli is not available. smartctl ≤ 7.5
+/// has no thermal-management counters in JSON (§7.1): they stay 0.
+fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlReport) -> Option<v1::NvmeSmart> {
+    let n = r.nvme.as_ref()?;
+    Some(v1::NvmeSmart {
+        time_ns,
+        device: dev.tag.clone(),
+        serial: dev.serial.trim().to_string(),
+        critical_warning: u32::from(n.critical_warning.0),
+        composite_celsius: n.temperature.or(r.temperature).map(|c| c.0).unwrap_or(0.0),
+        percentage_used: n.percentage_used.map(u32::from).unwrap_or(0),
+        data_units_read: n.data_units_read.map(sat_u64).unwrap_or(0),
+        data_units_written: n.data_units_written.map(sat_u64).unwrap_or(0),
+        warning_temp_time_min: n.warning_temp_time_min.map(u64::from).unwrap_or(0),
+        critical_temp_time_min: n.critical_temp_time_min.map(u64::from).unwrap_or(0),
+        power_on_hours: n.power_on_hours.map(sat_u64).unwrap_or(0),
+        ..Default::default()
+    })
+}
+
+impl DriveMonitor {
+    pub fn new(tools: DriveTools, devices: Vec<HealthDevice>) -> Self {
+        DriveMonitor { tools, devices, warnings: HashMap::new(), last_error: HashMap::new() }
+    }
+
+    /// The temperature sensors this monitor reads, for the Hello inventory (composite only: the
+    /// extra NVMe sensors are known only once read).
+    pub fn describe(&self) -> Vec<v1::TemperatureSensor> {
+        let mut out = Vec::new();
+        for d in &self.devices {
+            if d.nvme {
+                if let Some(n) = &self.tools.nvme {
+                    out.push(v1::TemperatureSensor {
+                        source: "nvme_cli".into(),
+                        device: d.tag.clone(),
+                        sensor: "Composite".into(),
+                        path: format!("{} smart-log {} -o json", n.program(), d.node),
+                    });
+                }
+            }
+            if self.tools.smartctl.is_some() {
+                out.push(v1::TemperatureSensor {
+                    source: "smartctl".into(),
+                    device: d.tag.clone(),
+                    sensor: if d.nvme { "Composite".into() } else { "Temperature".into() },
+                    path: format!("smartctl --json -a {}", d.node),
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether there is anything to poll.
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty() || !self.tools.any()
+    }
+
+    /// Reads every device with every tool once. `now` gives the UTC ns timestamp of a reading.
+    pub fn poll(&mut self, now: &dyn Fn() -> i64) -> Poll {
+        let mut out = Poll::default();
+        let devices = self.devices.clone();
+        for dev in &devices {
+            let mut smart: Option<v1::NvmeSmart> = None;
+            if let (true, Some(nvme)) = (dev.nvme, self.tools.nvme.clone()) {
+                let r = nvme.smart_log(&dev.node);
+                let t = now();
+                match r {
+                    Ok(log) => {
+                        self.ok("nvme_cli", dev);
+                        if let Some(c) = log.composite {
+                            out.temperature.push(sample(t, "nvme_cli", dev, "Composite", c.0));
+                        }
+                        for (i, s) in log.sensors.iter().enumerate() {
+                            if let Some(c) = s {
+                                out.temperature.push(sample(t, "nvme_cli", dev, &format!("Sensor {}", i + 1), c.0));
+                            }
+                        }
+                        smart = Some(smart_record(t, dev, &log));
+                    }
+                    Err(e) => self.failed("nvme_cli", dev, t, e.to_string(), &mut out),
+                }
+            }
+            if let Some(smartctl) = self.tools.smartctl.clone() {
+                let r = smartctl.report(&dev.node, dev.nvme.then_some("nvme"));
+                let t = now();
+                match r {
+                    Ok(rep) => {
+                        self.ok("smartctl", dev);
+                        let name = if dev.nvme { "Composite" } else { "Temperature" };
+                        if let Some(c) = rep.temperature {
+                            out.temperature.push(sample(t, "smartctl", dev, name, c.0));
+                        }
+                        if let Some(n) = &rep.nvme {
+                            for (i, s) in n.sensors.iter().enumerate() {
+                                if let Some(c) = s {
+                                    out.temperature.push(sample(t, "smartctl", dev, &format!("Sensor {}", i + 1), c.0));
+                                }
+                            }
+                        }
+                        if smart.is_none() {
+                            smart = smart_record_from_smartctl(t, dev, &rep);
+                        }
+                    }
+                    Err(e) => self.failed("smartctl", dev, t, e.to_string(), &mut out),
+                }
+            }
+            if let Some(s) = smart {
+                self.track_warning(dev, &s, &mut out);
+                out.nvme_smart.push(s);
+            }
+        }
+        out
+    }
+
+    /// An event when the critical warning becomes non-zero, changes, or clears.
+    fn track_warning(&mut self, dev: &HealthDevice, s: &v1::NvmeSmart, out: &mut Poll) {
+        let now = u8::try_from(s.critical_warning).unwrap_or(u8::MAX);
+        let before = self.warnings.insert(dev.tag.clone(), now).unwrap_or(0);
+        if now == before {
+            return;
+        }
+        let w = CriticalWarning(now);
+        let mut e = if now == 0 {
+            event(s.time_ns, "critical_warning", v1::Severity::Info, &dev.tag, format!("{}: critical warning cleared (was {before:#04x})", dev.node))
+        } else {
+            event(
+                s.time_ns,
+                "critical_warning",
+                v1::Severity::Critical,
+                &dev.tag,
+                format!("{}: NVMe critical warning {now:#04x}: {}", dev.node, describe_warning(w)),
+            )
+        };
+        e.attributes.insert("value".into(), now.to_string());
+        e.attributes.insert("previous".into(), before.to_string());
+        e.attributes.insert("serial".into(), s.serial.clone());
+        tracing::warn!(device = %dev.node, value = now, "{}", e.message);
+        out.events.push(e);
+    }
+
+    fn ok(&mut self, source: &str, dev: &HealthDevice) {
+        self.last_error.remove(&format!("{source}:{}", dev.tag));
+    }
+
+    fn failed(&mut self, source: &str, dev: &HealthDevice, t: i64, msg: String, out: &mut Poll) {
+        out.errors += 1;
+        let key = format!("{source}:{}", dev.tag);
+        if self.last_error.get(&key) != Some(&msg) {
+            tracing::warn!(source, device = %dev.node, "{msg}");
+            out.events.push(event(t, "sensor_error", v1::Severity::Warning, &dev.tag, format!("{source}: {msg}")));
+            self.last_error.insert(key, msg);
+        }
+    }
+}
+
+fn sample(time_ns: i64, source: &str, dev: &HealthDevice, sensor: &str, celsius: f64) -> v1::TemperatureSample {
+    v1::TemperatureSample { time_ns, source: source.into(), device: dev.tag.clone(), sensor: sensor.into(), celsius }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DrivesConfig;
+    use crate::drives::tools::DriveInventory;
+    use std::sync::Arc;
+    use wattflip_drives::fake::{FakeNvme, ScriptedRunner, SetBehaviour};
+    use wattflip_drives::{NvmeCli, Smartctl};
+
+    fn fixture(rel: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("drives/tests/fixtures").join(rel);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn qemu_dev() -> HealthDevice {
+        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }
+    }
+
+    fn tools(nvme: Option<Arc<FakeNvme>>, smart: Option<Arc<ScriptedRunner>>) -> DriveTools {
+        DriveTools {
+            nvme: nvme.map(|f| NvmeCli::new(f)),
+            smartctl: smart.map(|r| Smartctl::new(r)),
+            unavailable: Vec::new(),
+        }
+    }
+
+    fn fake(smart_log: &str) -> Arc<FakeNvme> {
+        Arc::new(
+            FakeNvme::new()
+                .with_list(&fixture("nvme/qemu-nvme-cli-2.3-list.json"))
+                .with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse)
+                .with_smart_log("/dev/nvme0", smart_log),
+        )
+    }
+
+    #[test]
+    fn qemu_both_tools_exact_samples_smart_and_warning_event() {
+        let smart = Arc::new(ScriptedRunner::new());
+        let report = fixture("smartctl/qemu-smartctl-7.3-nvme-H-A.json");
+        smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 8, &report, "");
+        smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 8, &report, "");
+        let mut m = DriveMonitor::new(tools(Some(fake(&fixture("nvme/qemu-nvme-cli-2.3-smart-log.json"))), Some(smart.clone())), vec![qemu_dev()]);
+        let p = m.poll(&|| 1_000);
+        let temps: Vec<(&str, &str, &str, f64)> =
+            p.temperature.iter().map(|t| (t.source.as_str(), t.device.as_str(), t.sensor.as_str(), t.celsius)).collect();
+        // 323 K: nvme-cli's Kelvin converts exactly to 49.85 °C, smartctl prints K − 273 = 50.
+        assert_eq!(temps, vec![("nvme_cli", "nvme0", "Composite", 49.85), ("smartctl", "nvme0", "Composite", 50.0)]);
+        assert_eq!(
+            p.nvme_smart,
+            vec![v1::NvmeSmart {
+                time_ns: 1_000,
+                device: "nvme0".into(),
+                serial: "deadbeef".into(),
+                critical_warning: 2,
+                composite_celsius: 49.85,
+                data_units_read: 1,
+                ..Default::default()
+            }]
+        );
+        assert_eq!(p.events.len(), 1);
+        let e = &p.events[0];
+        assert_eq!((e.kind.as_str(), e.severity, e.device.as_str()), ("critical_warning", v1::Severity::Critical as i32, "nvme0"));
+        assert_eq!(
+            e.message,
+            "/dev/nvme0: NVMe critical warning 0x02: temperature above or below a threshold (check airflow; the drive may throttle)"
+        );
+        assert_eq!(e.attributes.get("value").map(String::as_str), Some("2"));
+        assert_eq!(p.errors, 0);
+        // The same warning again: no second event.
+        let p = m.poll(&|| 2_000);
+        assert!(p.events.is_empty(), "{:?}", p.events);
+        assert_eq!(smart.remaining(), 0);
+    }
+
+    #[test]
+    fn a_failing_tool_degrades_only_itself_and_is_reported_once() {
+        let smart = Arc::new(ScriptedRunner::new());
+        let report = fixture("smartctl/qemu-smartctl-7.3-nvme-H-A.json");
+        for _ in 0..2 {
+            smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 8, &report, "");
+        }
+        // nvme-cli without a smart-log answer fails on every poll.
+        let nvme = Arc::new(
+            FakeNvme::new().with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse),
+        );
+        let mut m = DriveMonitor::new(tools(Some(nvme), Some(smart)), vec![qemu_dev()]);
+        let p = m.poll(&|| 5);
+        assert_eq!(p.errors, 1);
+        assert_eq!(p.temperature.len(), 1);
+        assert_eq!(p.temperature[0].source, "smartctl");
+        // smartctl's NVMe log stands in for the SMART record.
+        assert_eq!(p.nvme_smart.len(), 1);
+        assert_eq!((p.nvme_smart[0].critical_warning, p.nvme_smart[0].composite_celsius), (2, 50.0));
+        let kinds: Vec<&str> = p.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, vec!["sensor_error", "critical_warning"]);
+        assert!(p.events[0].message.starts_with("nvme_cli: `nvme smart-log /dev/nvme0 -o json` failed with exit status 1"), "{}", p.events[0].message);
+        let p = m.poll(&|| 6);
+        assert_eq!((p.errors, p.events.len()), (1, 0), "the same error is not reported twice");
+    }
+
+    #[test]
+    fn warning_changes_and_clears() {
+        let log0 = fixture("nvme/qemu-nvme-cli-2.3-smart-log.json").replace("\"critical_warning\":2", "\"critical_warning\":0");
+        let f = fake(&log0);
+        let mut m = DriveMonitor::new(tools(Some(f.clone()), None), vec![qemu_dev()]);
+        assert!(m.poll(&|| 1).events.is_empty(), "0 at start is not an event");
+        let f2 = fake(&fixture("nvme/qemu-nvme-cli-2.3-smart-log.json"));
+        m.tools.nvme = Some(NvmeCli::new(f2));
+        let e = m.poll(&|| 2).events;
+        assert_eq!((e.len(), e[0].severity), (1, v1::Severity::Critical as i32));
+        m.tools.nvme = Some(NvmeCli::new(f));
+        let e = m.poll(&|| 3).events;
+        assert_eq!(e.len(), 1);
+        assert_eq!((e[0].severity, e[0].message.as_str()), (v1::Severity::Info as i32, "/dev/nvme0: critical warning cleared (was 0x02)"));
+    }
+
+    #[test]
+    fn describe_lists_composites() {
+        let t = DriveTools::probe(&DrivesConfig { smartctl: false, ..Default::default() }, fake("{}"));
+        let inv = DriveInventory::discover(&t, std::path::Path::new("/nonexistent-sys"));
+        let m = DriveMonitor::new(t, inv.health_devices());
+        let d = m.describe();
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].source.as_str(), d[0].device.as_str(), d[0].path.as_str()), ("nvme_cli", "nvme0", "nvme smart-log /dev/nvme0 -o json"));
+    }
+}

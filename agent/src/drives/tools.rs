@@ -1,0 +1,332 @@
+//! nvme-cli and smartctl on this host: which of them the agent may use ([`DriveTools`], from
+//! `[drives]` in the config, each probed once through the runner), what they see
+//! ([`DriveInventory`], from `wattflip_drives::discover`), and how that enriches the sysfs block
+//! inventory of the Hello ([`DriveInventory::enrich`]).
+//!
+//! A missing tool or a host without drives is "not available on this host", never an error: the
+//! note goes into the inventory and the other sources go on. To use another tool, add an
+//! `Option<…>` field to [`DriveTools`] with its probe in [`DriveTools::probe`].
+
+use crate::config::DrivesConfig;
+use std::path::Path;
+use std::sync::Arc;
+use wattflip_drives::{
+    discover, CommandError, CommandRunner, Discovery, Drive, Inventory, NvmeCli, NvmeError, Smartctl, Transport,
+};
+use wattflip_proto::v1;
+
+/// The tools the agent may run, each behind the same runner (real, or a fake in tests).
+#[derive(Clone, Default)]
+pub struct DriveTools {
+    pub nvme: Option<NvmeCli>,
+    pub smartctl: Option<Smartctl>,
+    /// Why a tool is not used ("not available on this host: …").
+    pub unavailable: Vec<String>,
+}
+
+impl std::fmt::Debug for DriveTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriveTools")
+            .field("nvme", &self.nvme)
+            .field("smartctl", &self.smartctl)
+            .field("unavailable", &self.unavailable)
+            .finish()
+    }
+}
+
+impl DriveTools {
+    /// Probes the enabled tools once (`nvme version`, `smartctl --version`): a tool that is not
+    /// installed is left out with a note; one that runs but fails the probe is kept (the real
+    /// commands will report their own errors, e.g. missing CAP_SYS_ADMIN).
+    pub fn probe(cfg: &DrivesConfig, runner: Arc<dyn CommandRunner>) -> DriveTools {
+        let mut t = DriveTools::default();
+        if cfg.nvme_cli {
+            let nvme = NvmeCli::new(runner.clone()).with_program(cfg.nvme_path.clone()).with_timeout(cfg.timeout);
+            match nvme.version() {
+                Err(NvmeError::Command(CommandError::NotFound { .. })) => t.unavailable.push(format!(
+                    "nvme-cli: `{}` is not installed: install nvme-cli or set drives.nvme_path",
+                    cfg.nvme_path
+                )),
+                Ok(v) => {
+                    tracing::info!(version = %v, program = %cfg.nvme_path, "nvme-cli found");
+                    t.nvme = Some(nvme);
+                }
+                Err(e) => {
+                    tracing::warn!("nvme-cli version probe failed (kept in use): {e}");
+                    t.nvme = Some(nvme);
+                }
+            }
+        } else {
+            t.unavailable.push("nvme-cli: disabled by drives.nvme_cli = false".into());
+        }
+        if cfg.smartctl {
+            let argv = vec![cfg.smartctl_path.clone(), "--version".to_string()];
+            match runner.run(&argv, cfg.timeout) {
+                Err(CommandError::NotFound { .. }) => t.unavailable.push(format!(
+                    "smartctl: `{}` is not installed: install smartmontools or set drives.smartctl_path",
+                    cfg.smartctl_path
+                )),
+                other => {
+                    if let Err(e) = other {
+                        tracing::warn!("smartctl version probe failed (kept in use): {e}");
+                    }
+                    t.smartctl = Some(Smartctl::new(runner).with_program(cfg.smartctl_path.clone()).with_timeout(cfg.timeout));
+                }
+            }
+        } else {
+            t.unavailable.push("smartctl: disabled by drives.smartctl = false".into());
+        }
+        t
+    }
+
+    /// Whether any tool is usable.
+    pub fn any(&self) -> bool {
+        self.nvme.is_some() || self.smartctl.is_some()
+    }
+}
+
+/// What the tools (and `/sys/class/nvme`) found.
+#[derive(Debug, Clone, Default)]
+pub struct DriveInventory {
+    pub drives: Vec<Drive>,
+    /// One line per failed source or device.
+    pub problems: Vec<String>,
+    /// Tools not used, and "no drives" when the tools ran but found none.
+    pub unavailable: Vec<String>,
+}
+
+/// `/dev/nvme0` → `nvme0`; the device tag of temperatures and SMART points.
+pub fn tag_of(dev: &str) -> String {
+    dev.strip_prefix("/dev/").unwrap_or(dev).to_string()
+}
+
+impl DriveInventory {
+    /// Runs discovery with the usable tools.
+    pub fn discover(tools: &DriveTools, sysfs_root: &Path) -> DriveInventory {
+        let mut unavailable = tools.unavailable.clone();
+        if !tools.any() {
+            return DriveInventory { unavailable, ..Default::default() };
+        }
+        let Inventory { drives, problems } =
+            discover(&Discovery { sysfs_root: sysfs_root.to_path_buf(), nvme: tools.nvme.clone(), smartctl: tools.smartctl.clone() });
+        for p in &problems {
+            tracing::warn!("drive discovery: {p}");
+        }
+        if drives.is_empty() {
+            unavailable.push("drives: nvme-cli/smartctl found no NVMe or SATA drive on this host".into());
+        }
+        DriveInventory { drives, problems, unavailable }
+    }
+
+    /// Controllers (NVMe) and smartctl-only drives, each once: what the SMART monitor polls.
+    pub fn health_devices(&self) -> Vec<HealthDevice> {
+        let mut out: Vec<HealthDevice> = Vec::new();
+        for d in &self.drives {
+            let (node, nvme) = match &d.controller {
+                Some(c) => (c.clone(), true),
+                None => (d.name.clone(), false),
+            };
+            if out.iter().any(|h| h.node == node) {
+                continue;
+            }
+            out.push(HealthDevice { tag: tag_of(&node), node, serial: d.serial.clone(), nvme });
+        }
+        out
+    }
+
+    /// Fills the sysfs block inventory with what the tools know (identity where sysfs had none,
+    /// power states, controller) and adds drives sysfs did not show (no sysfs, or SATA behind a
+    /// HBA that only smartctl reaches).
+    pub fn enrich(&self, devices: &mut Vec<v1::StorageDevice>) {
+        for d in &self.drives {
+            let name = tag_of(&d.name);
+            let states: Vec<v1::PowerStateDescriptor> = d
+                .power_states
+                .iter()
+                .map(|p| v1::PowerStateDescriptor {
+                    state: u32::from(p.index),
+                    max_watts: p.max_power.map(|w| w.0).unwrap_or(0.0),
+                    operational: p.operational,
+                    entry_latency_us: p.entry_latency_us,
+                    exit_latency_us: p.exit_latency_us,
+                })
+                .collect();
+            let fill = |slot: &mut String, v: &str| {
+                if slot.is_empty() {
+                    *slot = v.trim().to_string();
+                }
+            };
+            match devices.iter_mut().find(|s| s.name == name) {
+                Some(s) => {
+                    fill(&mut s.model, &d.model);
+                    fill(&mut s.serial, &d.serial);
+                    fill(&mut s.firmware, &d.firmware);
+                    fill(&mut s.controller, &d.controller.as_deref().map(tag_of).unwrap_or_default());
+                    if s.capacity_bytes == 0 {
+                        s.capacity_bytes = d.capacity_bytes.unwrap_or(0);
+                    }
+                    if s.power_states.is_empty() {
+                        s.power_states = states;
+                    }
+                }
+                None => devices.push(v1::StorageDevice {
+                    name,
+                    model: d.model.trim().to_string(),
+                    serial: d.serial.trim().to_string(),
+                    firmware: d.firmware.trim().to_string(),
+                    capacity_bytes: d.capacity_bytes.unwrap_or(0),
+                    logical_block_size: d.logical_block_size.unwrap_or(0),
+                    transport: transport_name(&d.transport, d.controller.is_some()),
+                    // Neither tool says whether a drive rotates in the fields we read; NVMe never does.
+                    rotational: false,
+                    power_states: states,
+                    controller: d.controller.as_deref().map(tag_of).unwrap_or_default(),
+                }),
+            }
+        }
+        devices.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// WCTEMP/CCTEMP per controller, with the namespaces whose probe runs belong to it.
+    pub fn thermal_limits(&self) -> Vec<v1::DriveThermalLimits> {
+        let mut out: Vec<v1::DriveThermalLimits> = Vec::new();
+        for d in &self.drives {
+            if d.warning_temperature.is_none() && d.critical_temperature.is_none() {
+                continue;
+            }
+            let device = tag_of(d.controller.as_deref().unwrap_or(&d.name));
+            let ns = tag_of(&d.name);
+            match out.iter_mut().find(|l| l.device == device) {
+                Some(l) => {
+                    if !l.namespaces.contains(&ns) && ns != device {
+                        l.namespaces.push(ns);
+                    }
+                }
+                None => out.push(v1::DriveThermalLimits {
+                    namespaces: if ns != device { vec![ns] } else { Vec::new() },
+                    device,
+                    serial: d.serial.trim().to_string(),
+                    warning_celsius: d.warning_temperature.map(|c| c.0).unwrap_or(0.0),
+                    critical_celsius: d.critical_temperature.map(|c| c.0).unwrap_or(0.0),
+                }),
+            }
+        }
+        out
+    }
+}
+
+/// One device the SMART monitor polls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthDevice {
+    /// Node the tools are run on: `/dev/nvme0` (controller) or `/dev/sda`.
+    pub node: String,
+    /// Device tag of its points: `nvme0`, `sda`.
+    pub tag: String,
+    pub serial: String,
+    /// NVMe (smart-log applies) or not (smartctl only).
+    pub nvme: bool,
+}
+
+fn transport_name(t: &Transport, nvme: bool) -> String {
+    match t {
+        Transport::Ata => "sata".into(),
+        Transport::Scsi => "scsi".into(),
+        _ if nvme => "nvme".into(),
+        Transport::Other(s) => s.to_ascii_lowercase(),
+        _ => "other".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wattflip_drives::fake::{FakeNvme, ScriptedRunner, SetBehaviour};
+
+    fn fixture(rel: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("drives/tests/fixtures").join(rel);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn qemu_fake() -> Arc<FakeNvme> {
+        Arc::new(
+            FakeNvme::new()
+                .with_list(&fixture("nvme/qemu-nvme-cli-2.3-list.json"))
+                .with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse),
+        )
+    }
+
+    #[test]
+    fn missing_tools_are_not_available_notes() {
+        let cfg = DrivesConfig { nvme_path: "/nonexistent/nvme".into(), smartctl_path: "/nonexistent/smartctl".into(), ..Default::default() };
+        let t = DriveTools::probe(&cfg, Arc::new(wattflip_drives::SystemRunner::new()));
+        assert!(!t.any());
+        assert_eq!(
+            t.unavailable,
+            vec![
+                "nvme-cli: `/nonexistent/nvme` is not installed: install nvme-cli or set drives.nvme_path".to_string(),
+                "smartctl: `/nonexistent/smartctl` is not installed: install smartmontools or set drives.smartctl_path".to_string(),
+            ]
+        );
+        let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
+        assert!(inv.drives.is_empty());
+        assert_eq!(inv.unavailable.len(), 2);
+    }
+
+    #[test]
+    fn qemu_drive_enriches_the_block_inventory() {
+        let cfg = DrivesConfig { smartctl: false, ..Default::default() };
+        let t = DriveTools::probe(&cfg, qemu_fake());
+        assert!(t.nvme.is_some());
+        let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        // sysfs knew the namespace but not its identity: the tools fill it in.
+        let mut devices = vec![v1::StorageDevice { name: "nvme0n1".into(), transport: "nvme".into(), ..Default::default() }];
+        inv.enrich(&mut devices);
+        assert_eq!(devices.len(), 1);
+        let d = &devices[0];
+        assert_eq!((d.model.as_str(), d.serial.as_str(), d.firmware.as_str()), ("QEMU NVMe Ctrl", "deadbeef", "7.2.22"));
+        assert_eq!(d.controller, "nvme0");
+        assert_eq!(
+            d.power_states,
+            vec![v1::PowerStateDescriptor { state: 0, max_watts: 25.0, operational: true, entry_latency_us: 16, exit_latency_us: 4 }]
+        );
+        // Without sysfs the drive is added from nvme list.
+        let mut none = Vec::new();
+        inv.enrich(&mut none);
+        assert_eq!(none.len(), 1);
+        assert_eq!((none[0].name.as_str(), none[0].capacity_bytes, none[0].transport.as_str()), ("nvme0n1", 1_073_741_824, "nvme"));
+        assert_eq!(
+            inv.thermal_limits(),
+            vec![v1::DriveThermalLimits {
+                device: "nvme0".into(),
+                serial: "deadbeef".into(),
+                warning_celsius: 69.85,
+                critical_celsius: 99.85,
+                namespaces: vec!["nvme0n1".into()],
+            }]
+        );
+        assert_eq!(
+            inv.health_devices(),
+            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }]
+        );
+    }
+
+    #[test]
+    fn no_drives_is_a_note_not_an_error() {
+        let runner = ScriptedRunner::new();
+        runner.expect(&["nvme", "version"], 0, "nvme version 2.3 (git 2.3)\n", "");
+        runner.expect(&["nvme", "list", "-o", "json"], 0, "{\"Devices\":[]}\n", "");
+        let cfg = DrivesConfig { smartctl: false, ..Default::default() };
+        let runner = Arc::new(runner);
+        let t = DriveTools::probe(&cfg, runner.clone());
+        let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
+        assert_eq!(
+            inv.unavailable,
+            vec![
+                "smartctl: disabled by drives.smartctl = false".to_string(),
+                "drives: nvme-cli/smartctl found no NVMe or SATA drive on this host".to_string()
+            ]
+        );
+        assert_eq!(runner.remaining(), 0);
+    }
+}

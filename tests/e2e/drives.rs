@@ -1,0 +1,258 @@
+//! Drives end to end: the real agent binary runs the fake `nvme` (nvme-cli 2.3 replaying QEMU 7.2's
+//! emulated controller: one power state, set-feature refused with 0x410e, 323 K, critical warning
+//! bit 1 set) and a fake `smartctl` printing the recorded QEMU capture, through its real
+//! `SystemRunner`; the collector writes to a real influxd and the test reads exact rows back. A
+//! second test SIGKILLs and SIGTERMs a governor sweep and checks that the original power state
+//! comes back (at the next start, and at once).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use wattflip_e2e::*;
+
+const DB: &str = "wf_drives";
+const HOST: &str = "e2e-drives";
+
+fn drive_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/drives/tests/fixtures")
+}
+
+fn copy_exe(src: &Path, dst: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::copy(src, dst).expect("copy fake tool");
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// The fake nvme in `dir/nvme/` with the given id-ctrl and list fixtures, FID 02h value and mode.
+fn fake_nvme(dir: &Path, id_ctrl: &str, list: &str, power_value: u32, mode: &str) -> PathBuf {
+    let d = dir.join("nvme");
+    std::fs::create_dir_all(d.join("state")).unwrap();
+    let fx = drive_fixtures();
+    copy_exe(&fx.join("fake-nvme/nvme"), &d.join("nvme"));
+    std::fs::copy(fx.join("nvme").join(id_ctrl), d.join("id-ctrl.json")).unwrap();
+    std::fs::copy(fx.join("nvme").join(list), d.join("list.json")).unwrap();
+    std::fs::copy(fx.join("nvme/qemu-nvme-cli-2.3-smart-log.json"), d.join("smart-log.json")).unwrap();
+    std::fs::write(d.join("state/power_value"), format!("{power_value}\n")).unwrap();
+    std::fs::write(d.join("state/mode"), format!("{mode}\n")).unwrap();
+    d
+}
+
+/// The fake smartctl in `dir/smartctl/`: scan finds /dev/nvme0, `-a` prints QEMU's capture, exit 8.
+fn fake_smartctl(dir: &Path) -> PathBuf {
+    let d = dir.join("smartctl");
+    std::fs::create_dir_all(&d).unwrap();
+    let fx = drive_fixtures();
+    copy_exe(&fx.join("fake-smartctl/smartctl"), &d.join("smartctl"));
+    std::fs::write(
+        d.join("scan.json"),
+        r#"{"json_format_version":[1,0],"smartctl":{"version":[7,3],"exit_status":0},
+"devices":[{"name":"/dev/nvme0","info_name":"/dev/nvme0","type":"nvme","protocol":"NVMe"}]}"#,
+    )
+    .unwrap();
+    std::fs::copy(fx.join("smartctl/qemu-smartctl-7.3-nvme-H-A.json"), d.join("report.json")).unwrap();
+    std::fs::write(d.join("report.exit"), "8\n").unwrap();
+    d
+}
+
+fn config(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>) -> PathBuf {
+    let sys = dir.join("sys");
+    std::fs::create_dir_all(&sys).unwrap();
+    let smart = match smartctl {
+        Some(s) => format!("smartctl_path = \"{}\"\n", s.join("smartctl").display()),
+        None => "smartctl = false\n".into(),
+    };
+    agent_config(
+        dir,
+        &format!(
+            "agent_id = \"{HOST}\"\n[collector]\nurl = \"{collector}\"\n[sampling]\ninterval = \"100ms\"\n\
+             [sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_path = \"{}\"\n{smart}smart_interval = \"1h\"\n\
+             timeout = \"10s\"\nstate_dir = \"{}\"\n",
+            sys.display(),
+            nvme.join("nvme").display(),
+            dir.join("state").display()
+        ),
+    )
+}
+
+fn agent(args: &[&str]) -> std::process::Output {
+    Command::new(bin("wattflip-agent", "wattflip-agent")).args(args).env("RUST_LOG", "info").output().expect("run wattflip-agent")
+}
+
+fn s(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+#[test]
+fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, DB);
+    let tmp = tempfile::tempdir().unwrap();
+    let nvme = fake_nvme(tmp.path(), "qemu-nvme-cli-2.3-id-ctrl.json", "qemu-nvme-cli-2.3-list.json", 0, "refuse");
+    let smartctl = fake_smartctl(tmp.path());
+    let cfg = config(tmp.path(), &collector.url, &nvme, Some(&smartctl));
+    let cfg_s = cfg.to_str().unwrap();
+
+    let mut child = spawn_agent(tmp.path(), &["run", "--config", cfg_s, "--samples", "3"]);
+    let status = wait_child(&mut child, Duration::from_secs(60), tmp.path());
+    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+    assert!(status.success(), "agent failed:\n{stderr}");
+
+    // One SMART poll (smart_interval is 1h): 323 K read by both tools.
+    let series = influx.series(DB, &format!("SELECT celsius FROM temperature WHERE host = '{HOST}' GROUP BY source, device, sensor"));
+    let got: Vec<(String, String, String, usize, f64)> = series
+        .iter()
+        .map(|(t, rows)| {
+            (s(&t["source"]).into(), s(&t["device"]).into(), s(&t["sensor"]).into(), rows.len(), rows[0][1].as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("nvme_cli".into(), "nvme0".into(), "Composite".into(), 1, 49.85),
+            ("smartctl".into(), "nvme0".into(), "Composite".into(), 1, 50.0),
+        ],
+        "collector log:\n{}",
+        collector.log()
+    );
+    let rows = influx.rows(
+        DB,
+        &format!(
+            "SELECT critical_warning, composite_celsius, thm_temp1_trans_count, data_units_read, serial FROM nvme_smart \
+             WHERE host = '{HOST}' AND device = 'nvme0'"
+        ),
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0][1].as_i64(), rows[0][2].as_f64(), rows[0][3].as_i64(), rows[0][4].as_i64(), rows[0][5].as_str()),
+        (Some(2), Some(49.85), Some(0), Some(1), Some("deadbeef"))
+    );
+    let rows = influx.rows(DB, &format!("SELECT message, severity FROM event WHERE host = '{HOST}' AND kind = 'critical_warning'"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        rows[0][1].as_str(),
+        Some("/dev/nvme0: NVMe critical warning 0x02: temperature above or below a threshold (check airflow; the drive may throttle)")
+    );
+    assert_eq!(rows[0][2].as_str(), Some("critical"));
+    // Inventory from nvme-cli (no sysfs): identity and the single 25 W power state.
+    let rows = influx.rows(
+        DB,
+        &format!("SELECT serial, firmware, capacity_bytes, power_states, transport FROM inventory WHERE host = '{HOST}' AND device = 'nvme0n1'"),
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0][1].as_str(), rows[0][2].as_str(), rows[0][3].as_i64(), rows[0][4].as_i64(), rows[0][5].as_str()),
+        (Some("deadbeef"), Some("7.2.22"), Some(1_073_741_824), Some(1), Some("nvme"))
+    );
+    let rows = influx.rows(DB, &format!("SELECT temperature_sensors FROM agent WHERE host = '{HOST}'"));
+    assert_eq!(rows[0][1].as_i64(), Some(2));
+
+    // A power-state change on QEMU is refused (0x410e): recorded, and the state is intact.
+    let out_dir = tmp.path().join("out");
+    let out = agent(&[
+        "governor", "set", "--device", "/dev/nvme0", "--state", "0", "--config", cfg_s, "--collector", &collector.url, "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a refused change is a failed command");
+    assert!(stderr.contains("/dev/nvme0: PS0 was not applied: refused 0: NVMe status 0x410e"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(nvme.join("state/power_value")).unwrap(), "0\n");
+    let rows = influx.rows(
+        DB,
+        &format!("SELECT from_state, to_state, observed_state, serial, outcome FROM power_state WHERE host = '{HOST}' AND device = 'nvme0'"),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0][1].as_i64(), rows[0][2].as_i64(), rows[0][3].as_i64(), rows[0][4].as_str(), rows[0][5].as_str()),
+        (Some(0), Some(0), Some(0), Some("deadbeef"), Some("refused"))
+    );
+    let rows = influx.rows(DB, &format!("SELECT severity, attributes FROM event WHERE host = '{HOST}' AND kind = 'power_state_change'"));
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0][1].as_str(), rows[0][2].as_str()), (Some("warning"), Some("from=0 observed=0 outcome=refused to=0")));
+    let lp = std::fs::read_to_string(out_dir.join("governor-set.lp")).unwrap();
+    assert!(lp.starts_with(&format!("power_state,device=nvme0,host={HOST},outcome=refused ")), "{lp}");
+
+    // `inventory` shows what the tools know.
+    let out = agent(&["inventory", "--config", cfg_s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for want in ["QEMU NVMe Ctrl", "deadbeef", "NVMe power states of /dev/nvme0 (deadbeef)", "PS0  operational", "nvme_cli", "49.85 °C", "50.00 °C"] {
+        assert!(text.contains(want), "`{want}` missing in:\n{text}");
+    }
+    drop(collector);
+}
+
+fn wait_for_file(path: &Path, want: Option<&str>) -> bool {
+    wait_for(Duration::from_secs(30), || {
+        let v = std::fs::read_to_string(path).ok();
+        match want {
+            Some(w) => v.filter(|v| v != w).map(|_| ()),
+            None => v.map(|_| ()),
+        }
+    })
+    .is_some()
+}
+
+#[test]
+fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Five power states (PS0–PS2 operational), originally PS1, changes honoured.
+    let nvme = fake_nvme(tmp.path(), "constructed-5ps-nvme-cli-2.3-id-ctrl.json", "constructed-nvme-cli-2.13-list.json", 1, "honour");
+    let cfg = config(tmp.path(), "http://127.0.0.1:1", &nvme, None);
+    let power_value = nvme.join("state/power_value");
+    let state_file = tmp.path().join("state/wattflip-governor-nvme0-fid02.json");
+    let scratch = tmp.path().join("scratch.dat");
+    let sweep_args = |out: &str| -> Vec<String> {
+        [
+            "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch.to_str().unwrap(), "--size", "64MiB", "--settle", "60s",
+            "--config", cfg.to_str().unwrap(), "--out", out,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+
+    // SIGKILL while the sweep dwells in PS0: nothing can restore, the state file stays.
+    let out1 = tmp.path().join("out1");
+    let args = sweep_args(out1.to_str().unwrap());
+    let mut child = spawn_agent(tmp.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "0\n");
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state_file).unwrap()).unwrap();
+    assert_eq!((record["original_state"].as_u64(), record["serial"].as_str()), (Some(1), Some("S0WATTFLIP5PS0001")));
+
+    // The next start restores from the state file, verifies, and records it.
+    let out2 = tmp.path().join("out2");
+    let out = agent(&["governor", "show", "--device", "/dev/nvme0", "--config", cfg.to_str().unwrap(), "--out", out2.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n");
+    assert!(!state_file.exists());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("current: PS1 (workload hint 0); changeable, not saveable"), "{stdout}");
+    let lp = std::fs::read_to_string(out2.join("governor-show.lp")).unwrap();
+    assert!(
+        lp.starts_with(&format!("power_state,device=nvme0,host={HOST},outcome=restored ")) && lp.contains("from_state=1i,to_state=1i,observed_state=1i"),
+        "{lp}"
+    );
+
+    // SIGTERM mid-sweep: the agent restores at once and records it before exiting.
+    let out3 = tmp.path().join("out3");
+    let args = sweep_args(out3.to_str().unwrap());
+    let mut child = spawn_agent(tmp.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = wait_child(&mut child, Duration::from_secs(30), tmp.path());
+    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+    assert!(!status.success(), "an interrupted sweep is not a success");
+    assert!(stderr.contains("interrupted by a signal; the original power state was put back"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n");
+    assert!(!state_file.exists());
+    let lp = std::fs::read_to_string(out3.join("governor-sweep.lp")).unwrap();
+    let outcomes: Vec<&str> = lp
+        .lines()
+        .filter(|l| l.starts_with("power_state,"))
+        .map(|l| l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or(""))
+        .collect();
+    assert_eq!(outcomes, vec!["applied", "restored"], "{lp}");
+}
