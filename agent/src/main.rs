@@ -122,6 +122,19 @@ struct ProbeCli {
     /// background work recommends (its energy.jsonl in --out).
     #[arg(long)]
     pause: Option<String>,
+    /// Run the load ladder instead of uFLIP: active idle, then RR and RW at graduated fractions of
+    /// the measured maximum IOPS, with power recorded (energy proportionality).
+    #[arg(long)]
+    ladder: bool,
+    /// Ladder levels in percent of the maximum.
+    #[arg(long, default_value = "10,20,30,40,50,60,70,80,90,100", value_delimiter = ',')]
+    ladder_levels: Vec<u32>,
+    /// How long each ladder level (and the active idle) is held.
+    #[arg(long, default_value = "5s")]
+    ladder_hold: humantime::Duration,
+    /// Ladder patterns (random read and write by default).
+    #[arg(long, default_value = "RR,RW", value_delimiter = ',')]
+    ladder_patterns: Vec<String>,
     /// Do not record power during the probe.
     #[arg(long)]
     no_power: bool,
@@ -408,18 +421,49 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     };
     let started = std::time::Instant::now();
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let energy_opts = probes::EnergyOptions {
+        sysfs_root: cfg.sysfs_root.clone(),
+        kinds: cfg.kinds.clone(),
+        period: p.power_interval.into(),
+        idle: p.idle.into(),
+        tail: p.tail.into(),
+        zone: p.power_zone.clone(),
+    };
+    if p.ladder {
+        let mut patterns = Vec::new();
+        for name in &p.ladder_patterns {
+            patterns.push(
+                wattflip_uflip::Baseline::parse(name).ok_or_else(|| anyhow::anyhow!("--ladder-patterns: `{name}` is not SR, RR, SW or RW"))?,
+            );
+        }
+        anyhow::ensure!(
+            p.ladder_levels.iter().all(|&l| (1..=100).contains(&l)) && p.ladder_levels.contains(&100),
+            "--ladder-levels: percentages in 1..=100, including 100 (the peak that normalises the curve)"
+        );
+        let args = probes::ladder::LadderArgs {
+            target: args.target.clone(),
+            size,
+            destroy_consent: args.destroy_consent.clone(),
+            patterns,
+            io_size: 4096,
+            levels: p.ladder_levels.clone(),
+            hold: p.ladder_hold.into(),
+            seed: p.seed.unwrap_or(200),
+        };
+        let l = probes::ladder::run(&args, &energy_opts)?;
+        print!("{}", probes::ladder::table(&l));
+        let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+        probes::output::write_ladder(&p.out, &l, &tags)?;
+        println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
+        if let Some(url) = &p.collector {
+            send_results(url, &cfg, wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }, &p.out)?;
+        }
+        return Ok(());
+    }
     let measured = if p.no_power {
         probes::Measured { report: probes::run_probe(&args, show)?, energy: None, energy_note: "--no-power".into() }
     } else {
-        let e = probes::EnergyOptions {
-            sysfs_root: cfg.sysfs_root.clone(),
-            kinds: cfg.kinds.clone(),
-            period: p.power_interval.into(),
-            idle: p.idle.into(),
-            tail: p.tail.into(),
-            zone: p.power_zone.clone(),
-        };
-        probes::run_probe_measured(&args, show, &e)?
+        probes::run_probe_measured(&args, show, &energy_opts)?
     };
     let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };

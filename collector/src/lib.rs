@@ -4,5 +4,6 @@
 
 pub mod analysis;
 pub mod config;
+pub mod plan;
 pub mod service;
 pub mod sinks;

@@ -32,6 +32,52 @@ struct Cli {
 enum Command {
     /// Check the config file and print every problem, then exit.
     CheckConfig,
+    /// Capacity-planning answers from the measurements in InfluxDB.
+    Plan {
+        #[command(subcommand)]
+        plan: PlanCommand,
+        /// How far back to look (an InfluxQL duration: 30d, 12h).
+        #[arg(long, default_value = "30d", global = true)]
+        since: String,
+        /// Print JSON instead of a table.
+        #[arg(long, global = true)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PlanCommand {
+    /// Fleet power saved and throughput lost if every drive of a model ran in a power state.
+    PowerCap {
+        #[arg(long)]
+        model: String,
+        #[arg(long)]
+        state: u32,
+        /// TOML file with `[mix]` weights per sweep pattern, e.g. `"SW:128KiB" = 0.7`.
+        #[arg(long)]
+        mix: Option<PathBuf>,
+    },
+    /// Which racks or hosts exceed a power budget at their measured peak, and everyone's headroom.
+    Budget {
+        /// `rack`, `host`, or any agent label.
+        #[arg(long, default_value = "rack")]
+        group_by: String,
+        #[arg(long)]
+        budget_w: f64,
+        /// Averaging window of the peak (an InfluxQL duration).
+        #[arg(long, default_value = "1m")]
+        bucket: String,
+    },
+    /// How many drives of a model fit a power budget at a workload, and what they deliver.
+    Capacity {
+        #[arg(long)]
+        model: String,
+        #[arg(long)]
+        budget_w: f64,
+        /// PATTERN:SIZE, e.g. RR:4KiB or SW:128KiB.
+        #[arg(long)]
+        workload: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,9 +99,13 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let ov = Overrides { listen: cli.listen, influx_url: cli.influx_url, influx_db: cli.influx_db };
     let cfg = Config::load(cli.config.as_deref(), &ov)?;
-    if let Some(Command::CheckConfig) = cli.command {
-        println!("config OK: listen {}, InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
-        return Ok(());
+    match cli.command {
+        Some(Command::CheckConfig) => {
+            println!("config OK: listen {}, InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
+            return Ok(());
+        }
+        Some(Command::Plan { plan, since, json }) => return run_plan(&cfg, plan, &since, json),
+        None => {}
     }
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async move {
@@ -67,6 +117,45 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!("collector stopped");
         Ok(())
     })
+}
+
+fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow::Result<()> {
+    use wattflip_collector::plan::{self, Influx};
+    anyhow::ensure!(
+        since.chars().last().is_some_and(|c| c.is_ascii_alphabetic()) && since.chars().next().is_some_and(|c| c.is_ascii_digit()),
+        "--since `{since}`: an InfluxQL duration such as 30d or 12h"
+    );
+    let db = Influx::new(&cfg.influx.url, &cfg.influx.database);
+    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let (table, value) = rt.block_on(async {
+        Ok::<_, anyhow::Error>(match plan {
+            PlanCommand::PowerCap { model, state, mix } => {
+                let mix = match mix {
+                    Some(f) => {
+                        let text = std::fs::read_to_string(&f).with_context(|| format!("--mix: cannot read {}", f.display()))?;
+                        Some(plan::parse_mix(&f.display().to_string(), &text)?)
+                    }
+                    None => None,
+                };
+                let p = plan::power_cap(&db, &model, state, mix, since).await?;
+                (plan::power_cap_table(&p), serde_json::to_value(&p)?)
+            }
+            PlanCommand::Budget { group_by, budget_w, bucket } => {
+                let p = plan::budget(&db, &group_by, budget_w, &bucket, since).await?;
+                (plan::budget_table(&p), serde_json::to_value(&p)?)
+            }
+            PlanCommand::Capacity { model, budget_w, workload } => {
+                let p = plan::capacity(&db, &model, budget_w, &workload, since).await?;
+                (plan::capacity_table(&p), serde_json::to_value(&p)?)
+            }
+        })
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{table}");
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -4,5 +4,6 @@ mod drives;
 mod energy;
 mod faults;
 mod grpc;
+mod plan;
 mod probe;
 mod spine;

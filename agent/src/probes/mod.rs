@@ -4,6 +4,7 @@
 //! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`.
 
 pub mod convert;
+pub mod ladder;
 pub mod output;
 pub mod stream;
 

@@ -104,3 +104,21 @@ pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags
     write(dir.join("probe_run.lp"), lp.as_bytes(), &mut files)?;
     Ok(files)
 }
+
+/// A load ladder's local results: `ladder.jsonl` (one level per line) and `ladder.lp`.
+pub fn write_ladder(dir: &Path, l: &super::ladder::Ladder, tags: &HostTags) -> Result<Vec<PathBuf>, super::ProbeCmdError> {
+    std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
+    let mut files = Vec::new();
+    let mut jsonl = String::new();
+    for v in &l.levels {
+        jsonl.push_str(&serde_json::to_string(v).unwrap_or_default());
+        jsonl.push('\n');
+    }
+    write(dir.join("ladder.jsonl"), jsonl.as_bytes(), &mut files)?;
+    let mut lp = String::new();
+    for p in &l.runs {
+        let _ = schema::probe_run_point(p, tags).write_line(&mut lp);
+    }
+    write(dir.join("ladder.lp"), lp.as_bytes(), &mut files)?;
+    Ok(files)
+}

@@ -2,4 +2,5 @@
 //! Each analysis is a pure module (no I/O) fed by `service::ingest`, whose results become points
 //! through `wattflip_proto::schema`. Add one as a module here plus one call in `ingest::receive`.
 
+pub mod proportionality;
 pub mod throttle;

@@ -190,6 +190,8 @@ async fn receive(
                 throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
             points.push(throttle_event_point(&e, &tags));
         }
+        // A load ladder arrives whole in one batch (the probe sends all its runs at once).
+        points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &tags));
         let lines = encode(&points, &stats);
         let Ok(done) = writer.write(lines).await else { return };
         if pending.send(Pending::Ack(seq, done)).await.is_err() {

@@ -1,0 +1,162 @@
+//! Energy proportionality of a storage device from a load ladder (issue: fleet analyses). A
+//! ladder is a set of `probe_run`s with `bench = load_ladder`, one per load level u ∈ (0, 1] of
+//! one pattern, each carrying its energy and duration (mean power P(u) = energy / duration) and
+//! the active-idle power P(0) measured before it (`idle_baseline_w`). Formulas (docs/analyses.md):
+//!
+//! - normalised power p(u) = P(u) / P(1), with P(1) the peak (100 %) level;
+//! - dynamic range DR = 1 − P(0) / P(1);
+//! - EP (Ryckbosch et al.) = 2 − 2·∫₀¹ p(u) du, trapezoids over the measured levels (1 for a
+//!   perfectly proportional device, 0 for one whose power does not depend on load);
+//! - linear deviation LD = mean over the intermediate levels of p(u) − [p(0) + (1 − p(0))·u];
+//! - proportionality gap PG(u) = p(u) − u per level;
+//! - efficiency at peak: IOPS/W for random patterns, MiB/s/W for sequential ones (SNIA Emerald).
+//!
+//! A new metric is a field computed in [`analyze`] and written in [`points`].
+
+use std::collections::BTreeMap;
+use wattflip_proto::lineproto::Point;
+use wattflip_proto::schema::HostTags;
+use wattflip_proto::v1;
+
+pub const MEASUREMENT: &str = "energy_proportionality";
+
+/// One load level of a ladder.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// Load as a fraction of the device's measured maximum, 0 < u ≤ 1.
+    pub u: f64,
+    pub watts: f64,
+    pub iops: f64,
+    pub mib_per_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proportionality {
+    pub idle_w: f64,
+    pub peak_w: f64,
+    pub dynamic_range: f64,
+    pub ep: f64,
+    pub linear_deviation: f64,
+    /// (u, p(u) − u) per level, u = 0 included.
+    pub gaps: Vec<(f64, f64)>,
+    pub iops_per_w: f64,
+    pub mib_per_s_per_w: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LadderError {
+    #[error("the ladder has no 100 % level, so there is no peak power to normalise by")]
+    NoPeak,
+    #[error("peak power {0} W is not positive")]
+    BadPeak(f64),
+}
+
+/// Computes the metrics from the active-idle power and the measured levels.
+pub fn analyze(idle_w: f64, levels: &[Level]) -> Result<Proportionality, LadderError> {
+    let mut lv: Vec<Level> = levels.iter().copied().filter(|l| l.u > 0.0 && l.u <= 1.0).collect();
+    lv.sort_by(|a, b| a.u.total_cmp(&b.u));
+    let peak = lv.last().filter(|l| (l.u - 1.0).abs() < 1e-9).copied().ok_or(LadderError::NoPeak)?;
+    if peak.watts <= 0.0 {
+        return Err(LadderError::BadPeak(peak.watts));
+    }
+    let p = |w: f64| w / peak.watts;
+    let mut pts: Vec<(f64, f64)> = vec![(0.0, p(idle_w))];
+    pts.extend(lv.iter().map(|l| (l.u, p(l.watts))));
+    let integral: f64 = pts.windows(2).map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0).sum();
+    let p0 = pts[0].1;
+    let inner: Vec<f64> = pts[1..pts.len() - 1].iter().map(|&(u, pu)| pu - (p0 + (1.0 - p0) * u)).collect();
+    let linear_deviation = if inner.is_empty() { 0.0 } else { inner.iter().sum::<f64>() / inner.len() as f64 };
+    Ok(Proportionality {
+        idle_w,
+        peak_w: peak.watts,
+        dynamic_range: 1.0 - idle_w / peak.watts,
+        ep: 2.0 - 2.0 * integral,
+        linear_deviation,
+        gaps: pts.iter().map(|&(u, pu)| (u, pu - u)).collect(),
+        iops_per_w: peak.iops / peak.watts,
+        mib_per_s_per_w: peak.mib_per_s / peak.watts,
+    })
+}
+
+/// Finds the ladders in a batch (grouped by device, experiment and probe) and returns their
+/// `energy_proportionality` points. Ladders without energy (no power source) produce nothing.
+pub fn points(batch: &[v1::ProbeRun], tags: &HostTags) -> Vec<Point> {
+    let mut groups: BTreeMap<(String, String, String), Vec<&v1::ProbeRun>> = BTreeMap::new();
+    for r in batch.iter().filter(|r| r.bench == "load_ladder") {
+        let probe = r.run_id.split('-').next().unwrap_or("").to_string();
+        groups.entry((r.device.clone(), r.experiment.clone(), probe)).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for ((device, experiment, _), runs) in groups {
+        let idle = runs.iter().find_map(|r| r.idle_baseline_w);
+        let levels: Vec<Level> = runs
+            .iter()
+            .filter_map(|r| {
+                let secs = (r.end_ns - r.start_ns) as f64 / 1e9;
+                let e = r.energy_j?;
+                (secs > 0.0).then(|| Level { u: r.value / 100.0, watts: e / secs, iops: r.iops, mib_per_s: r.mib_per_s })
+            })
+            .collect();
+        let (Some(idle), Some(first)) = (idle, runs.first()) else { continue };
+        let Ok(m) = analyze(idle, &levels) else { continue };
+        let pattern = first.pattern.clone();
+        let random = pattern.starts_with('R');
+        let mut p = Point::new(MEASUREMENT, runs.iter().map(|r| r.start_ns).min().unwrap_or(first.start_ns))
+            .tag("host", tags.host.clone());
+        for (k, v) in &tags.labels {
+            p = p.tag(k.clone(), v.clone());
+        }
+        p = p
+            .tag("device", device)
+            .tag("model", first.model.clone())
+            .tag("experiment", experiment)
+            .tag("pattern", pattern)
+            .string("energy_source", first.energy_source.clone())
+            .float("idle_w", m.idle_w)
+            .float("peak_w", m.peak_w)
+            .float("dynamic_range", m.dynamic_range)
+            .float("ep", m.ep)
+            .float("linear_deviation", m.linear_deviation)
+            .int("levels", levels.len() as i64);
+        for (u, gap) in &m.gaps {
+            p = p.float(format!("gap_{:03}", (u * 100.0).round() as i64), *gap);
+        }
+        p = if random { p.float("iops_per_w", m.iops_per_w) } else { p.float("mib_per_s_per_w", m.mib_per_s_per_w) };
+        out.push(p);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ladder(watts: &[(f64, f64)]) -> Vec<Level> {
+        watts.iter().map(|&(u, w)| Level { u, watts: w, iops: 1000.0 * u, mib_per_s: 4.0 * u }).collect()
+    }
+
+    #[test]
+    fn ideal_constant_and_typical_devices() {
+        // Ideal: P(u) = 10·u, idle 0 → EP 1, DR 1, no gaps.
+        let m = analyze(0.0, &ladder(&[(0.5, 5.0), (1.0, 10.0)])).unwrap();
+        assert_eq!((m.ep, m.dynamic_range, m.linear_deviation), (1.0, 1.0, 0.0));
+        // Constant 6 W: EP 0, DR 0.
+        let m = analyze(6.0, &ladder(&[(0.25, 6.0), (0.5, 6.0), (1.0, 6.0)])).unwrap();
+        assert_eq!((m.ep, m.dynamic_range), (0.0, 0.0));
+        // Idle 2 W, peak 4 W, linear in between: ∫p = (0.5 + 1)/2 = 0.75 → EP 0.5, DR 0.5.
+        let m = analyze(2.0, &ladder(&[(0.5, 3.0), (1.0, 4.0)])).unwrap();
+        assert_eq!((m.ep, m.dynamic_range, m.linear_deviation), (0.5, 0.5, 0.0));
+        assert_eq!(m.gaps, vec![(0.0, 0.5), (0.5, 0.25), (1.0, 0.0)]);
+        assert_eq!(m.iops_per_w, 250.0);
+        // Concave (power rises early): above the line by 0.125 at u = 0.5.
+        let m = analyze(2.0, &ladder(&[(0.5, 3.5), (1.0, 4.0)])).unwrap();
+        assert_eq!(m.linear_deviation, 0.125);
+        assert_eq!(m.ep, 2.0 - 2.0 * (0.5 * (0.5 + 0.875) / 2.0 + 0.5 * (0.875 + 1.0) / 2.0));
+    }
+
+    #[test]
+    fn a_ladder_needs_its_peak() {
+        assert_eq!(analyze(1.0, &ladder(&[(0.5, 3.0)])), Err(LadderError::NoPeak));
+        assert_eq!(analyze(1.0, &ladder(&[(1.0, 0.0)])), Err(LadderError::BadPeak(0.0)));
+    }
+}
