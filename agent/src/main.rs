@@ -165,6 +165,10 @@ enum TraceCommand {
         /// UTC nanoseconds of time 0 in the CSV.
         #[arg(long)]
         time_origin_ns: Option<i64>,
+        /// "Datasheet" power of the device (W), e.g. its NVMe power state's maximum: each run then
+        /// gets the ratio of datasheet W × duration to the measured energy (ufip.md §11.7).
+        #[arg(long)]
+        datasheet_w: Option<f64>,
         /// Also send the runs with their energy to this collector.
         #[arg(long)]
         collector: Option<String>,
@@ -286,7 +290,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Probe(p) => probe(p),
-        Command::Trace(TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, collector, config }) => {
+        Command::Trace(TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config }) => {
             let unit = match time_unit.as_str() {
                 "s" => wattflip_energy::TimeUnit::Seconds,
                 "ms" => wattflip_energy::TimeUnit::Millis,
@@ -312,6 +316,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 None,
                 &format!("trace:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
                 &wattflip_energy::RunDetectConfig::default(),
+                datasheet_w,
             );
             println!(
                 "{}: {} samples, {:.6} J over {:.3} s (mean {:.3} W)",
@@ -428,6 +433,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         idle: p.idle.into(),
         tail: p.tail.into(),
         zone: p.power_zone.clone(),
+        drives: cfg.drives.clone(),
     };
     if p.ladder {
         let mut patterns = Vec::new();

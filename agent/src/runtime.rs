@@ -223,6 +223,16 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         recover_records(&cfg.drives.state_dir, nvme, &mut rec);
         first = rec.batch;
     }
+    // The datasheet estimate per NVMe controller (labelled estimated, never summed with meters).
+    if let Some(nvme) = &tools.nvme {
+        let mut seen = std::collections::HashSet::new();
+        for d in &drives.drives {
+            let Some(ctrl) = d.controller.as_ref().filter(|c| seen.insert(c.to_string())) else { continue };
+            if let Some(e) = crate::sensors::nvme_estimate::NvmeEstimate::new(nvme.clone(), ctrl, d.power_states.clone()) {
+                found.power.push(Box::new(e));
+            }
+        }
+    }
     let monitor = DriveMonitor::new(tools, drives.health_devices());
     let hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
     tracing::info!(

@@ -145,6 +145,10 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     );
     let rows = influx.rows(DB, &format!("SELECT temperature_sensors FROM agent WHERE host = '{HOST}'"));
     assert_eq!(rows[0][1].as_i64(), Some(2));
+    // The datasheet estimate: PS0's 25 W, labelled estimated (read at most every 10 s: once here).
+    let rows = influx.rows(DB, &format!("SELECT watts FROM power WHERE host = '{HOST}' AND source = 'nvme_estimate' AND method = 'estimated' AND scope = 'drive' AND zone = 'nvme0'"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][1].as_f64(), Some(25.0));
 
     // A power-state change on QEMU is refused (0x410e): recorded, and the state is intact.
     let out_dir = tmp.path().join("out");

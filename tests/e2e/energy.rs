@@ -39,6 +39,7 @@ fn live_power_during_a_probe_gives_energy_per_run() {
     let energy = jsonl(&out.join("energy.jsonl"));
     let runs = jsonl(&out.join("runs.jsonl"));
     assert_eq!(energy.len(), 12, "every run has its energy");
+    let (mut sum_energy, mut sum_secs) = (0.0, 0.0);
     for e in &energy {
         let run = runs.iter().find(|r| r["run_id"] == e["run_id"]).unwrap();
         let secs = (f(&run["end_ns"]) - f(&run["start_ns"])) / 1e9;
@@ -49,10 +50,14 @@ fn live_power_during_a_probe_gives_energy_per_run() {
         // "None" needs every tail ≤ one sample period; sleep jitter of a 1 ms grid can make one
         // last two, which is "NS" (not significant, no energy). Both mean: no background work.
         assert!(e["background_class"] == "None" || e["background_class"] == "NS", "{e}");
-        // Total = 6 W × the run's duration, to within one 1 ms sample at each end.
+        // Total = 6 W × the run's duration, to within the sample spacing at each end: the 1 ms
+        // grid of a sleeping thread on a shared 2-core VM is late by up to several ms.
         let total = f(&e["energy_j"]);
-        assert!((total - 6.0 * secs).abs() <= 6.0 * 0.0025, "run {}: {total} J vs 6 W × {secs} s", e["run_id"]);
+        assert!((total - 6.0 * secs).abs() <= 6.0 * 0.010, "run {}: {total} J vs 6 W × {secs} s", e["run_id"]);
+        sum_energy += total;
+        sum_secs += secs;
     }
+    assert!((sum_energy / sum_secs - 6.0).abs() < 0.3, "mean power over all runs {} W", sum_energy / sum_secs);
     let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
     assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
 }
@@ -113,7 +118,7 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     let cfg = agent_config(dir.path(), "agent_id = \"energy-trace\"\n");
     let o = agent(&[
         "trace", "import", trace.to_str().unwrap(), "--in", out.to_str().unwrap(), "--shunt-ohms", "0.1", "--supply-volts", "12",
-        "--time-origin-ns", &t0.to_string(), "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
+        "--time-origin-ns", &t0.to_string(), "--datasheet-w", "6", "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
@@ -129,6 +134,8 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
         assert!((f(&e["energy_j"]) - total).abs() <= 0.0031, "{e}");
         assert!((f(&e["energy_above_idle_j"]) - above).abs() <= 0.0021, "{e}");
         assert!((f(&e["idle_baseline_w"]) - 1.0).abs() < 1e-6, "{e}");
+        // "Datasheet watts × time": 6 W over the run's 0.5 s of IO against the measured energy.
+        assert!((f(&e["datasheet_ratio"]) - 3.0 / total).abs() < 0.01, "{e}");
         if sw {
             // The tail: 1 W above idle for 300 ms after the last IO.
             assert!((f(&e["background_s"]) - 0.3).abs() <= 0.0011, "{e}");

@@ -105,7 +105,16 @@ fn ns(t: u64) -> UnixNanos {
 /// Analyses every measured run of `report` against `series`. With `idle`, every run uses that
 /// baseline (the idle characterisation before the probe, needed when runs follow each other
 /// closer than the baseline window); otherwise each run's own pre-run window is used.
-pub fn analyze(report: &ProbeReport, series: &PowerSeries, idle: Option<&Baseline>, source: &str, cfg: &RunDetectConfig) -> ProbeEnergy {
+/// `datasheet_w` is the "datasheet watts" (an NVMe drive's PSD max power of its power state): each
+/// record then carries the ratio of that estimate × the run's duration to the measured energy.
+pub fn analyze(
+    report: &ProbeReport,
+    series: &PowerSeries,
+    idle: Option<&Baseline>,
+    source: &str,
+    cfg: &RunDetectConfig,
+    datasheet_w: Option<f64>,
+) -> ProbeEnergy {
     let ok: Vec<_> = report.runs.iter().filter(|r| r.status == RunStatus::Ok && r.bench != "format").collect();
     let mut out = ProbeEnergy::default();
     let mut per_experiment: BTreeMap<String, BTreeMap<u64, (f64, Vec<BackgroundObservation>)>> = BTreeMap::new();
@@ -116,7 +125,7 @@ pub fn analyze(report: &ProbeReport, series: &PowerSeries, idle: Option<&Baselin
             bytes: r.io_count.saturating_mul(r.io_size_bytes),
             ios: r.io_count,
             next_run_start: ok.get(i + 1).map(|n| ns(n.start_ns)),
-            datasheet_active: None,
+            datasheet_active: datasheet_w.map(wattflip_energy::Watts),
         };
         let result = match idle {
             Some(b) => analyze_run_with_baseline(series, &info, b, cfg),

@@ -119,6 +119,30 @@ pub struct EnergyOptions {
     pub tail: Duration,
     /// Zone to attribute energy to (default: the most drive-specific available).
     pub zone: Option<String>,
+    /// nvme-cli settings, for the datasheet estimate of an NVMe target.
+    pub drives: crate::config::DrivesConfig,
+}
+
+/// `/dev/nvme0n1` → `/dev/nvme0`: the controller that answers admin commands for a namespace.
+pub fn nvme_controller(target: &Path) -> Option<String> {
+    let name = target.file_name()?.to_str()?;
+    let rest = name.strip_prefix("nvme")?;
+    let (ctrl, ns) = rest.split_once('n')?;
+    (ctrl.chars().all(|c| c.is_ascii_digit()) && !ctrl.is_empty() && ns.chars().all(|c| c.is_ascii_digit()))
+        .then(|| format!("/dev/nvme{ctrl}"))
+}
+
+/// The "datasheet watts" of an NVMe block-device target: PSD max power of its current power state.
+fn datasheet_watts(target: &Path, drives: &crate::config::DrivesConfig) -> Option<f64> {
+    let ctrl = nvme_controller(target)?;
+    if !is_block(target) || !drives.nvme_cli {
+        return None;
+    }
+    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
+    let nvme = wattflip_drives::NvmeCli::new(runner).with_program(drives.nvme_path.clone()).with_timeout(drives.timeout);
+    let states = nvme.id_ctrl(&ctrl).ok()?.power_states;
+    let e = crate::sensors::nvme_estimate::NvmeEstimate::new(nvme, &ctrl, states)?;
+    e.current().ok().map(|(_, w)| w.0)
 }
 
 /// A probe with, when a power source was recorded, its per-run energy.
@@ -159,7 +183,8 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
     let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
     let cfg = wattflip_energy::RunDetectConfig::default();
-    let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg);
+    let datasheet = datasheet_watts(&a.target, &e.drives);
+    let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
     energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
     Ok(Measured { report, energy: Some(energy), energy_note: String::new() })
 }
@@ -211,4 +236,16 @@ pub fn pause_from_previous(out: &std::path::Path) -> Option<Duration> {
         return None;
     }
     Some(crate::energy::recommended_pause(&crate::energy::ProbeEnergy { runs, ..Default::default() }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn namespace_to_controller() {
+        use std::path::Path;
+        assert_eq!(super::nvme_controller(Path::new("/dev/nvme0n1")).as_deref(), Some("/dev/nvme0"));
+        assert_eq!(super::nvme_controller(Path::new("/dev/nvme12n3")).as_deref(), Some("/dev/nvme12"));
+        assert_eq!(super::nvme_controller(Path::new("/dev/sda")), None);
+        assert_eq!(super::nvme_controller(Path::new("/tmp/nvmex")), None);
+    }
 }

@@ -5,6 +5,7 @@
 
 pub mod hwmon;
 pub mod ipmi;
+pub mod nvme_estimate;
 pub mod rapl;
 
 use std::path::{Path, PathBuf};
