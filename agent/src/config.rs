@@ -301,6 +301,7 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
                 seed: r.seed,
                 read_only: r.read_only.unwrap_or(false),
                 pause: None,
+                counts: None,
             },
         });
     }

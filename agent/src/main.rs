@@ -122,6 +122,11 @@ struct ProbeCli {
     /// background work recommends (its energy.jsonl in --out).
     #[arg(long)]
     pause: Option<String>,
+    /// Calibrate instead of probing: run uFLIP's preparation runs (SPE and the long SIO runs),
+    /// choose IgnoreIO (start-up phase) and IOCount (running phase) per baseline, and store them in
+    /// --out/calibration.json, where later probes of the same target pick them up.
+    #[arg(long)]
+    calibrate: bool,
     /// Run the load ladder instead of uFLIP: active idle, then RR and RW at graduated fractions of
     /// the measured maximum IOPS, with power recorded (energy proportionality).
     #[arg(long)]
@@ -411,6 +416,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         destroy_consent: p.destroy_consent,
         seed: p.seed,
         read_only: p.read_only,
+        counts: None,
         pause: match p.pause.as_deref() {
             None => None,
             Some("auto") => {
@@ -425,7 +431,22 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         },
     };
     let started = std::time::Instant::now();
+    let mut args = args;
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if p.calibrate {
+        let (report, c) = probes::calibrate(&args, show)?;
+        println!("{} preparation runs on {}", report.runs.len(), report.target.path.display());
+        println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
+        for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
+            println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
+        }
+        println!("stored in {} for {}", p.out.join(probes::CALIBRATION_FILE).display(), c.target);
+        return Ok(());
+    }
+    if let Some(c) = probes::stored_calibration(&p.out, &args.target) {
+        println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, p.out.join(probes::CALIBRATION_FILE).display(), c.counts.io_count, c.counts.ignore_io);
+        args.counts = Some(c.counts);
+    }
     let energy_opts = probes::EnergyOptions {
         sysfs_root: cfg.sysfs_root.clone(),
         kinds: cfg.kinds.clone(),

@@ -158,6 +158,7 @@ mod tests {
                 seed: None,
                 read_only: false,
                 pause: None,
+                counts: None,
             },
             keep_results: false,
         }

@@ -172,3 +172,29 @@ fn the_cli_refuses_to_write_a_device_without_consent() {
     assert!(err.contains("consent"), "{err}");
     assert!(!dir.path().join("out/runs.jsonl").exists(), "nothing ran");
 }
+
+#[test]
+fn calibration_is_stored_and_reused_by_the_next_probe() {
+    let dir = disk_dir();
+    let out = dir.path().join("out");
+    let target = dir.path().join("cal.dat");
+    let base = ["--size", "256MiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let o = agent(&[&["probe", "--calibrate", "--repetitions", "1"][..], &base].concat());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let cal: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("calibration.json")).unwrap()).unwrap();
+    assert_eq!(cal["target"].as_str(), Some(target.to_str().unwrap()));
+    let counts: Vec<u64> = cal["counts"]["io_count"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let ignore: Vec<u64> = cal["counts"]["ignore_io"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(counts.len(), 4);
+    assert!(counts.iter().zip(&ignore).all(|(c, i)| c > i), "IOCount covers IgnoreIO and a running phase: {counts:?} {ignore:?}");
+    // The next full probe of the same target uses exactly these counts per baseline.
+    let o = agent(&[&["probe", "--bench", "bursts", "--repetitions", "1"][..], &base].concat());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("using the calibration of"), "{stdout}");
+    for r in jsonl(&out.join("runs.jsonl")) {
+        let i = ["SR", "RR", "SW", "RW"].iter().position(|b| r["pattern"] == *b).unwrap();
+        assert_eq!((r["io_count"].as_u64(), r["ignore_io"].as_u64()), (Some(counts[i]), Some(ignore[i])), "{}", r["experiment"]);
+    }
+}
