@@ -286,16 +286,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         ] {
             check_finite(&f(name), v)?;
         }
-        for (name, v) in [
-            ("energy_j", r.energy_j),
-            ("energy_above_idle_j", r.energy_above_idle_j),
-            ("background_energy_j", r.background_energy_j),
-            ("background_s", r.background_s),
-            ("idle_baseline_w", r.idle_baseline_w),
-            ("j_per_mib", r.j_per_mib),
-            ("j_per_io", r.j_per_io),
-            ("datasheet_ratio", r.datasheet_ratio),
-        ] {
+        for (name, v) in r.energy_fields() {
             if let Some(v) = v {
                 check_finite(&f(name), v)?;
             }

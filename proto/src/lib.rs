@@ -14,5 +14,22 @@ pub mod v1 {
     tonic::include_proto!("wattflip.v1");
 }
 
+impl v1::ProbeRun {
+    /// The optional per-run energy fields (ufip.md §11.4) by their schema name: validated and
+    /// encoded from this one list.
+    pub fn energy_fields(&self) -> [(&'static str, Option<f64>); 8] {
+        [
+            ("energy_j", self.energy_j),
+            ("energy_above_idle_j", self.energy_above_idle_j),
+            ("background_energy_j", self.background_energy_j),
+            ("background_s", self.background_s),
+            ("idle_baseline_w", self.idle_baseline_w),
+            ("j_per_mib", self.j_per_mib),
+            ("j_per_io", self.j_per_io),
+            ("datasheet_ratio", self.datasheet_ratio),
+        ]
+    }
+}
+
 /// Version of the wire protocol this build speaks (sent in `Hello.protocol_version`).
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -177,20 +177,7 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
         .float("iops", r.iops)
         .float("mib_per_s", r.mib_per_s)
         .string("target_kind", r.target_kind.clone());
-    if let Some(e) = r.energy_j {
-        p = p.float("energy_j", e);
-    }
-    if let Some(e) = r.energy_above_idle_j {
-        p = p.float("energy_above_idle_j", e);
-    }
-    for (k, v) in [
-        ("background_energy_j", r.background_energy_j),
-        ("background_s", r.background_s),
-        ("idle_baseline_w", r.idle_baseline_w),
-        ("j_per_mib", r.j_per_mib),
-        ("j_per_io", r.j_per_io),
-        ("datasheet_ratio", r.datasheet_ratio),
-    ] {
+    for (k, v) in r.energy_fields() {
         if let Some(v) = v {
             p = p.float(k, v);
         }
