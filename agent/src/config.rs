@@ -297,6 +297,7 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
                 repetitions: r.repetitions,
                 out: r.out.unwrap_or_else(|| PathBuf::from("/var/lib/wattflip-agent/probes")),
                 emit_fio_iolog: None,
+                io_trace: None,
                 destroy_consent: r.destroy_consent.unwrap_or_default(),
                 seed: r.seed,
                 read_only: r.read_only.unwrap_or(false),

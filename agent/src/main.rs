@@ -93,6 +93,9 @@ struct ProbeCli {
     /// Also write each run as a fio iolog v2 into this folder (byte-identical replay with fio).
     #[arg(long)]
     emit_fio_iolog: Option<PathBuf>,
+    /// Also write every IO's response time as one CSV per run into this folder.
+    #[arg(long)]
+    io_trace: Option<PathBuf>,
     /// Serial (or identity) of a block device whose data may be destroyed; repeatable.
     #[arg(long = "destroy-consent")]
     destroy_consent: Vec<String>,
@@ -413,6 +416,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         repetitions: p.repetitions,
         out: p.out.clone(),
         emit_fio_iolog: p.emit_fio_iolog,
+        io_trace: p.io_trace,
         destroy_consent: p.destroy_consent,
         seed: p.seed,
         read_only: p.read_only,

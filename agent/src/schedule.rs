@@ -154,6 +154,7 @@ mod tests {
                 repetitions: None,
                 out: PathBuf::from("/tmp/out"),
                 emit_fio_iolog: None,
+                io_trace: None,
                 destroy_consent: vec![],
                 seed: None,
                 read_only: false,

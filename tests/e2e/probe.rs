@@ -33,6 +33,7 @@ fn quick_probe_through_the_collector_into_influx() {
         "probe", "--quick", "--size", "256MiB",
         "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
         "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
+        "--io-trace", out.join("trace").to_str().unwrap(), "--emit-fio-iolog", out.join("iolog").to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
@@ -43,6 +44,16 @@ fn quick_probe_through_the_collector_into_influx() {
     }
     let runs = jsonl(&out.join("runs.jsonl"));
     assert_eq!(runs.len(), 12);
+    // Every IO of every run in the per-IO trace, and the same sequence as a fio iolog v2.
+    for r in &runs {
+        let n = r["io_count"].as_u64().unwrap() as usize;
+        let trace = r["trace_file"].as_str().unwrap();
+        assert_eq!(std::fs::read_to_string(trace).unwrap().lines().count(), n + 1, "{trace}");
+        let iolog = r["iolog_files"][0].as_str().unwrap();
+        let text = std::fs::read_to_string(iolog).unwrap();
+        assert!(text.starts_with("fio version 2 iolog\n"), "{iolog}");
+        assert_eq!(text.lines().filter(|l| l.contains(" read ") || l.contains(" write ")).count(), n, "{iolog}");
+    }
     let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
     assert_eq!(lp.lines().count(), 12);
     assert!(lp.lines().all(|l| l.starts_with("probe_run,bench=granularity,device=file:scratch.dat,experiment=granularity/")));

@@ -24,6 +24,8 @@ pub struct ProbeArgs {
     pub repetitions: Option<u32>,
     pub out: PathBuf,
     pub emit_fio_iolog: Option<PathBuf>,
+    /// Write every IO's response time (uFLIP's DET files) as one CSV per run into this folder.
+    pub io_trace: Option<PathBuf>,
     pub destroy_consent: Vec<String>,
     pub seed: Option<u64>,
     /// Run only the read-only benchmarks (allowed on any device, consent or not).
@@ -88,6 +90,7 @@ pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
         o.counts = c.clone();
     }
     o.emit_fio_iolog = a.emit_fio_iolog.clone();
+    o.trace_dir = a.io_trace.clone();
     o
 }
 
