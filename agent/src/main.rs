@@ -492,13 +492,16 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         return Ok(());
     }
     let measured = if p.no_power {
-        probes::Measured { report: probes::run_probe(&args, show)?, energy: None, energy_note: "--no-power".into() }
+        probes::Measured { report: probes::run_probe(&args, show)?, energy: None, power: None, energy_note: "--no-power".into() }
     } else {
         probes::run_probe_measured(&args, show, &energy_opts)?
     };
     let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
-    let written = output::write_all(&p.out, &report, measured.energy.as_ref(), &tags)?;
+    let mut written = output::write_all(&p.out, &report, measured.energy.as_ref(), &tags)?;
+    if let Some(z) = &measured.power {
+        written.files.push(output::write_power(&p.out, z)?);
+    }
     print!("{}", wattflip_uflip::summary_table(&report));
     match &measured.energy {
         Some(e) => print!("\n{}", wattflip_agent::energy::summary_table(e)),

@@ -58,6 +58,11 @@ fn live_power_during_a_probe_gives_energy_per_run() {
         sum_secs += secs;
     }
     assert!((sum_energy / sum_secs - 6.0).abs() < 0.3, "mean power over all runs {} W", sum_energy / sum_secs);
+    // The recorded power (the report's timeline): a header, then 6 W readings.
+    let power = std::fs::read_to_string(out.join("power.csv")).unwrap();
+    let rows: Vec<&str> = power.lines().skip(2).collect();
+    assert!(power.starts_with("# hwmon:ina3221-0-0041/SSD 12V (scope rail)\ntime_ns,watts\n"), "{power}");
+    assert!(rows.len() > 300 && rows.iter().all(|r| r.ends_with(",6")), "{} rows", rows.len());
     let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
     assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
 }

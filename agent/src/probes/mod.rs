@@ -158,6 +158,8 @@ fn datasheet_watts(target: &Path, drives: &crate::config::DrivesConfig) -> Optio
 pub struct Measured {
     pub report: ProbeReport,
     pub energy: Option<crate::energy::ProbeEnergy>,
+    /// The power zone the energy comes from, as recorded (for the power timeline).
+    pub power: Option<crate::energy::live::ZoneSeries>,
     /// Why there is no energy, when there is none.
     pub energy_note: String,
 }
@@ -170,7 +172,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
         let mut why = vec!["no usable power source on this host".to_string()];
         why.extend(found.unavailable.iter().cloned());
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
-        return Ok(Measured { report, energy: None, energy_note: why.join("; ") });
+        return Ok(Measured { report, energy: None, power: None, energy_note: why.join("; ") });
     }
     let recorder = crate::energy::live::Recorder::start(found.power, e.period);
     std::thread::sleep(e.idle);
@@ -183,10 +185,10 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
             Some(z) => format!("power zone `{z}` not found; zones: {}", zones.iter().map(|z| z.label()).collect::<Vec<_>>().join(", ")),
             None => "no power zone produced samples".into(),
         };
-        return Ok(Measured { report, energy: None, energy_note: note });
+        return Ok(Measured { report, energy: None, power: None, energy_note: note });
     };
     let Some(series) = zone.series() else {
-        return Ok(Measured { report, energy: None, energy_note: format!("{}: samples out of order", zone.label()) });
+        return Ok(Measured { report, energy: None, power: None, energy_note: format!("{}: samples out of order", zone.label()) });
     };
     let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
@@ -195,7 +197,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     let datasheet = datasheet_watts(&a.target, &e.drives);
     let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
     energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
-    Ok(Measured { report, energy: Some(energy), energy_note: String::new() })
+    Ok(Measured { report, energy: Some(energy), power: Some(zone.clone()), energy_note: String::new() })
 }
 
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file

@@ -122,3 +122,15 @@ pub fn write_ladder(dir: &Path, l: &super::ladder::Ladder, tags: &HostTags) -> R
     write(dir.join("ladder.lp"), lp.as_bytes(), &mut files)?;
     Ok(files)
 }
+
+/// The power recorded during a probe: `power.csv` (`time_ns,watts`, one row per reading of the
+/// zone the energy was attributed to), for the report's power timeline.
+pub fn write_power(dir: &Path, z: &crate::energy::live::ZoneSeries) -> Result<PathBuf, super::ProbeCmdError> {
+    let mut csv = format!("# {} (scope {})\ntime_ns,watts\n", z.label(), z.scope);
+    for (t, w) in z.t.iter().zip(&z.watts) {
+        csv.push_str(&format!("{t},{w}\n"));
+    }
+    let mut files = Vec::new();
+    write(dir.join("power.csv"), csv.as_bytes(), &mut files)?;
+    Ok(dir.join("power.csv"))
+}
