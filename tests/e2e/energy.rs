@@ -53,7 +53,7 @@ fn live_power_during_a_probe_gives_energy_per_run() {
         // Total = 6 W × the run's duration, to within the sample spacing at each end: the 1 ms
         // grid of a sleeping thread on a shared 2-core VM is late by up to several ms.
         let total = f(&e["energy_j"]);
-        assert!((total - 6.0 * secs).abs() <= 6.0 * 0.010, "run {}: {total} J vs 6 W × {secs} s", e["run_id"]);
+        assert!((total - 6.0 * secs).abs() <= 6.0 * 0.025, "run {}: {total} J vs 6 W × {secs} s", e["run_id"]);
         sum_energy += total;
         sum_secs += secs;
     }
