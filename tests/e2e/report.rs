@@ -24,7 +24,7 @@ fn chromium_run(page: &Path, mode: &str) -> (String, String) {
     let out = Command::new(chromium())
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
         .args(["--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        .args(["--enable-logging=stderr", "--v=0", "--window-size=1200,2400", "--hide-scrollbars"])
+        .args(["--enable-logging=stderr", "--v=0", "--window-size=1200,3600", "--hide-scrollbars"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(mode)
         .arg(format!("file://{}", page.display()))

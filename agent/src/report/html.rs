@@ -59,15 +59,19 @@ struct ChartSpec<'a> {
     x_desc: &'a str,
     y_desc: &'a str,
     fmt_x: &'a dyn Fn(f64) -> String,
-    /// Log x when every value is positive and spans most of a decade (IO sizes); never for time.
-    log_x_allowed: bool,
-    /// An x range to shade (the probe window on a power timeline).
-    band: Option<(f64, f64)>,
+    /// uFLIP's few parameter values: a log axis with ticks exactly at the values when they span
+    /// most of a decade (IO sizes); otherwise, and always for time, regular linear ticks.
+    x_at_values: bool,
+    /// An x range to shade (the probe window on a power timeline), with its legend label.
+    band: Option<(f64, f64, &'a str)>,
     /// Draw markers on the points (sparse uFLIP values), not on dense time series.
     markers: bool,
+    size: (u32, u32),
 }
 
 const CHART_SIZE: (u32, u32) = (560, 340);
+const WIDE_CHART_SIZE: (u32, u32) = (1100, 380);
+const BAND_COLOR: RGBColor = RGBColor(255, 200, 80);
 
 /// Distinct line colours that stay readable on white (plotters' Palette99 starts with pale ones).
 const COLORS: [RGBColor; 8] = [
@@ -80,6 +84,33 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
 ];
+
+/// uFLIP's baseline patterns keep one colour and one legend position in every chart, so charts
+/// of different devices compare at a glance.
+const BASELINE: [&str; 4] = ["SR", "RR", "SW", "RW"];
+
+/// Series in legend order (baseline patterns first) with their colours.
+fn coloured(data: &Series) -> Vec<(&String, &Vec<(f64, f64)>, RGBColor)> {
+    let mut v: Vec<(Option<usize>, usize, &String, &Vec<(f64, f64)>)> =
+        data.iter().enumerate().map(|(i, (n, p))| (BASELINE.iter().position(|b| b == n), i, n, p)).collect();
+    v.sort_by_key(|&(b, i, _, _)| (b.unwrap_or(usize::MAX), i));
+    let any_baseline = v.iter().any(|e| e.0.is_some());
+    let mut others = 0;
+    v.into_iter()
+        .enumerate()
+        .map(|(i, (b, _, n, p))| {
+            let c = match b {
+                Some(k) => COLORS[k],
+                None if any_baseline => {
+                    others += 1;
+                    COLORS[BASELINE.len() + (others - 1) % (COLORS.len() - BASELINE.len())]
+                }
+                None => COLORS[i % COLORS.len()],
+            };
+            (n, p, c)
+        })
+        .collect()
+}
 
 fn fmt_y(v: f64) -> String {
     let a = v.abs();
@@ -94,7 +125,27 @@ fn fmt_y(v: f64) -> String {
     }
 }
 
-/// One line chart as an SVG string; log y where every value is positive and spans a decade.
+/// 1-2-5 ticks inside [lo, hi] for a log axis (plotters labels only whole decades).
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    if !(lo > 0.0 && hi.is_finite()) {
+        return out;
+    }
+    let mut decade = 10f64.powi(lo.log10().floor() as i32);
+    while decade <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let t = m * decade;
+            if t >= lo && t <= hi {
+                out.push(t);
+            }
+        }
+        decade *= 10.0;
+    }
+    out
+}
+
+/// One line chart as an SVG string followed by its HTML legend; log y where every value is
+/// positive and spans a decade.
 fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
     let xs: Vec<f64> = data.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).collect();
     let ys: Vec<f64> = data.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).filter(|y| y.is_finite()).collect();
@@ -103,7 +154,7 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
     }
     let (xmin, xmax) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     let (ymin, ymax) = ys.iter().fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
-    let log_x = spec.log_x_allowed && xmin > 0.0 && xmax / xmin >= 8.0;
+    let log_x = spec.x_at_values && xmin > 0.0 && xmax / xmin >= 8.0;
     let log_y = ymin > 0.0 && ymax / ymin >= 10.0;
     let pad = |lo: f64, hi: f64, log: bool| {
         if log {
@@ -115,14 +166,23 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
         }
     };
     let (x0, x1) = pad(xmin, xmax, log_x);
-    // Linear y starts at 0 so that equal heights compare; the top leaves room for the legend.
-    let (y0, y1) = if log_y { pad(ymin, ymax, true) } else { (ymin.min(0.0), if ymax > 0.0 { ymax * 1.25 } else { 1.0 }) };
+    // Linear y starts at 0 so that equal heights compare.
+    let (y0, y1) = if log_y { pad(ymin, ymax, true) } else { (ymin.min(0.0), if ymax > 0.0 { ymax * 1.08 } else { 1.0 }) };
+    let mut x_keys: Vec<f64> = Vec::new();
+    for x in &xs {
+        if !x_keys.contains(x) {
+            x_keys.push(*x);
+        }
+    }
+    x_keys.sort_by(f64::total_cmp);
+    let y_keys = if log_y { log_ticks(y0, y1) } else { Vec::new() };
+    let series = coloured(data);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, spec.size).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut b = ChartBuilder::on(&root);
-        b.caption(spec.title, ("sans-serif", 16)).margin(10).x_label_area_size(40).y_label_area_size(62);
+        b.caption(spec.title, ("sans-serif", 16)).margin(12).x_label_area_size(42).y_label_area_size(64);
         let fmt_x = |v: &f64| (spec.fmt_x)(*v);
         let fmt_yl = |v: &f64| fmt_y(*v);
         macro_rules! draw {
@@ -131,7 +191,7 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
                 c.configure_mesh()
                     .x_desc(spec.x_desc)
                     .y_desc(spec.y_desc)
-                    .x_labels(8)
+                    .x_labels(10)
                     .y_labels(6)
                     .x_label_formatter(&fmt_x)
                     .y_label_formatter(&fmt_yl)
@@ -141,40 +201,39 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
                     .axis_desc_style(("sans-serif", 13))
                     .draw()
                     .map_err(|e| e.to_string())?;
-                if let Some((a, z)) = spec.band {
-                    let band = RGBColor(255, 200, 80).mix(0.22);
+                if let Some((a, z, _)) = spec.band {
+                    let band = BAND_COLOR.mix(0.25);
                     c.draw_series(std::iter::once(Rectangle::new([(a.max(x0), y0), (z.min(x1), y1)], band.filled())))
-                        .map_err(|e| e.to_string())?
-                        .label("probe runs")
-                        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], band.filled()));
+                        .map_err(|e| e.to_string())?;
                 }
-                for (i, (name, pts)) in data.iter().enumerate() {
-                    let color = COLORS[i % COLORS.len()];
-                    c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                        .map_err(|e| e.to_string())?
-                        .label(name.as_str())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                for &(_, pts, color) in &series {
+                    c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2))).map_err(|e| e.to_string())?;
                     if spec.markers {
                         c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
                     }
                 }
-                c.configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .label_font(("sans-serif", 12))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK.mix(0.3))
-                    .draw()
-                    .map_err(|e| e.to_string())?;
             }};
         }
+        // Each axis kind is its own type in plotters, hence one arm per combination.
+        let (xk, yk) = (x_keys.clone(), y_keys.clone());
         match (log_x, log_y) {
-            (true, true) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())),
-            (true, false) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)),
-            (false, true) => draw!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())),
+            (true, true) => draw!(b.build_cartesian_2d((x0..x1).log_scale().with_key_points(xk), (y0..y1).log_scale().with_key_points(yk))),
+            (true, false) => draw!(b.build_cartesian_2d((x0..x1).log_scale().with_key_points(xk), y0..y1)),
+            (false, true) => draw!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale().with_key_points(yk))),
             (false, false) => draw!(b.build_cartesian_2d(x0..x1, y0..y1)),
         }
         root.present().map_err(|e| e.to_string())?;
     }
+    // The legend is HTML under the chart: it never hides data and long channel names wrap.
+    let swatch = |c: RGBColor| format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2);
+    svg.push_str("<div class=legend>");
+    for (name, _, color) in &series {
+        let _ = write!(svg, "<span><i style=\"background:{}\"></i>{}</span>", swatch(*color), esc(name));
+    }
+    if let Some((_, _, label)) = spec.band {
+        let _ = write!(svg, "<span><i class=band style=\"background:{}\"></i>{}</span>", swatch(BAND_COLOR), esc(label));
+    }
+    svg.push_str("</div>");
     Ok(svg)
 }
 
@@ -216,6 +275,7 @@ fn device_charts(h: &mut String, d: &DeviceRuns) {
         let runs: Vec<&Run> = d.runs.iter().filter(|r| r.bench == bench).collect();
         let varying = runs.first().map(|r| r.varying.clone()).unwrap_or_default();
         let fmt_x = |v: f64| x_label(&varying, v);
+        let x_desc = varying.replace('_', " ");
         let _ = writeln!(h, "<h3>{}</h3>\n<div class=charts>", esc(&bench));
         let mut charts: Vec<(String, &str, Box<dyn Fn(&Run) -> Option<f64>>)> = vec![
             (format!("{bench}: mean response time"), "mean response time (µs)", Box::new(|r: &Run| Some(r.mean_us))),
@@ -229,7 +289,7 @@ fn device_charts(h: &mut String, d: &DeviceRuns) {
             charts.push((format!("{bench}: background-work tail"), "tail after last IO (s)", Box::new(|r: &Run| r.background.as_ref().map(|b| b.duration_s))));
         }
         for (title, y, metric) in &charts {
-            let spec = ChartSpec { title, x_desc: &varying, y_desc: y, fmt_x: &fmt_x, log_x_allowed: true, band: None, markers: true };
+            let spec = ChartSpec { title, x_desc: &x_desc, y_desc: y, fmt_x: &fmt_x, x_at_values: true, band: None, markers: true, size: CHART_SIZE };
             push_chart(h, &spec, &series(&runs, metric));
         }
         h.push_str("</div>\n");
@@ -330,7 +390,7 @@ fn power_section(h: &mut String, report: &Report) {
     };
     let secs = |ns: i64| (ns - t0) as f64 / 1e9;
     let data: Series = report.power.iter().map(|p| (p.label.clone(), p.points.iter().map(|&(t, w)| (secs(t), w)).collect())).collect();
-    let band = report.probe_window().map(|(a, z)| (secs(a), secs(z)));
+    let band = report.probe_window().map(|(a, z)| (secs(a), secs(z), "probe runs"));
     let start = utc(u64::try_from(t0).unwrap_or(0));
     let x_desc = format!("seconds since {start}");
     let fmt_x = |v: f64| format!("{v:.0}");
@@ -339,13 +399,13 @@ fn power_section(h: &mut String, report: &Report) {
         x_desc: &x_desc,
         y_desc: "W",
         fmt_x: &fmt_x,
-        log_x_allowed: false,
+        x_at_values: false,
         band,
         markers: false,
+        size: WIDE_CHART_SIZE,
     };
-    h.push_str("<div class=wide>");
     push_chart(h, &spec, &data);
-    h.push_str("</div>\n<table><tr><th class=l>channel</th><th>samples</th><th>mean W</th><th>max W</th></tr>\n");
+    h.push_str("\n<table><tr><th class=l>channel</th><th>samples</th><th>mean W</th><th>max W</th></tr>\n");
     for p in &report.power {
         let n = p.points.len();
         let mean = p.points.iter().map(|q| q.1).sum::<f64>() / n.max(1) as f64;
@@ -365,7 +425,9 @@ pub fn render_report(report: &Report) -> String {
          table{{border-collapse:collapse;font-size:13px;margin:.5em 0 1em}}\
          td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f0f0f0}}td.l,th.l{{text-align:left}}\
          .note{{color:#666}} .charts{{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:10px}}\
-         .chart svg{{width:100%;height:auto;border:1px solid #e4e4e4}} .wide svg{{width:100%;height:auto;border:1px solid #e4e4e4}}\
+         .chart svg{{width:100%;height:auto;display:block}} .chart{{border:1px solid #e4e4e4;padding-bottom:4px}}\
+         .legend{{font-size:12px;padding:0 10px;display:flex;flex-wrap:wrap;gap:4px 14px}}\
+         .legend i{{display:inline-block;width:16px;height:3px;margin:0 5px 3px 0;vertical-align:middle}} .legend i.band{{height:10px;opacity:.5}}\
          h2{{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.6em}}</style></head><body>\n\
          <h1>wattflip probe report: {subject}</h1>\n<table>",
         subject = esc(&report.subject),
@@ -446,6 +508,13 @@ mod tests {
             background: energy.map(|_| Background { duration_s: 0.25, energy_j: Some(0.5), class: Some("S".into()) }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn log_ticks_are_one_two_five() {
+        assert_eq!(log_ticks(40.0, 300.0), vec![50.0, 100.0, 200.0]);
+        assert_eq!(log_ticks(1.0, 10.0), vec![1.0, 2.0, 5.0, 10.0]);
+        assert!(log_ticks(0.0, 5.0).is_empty(), "a linear axis starting at 0 has no log ticks");
     }
 
     #[test]
