@@ -114,7 +114,7 @@ fn coloured(data: &Series) -> Vec<(&String, &Vec<(f64, f64)>, RGBColor)> {
 
 fn fmt_y(v: f64) -> String {
     let a = v.abs();
-    if a >= 100.0 || v == 0.0 {
+    if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.1}")
