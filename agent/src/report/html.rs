@@ -35,12 +35,12 @@ fn series(runs: &[&Run], metric: impl Fn(&Run) -> Option<f64>) -> Series {
     let mut acc: BTreeMap<String, BTreeMap<i64, (f64, f64, u32)>> = BTreeMap::new();
     for r in runs {
         let Some(y) = metric(r).filter(|y| y.is_finite()) else { continue };
-        let name = r.experiment.split('/').nth(1).unwrap_or(&r.pattern).to_string();
+        let name = r.probe.experiment.split('/').nth(1).unwrap_or(&r.probe.pattern).to_string();
         if !order.contains(&name) {
             order.push(name.clone());
         }
         // Key by value scaled to keep f64 ordering in a BTreeMap.
-        let e = acc.entry(name).or_default().entry((r.value * 1000.0) as i64).or_insert((r.value, 0.0, 0));
+        let e = acc.entry(name).or_default().entry((r.probe.value * 1000.0) as i64).or_insert((r.probe.value, 0.0, 0));
         e.1 += y;
         e.2 += 1;
     }
@@ -271,17 +271,17 @@ fn distinct<'a>(runs: impl Iterator<Item = &'a Run>, key: impl Fn(&Run) -> &str)
 /// The charts of one device: per micro-benchmark response time and throughput, plus energy and
 /// background tails when its runs have them.
 fn device_charts(h: &mut String, d: &DeviceRuns) {
-    for bench in distinct(d.runs.iter(), |r| &r.bench) {
-        let runs: Vec<&Run> = d.runs.iter().filter(|r| r.bench == bench).collect();
-        let varying = runs.first().map(|r| r.varying.clone()).unwrap_or_default();
+    for bench in distinct(d.runs.iter(), |r| &r.probe.bench) {
+        let runs: Vec<&Run> = d.runs.iter().filter(|r| r.probe.bench == bench).collect();
+        let varying = runs.first().map(|r| r.probe.varying.clone()).unwrap_or_default();
         let fmt_x = |v: f64| x_label(&varying, v);
         let x_desc = varying.replace('_', " ");
         let _ = writeln!(h, "<h3>{}</h3>\n<div class=charts>", esc(&bench));
         let mut charts: Vec<(String, &str, Box<dyn Fn(&Run) -> Option<f64>>)> = vec![
-            (format!("{bench}: mean response time"), "mean response time (µs)", Box::new(|r: &Run| Some(r.mean_us))),
-            (format!("{bench}: throughput"), "MiB/s", Box::new(|r: &Run| Some(r.mib_per_s))),
+            (format!("{bench}: mean response time"), "mean response time (µs)", Box::new(|r: &Run| Some(r.probe.mean_us))),
+            (format!("{bench}: throughput"), "MiB/s", Box::new(|r: &Run| Some(r.probe.mib_per_s))),
         ];
-        if runs.iter().any(|r| r.energy_j.is_some()) {
+        if runs.iter().any(|r| r.probe.energy_j.is_some()) {
             charts.push((format!("{bench}: energy per IO"), "mJ per IO", Box::new(Run::millijoules_per_io)));
             charts.push((format!("{bench}: energy per MB"), "J/MB", Box::new(Run::joules_per_mb)));
         }
@@ -299,8 +299,8 @@ fn device_charts(h: &mut String, d: &DeviceRuns) {
 /// Energy per experiment and value (means over repetitions), for runs with energy.
 fn energy_table(h: &mut String, d: &DeviceRuns) {
     let mut groups: Vec<((String, String), Vec<&Run>)> = Vec::new();
-    for r in d.runs.iter().filter(|r| r.energy_j.is_some()) {
-        let key = (r.experiment.clone(), x_label(&r.varying, r.value));
+    for r in d.runs.iter().filter(|r| r.probe.energy_j.is_some()) {
+        let key = (r.probe.experiment.clone(), x_label(&r.probe.varying, r.probe.value));
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(r),
             None => groups.push((key, vec![r])),
@@ -321,8 +321,8 @@ fn energy_table(h: &mut String, d: &DeviceRuns) {
             esc(exp),
             esc(value),
             rs.len(),
-            opt(mean(rs, &|r| r.energy_j), 3),
-            opt(mean(rs, &|r| r.energy_above_idle_j), 3),
+            opt(mean(rs, &|r| r.probe.energy_j), 3),
+            opt(mean(rs, &|r| r.probe.energy_above_idle_j), 3),
             opt(mean(rs, &Run::millijoules_per_io), 4),
             opt(mean(rs, &Run::joules_per_mb), 3),
         );
@@ -332,18 +332,18 @@ fn energy_table(h: &mut String, d: &DeviceRuns) {
 
 /// Background work per experiment: class, longest tail, its energy and share of the run energy.
 fn background_table(h: &mut String, d: &DeviceRuns) -> bool {
-    let exps = distinct(d.runs.iter().filter(|r| r.background.is_some()), |r| &r.experiment);
+    let exps = distinct(d.runs.iter().filter(|r| r.background.is_some()), |r| &r.probe.experiment);
     if exps.is_empty() {
         return false;
     }
     h.push_str("<table><tr><th class=l>experiment</th><th class=l>class</th><th>runs with a tail</th><th>longest tail s</th><th>background J</th><th>share of run energy</th></tr>\n");
     for exp in exps {
-        let rs: Vec<&Run> = d.runs.iter().filter(|r| r.experiment == exp).collect();
+        let rs: Vec<&Run> = d.runs.iter().filter(|r| r.probe.experiment == exp).collect();
         let bgs: Vec<_> = rs.iter().filter_map(|r| r.background.as_ref()).collect();
         let class = bgs.iter().rev().find_map(|b| b.class.clone()).unwrap_or_else(|| "—".into());
         let longest = bgs.iter().map(|b| b.duration_s).fold(0.0, f64::max);
         let bg_j: Vec<f64> = bgs.iter().filter_map(|b| b.energy_j).collect();
-        let run_j: f64 = rs.iter().filter_map(|r| r.energy_j).sum();
+        let run_j: f64 = rs.iter().filter_map(|r| r.probe.energy_j).sum();
         let bg_sum = (!bg_j.is_empty()).then(|| bg_j.iter().sum::<f64>());
         let share = bg_sum.filter(|_| run_j > 0.0).map(|b| format!("{:.1} %", 100.0 * b / run_j)).unwrap_or_else(|| "—".into());
         let _ = writeln!(
@@ -360,7 +360,7 @@ fn background_table(h: &mut String, d: &DeviceRuns) -> bool {
 }
 
 fn runs_table(h: &mut String, d: &DeviceRuns) {
-    let energy = d.runs.iter().any(|r| r.energy_j.is_some());
+    let energy = d.runs.iter().any(|r| r.probe.energy_j.is_some());
     h.push_str("<table><tr><th class=l>experiment</th><th>value</th><th>rep</th><th>IOs</th><th>mean µs</th><th>min µs</th><th>max µs</th><th>std-dev µs</th><th>p99 µs</th><th>IOPS</th><th>MiB/s</th>");
     if energy {
         h.push_str("<th>energy J</th>");
@@ -370,10 +370,10 @@ fn runs_table(h: &mut String, d: &DeviceRuns) {
         let _ = write!(
             h,
             "<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td><td>{:.1}</td>",
-            esc(&r.experiment), esc(&x_label(&r.varying, r.value)), r.repetition, r.io_count, r.mean_us, r.min_us, r.max_us, r.stddev_us, r.p99_us, r.iops, r.mib_per_s
+            esc(&r.probe.experiment), esc(&x_label(&r.probe.varying, r.probe.value)), r.probe.repetition, r.probe.io_count, r.probe.mean_us, r.probe.min_us, r.probe.max_us, r.probe.stddev_us, r.probe.p99_us, r.probe.iops, r.probe.mib_per_s
         );
         if energy {
-            let _ = write!(h, "<td>{}</td>", opt(r.energy_j, 3));
+            let _ = write!(h, "<td>{}</td>", opt(r.probe.energy_j, 3));
         }
         h.push_str("</tr>\n");
     }
@@ -446,7 +446,7 @@ pub fn render_report(report: &Report) -> String {
     power_section(&mut h, report);
     h.push_str("<h2>Energy</h2>\n");
     for d in &report.devices {
-        if d.runs.iter().any(|r| r.energy_j.is_some()) {
+        if d.runs.iter().any(|r| r.probe.energy_j.is_some()) {
             let _ = writeln!(h, "<h3>{}</h3>", esc(&d.device));
             energy_table(&mut h, d);
         } else {
@@ -490,9 +490,10 @@ pub fn render_report(report: &Report) -> String {
 mod tests {
     use super::*;
     use crate::report::model::Background;
+    use wattflip_proto::v1;
 
     fn run(pattern: &str, kib: u64, mean_us: f64, energy: Option<f64>) -> Run {
-        Run {
+        let probe = v1::ProbeRun {
             bench: "granularity".into(),
             experiment: format!("granularity/{pattern}"),
             pattern: pattern.into(),
@@ -505,9 +506,10 @@ mod tests {
             start_ns: 1_000_000_000 * kib as i64,
             end_ns: 1_000_000_000 * kib as i64 + 500_000_000,
             energy_j: energy,
-            background: energy.map(|_| Background { duration_s: 0.25, energy_j: Some(0.5), class: Some("S".into()) }),
             ..Default::default()
-        }
+        };
+        let background = energy.map(|_| Background { duration_s: 0.25, energy_j: Some(0.5), class: Some("S".into()) });
+        Run { probe, background }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use super::model::{utc, Background, DeviceRuns, PowerTrace, Report, Run};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use wattflip_proto::v1;
 
 /// Where to read and what.
 #[derive(Debug, Clone)]
@@ -121,37 +122,42 @@ fn text(row: &BTreeMap<String, serde_json::Value>, key: &str) -> String {
     row.get(key).and_then(|v| v.as_str()).unwrap_or_default().to_string()
 }
 
-/// A `probe_run` row (`SELECT *`: tags and fields as columns) as a run.
+/// A `probe_run` row (`SELECT *`: tags and fields as columns) as a run: the inverse of
+/// `schema::probe_run_point` for what the report shows, plus the background-work fields.
 fn run_from_row(row: &BTreeMap<String, serde_json::Value>) -> Run {
-    let int = |k: &str| num(row, k).unwrap_or(0.0);
+    let n = |k: &str| num(row, k).unwrap_or(0.0);
     let background = num(row, "background_duration_s").map(|duration_s| Background {
         duration_s,
         energy_j: num(row, "energy_background_j"),
         class: row.get("background_class").and_then(|v| v.as_str()).map(str::to_string),
     });
-    Run {
+    let probe = v1::ProbeRun {
+        run_id: text(row, "run_id"),
+        device: text(row, "device"),
+        model: text(row, "model"),
         bench: text(row, "bench"),
         experiment: text(row, "experiment"),
         pattern: text(row, "pattern"),
         varying: text(row, "varying"),
-        value: int("value"),
-        repetition: int("repetition") as u32,
-        // The point's time is the run's first submit (schema.rs `probe_run_point`).
-        start_ns: int("time") as i64,
-        end_ns: int("end_ns") as i64,
-        io_count: int("io_count") as u64,
-        io_size_bytes: int("io_size_bytes") as u64,
-        mean_us: int("mean_us"),
-        min_us: int("min_us"),
-        max_us: int("max_us"),
-        stddev_us: int("stddev_us"),
-        p99_us: int("p99_us"),
-        iops: int("iops"),
-        mib_per_s: int("mib_per_s"),
+        value: n("value"),
+        repetition: n("repetition") as u32,
+        // The point's time is the run's first submit.
+        start_ns: n("time") as i64,
+        end_ns: n("end_ns") as i64,
+        io_count: n("io_count") as u64,
+        io_size_bytes: n("io_size_bytes") as u64,
+        mean_us: n("mean_us"),
+        min_us: n("min_us"),
+        max_us: n("max_us"),
+        stddev_us: n("stddev_us"),
+        p99_us: n("p99_us"),
+        iops: n("iops"),
+        mib_per_s: n("mib_per_s"),
         energy_j: num(row, "energy_j"),
         energy_above_idle_j: num(row, "energy_above_idle_j"),
-        background,
-    }
+        ..Default::default()
+    };
+    Run { probe, background }
 }
 
 /// Reads everything the report of `src.host` needs and builds it.
@@ -208,7 +214,7 @@ pub fn load(src: &Source) -> Result<Report, InfluxReportError> {
     report.unsupported = c.query(&q)?.iter().flat_map(|s| &s.rows).map(|r| format!("{}: {}", text(r, "device"), text(r, "message"))).collect();
 
     let runs: usize = report.devices.iter().map(|d| d.runs.len()).sum();
-    let with_energy = report.devices.iter().flat_map(|d| &d.runs).filter(|r| r.energy_j.is_some()).count();
+    let with_energy = report.devices.iter().flat_map(|d| &d.runs).filter(|r| r.probe.energy_j.is_some()).count();
     let devices = report.devices.iter().map(|d| format!("{} ({})", d.device, d.model)).collect::<Vec<_>>().join(", ");
     report.facts = vec![
         ("host".into(), src.host.clone()),

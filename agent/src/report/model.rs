@@ -3,7 +3,8 @@
 //! sources give the same self-contained file. A new kind of content is a field here, filled by both
 //! sources (or left empty where a source cannot know it), and a section in `html`.
 
-use wattflip_uflip::{ProbeReport, RunResult, RunStatus};
+use wattflip_proto::v1;
+use wattflip_uflip::{ProbeReport, RunStatus};
 
 /// One report: facts, runs per device, power timeline, runs that could not be measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,32 +30,11 @@ pub struct DeviceRuns {
     pub runs: Vec<Run>,
 }
 
-/// One measured uFLIP run with its energy when a power source was aligned with it.
+/// One measured uFLIP run: the wire format's record (statistics, and energy when a power source
+/// was aligned with it), plus the background-work tail the power trace showed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Run {
-    pub bench: String,
-    pub experiment: String,
-    pub pattern: String,
-    pub varying: String,
-    pub value: f64,
-    pub repetition: u32,
-    /// First submit and last completion, UTC ns.
-    pub start_ns: i64,
-    pub end_ns: i64,
-    pub io_count: u64,
-    pub io_size_bytes: u64,
-    pub mean_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    pub stddev_us: f64,
-    pub p99_us: f64,
-    pub iops: f64,
-    pub mib_per_s: f64,
-    /// Total energy of the run (J).
-    pub energy_j: Option<f64>,
-    /// Energy above the idle baseline (J).
-    pub energy_above_idle_j: Option<f64>,
-    /// Device activity after the last IO completed, when the power trace showed any.
+    pub probe: v1::ProbeRun,
     pub background: Option<Background>,
 }
 
@@ -78,41 +58,13 @@ pub struct PowerTrace {
 impl Run {
     /// Energy per MB moved (10^6 bytes), when the run has energy and moved data.
     pub fn joules_per_mb(&self) -> Option<f64> {
-        let mb = self.io_count as f64 * self.io_size_bytes as f64 / 1e6;
-        self.energy_j.filter(|_| mb > 0.0).map(|e| e / mb)
+        let mb = self.probe.io_count as f64 * self.probe.io_size_bytes as f64 / 1e6;
+        self.probe.energy_j.filter(|_| mb > 0.0).map(|e| e / mb)
     }
 
     /// Energy per IO in mJ.
     pub fn millijoules_per_io(&self) -> Option<f64> {
-        self.energy_j.filter(|_| self.io_count > 0).map(|e| 1000.0 * e / self.io_count as f64)
-    }
-}
-
-impl From<&RunResult> for Run {
-    fn from(r: &RunResult) -> Run {
-        Run {
-            bench: r.bench.clone(),
-            experiment: r.experiment.clone(),
-            pattern: r.pattern.clone(),
-            varying: r.varying.clone(),
-            value: r.value,
-            repetition: r.repetition,
-            start_ns: i64::try_from(r.start_ns).unwrap_or(i64::MAX),
-            end_ns: i64::try_from(r.end_ns).unwrap_or(i64::MAX),
-            io_count: r.io_count,
-            io_size_bytes: r.io_size_bytes,
-            mean_us: r.mean_us,
-            min_us: r.min_us,
-            max_us: r.max_us,
-            stddev_us: r.stddev_us,
-            p99_us: r.p99_us,
-            iops: r.iops,
-            mib_per_s: r.mib_per_s,
-            // The local probe has no aligned power source yet (issue 4 adds one).
-            energy_j: None,
-            energy_above_idle_j: None,
-            background: None,
-        }
+        self.probe.energy_j.filter(|_| self.probe.io_count > 0).map(|e| 1000.0 * e / self.probe.io_count as f64)
     }
 }
 
@@ -121,11 +73,14 @@ impl Report {
     /// power source aligned with it (empty today: the local probe samples no power).
     pub fn from_probe(report: &ProbeReport, power: Vec<PowerTrace>) -> Report {
         let t = &report.target;
+        let device = crate::probes::convert::device_tag(report);
+        // The same conversion as the runs sent to the collector, so both reports agree.
         let runs: Vec<Run> = report
             .runs
             .iter()
-            .filter(|r| r.status == RunStatus::Ok && r.bench != "format" && r.bench != "prepare")
-            .map(Run::from)
+            .filter(|r| r.bench != "format" && r.bench != "prepare")
+            .filter_map(|r| crate::probes::convert::probe_run(report, r, &device))
+            .map(|probe| Run { probe, background: None })
             .collect();
         let unsupported: Vec<String> = report
             .runs
@@ -155,7 +110,7 @@ impl Report {
             Vec::new()
         } else {
             vec![DeviceRuns {
-                device: crate::probes::convert::device_tag(report),
+                device,
                 model: t.model.clone().unwrap_or_else(|| t.kind.as_str().to_string()),
                 runs,
             }]
@@ -166,8 +121,8 @@ impl Report {
     /// First submit and last completion over every run, UTC ns.
     pub fn probe_window(&self) -> Option<(i64, i64)> {
         let runs = self.devices.iter().flat_map(|d| &d.runs);
-        let start = runs.clone().map(|r| r.start_ns).min()?;
-        let end = runs.map(|r| r.end_ns).max()?;
+        let start = runs.clone().map(|r| r.probe.start_ns).min()?;
+        let end = runs.map(|r| r.probe.end_ns).max()?;
         Some((start, end))
     }
 }
@@ -201,10 +156,13 @@ mod tests {
 
     #[test]
     fn energy_ratios() {
-        let r = Run { io_count: 1000, io_size_bytes: 4096, energy_j: Some(8.192), ..Default::default() };
-        assert_eq!(r.joules_per_mb(), Some(2.0));
-        assert_eq!(r.millijoules_per_io(), Some(8.192));
-        assert_eq!(Run { io_count: 0, energy_j: Some(1.0), ..Default::default() }.joules_per_mb(), None);
-        assert_eq!(Run { io_count: 10, io_size_bytes: 10, ..Default::default() }.millijoules_per_io(), None);
+        let run = |io_count, io_size_bytes, energy_j| Run {
+            probe: v1::ProbeRun { io_count, io_size_bytes, energy_j, ..Default::default() },
+            background: None,
+        };
+        assert_eq!(run(1000, 4096, Some(8.192)).joules_per_mb(), Some(2.0));
+        assert_eq!(run(1000, 4096, Some(8.192)).millijoules_per_io(), Some(8.192));
+        assert_eq!(run(0, 4096, Some(1.0)).joules_per_mb(), None);
+        assert_eq!(run(10, 10, None).millijoules_per_io(), None);
     }
 }
