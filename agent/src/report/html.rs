@@ -28,6 +28,9 @@ pub fn render_with_power(report: &ProbeReport, power: Vec<PowerTrace>) -> String
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
+/// What a chart plots per run; `None` leaves the run out.
+type Metric = Box<dyn Fn(&Run) -> Option<f64>>;
+
 /// Mean of a metric per (pattern, value) over repetitions, patterns in first-seen order; runs
 /// without the metric are left out.
 fn series(runs: &[&Run], metric: impl Fn(&Run) -> Option<f64>) -> Series {
@@ -89,16 +92,19 @@ const COLORS: [RGBColor; 8] = [
 /// of different devices compare at a glance.
 const BASELINE: [&str; 4] = ["SR", "RR", "SW", "RW"];
 
+/// One drawn line: its name, its points and its colour.
+type Line<'a> = (&'a str, &'a [(f64, f64)], RGBColor);
+
 /// Series in legend order (baseline patterns first) with their colours.
-fn coloured(data: &Series) -> Vec<(&String, &Vec<(f64, f64)>, RGBColor)> {
-    let mut v: Vec<(Option<usize>, usize, &String, &Vec<(f64, f64)>)> =
-        data.iter().enumerate().map(|(i, (n, p))| (BASELINE.iter().position(|b| b == n), i, n, p)).collect();
-    v.sort_by_key(|&(b, i, _, _)| (b.unwrap_or(usize::MAX), i));
+fn coloured(data: &Series) -> Vec<Line<'_>> {
+    // (baseline position, first-seen index, series)
+    let mut v: Vec<_> = data.iter().enumerate().map(|(i, d)| (BASELINE.iter().position(|b| *b == d.0), i, d)).collect();
+    v.sort_by_key(|&(b, i, _)| (b.unwrap_or(usize::MAX), i));
     let any_baseline = v.iter().any(|e| e.0.is_some());
     let mut others = 0;
     v.into_iter()
         .enumerate()
-        .map(|(i, (b, _, n, p))| {
+        .map(|(i, (b, _, (n, p)))| {
             let c = match b {
                 Some(k) => COLORS[k],
                 None if any_baseline => {
@@ -107,7 +113,7 @@ fn coloured(data: &Series) -> Vec<(&String, &Vec<(f64, f64)>, RGBColor)> {
                 }
                 None => COLORS[i % COLORS.len()],
             };
-            (n, p, c)
+            (n.as_str(), p.as_slice(), c)
         })
         .collect()
 }
@@ -277,7 +283,7 @@ fn device_charts(h: &mut String, d: &DeviceRuns) {
         let fmt_x = |v: f64| x_label(&varying, v);
         let x_desc = varying.replace('_', " ");
         let _ = writeln!(h, "<h3>{}</h3>\n<div class=charts>", esc(&bench));
-        let mut charts: Vec<(String, &str, Box<dyn Fn(&Run) -> Option<f64>>)> = vec![
+        let mut charts: Vec<(String, &str, Metric)> = vec![
             (format!("{bench}: mean response time"), "mean response time (µs)", Box::new(|r: &Run| Some(r.probe.mean_us))),
             (format!("{bench}: throughput"), "MiB/s", Box::new(|r: &Run| Some(r.probe.mib_per_s))),
         ];
