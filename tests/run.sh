@@ -10,12 +10,14 @@ command -v influxd >/dev/null 2>&1 || packages+=(influxdb)
 command -v setpriv >/dev/null 2>&1 || packages+=(util-linux)
 command -v losetup >/dev/null 2>&1 || packages+=(mount)
 command -v mkfs.ext4 >/dev/null 2>&1 || packages+=(e2fsprogs)
+# The browser test renders the HTML reports in headless Chromium.
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 if ((${#packages[@]})); then
   echo "tests/run.sh: installing ${packages[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
   # The package's own service is not wanted: the tests start private servers.
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
 cargo build --workspace --bins --locked

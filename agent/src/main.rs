@@ -52,11 +52,23 @@ enum Command {
     /// NVMe power governor (FID 02h): show the power states, set one, or sweep them with IO probes.
     #[command(subcommand)]
     Governor(GovernorCli),
-    /// Render the HTML report of a probe result folder.
+    /// Render the HTML report of a probe result folder, or of one host's probes from InfluxDB.
     Report {
         /// Result folder of a probe (holds report.json).
-        #[arg(long = "in")]
-        input: PathBuf,
+        #[arg(long = "in", required_unless_present = "influx_url", conflicts_with = "influx_url")]
+        input: Option<PathBuf>,
+        /// Read the probes of --host from this InfluxDB (the collector's), e.g. http://influx:8086.
+        #[arg(long, requires = "host")]
+        influx_url: Option<String>,
+        /// InfluxDB database the collector writes.
+        #[arg(long, default_value = "wattflip", requires = "influx_url")]
+        influx_db: String,
+        /// Agent id (the `host` tag) whose probes to report.
+        #[arg(long, requires = "influx_url")]
+        host: Option<String>,
+        /// How far back to look in InfluxDB (24h, 7d, 90m).
+        #[arg(long, default_value = "24h", requires = "influx_url")]
+        since: String,
         /// Output HTML file.
         #[arg(short = 'o', long = "out", default_value = "report.html")]
         output: PathBuf,
@@ -341,14 +353,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Governor(g) => governor(g),
-        Command::Report { input, output } => {
-            let path = input.join("report.json");
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
-            let report: wattflip_uflip::ProbeReport =
-                serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
-            std::fs::write(&output, wattflip_agent::report::html::render(&report))
-                .with_context(|| format!("cannot write {}", output.display()))?;
+        Command::Report { input, influx_url, influx_db, host, since, output } => {
+            use wattflip_agent::report::{html, influx};
+            let page = match (input, influx_url, host) {
+                (Some(input), _, _) => {
+                    let path = input.join("report.json");
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
+                    let report: wattflip_uflip::ProbeReport =
+                        serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
+                    html::render(&report)
+                }
+                (None, Some(url), Some(host)) => {
+                    html::render_report(&influx::load(&influx::Source { url, database: influx_db, host, since })?)
+                }
+                // clap enforces --in or --influx-url with --host.
+                _ => anyhow::bail!("give --in DIR, or --influx-url URL with --host AGENT_ID"),
+            };
+            std::fs::write(&output, page).with_context(|| format!("cannot write {}", output.display()))?;
             println!("wrote {}", output.display());
             Ok(())
         }
@@ -498,10 +520,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     };
     let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
-    let mut written = output::write_all(&p.out, &report, measured.energy.as_ref(), &tags)?;
-    if let Some(z) = &measured.power {
-        written.files.push(output::write_power(&p.out, z)?);
-    }
+    let written = output::write_all(&p.out, &report, measured.energy.as_ref(), measured.power.as_ref(), &tags)?;
     print!("{}", wattflip_uflip::summary_table(&report));
     match &measured.energy {
         Some(e) => print!("\n{}", wattflip_agent::energy::summary_table(e)),

@@ -112,7 +112,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             if keep {
                 let dir = args.out.join(format!("{name}-{}", report.started_ns));
                 let tags = wattflip_proto::schema::HostTags::default();
-                probes::output::write_all(&dir, &report, None, &tags)?;
+                probes::output::write_all(&dir, &report, None, None, &tags)?;
             }
             Ok::<_, probes::ProbeCmdError>(report)
         })

@@ -1,9 +1,11 @@
 //! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets.
 
+mod dashboards;
 mod drives;
 mod energy;
 mod faults;
 mod grpc;
 mod plan;
 mod probe;
+mod report;
 mod spine;

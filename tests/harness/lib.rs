@@ -3,6 +3,8 @@
 //! `wattflip-agent` binary. Everything is stopped on drop. Add a server as a struct with a
 //! `start` that waits for readiness and a `Drop` that stops it.
 
+pub mod fleet;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

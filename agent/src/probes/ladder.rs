@@ -123,6 +123,10 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions) -> Result<Ladder, ProbeCmdError> {
         p.varying = "load_pct".into();
         p.value = f64::from(*pct);
         p.parameters.insert("target_iops".into(), format!("{rate:.1}"));
+        if let Some(z) = zone {
+            // Tells the collector whether the energy is the drive's own or the whole platform's.
+            p.parameters.insert("energy_scope".into(), z.scope.clone());
+        }
         p.energy_j = energy;
         p.idle_baseline_w = idle_w;
         p.energy_source = zone.map(|z| z.label()).unwrap_or_default();

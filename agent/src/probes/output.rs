@@ -34,7 +34,13 @@ fn write(path: PathBuf, data: &[u8], out: &mut Vec<PathBuf>) -> Result<(), super
     Ok(())
 }
 
-pub fn write_all(dir: &Path, report: &ProbeReport, energy: Option<&ProbeEnergy>, tags: &HostTags) -> Result<Written, super::ProbeCmdError> {
+pub fn write_all(
+    dir: &Path,
+    report: &ProbeReport,
+    energy: Option<&ProbeEnergy>,
+    power: Option<&crate::energy::live::ZoneSeries>,
+    tags: &HostTags,
+) -> Result<Written, super::ProbeCmdError> {
     std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
     let mut files = Vec::new();
     let json = serde_json::to_vec_pretty(report).unwrap_or_default();
@@ -72,7 +78,17 @@ pub fn write_all(dir: &Path, report: &ProbeReport, energy: Option<&ProbeEnergy>,
         summary.push_str(&crate::energy::summary_table(e));
     }
     write(dir.join("summary.txt"), summary.as_bytes(), &mut files)?;
-    let html = crate::report::html::render(report);
+    let trace: Vec<crate::report::model::PowerTrace> = power
+        .map(|z| crate::report::model::PowerTrace {
+            label: format!("{} ({})", z.label(), z.scope),
+            points: z.t.iter().copied().zip(z.watts.iter().copied()).collect(),
+        })
+        .into_iter()
+        .collect();
+    if let Some(z) = power {
+        files.push(write_power(dir, z)?);
+    }
+    let html = crate::report::html::render_with_power(report, energy, trace);
     write(dir.join("report.html"), html.as_bytes(), &mut files)?;
     Ok(Written { files, lines })
 }

@@ -1,5 +1,8 @@
-//! Human-facing reports. `html` renders a probe report as one self-contained HTML file with SVG
-//! charts (no scripts, no external assets), so it can be mailed or archived. A new chart is a
-//! function in `html` returning an SVG string.
+//! Human-facing reports: one self-contained HTML file with SVG charts (no scripts, no external
+//! assets), so it can be mailed or archived. `model` is what a report shows; it is filled from a
+//! local probe result (`Report::from_probe`) or from InfluxDB for one host (`influx`), and `html`
+//! renders it. A new chart is a function in `html` returning an SVG string.
 
 pub mod html;
+pub mod influx;
+pub mod model;

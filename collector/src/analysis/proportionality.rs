@@ -19,6 +19,8 @@ use wattflip_proto::schema::HostTags;
 use wattflip_proto::v1;
 
 pub const MEASUREMENT: &str = "energy_proportionality";
+/// One point per level of a ladder: the curve a dashboard draws against the ideal line.
+pub const LEVEL_MEASUREMENT: &str = "energy_proportionality_level";
 
 /// One load level of a ladder.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,16 +103,25 @@ pub fn points(batch: &[v1::ProbeRun], tags: &HostTags) -> Vec<Point> {
         let Ok(m) = analyze(idle, &levels) else { continue };
         let pattern = first.pattern.clone();
         let random = pattern.starts_with('R');
-        let mut p = Point::new(MEASUREMENT, runs.iter().map(|r| r.start_ns).min().unwrap_or(first.start_ns))
-            .tag("host", tags.host.clone());
-        for (k, v) in &tags.labels {
-            p = p.tag(k.clone(), v.clone());
-        }
-        p = p
-            .tag("device", device)
-            .tag("model", first.model.clone())
-            .tag("experiment", experiment)
-            .tag("pattern", pattern)
+        // `device` when the energy is the drive's own (rail, drive); `host` for platform scopes.
+        let scope = match first.parameters.get("energy_scope").map(String::as_str) {
+            Some("drive" | "rail") | None => "device",
+            Some(_) => "host",
+        };
+        let base = |measurement: &str, t: i64| {
+            let mut p = Point::new(measurement, t).tag("host", tags.host.clone());
+            for (k, v) in &tags.labels {
+                p = p.tag(k.clone(), v.clone());
+            }
+            p.tag("device", device.clone())
+                .tag("model", first.model.clone())
+                .tag("pattern", pattern.clone())
+                .tag("workload", pattern.clone())
+                .tag("scope", scope)
+        };
+        let t0 = runs.iter().map(|r| r.start_ns).min().unwrap_or(first.start_ns);
+        let mut p = base(MEASUREMENT, t0)
+            .tag("experiment", experiment.clone())
             .string("energy_source", first.energy_source.clone())
             .float("idle_w", m.idle_w)
             .float("peak_w", m.peak_w)
@@ -122,6 +133,21 @@ pub fn points(batch: &[v1::ProbeRun], tags: &HostTags) -> Vec<Point> {
             p = p.float(format!("gap_{:03}", (u * 100.0).round() as i64), *gap);
         }
         p = if random { p.float("iops_per_w", m.iops_per_w) } else { p.float("mib_per_s_per_w", m.mib_per_s_per_w) };
+        // The curve, u = 0 (active idle) included, each level 1 µs apart after the ladder start.
+        let mut curve = vec![(0.0, m.idle_w)];
+        curve.extend(levels.iter().map(|l| (l.u, l.watts)));
+        curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (i, (u, w)) in curve.iter().enumerate() {
+            let level = (u * 100.0).round() as i64;
+            out.push(
+                base(LEVEL_MEASUREMENT, t0 + i as i64 * 1000)
+                    .tag("level", format!("{level:03}"))
+                    .float("load_pct", u * 100.0)
+                    .float("watts", *w)
+                    .float("normalised_power", w / m.peak_w)
+                    .float("gap", w / m.peak_w - u),
+            );
+        }
         out.push(p);
     }
     out

@@ -1,0 +1,422 @@
+//! The Grafana dashboards proven without Grafana (`influx-grafana-ansible.md` §8.4): structural
+//! checks of every dashboard and of the provisioning YAML, then every variable, panel and
+//! annotation query run against a real `influxd` filled by a real fleet run (`harness/fleet.rs`),
+//! after the substitution Grafana does. Each must succeed and return at least one series.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use wattflip_e2e::fleet::Fleet;
+
+/// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
+const EXPECTED: &[(&str, &str, &[&str])] = &[
+    (
+        "device-energy-profile.json",
+        "wattflip-device-energy",
+        &[
+            "Mean response time vs IO size (Figure 4)",
+            "Energy per IO vs IO size",
+            "J/MB vs IO size",
+            "Background-work tail vs IO size",
+            "Background work per experiment",
+            "Runs",
+        ],
+    ),
+    (
+        "energy-proportionality.json",
+        "wattflip-energy-proportionality",
+        &["Normalised power vs load", "Proportionality gap per load level", "EP and dynamic range per model", "Efficiency per model", "EP per host"],
+    ),
+    (
+        "fleet-overview.json",
+        "wattflip-fleet",
+        &["Hosts reporting power", "Agents", "Power per host and source", "Temperatures", "Probe runs", "Energy in the range per zone", "Events"],
+    ),
+    ("power-budget.json", "wattflip-power-budget", &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone"]),
+    (
+        "throttling.json",
+        "wattflip-throttling",
+        &[
+            "Drive temperature",
+            "Probe throughput",
+            "Power",
+            "NVMe thermal management",
+            "Throttle events",
+            "Governor sweep: throughput vs power state",
+            "Governor sweep: throughput vs power cap",
+            "Power-state changes",
+        ],
+    ),
+];
+
+/// Annotation names per dashboard (the others have none).
+const ANNOTATIONS: &[(&str, &[&str])] = &[("throttling.json", &["Throttle events", "Power-state changes"])];
+
+const PANEL_TYPES: &[&str] = &["timeseries", "table", "stat", "xychart", "bargauge"];
+
+/// Names Grafana defines itself.
+const BUILTINS: &[&str] = &["timeFilter", "__interval", "__interval_ms", "interval"];
+
+fn dashboards_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards")
+}
+
+/// Every `*.json` in `dashboards/`, sorted by name, parsed.
+fn load() -> Vec<(String, Value)> {
+    let dir = dashboards_dir();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(dir.join(&f)).unwrap_or_else(|e| panic!("cannot read dashboards/{f}: {e}"));
+            let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("dashboards/{f} is not JSON: {e}"));
+            (f, v)
+        })
+        .collect()
+}
+
+/// `key: value` of the YAML lines with that key (the provisioning files are ours and flat enough
+/// that a line scan is exact; a second value for a key is an error the caller sees).
+fn yaml_values(file: &str, key: &str) -> Vec<String> {
+    let path = dashboards_dir().join("provisioning").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.trim_start().trim_start_matches("- ").strip_prefix(&format!("{key}:")).map(|v| v.trim().to_string()))
+        .collect()
+}
+
+fn panels(d: &Value) -> &Vec<Value> {
+    d["panels"].as_array().expect("panels array")
+}
+
+fn variables(d: &Value) -> &Vec<Value> {
+    d["templating"]["list"].as_array().expect("templating.list array")
+}
+
+fn annotations(d: &Value) -> Vec<&Value> {
+    d["annotations"]["list"].as_array().map(|a| a.iter().collect()).unwrap_or_default()
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+/// Every `$name` / `${name}` a query uses.
+fn used_variables(q: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let b = q.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            let braced = b.get(i + 1) == Some(&b'{');
+            let start = i + 1 + usize::from(braced);
+            let end = start + b[start..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+            if end > start {
+                out.insert(q[start..end].to_string());
+            }
+            i = end.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every place a dashboard queries InfluxDB: (where, query), panels then annotations.
+fn data_queries(file: &str, d: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for p in panels(d) {
+        for t in p["targets"].as_array().expect("targets") {
+            out.push((format!("{file} panel {} `{}` refId {}", p["id"], s(&p["title"]), s(&t["refId"])), s(&t["query"]).to_string()));
+        }
+    }
+    for a in annotations(d) {
+        out.push((format!("{file} annotation `{}`", s(&a["name"])), s(&a["query"]).to_string()));
+    }
+    out
+}
+
+/// Every `datasource` anywhere in the JSON, and any numeric-id form.
+fn datasource_refs<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{path}.{k}");
+                if k == "datasource" || k == "datasourceId" {
+                    out.push((p.clone(), x));
+                }
+                datasource_refs(x, p, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                datasource_refs(x, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn dashboards_and_provisioning_are_well_formed() {
+    // Provisioning: one InfluxDB datasource whose uid every dashboard uses.
+    let uids = yaml_values("datasources/wattflip.yaml", "uid");
+    assert_eq!(uids, vec!["wattflip-influx"], "dashboards/provisioning/datasources/wattflip.yaml: exactly one datasource uid");
+    let uid = uids[0].as_str();
+    assert_eq!(yaml_values("datasources/wattflip.yaml", "apiVersion"), vec!["1"]);
+    assert_eq!(yaml_values("datasources/wattflip.yaml", "type"), vec!["influxdb"]);
+    assert_eq!(yaml_values("datasources/wattflip.yaml", "dbName"), vec!["wattflip"]);
+    assert_eq!(yaml_values("dashboards/wattflip.yaml", "apiVersion"), vec!["1"]);
+    assert_eq!(yaml_values("dashboards/wattflip.yaml", "type"), vec!["file"]);
+    assert_eq!(yaml_values("dashboards/wattflip.yaml", "path"), vec!["/var/lib/grafana/dashboards/wattflip"]);
+
+    let all = load();
+    let files: Vec<&str> = all.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(files, EXPECTED.iter().map(|e| e.0).collect::<Vec<_>>(), "dashboards/*.json");
+    let mut problems: Vec<String> = Vec::new();
+    let mut dashboard_uids = BTreeSet::new();
+    for ((file, d), (_, want_uid, want_titles)) in all.iter().zip(EXPECTED) {
+        let mut bad = |m: String| problems.push(format!("dashboards/{file}: {m}"));
+        if s(&d["uid"]) != *want_uid || want_uid.len() > 40 || !dashboard_uids.insert(want_uid) {
+            bad(format!("uid {} (want {want_uid}, ≤ 40 characters, unique)", d["uid"]));
+        }
+        if !(39..=41).contains(&d["schemaVersion"].as_i64().unwrap_or(0)) {
+            bad(format!("schemaVersion {} is outside 39–41", d["schemaVersion"]));
+        }
+        let titles: Vec<&str> = panels(d).iter().map(|p| s(&p["title"])).collect();
+        if titles != *want_titles {
+            bad(format!("panel titles {titles:?}, expected {want_titles:?}"));
+        }
+        let want_annotations = ANNOTATIONS.iter().find(|a| a.0 == file).map(|a| a.1.to_vec()).unwrap_or_default();
+        let names: Vec<&str> = annotations(d).iter().map(|a| s(&a["name"])).collect();
+        if names != want_annotations {
+            bad(format!("annotations {names:?}, expected {want_annotations:?}"));
+        }
+
+        // Datasources by the provisioned uid only, never a numeric id or a bare name.
+        let mut refs = Vec::new();
+        datasource_refs(d, String::new(), &mut refs);
+        for (path, v) in refs {
+            if v.get("uid").and_then(Value::as_str) != Some(uid) || v.get("type").and_then(Value::as_str) != Some("influxdb") {
+                bad(format!("{path} = {v}: must be {{\"type\": \"influxdb\", \"uid\": \"{uid}\"}}"));
+            }
+        }
+
+        // Panels: known types, unique ids, unique refIds, raw InfluxQL, and a grid without overlaps.
+        let mut ids = BTreeSet::new();
+        let mut cells: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+        for p in panels(d) {
+            let id = p["id"].as_i64().unwrap_or(-1);
+            if !ids.insert(id) {
+                bad(format!("panel id {id} is used twice"));
+            }
+            if !PANEL_TYPES.contains(&s(&p["type"])) {
+                bad(format!("panel {id}: type {} is not one of {PANEL_TYPES:?}", p["type"]));
+            }
+            let mut refs = BTreeSet::new();
+            for t in p["targets"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                if !refs.insert(s(&t["refId"])) {
+                    bad(format!("panel {id}: refId {} twice", t["refId"]));
+                }
+                if t["rawQuery"] != Value::Bool(true) || s(&t["query"]).is_empty() {
+                    bad(format!("panel {id} refId {}: needs rawQuery: true and an InfluxQL query", t["refId"]));
+                }
+            }
+            if refs.is_empty() {
+                bad(format!("panel {id} has no targets"));
+            }
+            let g = &p["gridPos"];
+            let (x, y, w, h) = (g["x"].as_i64().unwrap_or(-1), g["y"].as_i64().unwrap_or(-1), g["w"].as_i64().unwrap_or(0), g["h"].as_i64().unwrap_or(0));
+            if x < 0 || y < 0 || w <= 0 || h <= 0 || x + w > 24 {
+                bad(format!("panel {id}: gridPos {g} is outside the 24-column grid"));
+            }
+            for cx in x..x + w {
+                for cy in y..y + h {
+                    if let Some(other) = cells.insert((cx, cy), id) {
+                        bad(format!("panel {id} overlaps panel {other} at column {cx}, row {cy}"));
+                    }
+                }
+            }
+        }
+
+        // Variables: unique, and a variable query refers only to variables defined before it.
+        let mut defined: BTreeSet<String> = BUILTINS.iter().map(|b| b.to_string()).collect();
+        for v in variables(d) {
+            let name = s(&v["name"]).to_string();
+            for used in used_variables(s(&v["query"])) {
+                if !defined.contains(&used) {
+                    bad(format!("variable `{name}` uses ${used}, which is not defined before it"));
+                }
+            }
+            if !defined.insert(name.clone()) {
+                bad(format!("variable `{name}` is defined twice"));
+            }
+        }
+        // Queries: every variable defined, every SELECT (subqueries too) bounded by $timeFilter,
+        // time buckets only by $__interval.
+        for (place, q) in data_queries(file, d) {
+            for used in used_variables(&q) {
+                if !defined.contains(&used) {
+                    bad(format!("{place}: ${used} is not a template variable"));
+                }
+            }
+            let selects = q.matches("SELECT").count();
+            let bounds = q.matches("$timeFilter").count();
+            if selects == 0 || bounds != selects {
+                bad(format!("{place}: {selects} SELECT(s) but {bounds} $timeFilter: bound every level: {q}"));
+            }
+            if q.matches("GROUP BY time(").count() != q.matches("GROUP BY time($__interval)").count() {
+                bad(format!("{place}: GROUP BY time() must use $__interval: {q}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+}
+
+/// Grafana's regex escaping of a variable value (`escapeRegex` in `@grafana/data`).
+fn escape_regex(v: &str) -> String {
+    let mut out = String::new();
+    for c in v.chars() {
+        if "\\^$*+?.()|[]{}/".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What Grafana sends to InfluxDB for a query: the time range, the interval, then each variable.
+fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64) -> String {
+    let q = q
+        .replace("$timeFilter", &format!("time >= {from_ms}ms and time <= {to_ms}ms"))
+        .replace("$__interval_ms", "10000")
+        .replace("$__interval", "10s")
+        .replace("$interval", "10s");
+    let mut out = String::new();
+    let mut rest = q.as_str();
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let braced = after.starts_with('{');
+        let body = if braced { &after[1..] } else { after };
+        let n = body.bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'_').count();
+        let name = &body[..n];
+        match vars.get(name) {
+            Some(v) if n > 0 && (!braced || body[n..].starts_with('}')) => {
+                out.push_str(v);
+                rest = &body[n + usize::from(braced)..];
+            }
+            // Not a variable (e.g. the `$/` ending a regex), or unknown: left as is, so InfluxDB
+            // answers "missing parameter" and the test names the query.
+            _ => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Runs a query; the number of series, or the error to report.
+fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
+    let resp = reqwest::blocking::Client::new()
+        .get(format!("{influx_url}/query"))
+        .query(&[("db", db), ("q", q), ("epoch", "ms")])
+        .send()
+        .map_err(|e| format!("HTTP: {e}"))?;
+    let v: Value = resp.json().map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(e) = v.get("error").or_else(|| v.pointer("/results/0/error")) {
+        return Err(format!("InfluxDB error: {e}"));
+    }
+    Ok(v.pointer("/results/0/series").and_then(Value::as_array).cloned().unwrap_or_default())
+}
+
+#[test]
+fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
+    let fleet = Fleet::start("wf_dash");
+    // The dashboard's time range: the whole run with a minute on each side, in ms like Grafana.
+    let (from_ms, to_ms) = (fleet.started_ns / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
+    let mut failures: Vec<String> = Vec::new();
+    let mut checked: Vec<String> = Vec::new();
+    for (file, d) in load() {
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        for v in variables(&d) {
+            let name = s(&v["name"]).to_string();
+            let place = format!("{file} variable `{name}`");
+            let value = match s(&v["type"]) {
+                "query" => {
+                    let q = substitute(s(&v["query"]), &vars, from_ms, to_ms);
+                    let values: Vec<String> = match run(&fleet.influx.url, &fleet.db, &q) {
+                        Ok(series) => series
+                            .iter()
+                            .flat_map(|x| x["values"].as_array().cloned().unwrap_or_default())
+                            .filter_map(|row| row.get(1).and_then(Value::as_str).map(str::to_string))
+                            .collect(),
+                        Err(e) => {
+                            failures.push(format!("{place}: {e}\n  query: {q}"));
+                            Vec::new()
+                        }
+                    };
+                    if values.is_empty() {
+                        failures.push(format!("{place}: no values\n  query: {q}"));
+                    }
+                    checked.push(place);
+                    // "All" of a multi-value variable is a regex alternation of escaped values;
+                    // a single-value variable takes its first option.
+                    if v["multi"] == Value::Bool(true) || v["includeAll"] == Value::Bool(true) {
+                        let esc: Vec<String> = values.iter().map(|x| escape_regex(x)).collect();
+                        if esc.len() == 1 { esc[0].clone() } else { format!("({})", esc.join("|")) }
+                    } else {
+                        values.first().cloned().unwrap_or_default()
+                    }
+                }
+                "custom" | "textbox" => {
+                    let current = s(&v["current"]["value"]).to_string();
+                    let options: Vec<&str> = v["options"].as_array().map(|o| o.iter().map(|x| s(&x["value"])).collect()).unwrap_or_default();
+                    assert!(options.contains(&current.as_str()), "{place}: current value `{current}` is not among its options {options:?}");
+                    current
+                }
+                other => panic!("{place}: variable type `{other}` is not handled by this test; add its Grafana substitution"),
+            };
+            vars.insert(name, value);
+        }
+        for (place, q) in data_queries(&file, &d) {
+            let sent = substitute(&q, &vars, from_ms, to_ms);
+            match run(&fleet.influx.url, &fleet.db, &sent) {
+                Ok(series) if series.is_empty() => failures.push(format!("{place}: no series\n  query: {sent}")),
+                Ok(_) => {}
+                Err(e) => failures.push(format!("{place}: {e}\n  query: {sent}")),
+            }
+            checked.push(place);
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
+    // Exactly every variable, panel target and annotation of the expected dashboards.
+    // Query variables: host, model, device (device profile and energy proportionality), host,
+    // scope (fleet), host, source (power budget; group_by, scope and budget_w are literals),
+    // host, device (throttling).
+    let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
+    assert_eq!(query_variables, 3 + 3 + 2 + 2 + 2, "query variables run: {checked:#?}");
+    let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
+    let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
+    assert_eq!(checked.len() - query_variables, panels_n + annotations_n, "panel and annotation queries run: {checked:#?}");
+}
+
+#[test]
+fn substitution_matches_grafana() {
+    let vars: BTreeMap<String, String> = [("host".to_string(), "(a|b\\.c)".to_string()), ("group_by".to_string(), "rack".to_string())].into();
+    assert_eq!(
+        substitute("SELECT x FROM m WHERE $timeFilter AND \"host\" =~ /^$host$/ GROUP BY time($__interval), \"${group_by}\"", &vars, 1, 2),
+        "SELECT x FROM m WHERE time >= 1ms and time <= 2ms AND \"host\" =~ /^(a|b\\.c)$/ GROUP BY time(10s), \"rack\""
+    );
+    assert_eq!(substitute("$nope and $", &vars, 1, 2), "$nope and $");
+    assert_eq!(escape_regex("file:scratch.dat"), "file:scratch\\.dat");
+    assert_eq!(used_variables("/^$host$/ ${scope} $__interval $"), ["__interval", "host", "scope"].iter().map(|s| s.to_string()).collect());
+}

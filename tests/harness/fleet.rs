@@ -1,0 +1,381 @@
+//! A small fleet filled end to end, for the dashboard and report tests: a private `influxd`, the
+//! real collector, two real agents (`run`) on fixture sysfs trees whose RAPL counters a thread
+//! advances (so power varies like a loaded server), and a real `probe --quick --collector` on the
+//! first host while the agents sample. Then [`seed`] adds what no producer in main writes yet.
+//!
+//! **Seed data** ([`seed`]): records that need hardware this machine lacks (a drive rail monitor,
+//! an NVMe drive that takes power caps) are sent as the agent sends them, through the real
+//! collector's gRPC ingest: per-run energy and background work on `probe_run`, `nvme_smart`,
+//! `power_state`, governor-sweep runs and load ladders (from which the collector itself derives
+//! `energy_proportionality` and `energy_proportionality_level`). Only `throttle_event` is written
+//! as line protocol straight to InfluxDB, in the collector's own schema, since no fixture makes a
+//! drive throttle.
+
+use crate::*;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wattflip_proto::lineproto::Point;
+use wattflip_proto::v1;
+
+/// The fleet's hosts (agent id, `rack` label). The first one runs the probe.
+pub const HOSTS: [(&str, &str); 2] = [("e2e-dash-1", "r7"), ("e2e-dash-2", "r8")];
+/// The seeded NVMe drive of the first host: its controller (temperature, SMART, power states)
+/// and namespace (probe runs), as the fixture's hwmon tree names them.
+pub const SEED_CONTROLLER: &str = "nvme0";
+pub const SEED_NAMESPACE: &str = "nvme0n1";
+pub const SEED_MODEL: &str = "QEMU NVMe Ctrl";
+/// Granularity values and baseline patterns of the seeded energy runs.
+pub const SEED_SIZES_KIB: [u64; 3] = [4, 32, 128];
+pub const SEED_PATTERNS: [&str; 4] = ["SR", "RR", "SW", "RW"];
+
+/// RAPL zones of the two-sockets fixture and their share of the platform (psys) power.
+const ZONES: &[(&str, f64)] = &[
+    ("intel-rapl:0", 0.35),
+    ("intel-rapl:0:0", 0.22),
+    ("intel-rapl:0:1", 0.05),
+    ("intel-rapl:1", 0.30),
+    ("intel-rapl:1:0", 0.18),
+    ("intel-rapl:1:1", 0.04),
+    ("intel-rapl:2", 1.0),
+];
+
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_nanos() as i64
+}
+
+/// The filled fleet; everything stops on drop.
+pub struct Fleet {
+    pub influx: Influx,
+    pub collector: Collector,
+    pub db: String,
+    /// The probe's result folder (report.html, report.json, …).
+    pub probe_out: PathBuf,
+    /// When the fleet started and when the seeds were written, UTC ns.
+    pub started_ns: i64,
+    pub ended_ns: i64,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+/// Advances every RAPL counter of `trees` every 100 ms until `stop`: psys follows a slow wave
+/// around 80 W (plus 10 W per host), the other zones a fixed share of it.
+fn advance_counters(trees: Vec<PathBuf>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let t = t0.elapsed().as_secs_f64();
+            for (i, powercap) in trees.iter().enumerate() {
+                let psys_w = 80.0 + 10.0 * i as f64 + 25.0 * (t / 3.0).sin();
+                for (zone, share) in ZONES {
+                    let dir = powercap.join(zone);
+                    let read = |f: &str| -> u64 {
+                        std::fs::read_to_string(dir.join(f)).expect("fixture counter").trim().parse().expect("integer counter")
+                    };
+                    let next = (read("energy_uj") + (psys_w * share * 0.1 * 1e6) as u64) % read("max_energy_range_uj");
+                    // Write then rename, so the agent never reads a half-written counter.
+                    let tmp = dir.join("energy_uj.new");
+                    std::fs::write(&tmp, format!("{next}\n")).expect("write counter");
+                    std::fs::rename(&tmp, dir.join("energy_uj")).expect("rename counter");
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
+
+impl Fleet {
+    /// Runs the fleet and the probe, stops the agents, then writes the seeds.
+    pub fn start(db: &str) -> Fleet {
+        let started_ns = now_ns();
+        let influx = Influx::start();
+        let collector = Collector::start(&influx.url, db);
+        let mut dirs = Vec::new();
+        let mut agents = Vec::new();
+        let mut trees = Vec::new();
+        let mut configs = Vec::new();
+        for (host, rack) in HOSTS {
+            let (tmp, sys) = sysfs_tree(&["two-sockets", "hwmon"]);
+            let cfg = agent_config(
+                tmp.path(),
+                &format!(
+                    "agent_id = \"{host}\"\n[labels]\nrack = \"{rack}\"\n[collector]\nurl = \"{}\"\n\
+                     [sampling]\ninterval = \"250ms\"\n[sources]\nsysfs_root = \"{}\"\n",
+                    collector.url,
+                    sys.display()
+                ),
+            );
+            // A fixed number of ticks (20 s), so each agent ends by itself once the collector has
+            // acknowledged everything; the probe runs inside this window.
+            agents.push(spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().expect("utf-8 path"), "--samples", "80"]));
+            trees.push(sys.join("class/powercap"));
+            configs.push(cfg);
+            dirs.push(tmp);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let advancer = advance_counters(trees, stop.clone());
+
+        // The real probe on the first host, streamed to the collector while the agents sample.
+        let probe_dir = tempfile::Builder::new().prefix("wf-probe-").tempdir().expect("tempdir");
+        let probe_out = probe_dir.path().join("out");
+        let scratch = probe_dir.path().join("scratch.dat");
+        std::thread::sleep(Duration::from_secs(2));
+        let mut probe = spawn_agent(
+            probe_dir.path(),
+            &[
+                "probe", "--quick", "--target", scratch.to_str().expect("utf-8 path"), "--out",
+                probe_out.to_str().expect("utf-8 path"), "--collector", &collector.url, "--config",
+                configs[0].to_str().expect("utf-8 path"),
+            ],
+        );
+        let status = wait_child(&mut probe, Duration::from_secs(300), probe_dir.path());
+        let err = std::fs::read_to_string(probe_dir.path().join("agent.stderr")).unwrap_or_default();
+        assert!(status.success(), "probe --quick --collector failed:\n{err}\ncollector log:\n{}", collector.log());
+        let _ = std::fs::remove_file(&scratch);
+        for (agent, dir) in agents.iter_mut().zip(&dirs) {
+            let status = wait_child(agent, Duration::from_secs(60), dir.path());
+            let err = std::fs::read_to_string(dir.path().join("agent.stderr")).unwrap_or_default();
+            assert!(status.success(), "agent run failed:\n{err}");
+            assert!(err.contains("80 ticks"), "agent run did not sample 80 ticks:\n{err}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        advancer.join().expect("counter thread");
+        dirs.push(probe_dir);
+        let mut fleet = Fleet { influx, collector, db: db.to_string(), probe_out, started_ns, ended_ns: 0, _dirs: dirs };
+        seed(&fleet);
+        fleet.ended_ns = now_ns();
+        fleet
+    }
+}
+
+/// The seeded energy runs: (pattern, KiB, start ns, energy J, above idle J, background tail s).
+/// Writes tail more (the paper's background work); SW's tail grows with the IO size.
+pub fn seed_runs(t0: i64) -> Vec<(&'static str, u64, i64, f64, f64, f64)> {
+    let mut out = Vec::new();
+    for (p, pattern) in SEED_PATTERNS.iter().enumerate() {
+        for (s, kib) in SEED_SIZES_KIB.iter().enumerate() {
+            let start = t0 + ((p * SEED_SIZES_KIB.len() + s) as i64) * 1_000_000_000;
+            let write = pattern.ends_with('W');
+            let energy = 2.0 + 0.02 * *kib as f64 * if write { 2.5 } else { 1.0 };
+            let tail = match *pattern {
+                "SW" => 0.05 * *kib as f64 / 4.0,
+                "RW" => 0.6,
+                _ => 0.0,
+            };
+            out.push((*pattern, *kib, start, energy, energy * 0.6, tail));
+        }
+    }
+    out
+}
+
+fn seeded_probe_run(pattern: &str, kib: u64, start: i64, energy: f64, above: f64, tail: f64) -> v1::ProbeRun {
+    let io_count = 1024u64;
+    let mean_us = if pattern.starts_with('S') { 20.0 } else { 90.0 } + 2.0 * kib as f64 + if pattern.ends_with('W') { 15.0 } else { 0.0 };
+    let iops = 1e6 / mean_us;
+    v1::ProbeRun {
+        run_id: format!("seed-{pattern}-{kib}"),
+        device: SEED_NAMESPACE.into(),
+        model: SEED_MODEL.into(),
+        serial: "WF-SERIAL-0001".into(),
+        bench: "granularity".into(),
+        experiment: format!("granularity/{pattern}"),
+        pattern: pattern.into(),
+        varying: "io_size".into(),
+        value: (kib * 1024) as f64,
+        repetition: 0,
+        start_ns: start,
+        end_ns: start + (io_count as f64 * mean_us * 1000.0) as i64,
+        io_count,
+        ignore_io: 32,
+        io_size_bytes: kib * 1024,
+        mean_us,
+        min_us: mean_us * 0.8,
+        max_us: mean_us * 4.0,
+        stddev_us: mean_us * 0.1,
+        p50_us: mean_us,
+        p95_us: mean_us * 1.5,
+        p99_us: mean_us * 2.0,
+        iops,
+        mib_per_s: iops * kib as f64 / 1024.0,
+        target_kind: "block".into(),
+        energy_j: Some(energy),
+        energy_above_idle_j: Some(above),
+        background_s: Some(tail),
+        background_energy_j: Some(if tail > 0.0 { energy * 0.1 } else { 0.0 }),
+        background_class: match pattern {
+            "SW" => "GWP",
+            "RW" => "S",
+            _ => "None",
+        }
+        .into(),
+        energy_source: "hwmon:ina3221/SSD 12V".into(),
+        ..Default::default()
+    }
+}
+
+/// Writes every seed (see the module comment): first through the collector, then line protocol.
+pub fn seed(fleet: &Fleet) {
+    let (host, rack) = HOSTS[0];
+    let t0 = now_ns() - 40_000_000_000;
+    let runs = seed_runs(t0);
+
+    // 1. Through the real collector: the wire format carries these already.
+    let mut batch = v1::Batch { agent_id: host.into(), sequence: 1, ..Default::default() };
+    for &(pattern, kib, start, energy, above, tail) in &runs {
+        batch.probe_runs.push(seeded_probe_run(pattern, kib, start, energy, above, tail));
+    }
+    for i in 0..4u64 {
+        batch.nvme_smart.push(v1::NvmeSmart {
+            time_ns: t0 + i as i64 * 5_000_000_000,
+            device: SEED_CONTROLLER.into(),
+            serial: "WF-SERIAL-0001".into(),
+            composite_celsius: 70.0 + 6.0 * i as f64,
+            percentage_used: 3,
+            data_units_read: 1_000 + i,
+            data_units_written: 2_000 + 10 * i,
+            warning_temp_time_min: i.saturating_sub(1),
+            thm_temp1_trans_count: i,
+            thm_temp2_trans_count: i / 2,
+            thm_temp1_total_time_s: 4 * i,
+            power_on_hours: 1200,
+            ..Default::default()
+        });
+    }
+    for (i, (from, to, observed, outcome, detail)) in [
+        (0, 2, 2, v1::PowerStateOutcome::Applied, "governor sweep: state 2 (8 W cap) set and read back"),
+        (2, 0, 0, v1::PowerStateOutcome::Restored, "restore guard: original state 0 put back"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        batch.power_state_changes.push(v1::PowerStateChange {
+            time_ns: t0 + 3_000_000_000 + i as i64 * 20_000_000_000,
+            device: SEED_CONTROLLER.into(),
+            serial: "WF-SERIAL-0001".into(),
+            from_state: from,
+            to_state: to,
+            observed_state: observed,
+            outcome: outcome as i32,
+            detail: detail.into(),
+        });
+    }
+    send_through_collector(&fleet.collector.url, host, rack, batch);
+
+    // 2. The governor sweep and load ladders, as the agent's `governor sweep` and `probe --ladder`
+    //    send them; the collector derives `energy_proportionality(_level)` from the ladders.
+    let mut batch = v1::Batch { agent_id: host.into(), sequence: 2, ..Default::default() };
+    for (state, watts, seq, rand) in [(0u8, 18.5, 2000.0, 410.0), (1, 15.2, 1250.0, 405.0), (2, 8.9, 600.0, 398.0)] {
+        for (pattern, size, mibs) in [("SW", "128KiB", seq), ("RR", "4KiB", rand)] {
+            let start = t0 + 20_000_000_000 + i64::from(state) * 2_000_000_000 + i64::from(pattern == "RR") * 1_000_000_000;
+            let w = if pattern == "RR" { watts * 0.7 } else { watts };
+            batch.probe_runs.push(v1::ProbeRun {
+                run_id: format!("{t0}-sweep-{state}-{pattern}"),
+                device: SEED_NAMESPACE.into(),
+                model: SEED_MODEL.into(),
+                bench: "governor_sweep".into(),
+                experiment: format!("governor_sweep/{pattern}:{size}"),
+                pattern: pattern.into(),
+                varying: "power_state".into(),
+                value: f64::from(state),
+                start_ns: start,
+                end_ns: start + 500_000_000,
+                io_count: 1000,
+                io_size_bytes: if pattern == "RR" { 4096 } else { 131_072 },
+                mib_per_s: mibs,
+                iops: mibs * 1024.0 / if pattern == "RR" { 4.0 } else { 128.0 },
+                mean_us: if pattern == "RR" { 95.0 } else { 62.0 },
+                energy_j: Some(w * 0.5),
+                energy_source: "hwmon:ina3221/SSD 12V".into(),
+                ..Default::default()
+            });
+        }
+    }
+    // Load ladders: a drive-rail one per pattern, and one measured on the host's psys.
+    let (idle, peak) = (3.1, 11.6);
+    for (k, (pattern, scope, offset)) in [("RR", "rail", 0.0), ("RW", "rail", 0.0), ("RR", "psys", 90.0)].into_iter().enumerate() {
+        let bump = if pattern == "RW" { 0.08 } else { 0.0 };
+        for (i, level) in (10..=100).step_by(10).enumerate() {
+            let u = f64::from(level) / 100.0;
+            // Sub-linear power: most of the dynamic range is spent at low load.
+            let p = idle / peak + (1.0 - idle / peak) * u.sqrt() + bump * u * (1.0 - u);
+            let start = t0 + 1_000_000_000 * (k as i64 * 12 + i as i64);
+            batch.probe_runs.push(v1::ProbeRun {
+                run_id: format!("{}-{i}", t0 + k as i64),
+                device: SEED_NAMESPACE.into(),
+                model: SEED_MODEL.into(),
+                bench: "load_ladder".into(),
+                experiment: format!("load_ladder/{pattern}"),
+                pattern: pattern.into(),
+                varying: "load_pct".into(),
+                value: f64::from(level),
+                start_ns: start,
+                end_ns: start + 500_000_000,
+                io_count: 100,
+                io_size_bytes: 4096,
+                mean_us: 120.0,
+                iops: 400.0 * u,
+                mib_per_s: 1.6 * u,
+                energy_j: Some((p * peak + offset) * 0.5),
+                idle_baseline_w: Some(idle + offset),
+                energy_source: format!("rapl-or-hwmon:{scope}"),
+                parameters: [("energy_scope".to_string(), scope.to_string())].into(),
+                ..Default::default()
+            });
+        }
+    }
+    send_through_collector_seq(&fleet.collector.url, host, rack, batch, 2);
+
+    // 3. Line protocol straight to InfluxDB, in the collector's own `throttle_event` schema: the
+    //    fixtures cannot make a drive throttle, so this one measurement is seeded.
+    let pts = vec![Point::new("throttle_event", t0 + 15_000_000_000)
+        .tag("host", host)
+        .tag("rack", rack)
+        .tag("device", SEED_CONTROLLER)
+        .tag("trigger", "temperature")
+        .string("signal", "throughput+power")
+        .string("pattern", "SW/131072")
+        .float("onset_celsius", 82.0)
+        .float("warning_celsius", 70.0)
+        .float("throughput_drop_pct", 16.5)
+        .float("power_drop_pct", 14.0)
+        .float("duration_s", 12.0)
+        .boolean("ongoing", false)];
+    let (body, errs) = wattflip_proto::lineproto::encode_all(&pts);
+    assert!(errs.is_empty(), "seed line protocol: {errs:?}");
+    let resp = reqwest::blocking::Client::new()
+        .post(format!("{}/write", fleet.influx.url))
+        .query(&[("db", fleet.db.as_str()), ("precision", "n")])
+        .body(body)
+        .send()
+        .expect("write seed line protocol");
+    let status = resp.status().as_u16();
+    assert_eq!(status, 204, "seed line protocol refused: {}", resp.text().unwrap_or_default());
+}
+
+/// Sends one batch as `host` (with its labels, so the points get the same tags as the real
+/// agent's) and waits for the collector's acknowledgement, which means stored.
+fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
+    send_through_collector_seq(url, host, rack, batch, 1)
+}
+
+fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batch, seq: u64) {
+    use tokio_stream::StreamExt as _;
+    use v1::agent_message::Kind;
+    let hello = v1::Hello {
+        agent_id: host.into(),
+        hostname: host.into(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        protocol_version: wattflip_proto::PROTOCOL_VERSION,
+        labels: [("rack".to_string(), rack.to_string())].into(),
+        time_ns: now_ns(),
+        ..Default::default()
+    };
+    let msgs = vec![v1::AgentMessage { kind: Some(Kind::Hello(hello)) }, v1::AgentMessage { kind: Some(Kind::Batch(batch)) }];
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    rt.block_on(async {
+        let mut client = v1::ingest_client::IngestClient::connect(url.to_string()).await.expect("connect to the collector");
+        let mut acks = client.stream(tokio_stream::iter(msgs)).await.expect("open the ingest stream").into_inner();
+        let ack = tokio::time::timeout(Duration::from_secs(20), acks.next()).await.expect("ack within 20 s");
+        assert_eq!(ack.expect("a reply").expect("no error").durable_sequence, seq, "seed batch acknowledged");
+    });
+}
