@@ -9,3 +9,4 @@ pub mod probes;
 pub mod report;
 pub mod runtime;
 pub mod sensors;
+pub mod telemetry;

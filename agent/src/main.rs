@@ -114,11 +114,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    // One rustls provider for the process, installed before anything can touch TLS.
+    wattflip_proto::tls::install_crypto_provider();
     match cli.command {
         Command::Run { config, samples } => {
             let cfg = Config::from_file(&config)?;
             let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            let s = rt.block_on(runtime::run(cfg, RunOptions { samples }, shutdown_signal()));
+            let s = rt.block_on(runtime::run(cfg, RunOptions { samples }, shutdown_signal()))?;
             eprintln!(
                 "wattflip-agent: {} ticks, {} power and {} temperature samples, {} sensor errors; \
                  {} batches sent, {} acknowledged, {} dropped, {} rejected, {} unacknowledged at exit",
@@ -133,7 +135,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Inventory { config, sysfs_root, json } => {
             let mut cfg = match config {
                 Some(c) => Config::from_file(&c)?,
-                None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+                None => Config::defaults()?,
             };
             if let Some(root) = sysfs_root {
                 cfg.sysfs_root = root;
@@ -167,7 +169,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 "{}: OK (agent {}, collector {}, interval {:?}, sysfs {})",
                 config.display(),
                 cfg.agent_id,
-                cfg.collector.url,
+                cfg.collector.urls.join(", "),
                 cfg.sampling_interval,
                 cfg.sysfs_root.display()
             );
@@ -192,7 +194,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     };
     let cfg = match &p.config {
         Some(c) => Config::from_file(c)?,
-        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+        None => Config::defaults()?,
     };
     let args = ProbeArgs {
         target: p.target,
@@ -226,8 +228,11 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         let clock = Clock::new();
         let found = wattflip_agent::sensors::Discovered::default();
         let hello = runtime::hello(&cfg, &found, &clock);
+        let mut cfg = cfg;
+        cfg.collector.urls = vec![url.clone()];
         let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-        let s = rt.block_on(probes::stream::send(&url, hello, convert::batch(&report), std::time::Duration::from_secs(60)));
+        let s = rt.block_on(probes::stream::send(&cfg, hello, convert::batch(&report), std::time::Duration::from_secs(60)))
+            .context("--collector needs --config with a [tls] section")?;
         if s.acked == 0 {
             anyhow::bail!("the collector at {url} did not acknowledge the results (they are still in {})", p.out.display());
         }

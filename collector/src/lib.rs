@@ -5,3 +5,4 @@
 pub mod config;
 pub mod service;
 pub mod sinks;
+pub mod telemetry;

@@ -24,6 +24,10 @@ struct Cli {
     /// InfluxDB database (created if missing).
     #[arg(long)]
     influx_db: Option<String>,
+    /// No TLS and no certificate identity: a loopback-only demo mode that refuses any other
+    /// listen address (same as `tls.insecure_plaintext_loopback_only = true`).
+    #[arg(long)]
+    insecure_loopback: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -51,10 +55,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let ov = Overrides { listen: cli.listen, influx_url: cli.influx_url, influx_db: cli.influx_db };
+    // One rustls provider for the process, installed before anything can touch TLS.
+    wattflip_proto::tls::install_crypto_provider();
+    let ov = Overrides { listen: cli.listen, influx_url: cli.influx_url, influx_db: cli.influx_db, insecure_loopback: cli.insecure_loopback };
     let cfg = Config::load(cli.config.as_deref(), &ov)?;
     if let Some(Command::CheckConfig) = cli.command {
-        println!("config OK: listen {}, InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
+        let tls = if cfg.tls.is_insecure() { "plaintext (loopback only)" } else { "mutual TLS" };
+        println!("config OK: listen {} ({tls}), InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
         return Ok(());
     }
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
