@@ -2,4 +2,6 @@
 
 mod faults;
 mod grpc;
+mod ledger;
+mod security;
 mod spine;

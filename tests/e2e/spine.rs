@@ -35,9 +35,10 @@ fn agent_to_influx_exact_points_and_watts() {
         tmp.path(),
         &format!(
             "agent_id = \"{HOST}\"\n[labels]\nrack = \"r7\"\nrole = \"storage\"\n[collector]\nurl = \"{}\"\n\
-             [sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n",
+             [sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n{}",
             collector.url,
-            sys.display()
+            sys.display(),
+            pki().agent_tls(HOST)
         ),
     );
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", &TICKS.to_string()]);

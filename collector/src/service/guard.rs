@@ -33,8 +33,8 @@ impl RateLimiter {
         RateLimiter { rate: points_per_second, burst, buckets: Mutex::new(HashMap::new()) }
     }
 
-    /// Takes `points` tokens. A bucket may go into debt by one batch, so a batch larger than the
-    /// burst still passes when the bucket is full; the long-run rate holds either way.
+    /// Takes `points` tokens when the bucket holds them. A batch larger than the burst passes
+    /// when the bucket is full and leaves it in debt, so the long-run rate still holds.
     pub fn admit(&self, agent: &str, points: usize, now: Instant) -> bool {
         let mut m = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if m.len() >= MAX_AGENTS && !m.contains_key(agent) {
@@ -44,10 +44,11 @@ impl RateLimiter {
         let dt = now.saturating_duration_since(b.at).as_secs_f64();
         b.tokens = (b.tokens + dt * self.rate).min(self.burst);
         b.at = now;
-        if b.tokens <= 0.0 {
+        let need = points as f64;
+        if b.tokens < need && b.tokens < self.burst {
             return false;
         }
-        b.tokens -= points as f64;
+        b.tokens -= need;
         true
     }
 }
@@ -92,15 +93,16 @@ mod tests {
         let r = RateLimiter::new(100.0, 300.0);
         let t0 = Instant::now();
         assert!(r.admit("a", 250, t0));
-        assert!(r.admit("a", 100, t0)); // 50 left: passes, goes 50 into debt
-        assert!(!r.admit("a", 1, t0));
+        assert!(!r.admit("a", 100, t0), "50 left");
+        assert!(r.admit("a", 50, t0));
         assert!(r.admit("b", 300, t0), "buckets are per agent");
-        // 1 s later: -50 + 100 = 50 tokens.
-        assert!(r.admit("a", 50, t0 + Duration::from_secs(1)));
-        assert!(!r.admit("a", 1, t0 + Duration::from_secs(1)));
-        // Long idle: capped at the burst, not more.
-        assert!(r.admit("a", 300, t0 + Duration::from_secs(100)));
-        assert!(!r.admit("a", 1, t0 + Duration::from_secs(100)));
+        // 1 s later: 100 tokens.
+        assert!(!r.admit("a", 101, t0 + Duration::from_secs(1)));
+        assert!(r.admit("a", 100, t0 + Duration::from_secs(1)));
+        // Long idle: capped at the burst; a batch above the burst passes a full bucket, into debt.
+        assert!(r.admit("a", 500, t0 + Duration::from_secs(100)));
+        assert!(!r.admit("a", 1, t0 + Duration::from_secs(102)), "-200 + 200 = 0");
+        assert!(r.admit("a", 1, t0 + Duration::from_secs(103)));
     }
 
     #[test]

@@ -214,6 +214,14 @@ async fn receive(
         let msg = match inbound.message().await {
             Ok(Some(m)) => m,
             Ok(None) => break,
+            Err(e) if e.code() == tonic::Code::OutOfRange => {
+                // tonic's decoder refused a message above limits.max_message_bytes.
+                let m = format!("{}; the collector's limits.max_message_bytes refuses it", e.message());
+                stats.agents_rejected.inc("oversized_message");
+                tracing::warn!(agent = %hello.agent_id, "{m}");
+                let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
+                return;
+            }
             Err(e) => {
                 tracing::info!(agent = %hello.agent_id, "stream ended: {e}");
                 break;
