@@ -6,13 +6,9 @@
 #    like the collector's writer); points/s. The ratio is printed.
 # Env: WF_AGENTS (4), WF_BATCH (1000), WF_SECONDS (20), CARGO_TARGET_DIR.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-T=${CARGO_TARGET_DIR:-$ROOT/target}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 AGENTS=${WF_AGENTS:-4}; BATCH=${WF_BATCH:-1000}; SECONDS_=${WF_SECONDS:-20}
-cargo build --quiet --release --manifest-path "$ROOT/Cargo.toml" -p wattflip-collector -p wattflip-loadgen
-DIR=$(mktemp -d); trap 'kill $CPID $IPID 2>/dev/null || true; sleep 1; rm -rf "$DIR"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-IPORT=$(port); RPORT=$(port); PORT=$(port)
+IPORT=$(free_port); RPORT=$(free_port); PORT=$(free_port)
 cat > "$DIR/influxdb.conf" <<CFG
 reporting-disabled = true
 bind-address = "127.0.0.1:$RPORT"
@@ -30,24 +26,16 @@ bind-address = "127.0.0.1:$RPORT"
 [logging]
   level = "warn"
 CFG
-influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & IPID=$!
+influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & PIDS+=("$!")
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$IPORT/ping" && break; sleep 0.2; done
-"$T/release/wattflip-loadgen" pki "$DIR/pki" >/dev/null
-cat > "$DIR/collector.toml" <<CFG
-listen = "127.0.0.1:$PORT"
+start_collector "listen = \"127.0.0.1:$PORT\"
 [influx]
-url = "http://127.0.0.1:$IPORT"
-database = "bench_e2e"
-[tls]
-ca_file = "$DIR/pki/ca.pem"
-cert_file = "$DIR/pki/collector.pem"
-key_file = "$DIR/pki/collector.key"
+url = \"http://127.0.0.1:$IPORT\"
+database = \"bench_e2e\"
+$(tls_section)
 [limits]
 agent_points_per_second = 1e12
-agent_burst_points = 1e12
-CFG
-RUST_LOG=warn "$T/release/wattflip-collector" --config "$DIR/collector.toml" 2>"$DIR/collector.log" & CPID=$!
-sleep 1
+agent_burst_points = 1e12"
 E2E=$("$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_")
 echo "$E2E"
 N=$(echo "$E2E" | sed -n 's/.*acked_samples=\([0-9]*\).*/\1/p')

@@ -17,23 +17,7 @@ fn hello(id: &str) -> AgentMessage {
 }
 
 fn batch(id: &str, seq: u64, samples: usize) -> AgentMessage {
-    let t = now_ns();
-    AgentMessage {
-        kind: Some(Kind::Batch(v1::Batch {
-            agent_id: id.into(),
-            sequence: seq,
-            temperature: (0..samples)
-                .map(|i| v1::TemperatureSample {
-                    time_ns: t + i as i64,
-                    source: "hwmon".into(),
-                    device: "nvme0".into(),
-                    sensor: "Composite".into(),
-                    celsius: 40.0,
-                })
-                .collect(),
-            ..Default::default()
-        })),
-    }
+    temperature_batch(id, seq, samples, now_ns())
 }
 
 /// Opens a stream on `channel` with `msgs` and returns the first answer (ack or error).

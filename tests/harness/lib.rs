@@ -426,3 +426,25 @@ pub fn wait_child(child: &mut Child, timeout: Duration, dir: &Path) -> std::proc
         }
     }
 }
+
+/// A batch message of `n` temperature samples from `agent_id` (nvme0..7 `Composite`, 40–49 °C),
+/// stamped `t0`, `t0 + 1`, … ns so that no two samples share a point.
+pub fn temperature_batch(agent_id: &str, seq: u64, n: usize, t0: i64) -> wattflip_proto::v1::AgentMessage {
+    use wattflip_proto::v1;
+    v1::AgentMessage {
+        kind: Some(v1::agent_message::Kind::Batch(v1::Batch {
+            agent_id: agent_id.into(),
+            sequence: seq,
+            temperature: (0..n)
+                .map(|i| v1::TemperatureSample {
+                    time_ns: t0 + i as i64,
+                    source: "hwmon".into(),
+                    device: format!("nvme{}", i % 8),
+                    sensor: "Composite".into(),
+                    celsius: 40.0 + (i % 10) as f64,
+                })
+                .collect(),
+            ..Default::default()
+        })),
+    }
+}

@@ -92,25 +92,6 @@ fn pki(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn batch(id: &str, seq: u64, n: usize, t0: i64) -> AgentMessage {
-    AgentMessage {
-        kind: Some(Kind::Batch(v1::Batch {
-            agent_id: id.into(),
-            sequence: seq,
-            temperature: (0..n)
-                .map(|i| v1::TemperatureSample {
-                    time_ns: t0 + i as i64,
-                    source: "hwmon".into(),
-                    device: format!("nvme{}", i % 8),
-                    sensor: "Composite".into(),
-                    celsius: 40.0 + (i % 10) as f64,
-                })
-                .collect(),
-            ..Default::default()
-        })),
-    }
-}
-
 struct Totals {
     acked_samples: AtomicU64,
     latency_us: Mutex<hdrhistogram::Histogram<u64>>,
@@ -152,7 +133,7 @@ async fn agent(
             seq += 1;
             // Distinct timestamps per agent and batch, so points never overwrite each other.
             let t0 = now_ns() + (i as i64) * 1_000_000_000;
-            let m = batch(&id, seq, per_batch, t0);
+            let m = wattflip_e2e::temperature_batch(&id, seq, per_batch, t0);
             s2.lock().unwrap_or_else(|p| p.into_inner()).push_back((seq, Instant::now()));
             if tx.send(m).await.is_err() {
                 break;
