@@ -5,12 +5,15 @@
 use crate::probes::{parse_benches, parse_format, parse_size, ProbeArgs};
 use crate::schedule::ProbeJob;
 use crate::drives::sweep::SweepPattern;
+use crate::export::spool::{SpoolConfig, SyncPolicy};
 use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
+use wattflip_proto::tls::{is_loopback_host, url_host, RawTls, TlsMode};
 use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +30,12 @@ pub struct Config {
     pub backlog_max_batches: usize,
     pub probes: Vec<ProbeJob>,
     pub drives: DrivesConfig,
+    /// None only for [`Config::defaults`] (inventory and local probes, which stream nothing).
+    pub tls: Option<TlsMode>,
+    /// Disk spool; None keeps unacknowledged batches in memory (`buffer.max_batches`).
+    pub spool: Option<SpoolConfig>,
+    /// `GET /metrics` (Prometheus text format) is served here when set.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// `[drives]`: nvme-cli and smartctl (inventory, temperatures, SMART) and the power governor.
@@ -73,7 +82,10 @@ impl Default for DrivesConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectorConfig {
-    pub url: String,
+    /// Endpoints in failover order (`collector.urls`, or the single `collector.url`).
+    pub urls: Vec<String>,
+    /// Name the collector certificate must carry; default: each URL's host.
+    pub server_name: Option<String>,
     pub connect_timeout: Duration,
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
@@ -82,6 +94,8 @@ pub struct CollectorConfig {
 #[derive(Debug, Default, Deserialize)]
 struct RawCollector {
     url: Option<String>,
+    urls: Option<Vec<String>>,
+    server_name: Option<String>,
     connect_timeout: Option<String>,
     backoff_initial: Option<String>,
     backoff_max: Option<String>,
@@ -140,6 +154,19 @@ struct RawBuffer {
     max_batches: Option<usize>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+struct RawSpool {
+    dir: Option<PathBuf>,
+    max_bytes: Option<u64>,
+    segment_bytes: Option<u64>,
+    sync: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawMetrics {
+    listen: Option<String>,
+}
+
 /// The host name from the kernel (no libc call, no extra crate).
 pub fn system_hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -151,14 +178,19 @@ pub fn system_hostname() -> String {
 
 impl Config {
     pub fn from_file(file: &Path) -> Result<Config, ConfigError> {
-        Self::from_loader(Loader::from_file(file)?)
+        Self::from_loader(Loader::from_file(file)?, true)
     }
 
     pub fn from_str(file: &Path, text: &str) -> Result<Config, ConfigError> {
-        Self::from_loader(Loader::from_str(file, text)?)
+        Self::from_loader(Loader::from_str(file, text)?, true)
     }
 
-    fn from_loader(mut l: Loader) -> Result<Config, ConfigError> {
+    /// The defaults, for commands that need no collector (inventory, a local probe): no `[tls]`.
+    pub fn defaults() -> Result<Config, ConfigError> {
+        Self::from_loader(Loader::from_str(Path::new("<defaults>"), "")?, false)
+    }
+
+    fn from_loader(mut l: Loader, require_tls: bool) -> Result<Config, ConfigError> {
         let agent_id: Option<String> = l.take("agent_id");
         let hostname_cfg: Option<String> = l.take("hostname");
         let labels: BTreeMap<String, String> = l.take("labels");
@@ -168,6 +200,9 @@ impl Config {
         let buffer: RawBuffer = l.take("buffer");
         let raw_probes: Vec<RawProbe> = l.take("probes");
         let raw_drives: RawDrives = l.take("drives");
+        let raw_tls: Option<RawTls> = l.take("tls");
+        let spool: RawSpool = l.take("spool");
+        let metrics: RawMetrics = l.take("metrics");
 
         let hostname = hostname_cfg.unwrap_or_else(system_hostname);
         let agent_id = agent_id.unwrap_or_else(|| hostname.clone());
@@ -182,9 +217,25 @@ impl Config {
                 l.problem(e.field, e.reason);
             }
         }
-        let url = collector.url.unwrap_or_else(|| "http://127.0.0.1:50051".into());
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            l.problem("collector.url", format!("`{url}` must start with http:// or https://"));
+        let tls = match raw_tls {
+            Some(raw) => TlsMode::from_raw("tls", raw, &mut l),
+            None if require_tls => TlsMode::from_raw("tls", RawTls::default(), &mut l),
+            None => None,
+        };
+        let (urls, urls_key) = match (collector.url, collector.urls) {
+            (Some(_), Some(_)) => {
+                l.problem("collector.urls", "set either collector.url or collector.urls, not both");
+                (vec![], "collector.urls")
+            }
+            (Some(u), None) => (vec![u], "collector.url"),
+            (None, Some(us)) => (us, "collector.urls"),
+            (None, None) => (vec![default_url(&tls)], "collector.url"),
+        };
+        if urls.is_empty() {
+            l.problem(urls_key, "names no collector");
+        }
+        for u in &urls {
+            check_url(urls_key, u, tls.as_ref(), &mut l);
         }
         let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
             Some(s) => parse_duration(key, &s, &mut l).unwrap_or(default),
@@ -219,12 +270,20 @@ impl Config {
                 None => defaults.command_timeout,
             },
         };
+        let spool = spool_config(spool, &mut l);
+        let metrics_listen = metrics.listen.and_then(|m| match m.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                l.problem("metrics.listen", format!("`{m}` is not an address; write e.g. `127.0.0.1:9465`"));
+                None
+            }
+        });
         l.finish()?;
         Ok(Config {
             agent_id,
             hostname,
             labels,
-            collector: CollectorConfig { url, connect_timeout, backoff_initial, backoff_max },
+            collector: CollectorConfig { urls, server_name: collector.server_name, connect_timeout, backoff_initial, backoff_max },
             sampling_interval: interval,
             power_interval,
             sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
@@ -232,6 +291,9 @@ impl Config {
             backlog_max_batches: max_batches,
             probes,
             drives,
+            tls,
+            spool,
+            metrics_listen,
         })
     }
 }
@@ -373,6 +435,57 @@ fn drives_config(r: RawDrives, l: &mut Loader) -> DrivesConfig {
     }
 }
 
+fn default_url(tls: &Option<TlsMode>) -> String {
+    match tls {
+        Some(TlsMode::Mutual(_)) => "https://127.0.0.1:50051".into(),
+        _ => "http://127.0.0.1:50051".into(),
+    }
+}
+
+/// TLS needs `https://` (tonic negotiates TLS by scheme); plaintext needs `http://` and loopback.
+fn check_url(key: &str, url: &str, tls: Option<&TlsMode>, l: &mut Loader) {
+    match tls {
+        Some(TlsMode::Mutual(_)) if !url.starts_with("https://") => {
+            l.problem(key, format!("`{url}` must start with https:// (mutual TLS is on)"));
+        }
+        Some(TlsMode::InsecurePlaintextLoopback) if !url.starts_with("http://") => {
+            l.problem(key, format!("`{url}` must start with http:// in tls.insecure_plaintext_loopback_only mode"));
+        }
+        Some(TlsMode::InsecurePlaintextLoopback) if !url_host(url).is_some_and(is_loopback_host) => l.problem(
+            key,
+            format!("`{url}` is not a loopback address, and tls.insecure_plaintext_loopback_only refuses to send plaintext beyond loopback; configure [tls] certificates"),
+        ),
+        _ if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            l.problem(key, format!("`{url}` must start with http:// or https://"));
+        }
+        _ => {}
+    }
+}
+
+fn spool_config(raw: RawSpool, l: &mut Loader) -> Option<SpoolConfig> {
+    let max_bytes = raw.max_bytes.unwrap_or(256 << 20);
+    let segment_bytes = raw.segment_bytes.unwrap_or(8 << 20);
+    if segment_bytes < 4096 {
+        l.problem("spool.segment_bytes", format!("{segment_bytes} is below 4096"));
+    }
+    // The newest segment is never dropped, so the bound needs room for one more.
+    if max_bytes < 2 * segment_bytes {
+        l.problem("spool.max_bytes", format!("{max_bytes} must be at least twice spool.segment_bytes ({segment_bytes})"));
+    }
+    let sync = match raw.sync.as_deref() {
+        None | Some("every_batch") => SyncPolicy::EveryBatch,
+        Some(s) => match parse_duration("spool.sync", s, l) {
+            Some(d) if d > Duration::ZERO => SyncPolicy::Interval(d),
+            Some(_) => {
+                l.problem("spool.sync", "must be `every_batch` or a duration above zero such as `200ms`");
+                SyncPolicy::EveryBatch
+            }
+            None => SyncPolicy::EveryBatch,
+        },
+    };
+    Some(SpoolConfig { dir: raw.dir?, max_bytes, segment_bytes, sync })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,8 +497,9 @@ mod tests {
     #[test]
     fn full_config() {
         let c = parse(
-            "agent_id = \"node-1\"\n[labels]\nsite = \"dc1\"\nrack = \"r12\"\n[collector]\nurl = \"http://10.0.0.1:50051\"\n\
-             [sampling]\ninterval = \"250ms\"\n[sources]\nsysfs_root = \"/tmp/sys\"\nrapl = false\n[buffer]\nmax_batches = 10\n",
+            "agent_id = \"node-1\"\n[labels]\nsite = \"dc1\"\nrack = \"r12\"\n[collector]\nurl = \"http://127.0.0.1:50051\"\n\
+             [sampling]\ninterval = \"250ms\"\n[sources]\nsysfs_root = \"/tmp/sys\"\nrapl = false\n[buffer]\nmax_batches = 10\n\
+             [tls]\ninsecure_plaintext_loopback_only = true\n[spool]\ndir = \"/var/spool/w\"\nsync = \"200ms\"\n[metrics]\nlisten = \"127.0.0.1:9465\"\n",
         )
         .unwrap();
         assert_eq!(c.agent_id, "node-1");
@@ -394,13 +508,53 @@ mod tests {
         assert_eq!(c.sysfs_root, PathBuf::from("/tmp/sys"));
         assert!(!c.kinds.rapl && c.kinds.hwmon);
         assert_eq!(c.backlog_max_batches, 10);
+        assert_eq!(c.tls, Some(TlsMode::InsecurePlaintextLoopback));
+        assert_eq!(
+            c.spool,
+            Some(SpoolConfig {
+                dir: "/var/spool/w".into(),
+                max_bytes: 256 << 20,
+                segment_bytes: 8 << 20,
+                sync: SyncPolicy::Interval(Duration::from_millis(200))
+            })
+        );
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9465".parse().unwrap()));
+    }
+
+    #[test]
+    fn tls_urls_and_spool_are_checked() {
+        let err = parse("[collector]\nurls = [\"http://10.0.0.1:1\"]\n").unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"], "mutual TLS is the default");
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("x.pem");
+        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let tls = format!("[tls]\nca_file = \"{0}\"\ncert_file = \"{0}\"\nkey_file = \"{0}\"\n", pem.display());
+        let err = parse(&format!("{tls}[collector]\nurls = [\"http://10.0.0.1:1\"]\n")).unwrap_err();
+        assert_eq!(err.problems[0].message, "`http://10.0.0.1:1` must start with https:// (mutual TLS is on)");
+        let c = parse(&format!("{tls}[collector]\nurls = [\"https://c1:1\", \"https://c2:1\"]\nserver_name = \"collector\"\n")).unwrap();
+        assert_eq!(c.collector.urls, vec!["https://c1:1".to_string(), "https://c2:1".to_string()]);
+        assert_eq!(c.collector.server_name.as_deref(), Some("collector"));
+        let err = parse("[tls]\ninsecure_plaintext_loopback_only = true\n[collector]\nurls = [\"http://10.0.0.1:1\", \"https://127.0.0.1:2\"]\n[spool]\ndir = \"/s\"\nmax_bytes = 5000\nsync = \"0s\"\n").unwrap_err();
+        let got: Vec<&str> = err.problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            got,
+            vec![
+                "`http://10.0.0.1:1` is not a loopback address, and tls.insecure_plaintext_loopback_only refuses to send plaintext beyond loopback; configure [tls] certificates",
+                "`https://127.0.0.1:2` must start with http:// in tls.insecure_plaintext_loopback_only mode",
+                "5000 must be at least twice spool.segment_bytes (8388608)",
+                "must be `every_batch` or a duration above zero such as `200ms`",
+            ]
+        );
+        let c = Config::defaults().unwrap();
+        assert_eq!((c.tls, c.spool, c.collector.urls), (None, None, vec!["http://127.0.0.1:50051".to_string()]));
     }
 
     #[test]
     fn probe_schedules_are_checked() {
         let err = parse(
             "[[probes]]\nname = \"a\"\nschedule = \"every night\"\ntarget = \"/x\"\nsize = \"huge\"\nbench = \"speed\"\n\
-             [[probes]]\nname = \"a\"\nschedule = \"0 0 3 * * *\"\n",
+             [[probes]]\nname = \"a\"\nschedule = \"0 0 3 * * *\"\n[tls]\ninsecure_plaintext_loopback_only = true\n",
         )
         .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
@@ -410,7 +564,7 @@ mod tests {
     #[test]
     fn drives_section() {
         let c = parse("[drives]\nnvme_path = \"/opt/nvme\"\nsmartctl = false\nsmart_interval = \"5m\"\ntimeout = \"3s\"\n\
-                       state_dir = \"/tmp/wf\"\ndestroy_consent = [\"S1\"]\nsweep_patterns = [\"RW:4KiB\", \"sw:1MiB\"]\n")
+                       state_dir = \"/tmp/wf\"\ndestroy_consent = [\"S1\"]\nsweep_patterns = [\"RW:4KiB\", \"sw:1MiB\"]\n[tls]\ninsecure_plaintext_loopback_only = true\n")
             .unwrap();
         let d = &c.drives;
         assert_eq!((d.nvme_cli, d.smartctl), (true, false));
@@ -422,7 +576,7 @@ mod tests {
         assert_eq!(d.destroy_consent, vec!["S1".to_string()]);
         let pats: Vec<String> = d.sweep_patterns.iter().map(|p| p.to_string()).collect();
         assert_eq!(pats, vec!["RW:4KiB", "SW:1024KiB"]);
-        let defaults = parse("").unwrap().drives;
+        let defaults = parse("[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap().drives;
         assert_eq!(defaults, DrivesConfig::default());
         let pats: Vec<String> = defaults.sweep_patterns.iter().map(|p| p.to_string()).collect();
         assert_eq!(pats, vec!["SW:128KiB", "SR:128KiB", "RR:4KiB", "RW:4KiB"]);
@@ -430,7 +584,7 @@ mod tests {
 
     #[test]
     fn drives_problems_name_the_key() {
-        let err = parse("[drives]\nsmart_interval = \"10ms\"\nnvme_path = \"\"\nsweep_patterns = [\"XX:4KiB\", \"SR\"]\nbogus = 1\n")
+        let err = parse("[drives]\nsmart_interval = \"10ms\"\nnvme_path = \"\"\nsweep_patterns = [\"XX:4KiB\", \"SR\"]\nbogus = 1\n[tls]\ninsecure_plaintext_loopback_only = true\n")
             .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(
@@ -443,7 +597,7 @@ mod tests {
     fn all_problems_at_once_with_dotted_paths() {
         let err = parse(
             "agent_id = \"bad id\"\n[labels]\nhost = \"x\"\n[collector]\nurll = \"x\"\n[sampling]\ninterval = \"often\"\n\
-             [sources]\nrapl = \"yes\"\n[buffer]\nmax_batches = 0\n[extra]\n",
+             [sources]\nrapl = \"yes\"\n[buffer]\nmax_batches = 0\n[extra]\n[tls]\ninsecure_plaintext_loopback_only = true\n",
         )
         .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
@@ -460,7 +614,19 @@ mod example {
     #[test]
     fn the_example_config_is_valid() {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("agent.example.toml");
-        let c = super::Config::from_file(&p).unwrap();
+        // The certificate paths are where a deployment puts them; a build machine has none.
+        let err = super::Config::from_file(&p).unwrap_err();
+        let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"]);
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("x.pem");
+        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let text = std::fs::read_to_string(&p).unwrap().replace("/etc/wattflip-agent/ca.pem", &pem.display().to_string())
+            .replace("/etc/wattflip-agent/agent.pem", &pem.display().to_string())
+            .replace("/etc/wattflip-agent/agent.key", &pem.display().to_string());
+        let c = super::Config::from_str(&p, &text).unwrap();
+        assert_eq!(c.collector.urls.len(), 2);
+        assert!(c.spool.is_some());
         assert_eq!(c.agent_id, "storage-node-17");
         assert_eq!(c.labels.len(), 3);
         assert_eq!(c.power_interval, std::time::Duration::from_millis(10));

@@ -12,3 +12,4 @@ pub mod runtime;
 pub mod sampler;
 pub mod schedule;
 pub mod sensors;
+pub mod telemetry;

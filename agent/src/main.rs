@@ -271,11 +271,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    // One rustls provider for the process, installed before anything can touch TLS.
+    wattflip_proto::tls::install_crypto_provider();
     match cli.command {
         Command::Run { config, samples } => {
             let cfg = Config::from_file(&config)?;
             let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            let s = rt.block_on(runtime::run(cfg, RunOptions { samples }, shutdown_signal()));
+            let s = rt.block_on(runtime::run(cfg, RunOptions { samples }, shutdown_signal()))?;
             eprintln!(
                 "wattflip-agent: {} ticks, {} power and {} temperature samples, {} sensor errors; \
                  {} batches sent, {} acknowledged, {} dropped, {} rejected, {} unacknowledged at exit",
@@ -290,7 +292,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Inventory { config, sysfs_root, json } => {
             let mut cfg = match config {
                 Some(c) => Config::from_file(&c)?,
-                None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+                None => Config::defaults()?,
             };
             if let Some(root) = sysfs_root {
                 cfg.sysfs_root = root;
@@ -380,7 +382,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 "{}: OK (agent {}, collector {}, interval {:?}, sysfs {})",
                 config.display(),
                 cfg.agent_id,
-                cfg.collector.url,
+                cfg.collector.urls.join(", "),
                 cfg.sampling_interval,
                 cfg.sysfs_root.display()
             );
@@ -392,7 +394,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
 fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
     Ok(match path {
         Some(c) => Config::from_file(c)?,
-        None => Config::from_str(std::path::Path::new("<defaults>"), "")?,
+        None => Config::defaults()?,
     })
 }
 
@@ -547,8 +549,12 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
 fn send_results(url: &str, cfg: &Config, batch: wattflip_proto::v1::Batch, kept_in: &std::path::Path) -> anyhow::Result<()> {
     let clock = Clock::new();
     let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &Default::default(), Vec::new(), &clock);
+    let mut cfg = cfg.clone();
+    cfg.collector.urls = vec![url.to_string()];
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let s = rt.block_on(wattflip_agent::probes::stream::send(url, hello, batch, std::time::Duration::from_secs(60)));
+    let s = rt
+        .block_on(wattflip_agent::probes::stream::send(&cfg, hello, batch, std::time::Duration::from_secs(60)))
+        .context("--collector needs --config with a [tls] section")?;
     if s.acked == 0 {
         anyhow::bail!("the collector at {url} did not acknowledge the results (they are still in {})", kept_in.display());
     }

@@ -1,18 +1,23 @@
 //! The agent's `run` mode: discovers sensors, samples them on an interval, and hands one batch per
 //! tick to the exporter. Timestamps come from the monotonic clock mapped once to UTC, so intervals
 //! never jump with NTP. A failing sensor degrades only itself: its error becomes an event (once
-//! per distinct error) and the other sensors go on.
+//! per distinct error) and the other sensors go on. Every read is timed into the agent's metrics.
 
 use crate::config::Config;
 use crate::drives::block;
 use crate::drives::governor::{recover_records, Recorder};
 use crate::drives::monitor::DriveMonitor;
 use crate::drives::tools::{DriveInventory, DriveTools};
+use crate::export::backlog::{Backlog, MemoryBacklog};
 use crate::export::grpc::{ExportSummary, Exporter, ExporterConfig};
+use crate::export::spool::{Spool, SyncPolicy};
 use crate::sensors::{discover_all, Discovered};
+use crate::telemetry::AgentMetrics;
 use std::collections::HashMap;
 use std::future::Future;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wattflip_proto::tls::TlsMode;
 use wattflip_proto::v1;
 
 /// Monotonic clock anchored to UTC once at start.
@@ -53,6 +58,16 @@ impl Default for Clock {
 pub struct RunOptions {
     /// Stop after this many sampling ticks (then deliver everything and exit).
     pub samples: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("[tls] is missing: the collector connection needs mutual TLS certificates (or insecure_plaintext_loopback_only = true)")]
+    NoTls,
+    #[error("cannot open the spool (spool.dir): {0}")]
+    Spool(#[from] crate::export::backlog::BacklogError),
+    #[error(transparent)]
+    Metrics(#[from] wattflip_proto::telemetry::MetricsBindError),
 }
 
 #[derive(Debug, Default, Clone)]
@@ -152,7 +167,7 @@ struct SamplerState {
 }
 
 /// Samples every sensor once into `batch`.
-fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState, summary: &mut RunSummary) {
+fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState, summary: &mut RunSummary, metrics: &AgentMetrics) {
     let last_error = &mut state.last_error;
     for s in found.power.iter_mut() {
         let d = s.describe();
@@ -166,7 +181,10 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &
             }
             state.last_read.insert(key.clone(), mono);
         }
-        match s.read(mono) {
+        let started = Instant::now();
+        let r = s.read(mono);
+        metrics.sensor_reads.record(&key, started.elapsed(), r.is_ok());
+        match r {
             Ok(Some(r)) => {
                 last_error.remove(&key);
                 summary.power_samples += 1;
@@ -180,7 +198,10 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &
         let d = t.describe();
         let key = format!("temp:{}:{}:{}", d.source, d.device, d.sensor);
         let utc = clock.utc_now();
-        match t.read() {
+        let started = Instant::now();
+        let r = t.read();
+        metrics.sensor_reads.record(&key, started.elapsed(), r.is_ok());
+        match r {
             Ok(c) => {
                 last_error.remove(&key);
                 summary.temperature_samples += 1;
@@ -206,9 +227,61 @@ fn report(key: &str, device: &str, msg: String, utc: i64, batch: &mut v1::Batch,
     }
 }
 
+/// The exporter's settings from the agent config.
+pub fn exporter_config(cfg: &Config, tls: TlsMode) -> ExporterConfig {
+    ExporterConfig {
+        endpoints: cfg.collector.urls.clone(),
+        agent_id: cfg.agent_id.clone(),
+        tls,
+        server_name: cfg.collector.server_name.clone(),
+        connect_timeout: cfg.collector.connect_timeout,
+        backoff_initial: cfg.collector.backoff_initial,
+        backoff_max: cfg.collector.backoff_max,
+        maintain_every: match cfg.spool.as_ref().map(|s| s.sync) {
+            Some(SyncPolicy::Interval(d)) => d,
+            _ => Duration::from_secs(1),
+        },
+    }
+}
+
+/// The spool (with the next sequence it allows) or the in-memory backlog. Sequences start no
+/// lower than the UTC microsecond, so they also rise across restarts without a spool.
+fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64), RunError> {
+    let utc_us = u64::try_from(clock.utc_now() / 1000).unwrap_or(1);
+    let Some(sc) = &cfg.spool else {
+        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us));
+    };
+    let (spool, rec) = Spool::open(sc.clone(), utc_us)?;
+    tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, "spool opened");
+    if rec.truncated_bytes > 0 {
+        let msg = format!(
+            "the spool had a corrupt or torn tail: {} byte(s) cut from {}",
+            rec.truncated_bytes,
+            rec.truncated_segments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        let mut e = event(clock.utc_now(), "spool_truncated", v1::Severity::Warning, "", msg);
+        e.attributes.insert("truncated_bytes".into(), rec.truncated_bytes.to_string());
+        first.events.push(e);
+    }
+    Ok((Box::new(spool), rec.next_sequence))
+}
+
 /// Runs the agent until `shutdown` completes (or `opts.samples` ticks are done and delivered).
-pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = ()>) -> RunSummary {
+pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = ()>) -> Result<RunSummary, RunError> {
+    let tls = cfg.tls.clone().ok_or(RunError::NoTls)?;
     let clock = Clock::new();
+    let metrics = Arc::new(AgentMetrics::default());
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = cfg.metrics_listen {
+        let m = metrics.clone();
+        let bound = wattflip_proto::telemetry::serve_metrics(addr, Arc::new(move || m.render()), async {
+            let _ = metrics_stopped.await;
+        })
+        .await?;
+        tracing::info!(%bound, "metrics at /metrics");
+    }
+    let mut first = v1::Batch::default();
+    let (backlog, first_sequence) = open_backlog(&cfg, &clock, &mut first)?;
     let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds);
     // Tool probes and discovery are a handful of short child processes, once, before sampling.
     let tools = DriveTools::probe(&cfg.drives, std::sync::Arc::new(wattflip_drives::SystemRunner::new()));
@@ -243,19 +316,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     );
     let (tx, rx) = tokio::sync::mpsc::channel::<v1::Batch>(64);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let exporter = Exporter::new(
-        ExporterConfig {
-            url: cfg.collector.url.clone(),
-            agent_id: cfg.agent_id.clone(),
-            connect_timeout: cfg.collector.connect_timeout,
-            backoff_initial: cfg.collector.backoff_initial,
-            backoff_max: cfg.collector.backoff_max,
-            max_batches: cfg.backlog_max_batches,
-        },
-        hello,
-        // Sequences continue across restarts without a spool: start at the UTC microsecond.
-        u64::try_from(clock.utc_now() / 1000).unwrap_or(1),
-    );
+    let exporter = Exporter::new(exporter_config(&cfg, tls), hello, backlog, first_sequence, metrics.clone());
     let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
     // Scheduled probes feed the same exporter; they stop when sampling stops.
     let (jobs_stop_tx, jobs_stop_rx) = tokio::sync::watch::channel(false);
@@ -308,7 +369,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         let mut batch = pending_first.take().unwrap_or_default();
         // Sensor reads are short sysfs reads, but a BMC command can take a second: keep them off
         // the async workers' hot path.
-        tokio::task::block_in_place(|| sample(&mut found, &clock, &mut batch, &mut state, &mut summary));
+        tokio::task::block_in_place(|| sample(&mut found, &clock, &mut batch, &mut state, &mut summary, &metrics));
         summary.ticks += 1;
         if batch == v1::Batch::default() || tx.send(batch).await.is_err() {
             continue;
@@ -343,11 +404,13 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         tokio::select! {
             r = &mut export_task => {
                 summary.export = r.unwrap_or_default();
-                return summary;
+                let _ = metrics_stop.send(());
+                return Ok(summary);
             }
             _ = &mut shutdown => { let _ = stop_tx.send(true); }
         }
     }
     summary.export = export_task.await.unwrap_or_default();
-    summary
+    let _ = metrics_stop.send(());
+    Ok(summary)
 }

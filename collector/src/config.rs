@@ -6,6 +6,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use wattflip_proto::tls::{RawTls, TlsMode};
 use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +44,34 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Where accepted lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkKind {
+    InfluxDb,
+    /// Discards lines and acknowledges at once: for benchmarking the gRPC side alone.
+    Null,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Largest gRPC message accepted from an agent.
+    pub max_message_bytes: usize,
+    /// Token bucket per agent id: sustained points per second and burst size.
+    pub agent_points_per_second: f64,
+    pub agent_burst_points: f64,
+    /// Sequences remembered per agent to acknowledge duplicates without rewriting them.
+    pub dedup_window: usize,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub listen: SocketAddr,
     pub influx: InfluxConfig,
-    pub max_message_bytes: usize,
+    pub sink: SinkKind,
+    pub limits: Limits,
+    pub tls: TlsMode,
+    /// `GET /metrics` (Prometheus text format) is served here when set.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,6 +94,14 @@ struct RawInflux {
 #[derive(Debug, Default, Deserialize)]
 struct RawLimits {
     max_message_bytes: Option<usize>,
+    agent_points_per_second: Option<f64>,
+    agent_burst_points: Option<f64>,
+    dedup_window: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawMetrics {
+    listen: Option<String>,
 }
 
 /// Command-line values that override the file.
@@ -78,6 +110,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     pub influx_url: Option<String>,
     pub influx_db: Option<String>,
+    /// `--insecure-loopback`: same as `tls.insecure_plaintext_loopback_only = true`.
+    pub insecure_loopback: bool,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
@@ -92,6 +126,9 @@ impl Config {
         let listen: Option<String> = loader.take("listen");
         let influx: RawInflux = loader.take("influx");
         let limits: RawLimits = loader.take("limits");
+        let sink: Option<String> = loader.take("sink");
+        let mut raw_tls: RawTls = loader.take("tls");
+        let metrics: RawMetrics = loader.take("metrics");
 
         let listen_s = ov.listen.clone().or(listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
         let listen = match listen_s.parse::<SocketAddr>() {
@@ -161,6 +198,44 @@ impl Config {
         if max_message_bytes < 1024 {
             loader.problem("limits.max_message_bytes", "must be at least 1024");
         }
+        let agent_points_per_second = limits.agent_points_per_second.unwrap_or(50_000.0);
+        let agent_burst_points = limits.agent_burst_points.unwrap_or(1_000_000.0);
+        for (k, v) in [("limits.agent_points_per_second", agent_points_per_second), ("limits.agent_burst_points", agent_burst_points)] {
+            if !(v.is_finite() && v >= 1.0) {
+                loader.problem(k, format!("{v} must be a number of at least 1"));
+            }
+        }
+        let dedup_window = limits.dedup_window.unwrap_or(4096);
+        if dedup_window == 0 {
+            loader.problem("limits.dedup_window", "must be at least 1");
+        }
+        let sink = match sink.as_deref().unwrap_or("influxdb") {
+            "influxdb" => SinkKind::InfluxDb,
+            "null" => SinkKind::Null,
+            other => {
+                loader.problem("sink", format!("`{other}` is not `influxdb` or `null`"));
+                SinkKind::InfluxDb
+            }
+        };
+        if ov.insecure_loopback {
+            raw_tls.insecure_plaintext_loopback_only = Some(true);
+        }
+        let tls = TlsMode::from_raw("tls", raw_tls, &mut loader);
+        if let (Some(TlsMode::InsecurePlaintextLoopback), Some(a)) = (&tls, listen) {
+            if !a.ip().is_loopback() {
+                loader.problem(
+                    "listen",
+                    format!("`{a}` is not a loopback address, and tls.insecure_plaintext_loopback_only refuses to serve plaintext beyond loopback; configure [tls] certificates"),
+                );
+            }
+        }
+        let metrics_listen = metrics.listen.and_then(|m| match m.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                loader.problem("metrics.listen", format!("`{m}` is not an address; write e.g. `127.0.0.1:9464`"));
+                None
+            }
+        });
         loader.finish()?;
         Ok(Config {
             listen: listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
@@ -178,7 +253,11 @@ impl Config {
                 max_backoff,
                 gzip: influx.gzip.unwrap_or(true),
             },
-            max_message_bytes,
+            sink,
+            limits: Limits { max_message_bytes, agent_points_per_second, agent_burst_points, dedup_window },
+            // finish() succeeded, so from_raw returned a mode.
+            tls: tls.unwrap_or(TlsMode::InsecurePlaintextLoopback),
+            metrics_listen,
         })
     }
 }
@@ -196,17 +275,35 @@ mod tests {
 
     #[test]
     fn defaults_and_overrides() {
-        let c = Config::load(None, &Overrides { influx_db: Some("x".into()), ..Default::default() }).unwrap();
+        let c = Config::load(None, &Overrides { influx_db: Some("x".into()), insecure_loopback: true, ..Default::default() }).unwrap();
         assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(c.influx.database, "x");
         assert_eq!(c.influx.batch_lines, 5000);
         assert_eq!(c.influx.flush_interval, Duration::from_secs(1));
+        assert_eq!(c.tls, TlsMode::InsecurePlaintextLoopback);
+        assert_eq!(c.limits.dedup_window, 4096);
+        assert_eq!(c.sink, SinkKind::InfluxDb);
+        assert_eq!(c.metrics_listen, None);
+    }
+
+    #[test]
+    fn tls_is_required_and_plaintext_only_on_loopback() {
+        let err = Config::load(None, &Overrides::default()).unwrap_err();
+        let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"]);
+        let err = load("listen = \"0.0.0.0:50051\"\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap_err();
+        assert_eq!(err.problems.len(), 1);
+        assert_eq!(err.problems[0].path, "listen");
+        assert!(err.problems[0].message.starts_with("`0.0.0.0:50051` is not a loopback address"));
+        let c = load("listen = \"[::1]:1\"\nsink = \"null\"\n[tls]\ninsecure_plaintext_loopback_only = true\n[metrics]\nlisten = \"127.0.0.1:9464\"\n").unwrap();
+        assert_eq!(c.sink, SinkKind::Null);
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
     }
 
     #[test]
     fn every_problem_is_reported_with_its_path() {
         let err = load(
-            "listen = \"nowhere\"\nbogus = 1\n[influx]\nurl = \"ftp://x\"\nbatch_lines = 9000\nflush_interval = \"soon\"\ndatabse = \"x\"\n",
+            "listen = \"nowhere\"\nbogus = 1\n[tls]\ninsecure_plaintext_loopback_only = true\n[influx]\nurl = \"ftp://x\"\nbatch_lines = 9000\nflush_interval = \"soon\"\ndatabse = \"x\"\n",
         )
         .unwrap_err();
         let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
@@ -228,8 +325,25 @@ mod example {
     #[test]
     fn the_example_config_is_valid() {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("collector.example.toml");
-        let c = super::Config::load(Some(&p), &super::Overrides::default()).unwrap();
+        // The certificate paths are where a deployment puts them; none exist on a build machine,
+        // so those three are the only problems, and with the plaintext flag the file is valid.
+        let err = super::Config::load(Some(&p), &super::Overrides::default()).unwrap_err();
+        let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"]);
+        assert!(err.problems[0].message.starts_with("cannot read /etc/wattflip-collector/ca.pem"));
+        let text = std::fs::read_to_string(&p).unwrap().replace("0.0.0.0:", "127.0.0.1:");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, text).unwrap();
+        let ov = super::Overrides { insecure_loopback: true, ..Default::default() };
+        let e = super::Config::load(Some(&f), &ov).unwrap_err();
+        assert_eq!(e.problems.len(), 3, "{e}"); // the files cannot be combined with the flag
+        let text = std::fs::read_to_string(&f).unwrap();
+        let text: String = text.lines().filter(|l| !l.contains("_file =")).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&f, text).unwrap();
+        let c = super::Config::load(Some(&f), &ov).unwrap();
         assert_eq!(c.influx.database, "wattflip");
-        assert_eq!(c.max_message_bytes, 4194304);
+        assert_eq!(c.limits.max_message_bytes, 4194304);
+        assert_eq!(c.limits.agent_points_per_second, 50000.0);
     }
 }

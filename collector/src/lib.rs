@@ -7,3 +7,4 @@ pub mod config;
 pub mod plan;
 pub mod service;
 pub mod sinks;
+pub mod telemetry;

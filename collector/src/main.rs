@@ -24,6 +24,10 @@ struct Cli {
     /// InfluxDB database (created if missing).
     #[arg(long)]
     influx_db: Option<String>,
+    /// No TLS and no certificate identity: a loopback-only demo mode that refuses any other
+    /// listen address (same as `tls.insecure_plaintext_loopback_only = true`).
+    #[arg(long)]
+    insecure_loopback: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -97,11 +101,21 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let ov = Overrides { listen: cli.listen, influx_url: cli.influx_url, influx_db: cli.influx_db };
+    // One rustls provider for the process, installed before anything can touch TLS.
+    wattflip_proto::tls::install_crypto_provider();
+    // `plan` only reads InfluxDB: without a config file it needs no listener TLS settings.
+    let plan_only = matches!(cli.command, Some(Command::Plan { .. })) && cli.config.is_none();
+    let ov = Overrides {
+        listen: cli.listen,
+        influx_url: cli.influx_url,
+        influx_db: cli.influx_db,
+        insecure_loopback: cli.insecure_loopback || plan_only,
+    };
     let cfg = Config::load(cli.config.as_deref(), &ov)?;
     match cli.command {
         Some(Command::CheckConfig) => {
-            println!("config OK: listen {}, InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
+            let tls = if cfg.tls.is_insecure() { "plaintext (loopback only)" } else { "mutual TLS" };
+            println!("config OK: listen {} ({tls}), InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
             return Ok(());
         }
         Some(Command::Plan { plan, since, json }) => return run_plan(&cfg, plan, &since, json),

@@ -5,6 +5,8 @@
 pub mod domain;
 pub mod lineproto;
 pub mod schema;
+pub mod telemetry;
+pub mod tls;
 pub mod tomlcfg;
 pub mod units;
 

@@ -66,10 +66,11 @@ fn config(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>) -> 
         &format!(
             "agent_id = \"{HOST}\"\n[collector]\nurl = \"{collector}\"\n[sampling]\ninterval = \"100ms\"\n\
              [sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_path = \"{}\"\n{smart}smart_interval = \"1h\"\n\
-             timeout = \"10s\"\nstate_dir = \"{}\"\n",
+             timeout = \"10s\"\nstate_dir = \"{}\"\n{}",
             sys.display(),
             nvme.join("nvme").display(),
-            dir.join("state").display()
+            dir.join("state").display(),
+            pki().agent_tls(HOST)
         ),
     )
 }
@@ -201,7 +202,7 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
     let tmp = tempfile::tempdir().unwrap();
     // Five power states (PS0–PS2 operational), originally PS1, changes honoured.
     let nvme = fake_nvme(tmp.path(), "constructed-5ps-nvme-cli-2.3-id-ctrl.json", "constructed-nvme-cli-2.13-list.json", 1, "honour");
-    let cfg = config(tmp.path(), "http://127.0.0.1:1", &nvme, None);
+    let cfg = config(tmp.path(), "https://127.0.0.1:1", &nvme, None);
     let power_value = nvme.join("state/power_value");
     let state_file = tmp.path().join("state/wattflip-governor-nvme0-fid02.json");
     let scratch = tmp.path().join("scratch.dat");

@@ -26,7 +26,7 @@ fn f(v: &serde_json::Value) -> f64 {
 fn live_power_during_a_probe_gives_energy_per_run() {
     let dir = disk_dir();
     let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
-    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-live\"\n[sources]\nsysfs_root = \"{}\"\n", sys.display()));
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-live\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("energy-live")));
     let out = dir.path().join("out");
     let o = agent(&[
         "probe", "--quick", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
@@ -120,7 +120,7 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
 
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, "wf_energy");
-    let cfg = agent_config(dir.path(), "agent_id = \"energy-trace\"\n");
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-trace\"\n{}", pki().agent_tls("energy-trace")));
     let o = agent(&[
         "trace", "import", trace.to_str().unwrap(), "--in", out.to_str().unwrap(), "--shunt-ohms", "0.1", "--supply-volts", "12",
         "--time-origin-ns", &t0.to_string(), "--datasheet-w", "6", "--collector", &collector.url, "--config", cfg.to_str().unwrap(),

@@ -11,8 +11,9 @@ fn hwmon_agent(tmp: &std::path::Path, sys: &std::path::Path, host: &str, url: &s
         &format!(
             "agent_id = \"{host}\"\n[collector]\nurl = \"{url}\"\nbackoff_initial = \"50ms\"\nbackoff_max = \"200ms\"\n\
              [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n\
-             [drives]\nnvme_cli = false\nsmartctl = false\n",
-            sys.display()
+             [drives]\nnvme_cli = false\nsmartctl = false\n{}",
+            sys.display(),
+            pki().agent_tls(host)
         ),
     )
 }
@@ -22,7 +23,7 @@ fn collector_down_at_start_loses_nothing() {
     let influx = Influx::start();
     let port = free_port();
     let (tmp, sys) = sysfs_tree(&["hwmon"]);
-    let cfg = hwmon_agent(tmp.path(), &sys, "late-collector", &format!("http://127.0.0.1:{port}"));
+    let cfg = hwmon_agent(tmp.path(), &sys, "late-collector", &format!("https://127.0.0.1:{port}"));
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "10"]);
     // Let the agent sample everything while nobody listens.
     std::thread::sleep(Duration::from_millis(1500));

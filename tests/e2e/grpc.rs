@@ -44,7 +44,8 @@ fn health_acks_and_invalid_argument_naming_the_field() {
     let collector = Collector::start(&influx.url, "wf_grpc");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let channel = tonic::transport::Endpoint::from_shared(collector.url.clone()).unwrap().connect().await.unwrap();
+        let id = pki().issue("grpc-1", &["grpc-1"], None);
+        let channel = pki().channel(&collector.url, Some(id)).await.unwrap();
         let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
         let h = health
             .check(tonic_health::pb::HealthCheckRequest { service: "wattflip.v1.Ingest".into() })
@@ -78,12 +79,12 @@ fn check_config_reports_every_problem_with_its_key() {
     let out = Command::new(bin("wattflip-agent", "wattflip-agent")).args(["check-config", "--config"]).arg(&cfg).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("agent.toml: 4 problem(s):"), "{err}");
-    for key in ["collector.urll: unknown key", "agent_id: `a b` may contain only", "collector.url: `ftp://x` must start", "sampling.interval: `often` is not a duration"] {
+    assert!(err.contains("agent.toml: 7 problem(s):"), "{err}");
+    for key in ["tls.ca_file: is required: mutual TLS is on by default", "tls.key_file: is required", "collector.urll: unknown key", "agent_id: `a b` may contain only", "collector.url: `ftp://x` must start", "sampling.interval: `often` is not a duration"] {
         assert!(err.contains(key), "missing {key:?} in:\n{err}");
     }
     let ccfg = dir.path().join("collector.toml");
-    std::fs::write(&ccfg, "[influx]\nurl = \"http://127.0.0.1:1\"\nbatch_lines = 0\napi = \"v3\"\n[limit]\n").unwrap();
+    std::fs::write(&ccfg, "[influx]\nurl = \"http://127.0.0.1:1\"\nbatch_lines = 0\napi = \"v3\"\n[limit]\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap();
     let out = Command::new(bin("wattflip-collector", "wattflip-collector")).args(["--config"]).arg(&ccfg).arg("check-config").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

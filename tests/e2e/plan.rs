@@ -49,7 +49,8 @@ fn collector_computes_energy_proportionality_from_ladders() {
     let runs = vec![ladder_run("L1-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L1-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let mut client = IngestClient::connect(collector.url.clone()).await.unwrap();
+        let identity = pki().issue("ep-1", &["ep-1"], None);
+        let mut client = IngestClient::new(pki().channel(&collector.url, Some(identity)).await.unwrap());
         let hello = AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: "ep-1".into(), time_ns: t0, ..Default::default() })) };
         let batch = AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: "ep-1".into(), sequence: 1, probe_runs: runs, ..Default::default() })) };
         let mut acks = client.stream(tokio_stream::iter(vec![hello, batch])).await.unwrap().into_inner();
@@ -63,7 +64,10 @@ fn collector_computes_energy_proportionality_from_ladders() {
     // The real agent's ladder on a flat 6 W rail: power does not follow load at all, EP 0.
     let dir = tempfile::Builder::new().prefix("wf-ladder-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
-    let cfg = agent_config(dir.path(), &format!("agent_id = \"ladder-1\"\n[sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_cli = false\nsmartctl = false\n", sys.display()));
+    let cfg = agent_config(
+        dir.path(),
+        &format!("agent_id = \"ladder-1\"\n[sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_cli = false\nsmartctl = false\n{}", sys.display(), pki().agent_tls("ladder-1")),
+    );
     let o = Command::new(bin("wattflip-agent", "wattflip-agent"))
         .args(["probe", "--ladder", "--ladder-levels", "50,100", "--ladder-hold", "300ms", "--size", "128MiB", "--power-zone", "ina3221-0-0041/SSD 12V"])
         .arg("--target").arg(dir.path().join("s.dat"))

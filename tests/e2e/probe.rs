@@ -27,7 +27,7 @@ fn quick_probe_through_the_collector_into_influx() {
     let collector = Collector::start(&influx.url, "wf_probe");
     let dir = disk_dir();
     let out = dir.path().join("out");
-    let cfg = agent_config(dir.path(), "agent_id = \"probe-node\"\n[labels]\nrack = \"r3\"\n");
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"probe-node\"\n[labels]\nrack = \"r3\"\n{}", pki().agent_tls("probe-node")));
     let target = dir.path().join("scratch.dat");
     let o = agent(&[
         "probe", "--quick", "--size", "256MiB",
@@ -119,10 +119,11 @@ fn scheduled_probes_in_run_mode_never_overlap_on_a_device() {
         &format!(
             "agent_id = \"sched-node\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"100ms\"\n\
              [sources]\nsysfs_root = \"{}\"\nrapl = false\n\
-             [[probes]]\nname = \"every-second\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"128MiB\"\nquick = true\n",
+             [[probes]]\nname = \"every-second\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"128MiB\"\nquick = true\n{}",
             collector.url,
             sys.display(),
-            target.display()
+            target.display(),
+            pki().agent_tls("sched-node")
         ),
     );
     let mut child = spawn_agent(dir.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "30"]);

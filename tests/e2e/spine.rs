@@ -36,9 +36,10 @@ fn agent_to_influx_exact_points_and_watts() {
         &format!(
             "agent_id = \"{HOST}\"\n[labels]\nrack = \"r7\"\nrole = \"storage\"\n[collector]\nurl = \"{}\"\n\
              [sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n\
-             [drives]\nnvme_cli = false\nsmartctl = false\n",
+             [drives]\nnvme_cli = false\nsmartctl = false\n{}",
             collector.url,
-            sys.display()
+            sys.display(),
+            pki().agent_tls(HOST)
         ),
     );
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", &TICKS.to_string()]);
@@ -135,9 +136,10 @@ fn fast_power_sampling_sends_exact_window_aggregates() {
         tmp.path(),
         &format!(
             "agent_id = \"fast-1\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"200ms\"\npower_interval = \"10ms\"\n\
-             [sources]\nsysfs_root = \"{}\"\n",
+             [sources]\nsysfs_root = \"{}\"\n{}",
             collector.url,
-            sys.display()
+            sys.display(),
+            pki().agent_tls("fast-1")
         ),
     );
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "8"]);

@@ -100,9 +100,10 @@ impl Fleet {
                 tmp.path(),
                 &format!(
                     "agent_id = \"{host}\"\n[labels]\nrack = \"{rack}\"\n[collector]\nurl = \"{}\"\n\
-                     [sampling]\ninterval = \"250ms\"\n[sources]\nsysfs_root = \"{}\"\n",
+                     [sampling]\ninterval = \"250ms\"\n[sources]\nsysfs_root = \"{}\"\n{}",
                     collector.url,
-                    sys.display()
+                    sys.display(),
+                    pki().agent_tls(host)
                 ),
             );
             // A fixed number of ticks (20 s), so each agent ends by itself once the collector has
@@ -373,7 +374,9 @@ fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batc
     let msgs = vec![v1::AgentMessage { kind: Some(Kind::Hello(hello)) }, v1::AgentMessage { kind: Some(Kind::Batch(batch)) }];
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     rt.block_on(async {
-        let mut client = v1::ingest_client::IngestClient::connect(url.to_string()).await.expect("connect to the collector");
+        let identity = pki().issue(&format!("seed-{host}"), &[host], None);
+        let channel = pki().channel(url, Some(identity)).await.expect("connect to the collector");
+        let mut client = v1::ingest_client::IngestClient::new(channel);
         let mut acks = client.stream(tokio_stream::iter(msgs)).await.expect("open the ingest stream").into_inner();
         let ack = tokio::time::timeout(Duration::from_secs(20), acks.next()).await.expect("ack within 20 s");
         assert_eq!(ack.expect("a reply").expect("no error").durable_sequence, seq, "seed batch acknowledged");

@@ -1,14 +1,96 @@
 //! End-to-end harness: starts real servers (a private `influxd` on free loopback ports with a temp
 //! data dir and a query-bounded config, the real `wattflip-collector` binary) and runs the real
 //! `wattflip-agent` binary. Everything is stopped on drop. Add a server as a struct with a
-//! `start` that waits for readiness and a `Drop` that stops it.
+//! `start` that waits for readiness and a `Drop` that stops it. Connections use mutual TLS with a
+//! test PKI generated here ([`pki`]); no private key is checked in.
 
 pub mod fleet;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// A certificate authority for tests, with the collector's certificate (valid for 127.0.0.1
+/// and localhost) and agent certificates made on demand, all as PEM files in a temp dir.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    /// A fresh CA. `name` tells CAs apart in their subject (for "another CA" tests).
+    pub fn new(name: &str) -> Pki {
+        let dir = tempfile::Builder::new().prefix("wf-pki-").tempdir().expect("tempdir");
+        let key = rcgen::KeyPair::generate().expect("CA key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, format!("wattflip test CA {name}"));
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let cert = p.self_signed(&key).expect("CA cert");
+        std::fs::write(dir.path().join("ca.pem"), cert.pem()).expect("write ca.pem");
+        let pki = Pki { dir, ca: rcgen::Issuer::new(p, key) };
+        pki.issue("collector", &["127.0.0.1", "localhost"], None);
+        pki
+    }
+
+    /// Issues `<file>.pem` and `<file>.key` for the given SANs (and CN); returns their paths.
+    pub fn issue(&self, file: &str, sans: &[&str], cn: Option<&str>) -> (PathBuf, PathBuf) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("params");
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        }
+        let cert = p.signed_by(&key, &self.ca).expect("sign");
+        let (c, k) = (self.dir.path().join(format!("{file}.pem")), self.dir.path().join(format!("{file}.key")));
+        std::fs::write(&c, cert.pem()).expect("write cert");
+        std::fs::write(&k, key.serialize_pem()).expect("write key");
+        (c, k)
+    }
+
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// The collector config's `[tls]` section.
+    pub fn collector_tls(&self) -> String {
+        let d = self.dir.path();
+        format!("[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n", self.ca().display(), d.join("collector.pem").display(), d.join("collector.key").display())
+    }
+
+    /// An agent config's `[tls]` section with a certificate for `agent_id` (its DNS SAN).
+    pub fn agent_tls(&self, agent_id: &str) -> String {
+        let (c, k) = self.issue(&format!("agent-{agent_id}"), &[agent_id], None);
+        format!("[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n", self.ca().display(), c.display(), k.display())
+    }
+
+    /// A tonic client channel to `url` that trusts this CA and presents `identity` (certificate
+    /// and key files, e.g. from [`Pki::issue`] of this or another CA), or no certificate.
+    pub async fn channel(&self, url: &str, identity: Option<(PathBuf, PathBuf)>) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let read = |p: &Path| std::fs::read(p).expect("read PEM");
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(&self.ca())));
+        if let Some((c, k)) = identity {
+            tls = tls.identity(Identity::from_pem(read(&c), read(&k)));
+        }
+        tonic::transport::Endpoint::from_shared(url.to_string()).expect("url").tls_config(tls)?.connect().await
+    }
+}
+
+/// The PKI shared by the tests of this process (the collector trusts it by default).
+pub fn pki() -> &'static Pki {
+    static PKI: OnceLock<Pki> = OnceLock::new();
+    PKI.get_or_init(|| Pki::new("main"))
+}
+
+/// Sends a signal through the `kill` command (keeps this crate free of unsafe code).
+pub fn signal(child: &Child, sig: &str) {
+    let st = Command::new("kill").arg(format!("-{sig}")).arg(child.id().to_string()).status().expect("kill");
+    assert!(st.success(), "kill -{sig} {}", child.id());
+}
 
 /// A free TCP port on 127.0.0.1 (bound then released; the small race is acceptable in tests).
 pub fn free_port() -> u16 {
@@ -89,7 +171,21 @@ impl Influx {
     /// Starts on a given HTTP port (for tests that start InfluxDB late on a known address).
     pub fn start_on(port: u16) -> Influx {
         let dir = tempfile::Builder::new().prefix("wf-influx-").tempdir().expect("tempdir");
-        let d = dir.path();
+        let child = Self::spawn(dir.path(), port);
+        let url = format!("http://127.0.0.1:{port}");
+        let mut influx = Influx { url, port, child, _dir: dir };
+        influx.wait_ready();
+        influx
+    }
+
+    /// Stops the server (SIGTERM) and starts it again on the same port and data.
+    pub fn restart(&mut self) {
+        stop(&mut self.child);
+        self.child = Self::spawn(self._dir.path(), self.port);
+        self.wait_ready();
+    }
+
+    fn spawn(d: &Path, port: u16) -> Child {
         let rpc = free_port();
         // Bounded queries: an unbounded GROUP BY time() can hang 1.6.7 (influx-grafana-ansible.md §7).
         let conf = format!(
@@ -106,26 +202,26 @@ impl Influx {
         );
         let conf_path = d.join("influxdb.conf");
         std::fs::write(&conf_path, conf).expect("write influxdb.conf");
-        let log = std::fs::File::create(d.join("influxd.log")).expect("log file");
-        let child = Command::new(influxd_path())
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(d.join("influxd.log")).expect("log file");
+        Command::new(influxd_path())
             .arg("-config")
             .arg(&conf_path)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("start influxd");
-        let url = format!("http://127.0.0.1:{port}");
-        let mut influx = Influx { url, port, child, _dir: dir };
-        let ping = format!("{}/ping", influx.url);
+            .expect("start influxd")
+    }
+
+    fn wait_ready(&mut self) {
+        let ping = format!("{}/ping", self.url);
         let ok = wait_for(Duration::from_secs(30), || {
             reqwest::blocking::get(&ping).ok().filter(|r| r.status().as_u16() == 204).map(|_| ())
         });
         if ok.is_none() {
-            let log = std::fs::read_to_string(influx._dir.path().join("influxd.log")).unwrap_or_default();
-            stop(&mut influx.child);
+            let log = std::fs::read_to_string(self._dir.path().join("influxd.log")).unwrap_or_default();
+            stop(&mut self.child);
             panic!("influxd did not answer /ping within 30 s; its log:\n{log}");
         }
-        influx
     }
 
     /// Runs an InfluxQL query; returns the JSON answer (timestamps in ns). Panics on HTTP errors
@@ -209,22 +305,29 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Starts on a free port, writing to `influx_url`/`db`, flushing every 100 ms.
+    /// Starts on a free port with mutual TLS ([`pki`]), writing to `influx_url`/`db`, flushing
+    /// every 100 ms.
     pub fn start(influx_url: &str, db: &str) -> Collector {
         Self::start_on(free_port(), influx_url, db)
     }
 
     pub fn start_on(port: u16, influx_url: &str, db: &str) -> Collector {
+        Self::start_with(port, influx_url, db, &pki().collector_tls())
+    }
+
+    /// Starts with `extra` appended to the config (its `[tls]` section, `[limits]`, ...).
+    pub fn start_with(port: u16, influx_url: &str, db: &str, extra: &str) -> Collector {
         let dir = tempfile::Builder::new().prefix("wf-collector-").tempdir().expect("tempdir");
         let cfg = dir.path().join("collector.toml");
         std::fs::write(
             &cfg,
             format!(
                 "listen = \"127.0.0.1:{port}\"\n[influx]\nurl = \"{influx_url}\"\ndatabase = \"{db}\"\n\
-                 flush_interval = \"100ms\"\nmax_backoff = \"500ms\"\n"
+                 flush_interval = \"100ms\"\nmax_backoff = \"500ms\"\n{extra}"
             ),
         )
         .expect("write collector.toml");
+        let scheme = if extra.contains("insecure_plaintext_loopback_only = true") { "http" } else { "https" };
         let log = std::fs::File::create(dir.path().join("collector.log")).expect("log");
         let child = Command::new(bin("wattflip-collector", "wattflip-collector"))
             .arg("--config")
@@ -235,7 +338,7 @@ impl Collector {
             .spawn()
             .expect("start wattflip-collector");
         let addr = format!("127.0.0.1:{port}");
-        let c = Collector { url: format!("http://{addr}"), addr, child, dir };
+        let c = Collector { url: format!("{scheme}://{addr}"), addr, child, dir };
         let up = wait_for(Duration::from_secs(20), || std::net::TcpStream::connect(&c.addr).ok());
         assert!(up.is_some(), "collector did not listen on {} within 20 s:\n{}", c.addr, c.log());
         c
@@ -243,6 +346,20 @@ impl Collector {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("collector.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL: no drain, no goodbye (fault tests).
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn pause(&self) {
+        signal(&self.child, "STOP");
+    }
+
+    pub fn resume(&self) {
+        signal(&self.child, "CONT");
     }
 }
 
@@ -282,12 +399,14 @@ pub fn agent_config(dir: &Path, body: &str) -> PathBuf {
 }
 
 /// Runs the agent binary with arguments, returning the child (stdout/stderr to files in `dir`).
+/// The ledger lines (`wattflip::ledger`, one per stored batch) are on, and stderr is appended
+/// to, so a restarted agent keeps one log.
 pub fn spawn_agent(dir: &Path, args: &[&str]) -> Child {
     let out = std::fs::File::create(dir.join("agent.stdout")).expect("stdout file");
-    let err = std::fs::File::create(dir.join("agent.stderr")).expect("stderr file");
+    let err = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.stderr")).expect("stderr file");
     Command::new(bin("wattflip-agent", "wattflip-agent"))
         .args(args)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,wattflip::ledger=debug")
         .stdout(out)
         .stderr(err)
         .spawn()
@@ -320,4 +439,26 @@ pub fn overwrite_in_place(path: &Path, value: u64) {
     let text = format!("{value:0width$}\n");
     let f = std::fs::OpenOptions::new().write(true).open(path).expect("open counter");
     f.write_all_at(text.as_bytes(), 0).expect("write counter");
+}
+
+/// A batch message of `n` temperature samples from `agent_id` (nvme0..7 `Composite`, 40–49 °C),
+/// stamped `t0`, `t0 + 1`, … ns so that no two samples share a point.
+pub fn temperature_batch(agent_id: &str, seq: u64, n: usize, t0: i64) -> wattflip_proto::v1::AgentMessage {
+    use wattflip_proto::v1;
+    v1::AgentMessage {
+        kind: Some(v1::agent_message::Kind::Batch(v1::Batch {
+            agent_id: agent_id.into(),
+            sequence: seq,
+            temperature: (0..n)
+                .map(|i| v1::TemperatureSample {
+                    time_ns: t0 + i as i64,
+                    source: "hwmon".into(),
+                    device: format!("nvme{}", i % 8),
+                    sensor: "Composite".into(),
+                    celsius: 40.0 + (i % 10) as f64,
+                })
+                .collect(),
+            ..Default::default()
+        })),
+    }
 }

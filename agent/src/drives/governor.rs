@@ -559,8 +559,10 @@ fn deliver(
     if let Some(url) = collector {
         let hello = crate::runtime::hello(cfg, &Discovered::default(), &super::tools::DriveInventory::default(), Vec::new(), &clock);
         let b = v1::Batch { agent_id: cfg.agent_id.clone(), ..batch.clone() };
-        let s = rt.block_on(probes::stream::send(url, hello, b, Duration::from_secs(60)));
-        if s.acked == 0 {
+        let mut cfg = cfg.clone();
+        cfg.collector.urls = vec![url.to_string()];
+        let s = rt.block_on(probes::stream::send(&cfg, hello, b, Duration::from_secs(60)));
+        if s.map(|s| s.acked).unwrap_or(0) == 0 {
             return Err(GovernorCmdError::NotDelivered { url: url.into(), dir: out.to_path_buf() });
         }
         let _ = writeln!(text, "sent to the collector at {url}: acknowledged");
@@ -596,7 +598,7 @@ mod tests {
     }
 
     fn config(state_dir: &Path) -> Config {
-        let mut c = Config::from_str(Path::new("t.toml"), "agent_id = \"t1\"\n").unwrap();
+        let mut c = Config::from_str(Path::new("t.toml"), "agent_id = \"t1\"\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap();
         c.drives.state_dir = state_dir.to_path_buf();
         c.drives.smartctl = false;
         c.drives.sweep_settle = Duration::ZERO;

@@ -1,13 +1,20 @@
-//! The agent side of `Ingest.Stream`. Owns the backlog: every batch gets the next sequence number
-//! and stays in the backlog until the collector acknowledges a sequence at or above it. On any
-//! disconnect it reconnects with capped exponential backoff and resends the whole backlog after a
-//! fresh Hello. The backlog is bounded: when full, the oldest batch is dropped and counted, and the
-//! count is reported in the next batch as a `backlog_dropped` event.
+//! The agent side of `Ingest.Stream`. Every batch gets the next sequence number and is stored in
+//! the backlog (the disk spool, or memory when no spool is configured) *before* it is sent; it is
+//! sent from there and stays until the collector acknowledges a sequence at or above it. On any
+//! disconnect the exporter moves to the next configured collector endpoint, waits with capped
+//! exponential backoff, and after a fresh Hello resends everything unacknowledged, in order, as
+//! fast as the stream takes it. Batches dropped because the backlog was full are counted and the
+//! count is reported in the next batch as a `backlog_dropped` event. Connections use mutual TLS
+//! unless the config names the plaintext loopback mode.
 
-use std::collections::VecDeque;
+use crate::export::backlog::{samples_of, Backlog, Count};
+use crate::telemetry::AgentMetrics;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+use wattflip_proto::tls::{is_loopback_host, url_host, TlsMode};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_client::IngestClient, AgentMessage};
 
 /// Metadata key the collector sets on `invalid_argument` to name the rejected batch.
@@ -18,12 +25,17 @@ pub type Payload = v1::Batch;
 
 #[derive(Debug, Clone)]
 pub struct ExporterConfig {
-    pub url: String,
+    /// Collector URLs, tried in turn (failover).
+    pub endpoints: Vec<String>,
     pub agent_id: String,
+    pub tls: TlsMode,
+    /// Name the collector's certificate must carry; default: the host of each URL.
+    pub server_name: Option<String>,
     pub connect_timeout: Duration,
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
-    pub max_batches: usize,
+    /// How often the backlog's housekeeping (interval fsync) runs.
+    pub maintain_every: Duration,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -38,11 +50,14 @@ pub struct ExportSummary {
 
 pub struct Exporter {
     cfg: ExporterConfig,
+    tls: Option<ClientTlsConfig>,
     hello: v1::Hello,
-    backlog: VecDeque<v1::Batch>,
+    backlog: Box<dyn Backlog>,
     next_seq: u64,
     dropped_unreported: u64,
+    endpoint: usize,
     summary: ExportSummary,
+    metrics: Arc<AgentMetrics>,
 }
 
 enum Session {
@@ -54,17 +69,42 @@ enum Session {
     Stop,
 }
 
+fn client_tls(cfg: &ExporterConfig) -> Option<ClientTlsConfig> {
+    match &cfg.tls {
+        TlsMode::InsecurePlaintextLoopback => None,
+        TlsMode::Mutual(m) => {
+            let mut t = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&m.ca_pem))
+                .identity(Identity::from_pem(&m.cert_pem, &m.key_pem.0));
+            if let Some(n) = &cfg.server_name {
+                t = t.domain_name(n.clone());
+            }
+            Some(t)
+        }
+    }
+}
+
 impl Exporter {
     /// `first_sequence` lets a restarted agent continue above what it sent before.
-    pub fn new(cfg: ExporterConfig, hello: v1::Hello, first_sequence: u64) -> Self {
+    pub fn new(cfg: ExporterConfig, hello: v1::Hello, backlog: Box<dyn Backlog>, first_sequence: u64, metrics: Arc<AgentMetrics>) -> Self {
         Exporter {
+            tls: client_tls(&cfg),
             cfg,
             hello,
-            backlog: VecDeque::new(),
+            backlog,
             next_seq: first_sequence.max(1),
             dropped_unreported: 0,
+            endpoint: 0,
             summary: ExportSummary::default(),
+            metrics,
         }
+    }
+
+    fn dropped(&mut self, n: Count) {
+        self.summary.dropped += n.batches;
+        self.dropped_unreported += n.batches;
+        AgentMetrics::add(&self.metrics.batches_dropped, n.batches);
+        AgentMetrics::add(&self.metrics.samples_dropped, n.samples);
     }
 
     fn enqueue(&mut self, mut b: v1::Batch, now_ns: i64) {
@@ -75,7 +115,7 @@ impl Exporter {
                 severity: v1::Severity::Warning as i32,
                 device: String::new(),
                 message: format!(
-                    "{} batch(es) dropped because the collector was unreachable and the backlog was full",
+                    "{} batch(es) dropped because the collector was unreachable and the spool or backlog was full",
                     self.dropped_unreported
                 ),
                 attributes: [("dropped_batches".to_string(), self.dropped_unreported.to_string())].into(),
@@ -86,21 +126,37 @@ impl Exporter {
         b.sequence = self.next_seq;
         self.next_seq += 1;
         self.summary.batches += 1;
-        if self.backlog.len() >= self.cfg.max_batches {
-            if let Some(old) = self.backlog.pop_front() {
-                self.summary.dropped += 1;
-                self.dropped_unreported += 1;
-                tracing::warn!(sequence = old.sequence, "backlog full: dropped the oldest batch");
+        let (seq, samples, power, temperature) = (b.sequence, samples_of(&b), b.power.len(), b.temperature.len());
+        match self.backlog.push(b) {
+            Ok(dropped) => {
+                // The ledger line: this batch is stored (and, with the spool, synced per policy).
+                tracing::debug!(target: "wattflip::ledger", sequence = seq, power, temperature, "stored");
+                AgentMetrics::add(&self.metrics.batches_stored, 1);
+                AgentMetrics::add(&self.metrics.samples_stored, samples);
+                if dropped.batches > 0 {
+                    self.dropped(dropped);
+                }
+            }
+            Err(e) => {
+                tracing::error!(sequence = seq, "batch lost: {e}");
+                AgentMetrics::add(&self.metrics.store_errors, 1);
+                self.dropped(Count { batches: 1, samples });
             }
         }
-        self.backlog.push_back(b);
+        self.metrics.backlog_batches.store(self.backlog.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn ack(&mut self, seq: u64) {
-        while self.backlog.front().is_some_and(|b| b.sequence <= seq) {
-            self.backlog.pop_front();
-            self.summary.acked += 1;
-        }
+        let n = self.backlog.ack(seq);
+        self.summary.acked += n.batches;
+        AgentMetrics::add(&self.metrics.batches_acked, n.batches);
+        AgentMetrics::add(&self.metrics.samples_acked, n.samples);
+        self.metrics.backlog_batches.store(self.backlog.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn finish(mut self) -> ExportSummary {
+        self.summary.unacked_at_exit = self.backlog.len() as u64;
+        self.summary
     }
 
     /// Runs until `input` is closed and everything is acknowledged, or `shutdown` fires.
@@ -112,16 +168,21 @@ impl Exporter {
     ) -> ExportSummary {
         let mut input_open = true;
         let mut attempt: u32 = 0;
+        let mut tick = tokio::time::interval(self.cfg.maintain_every);
         loop {
             if !input_open && self.backlog.is_empty() {
                 break;
             }
-            match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut attempt).await {
+            match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut attempt, &mut tick).await {
                 Session::Done | Session::Stop => break,
                 Session::Lost(why) => {
+                    AgentMetrics::add(&self.metrics.connect_retries, 1);
                     let wait = backoff(self.cfg.backoff_initial, self.cfg.backoff_max, attempt);
                     attempt = attempt.saturating_add(1);
-                    tracing::warn!(backlog = self.backlog.len(), "collector {}: {why}; retrying in {wait:?}", self.cfg.url);
+                    let url = &self.cfg.endpoints[self.endpoint % self.cfg.endpoints.len()];
+                    tracing::warn!(backlog = self.backlog.len(), "collector {url}: {why}; retrying in {wait:?}");
+                    // Failover: the next attempt goes to the next endpoint.
+                    self.endpoint = self.endpoint.wrapping_add(1);
                     // Keep sampling into the backlog while waiting.
                     let sleep = tokio::time::sleep(wait);
                     tokio::pin!(sleep);
@@ -132,17 +193,28 @@ impl Exporter {
                                 Some(b) => self.enqueue(b, now_ns()),
                                 None => input_open = false,
                             },
-                            _ = shutdown.changed() => {
-                                self.summary.unacked_at_exit = self.backlog.len() as u64;
-                                return self.summary;
-                            }
+                            _ = tick.tick() => self.backlog.maintain(),
+                            _ = shutdown.changed() => return self.finish(),
                         }
                     }
                 }
             }
         }
-        self.summary.unacked_at_exit = self.backlog.len() as u64;
-        self.summary
+        self.finish()
+    }
+
+    async fn connect(&self, url: &str) -> Result<tonic::transport::Channel, String> {
+        if self.tls.is_none() && !url_host(url).is_some_and(is_loopback_host) {
+            return Err("refusing plaintext to a non-loopback address (tls.insecure_plaintext_loopback_only)".into());
+        }
+        let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+            .map_err(|e| format!("invalid URL: {e}"))?
+            .connect_timeout(self.cfg.connect_timeout)
+            .tcp_nodelay(true);
+        if let Some(t) = &self.tls {
+            endpoint = endpoint.tls_config(t.clone()).map_err(|e| format!("TLS setup: {}", chain(&e)))?;
+        }
+        endpoint.connect().await.map_err(|e| format!("cannot connect: {}", chain(&e)))
     }
 
     async fn session(
@@ -152,50 +224,55 @@ impl Exporter {
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
         now_ns: &impl Fn() -> i64,
         attempt: &mut u32,
+        tick: &mut tokio::time::Interval,
     ) -> Session {
-        let endpoint = match tonic::transport::Endpoint::from_shared(self.cfg.url.clone()) {
-            Ok(e) => e.connect_timeout(self.cfg.connect_timeout).tcp_nodelay(true),
-            Err(e) => return Session::Lost(format!("invalid URL: {e}")),
-        };
+        let url = self.cfg.endpoints[self.endpoint % self.cfg.endpoints.len()].clone();
         let channel = tokio::select! {
-            c = endpoint.connect() => match c {
+            c = self.connect(&url) => match c {
                 Ok(c) => c,
-                Err(e) => return Session::Lost(format!("cannot connect: {}", chain(&e))),
+                Err(e) => return Session::Lost(e),
             },
             _ = shutdown.changed() => return Session::Stop,
         };
         let mut client = IngestClient::new(channel);
-        // Unbounded on purpose: the backlog (bounded) is what limits memory, and a bounded channel
-        // here could deadlock against acknowledgements we would not be reading while resending.
-        let (tx, rx) = mpsc::unbounded_channel::<AgentMessage>();
+        // Bounded: batches are read from the backlog only as fast as the stream takes them, and
+        // the select below keeps reading acknowledgements while it waits for room.
+        let (tx, rx) = mpsc::channel::<AgentMessage>(16);
         let mut hello = self.hello.clone();
         hello.time_ns = now_ns();
-        if tx.send(AgentMessage { kind: Some(Kind::Hello(hello)) }).is_err() {
+        if tx.try_send(AgentMessage { kind: Some(Kind::Hello(hello)) }).is_err() {
             return Session::Lost("stream closed".into());
         }
-        for b in &self.backlog {
-            let _ = tx.send(AgentMessage { kind: Some(Kind::Batch(b.clone())) });
-        }
-        let mut acks = match client.stream(UnboundedReceiverStream::new(rx)).await {
-            Ok(r) => r.into_inner(),
-            Err(s) => return Session::Lost(format!("stream refused: {} {}", s.code(), s.message())),
+        let mut acks = tokio::select! {
+            r = client.stream(ReceiverStream::new(rx)) => match r {
+                Ok(r) => r.into_inner(),
+                Err(s) => return Session::Lost(format!("stream refused: {} {}", s.code(), s.message())),
+            },
+            _ = shutdown.changed() => return Session::Stop,
         };
         self.summary.connections += 1;
-        tracing::info!(url = %self.cfg.url, resent = self.backlog.len(), "connected to the collector");
+        tracing::info!(%url, unacknowledged = self.backlog.len(), "connected to the collector");
+        // Highest sequence sent on this stream: everything above it still has to go.
+        let mut sent = 0u64;
         loop {
             if !*input_open && self.backlog.is_empty() {
                 return Session::Done;
             }
+            let more = self.backlog.has_after(sent);
             tokio::select! {
-                b = input.recv(), if *input_open => match b {
-                    Some(b) => {
-                        self.enqueue(b, now_ns());
-                        if let Some(last) = self.backlog.back() {
-                            if tx.send(AgentMessage { kind: Some(Kind::Batch(last.clone())) }).is_err() {
-                                return Session::Lost("stream closed".into());
-                            }
+                permit = tx.reserve(), if more => match permit {
+                    Ok(permit) => {
+                        if let Some(b) = self.backlog.next_after(sent) {
+                            sent = b.sequence;
+                            AgentMetrics::add(&self.metrics.batches_sent, 1);
+                            AgentMetrics::add(&self.metrics.samples_sent, samples_of(&b));
+                            permit.send(AgentMessage { kind: Some(Kind::Batch(b)) });
                         }
                     }
+                    Err(_) => return Session::Lost("stream closed".into()),
+                },
+                b = input.recv(), if *input_open => match b {
+                    Some(b) => self.enqueue(b, now_ns()),
                     None => *input_open = false,
                 },
                 ack = acks.message() => match ack {
@@ -211,6 +288,7 @@ impl Exporter {
                         return Session::Lost(format!("{}: {}", status.code(), status.message()));
                     }
                 },
+                _ = tick.tick() => self.backlog.maintain(),
                 _ = shutdown.changed() => return Session::Stop,
             }
         }
@@ -225,8 +303,9 @@ impl Exporter {
             .and_then(|v| v.parse::<u64>().ok());
         match seq {
             Some(seq) => {
-                self.backlog.retain(|b| b.sequence != seq);
+                self.backlog.remove(seq);
                 self.summary.rejected += 1;
+                AgentMetrics::add(&self.metrics.batches_rejected, 1);
                 tracing::error!(sequence = seq, "the collector rejected a batch, dropped: {}", status.message());
             }
             None => tracing::error!("the collector rejected the stream: {}", status.message()),
@@ -252,39 +331,41 @@ fn chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::backlog::MemoryBacklog;
 
     fn exporter(max: usize) -> Exporter {
         let cfg = ExporterConfig {
-            url: "http://127.0.0.1:1".into(),
+            endpoints: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
             agent_id: "a".into(),
+            tls: TlsMode::InsecurePlaintextLoopback,
+            server_name: None,
             connect_timeout: Duration::from_millis(10),
             backoff_initial: Duration::from_millis(1),
             backoff_max: Duration::from_millis(5),
-            max_batches: max,
+            maintain_every: Duration::from_millis(100),
         };
-        Exporter::new(cfg, v1::Hello::default(), 1)
+        Exporter::new(cfg, v1::Hello::default(), Box::new(MemoryBacklog::new(max)), 1, Arc::default())
     }
 
     #[test]
-    fn bounded_backlog_drops_oldest_and_reports_it() {
+    fn full_backlog_drops_oldest_and_reports_it_in_the_next_batch() {
         let mut e = exporter(2);
         for _ in 0..3 {
             e.enqueue(v1::Batch::default(), 7);
         }
-        let seqs: Vec<u64> = e.backlog.iter().map(|b| b.sequence).collect();
-        assert_eq!(seqs, vec![2, 3]);
+        assert_eq!(e.backlog.next_after(0).map(|b| b.sequence), Some(2));
         assert_eq!(e.summary.dropped, 1);
         e.enqueue(v1::Batch::default(), 9);
-        let last = e.backlog.back().unwrap();
+        let last = e.backlog.next_after(3).unwrap();
+        assert_eq!(last.sequence, 4);
         assert_eq!(last.events.len(), 1);
         assert_eq!(last.events[0].kind, "backlog_dropped");
         assert_eq!(last.events[0].attributes.get("dropped_batches").map(String::as_str), Some("1"));
-        // That enqueue dropped sequence 2 in turn.
-        assert_eq!(e.backlog.iter().map(|b| b.sequence).collect::<Vec<_>>(), vec![3, 4]);
         assert_eq!(e.summary.dropped, 2);
         e.ack(3);
         assert_eq!(e.backlog.len(), 1);
         assert_eq!(e.summary.acked, 1);
+        assert_eq!(e.metrics.batches_dropped.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[test]
@@ -297,8 +378,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unreachable_collector_keeps_the_backlog_and_stops_on_shutdown() {
+    async fn plaintext_is_refused_beyond_loopback() {
+        let e = exporter(1);
+        let err = e.connect("http://10.1.2.3:50051").await.unwrap_err();
+        assert_eq!(err, "refusing plaintext to a non-loopback address (tls.insecure_plaintext_loopback_only)");
+    }
+
+    #[tokio::test]
+    async fn unreachable_collectors_keep_the_backlog_rotate_and_stop_on_shutdown() {
         let e = exporter(100);
+        let metrics = e.metrics.clone();
         let (tx, rx) = mpsc::channel(8);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(e.run(rx, stop_rx, || 1));
@@ -311,5 +400,6 @@ mod tests {
         assert_eq!(s.batches, 5);
         assert_eq!(s.unacked_at_exit, 5);
         assert_eq!(s.connections, 0);
+        assert!(metrics.connect_retries.load(std::sync::atomic::Ordering::Relaxed) >= 2);
     }
 }

@@ -1,24 +1,23 @@
-//! Sends a finished probe's runs to a collector over the same acknowledged stream as `run` mode,
-//! and waits until the collector has made them durable.
+//! Sends a finished probe's runs to the collector(s) of the agent config over the same
+//! acknowledged stream as `run` mode (in-memory backlog, same TLS), and waits until the collector
+//! has made them durable.
 
-use crate::export::grpc::{ExportSummary, Exporter, ExporterConfig};
-use crate::runtime::Clock;
+use crate::config::Config;
+use crate::export::backlog::MemoryBacklog;
+use crate::export::grpc::{ExportSummary, Exporter};
+use crate::runtime::{exporter_config, Clock, RunError};
 use std::time::Duration;
 use wattflip_proto::v1;
 
-pub async fn send(url: &str, hello: v1::Hello, batch: v1::Batch, timeout: Duration) -> ExportSummary {
+pub async fn send(cfg: &Config, hello: v1::Hello, batch: v1::Batch, timeout: Duration) -> Result<ExportSummary, RunError> {
+    let tls = cfg.tls.clone().ok_or(RunError::NoTls)?;
     let clock = Clock::new();
     let exporter = Exporter::new(
-        ExporterConfig {
-            url: url.to_string(),
-            agent_id: hello.agent_id.clone(),
-            connect_timeout: Duration::from_secs(5),
-            backoff_initial: Duration::from_millis(200),
-            backoff_max: Duration::from_secs(5),
-            max_batches: 16,
-        },
+        exporter_config(cfg, tls),
         hello,
+        Box::new(MemoryBacklog::new(16)),
         u64::try_from(clock.utc_now() / 1000).unwrap_or(1),
+        Default::default(),
     );
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -26,11 +25,11 @@ pub async fn send(url: &str, hello: v1::Hello, batch: v1::Batch, timeout: Durati
     let _ = tx.send(batch).await;
     drop(tx);
     let mut task = task;
-    match tokio::time::timeout(timeout, &mut task).await {
+    Ok(match tokio::time::timeout(timeout, &mut task).await {
         Ok(r) => r.unwrap_or_default(),
         Err(_) => {
             let _ = stop_tx.send(true);
             task.await.unwrap_or_default()
         }
-    }
+    })
 }

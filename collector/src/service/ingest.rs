@@ -1,14 +1,20 @@
-//! `Ingest.Stream`: one task per agent connection. The first message must be a `Hello`; each
-//! `Batch` is checked and converted to domain types at this boundary (bad ones end the stream with
-//! `invalid_argument` naming the field and the sequence), turned into points by the shared schema,
-//! queued on the InfluxDB writer, and acknowledged in order once InfluxDB holds all of it. Every
-//! batch also feeds the fleet-wide throttling detector (`analysis::throttle`, shared by all
-//! streams so its state survives reconnects); its events are written with the batch.
+//! `Ingest.Stream`: one task per agent connection. The first message must be a `Hello` whose
+//! agent id is the one the client certificate vouches for (mutual TLS; `permission_denied`
+//! otherwise); each `Batch` must carry that id too, is checked and converted to domain types at
+//! this boundary (bad ones end the stream with `invalid_argument` naming the field and the
+//! sequence), passes the agent's rate limit (`resource_exhausted`), is turned into points by the
+//! shared schema, queued on the writer, and acknowledged in order once the store holds all of it.
+//! A sequence already made durable (per-agent window) is acknowledged without being written again.
+//! Every batch also feeds the fleet-wide throttling detector (`analysis::throttle`, shared by all
+//! streams so its state survives reconnects) and the energy-proportionality analysis; their
+//! points are written with the batch.
 
 use crate::analysis::throttle::ThrottleDetector;
+use crate::service::guard::{Dedup, RateLimiter};
 use crate::sinks::influx::WriterHandle;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use wattflip_proto::telemetry::LabelledCounter;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -28,24 +34,52 @@ pub struct IngestStats {
     pub batches_rejected: AtomicU64,
     pub points_unencodable: AtomicU64,
     pub throttle_events: AtomicU64,
+    pub samples_received: AtomicU64,
+    pub batches_duplicate: AtomicU64,
+    pub batches_rate_limited: AtomicU64,
+    /// Refused connections and streams by reason (tls_handshake, no_identity, hello_agent_id,
+    /// batch_agent_id).
+    pub agents_rejected: LabelledCounter,
+}
+
+/// How streams learn who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentitySource {
+    /// Mutual TLS: the verified client certificate names the agent.
+    Certificate,
+    /// Plaintext loopback demo mode: the Hello's word is taken.
+    Hello,
 }
 
 pub struct IngestService {
     writer: WriterHandle,
     stats: Arc<IngestStats>,
+    identity: IdentitySource,
+    rate: Arc<RateLimiter>,
+    dedup: Arc<Dedup>,
     throttle: Arc<Mutex<ThrottleDetector>>,
 }
 
 impl IngestService {
-    pub fn new(writer: WriterHandle, stats: Arc<IngestStats>) -> Self {
-        IngestService { writer, stats, throttle: Arc::default() }
+    pub fn new(writer: WriterHandle, stats: Arc<IngestStats>, identity: IdentitySource, rate: RateLimiter, dedup: Dedup) -> Self {
+        IngestService { writer, stats, identity, rate: Arc::new(rate), dedup: Arc::new(dedup), throttle: Arc::default() }
     }
 }
 
 /// What the acknowledging task does next, in arrival order.
 enum Pending {
-    Ack(u64, oneshot::Receiver<()>),
+    /// Acknowledge `seq` once `done` completes, then remember it as durable for `agent`.
+    Ack { seq: u64, done: oneshot::Receiver<()>, agent: Arc<str> },
     Fail(Status),
+}
+
+/// The shared state a stream's tasks use.
+struct Ctx {
+    writer: WriterHandle,
+    stats: Arc<IngestStats>,
+    rate: Arc<RateLimiter>,
+    dedup: Arc<Dedup>,
+    throttle: Arc<Mutex<ThrottleDetector>>,
 }
 
 #[tonic::async_trait]
@@ -54,14 +88,33 @@ impl Ingest for IngestService {
 
     async fn stream(&self, req: Request<Streaming<AgentMessage>>) -> Result<Response<Self::StreamStream>, Status> {
         let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unknown peer".into());
+        let certified = match self.identity {
+            IdentitySource::Hello => None,
+            IdentitySource::Certificate => {
+                let id = req
+                    .peer_certs()
+                    .and_then(|c| c.first().cloned())
+                    .ok_or_else(|| "no client certificate".to_string())
+                    .and_then(|c| crate::service::tls::identity(&c));
+                match id {
+                    Ok(id) => Some(id),
+                    Err(e) => {
+                        self.stats.agents_rejected.inc("no_identity");
+                        tracing::warn!(%peer, "refused a stream: {e}");
+                        return Err(Status::permission_denied(format!("{e}; the agent id comes from the client certificate")));
+                    }
+                }
+            }
+        };
         let inbound = req.into_inner();
         let (out_tx, out_rx) = mpsc::channel(32);
         // At most 64 batches in flight per agent: beyond that the stream stops being read,
         // which is back-pressure through HTTP/2 flow control to the agent.
         let (pend_tx, pend_rx) = mpsc::channel(64);
         self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone()));
-        tokio::spawn(receive(inbound, pend_tx, self.writer.clone(), self.stats.clone(), self.throttle.clone(), peer));
+        let ctx = Ctx { writer: self.writer.clone(), stats: self.stats.clone(), rate: self.rate.clone(), dedup: self.dedup.clone(), throttle: self.throttle.clone() };
+        tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
+        tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified));
         Ok(Response::new(ReceiverStream::new(out_rx)))
     }
 }
@@ -70,11 +123,13 @@ async fn acknowledge(
     mut pending: mpsc::Receiver<Pending>,
     out: mpsc::Sender<Result<Ack, Status>>,
     stats: Arc<IngestStats>,
+    dedup: Arc<Dedup>,
 ) {
     while let Some(p) = pending.recv().await {
         let msg = match p {
-            Pending::Ack(seq, done) => match done.await {
+            Pending::Ack { seq, done, agent } => match done.await {
                 Ok(()) => {
+                    dedup.record(&agent, seq);
                     stats.batches_acked.fetch_add(1, Ordering::Relaxed);
                     Ok(Ack { durable_sequence: seq })
                 }
@@ -116,14 +171,20 @@ fn reject(stats: &IngestStats, seq: Option<u64>, msg: String) -> Pending {
     Pending::Fail(status)
 }
 
+fn deny(stats: &IngestStats, reason: &str, msg: String) -> Pending {
+    stats.agents_rejected.inc(reason);
+    tracing::warn!("refused: {msg}");
+    Pending::Fail(Status::permission_denied(msg))
+}
+
 async fn receive(
     mut inbound: Streaming<AgentMessage>,
     pending: mpsc::Sender<Pending>,
-    writer: WriterHandle,
-    stats: Arc<IngestStats>,
-    throttle: Arc<Mutex<ThrottleDetector>>,
+    ctx: Ctx,
     peer: String,
+    certified: Option<String>,
 ) {
+    let Ctx { writer, stats, rate, dedup, throttle } = ctx;
     let hello = match inbound.message().await {
         Ok(Some(AgentMessage { kind: Some(Kind::Hello(h)) })) => h,
         Ok(Some(_)) => {
@@ -143,6 +204,12 @@ async fn receive(
             return;
         }
     };
+    if let Some(id) = certified.as_deref().filter(|id| *id != hello.agent_id) {
+        let m = format!("hello.agent_id: `{}` is not the agent id of the client certificate (`{id}`)", hello.agent_id);
+        let _ = pending.send(deny(&stats, "hello_agent_id", m)).await;
+        return;
+    }
+    let agent: Arc<str> = Arc::from(hello.agent_id.as_str());
     let tags = HostTags { host: hello.agent_id.clone(), labels: hello.labels.clone() };
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
     lock(&throttle).set_inventory(&hello.agent_id, &hello.inventory);
@@ -155,6 +222,14 @@ async fn receive(
         let msg = match inbound.message().await {
             Ok(Some(m)) => m,
             Ok(None) => break,
+            Err(e) if e.code() == tonic::Code::OutOfRange => {
+                // tonic's decoder refused a message above limits.max_message_bytes.
+                let m = format!("{}; the collector's limits.max_message_bytes refuses it", e.message());
+                stats.agents_rejected.inc("oversized_message");
+                tracing::warn!(agent = %hello.agent_id, "{m}");
+                let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
+                return;
+            }
             Err(e) => {
                 tracing::info!(agent = %hello.agent_id, "stream ended: {e}");
                 break;
@@ -174,6 +249,31 @@ async fn receive(
             let _ = pending.send(reject(&stats, Some(seq), m)).await;
             return;
         }
+        if batch.agent_id != hello.agent_id {
+            let m = format!("batch.agent_id: `{}` in batch {seq} is not this stream's agent `{}`", batch.agent_id, hello.agent_id);
+            let _ = pending.send(deny(&stats, "batch_agent_id", m)).await;
+            return;
+        }
+        if dedup.is_durable(&agent, seq) {
+            // Written before, but the acknowledgement was lost: acknowledge, do not rewrite.
+            stats.batches_duplicate.fetch_add(1, Ordering::Relaxed);
+            let (tx, done) = oneshot::channel();
+            let _ = tx.send(());
+            last_seq = seq;
+            if pending.send(Pending::Ack { seq, done, agent: agent.clone() }).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let samples = batch.power.len() + batch.temperature.len();
+        let points = samples + batch.probe_runs.len() + batch.power_state_changes.len() + batch.events.len() + batch.nvme_smart.len();
+        if !rate.admit(&agent, points, tokio::time::Instant::now()) {
+            stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
+            let m = format!("agent `{agent}` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch {seq}");
+            tracing::warn!("{m}");
+            let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
+            return;
+        }
         let batch = match convert_batch(&hello.agent_id, batch) {
             Ok(b) => b,
             Err(e) => {
@@ -183,6 +283,7 @@ async fn receive(
             }
         };
         last_seq = seq;
+        stats.samples_received.fetch_add(samples as u64, Ordering::Relaxed);
         let mut points = batch_points(&batch, &tags);
         for e in lock(&throttle).observe_batch(&hello.agent_id, &batch) {
             stats.throttle_events.fetch_add(1, Ordering::Relaxed);
@@ -194,7 +295,7 @@ async fn receive(
         points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &tags));
         let lines = encode(&points, &stats);
         let Ok(done) = writer.write(lines).await else { return };
-        if pending.send(Pending::Ack(seq, done)).await.is_err() {
+        if pending.send(Pending::Ack { seq, done, agent: agent.clone() }).await.is_err() {
             return;
         }
     }

@@ -1,20 +1,33 @@
-//! Hosts the Ingest service and the standard gRPC health service on a listener, and drains the
-//! InfluxDB writer after the server stops so that queued batches still reach the store.
+//! Hosts the Ingest service and the standard gRPC health service on a listener (mutual TLS unless
+//! the config names the plaintext loopback mode), serves `/metrics` when configured, and drains the
+//! writer after the server stops so that queued batches still reach the store.
 
-use crate::config::Config;
-use crate::service::ingest::{IngestService, IngestStats};
+use crate::config::{Config, SinkKind};
+use crate::service::guard::{Dedup, RateLimiter};
+use crate::service::ingest::{IdentitySource, IngestService, IngestStats};
+use crate::service::tls::{self, TlsSetupError};
 use crate::sinks::influx::{self, SinkStats};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use wattflip_proto::telemetry::{serve_metrics, MetricsBindError};
+use wattflip_proto::tls::TlsMode;
 use wattflip_proto::v1::ingest_server::IngestServer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsBindError),
+    #[error("cannot read the listener's address: {0}")]
+    Listener(std::io::Error),
+    #[error("refusing to serve plaintext on {0}: tls.insecure_plaintext_loopback_only allows loopback addresses only")]
+    PlaintextBeyondLoopback(std::net::SocketAddr),
 }
 
 /// Counters of one collector process.
@@ -32,19 +45,49 @@ pub async fn serve(
     stats: Arc<Stats>,
     drain: Duration,
 ) -> Result<(), ServeError> {
+    wattflip_proto::tls::install_crypto_provider();
+    let local = listener.local_addr().map_err(ServeError::Listener)?;
+    // Checked again here (not only in the config) so no code path can serve plaintext widely.
+    if cfg.tls.is_insecure() && !local.ip().is_loopback() {
+        return Err(ServeError::PlaintextBeyondLoopback(local));
+    }
+    let tls_cfg = match &cfg.tls {
+        TlsMode::Mutual(m) => Some(tls::server_config(m)?),
+        TlsMode::InsecurePlaintextLoopback => None,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (writer, writer_task) = influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx);
+    if let Some(addr) = cfg.metrics_listen {
+        let s = stats.clone();
+        let mut stop = stop_rx.clone();
+        let bound = serve_metrics(addr, Arc::new(move || crate::telemetry::render(&s)), async move {
+            let _ = stop.changed().await;
+        })
+        .await?;
+        tracing::info!(%bound, "metrics at /metrics");
+    }
+    let (writer, writer_task) = match cfg.sink {
+        SinkKind::InfluxDb => influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx),
+        SinkKind::Null => influx::spawn_null(stats.sink.clone()),
+    };
+    let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
     let (reporter, health) = tonic_health::server::health_reporter();
-    let svc = IngestServer::new(IngestService::new(writer, stats.ingest.clone()))
-        .max_decoding_message_size(cfg.max_message_bytes);
+    let l = &cfg.limits;
+    let ingest = IngestService::new(
+        writer,
+        stats.ingest.clone(),
+        identity,
+        RateLimiter::new(l.agent_points_per_second, l.agent_burst_points),
+        Dedup::new(l.dedup_window),
+    );
+    let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
     reporter.set_serving::<IngestServer<IngestService>>().await;
-    tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        influx = %cfg.influx.url, database = %cfg.influx.database, "collector serving");
-    let result = tonic::transport::Server::builder()
-        .add_service(health)
-        .add_service(svc)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await;
+    tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
+        sink = ?cfg.sink, influx = %cfg.influx.url, database = %cfg.influx.database, "collector serving");
+    let router = tonic::transport::Server::builder().add_service(health).add_service(svc);
+    let result = match tls_cfg {
+        Some(t) => router.serve_with_incoming_shutdown(tls::incoming(listener, t, stats.ingest.clone()), shutdown).await,
+        None => router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown).await,
+    };
     // Every stream (and its writer handle) is gone now: let the writer flush what it holds.
     let mut writer_task = writer_task;
     if tokio::time::timeout(drain, &mut writer_task).await.is_err() {
@@ -52,5 +95,6 @@ pub async fn serve(
         let _ = stop_tx.send(true);
         let _ = writer_task.await;
     }
+    let _ = stop_tx.send(true);
     result.map_err(ServeError::from)
 }

@@ -8,4 +8,4 @@ mod fake_server;
 #[cfg(test)]
 mod writer_tests;
 
-pub use writer::{spawn, SinkStats, WriterHandle};
+pub use writer::{spawn, spawn_null, SinkStats, WriterHandle};

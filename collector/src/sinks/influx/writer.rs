@@ -24,6 +24,8 @@ pub struct SinkStats {
     pub requests: AtomicU64,
     pub retries: AtomicU64,
     pub databases_created: AtomicU64,
+    /// Duration of each write request, successful or not.
+    pub write_latency: wattflip_proto::telemetry::Histogram,
 }
 
 struct Job {
@@ -35,7 +37,9 @@ struct Job {
 /// Handle used by streams to queue lines.
 #[derive(Clone)]
 pub struct WriterHandle {
-    tx: mpsc::Sender<Job>,
+    /// None: the null sink, which counts the lines and completes at once (benchmarks).
+    tx: Option<mpsc::Sender<Job>>,
+    stats: Arc<SinkStats>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,12 +52,12 @@ impl WriterHandle {
     /// Waits when the writer is saturated, which is the back-pressure that reaches the agents.
     pub async fn write(&self, lines: Vec<String>) -> Result<oneshot::Receiver<()>, WriterClosed> {
         let (done, rx) = oneshot::channel();
-        if lines.is_empty() {
+        let Some(tx) = self.tx.as_ref().filter(|_| !lines.is_empty()) else {
+            self.stats.lines_written.fetch_add(lines.len() as u64, Ordering::Relaxed);
             let _ = done.send(());
             return Ok(rx);
-        }
-        self.tx
-            .send(Job { lines, written: 0, done: Some(done) })
+        };
+        tx.send(Job { lines, written: 0, done: Some(done) })
             .await
             .map_err(|_| WriterClosed)?;
         Ok(rx)
@@ -72,8 +76,14 @@ pub fn spawn(
         .timeout(cfg.request_timeout)
         .build()
         .unwrap_or_else(|_| reqwest::Client::new());
+    let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
     let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new() };
-    (WriterHandle { tx }, tokio::spawn(writer.run()))
+    (handle, tokio::spawn(writer.run()))
+}
+
+/// A sink that discards every line and completes at once: measures the gRPC side alone.
+pub fn spawn_null(stats: Arc<SinkStats>) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+    (WriterHandle { tx: None, stats }, tokio::spawn(async {}))
 }
 
 struct Endpoint {
@@ -284,7 +294,10 @@ impl Writer {
         while let Some(piece) = pieces.pop() {
             let refs: Vec<&str> = piece.iter().map(String::as_str).collect();
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
-            match self.endpoint.post(&refs).await {
+            let started = Instant::now();
+            let result = self.endpoint.post(&refs).await;
+            self.stats.write_latency.observe(started.elapsed());
+            match result {
                 Ok(()) => {
                     attempt = 0;
                     self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);

@@ -1,0 +1,440 @@
+//! The agent's disk spool: a write-ahead log of batches, written before a batch is sent and read
+//! back for every (re)send, so nothing sampled is lost to a collector outage or an agent restart.
+//!
+//! Layout: `<dir>/<first sequence, 20 digits>.seg` segment files, each a run of records
+//! `len: u32 LE | crc32(payload): u32 LE | payload` where the payload is the prost-encoded
+//! `wattflip.v1.Batch` (which carries its sequence). A segment is closed (fsynced) when the next
+//! record would pass `segment_bytes`; a segment whose records are all acknowledged is deleted,
+//! except the newest, whose name and last record tell a restarted agent where sequences go on.
+//! When the total passes `max_bytes` the oldest segment is deleted and its unacknowledged batches
+//! counted as dropped. At start-up every segment is checked record by record: a torn or corrupt
+//! record ends that segment, which is truncated there (logged and counted, never fatal).
+//!
+//! Reads use positioned reads on the segment files, served from the page cache in the normal case
+//! (a record is read back right after it was appended). To change the format, bump the file
+//! extension so old spools are not misread.
+
+use crate::export::backlog::{samples_of, Backlog, BacklogError, Count};
+use prost::Message as _;
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use wattflip_proto::v1;
+
+const HEADER: u64 = 8;
+/// Larger than any batch the collector accepts: a length beyond it is corruption, not data.
+const MAX_RECORD: u32 = 64 << 20;
+const EXT: &str = "seg";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// fsync after every batch: nothing acknowledged by the spool is lost to a power cut.
+    EveryBatch,
+    /// fsync at most this often (and on segment close): a power cut loses at most this window.
+    Interval(Duration),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpoolConfig {
+    pub dir: PathBuf,
+    pub max_bytes: u64,
+    pub segment_bytes: u64,
+    pub sync: SyncPolicy,
+}
+
+/// What start-up found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Batches found (all are resent: acknowledgements are not persisted, and resends are
+    /// idempotent at the collector and in InfluxDB).
+    pub records: u64,
+    /// Bytes cut off corrupt or torn segment tails.
+    pub truncated_bytes: u64,
+    pub truncated_segments: Vec<PathBuf>,
+    /// The first sequence a new batch may use.
+    pub next_sequence: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    seq: u64,
+    offset: u64,
+    len: u32,
+    samples: u32,
+}
+
+#[derive(Debug)]
+struct Segment {
+    path: PathBuf,
+    bytes: u64,
+    /// Unacknowledged records, in sequence order.
+    recs: VecDeque<Rec>,
+}
+
+pub struct Spool {
+    cfg: SpoolConfig,
+    segments: VecDeque<Segment>,
+    /// Append handle of the newest segment.
+    active: File,
+    total_bytes: u64,
+    unsynced: bool,
+    last_sync: Instant,
+}
+
+fn io<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> BacklogError + 'a {
+    move |source| BacklogError::Io { path: path.to_owned(), what, source }
+}
+
+fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
+    dir.join(format!("{first_seq:020}.{EXT}"))
+}
+
+/// Parses the records of one segment's bytes; returns them and the length of the good prefix.
+fn scan(bytes: &[u8]) -> (Vec<Rec>, u64) {
+    let mut recs = Vec::new();
+    let mut off = 0usize;
+    while bytes.len() - off >= HEADER as usize {
+        let len = u32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]);
+        let crc = u32::from_le_bytes([bytes[off + 4], bytes[off + 5], bytes[off + 6], bytes[off + 7]]);
+        let start = off + HEADER as usize;
+        let Some(end) = start.checked_add(len as usize).filter(|e| len <= MAX_RECORD && *e <= bytes.len()) else { break };
+        let payload = &bytes[start..end];
+        if crc32fast::hash(payload) != crc {
+            break;
+        }
+        let Ok(b) = v1::Batch::decode(payload) else { break };
+        recs.push(Rec { seq: b.sequence, offset: off as u64, len, samples: samples_of(&b) as u32 });
+        off = end;
+    }
+    (recs, off as u64)
+}
+
+impl Spool {
+    /// Opens (or creates) the spool and recovers what it holds. `min_next` is a lower bound for
+    /// the next sequence (the agent passes the UTC microsecond so sequences also rise across a
+    /// wiped spool).
+    pub fn open(cfg: SpoolConfig, min_next: u64) -> Result<(Spool, Recovery), BacklogError> {
+        std::fs::create_dir_all(&cfg.dir).map_err(io(&cfg.dir, "cannot create the directory"))?;
+        let mut names: Vec<(u64, PathBuf)> = std::fs::read_dir(&cfg.dir)
+            .map_err(io(&cfg.dir, "cannot list the directory"))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == EXT))
+            .filter_map(|p| Some((p.file_stem()?.to_str()?.parse::<u64>().ok()?, p)))
+            .collect();
+        names.sort();
+        let mut rec = Recovery { next_sequence: min_next.max(1), ..Default::default() };
+        let mut segments = VecDeque::new();
+        let mut last_seq = 0u64;
+        for (first, path) in names {
+            let bytes = std::fs::read(&path).map_err(io(&path, "cannot read a segment"))?;
+            let (mut recs, good) = scan(&bytes);
+            // Sequences must rise across segments too; anything else is a stale or foreign record.
+            let keep = recs.iter().take_while(|r| r.seq > last_seq).count();
+            let good = if keep < recs.len() { recs[keep].offset } else { good };
+            recs.truncate(keep);
+            if good < bytes.len() as u64 {
+                let cut = bytes.len() as u64 - good;
+                tracing::warn!(segment = %path.display(), bytes = cut, kept = recs.len(), "spool: corrupt or torn tail truncated");
+                OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(good)).map_err(io(&path, "cannot truncate a corrupt tail"))?;
+                rec.truncated_bytes += cut;
+                rec.truncated_segments.push(path.clone());
+            }
+            if let Some(r) = recs.last() {
+                last_seq = r.seq;
+            }
+            rec.next_sequence = rec.next_sequence.max(first).max(last_seq + 1);
+            rec.records += recs.len() as u64;
+            segments.push_back(Segment { path, bytes: good, recs: recs.into() });
+        }
+        // Empty segments other than the newest carry nothing.
+        while segments.len() > 1 && segments.front().is_some_and(|s| s.recs.is_empty()) {
+            if let Some(s) = segments.pop_front() {
+                let _ = std::fs::remove_file(&s.path);
+            }
+        }
+        if segments.is_empty() {
+            let path = segment_path(&cfg.dir, rec.next_sequence);
+            segments.push_back(Segment { path, bytes: 0, recs: VecDeque::new() });
+        }
+        let newest = &segments[segments.len() - 1].path;
+        let active = OpenOptions::new().create(true).append(true).open(newest).map_err(io(newest, "cannot open a segment"))?;
+        sync_dir(&cfg.dir);
+        let total_bytes = segments.iter().map(|s| s.bytes).sum();
+        Ok((Spool { cfg, segments, active, total_bytes, unsynced: false, last_sync: Instant::now() }, rec))
+    }
+
+    fn sync(&mut self) -> Result<(), BacklogError> {
+        if self.unsynced {
+            let path = &self.segments[self.segments.len() - 1].path;
+            self.active.sync_data().map_err(io(path, "cannot fsync"))?;
+            self.unsynced = false;
+        }
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Closes the active segment and starts one named after `first_seq`.
+    fn rotate(&mut self, first_seq: u64) -> Result<(), BacklogError> {
+        self.unsynced = true;
+        self.sync()?;
+        let path = segment_path(&self.cfg.dir, first_seq);
+        self.active = OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path, "cannot create a segment"))?;
+        sync_dir(&self.cfg.dir);
+        // The previous newest segment may be fully acknowledged already.
+        let prev = self.segments.len() - 1;
+        self.segments.push_back(Segment { path, bytes: 0, recs: VecDeque::new() });
+        if self.segments[prev].recs.is_empty() {
+            self.delete_segment(prev);
+        }
+        Ok(())
+    }
+
+    fn delete_segment(&mut self, i: usize) -> Count {
+        let Some(s) = self.segments.remove(i) else { return Count::default() };
+        if let Err(e) = std::fs::remove_file(&s.path) {
+            tracing::warn!(segment = %s.path.display(), "spool: cannot delete a segment: {e}");
+        }
+        self.total_bytes -= s.bytes;
+        Count { batches: s.recs.len() as u64, samples: s.recs.iter().map(|r| u64::from(r.samples)).sum() }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    fn read(&self, seg: &Segment, r: Rec) -> Result<v1::Batch, String> {
+        let f = File::open(&seg.path).map_err(|e| format!("cannot open {}: {e}", seg.path.display()))?;
+        let mut buf = vec![0u8; r.len as usize];
+        f.read_exact_at(&mut buf, r.offset + HEADER).map_err(|e| format!("cannot read {}: {e}", seg.path.display()))?;
+        v1::Batch::decode(buf.as_slice()).map_err(|e| format!("{} at offset {}: {e}", seg.path.display(), r.offset))
+    }
+}
+
+/// Makes a created or deleted segment name durable; best effort (some filesystems refuse).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+impl Backlog for Spool {
+    fn push(&mut self, b: v1::Batch) -> Result<Count, BacklogError> {
+        let payload = b.encode_to_vec();
+        let len = u32::try_from(payload.len()).ok().filter(|l| *l <= MAX_RECORD).unwrap_or(MAX_RECORD);
+        let frame_len = HEADER + u64::from(len);
+        let active_bytes = self.segments[self.segments.len() - 1].bytes;
+        if active_bytes > 0 && active_bytes + frame_len > self.cfg.segment_bytes {
+            self.rotate(b.sequence)?;
+        }
+        let mut frame = Vec::with_capacity(frame_len as usize);
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        frame.extend_from_slice(&payload);
+        let last = self.segments.len() - 1;
+        let path = self.segments[last].path.clone();
+        if let Err(e) = self.active.write_all(&frame) {
+            // A partial write would leave a torn record in the middle: cut back to the last good one.
+            let _ = self.active.set_len(self.segments[last].bytes);
+            return Err(io(&path, "cannot append a batch")(e));
+        }
+        let seg = &mut self.segments[last];
+        seg.recs.push_back(Rec { seq: b.sequence, offset: seg.bytes, len, samples: samples_of(&b) as u32 });
+        seg.bytes += frame_len;
+        self.total_bytes += frame_len;
+        self.unsynced = true;
+        match self.cfg.sync {
+            SyncPolicy::EveryBatch => self.sync()?,
+            SyncPolicy::Interval(d) if self.last_sync.elapsed() >= d => self.sync()?,
+            SyncPolicy::Interval(_) => {}
+        }
+        let mut dropped = Count::default();
+        while self.total_bytes > self.cfg.max_bytes && self.segments.len() > 1 {
+            let lost = self.delete_segment(0);
+            tracing::warn!(batches = lost.batches, "spool full (spool.max_bytes): dropped the oldest segment");
+            dropped.add(lost);
+        }
+        Ok(dropped)
+    }
+
+    fn ack(&mut self, seq: u64) -> Count {
+        let mut n = Count::default();
+        for s in self.segments.iter_mut() {
+            while s.recs.front().is_some_and(|r| r.seq <= seq) {
+                if let Some(r) = s.recs.pop_front() {
+                    n.add(Count { batches: 1, samples: u64::from(r.samples) });
+                }
+            }
+        }
+        // Fully acknowledged segments go, except the newest (it is being appended to).
+        while self.segments.len() > 1 && self.segments[0].recs.is_empty() {
+            self.delete_segment(0);
+        }
+        n
+    }
+
+    fn next_after(&mut self, seq: u64) -> Option<v1::Batch> {
+        loop {
+            let (si, ri) = self.segments.iter().enumerate().find_map(|(si, s)| {
+                let ri = s.recs.partition_point(|r| r.seq <= seq);
+                (ri < s.recs.len()).then_some((si, ri))
+            })?;
+            let r = self.segments[si].recs[ri];
+            match self.read(&self.segments[si], r) {
+                Ok(b) => return Some(b),
+                Err(e) => {
+                    // Damaged after it was written (disk error): skip it rather than stall forever.
+                    tracing::error!(sequence = r.seq, "spool: unreadable batch skipped: {e}");
+                    self.segments[si].recs.remove(ri);
+                }
+            }
+        }
+    }
+
+    fn has_after(&self, seq: u64) -> bool {
+        self.segments.iter().rev().find_map(|s| s.recs.back()).is_some_and(|r| r.seq > seq)
+    }
+
+    fn remove(&mut self, seq: u64) {
+        for s in self.segments.iter_mut() {
+            s.recs.retain(|r| r.seq != seq);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.segments.iter().map(|s| s.recs.len()).sum()
+    }
+
+    fn maintain(&mut self) {
+        if let SyncPolicy::Interval(d) = self.cfg.sync {
+            if self.unsynced && self.last_sync.elapsed() >= d {
+                if let Err(e) = self.sync() {
+                    tracing::error!("{e}");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = self.sync();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(dir: &Path, max: u64, seg: u64) -> SpoolConfig {
+        SpoolConfig { dir: dir.to_owned(), max_bytes: max, segment_bytes: seg, sync: SyncPolicy::EveryBatch }
+    }
+
+    fn batch(seq: u64) -> v1::Batch {
+        v1::Batch {
+            agent_id: "a".into(),
+            sequence: seq,
+            temperature: vec![v1::TemperatureSample { time_ns: seq as i64, celsius: 40.5, ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
+    fn segs(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn survives_a_restart_and_continues_the_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 100).unwrap();
+        assert_eq!(r, Recovery { next_sequence: 100, ..Default::default() });
+        for q in 100..105 {
+            assert_eq!(s.push(batch(q)).unwrap(), Count::default());
+        }
+        assert_eq!(s.ack(101), Count { batches: 2, samples: 2 });
+        drop(s);
+        let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 7).unwrap();
+        // Acknowledgements are not persisted: all five come back, the next sequence is 105.
+        assert_eq!((r.records, r.next_sequence, r.truncated_bytes), (5, 105, 0));
+        let got: Vec<u64> = std::iter::successors(s.next_after(0), |b| s.next_after(b.sequence)).map(|b| b.sequence).collect();
+        assert_eq!(got, vec![100, 101, 102, 103, 104]);
+        assert_eq!(s.next_after(102).unwrap(), batch(103));
+    }
+
+    #[test]
+    fn corrupt_tail_is_truncated_and_good_records_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        for q in 1..=3 {
+            s.push(batch(q)).unwrap();
+        }
+        drop(s);
+        let path = segment_path(dir.path(), 1);
+        let good = std::fs::metadata(&path).unwrap().len();
+        let rec_len = good / 3;
+        // Flip one payload byte of the third record, then append a torn header.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[(2 * rec_len + HEADER + 2) as usize] ^= 0xff;
+        bytes.extend_from_slice(&[9, 0, 0]);
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        assert_eq!((r.records, r.next_sequence), (2, 3));
+        assert_eq!(r.truncated_bytes, rec_len + 3);
+        assert_eq!(r.truncated_segments, vec![path.clone()]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * rec_len);
+        // The spool goes on appending after the cut.
+        s.push(batch(3)).unwrap();
+        drop(s);
+        let (_, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        assert_eq!((r.records, r.next_sequence, r.truncated_bytes), (3, 4, 0));
+    }
+
+    #[test]
+    fn segments_rotate_are_deleted_when_acked_and_oldest_dropped_when_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = {
+            let b = batch(1).encode_to_vec();
+            HEADER + b.len() as u64
+        };
+        // Two records per segment, at most three segments' worth of bytes.
+        let (mut s, _) = Spool::open(cfg(dir.path(), 6 * one, 2 * one), 1).unwrap();
+        let mut dropped = Count::default();
+        for q in 1..=7 {
+            dropped.add(s.push(batch(q)).unwrap());
+        }
+        // 7 records: segments [1,2] [3,4] [5,6] [7] → 7 * one > 6 * one, so [1,2] went.
+        assert_eq!(dropped, Count { batches: 2, samples: 2 });
+        assert_eq!(segs(dir.path()), vec![format!("{:020}.seg", 3), format!("{:020}.seg", 5), format!("{:020}.seg", 7)]);
+        assert_eq!(s.next_after(0).unwrap().sequence, 3);
+        assert_eq!(s.ack(6), Count { batches: 4, samples: 4 });
+        assert_eq!(segs(dir.path()), vec![format!("{:020}.seg", 7)]);
+        assert_eq!(s.ack(7), Count { batches: 1, samples: 1 });
+        // The newest segment stays, so a restart still knows where sequences are.
+        assert_eq!(segs(dir.path()), vec![format!("{:020}.seg", 7)]);
+        assert_eq!(s.len(), 0);
+        assert_eq!(s.bytes(), one);
+        drop(s);
+        let (_, r) = Spool::open(cfg(dir.path(), 6 * one, 2 * one), 1).unwrap();
+        assert_eq!(r.next_sequence, 8);
+    }
+
+    #[test]
+    fn interval_sync_and_garbage_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not a segment").unwrap();
+        std::fs::write(segment_path(dir.path(), 50), b"\xff\xff\xff\xffgarbage").unwrap();
+        let mut c = cfg(dir.path(), 1 << 20, 1 << 16);
+        c.sync = SyncPolicy::Interval(Duration::from_millis(1));
+        let (mut s, r) = Spool::open(c, 1).unwrap();
+        assert_eq!((r.records, r.next_sequence, r.truncated_bytes), (0, 50, 11));
+        s.push(batch(50)).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        s.maintain();
+        assert!(!s.unsynced);
+    }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Many simulated agents at a fleet-like rate against the collector with a null sink, over mutual
+# TLS: each agent sends WF_HZ batches per second of WF_BATCH samples (8 channels at 10 Hz = one
+# batch of 8 samples at 10 Hz). Prints p50/p99 acknowledgement latency and the collector's peak
+# RSS. Env: WF_AGENTS (1000), WF_HZ (10), WF_BATCH (8), WF_SECONDS (60), CARGO_TARGET_DIR.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+AGENTS=${WF_AGENTS:-1000}; HZ=${WF_HZ:-10}; BATCH=${WF_BATCH:-8}; SECONDS_=${WF_SECONDS:-60}
+PORT=$(free_port)
+start_collector "listen = \"127.0.0.1:$PORT\"
+sink = \"null\"
+$(tls_section)"
+ulimit -n 65536 2>/dev/null || true
+"$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --rate-hz "$HZ" --seconds "$SECONDS_"
+peak_rss

@@ -1,0 +1,26 @@
+//! The collector's Prometheus metrics (`GET /metrics` on `metrics.listen`): a rendering of the
+//! counters that the ingest service and the sink keep anyway. To add a metric, add the counter to
+//! `IngestStats` or `SinkStats` and one line to [`render`].
+
+use crate::service::server::Stats;
+use std::sync::atomic::Ordering::Relaxed;
+use wattflip_proto::telemetry::Text;
+
+pub fn render(s: &Stats) -> String {
+    let (i, k) = (&s.ingest, &s.sink);
+    Text::default()
+        .counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
+        .counter("wattflip_collector_batches_received_total", "Batches received from agents.", i.batches_received.load(Relaxed))
+        .counter("wattflip_collector_batches_acked_total", "Batches acknowledged as durable.", i.batches_acked.load(Relaxed))
+        .counter("wattflip_collector_batches_rejected_total", "Batches refused as invalid (invalid_argument).", i.batches_rejected.load(Relaxed))
+        .counter("wattflip_collector_batches_duplicate_total", "Batches already durable, acknowledged without rewriting.", i.batches_duplicate.load(Relaxed))
+        .counter("wattflip_collector_batches_rate_limited_total", "Batches refused by the per-agent rate limit.", i.batches_rate_limited.load(Relaxed))
+        .counter("wattflip_collector_samples_received_total", "Power and temperature samples accepted.", i.samples_received.load(Relaxed))
+        .labelled_counter("wattflip_collector_agents_rejected_total", "Connections and streams refused, by reason.", "reason", &i.agents_rejected)
+        .counter("wattflip_collector_lines_written_total", "Line-protocol lines the store accepted.", k.lines_written.load(Relaxed))
+        .counter("wattflip_collector_lines_rejected_total", "Lines the store refused as bad data (HTTP 400).", k.lines_rejected.load(Relaxed))
+        .counter("wattflip_collector_influx_requests_total", "Write requests to InfluxDB.", k.requests.load(Relaxed))
+        .counter("wattflip_collector_influx_retries_total", "Write requests retried after an error.", k.retries.load(Relaxed))
+        .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency)
+        .finish()
+}
