@@ -3,6 +3,7 @@
 mod drives;
 mod energy;
 mod faults;
+mod fleet;
 mod grpc;
 mod probe;
 mod spine;
