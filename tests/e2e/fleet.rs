@@ -95,7 +95,7 @@ fn build_image(agent: &Path) -> (PathBuf, PathBuf) {
 /// A cpio archive in the kernel's `newc` format: directories (mode 040755) and files.
 fn cpio_newc(entries: &[(&str, Option<&[u8]>)]) -> Vec<u8> {
     fn pad4(out: &mut Vec<u8>) {
-        while out.len() % 4 != 0 {
+        while !out.len().is_multiple_of(4) {
             out.push(0);
         }
     }
@@ -158,7 +158,7 @@ impl Guest {
         // The kernel unpacks concatenated archives; an uncompressed one must start 4-byte aligned
         // (zero bytes in between are skipped).
         let mut initrd = std::fs::read(base).unwrap_or_else(|e| panic!("read {}: {e}", base.display()));
-        while initrd.len() % 4 != 0 {
+        while !initrd.len().is_multiple_of(4) {
             initrd.push(0);
         }
         initrd.extend_from_slice(&overlay);
@@ -314,6 +314,9 @@ fn step_codes(serial: &str) -> Vec<(String, i32)> {
         })
         .collect()
 }
+
+/// A pattern and its probe runs: (io_size_bytes, target_kind, experiment).
+type PatternRuns<'a> = (&'a str, Vec<(i64, &'a str, &'a str)>);
 
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
@@ -515,7 +518,7 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
                  AND bench = 'granularity' GROUP BY pattern"
             ),
         );
-        let got: Vec<(&str, Vec<(i64, &str, &str)>)> = series
+        let got: Vec<PatternRuns> = series
             .iter()
             .map(|(t, rows)| (s(&t["pattern"]), rows.iter().map(|r| (r[1].as_i64().unwrap(), s(&r[2]), s(&r[3]))).collect()))
             .collect();

@@ -1,9 +1,9 @@
-//! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets.
+//! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets. The fleet test
+//! (`fleet.rs`, QEMU guests) is a separate test binary: see tests/Cargo.toml.
 
 mod drives;
 mod energy;
 mod faults;
-mod fleet;
 mod grpc;
 mod probe;
 mod spine;
