@@ -33,6 +33,7 @@ else
 fi
 [ -n "$kver" ] || die "no kernel with both /boot/vmlinuz-KVER and /lib/modules/KVER; install Debian's linux-image-amd64 (bash tests/run.sh does)"
 kernel=/boot/vmlinuz-$kver
+[ -e "$kernel" ] || die "$kernel is missing; install linux-image-$kver (or pick another release with WATTFLIP_FLEET_KVER)"
 [ -r "$kernel" ] || die "$kernel is not readable (Debian installs it mode 0600: run as root, or chmod a+r it)"
 [ -d "/lib/modules/$kver" ] || die "/lib/modules/$kver is missing; install linux-image-$kver"
 
