@@ -12,6 +12,16 @@ command -v losetup >/dev/null 2>&1 || packages+=(mount)
 command -v mkfs.ext4 >/dev/null 2>&1 || packages+=(e2fsprogs)
 # The browser test renders the HTML reports in headless Chromium.
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+# The fleet test (tests/e2e/fleet.rs) boots QEMU guests built from this machine's own kernel,
+# busybox, nvme-cli and smartctl; WATTFLIP_SKIP_FLEET=1 skips it and these installs.
+if [ "${WATTFLIP_SKIP_FLEET:-}" != 1 ]; then
+  command -v qemu-system-x86_64 >/dev/null 2>&1 || packages+=(qemu-system-x86)
+  compgen -G '/boot/vmlinuz-*' >/dev/null && compgen -G '/lib/modules/*/kernel' >/dev/null || packages+=(linux-image-amd64)
+  # Only a static busybox runs in the guest without libraries.
+  { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || packages+=(busybox-static)
+  command -v nvme >/dev/null 2>&1 || [ -x /usr/sbin/nvme ] || packages+=(nvme-cli)
+  command -v smartctl >/dev/null 2>&1 || [ -x /usr/sbin/smartctl ] || packages+=(smartmontools)
+fi
 if ((${#packages[@]})); then
   echo "tests/run.sh: installing ${packages[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi

@@ -1,4 +1,5 @@
-//! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets.
+//! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets. The fleet test
+//! (`fleet.rs`, QEMU guests) is a separate test binary: see tests/Cargo.toml.
 
 mod dashboards;
 mod drives;
