@@ -255,24 +255,10 @@ struct GovernorCommon {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match dispatch(Cli::parse()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("wattflip-agent: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    wattflip_proto::cli::main_with("wattflip-agent", || dispatch(Cli::parse()))
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
-    // One rustls provider for the process, installed before anything can touch TLS.
-    wattflip_proto::tls::install_crypto_provider();
     match cli.command {
         Command::Run { config, samples } => {
             let cfg = Config::from_file(&config)?;

@@ -85,24 +85,10 @@ enum PlanCommand {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("wattflip-collector: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    wattflip_proto::cli::main_with("wattflip-collector", || run(Cli::parse()))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    // One rustls provider for the process, installed before anything can touch TLS.
-    wattflip_proto::tls::install_crypto_provider();
     // `plan` only reads InfluxDB: without a config file it needs no listener TLS settings.
     let plan_only = matches!(cli.command, Some(Command::Plan { .. })) && cli.config.is_none();
     let ov = Overrides {

@@ -2,6 +2,7 @@
 //! strict-TOML plumbing both binaries use. Add a message in `proto/wattflip/v1/*.proto` (new field
 //! numbers only, never reuse one) and it appears in [`v1`].
 
+pub mod cli;
 pub mod domain;
 pub mod lineproto;
 pub mod schema;
