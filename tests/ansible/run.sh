@@ -109,11 +109,9 @@ cleanup() {
   for h in "${hosts[@]}"; do ip netns del "$tag-$h" 2>/dev/null; done
   ip netns del "$sw" 2>/dev/null
   ip link del "$tag" 2>/dev/null
-  if [ "$rc" -ne 0 ] || ((${#failures[@]})); then
-    # Keep the logs of a failed run where the next one does not delete them before reading.
-    rm -rf "$target/ansible-test-logs"
-    cp -r "$work/logs" "$target/ansible-test-logs" 2>/dev/null && echo "logs: $target/ansible-test-logs" >&2
-  fi
+  # The logs (playbook runs with task timings, services, systemd-analyze) outlive the run.
+  rm -rf "$target/ansible-test-logs"
+  cp -r "$work/logs" "$target/ansible-test-logs" 2>/dev/null && echo "logs: $target/ansible-test-logs"
   rm -rf "$work"
   local secs=$(($(date +%s) - started))
   if [ "$rc" -eq 0 ] && ((${#failures[@]} == 0)); then
@@ -159,7 +157,7 @@ done
 
 # --- 2. the hosts ---------------------------------------------------------------------------
 step "hosts: ${hosts[*]} on $net.0/24"
-if [ -n "$(ip route show "$net.0/24")" ] || ip -o addr show | grep -q " $net\."; then
+if [ -n "$(ip route show "$net.0/24")" ] || grep -q " $net\." <(ip -o addr show); then
   die "$net.0/24 is already in use on this machine; change \`net\` in tests/ansible/run.sh"
 fi
 mkdir -p /run/sshd # sshd refuses to start without its privilege separation directory
@@ -390,11 +388,14 @@ unit_cmd collector1 wattflip-collector
 echo "collector1: ${cmd[*]}"
 RUST_LOG=info "${cmd[@]}" >"$work/logs/collector.log" 2>&1 9>&- &
 service_pids+=($!)
+# Ready when it says so (a TCP probe would be logged as a refused TLS handshake).
+plain() { sed 's/\x1b\[[0-9;]*m//g' "$@"; } # the services' logs without colour codes
 for _ in $(seq 150); do
-  timeout 1 bash -c "exec 3<>/dev/tcp/${addr[collector1]}/50051" 2>/dev/null && break
+  grep -q 'collector serving listen=' <(plain "$work/logs/collector.log") && break
   sleep 0.2
 done
-timeout 1 bash -c "exec 3<>/dev/tcp/${addr[collector1]}/50051" 2>/dev/null || die "the collector does not listen on ${addr[collector1]}:50051"
+grep -q 'collector serving listen=0.0.0.0:50051 tls="mutual"' <(plain "$work/logs/collector.log") \
+  || die "the collector is not serving mutual TLS on :50051: $(plain "$work/logs/collector.log" | tail -n 3)"
 declare -A agent_pid=()
 for h in "${agents[@]}"; do
   unit_cmd "$h" wattflip-agent
@@ -424,10 +425,23 @@ for h in "${agents[@]}"; do
 done
 # Refused handshakes, streams or writes are logged as warnings or errors (an agent that exits
 # after its last acknowledgement ends its stream at INFO level).
-bad=$(sed 's/\x1b\[[0-9;]*m//g' "$work/logs/collector.log" | grep -E '^\S+ +(WARN|ERROR) ' | head -n 5 || true)
+bad=$(plain "$work/logs/collector.log" | grep -E '^\S+ +(WARN|ERROR) ' | head -n 5 || true)
 if [ -n "$bad" ]; then
   echo "$bad" >&2
   fail "the collector logged warnings or errors"
+fi
+
+# The identity is the certificate's: node1's certificate claiming to be node2 is refused.
+on node1 sh -c "sed -e 's/^agent_id = .*/agent_id = \"node2\"/' -e 's|^dir = .*|dir = \"$root/forged-spool\"|' \
+  '$root/etc/wattflip-agent/agent.toml' >'$root/forged.toml' && chmod 0644 '$root/forged.toml' && mkdir -m 0777 '$root/forged-spool'"
+unit_cmd node1 wattflip-agent
+for i in "${!cmd[@]}"; do [ "${cmd[$i]}" != "$root/etc/wattflip-agent/agent.toml" ] || cmd[i]=$root/forged.toml; done
+if timeout 8 "${cmd[@]}" --samples 2 >"$work/logs/agent-forged.log" 2>&1 9>&-; then
+  fail "an agent claiming another agent's id with its own certificate was accepted"
+elif ! grep -q "hello.agent_id: \`node2\` is not the agent id of the client certificate (\`node1\`)" <(plain "$work/logs/collector.log"); then
+  fail "the collector did not refuse node1's certificate claiming node2"
+else
+  echo "collector: refused node1's certificate claiming to be node2"
 fi
 
 # --- 6. per-host probe schedules and consent ------------------------------------------------
