@@ -125,7 +125,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$work/logs" "$work/bin" "$root" "$work/render"
+# Nothing of Ansible lands in the home directory: its state, temp files (also for tasks on the
+# controller) and caches stay in the work directory.
 export ANSIBLE_HOME=$work/ansible-home ANSIBLE_LOCAL_TEMP=$work/ansible-home/tmp XDG_CACHE_HOME=$work/cache
+export ANSIBLE_REMOTE_TEMP=$work/ansible-home/remote-tmp
 export ANSIBLE_CONFIG=$deploy/ansible.cfg ANSIBLE_ROLES_PATH=$deploy/roles ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
 export ANSIBLE_DISPLAY_SKIPPED_HOSTS=true
 # Per-task timings in the logs: where the wall time goes.
