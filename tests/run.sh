@@ -32,3 +32,6 @@ fi
 
 cargo build --workspace --bins --locked
 cargo test --workspace --locked "$@"
+
+# The Ansible deployment, really run over SSH against namespace hosts on this machine (root).
+bash tests/ansible/run.sh
