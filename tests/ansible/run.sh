@@ -259,10 +259,6 @@ wattflip_agent_sampling_interval: 200ms
 # RAPL counters of a two-socket fixture: the namespaces have no powercap of their own.
 wattflip_agent_sysfs_root: $repo/tests/fixtures/sysfs/two-sockets/sys
 wattflip_agent_hwmon: false
-# This build's agent has no [[probes]] scheduler yet and refuses the section (check-config);
-# render.yml below checks the per-host probe rendering instead.
-wattflip_agent_probes: []
-wattflip_agent_host_probes: []
 influxdb_install_package: false
 influxdb_http_bind_address: ${addr[collector1]}:8086
 grafana_install_package: false
