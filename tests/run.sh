@@ -31,7 +31,13 @@ if ((${#packages[@]})); then
 fi
 
 cargo build --workspace --bins --locked
-cargo test --workspace --locked "$@"
+mkdir -p target
+cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log
 
 # The Ansible deployment, really run over SSH against namespace hosts on this machine (root).
 bash tests/ansible/run.sh
+
+# One closing line for everything: the cargo tests (set -e and pipefail stopped us on a failure)
+# plus the Ansible real run.
+passed=$(grep -E '^test result:' target/test-output.log | awk '{s += $4} END {print s + 1}')
+echo "tests: ${passed} passed, 0 failed"
