@@ -607,15 +607,5 @@ fn inventory_table(inv: &wattflip_proto::v1::Inventory, found: &mut wattflip_age
 }
 
 async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
+    wattflip_proto::cli::shutdown_signal().await
 }

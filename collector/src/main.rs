@@ -159,16 +159,6 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
 }
 
 async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
+    wattflip_proto::cli::shutdown_signal().await;
     tracing::info!("shutting down: finishing queued writes");
 }

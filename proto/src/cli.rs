@@ -18,3 +18,18 @@ pub fn main_with<E: std::fmt::Display>(name: &str, body: impl FnOnce() -> Result
         }
     }
 }
+
+/// Completes on SIGINT or SIGTERM (SIGINT only where SIGTERM cannot be watched).
+pub async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
