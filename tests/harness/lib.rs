@@ -92,9 +92,22 @@ pub fn signal(child: &Child, sig: &str) {
     assert!(st.success(), "kill -{sig} {}", child.id());
 }
 
-/// A free TCP port on 127.0.0.1 (bound then released; the small race is acceptable in tests).
+/// A free TCP port on 127.0.0.1 for a server a test starts (possibly seconds later). Taken below
+/// the kernel's ephemeral range (32768–60999 by default), so no outgoing connection of a
+/// concurrent test can grab it in the meantime, and never handed out twice in one test process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Start at a per-process offset so parallel test binaries rarely probe the same ports.
+    let base = 20_000 + (std::process::id() % 500) * 20;
+    for _ in 0..12_000 {
+        let port = 20_000 + (base - 20_000 + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000;
+        let port = u16::try_from(port).expect("port fits");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000..32000 on 127.0.0.1");
 }
 
 /// Path of a workspace binary in the same profile as this test, built on demand.
