@@ -30,8 +30,17 @@ if ((${#packages[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
-cargo build --workspace --bins --locked
+# A one-off build gains nothing from incremental caches (they double the target dir); say how
+# much disk there is, because a full disk shows up much later as an obscure linker error.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 mkdir -p target
+free_kib=$(df -Pk target | awk 'NR == 2 {print $4}')
+echo "tests/run.sh: $((free_kib / 1024 / 1024)) GiB free for $(pwd)/target (a clean run needs about 4 GiB)"
+if [ "$free_kib" -lt $((3 * 1024 * 1024)) ]; then
+  echo "tests/run.sh: warning: less than 3 GiB free; the build may fail with 'No space left on device'" >&2
+fi
+
+cargo build --workspace --bins --locked
 cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log
 
 # The Ansible deployment, really run over SSH against namespace hosts on this machine (root).
