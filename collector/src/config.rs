@@ -119,10 +119,19 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 impl Config {
     /// Loads `file` (if any) and applies `ov`. Errors list every problem with its key.
     pub fn load(file: Option<&Path>, ov: &Overrides) -> Result<Config, ConfigError> {
-        let mut loader = match file {
+        let loader = match file {
             Some(f) => Loader::from_file(f)?,
             None => Loader::from_str(Path::new("<command line>"), "")?,
         };
+        Self::from_loader(loader, ov)
+    }
+
+    /// Parses `text` as if it were the contents of `file` (which only names errors).
+    pub fn from_str(file: &Path, text: &str, ov: &Overrides) -> Result<Config, ConfigError> {
+        Self::from_loader(Loader::from_str(file, text)?, ov)
+    }
+
+    fn from_loader(mut loader: Loader, ov: &Overrides) -> Result<Config, ConfigError> {
         let listen: Option<String> = loader.take("listen");
         let influx: RawInflux = loader.take("influx");
         let limits: RawLimits = loader.take("limits");
