@@ -122,14 +122,23 @@ pub fn check_agent_id(field: &str, id: &str) -> Result<(), InvalidField> {
 
 /// A value that becomes a tag: non-empty, bounded, no control characters.
 pub fn check_tag_value(field: &str, v: &str) -> Result<(), InvalidField> {
+    tag_value(v).map_err(|r| invalid(field, r))
+}
+
+// The checks below return only the reason; `convert_batch` names the field (`power[3].zone`) when
+// one fails. Formatting that name for every sample cost more than all the checks together.
+
+fn tag_value(v: &str) -> Result<(), String> {
     if v.is_empty() {
-        return Err(invalid(field, "is empty"));
+        return Err("is empty".into());
     }
     if v.len() > 256 {
-        return Err(invalid(field, format!("is {} bytes long; at most 256", v.len())));
+        return Err(format!("is {} bytes long; at most 256", v.len()));
     }
-    if v.chars().any(char::is_control) {
-        return Err(invalid(field, "contains control characters"));
+    // ASCII strings (nearly all) are checked bytewise; others char by char (C1 controls).
+    let control = if v.is_ascii() { v.bytes().any(|b| b.is_ascii_control()) } else { v.chars().any(char::is_control) };
+    if control {
+        return Err("contains control characters".into());
     }
     Ok(())
 }
@@ -149,25 +158,29 @@ pub fn check_label(key: &str, value: &str) -> Result<(), InvalidField> {
 }
 
 fn check_time(field: &str, t: i64) -> Result<UnixNanos, InvalidField> {
+    utc(t).map_err(|r| invalid(field, r))
+}
+
+fn utc(t: i64) -> Result<UnixNanos, String> {
     // InfluxDB's valid range is ±9223372036854775806 ns; 0 or negative means the agent never set it.
     if t <= 0 || t > 9_223_372_036_854_775_806 {
-        return Err(invalid(field, format!("{t} is not a UTC timestamp in nanoseconds")));
+        return Err(format!("{t} is not a UTC timestamp in nanoseconds"));
     }
     Ok(UnixNanos(t))
 }
 
-fn check_finite(field: &str, v: f64) -> Result<f64, InvalidField> {
+fn finite(v: f64) -> Result<f64, String> {
     if !v.is_finite() {
-        return Err(invalid(field, format!("{v} is not a finite number")));
+        return Err(format!("{v} is not a finite number"));
     }
     Ok(v)
 }
 
-fn method(field: &str, m: i32) -> Result<Method, InvalidField> {
+fn method(m: i32) -> Result<Method, &'static str> {
     match v1::Method::try_from(m) {
         Ok(v1::Method::Measured) => Ok(Method::Measured),
         Ok(v1::Method::Estimated) => Ok(Method::Estimated),
-        _ => Err(invalid(field, "must be METHOD_MEASURED or METHOD_ESTIMATED")),
+        _ => Err("must be METHOD_MEASURED or METHOD_ESTIMATED"),
     }
 }
 
@@ -213,13 +226,13 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
     let mut power = Vec::with_capacity(b.power.len());
     for (i, p) in b.power.into_iter().enumerate() {
         let f = |name: &str| format!("power[{i}].{name}");
-        check_tag_value(&f("source"), &p.source)?;
-        check_tag_value(&f("zone"), &p.zone)?;
+        tag_value(&p.source).map_err(|r| invalid(f("source"), r))?;
+        tag_value(&p.zone).map_err(|r| invalid(f("zone"), r))?;
         if !p.scope.is_empty() {
-            check_tag_value(&f("scope"), &p.scope)?;
+            tag_value(&p.scope).map_err(|r| invalid(f("scope"), r))?;
         }
-        let watts = p.watts.map(|w| check_finite(&f("watts"), w).map(Watts)).transpose()?;
-        let joules = p.joules.map(|j| check_finite(&f("joules"), j).map(Joules)).transpose()?;
+        let watts = p.watts.map(|w| finite(w).map_err(|r| invalid(f("watts"), r)).map(Watts)).transpose()?;
+        let joules = p.joules.map(|j| finite(j).map_err(|r| invalid(f("joules"), r)).map(Joules)).transpose()?;
         if watts.is_none() && joules.is_none() {
             return Err(invalid(f("watts"), "a power sample needs watts or joules"));
         }
@@ -227,8 +240,8 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
             return Err(invalid(f("joules"), "energy in an interval cannot be negative"));
         }
         power.push(PowerSample {
-            time: check_time(&f("time_ns"), p.time_ns)?,
-            method: method(&f("method"), p.method)?,
+            time: utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?,
+            method: method(p.method).map_err(|r| invalid(f("method"), r))?,
             source: p.source,
             zone: p.zone,
             scope: p.scope,
@@ -236,24 +249,24 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
             joules,
             interval_ns: u64::try_from(p.interval_ns)
                 .map_err(|_| invalid(f("interval_ns"), "cannot be negative"))?,
-            min_watts: p.min_watts.map(|w| check_finite(&f("min_watts"), w).map(Watts)).transpose()?,
-            max_watts: p.max_watts.map(|w| check_finite(&f("max_watts"), w).map(Watts)).transpose()?,
+            min_watts: p.min_watts.map(|w| finite(w).map_err(|r| invalid(f("min_watts"), r)).map(Watts)).transpose()?,
+            max_watts: p.max_watts.map(|w| finite(w).map_err(|r| invalid(f("max_watts"), r)).map(Watts)).transpose()?,
             readings: p.readings,
         });
     }
     let mut temperature = Vec::with_capacity(b.temperature.len());
     for (i, t) in b.temperature.into_iter().enumerate() {
         let f = |name: &str| format!("temperature[{i}].{name}");
-        check_tag_value(&f("source"), &t.source)?;
-        check_tag_value(&f("device"), &t.device)?;
-        check_tag_value(&f("sensor"), &t.sensor)?;
-        let c = check_finite(&f("celsius"), t.celsius)?;
+        tag_value(&t.source).map_err(|r| invalid(f("source"), r))?;
+        tag_value(&t.device).map_err(|r| invalid(f("device"), r))?;
+        tag_value(&t.sensor).map_err(|r| invalid(f("sensor"), r))?;
+        let c = finite(t.celsius).map_err(|r| invalid(f("celsius"), r))?;
         // Below absolute zero or above 500 °C is a decoding bug (K vs °C vs m°C), not a reading.
         if !(-273.15..=500.0).contains(&c) {
             return Err(invalid(f("celsius"), format!("{c} °C is outside -273.15..500; check the unit")));
         }
         temperature.push(TemperatureSample {
-            time: check_time(&f("time_ns"), t.time_ns)?,
+            time: utc(t.time_ns).map_err(|r| invalid(f("time_ns"), r))?,
             source: t.source,
             device: t.device,
             sensor: t.sensor,
@@ -262,13 +275,13 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
     }
     for (i, r) in b.probe_runs.iter().enumerate() {
         let f = |name: &str| format!("probe_runs[{i}].{name}");
-        check_tag_value(&f("run_id"), &r.run_id)?;
-        check_tag_value(&f("device"), &r.device)?;
-        check_tag_value(&f("bench"), &r.bench)?;
-        check_tag_value(&f("experiment"), &r.experiment)?;
-        check_tag_value(&f("pattern"), &r.pattern)?;
-        check_time(&f("start_ns"), r.start_ns)?;
-        check_time(&f("end_ns"), r.end_ns)?;
+        tag_value(&r.run_id).map_err(|r| invalid(f("run_id"), r))?;
+        tag_value(&r.device).map_err(|r| invalid(f("device"), r))?;
+        tag_value(&r.bench).map_err(|r| invalid(f("bench"), r))?;
+        tag_value(&r.experiment).map_err(|r| invalid(f("experiment"), r))?;
+        tag_value(&r.pattern).map_err(|r| invalid(f("pattern"), r))?;
+        utc(r.start_ns).map_err(|r| invalid(f("start_ns"), r))?;
+        utc(r.end_ns).map_err(|r| invalid(f("end_ns"), r))?;
         if r.end_ns < r.start_ns {
             return Err(invalid(f("end_ns"), "ends before it starts"));
         }
@@ -284,35 +297,35 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
             ("iops", r.iops),
             ("mib_per_s", r.mib_per_s),
         ] {
-            check_finite(&f(name), v)?;
+            finite(v).map_err(|r| invalid(f(name), r))?;
         }
         for (name, v) in r.energy_fields() {
             if let Some(v) = v {
-                check_finite(&f(name), v)?;
+                finite(v).map_err(|r| invalid(f(name), r))?;
             }
         }
     }
     for (i, c) in b.power_state_changes.iter().enumerate() {
         let f = |name: &str| format!("power_state_changes[{i}].{name}");
-        check_time(&f("time_ns"), c.time_ns)?;
-        check_tag_value(&f("device"), &c.device)?;
+        utc(c.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
+        tag_value(&c.device).map_err(|r| invalid(f("device"), r))?;
         if v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default() == v1::PowerStateOutcome::Unspecified {
             return Err(invalid(f("outcome"), "must be set"));
         }
     }
     for (i, e) in b.events.iter().enumerate() {
         let f = |name: &str| format!("events[{i}].{name}");
-        check_time(&f("time_ns"), e.time_ns)?;
-        check_tag_value(&f("kind"), &e.kind)?;
+        utc(e.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
+        tag_value(&e.kind).map_err(|r| invalid(f("kind"), r))?;
         if v1::Severity::try_from(e.severity).unwrap_or_default() == v1::Severity::Unspecified {
             return Err(invalid(f("severity"), "must be set"));
         }
     }
     for (i, s) in b.nvme_smart.iter().enumerate() {
         let f = |name: &str| format!("nvme_smart[{i}].{name}");
-        check_time(&f("time_ns"), s.time_ns)?;
-        check_tag_value(&f("device"), &s.device)?;
-        check_finite(&f("composite_celsius"), s.composite_celsius)?;
+        utc(s.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
+        tag_value(&s.device).map_err(|r| invalid(f("device"), r))?;
+        finite(s.composite_celsius).map_err(|r| invalid(f("composite_celsius"), r))?;
     }
     Ok(Batch {
         agent_id: b.agent_id,

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod domain;
+pub mod encoder;
 pub mod lineproto;
 pub mod schema;
 pub mod telemetry;

@@ -25,8 +25,6 @@ pub enum LineError {
     BadKey { measurement: String, key: String },
     #[error("measurement name is empty")]
     NoMeasurement,
-    #[error("{measurement}: `{key}` contains a newline, which line protocol cannot carry")]
-    Newline { measurement: String, key: String },
 }
 
 /// One point: measurement, tags (kept sorted by key, as InfluxDB advises), fields, ns timestamp.
@@ -100,13 +98,11 @@ impl Point {
 
     fn write_inner(&self, out: &mut String) -> Result<(), LineError> {
         let m = &self.measurement;
-        check_text(m, m, m)?;
         escape(out, m, &[',', ' ']);
         let mut tags: Vec<&(String, String)> = self.tags.iter().collect();
         tags.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         for (k, v) in tags {
             check_key(m, k)?;
-            check_text(m, k, v)?;
             out.push(',');
             escape(out, k, &[',', '=', ' ']);
             out.push('=');
@@ -119,7 +115,8 @@ impl Point {
             out.push('=');
             v.write(m, k, out)?;
         }
-        let _ = write!(out, " {}", self.time_ns);
+        out.push(' ');
+        push_int(out, self.time_ns);
         out.push('\n');
         Ok(())
     }
@@ -138,13 +135,13 @@ impl FieldValue {
                 }
                 // Rust prints the shortest representation that round-trips, and integral floats
                 // without a dot ("3"), which InfluxDB reads as a float because there is no `i`.
-                let _ = write!(out, "{f}");
+                push_float(out, *f);
             }
             FieldValue::Integer(i) => {
-                let _ = write!(out, "{i}i");
+                push_int(out, *i);
+                out.push('i');
             }
             FieldValue::Str(s) => {
-                check_text(measurement, key, s)?;
                 out.push('"');
                 escape(out, s, &['"', '\\']);
                 out.push('"');
@@ -155,27 +152,65 @@ impl FieldValue {
     }
 }
 
-fn check_key(measurement: &str, key: &str) -> Result<(), LineError> {
+pub(crate) fn check_key(measurement: &str, key: &str) -> Result<(), LineError> {
     if key.is_empty() || key == "time" || key.starts_with('_') {
         return Err(LineError::BadKey { measurement: measurement.into(), key: key.into() });
     }
     Ok(())
 }
 
-fn check_text(measurement: &str, key: &str, text: &str) -> Result<(), LineError> {
-    if text.contains(['\n', '\r']) {
-        return Err(LineError::Newline { measurement: measurement.into(), key: key.into() });
+/// Escapes `special` with a backslash. Text from drives and tools may hold line breaks, which would
+/// end the line: they are written as the two characters `\n` / `\r`, so every value is encodable
+/// (the text stays readable; a batch is never refused for it). In tags (`special` holds a space) a
+/// trailing backslash is doubled, or it would escape the separator after it.
+pub(crate) fn escape(out: &mut String, s: &str, special: &[char]) {
+    // Every special character is ASCII, so a byte scan against a bit mask finds them (no char
+    // decoding on the hot path).
+    let mask = special.iter().filter(|c| c.is_ascii()).fold(1u128 << b'\n' | 1 << b'\r', |m, c| m | 1 << (*c as u32));
+    if !s.bytes().any(|b| b < 128 && mask >> b & 1 == 1) && !(s.ends_with('\\') && special.contains(&' ')) {
+        out.push_str(s);
+        return;
     }
-    Ok(())
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => {
+                if special.contains(&c) {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+        }
+    }
+    if s.ends_with('\\') && special.contains(&' ') && !special.contains(&'\\') {
+        out.push('\\');
+    }
 }
 
-fn escape(out: &mut String, s: &str, special: &[char]) {
-    for c in s.chars() {
-        if special.contains(&c) {
-            out.push('\\');
-        }
-        out.push(c);
+/// Appends `f` as `format!("{f}")` would (shortest digits that round-trip exactly, no exponent), via
+/// ryu, which is several times faster; ryu writes `3.0` for `3` and switches to an exponent outside
+/// 1e-5..1e16, where Display is used instead. Where two shortest candidates exist, ryu may pick the
+/// other last digit: the same f64 either way.
+pub(crate) fn push_float(out: &mut String, f: f64) {
+    // Integral readings (temperatures, counters) are common: print them as integers, as Display
+    // does below 1e16 (-0.0 excluded: Display keeps its sign).
+    if f.fract() == 0.0 && f.abs() < 1e15 && !(f == 0.0 && f.is_sign_negative()) {
+        push_int(out, f as i64);
+        return;
     }
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format_finite(f);
+    if s.contains('e') {
+        let _ = write!(out, "{f}");
+    } else {
+        out.push_str(s.strip_suffix(".0").unwrap_or(s));
+    }
+}
+
+/// Appends an integer (itoa: no formatter machinery).
+pub(crate) fn push_int(out: &mut String, i: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(i));
 }
 
 /// Encodes many points into one body; points that cannot be encoded are returned with their error.
@@ -192,6 +227,33 @@ pub fn encode_all(points: &[Point]) -> (String, Vec<LineError>) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn push_float_is_display_exact_and_as_short() {
+        let mut specials = vec![0.0, -0.0, 1.0, 3.0, 0.1, 49.85, 1e-5, 1e-6, 1e15, 1e16, 1e17, 1e21, 123456789.125, f64::MIN_POSITIVE, f64::MAX, f64::MIN, 5e-324];
+        // A deterministic spread over all exponents and mantissas (xorshift bit patterns).
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            specials.push(f64::from_bits(x));
+            specials.push((x % 100_000) as f64 / 100.0);
+        }
+        let mut differ = 0;
+        for f in specials.into_iter().filter(|f| f.is_finite()) {
+            let mut s = String::new();
+            push_float(&mut s, f);
+            let display = format!("{f}");
+            // The same number (exact round trip), as short as Display's, never an exponent; the
+            // last digit may differ where two shortest candidates exist (ryu takes the nearer).
+            assert_eq!(s.parse::<f64>().map(f64::to_bits), Ok(f.to_bits()), "{s} for bits {:#x}", f.to_bits());
+            assert_eq!(s.len(), display.len(), "{s} vs {display}");
+            assert!(!s.contains('e'));
+            differ += usize::from(s != display);
+        }
+        assert!(differ < 100, "{differ} texts differ from Display");
+    }
     use super::*;
 
     fn line(p: &Point) -> String {
@@ -227,6 +289,19 @@ mod tests {
     }
 
     #[test]
+    fn line_breaks_and_a_trailing_backslash_cannot_break_the_line() {
+        let mut out = String::new();
+        Point::new("event", 1)
+            .tag("device", "nvme0\n")
+            .tag("serial", "S1\\")
+            .string("message", "line 1\r\nline \"2\" \\ end")
+            .write_line(&mut out)
+            .unwrap();
+        assert_eq!(out, "event,device=nvme0\\n,serial=S1\\\\ message=\"line 1\\r\\nline \\\"2\\\" \\\\ end\" 1\n");
+        assert_eq!(out.matches('\n').count(), 1);
+    }
+
+    #[test]
     fn refuses_nan_inf_and_reserved_keys() {
         let mut out = String::from("keep\n");
         for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
@@ -239,8 +314,6 @@ mod tests {
         assert!(matches!(err, LineError::BadKey { .. }));
         let err = Point::new("m", 1).write_line(&mut out).unwrap_err();
         assert_eq!(err, LineError::NoFields { measurement: "m".into() });
-        let err = Point::new("m", 1).string("s", "a\nb").write_line(&mut out).unwrap_err();
-        assert!(matches!(err, LineError::Newline { .. }));
         // A refused point leaves nothing half-written behind.
         assert_eq!(out, "keep\n");
     }

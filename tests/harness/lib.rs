@@ -468,7 +468,8 @@ pub fn temperature_batch(agent_id: &str, seq: u64, n: usize, t0: i64) -> wattfli
                     source: "hwmon".into(),
                     device: format!("nvme{}", i % 8),
                     sensor: "Composite".into(),
-                    celsius: 40.0 + (i % 10) as f64,
+                    // Realistic m°C readings (40.000, 40.125, …): not integers, which print faster.
+                    celsius: 40.0 + (i % 80) as f64 * 0.125,
                 })
                 .collect(),
             ..Default::default()
