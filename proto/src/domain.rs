@@ -286,7 +286,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         ] {
             check_finite(&f(name), v)?;
         }
-        for (name, v) in r.energy_fields() {
+        for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
             if let Some(v) = v {
                 check_finite(&f(name), v)?;
             }
