@@ -119,14 +119,29 @@ impl Influx {
         }
     }
 
-    /// Number of distinct drives (host, device) of `model` in the inventory.
+    /// Number of distinct drives of `model` in the inventory: (host, serial), or (host, device)
+    /// for a device without a serial. The inventory lists namespaces (`nvme0n1`, `nvme0n2`), and
+    /// the namespaces of one controller share its serial and its power.
     pub async fn drive_count(&self, model: &str, since: &str) -> Result<usize, PlanError> {
         let q = format!(
-            "SELECT last(\"capacity_bytes\") FROM \"inventory\" WHERE \"model\" = {} AND time > now() - {since} GROUP BY \"host\", \"device\"",
+            "SELECT last(\"capacity_bytes\") FROM \"inventory\" WHERE \"model\" = {} AND time > now() - {since} GROUP BY \"host\", \"serial\", \"device\"",
             lit(model)
         );
-        Ok(self.query(&q).await?.len())
+        Ok(count_drives(&self.query(&q).await?))
     }
+}
+
+/// Distinct drives among inventory series tagged host, serial and device.
+fn count_drives(series: &[Series]) -> usize {
+    let tag = |s: &Series, k: &str| s.tags.get(k).cloned().unwrap_or_default();
+    let drives: std::collections::BTreeSet<(String, String)> = series
+        .iter()
+        .map(|s| {
+            let serial = tag(s, "serial");
+            (tag(s, "host"), if serial.is_empty() { format!("device:{}", tag(s, "device")) } else { serial })
+        })
+        .collect();
+    drives.len()
 }
 
 /// Mean power of a run: the measured mean over its IO window (`power_w`, written by governor
@@ -486,5 +501,15 @@ mod tests {
             ..Default::default()
         };
         assert_eq!((run_watts(&s, 0), run_watts(&s, 1), run_watts(&s, 2)), (Some(5.25), Some(3.0), None));
+    }
+
+    #[test]
+    fn namespaces_of_one_controller_are_one_drive() {
+        let inv = |host: &str, serial: &str, device: &str| Series {
+            tags: [("host", host), ("serial", serial), ("device", device)].map(|(k, v)| (k.to_string(), v.to_string())).into(),
+            ..Default::default()
+        };
+        let series = [inv("h1", "S1", "nvme0n1"), inv("h1", "S1", "nvme0n2"), inv("h2", "S1", "nvme0n1"), inv("h1", "", "sda"), inv("h1", "", "sdb")];
+        assert_eq!(count_drives(&series), 4);
     }
 }
