@@ -354,11 +354,17 @@ impl RunPower {
         Some(RunPower { label, energy, series })
     }
 
-    /// Mean measured power over `[start_ns, end_ns)`; `None` if no sample fell inside.
+    /// Mean measured power over `[start_ns, end_ns)`. A run shorter than the sample period (64
+    /// random 4 KiB reads can take 2 ms) holds no sample: the reading in effect during it, the
+    /// last one before its end, stands for it; the series only holds this state's readings.
     fn mean_w(&self, start_ns: i64, end_ns: i64) -> Option<f64> {
         use wattflip_energy::UnixNanos;
         let w = self.series.powers_between(UnixNanos(start_ns), UnixNanos(end_ns));
-        (!w.is_empty()).then(|| w.iter().map(|w| w.0).sum::<f64>() / w.len() as f64)
+        if !w.is_empty() {
+            return Some(w.iter().map(|w| w.0).sum::<f64>() / w.len() as f64);
+        }
+        let i = self.series.index_at_or_after(UnixNanos(end_ns)).checked_sub(1)?;
+        self.series.powers().get(i).map(|w| w.0)
     }
 }
 
