@@ -203,8 +203,9 @@ pub struct ThrottleEvent {
     pub time_ns: i64,
     /// The drive (temperature device tag, e.g. `nvme0`).
     pub device: String,
-    /// What fired: `temperature` (crossed the warning threshold), `thermal_counters` (TMT
-    /// transition counts or times moved), `critical_warning` (SMART bit 1 set).
+    /// What fired: `temperature` (crossed the warning threshold), `critical_temperature`
+    /// (crossed the critical threshold of a drive that reports no warning threshold),
+    /// `thermal_counters` (TMT transition counts or times moved), `critical_warning` (SMART bit 1 set).
     pub trigger: String,
     /// What fell: `throughput`, `power` or `throughput+power`.
     pub signal: String,
@@ -214,6 +215,8 @@ pub struct ThrottleEvent {
     pub onset_celsius: Option<f64>,
     /// The drive's warning threshold, °C, when known.
     pub warning_celsius: Option<f64>,
+    /// The drive's critical threshold, °C, when known.
+    pub critical_celsius: Option<f64>,
     /// Largest throughput drop against the pre-onset baseline, %.
     pub throughput_drop_pct: Option<f64>,
     /// Largest power drop against the pre-onset baseline, %.
@@ -236,6 +239,7 @@ pub fn throttle_event_point(e: &ThrottleEvent, tags: &HostTags) -> Point {
     for (name, v) in [
         ("onset_celsius", e.onset_celsius),
         ("warning_celsius", e.warning_celsius),
+        ("critical_celsius", e.critical_celsius),
         ("throughput_drop_pct", e.throughput_drop_pct),
         ("power_drop_pct", e.power_drop_pct),
     ] {

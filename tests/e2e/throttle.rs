@@ -77,14 +77,14 @@ fn stream(collector: &Collector, batches: Vec<AgentMessage>) -> Vec<u64> {
     })
 }
 
-type Row = (String, String, String, f64, f64, f64, Option<f64>, f64, bool);
+type Row = (String, String, String, f64, f64, f64, f64, Option<f64>, f64, bool);
 
 fn events(influx: &Influx) -> Vec<Row> {
     let rows = influx.rows(
         DB,
         &format!(
-            "SELECT device, \"trigger\", signal, pattern, onset_celsius, warning_celsius, throughput_drop_pct, power_drop_pct, \
-             duration_s, ongoing FROM throttle_event WHERE host = '{HOST}'"
+            "SELECT device, \"trigger\", signal, pattern, onset_celsius, warning_celsius, critical_celsius, throughput_drop_pct, \
+             power_drop_pct, duration_s, ongoing FROM throttle_event WHERE host = '{HOST}'"
         ),
     );
     let f = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
@@ -92,7 +92,7 @@ fn events(influx: &Influx) -> Vec<Row> {
     rows.iter()
         .map(|r| {
             assert_eq!(s(&r[2]), "temperature", "trigger of {r:?}");
-            (s(&r[1]), s(&r[3]), s(&r[4]), f(&r[5]), f(&r[6]), f(&r[7]), r[8].as_f64(), f(&r[9]), r[10].as_bool().unwrap())
+            (s(&r[1]), s(&r[3]), s(&r[4]), f(&r[5]), f(&r[6]), f(&r[7]), f(&r[8]), r[9].as_f64(), f(&r[10]), r[11].as_bool().unwrap())
         })
         .collect()
 }
@@ -116,13 +116,13 @@ fn temperature_over_the_warning_threshold_with_a_throughput_drop_is_a_throttle_e
     assert_eq!(acked, vec![1, 2]);
     // Acknowledged means stored: the onset, still ongoing, as first detected (the run's throughput;
     // its power drop, seen right after in the same batch, widens the episode in the collector).
-    let ongoing = ("nvme0".to_string(), "throughput".to_string(), "SW/131072".to_string(), 72.5, 70.0, 15.0, None, 11.0, true);
+    let ongoing = ("nvme0".to_string(), "throughput".to_string(), "SW/131072".to_string(), 72.5, 70.0, 80.0, 15.0, None, 11.0, true);
     assert_eq!(events(&influx), vec![ongoing], "collector log:\n{}", collector.log());
 
     // The agent reconnects; nvme0 cools below the warning threshold at t0 + 40 s: the episode ends,
     // rewritten in place with both drops (8 → 7 W is 12.5 %) and its duration.
     assert_eq!(stream(&collector, vec![batch(3, Vec::new(), vec![temp(0, t0 + 40 * S, 65.0), temp(1, t0 + 40 * S, 65.0)])]), vec![3]);
-    let closed = ("nvme0".to_string(), "throughput+power".to_string(), "SW/131072".to_string(), 72.5, 70.0, 15.0, Some(12.5), 30.0, false);
+    let closed = ("nvme0".to_string(), "throughput+power".to_string(), "SW/131072".to_string(), 72.5, 70.0, 80.0, 15.0, Some(12.5), 30.0, false);
     assert_eq!(events(&influx), vec![closed], "collector log:\n{}", collector.log());
     let rows = influx.rows(DB, &format!("SELECT count(mib_per_s) FROM probe_run WHERE host = '{HOST}'"));
     assert_eq!(rows[0][1].as_i64(), Some(4), "the runs themselves are stored too");
