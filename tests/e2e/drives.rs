@@ -267,6 +267,10 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
 /// The constructed 5-state drive's model (id-ctrl `mn`, trimmed).
 const MODEL_5PS: &str = "WATTFLIP CONSTRUCTED 5PS NVME";
 
+/// A sweep's probe_run row: experiment, pattern, model, value, power_state, power_state_max_w,
+/// power_w, energy_source, idle_baseline_w, energy_above_idle_j.
+type SweepRow = (String, String, String, f64, i64, f64, f64, String, f64, f64);
+
 #[test]
 fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_plan_power_cap() {
     let influx = Influx::start();
@@ -321,7 +325,7 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
              energy_above_idle_j, energy_j, duration_s, mib_per_s FROM probe_run WHERE host = '{HOST}' AND bench = 'governor_sweep'"
         ),
     );
-    let got: Vec<(String, String, String, f64, i64, f64, f64, String, f64, f64)> = rows
+    let got: Vec<SweepRow> = rows
         .iter()
         .map(|r| {
             (
@@ -339,7 +343,7 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
         })
         .collect();
     let zone = "hwmon:ina226-0-0040/power1";
-    let want: Vec<(String, String, String, f64, i64, f64, f64, String, f64, f64)> = [(0i32, 7.5), (1, 5.9), (2, 3.6)]
+    let want: Vec<SweepRow> = [(0i32, 7.5), (1, 5.9), (2, 3.6)]
         .into_iter()
         .flat_map(|(ps, max_w)| {
             [("SW:128KiB", "SW"), ("RR:4KiB", "RR")].map(|(e, p)| {

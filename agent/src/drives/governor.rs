@@ -869,7 +869,8 @@ mod tests {
         let summary = sweep(&cfg, &s, &args, &RestoreRegistry::new(), &rec).unwrap();
         let rec = rec.into_inner().unwrap();
         assert_eq!((summary.measured, summary.power_note), (vec![0, 1, 2], None));
-        let got: Vec<(Option<u32>, Option<f64>, Option<f64>, &str)> = rec
+        type PowerFields<'a> = (Option<u32>, Option<f64>, Option<f64>, &'a str);
+        let got: Vec<PowerFields> = rec
             .batch
             .probe_runs
             .iter()
