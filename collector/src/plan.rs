@@ -119,18 +119,39 @@ impl Influx {
         }
     }
 
-    /// Number of distinct drives (host, device) of `model` in the inventory.
+    /// Number of distinct drives of `model` in the inventory: (host, serial), or (host, device)
+    /// for a device without a serial. The inventory lists namespaces (`nvme0n1`, `nvme0n2`), and
+    /// the namespaces of one controller share its serial and its power.
     pub async fn drive_count(&self, model: &str, since: &str) -> Result<usize, PlanError> {
         let q = format!(
-            "SELECT last(\"capacity_bytes\") FROM \"inventory\" WHERE \"model\" = {} AND time > now() - {since} GROUP BY \"host\", \"device\"",
+            "SELECT last(\"capacity_bytes\") FROM \"inventory\" WHERE \"model\" = {} AND time > now() - {since} GROUP BY \"host\", \"serial\", \"device\"",
             lit(model)
         );
-        Ok(self.query(&q).await?.len())
+        Ok(count_drives(&self.query(&q).await?))
     }
 }
 
-/// Mean power of a run from its energy and duration.
+/// Distinct drives among inventory series tagged host, serial and device.
+fn count_drives(series: &[Series]) -> usize {
+    let tag = |s: &Series, k: &str| s.tags.get(k).cloned().unwrap_or_default();
+    let drives: std::collections::BTreeSet<(String, String)> = series
+        .iter()
+        .map(|s| {
+            let serial = tag(s, "serial");
+            (tag(s, "host"), if serial.is_empty() { format!("device:{}", tag(s, "device")) } else { serial })
+        })
+        .collect();
+    drives.len()
+}
+
+/// Mean power of a run: the measured mean over its IO window (`power_w`, written by governor
+/// sweeps) when present, else its energy over its duration. `power_w` comes first because a run's
+/// `energy_j` lasts until power is back to idle, so energy / IO duration overstates the power of
+/// a run with background work.
 fn run_watts(s: &Series, i: usize) -> Option<f64> {
+    if let Some(w) = s.f(i, "power_w") {
+        return Some(w);
+    }
     let (e, d) = (s.f(i, "energy_j")?, s.f(i, "duration_s")?);
     (d > 0.0).then(|| e / d)
 }
@@ -183,7 +204,7 @@ pub fn parse_mix(file: &str, text: &str) -> Result<BTreeMap<String, f64>, PlanEr
 
 pub fn power_cap_query(model: &str, since: &str) -> String {
     format!(
-        "SELECT \"value\", \"mib_per_s\", \"energy_j\", \"duration_s\", \"experiment\" FROM \"probe_run\" \
+        "SELECT \"value\", \"mib_per_s\", \"power_w\", \"energy_j\", \"duration_s\", \"experiment\" FROM \"probe_run\" \
          WHERE \"bench\" = 'governor_sweep' AND \"model\" = {} AND time > now() - {since}",
         lit(model)
     )
@@ -250,6 +271,14 @@ pub async fn power_cap(db: &Influx, model: &str, state: u32, mix: Option<BTreeMa
             base_mib_per_s: bt,
             capped_mib_per_s: ct,
             throughput_lost_pct: if bt > 0.0 { 100.0 * (bt - ct) / bt } else { 0.0 },
+        });
+    }
+    if drives == 0 {
+        // Sweep data but no inventory: the fleet size is unknown, and 0 drives would answer 0 W.
+        return Err(PlanError::NoData {
+            what: format!("inventory of model {model}"),
+            since: since.into(),
+            hint: "the fleet size comes from the agents' inventory: run `wattflip-agent run` on the hosts with these drives".into(),
         });
     }
     let fleet_saved_w = drives as f64 * out.iter().map(|p| p.weight * p.saved_w_per_drive).sum::<f64>();
@@ -457,5 +486,30 @@ mod tests {
         assert_eq!(parse_workload("SW:1MiB").unwrap(), ("SW".to_string(), 1 << 20));
         assert!(parse_workload("XX:4KiB").is_err());
         assert!(parse_workload("RR").is_err());
+    }
+
+    #[test]
+    fn run_power_prefers_the_measured_mean_over_energy_per_duration() {
+        use serde_json::{json, Value};
+        let s = Series {
+            columns: ["time", "power_w", "energy_j", "duration_s"].map(String::from).to_vec(),
+            values: vec![
+                vec![json!(1), json!(5.25), json!(6.0), json!(1.0)],
+                vec![json!(2), Value::Null, json!(6.0), json!(2.0)],
+                vec![json!(3), Value::Null, Value::Null, json!(1.0)],
+            ],
+            ..Default::default()
+        };
+        assert_eq!((run_watts(&s, 0), run_watts(&s, 1), run_watts(&s, 2)), (Some(5.25), Some(3.0), None));
+    }
+
+    #[test]
+    fn namespaces_of_one_controller_are_one_drive() {
+        let inv = |host: &str, serial: &str, device: &str| Series {
+            tags: [("host", host), ("serial", serial), ("device", device)].map(|(k, v)| (k.to_string(), v.to_string())).into(),
+            ..Default::default()
+        };
+        let series = [inv("h1", "S1", "nvme0n1"), inv("h1", "S1", "nvme0n2"), inv("h2", "S1", "nvme0n1"), inv("h1", "", "sda"), inv("h1", "", "sdb")];
+        assert_eq!(count_drives(&series), 4);
     }
 }

@@ -299,7 +299,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         ] {
             finite(v).map_err(|r| invalid(f(name), r))?;
         }
-        for (name, v) in r.energy_fields() {
+        for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
             if let Some(v) = v {
                 finite(v).map_err(|r| invalid(f(name), r))?;
             }

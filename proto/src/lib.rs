@@ -33,6 +33,12 @@ impl v1::ProbeRun {
             ("datasheet_ratio", self.datasheet_ratio),
         ]
     }
+
+    /// The optional governor-sweep power fields (W) by their schema name: validated and encoded
+    /// from this one list, like [`Self::energy_fields`].
+    pub fn sweep_power_fields(&self) -> [(&'static str, Option<f64>); 2] {
+        [("power_state_max_w", self.power_state_max_w), ("power_w", self.power_w)]
+    }
 }
 
 /// Version of the wire protocol this build speaks (sent in `Hello.protocol_version`).

@@ -177,10 +177,13 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
         .float("iops", r.iops)
         .float("mib_per_s", r.mib_per_s)
         .string("target_kind", r.target_kind.clone());
-    for (k, v) in r.energy_fields() {
+    for (k, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
         if let Some(v) = v {
             p = p.float(k, v);
         }
+    }
+    if let Some(ps) = r.power_state {
+        p = p.int("power_state", i64::from(ps));
     }
     if !r.energy_source.is_empty() {
         p = p.string("energy_source", r.energy_source.clone());
@@ -200,8 +203,9 @@ pub struct ThrottleEvent {
     pub time_ns: i64,
     /// The drive (temperature device tag, e.g. `nvme0`).
     pub device: String,
-    /// What fired: `temperature` (crossed the warning threshold), `thermal_counters` (TMT
-    /// transition counts or times moved), `critical_warning` (SMART bit 1 set).
+    /// What fired: `temperature` (crossed the warning threshold), `critical_temperature`
+    /// (crossed the critical threshold of a drive that reports no warning threshold),
+    /// `thermal_counters` (TMT transition counts or times moved), `critical_warning` (SMART bit 1 set).
     pub trigger: String,
     /// What fell: `throughput`, `power` or `throughput+power`.
     pub signal: String,
@@ -211,6 +215,8 @@ pub struct ThrottleEvent {
     pub onset_celsius: Option<f64>,
     /// The drive's warning threshold, °C, when known.
     pub warning_celsius: Option<f64>,
+    /// The drive's critical threshold, °C, when known.
+    pub critical_celsius: Option<f64>,
     /// Largest throughput drop against the pre-onset baseline, %.
     pub throughput_drop_pct: Option<f64>,
     /// Largest power drop against the pre-onset baseline, %.
@@ -233,6 +239,7 @@ pub fn throttle_event_point(e: &ThrottleEvent, tags: &HostTags) -> Point {
     for (name, v) in [
         ("onset_celsius", e.onset_celsius),
         ("warning_celsius", e.warning_celsius),
+        ("critical_celsius", e.critical_celsius),
         ("throughput_drop_pct", e.throughput_drop_pct),
         ("power_drop_pct", e.power_drop_pct),
     ] {
@@ -303,5 +310,33 @@ mod tests {
             "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=20,joules=2,interval_ns=100000000i 1000\n\
              temperature,device=nvme0,host=a1,rack=r7,sensor=Composite,source=hwmon celsius=49.85 2000\n"
         );
+    }
+
+    #[test]
+    fn sweep_runs_carry_their_power_state_and_power_only_when_known() {
+        let run = v1::ProbeRun {
+            run_id: "1-0-ps2".into(),
+            device: "nvme0n1".into(),
+            model: "M".into(),
+            bench: "governor_sweep".into(),
+            experiment: "governor_sweep/SW:128KiB".into(),
+            pattern: "SW".into(),
+            start_ns: 1_000,
+            end_ns: 2_000,
+            power_state: Some(2),
+            power_state_max_w: Some(3.6),
+            power_w: Some(3.5),
+            energy_source: "hwmon:ina226/power1".into(),
+            ..Default::default()
+        };
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let mut line = String::new();
+        probe_run_point(&run, &tags).write_line(&mut line).unwrap();
+        assert!(line.contains(",power_state_max_w=3.6,power_w=3.5,power_state=2i,energy_source=\"hwmon:ina226/power1\""), "{line}");
+        // Without a power source: no power fields at all, never a zero.
+        let bare = v1::ProbeRun { power_w: None, power_state_max_w: None, energy_source: String::new(), ..run };
+        let mut line = String::new();
+        probe_run_point(&bare, &tags).write_line(&mut line).unwrap();
+        assert!(!line.contains("power_w") && !line.contains("power_state_max_w") && line.contains(",power_state=2i"), "{line}");
     }
 }

@@ -12,3 +12,4 @@ mod probe;
 mod report;
 mod security;
 mod spine;
+mod throttle;

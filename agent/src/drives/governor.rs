@@ -9,6 +9,11 @@
 //!   SIGTERM/SIGINT (the caller's signal task runs [`RestoreRegistry::restore_all`]) and, after
 //!   SIGKILL, through [`recover_records`], which `run` and every governor command call first.
 //!
+//! Power is recorded live in every state (from the change on, so the settle time is the idle
+//! baseline): each sweep run carries its power state, the state's datasheet watts, its measured
+//! mean power and its energy (docs/schema.md), or none of the power fields on a host without a
+//! power source, which one `sweep_power_unavailable` event explains.
+//!
 //! Every attempted change is a `PowerStateChange` plus an `event` ([`Recorder`]). Results are written
 //! to a local folder and, when a collector URL is given, streamed there. To add a knob (Intel C6h),
 //! build its `Governor` in [`Session::open`] and reuse the same recording.
@@ -271,6 +276,96 @@ pub struct SweepArgs {
 pub struct SweepSummary {
     pub measured: Vec<u32>,
     pub skipped: Vec<(u32, String)>,
+    /// Why the runs carry no measured power, when the host has no power source.
+    pub power_note: Option<String>,
+}
+
+/// Time between power reads while a state is measured: the `probe` default (RAPL updates about
+/// every 1 ms, shunt monitors every few ms).
+const POWER_PERIOD: Duration = Duration::from_millis(5);
+/// Power recorded after a state's last run, so that run's end and background work are seen; the
+/// settle time when shorter (a zero settle, as in unit tests, adds no wait).
+const MAX_POWER_TAIL: Duration = Duration::from_secs(1);
+
+/// A live recording of every usable power zone during one state's measurement.
+struct StatePower {
+    recorder: crate::energy::live::Recorder,
+    /// UTC ns when recording began: the idle-baseline window runs from here to the first run.
+    started_ns: i64,
+}
+
+impl StatePower {
+    /// `None` when the host has no usable power source (the sweep said so once).
+    fn start(cfg: &Config, clock: Clock) -> Option<StatePower> {
+        // Discovered afresh: the recorder thread owns its sensors.
+        let found = discover_all(&cfg.sysfs_root, &cfg.kinds);
+        if found.power.is_empty() {
+            return None;
+        }
+        let started_ns = clock.utc_now();
+        Some(StatePower { recorder: crate::energy::live::Recorder::start(found.power, POWER_PERIOD), started_ns })
+    }
+}
+
+/// The state being measured.
+struct StateCtx {
+    state: u32,
+    /// The state's datasheet maximum power (PSD MP).
+    max_watts: Option<f64>,
+    tail: Duration,
+}
+
+/// Per-run power of one state's runs: the zone's label, the per-run energy (existing per-run
+/// energy path) and the mean measured power over each run's IO window.
+struct RunPower {
+    label: String,
+    energy: Option<crate::energy::ProbeEnergy>,
+    series: wattflip_energy::PowerSeries,
+}
+
+impl RunPower {
+    /// Stops the recording and aligns it with the report. Problems become events, never zeros.
+    fn align(p: StatePower, report: &wattflip_uflip::ProbeReport, max_watts: Option<f64>, tag: &str, rec: &mut Recorder) -> Option<RunPower> {
+        use wattflip_energy::{Baseline, RunDetectConfig, UnixNanos};
+        let zones = p.recorder.stop();
+        let Some(zone) = crate::energy::live::pick(&zones, None) else {
+            let labels = zones.iter().map(|z| format!("{} ({} samples, {} read errors)", z.label(), z.watts.len(), z.errors)).collect::<Vec<_>>();
+            rec.event("sensor_error", v1::Severity::Warning, tag, format!("sweep: no power zone produced samples: {}", labels.join(", ")));
+            return None;
+        };
+        let label = zone.label();
+        let Some(series) = zone.series() else {
+            rec.event("sensor_error", v1::Severity::Warning, tag, format!("sweep: {label}: power samples out of order; no per-run power"));
+            return None;
+        };
+        let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
+        let energy = match Baseline::from_window(&series, UnixNanos(p.started_ns), UnixNanos(first), 3) {
+            Ok(b) => Some(crate::energy::analyze(report, &series, Some(&b), &label, &RunDetectConfig::default(), max_watts)),
+            Err(e) => {
+                rec.event(
+                    "sweep_energy_skipped",
+                    v1::Severity::Info,
+                    tag,
+                    format!("sweep: {label}: no idle baseline before the runs ({e}); runs carry power_w but no energy_j: use a settle time of at least 100ms"),
+                );
+                None
+            }
+        };
+        Some(RunPower { label, energy, series })
+    }
+
+    /// Mean measured power over `[start_ns, end_ns)`. A run shorter than the sample period (64
+    /// random 4 KiB reads can take 2 ms) holds no sample: the reading in effect during it, the
+    /// last one before its end, stands for it; the series only holds this state's readings.
+    fn mean_w(&self, start_ns: i64, end_ns: i64) -> Option<f64> {
+        use wattflip_energy::UnixNanos;
+        let w = self.series.powers_between(UnixNanos(start_ns), UnixNanos(end_ns));
+        if !w.is_empty() {
+            return Some(w.iter().map(|w| w.0).sum::<f64>() / w.len() as f64);
+        }
+        let i = self.series.index_at_or_after(UnixNanos(end_ns)).checked_sub(1)?;
+        self.series.powers().get(i).map(|w| w.0)
+    }
 }
 
 /// `governor sweep`: see the module docs. `registry` is shared with the caller's signal task;
@@ -296,6 +391,20 @@ pub fn sweep(
         .map_err(|source| GovernorCmdError::Sweep { controller: s.controller.clone(), source })?;
     let mut power = discover_all(&cfg.sysfs_root, &cfg.kinds);
     let mut summary = SweepSummary::default();
+    if power.power.is_empty() {
+        // Said once, and the runs carry no power fields: a zero would read as a measurement.
+        let mut why = vec!["no usable power source on this host".to_string()];
+        why.extend(power.unavailable.iter().cloned());
+        why.extend(power.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
+        let note = format!(
+            "{}: sweep runs carry no measured power (power_w, energy_j): {}; add a drive rail monitor (hwmon INA2xx/PMBus), RAPL or IPMI DCMI and sweep again",
+            s.controller,
+            why.join("; ")
+        );
+        tracing::warn!("{note}");
+        lock().event("sweep_power_unavailable", v1::Severity::Warning, &s.tag, note.clone());
+        summary.power_note = Some(note);
+    }
     let mut current = original;
     let mut result = Ok(());
     for step in steps.steps.iter().filter(|st| st.purpose == StepPurpose::Measure) {
@@ -317,10 +426,14 @@ pub fn sweep(
             summary.skipped.push((state, outcome.to_string()));
             continue;
         }
+        // Power is recorded from the state change on, so the settle time is this state's idle
+        // baseline for the per-run energy.
+        let recording = StatePower::start(cfg, lock().clock);
         std::thread::sleep(args.settle);
         // Measured into a local recorder: the shared one stays free for a signal-driven restore.
         let mut local = Recorder::new(lock().clock);
-        let measured = measure_state(s, &target, &plan, &args.patterns, step.max_power.map(|w| w.0), state, &mut power, &mut local);
+        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL) };
+        let measured = measure_state(s, &target, &plan, &args.patterns, &ctx, recording, &mut power, &mut local);
         lock().absorb(local);
         match measured {
             Ok(()) => summary.measured.push(state),
@@ -349,24 +462,38 @@ pub fn sweep(
     result.map(|()| summary)
 }
 
-/// Runs the patterns once in `state`, with temperature (nvme smart-log) and host power around it.
+/// Runs the patterns once in `state`, with temperature (nvme smart-log) and host power around it;
+/// with a recording, every run also carries its measured power and energy.
 #[allow(clippy::too_many_arguments)]
 fn measure_state(
     s: &Session,
     target: &wattflip_uflip::Target,
     plan: &wattflip_uflip::Plan,
     patterns: &[SweepPattern],
-    max_watts: Option<f64>,
-    state: u32,
+    ctx: &StateCtx,
+    recording: Option<StatePower>,
     power: &mut Discovered,
     rec: &mut Recorder,
 ) -> Result<(), GovernorCmdError> {
+    let (state, max_watts) = (ctx.state, ctx.max_watts);
     let before = thermal(s, rec);
     for p in power.power.iter_mut() {
         // The first read sets each counter's baseline at the start of the measurement.
         let _ = p.read(rec.clock.now().0);
     }
-    let report = wattflip_uflip::run(target, plan, &mut wattflip_uflip::NullObserver)?;
+    let report = wattflip_uflip::run(target, plan, &mut wattflip_uflip::NullObserver);
+    let run_power = match (recording, &report) {
+        (Some(p), Ok(report)) => {
+            std::thread::sleep(ctx.tail);
+            RunPower::align(p, report, max_watts, &s.tag, rec)
+        }
+        (Some(p), Err(_)) => {
+            p.recorder.stop();
+            None
+        }
+        (None, _) => None,
+    };
+    let report = report?;
     let mut watts = Vec::new();
     for p in power.power.iter_mut() {
         let d = p.describe();
@@ -383,11 +510,23 @@ fn measure_state(
     let after = thermal(s, rec);
     let device = convert::device_tag(&report);
     for (r, pat) in report.runs.iter().zip(patterns) {
-        let Some(mut run) = convert::probe_run(&report, r, &device, None) else {
+        let energy = run_power.as_ref().and_then(|p| p.energy.as_ref());
+        let Some(mut run) = convert::probe_run(&report, r, &device, energy) else {
             rec.event("probe_unsupported", v1::Severity::Info, &device, format!("PS{state} {pat}: {:?}", r.status));
             continue;
         };
         run.run_id = format!("{}-ps{state}", run.run_id);
+        // The sweep measures the controller's power states, whatever the target (a file on it),
+        // so its runs carry the drive's model: `plan power-cap --model` selects by it.
+        run.model = s.id.model.trim().to_string();
+        run.power_state = Some(state);
+        run.power_state_max_w = max_watts;
+        if let Some(p) = &run_power {
+            run.power_w = p.mean_w(run.start_ns, run.end_ns);
+            if run.power_w.is_some() && run.energy_source.is_empty() {
+                run.energy_source = p.label.clone();
+            }
+        }
         run.bench = "governor_sweep".into();
         run.experiment = format!("governor_sweep/{pat}");
         // The power state is the varying parameter, so `value` carries it into InfluxDB.
@@ -526,6 +665,9 @@ pub fn execute(
             Request::Sweep(args) => {
                 let summary = rt.block_on(sweep_until_signal(cfg.clone(), s, args, rec.clone(), shutdown))?;
                 let mut text = format!("measured power states: {:?}\n", summary.measured);
+                if let Some(note) = &summary.power_note {
+                    let _ = writeln!(text, "{note}");
+                }
                 for (st, why) in &summary.skipped {
                     let _ = writeln!(text, "skipped PS{st}: {why}");
                 }
@@ -693,6 +835,58 @@ mod tests {
         assert_eq!(runs, want);
         assert!(rec.batch.probe_runs.iter().all(|r| r.mib_per_s > 0.0 && r.parameters["nvme_controller"] == "nvme0"));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "state file removed after restore");
+        // No power source here: the runs say nothing about power rather than zero, and one event says why.
+        assert!(rec.batch.probe_runs.iter().all(|r| r.power_w.is_none() && r.energy_j.is_none() && r.energy_source.is_empty()));
+        let states: Vec<(Option<u32>, Option<f64>, &str)> =
+            rec.batch.probe_runs.iter().map(|r| (r.power_state, r.power_state_max_w, r.model.as_str())).collect();
+        let m = "WATTFLIP CONSTRUCTED 5PS NVME";
+        assert_eq!(states, [0, 0, 1, 1, 2, 2].map(|ps| (Some(ps), Some([7.5, 5.9, 3.6][ps as usize]), m)).to_vec());
+        let notes: Vec<&str> = rec.batch.events.iter().filter(|e| e.kind == "sweep_power_unavailable").map(|e| e.message.as_str()).collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("/dev/nvme0: sweep runs carry no measured power (power_w, energy_j): no usable power source on this host"), "{}", notes[0]);
+        assert_eq!(summary.power_note.as_deref(), Some(notes[0]));
+    }
+
+    #[test]
+    fn with_a_drive_rail_every_sweep_run_carries_its_measured_power_and_energy() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        // The INA226 fixture: a constant 18 W rail (power1_input = 18000000 µW).
+        cfg.sysfs_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/ina226/sys");
+        let fake = five_states(SetBehaviour::Honour, 1);
+        let mut rec = Recorder::new(Clock::new());
+        let s = Session::open(&cfg, "/dev/nvme0", fake.clone(), &mut rec).unwrap();
+        let target = tempfile::Builder::new().prefix("wf-sweep-").tempdir_in("/var/tmp").unwrap();
+        let args = SweepArgs {
+            target: target.path().join("scratch.dat"),
+            size: 64 << 20,
+            patterns: vec!["SR:128KiB".parse().unwrap()],
+            // 100 ms of idle baseline (about 20 samples) before each state's runs.
+            settle: Duration::from_millis(100),
+            seed: 1,
+        };
+        let rec = Mutex::new(rec);
+        let summary = sweep(&cfg, &s, &args, &RestoreRegistry::new(), &rec).unwrap();
+        let rec = rec.into_inner().unwrap();
+        assert_eq!((summary.measured, summary.power_note), (vec![0, 1, 2], None));
+        type PowerFields<'a> = (Option<u32>, Option<f64>, Option<f64>, &'a str);
+        let got: Vec<PowerFields> = rec
+            .batch
+            .probe_runs
+            .iter()
+            .map(|r| (r.power_state, r.power_state_max_w, r.power_w, r.energy_source.as_str()))
+            .collect();
+        let zone = "hwmon:ina226-0-0040/power1";
+        assert_eq!(got, vec![(Some(0), Some(7.5), Some(18.0), zone), (Some(1), Some(5.9), Some(18.0), zone), (Some(2), Some(3.6), Some(18.0), zone)]);
+        for r in &rec.batch.probe_runs {
+            // A flat rail: the settle window's baseline is 18 W and nothing lies above it.
+            assert_eq!((r.idle_baseline_w, r.energy_above_idle_j), (Some(18.0), Some(0.0)), "{r:?}");
+            let secs = (r.end_ns - r.start_ns) as f64 / 1e9;
+            let e = r.energy_j.unwrap();
+            // 18 W × the run, to within a few 5 ms samples at each end on a loaded machine.
+            assert!((e - 18.0 * secs).abs() <= 18.0 * 0.05, "{e} J vs 18 W × {secs} s");
+        }
+        assert!(rec.batch.events.iter().all(|e| e.kind != "sweep_power_unavailable" && e.kind != "sweep_energy_skipped"));
     }
 
     #[test]

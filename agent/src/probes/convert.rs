@@ -57,6 +57,10 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         datasheet_ratio: e.and_then(|e| e.datasheet_ratio),
         energy_source: e.map(|e| e.source.clone()).unwrap_or_default(),
         background_class: e.map(|e| e.background_class.clone()).unwrap_or_default(),
+        // Set by `governor sweep`, which knows the power state a run was measured in.
+        power_state: None,
+        power_state_max_w: None,
+        power_w: None,
     })
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Rule (issue 5; Zhang et al. in hardware.md §8.2: a self-throttling SSD drops power ~15 % and
 //! performance 12–18 % past its threshold): a **thermal trigger** — the composite temperature
-//! reaching the drive's warning threshold (WCTEMP from the agent's inventory), the NVMe
+//! reaching the drive's warning threshold (WCTEMP from the agent's inventory; its critical
+//! threshold CCTEMP for a drive that reports no WCTEMP), the NVMe
 //! thermal-management counters (TMT1/TMT2 transition counts and times, warning-temperature time)
 //! moving, or critical-warning bit 1 appearing — opens a hot period. While hot, a probe run whose
 //! throughput on the same pattern (pattern and IO size) is ≥ [`THROUGHPUT_DROP_PCT`] below its
@@ -70,6 +71,7 @@ struct Hot {
 #[derive(Debug, Default)]
 struct Drive {
     warning_celsius: Option<f64>,
+    critical_celsius: Option<f64>,
     last_time: HashMap<String, i64>,
     temperature: HashMap<String, f64>,
     last_composite: Option<f64>,
@@ -98,12 +100,12 @@ impl Drive {
             Obs::Temperature { time_ns, source, celsius } => {
                 self.last_composite = Some(celsius);
                 let before = self.temperature.insert(source, celsius);
-                let Some(warn) = self.warning_celsius else { return };
-                let was_hot = before.is_some_and(|b| b >= warn);
-                if celsius >= warn && !was_hot {
-                    self.heat(time_ns, Some(celsius), "temperature");
-                } else if celsius < warn && self.temperature.values().all(|&c| c < warn) {
-                    self.cool(time_ns, "temperature", out);
+                let Some((limit, trigger)) = self.temperature_limit() else { return };
+                let was_hot = before.is_some_and(|b| b >= limit);
+                if celsius >= limit && !was_hot {
+                    self.heat(time_ns, Some(celsius), trigger);
+                } else if celsius < limit && self.temperature.values().all(|&c| c < limit) {
+                    self.cool(time_ns, trigger, out);
                 }
             }
             Obs::Smart { time_ns, critical_warning, counters, composite_celsius } => {
@@ -151,6 +153,15 @@ impl Drive {
                 }
             }
         }
+    }
+
+    /// The temperature threshold and its trigger name: the warning threshold when the drive
+    /// reports one (throttling starts there), else the critical one, which a drive without a
+    /// WCTEMP still throttles at (some report CCTEMP only).
+    fn temperature_limit(&self) -> Option<(f64, &'static str)> {
+        self.warning_celsius
+            .map(|w| (w, "temperature"))
+            .or_else(|| self.critical_celsius.map(|c| (c, "critical_temperature")))
     }
 
     /// A thermal trigger fired; the first trigger of a hot period defines its onset.
@@ -203,6 +214,7 @@ impl Drive {
                     pattern: tput.map(|t| t.0).unwrap_or_default(),
                     onset_celsius: hot.celsius,
                     warning_celsius: self.warning_celsius,
+                    critical_celsius: self.critical_celsius,
                     throughput_drop_pct,
                     power_drop_pct: power,
                     duration_s,
@@ -246,6 +258,7 @@ impl ThrottleDetector {
             }
             let d = self.drives.entry((host.to_string(), l.device.clone())).or_default();
             d.warning_celsius = (l.warning_celsius > 0.0).then_some(l.warning_celsius);
+            d.critical_celsius = (l.critical_celsius > 0.0).then_some(l.critical_celsius);
         }
         for s in &inv.storage_devices {
             if !s.controller.is_empty() && s.controller != s.name {
@@ -357,6 +370,10 @@ mod tests {
     }
 
     fn detector(warning: Option<f64>) -> ThrottleDetector {
+        detector_with(warning, None)
+    }
+
+    fn detector_with(warning: Option<f64>, critical: Option<f64>) -> ThrottleDetector {
         let mut d = ThrottleDetector::new();
         d.set_inventory(
             "h1",
@@ -365,7 +382,7 @@ mod tests {
                     device: "nvme0".into(),
                     serial: "S1".into(),
                     warning_celsius: warning.unwrap_or(0.0),
-                    critical_celsius: 0.0,
+                    critical_celsius: critical.unwrap_or(0.0),
                     namespaces: vec!["nvme0n1".into()],
                 }],
                 ..Default::default()
@@ -387,6 +404,7 @@ mod tests {
             pattern: pattern.into(),
             onset_celsius: celsius,
             warning_celsius: warn,
+            critical_celsius: None,
             throughput_drop_pct: None,
             power_drop_pct: None,
             duration_s: 0.0,
@@ -419,6 +437,43 @@ mod tests {
         closed.ongoing = false;
         assert_eq!(got, vec![open, closed]);
         assert_eq!((drop_pct(990.0, 841.5), drop_pct(1000.0, 850.0)), (15.0, 15.0));
+    }
+
+    #[test]
+    fn the_critical_threshold_triggers_when_the_drive_reports_no_warning_threshold() {
+        // CCTEMP 85 °C only: 84.85 °C is no trigger, 86 °C is, and the drop makes it an episode.
+        let mut d = detector_with(None, Some(85.0));
+        let got = feed(
+            &mut d,
+            vec![
+                run(0, "SW/131072", 2000.0),
+                temp(5, 84.85),
+                run(6, "SW/131072", 1990.0), // still normal: the new baseline
+                temp(10, 86.0),              // onset
+                run(12, "SW/131072", 1592.0), // 20 % below 1990
+                temp(30, 84.0),              // recovery
+            ],
+        );
+        let mut open = event("critical_temperature", "throughput", "SW/131072", 10, Some(86.0), None);
+        open.critical_celsius = Some(85.0);
+        open.throughput_drop_pct = Some(20.0);
+        open.duration_s = 3.0;
+        let mut closed = open.clone();
+        closed.duration_s = 20.0;
+        closed.ongoing = false;
+        assert_eq!(got, vec![open, closed]);
+        // With both thresholds the warning one triggers (throttling starts there), and the event
+        // carries both.
+        let mut d = detector_with(Some(70.0), Some(85.0));
+        let got = feed(&mut d, vec![run(0, "SW/131072", 1000.0), temp(1, 72.0), run(2, "SW/131072", 500.0)]);
+        let mut e = event("temperature", "throughput", "SW/131072", 1, Some(72.0), Some(70.0));
+        e.critical_celsius = Some(85.0);
+        e.throughput_drop_pct = Some(50.0);
+        e.duration_s = 2.0;
+        assert_eq!(got, vec![e]);
+        // Neither threshold known: a temperature alone never triggers.
+        let mut d = detector_with(None, None);
+        assert!(feed(&mut d, vec![run(0, "SW/131072", 1000.0), temp(1, 120.0), run(2, "SW/131072", 100.0)]).is_empty());
     }
 
     #[test]
