@@ -45,7 +45,7 @@ enum Command {
         config: PathBuf,
     },
     /// Run uFLIP micro-benchmarks on a file or block device and write the results to a folder.
-    Probe(ProbeCli),
+    Probe(Box<ProbeCli>),
     /// Shunt and oscilloscope traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -90,6 +90,10 @@ struct ProbeCli {
     /// Reduced Granularity plan (SR, RR, SW, RW at 4, 32, 128 KiB): well under a minute on a file.
     #[arg(long)]
     quick: bool,
+    /// Value lists and IO counts: spec (ufip.md §4.3 lists, §2 counts: 1 044 runs with all; for a
+    /// real drive), small (3–4 points per experiment, fits a 1 GiB file) or quick (--quick's).
+    #[arg(long, default_value = "small", conflicts_with = "quick")]
+    values: String,
     /// Bring the target to a known state first: random (uFLIP's), seq, or none.
     #[arg(long, default_value = "none")]
     format: String,
@@ -297,7 +301,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Probe(p) => probe(p),
+        Command::Probe(p) => probe(*p),
         Command::Trace(TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config }) => {
             let unit = match time_unit.as_str() {
                 "s" => wattflip_energy::TimeUnit::Seconds,
@@ -416,12 +420,15 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     let size = probes::parse_size(&p.size).map_err(|e| anyhow::anyhow!("--size {e}"))?;
     let benches = probes::parse_benches(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
     let format = probes::parse_format(&p.format).map_err(|e| anyhow::anyhow!("--format {e}"))?;
+    let values = probes::ValuesProfile::parse(&p.values).map_err(|e| anyhow::anyhow!("--values {e}"))?;
     let cfg = load_config(p.config.as_deref())?;
     let args = ProbeArgs {
         target: p.target,
         size,
         benches,
         quick: p.quick,
+        values,
+        overrides: probes::PlanOverrides::default(),
         format,
         repetitions: p.repetitions,
         out: p.out.clone(),

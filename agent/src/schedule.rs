@@ -150,6 +150,8 @@ mod tests {
                 size: 1 << 30,
                 benches: vec![],
                 quick: true,
+                values: Default::default(),
+                overrides: Default::default(),
                 format: None,
                 repetitions: None,
                 out: PathBuf::from("/tmp/out"),

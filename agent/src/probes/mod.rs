@@ -1,16 +1,19 @@
 //! The `probe` command: builds a uFLIP plan (engine in the `wattflip-uflip` crate), opens the
 //! target with its safety checks, runs with a progress bar, writes the results to a local folder
 //! (`output`), and optionally streams them to a collector (`stream`). A new output format is a
-//! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`.
+//! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`, and
+//! value lists and counts are a profile plus overrides (`values`).
 
 pub mod convert;
 pub mod ladder;
 pub mod output;
 pub mod stream;
+pub mod values;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use values::{PlanOverrides, ValuesProfile};
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
 /// Everything `wattflip-agent probe` was asked for.
@@ -19,7 +22,12 @@ pub struct ProbeArgs {
     pub target: PathBuf,
     pub size: u64,
     pub benches: Vec<Bench>,
+    /// The reduced demo plan: Granularity only, `quick` values (overrides `benches`).
     pub quick: bool,
+    /// Value lists and counts to start from (`quick` implies [`ValuesProfile::Quick`]).
+    pub values: ValuesProfile,
+    /// Per-parameter value lists and counts that replace the profile's (`[[probes]]` entries).
+    pub overrides: PlanOverrides,
     pub format: Option<FormatKind>,
     pub repetitions: Option<u32>,
     pub out: PathBuf,
@@ -69,9 +77,11 @@ pub fn parse_benches(s: &str) -> Result<Vec<Bench>, String> {
     Bench::parse_list(s).map_err(|e| e.to_string())
 }
 
-/// Maps the command line onto engine options. `--quick` is the reduced Granularity plan.
+/// Maps the command line onto engine options. `--quick` is the reduced Granularity plan; the
+/// profile's counts give way to a stored calibration, and explicit overrides win over both.
 pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
-    let mut o = if a.quick { PlanOptions::quick(device_size) } else { PlanOptions::small(device_size) };
+    let profile = a.profile();
+    let mut o = profile.options(device_size);
     if !a.quick {
         o.benches = a.benches.clone();
     }
@@ -86,12 +96,24 @@ pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
         o.pause_between_runs = p;
     }
     // A calibration sizes full probes; the quick plan keeps its short demo runs.
-    if let Some(c) = a.counts.as_ref().filter(|_| !a.quick) {
+    if let Some(c) = a.counts.as_ref().filter(|_| profile != ValuesProfile::Quick) {
         o.counts = c.clone();
     }
+    a.overrides.apply(&mut o);
     o.emit_fio_iolog = a.emit_fio_iolog.clone();
     o.trace_dir = a.io_trace.clone();
     o
+}
+
+impl ProbeArgs {
+    /// The value profile in effect: `quick` forces the quick one.
+    pub fn profile(&self) -> ValuesProfile {
+        if self.quick {
+            ValuesProfile::Quick
+        } else {
+            self.values
+        }
+    }
 }
 
 /// Progress: "run i of N, experiment, ETA".
