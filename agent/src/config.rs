@@ -3,7 +3,7 @@
 //! and a line in `agent/agent.example.toml`.
 
 use crate::probes::values::BASELINES;
-use crate::probes::{parse_benches, parse_format, parse_size, PlanOverrides, ProbeArgs, ValuesProfile};
+use crate::probes::{parse_benches, parse_format, parse_size, EnergyOptions, PlanOverrides, ProbeArgs, ValuesProfile};
 use crate::schedule::ProbeJob;
 use crate::drives::sweep::SweepPattern;
 use crate::export::spool::{SpoolConfig, SyncPolicy};
@@ -135,6 +135,11 @@ struct RawProbe {
     out: Option<PathBuf>,
     read_only: Option<bool>,
     values: Option<String>,
+    power: Option<bool>,
+    power_interval: Option<String>,
+    idle: Option<String>,
+    tail: Option<String>,
+    power_zone: Option<String>,
     // Value lists and counts are taken as raw TOML and checked here, so a wrong item is reported
     // at its own path (`probes[0].io_sizes[1]`) next to every other problem of the file.
     io_sizes: Option<toml::Value>,
@@ -273,7 +278,6 @@ impl Config {
         if max_batches == 0 {
             l.problem("buffer.max_batches", "must be at least 1");
         }
-        let probes = probe_jobs(raw_probes, &mut l);
         let defaults = SensorKinds::default();
         let kinds = SensorKinds {
             rapl: sources.rapl.unwrap_or(defaults.rapl),
@@ -285,6 +289,8 @@ impl Config {
                 None => defaults.command_timeout,
             },
         };
+        let sysfs_root = sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys"));
+        let probes = probe_jobs(raw_probes, (&sysfs_root, &kinds, &drives), &mut l);
         let spool = spool_config(spool, &mut l);
         let metrics_listen = metrics.listen.and_then(|m| match m.parse::<SocketAddr>() {
             Ok(a) => Some(a),
@@ -301,7 +307,7 @@ impl Config {
             collector: CollectorConfig { urls, server_name: collector.server_name, connect_timeout, backoff_initial, backoff_max },
             sampling_interval: interval,
             power_interval,
-            sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
+            sysfs_root,
             kinds,
             backlog_max_batches: max_batches,
             probes,
@@ -313,8 +319,9 @@ impl Config {
     }
 }
 
-/// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths.
-fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
+/// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths. `host` is where
+/// the power sources are (sysfs root, enabled kinds, nvme-cli for the datasheet estimate).
+fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig), l: &mut Loader) -> Vec<ProbeJob> {
     let mut jobs = Vec::new();
     let mut names = std::collections::HashSet::new();
     for (i, mut r) in raw.into_iter().enumerate() {
@@ -381,12 +388,14 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
         }
         let effective = if quick { vec![wattflip_uflip::Bench::Granularity] } else { benches.clone() };
         let overrides = plan_overrides(&r, values, &effective, &key, l);
+        let energy = probe_energy(&mut r, host, &key, l);
         let Some(schedule) = schedule else { continue };
         jobs.push(ProbeJob {
             name,
             schedule,
             jitter,
             keep_results: r.keep_results.unwrap_or(false),
+            energy,
             args: ProbeArgs {
                 target,
                 size,
@@ -408,6 +417,49 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
         });
     }
     jobs
+}
+
+/// Power recording of a `[[probes]]` entry: on unless `power = false`, with the `probe` command's
+/// defaults (5 ms between reads, 1 s idle before the first run and 1 s tail after the last).
+fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<EnergyOptions> {
+    let mut dur = |k: &str, v: Option<String>, default: Duration, min: Duration, max: Duration| {
+        let d = match v {
+            Some(s) => parse_duration(&key(k), &s, l).unwrap_or(default),
+            None => default,
+        };
+        if d < min || d > max {
+            l.problem(key(k), format!("{d:?} is outside {min:?}..={max:?}"));
+        }
+        d
+    };
+    let set: Vec<&str> = [
+        ("power_interval", r.power_interval.is_some()),
+        ("idle", r.idle.is_some()),
+        ("tail", r.tail.is_some()),
+        ("power_zone", r.power_zone.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
+    // The fast sampler's 1 kHz is RAPL's update rate; the idle window is the baseline's sample.
+    let period = dur("power_interval", r.power_interval.take(), Duration::from_millis(5), Duration::from_millis(1), Duration::from_secs(1));
+    let idle = dur("idle", r.idle.take(), Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
+    let tail = dur("tail", r.tail.take(), Duration::from_secs(1), Duration::ZERO, Duration::from_secs(600));
+    if r.power == Some(false) {
+        for k in set {
+            l.problem(key(k), "has no effect with power = false; remove it or turn power recording on");
+        }
+        return None;
+    }
+    Some(EnergyOptions {
+        sysfs_root: host.0.to_owned(),
+        kinds: host.1.clone(),
+        period,
+        idle,
+        tail,
+        zone: r.power_zone.take(),
+        drives: host.2.clone(),
+    })
 }
 
 /// Checks a `[[probes]]` entry's value lists and counts. Every item is checked, so one entry can
@@ -749,6 +801,36 @@ mod tests {
         );
         // `quick = true` alone means the quick values; no overrides.
         assert_eq!((c.probes[1].args.values, &c.probes[1].args.overrides), (ValuesProfile::Quick, &PlanOverrides::default()));
+    }
+
+    #[test]
+    fn scheduled_probes_record_power() {
+        let c = parse(&format!(
+            "[sources]\nsysfs_root = \"/tmp/sys\"\nrapl = false\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\npower_interval = \"2ms\"\nidle = \"300ms\"\ntail = \"2s\"\npower_zone = \"SSD 12V\"\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/z\"\npower = false\n{TLS}"
+        ))
+        .unwrap();
+        let e = c.probes[0].energy.as_ref().unwrap();
+        assert_eq!((e.sysfs_root.as_path(), e.kinds.rapl, e.kinds.hwmon), (Path::new("/tmp/sys"), false, true));
+        assert_eq!((e.period, e.idle, e.tail), (Duration::from_millis(2), Duration::from_millis(300), Duration::from_secs(2)));
+        assert_eq!(e.zone.as_deref(), Some("SSD 12V"));
+        assert_eq!(e.drives, c.drives);
+        // The `probe` command's defaults.
+        let d = c.probes[1].energy.as_ref().unwrap();
+        assert_eq!((d.period, d.idle, d.tail, d.zone.as_deref()), (Duration::from_millis(5), Duration::from_secs(1), Duration::from_secs(1), None));
+        assert!(c.probes[2].energy.is_none());
+
+        let err = parse(&format!(
+            "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\npower_interval = \"100us\"\nidle = \"a while\"\ntail = \"20m\"\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\npower = false\ntail = \"1s\"\npower_zone = \"SSD 12V\"\n{TLS}"
+        ))
+        .unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["probes[0].power_interval", "probes[0].idle", "probes[0].tail", "probes[1].tail", "probes[1].power_zone"]);
+        assert_eq!(err.problems[0].message, "100µs is outside 1ms..=1s");
+        assert_eq!(err.problems[3].message, "has no effect with power = false; remove it or turn power recording on");
     }
 
     #[test]

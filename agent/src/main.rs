@@ -508,11 +508,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let measured = if p.no_power {
-        probes::Measured { report: probes::run_probe(&args, show)?, energy: None, power: None, energy_note: "--no-power".into() }
-    } else {
-        probes::run_probe_measured(&args, show, &energy_opts)?
-    };
+    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power")?;
     let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let written = output::write_all(&p.out, &report, measured.energy.as_ref(), measured.power.as_ref(), &tags)?;

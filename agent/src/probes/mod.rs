@@ -186,6 +186,16 @@ pub struct Measured {
     pub energy_note: String,
 }
 
+/// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
+/// (`--no-power`, `power = false`) the report alone, `off` saying why. The one path of the CLI
+/// and of scheduled probes.
+pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
+    match e {
+        Some(e) => run_probe_measured(a, show_progress, e),
+        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, energy_note: off.to_string() }),
+    }
+}
+
 /// Runs the probe while recording power (if this host has a power source), then aligns the two.
 pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions) -> Result<Measured, ProbeCmdError> {
     let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
