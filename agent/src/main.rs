@@ -143,7 +143,8 @@ struct ProbeCli {
     pause: Option<String>,
     /// Calibrate instead of probing: run uFLIP's preparation runs (SPE and the long SIO runs),
     /// choose IgnoreIO (start-up phase) and IOCount (running phase) per baseline, and store them in
-    /// --out/calibration.json, where later probes of the same target pick them up.
+    /// --out/calibration/ under the target's identity (serial, or a file's path), where later
+    /// probes of the same target, also scheduled ones with this `out`, pick them up.
     #[arg(long)]
     calibrate: bool,
     /// Run the load ladder instead of uFLIP: active idle, then RR and RW at graduated fractions of
@@ -455,18 +456,17 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     let mut args = args;
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
     if p.calibrate {
-        let (report, c) = probes::calibrate(&args, show)?;
+        let (report, c, stored_in) = probes::calibrate(&args, show)?;
         println!("{} preparation runs on {}", report.runs.len(), report.target.path.display());
         println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
         for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
             println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
         }
-        println!("stored in {} for {}", p.out.join(probes::CALIBRATION_FILE).display(), c.target);
+        println!("stored in {} for {}", stored_in.display(), c.target);
         return Ok(());
     }
-    if let Some(c) = probes::stored_calibration(&p.out, &args.target) {
-        println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, p.out.join(probes::CALIBRATION_FILE).display(), c.counts.io_count, c.counts.ignore_io);
-        args.counts = Some(c.counts);
+    if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
+        println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, from.display(), c.counts.io_count, c.counts.ignore_io);
     }
     let energy_opts = probes::EnergyOptions {
         sysfs_root: cfg.sysfs_root.clone(),

@@ -3,7 +3,8 @@
 //! own fixed offset in `[0, jitter)`, derived from its agent id and the schedule name, so a fleet
 //! with one config does not hit shared storage or power feeds at the same second. Probes on the
 //! same device never overlap: each device has a lock that a probe holds for its whole run.
-//! Power is recorded around each probe and every run carries its energy, through the same
+//! A probe uses the calibration stored for its target in its `out` folder (`probe --calibrate
+//! --out` the same folder). Power is recorded around each probe and every run carries its energy, through the same
 //! function as the `probe` command. Results go to the exporter as one batch per probe, like any
 //! other sample.
 
@@ -115,6 +116,11 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
         let name = job.name.clone();
         let host = agent_id.clone();
         let result = tokio::task::spawn_blocking(move || {
+            let mut args = args;
+            // Read at every fire: a calibration made after the agent started is picked up.
+            if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
+                tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
+            }
             let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry")?;
             if keep {
                 let dir = args.out.join(format!("{name}-{}", m.report.started_ns));

@@ -4,6 +4,7 @@
 //! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`, and
 //! value lists and counts are a profile plus overrides (`values`).
 
+pub mod calibration;
 pub mod convert;
 pub mod ladder;
 pub mod output;
@@ -13,6 +14,7 @@ pub mod values;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use calibration::{apply_stored_calibration, calibrate, stored_calibration, StoredCalibration, CALIBRATION_FILE};
 pub use values::{PlanOverrides, ValuesProfile};
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
@@ -291,48 +293,4 @@ mod tests {
         assert_eq!(super::nvme_controller(Path::new("/dev/sda")), None);
         assert_eq!(super::nvme_controller(Path::new("/tmp/nvmex")), None);
     }
-}
-
-/// A calibration of one target (ufip.md §6.2–6.3): the preparation runs' IgnoreIO/IOCount per
-/// baseline, stored in the result folder and reused by later probes of the same target.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct StoredCalibration {
-    /// The target's identity (serial, `loop:<file>`, or its path for a file).
-    pub target: String,
-    pub created_ns: u64,
-    pub counts: uflip::BaselineTable,
-}
-
-pub const CALIBRATION_FILE: &str = "calibration.json";
-
-fn identity(report: &ProbeReport) -> String {
-    report.target.identity.clone().or_else(|| report.target.serial.clone()).unwrap_or_else(|| report.target.path.display().to_string())
-}
-
-/// Runs the preparation runs only (SPE and the four SIO runs), derives IgnoreIO and IOCount per
-/// baseline, and stores them in `<out>/calibration.json`.
-pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, StoredCalibration), ProbeCmdError> {
-    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
-    let mut o = plan_options(a, target.size);
-    o.benches = Vec::new();
-    o.prepare = true;
-    let plan = uflip::plan(&o);
-    let bar = if show_progress { ProgressBar::new(plan.runs.len() as u64) } else { ProgressBar::hidden() };
-    let mut progress = Progress { bar };
-    let report = uflip::run(&target, &plan, &mut progress)?;
-    progress.bar.finish_and_clear();
-    let counts = uflip::calibrate_from_report(&report, &uflip::CalibrationRule::default(), &o.counts);
-    let stored = StoredCalibration { target: identity(&report), created_ns: report.started_ns, counts };
-    std::fs::create_dir_all(&a.out).map_err(|e| ProbeCmdError::Output { path: a.out.clone(), source: e })?;
-    let path = a.out.join(CALIBRATION_FILE);
-    std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap_or_default()).map_err(|e| ProbeCmdError::Output { path, source: e })?;
-    Ok((report, stored))
-}
-
-/// The stored calibration in `out`, if it belongs to `target` (same identity or path).
-pub fn stored_calibration(out: &Path, target: &Path) -> Option<StoredCalibration> {
-    let c: StoredCalibration = serde_json::from_str(&std::fs::read_to_string(out.join(CALIBRATION_FILE)).ok()?).ok()?;
-    let path = target.display().to_string();
-    let matches = c.target == path || std::fs::canonicalize(target).ok().is_some_and(|p| c.target.ends_with(&p.display().to_string()));
-    matches.then_some(c)
 }
