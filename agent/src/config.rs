@@ -2,7 +2,8 @@
 //! its dotted path). Add a setting as a field of a `Raw*` struct, its check in [`Config::from_file`]
 //! and a line in `agent/agent.example.toml`.
 
-use crate::probes::{parse_benches, parse_format, parse_size, ProbeArgs};
+use crate::probes::values::BASELINES;
+use crate::probes::{parse_benches, parse_format, parse_size, EnergyOptions, PlanOverrides, ProbeArgs, ValuesProfile};
 use crate::schedule::ProbeJob;
 use crate::drives::sweep::SweepPattern;
 use crate::export::spool::{SpoolConfig, SyncPolicy};
@@ -133,6 +134,25 @@ struct RawProbe {
     keep_results: Option<bool>,
     out: Option<PathBuf>,
     read_only: Option<bool>,
+    values: Option<String>,
+    power: Option<bool>,
+    power_interval: Option<String>,
+    idle: Option<String>,
+    tail: Option<String>,
+    power_zone: Option<String>,
+    // Value lists and counts are taken as raw TOML and checked here, so a wrong item is reported
+    // at its own path (`probes[0].io_sizes[1]`) next to every other problem of the file.
+    io_sizes: Option<toml::Value>,
+    io_shifts: Option<toml::Value>,
+    target_size_ios: Option<toml::Value>,
+    partitions: Option<toml::Value>,
+    orders: Option<toml::Value>,
+    parallel_degrees: Option<toml::Value>,
+    mix_ratios: Option<toml::Value>,
+    pause_io_us: Option<toml::Value>,
+    burst_io: Option<toml::Value>,
+    io_count: Option<toml::Value>,
+    ignore_io: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -258,7 +278,6 @@ impl Config {
         if max_batches == 0 {
             l.problem("buffer.max_batches", "must be at least 1");
         }
-        let probes = probe_jobs(raw_probes, &mut l);
         let defaults = SensorKinds::default();
         let kinds = SensorKinds {
             rapl: sources.rapl.unwrap_or(defaults.rapl),
@@ -270,6 +289,8 @@ impl Config {
                 None => defaults.command_timeout,
             },
         };
+        let sysfs_root = sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys"));
+        let probes = probe_jobs(raw_probes, (&sysfs_root, &kinds, &drives), &mut l);
         let spool = spool_config(spool, &mut l);
         let metrics_listen = metrics.listen.and_then(|m| match m.parse::<SocketAddr>() {
             Ok(a) => Some(a),
@@ -286,7 +307,7 @@ impl Config {
             collector: CollectorConfig { urls, server_name: collector.server_name, connect_timeout, backoff_initial, backoff_max },
             sampling_interval: interval,
             power_interval,
-            sysfs_root: sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
+            sysfs_root,
             kinds,
             backlog_max_batches: max_batches,
             probes,
@@ -298,13 +319,14 @@ impl Config {
     }
 }
 
-/// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths.
-fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
+/// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths. `host` is where
+/// the power sources are (sysfs root, enabled kinds, nvme-cli for the datasheet estimate).
+fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig), l: &mut Loader) -> Vec<ProbeJob> {
     let mut jobs = Vec::new();
     let mut names = std::collections::HashSet::new();
-    for (i, r) in raw.into_iter().enumerate() {
+    for (i, mut r) in raw.into_iter().enumerate() {
         let key = |k: &str| format!("probes[{i}].{k}");
-        let name = r.name.unwrap_or_else(|| format!("probe-{i}"));
+        let name = r.name.take().unwrap_or_else(|| format!("probe-{i}"));
         if !names.insert(name.clone()) {
             l.problem(key("name"), format!("`{name}` is used twice; names identify schedules"));
         }
@@ -321,11 +343,11 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
                 }
             },
         };
-        let jitter = match r.jitter {
+        let jitter = match r.jitter.take() {
             Some(j) => parse_duration(&key("jitter"), &j, l).unwrap_or_default(),
             None => Duration::ZERO,
         };
-        let Some(target) = r.target else {
+        let Some(target) = r.target.take() else {
             l.problem(key("target"), "is required: a scratch file or a consented block device");
             continue;
         };
@@ -344,17 +366,43 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
             l.problem(key("format"), e);
             None
         });
+        let quick = r.quick.unwrap_or(false);
+        let values = match r.values.as_deref() {
+            None if quick => ValuesProfile::Quick,
+            None => ValuesProfile::default(),
+            Some(v) => match ValuesProfile::parse(v) {
+                Ok(ValuesProfile::Quick) => ValuesProfile::Quick,
+                Ok(_) if quick => {
+                    l.problem(key("values"), format!("`{v}` contradicts quick = true (the quick plan has the quick values); remove one of them"));
+                    ValuesProfile::Quick
+                }
+                Ok(p) => p,
+                Err(e) => {
+                    l.problem(key("values"), e);
+                    ValuesProfile::default()
+                }
+            },
+        };
+        if r.repetitions == Some(0) {
+            l.problem(key("repetitions"), "must be at least 1 (uFLIP's nbRun: runs per value)");
+        }
+        let effective = if quick { vec![wattflip_uflip::Bench::Granularity] } else { benches.clone() };
+        let overrides = plan_overrides(&r, values, &effective, &key, l);
+        let energy = probe_energy(&mut r, host, &key, l);
         let Some(schedule) = schedule else { continue };
         jobs.push(ProbeJob {
             name,
             schedule,
             jitter,
             keep_results: r.keep_results.unwrap_or(false),
+            energy,
             args: ProbeArgs {
                 target,
                 size,
                 benches,
-                quick: r.quick.unwrap_or(false),
+                quick,
+                values,
+                overrides,
                 format,
                 repetitions: r.repetitions,
                 out: r.out.unwrap_or_else(|| PathBuf::from("/var/lib/wattflip-agent/probes")),
@@ -369,6 +417,171 @@ fn probe_jobs(raw: Vec<RawProbe>, l: &mut Loader) -> Vec<ProbeJob> {
         });
     }
     jobs
+}
+
+/// Power recording of a `[[probes]]` entry: on unless `power = false`, with the `probe` command's
+/// defaults (5 ms between reads, 1 s idle before the first run and 1 s tail after the last).
+fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<EnergyOptions> {
+    let mut dur = |k: &str, v: Option<String>, default: Duration, min: Duration, max: Duration| {
+        let d = match v {
+            Some(s) => parse_duration(&key(k), &s, l).unwrap_or(default),
+            None => default,
+        };
+        if d < min || d > max {
+            l.problem(key(k), format!("{d:?} is outside {min:?}..={max:?}"));
+        }
+        d
+    };
+    let set: Vec<&str> = [
+        ("power_interval", r.power_interval.is_some()),
+        ("idle", r.idle.is_some()),
+        ("tail", r.tail.is_some()),
+        ("power_zone", r.power_zone.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
+    // The fast sampler's 1 kHz is RAPL's update rate; the idle window is the baseline's sample.
+    let period = dur("power_interval", r.power_interval.take(), Duration::from_millis(5), Duration::from_millis(1), Duration::from_secs(1));
+    let idle = dur("idle", r.idle.take(), Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
+    let tail = dur("tail", r.tail.take(), Duration::from_secs(1), Duration::ZERO, Duration::from_secs(600));
+    if r.power == Some(false) {
+        for k in set {
+            l.problem(key(k), "has no effect with power = false; remove it or turn power recording on");
+        }
+        return None;
+    }
+    Some(EnergyOptions {
+        sysfs_root: host.0.to_owned(),
+        kinds: host.1.clone(),
+        period,
+        idle,
+        tail,
+        zone: r.power_zone.take(),
+        drives: host.2.clone(),
+    })
+}
+
+/// Checks a `[[probes]]` entry's value lists and counts. Every item is checked, so one entry can
+/// report several problems, each at its own dotted path.
+fn plan_overrides(r: &RawProbe, profile: ValuesProfile, benches: &[wattflip_uflip::Bench], key: &dyn Fn(&str) -> String, l: &mut Loader) -> PlanOverrides {
+    let sizes = |name: &'static str, zero_ok: bool| {
+        move |v: &toml::Value| -> Result<u64, String> {
+            let b = match v {
+                toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative; {name} are sizes in bytes"))?,
+                toml::Value::String(s) => parse_size(s)?,
+                other => return Err(format!("{other} is not a size; write e.g. \"4KiB\" or a number of bytes")),
+            };
+            if b == 0 && !zero_ok {
+                return Err("0 bytes: an IO needs at least one 512-byte sector".into());
+            }
+            if b % 512 != 0 {
+                return Err(format!("{b} bytes is not a multiple of 512 (a sector); O_DIRECT IO needs sector-aligned {name}"));
+            }
+            Ok(b)
+        }
+    };
+    let int = |min: i64, max: i64, what: &'static str| {
+        move |v: &toml::Value| -> Result<i64, String> {
+            match v {
+                toml::Value::Integer(n) if (min..=max).contains(n) => Ok(*n),
+                toml::Value::Integer(n) => Err(format!("{n} is outside {min}..={max} ({what})")),
+                other => Err(format!("{other} is not an integer ({what})")),
+            }
+        }
+    };
+    let unsigned = |v: Option<Vec<i64>>| v.map(|v| v.into_iter().map(|x| x as u64).collect::<Vec<u64>>());
+    let max_par = i64::from(wattflip_uflip::pattern::MAX_PARALLEL);
+    let o = PlanOverrides {
+        io_sizes: value_list(l, &key("io_sizes"), &r.io_sizes, sizes("IO sizes", false)),
+        io_shifts: value_list(l, &key("io_shifts"), &r.io_shifts, sizes("IO shifts", true)),
+        target_size_ios: unsigned(value_list(l, &key("target_size_ios"), &r.target_size_ios, int(1, 1 << 40, "TargetSize in IOs"))),
+        partitions: unsigned(value_list(l, &key("partitions"), &r.partitions, int(1, 1 << 20, "number of partitions"))),
+        orders: value_list(l, &key("orders"), &r.orders, int(-(1 << 20), 1 << 20, "increment: -1 reverse, 0 in place, k strided")),
+        parallel_degrees: value_list(l, &key("parallel_degrees"), &r.parallel_degrees, int(1, max_par, "threads"))
+            .map(|v| v.into_iter().map(|x| x as u32).collect()),
+        mix_ratios: value_list(l, &key("mix_ratios"), &r.mix_ratios, int(-(1 << 20), 1 << 20, "IOs of one pattern per IO of the other; negative swaps them")),
+        pause_io_us: unsigned(value_list(l, &key("pause_io_us"), &r.pause_io_us, int(0, 60_000_000, "microseconds after every IO"))),
+        burst_io: unsigned(value_list(l, &key("burst_io"), &r.burst_io, int(1, 1 << 30, "IOs per burst"))),
+        io_count: baseline_counts(l, &key("io_count"), &r.io_count, 1),
+        ignore_io: baseline_counts(l, &key("ignore_io"), &r.ignore_io, 0),
+    };
+    for (k, bench) in o.overridden_lists() {
+        if !benches.contains(&bench) {
+            l.problem(key(k), format!("has no effect: it is the value list of {bench}, which this probe does not run (add it to bench)"));
+        }
+    }
+    // IgnoreIO is the start-up phase, IOCount the whole run: a run must have a running phase.
+    let table = profile.options(0).counts;
+    for (i, (_, name)) in BASELINES.iter().enumerate() {
+        if o.io_count[i].is_none() && o.ignore_io[i].is_none() {
+            continue;
+        }
+        let (count, ignore) = (o.io_count[i].unwrap_or(table.io_count[i]), o.ignore_io[i].unwrap_or(table.ignore_io[i]));
+        if ignore >= count {
+            let at = if o.ignore_io[i].is_some() { key(&format!("ignore_io.{name}")) } else { key(&format!("io_count.{name}")) };
+            l.problem(at, format!("IgnoreIO {ignore} is not below IOCount {count} for {name} (counts not set here are the {} profile's); raise io_count.{name} or lower ignore_io.{name}", profile.as_str()));
+        }
+    }
+    o
+}
+
+/// One value list: a non-empty TOML array whose items `item` accepts, without repeats. `None`
+/// (and a problem) when anything is wrong, so the profile's list stands in while checking goes on.
+fn value_list<T: PartialEq + std::fmt::Display>(
+    l: &mut Loader,
+    key: &str,
+    raw: &Option<toml::Value>,
+    item: impl Fn(&toml::Value) -> Result<T, String>,
+) -> Option<Vec<T>> {
+    let raw = raw.as_ref()?;
+    let Some(items) = raw.as_array() else {
+        l.problem(key, format!("{raw} is not a list; write e.g. [1, 4, 16]"));
+        return None;
+    };
+    if items.is_empty() {
+        l.problem(key, "is empty: list at least one value, or leave the key out to keep the profile's list");
+        return None;
+    }
+    let mut out: Vec<T> = Vec::new();
+    let mut ok = true;
+    for (j, v) in items.iter().enumerate() {
+        match item(v) {
+            Ok(x) if out.contains(&x) => {
+                l.problem(format!("{key}[{j}]"), format!("{x} is listed twice; each value is one point of the experiment"));
+                ok = false;
+            }
+            Ok(x) => out.push(x),
+            Err(e) => {
+                l.problem(format!("{key}[{j}]"), e);
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// A per-baseline table such as `io_count = { SR = 128, RW = 512 }` (keys SR, RR, SW, RW).
+fn baseline_counts(l: &mut Loader, key: &str, raw: &Option<toml::Value>, min: i64) -> [Option<u64>; 4] {
+    let mut out = [None; 4];
+    let Some(raw) = raw else { return out };
+    let Some(table) = raw.as_table() else {
+        l.problem(key, format!("{raw} is not a table; write e.g. {{ SR = 128, RR = 256, SW = 128, RW = 512 }}"));
+        return out;
+    };
+    for (k, v) in table {
+        let at = format!("{key}.{k}");
+        let Some(i) = BASELINES.iter().position(|(_, n)| n == k) else {
+            l.problem(at, "unknown baseline; use SR, RR, SW or RW");
+            continue;
+        };
+        match v {
+            toml::Value::Integer(n) if *n >= min => out[i] = Some(*n as u64),
+            toml::Value::Integer(n) => l.problem(at, format!("{n} is below {min}")),
+            other => l.problem(at, format!("{other} is not a number of IOs")),
+        }
+    }
+    out
 }
 
 fn drives_config(r: RawDrives, l: &mut Loader) -> DrivesConfig {
@@ -559,6 +772,137 @@ mod tests {
         .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, vec!["probes[0].schedule", "probes[0].size", "probes[0].bench", "probes[1].name", "probes[1].target"]);
+    }
+
+    const TLS: &str = "[tls]\ninsecure_plaintext_loopback_only = true\n";
+
+    #[test]
+    fn probe_value_lists_and_counts() {
+        let c = parse(&format!(
+            "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\nbench = \"granularity,order,mix\"\nvalues = \"spec\"\n\
+             io_sizes = [\"4KiB\", 32768]\norders = [-1, 0, 8]\nmix_ratios = [-2, 2]\nrepetitions = 2\n\
+             io_count = {{ SR = 64, RW = 600 }}\nignore_io = {{ RW = 10 }}\n\
+             [[probes]]\nschedule = \"0 0 4 * * *\"\ntarget = \"/y\"\nquick = true\n{TLS}"
+        ))
+        .unwrap();
+        let a = &c.probes[0].args;
+        assert_eq!(a.values, ValuesProfile::Spec);
+        assert_eq!(a.repetitions, Some(2));
+        assert_eq!(
+            a.overrides,
+            PlanOverrides {
+                io_sizes: Some(vec![4096, 32768]),
+                orders: Some(vec![-1, 0, 8]),
+                mix_ratios: Some(vec![-2, 2]),
+                io_count: [Some(64), None, None, Some(600)],
+                ignore_io: [None, None, None, Some(10)],
+                ..Default::default()
+            }
+        );
+        // `quick = true` alone means the quick values; no overrides.
+        assert_eq!((c.probes[1].args.values, &c.probes[1].args.overrides), (ValuesProfile::Quick, &PlanOverrides::default()));
+    }
+
+    #[test]
+    fn scheduled_probes_record_power() {
+        let c = parse(&format!(
+            "[sources]\nsysfs_root = \"/tmp/sys\"\nrapl = false\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\npower_interval = \"2ms\"\nidle = \"300ms\"\ntail = \"2s\"\npower_zone = \"SSD 12V\"\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/z\"\npower = false\n{TLS}"
+        ))
+        .unwrap();
+        let e = c.probes[0].energy.as_ref().unwrap();
+        assert_eq!((e.sysfs_root.as_path(), e.kinds.rapl, e.kinds.hwmon), (Path::new("/tmp/sys"), false, true));
+        assert_eq!((e.period, e.idle, e.tail), (Duration::from_millis(2), Duration::from_millis(300), Duration::from_secs(2)));
+        assert_eq!(e.zone.as_deref(), Some("SSD 12V"));
+        assert_eq!(e.drives, c.drives);
+        // The `probe` command's defaults.
+        let d = c.probes[1].energy.as_ref().unwrap();
+        assert_eq!((d.period, d.idle, d.tail, d.zone.as_deref()), (Duration::from_millis(5), Duration::from_secs(1), Duration::from_secs(1), None));
+        assert!(c.probes[2].energy.is_none());
+
+        let err = parse(&format!(
+            "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\npower_interval = \"100us\"\nidle = \"a while\"\ntail = \"20m\"\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\npower = false\ntail = \"1s\"\npower_zone = \"SSD 12V\"\n{TLS}"
+        ))
+        .unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["probes[0].power_interval", "probes[0].idle", "probes[0].tail", "probes[1].tail", "probes[1].power_zone"]);
+        assert_eq!(err.problems[0].message, "100µs is outside 1ms..=1s");
+        assert_eq!(err.problems[3].message, "has no effect with power = false; remove it or turn power recording on");
+    }
+
+    #[test]
+    fn an_override_gives_exactly_its_runs() {
+        let c = parse(&format!(
+            "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\nbench = \"granularity\"\n\
+             io_sizes = [\"4KiB\", \"32KiB\"]\nrepetitions = 2\nio_count = {{ SR = 64, RW = 600 }}\nignore_io = {{ RW = 10 }}\n{TLS}"
+        ))
+        .unwrap();
+        let plan = wattflip_uflip::plan(&crate::probes::plan_options(&c.probes[0].args, 1 << 30));
+        let runs: Vec<(String, f64, u32, u64, u64, u64)> = plan
+            .runs
+            .iter()
+            .map(|r| match &r.work {
+                wattflip_uflip::plan::Work::Pattern(p) => (r.experiment.clone(), r.value, r.repetition, p[0].io_size, p[0].io_count, p[0].ignore_io),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let mut expect = Vec::new();
+        // uFLIP's order: the read-only experiments, then random writes (16), then sequential (23).
+        // Counts: SR and RW from the override, RR and SW (and IgnoreIO but RW's) from `small`.
+        for (base, count, ignore) in [("SR", 64, 0), ("RR", 256, 0), ("RW", 600, 10), ("SW", 128, 0)] {
+            for size in [4096u64, 32768] {
+                for rep in 0..2 {
+                    expect.push((format!("granularity/{base}"), size as f64, rep, size, count, ignore));
+                }
+            }
+        }
+        assert_eq!(runs, expect);
+    }
+
+    #[test]
+    fn every_bad_probe_value_is_named() {
+        let err = parse(&format!(
+            "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\nvalues = \"huge\"\nrepetitions = 0\n\
+             io_sizes = [\"4KiB\", \"1000B\", 0, \"4KiB\", \"big\", -512, true]\nio_shifts = \"512\"\n\
+             target_size_ios = [0]\npartitions = []\norders = [1.5]\nparallel_degrees = [0, 33]\nmix_ratios = [\"1\"]\n\
+             pause_io_us = [-1]\nburst_io = [0]\nio_count = {{ SR = 0, XX = 5, RR = \"many\" }}\nignore_io = [1]\n\
+             [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\nbench = \"granularity\"\nquick = true\nvalues = \"spec\"\n\
+             partitions = [4]\nignore_io = {{ RW = 128 }}\n{TLS}"
+        ))
+        .unwrap_err();
+        let got: Vec<(&str, &str)> = err.problems.iter().map(|p| (p.path.as_str(), p.message.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("probes[0].values", "`huge` is not a value profile; use spec (ufip.md §4.3 lists), small or quick"),
+                ("probes[0].repetitions", "must be at least 1 (uFLIP's nbRun: runs per value)"),
+                ("probes[0].io_sizes[1]", "1000 bytes is not a multiple of 512 (a sector); O_DIRECT IO needs sector-aligned IO sizes"),
+                ("probes[0].io_sizes[2]", "0 bytes: an IO needs at least one 512-byte sector"),
+                ("probes[0].io_sizes[3]", "4096 is listed twice; each value is one point of the experiment"),
+                ("probes[0].io_sizes[4]", "`big` is not a size (couldn't parse \"big\" into a ByteSize, cannot parse float from empty string); write e.g. 1GiB or 512MiB"),
+                ("probes[0].io_sizes[5]", "-512 is negative; IO sizes are sizes in bytes"),
+                ("probes[0].io_sizes[6]", "true is not a size; write e.g. \"4KiB\" or a number of bytes"),
+                ("probes[0].io_shifts", "\"512\" is not a list; write e.g. [1, 4, 16]"),
+                ("probes[0].target_size_ios[0]", "0 is outside 1..=1099511627776 (TargetSize in IOs)"),
+                ("probes[0].partitions", "is empty: list at least one value, or leave the key out to keep the profile's list"),
+                ("probes[0].orders[0]", "1.5 is not an integer (increment: -1 reverse, 0 in place, k strided)"),
+                ("probes[0].parallel_degrees[0]", "0 is outside 1..=32 (threads)"),
+                ("probes[0].parallel_degrees[1]", "33 is outside 1..=32 (threads)"),
+                ("probes[0].mix_ratios[0]", "\"1\" is not an integer (IOs of one pattern per IO of the other; negative swaps them)"),
+                ("probes[0].pause_io_us[0]", "-1 is outside 0..=60000000 (microseconds after every IO)"),
+                ("probes[0].burst_io[0]", "0 is outside 1..=1073741824 (IOs per burst)"),
+                ("probes[0].io_count.RR", "\"many\" is not a number of IOs"),
+                ("probes[0].io_count.SR", "0 is below 1"),
+                ("probes[0].io_count.XX", "unknown baseline; use SR, RR, SW or RW"),
+                ("probes[0].ignore_io", "[1] is not a table; write e.g. { SR = 128, RR = 256, SW = 128, RW = 512 }"),
+                ("probes[1].values", "`spec` contradicts quick = true (the quick plan has the quick values); remove one of them"),
+                ("probes[1].partitions", "has no effect: it is the value list of partitioning, which this probe does not run (add it to bench)"),
+                ("probes[1].ignore_io.RW", "IgnoreIO 128 is not below IOCount 128 for RW (counts not set here are the quick profile's); raise io_count.RW or lower ignore_io.RW"),
+            ]
+        );
     }
 
     #[test]

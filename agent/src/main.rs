@@ -45,7 +45,7 @@ enum Command {
         config: PathBuf,
     },
     /// Run uFLIP micro-benchmarks on a file or block device and write the results to a folder.
-    Probe(ProbeCli),
+    Probe(Box<ProbeCli>),
     /// Shunt and oscilloscope traces.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -90,6 +90,10 @@ struct ProbeCli {
     /// Reduced Granularity plan (SR, RR, SW, RW at 4, 32, 128 KiB): well under a minute on a file.
     #[arg(long)]
     quick: bool,
+    /// Value lists and IO counts: spec (ufip.md §4.3 lists, §2 counts: 1 044 runs with all; for a
+    /// real drive), small (3–4 points per experiment, fits a 1 GiB file) or quick (--quick's).
+    #[arg(long, default_value = "small", conflicts_with = "quick")]
+    values: String,
     /// Bring the target to a known state first: random (uFLIP's), seq, or none.
     #[arg(long, default_value = "none")]
     format: String,
@@ -139,7 +143,8 @@ struct ProbeCli {
     pause: Option<String>,
     /// Calibrate instead of probing: run uFLIP's preparation runs (SPE and the long SIO runs),
     /// choose IgnoreIO (start-up phase) and IOCount (running phase) per baseline, and store them in
-    /// --out/calibration.json, where later probes of the same target pick them up.
+    /// --out/calibration/ under the target's identity (serial, or a file's path), where later
+    /// probes of the same target, also scheduled ones with this `out`, pick them up.
     #[arg(long)]
     calibrate: bool,
     /// Run the load ladder instead of uFLIP: active idle, then RR and RW at graduated fractions of
@@ -297,7 +302,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Probe(p) => probe(p),
+        Command::Probe(p) => probe(*p),
         Command::Trace(TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config }) => {
             let unit = match time_unit.as_str() {
                 "s" => wattflip_energy::TimeUnit::Seconds,
@@ -416,12 +421,15 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     let size = probes::parse_size(&p.size).map_err(|e| anyhow::anyhow!("--size {e}"))?;
     let benches = probes::parse_benches(&p.bench).map_err(|e| anyhow::anyhow!("--bench: {e}"))?;
     let format = probes::parse_format(&p.format).map_err(|e| anyhow::anyhow!("--format {e}"))?;
+    let values = probes::ValuesProfile::parse(&p.values).map_err(|e| anyhow::anyhow!("--values {e}"))?;
     let cfg = load_config(p.config.as_deref())?;
     let args = ProbeArgs {
         target: p.target,
         size,
         benches,
         quick: p.quick,
+        values,
+        overrides: probes::PlanOverrides::default(),
         format,
         repetitions: p.repetitions,
         out: p.out.clone(),
@@ -448,18 +456,17 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     let mut args = args;
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
     if p.calibrate {
-        let (report, c) = probes::calibrate(&args, show)?;
+        let (report, c, stored_in) = probes::calibrate(&args, show)?;
         println!("{} preparation runs on {}", report.runs.len(), report.target.path.display());
         println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
         for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
             println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
         }
-        println!("stored in {} for {}", p.out.join(probes::CALIBRATION_FILE).display(), c.target);
+        println!("stored in {} for {}", stored_in.display(), c.target);
         return Ok(());
     }
-    if let Some(c) = probes::stored_calibration(&p.out, &args.target) {
-        println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, p.out.join(probes::CALIBRATION_FILE).display(), c.counts.io_count, c.counts.ignore_io);
-        args.counts = Some(c.counts);
+    if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
+        println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, from.display(), c.counts.io_count, c.counts.ignore_io);
     }
     let energy_opts = probes::EnergyOptions {
         sysfs_root: cfg.sysfs_root.clone(),
@@ -501,11 +508,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let measured = if p.no_power {
-        probes::Measured { report: probes::run_probe(&args, show)?, energy: None, power: None, energy_note: "--no-power".into() }
-    } else {
-        probes::run_probe_measured(&args, show, &energy_opts)?
-    };
+    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power")?;
     let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let written = output::write_all(&p.out, &report, measured.energy.as_ref(), measured.power.as_ref(), &tags)?;

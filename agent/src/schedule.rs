@@ -3,7 +3,10 @@
 //! own fixed offset in `[0, jitter)`, derived from its agent id and the schedule name, so a fleet
 //! with one config does not hit shared storage or power feeds at the same second. Probes on the
 //! same device never overlap: each device has a lock that a probe holds for its whole run.
-//! Results go to the exporter as one batch per probe, like any other sample.
+//! A probe uses the calibration stored for its target in its `out` folder (`probe --calibrate
+//! --out` the same folder). Power is recorded around each probe and every run carries its energy, through the same
+//! function as the `probe` command. Results go to the exporter as one batch per probe, like any
+//! other sample.
 
 use crate::probes::{self, convert, ProbeArgs};
 use chrono::{DateTime, Utc};
@@ -23,6 +26,9 @@ pub struct ProbeJob {
     pub args: ProbeArgs,
     /// Keep a local copy of each run's results under `<out>/<name>-<start>/`.
     pub keep_results: bool,
+    /// Power recorded during the probe for per-run energy, like `probe` does; `None` with
+    /// `power = false`.
+    pub energy: Option<probes::EnergyOptions>,
 }
 
 impl PartialEq for ProbeJob {
@@ -105,23 +111,33 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
         };
         tracing::info!(probe = %job.name, target = %job.args.target.display(), "scheduled probe starting");
         let args = job.args.clone();
+        let energy = job.energy.clone();
         let keep = job.keep_results;
         let name = job.name.clone();
+        let host = agent_id.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let report = probes::run_probe(&args, false)?;
-            if keep {
-                let dir = args.out.join(format!("{name}-{}", report.started_ns));
-                let tags = wattflip_proto::schema::HostTags::default();
-                probes::output::write_all(&dir, &report, None, None, &tags)?;
+            let mut args = args;
+            // Read at every fire: a calibration made after the agent started is picked up.
+            if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
+                tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
             }
-            Ok::<_, probes::ProbeCmdError>(report)
+            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry")?;
+            if keep {
+                let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
+                let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };
+                probes::output::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
+            }
+            Ok::<_, probes::ProbeCmdError>(m)
         })
         .await;
         drop(guard);
         let batch = match result {
-            Ok(Ok(report)) => {
-                tracing::info!(probe = %job.name, runs = report.runs.len(), "scheduled probe finished");
-                convert::batch(&report, None)
+            Ok(Ok(m)) => {
+                match &m.energy {
+                    Some(e) => tracing::info!(probe = %job.name, runs = m.report.runs.len(), with_energy = e.runs.len(), "scheduled probe finished"),
+                    None => tracing::info!(probe = %job.name, runs = m.report.runs.len(), "scheduled probe finished; no per-run energy: {}", m.energy_note),
+                }
+                convert::batch(&m.report, m.energy.as_ref())
             }
             Ok(Err(e)) => {
                 tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
@@ -150,6 +166,8 @@ mod tests {
                 size: 1 << 30,
                 benches: vec![],
                 quick: true,
+                values: Default::default(),
+                overrides: Default::default(),
                 format: None,
                 repetitions: None,
                 out: PathBuf::from("/tmp/out"),
@@ -162,6 +180,7 @@ mod tests {
                 counts: None,
             },
             keep_results: false,
+            energy: None,
         }
     }
 

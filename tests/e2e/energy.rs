@@ -1,6 +1,7 @@
 //! Per-run energy through the real agent binary: power recorded live during a probe (a fixture
 //! shunt monitor at a constant 6 W), and an imported shunt trace with known runs and tails aligned
-//! with a probe report, sent through the collector into InfluxDB.
+//! with a probe report, sent through the collector into InfluxDB; and scheduled probes in `run`
+//! mode, whose runs reach InfluxDB with their energy.
 
 use std::path::Path;
 use std::process::Command;
@@ -65,6 +66,52 @@ fn live_power_during_a_probe_gives_energy_per_run() {
     assert!(rows.len() > 300 && rows.iter().all(|r| r.ends_with(",6")), "{} rows", rows.len());
     let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
     assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
+}
+
+#[test]
+fn scheduled_probes_in_run_mode_carry_energy_per_run_into_influx() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_sched_energy");
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let target = dir.path().join("sched.dat");
+    let cfg = agent_config(
+        dir.path(),
+        &format!(
+            "agent_id = \"sched-energy\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"100ms\"\n\
+             [sources]\nsysfs_root = \"{}\"\nrapl = false\n\
+             [[probes]]\nname = \"every-second\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"128MiB\"\nquick = true\n\
+             power_interval = \"1ms\"\nidle = \"300ms\"\ntail = \"300ms\"\npower_zone = \"ina3221-0-0041/SSD 12V\"\n{}",
+            collector.url,
+            sys.display(),
+            target.display(),
+            pki().agent_tls("sched-energy")
+        ),
+    );
+    let mut child = spawn_agent(dir.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "20"]);
+    let status = wait_child(&mut child, std::time::Duration::from_secs(120), dir.path());
+    assert!(status.success(), "{}", std::fs::read_to_string(dir.path().join("agent.stderr")).unwrap());
+    let rows = influx.rows(
+        "wf_sched_energy",
+        "SELECT run_id, end_ns, energy_j, energy_above_idle_j, background_energy_j, idle_baseline_w, energy_source \
+         FROM probe_run WHERE host = 'sched-energy'",
+    );
+    assert!(!rows.is_empty(), "the schedule fired at least once in 2 s");
+    let mut per_probe: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in &rows {
+        let run_id = r[1].as_str().unwrap();
+        *per_probe.entry(run_id.split('-').next().unwrap().to_string()).or_default() += 1;
+        // The fixture's 6 W rail, recorded by the same path as `probe`: every run has its energy.
+        assert_eq!(r[7].as_str(), Some("hwmon:ina3221-0-0041/SSD 12V"), "{r:?}");
+        assert_eq!(f(&r[6]), 6.0, "idle baseline of {run_id}");
+        assert_eq!(f(&r[4]), 0.0, "nothing above a flat rail in {run_id}");
+        assert_eq!(f(&r[5]), 0.0, "no background work on a flat rail in {run_id}");
+        // Total = 6 W × the run's duration (first IO to end), within the live test's tolerance.
+        let secs = (f(&r[2]) - f(&r[0])) / 1e9;
+        let total = f(&r[3]);
+        assert!((total - 6.0 * secs).abs() <= 6.0 * 0.025, "run {run_id}: {total} J vs 6 W × {secs} s");
+    }
+    assert!(per_probe.values().all(|&n| n == 12), "every scheduled quick probe delivered its 12 runs: {per_probe:?}");
 }
 
 /// Power of the paper's shunt circuit: P = (V/R)(U − V). Inverse for the test's trace.

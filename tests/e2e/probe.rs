@@ -210,3 +210,54 @@ fn calibration_is_stored_and_reused_by_the_next_probe() {
         assert_eq!((r["io_count"].as_u64(), r["ignore_io"].as_u64()), (Some(counts[i]), Some(ignore[i])), "{}", r["experiment"]);
     }
 }
+
+#[test]
+fn two_targets_calibrated_in_one_store_and_a_scheduled_probe_uses_its_own() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_sched_cal");
+    let dir = disk_dir();
+    let out = dir.path().join("out");
+    let (a, b) = (dir.path().join("a.dat"), dir.path().join("b.dat"));
+    for t in [&a, &b] {
+        let o = agent(&["probe", "--calibrate", "--repetitions", "1", "--size", "128MiB", "--target", t.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    }
+    // Both calibrations are kept, one file per target, each naming its own.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(out.join("calibration")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let stored: Vec<serde_json::Value> = files.iter().map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap()).collect();
+    let mut targets: Vec<&str> = stored.iter().map(|c| c["target"].as_str().unwrap()).collect();
+    targets.sort();
+    assert_eq!(targets, vec![a.to_str().unwrap(), b.to_str().unwrap()]);
+    // calibration.json is the latest (B). A's own file gets counts no calibration would choose, so
+    // the scheduled probe of A can only have them from A's entry.
+    let latest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("calibration.json")).unwrap()).unwrap();
+    assert_eq!(latest["target"].as_str(), b.to_str());
+    let a_file = &files[stored.iter().position(|c| c["target"].as_str() == a.to_str()).unwrap()];
+    let mut a_cal = stored.iter().find(|c| c["target"].as_str() == a.to_str()).unwrap().clone();
+    a_cal["counts"] = serde_json::json!({"io_count": [96, 97, 98, 99], "ignore_io": [1, 2, 3, 4]});
+    std::fs::write(a_file, serde_json::to_vec(&a_cal).unwrap()).unwrap();
+
+    let cfg = agent_config(
+        dir.path(),
+        &format!(
+            "agent_id = \"sched-cal\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"100ms\"\n[sources]\nrapl = false\nhwmon = false\n\
+             [[probes]]\nname = \"a\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"128MiB\"\nout = \"{}\"\n\
+             bench = \"granularity\"\nio_sizes = [\"4KiB\"]\nrepetitions = 1\npower = false\n{}",
+            collector.url,
+            a.display(),
+            out.display(),
+            pki().agent_tls("sched-cal")
+        ),
+    );
+    let mut child = spawn_agent(dir.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "15"]);
+    let status = wait_child(&mut child, Duration::from_secs(120), dir.path());
+    assert!(status.success(), "{}", std::fs::read_to_string(dir.path().join("agent.stderr")).unwrap());
+    let rows = influx.rows("wf_sched_cal", "SELECT pattern, io_count, ignore_io FROM probe_run WHERE host = 'sched-cal'");
+    assert!(!rows.is_empty(), "the schedule fired at least once");
+    assert_eq!(rows.len() % 4, 0, "granularity at 4 KiB: SR, RR, RW, SW per probe: {rows:?}");
+    for r in &rows {
+        let i = ["SR", "RR", "SW", "RW"].iter().position(|b| r[1] == *b).unwrap();
+        assert_eq!((r[2].as_u64(), r[3].as_u64()), (Some(96 + i as u64), Some(1 + i as u64)), "{r:?}");
+    }
+}

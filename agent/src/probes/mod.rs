@@ -1,16 +1,21 @@
 //! The `probe` command: builds a uFLIP plan (engine in the `wattflip-uflip` crate), opens the
 //! target with its safety checks, runs with a progress bar, writes the results to a local folder
 //! (`output`), and optionally streams them to a collector (`stream`). A new output format is a
-//! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`.
+//! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`, and
+//! value lists and counts are a profile plus overrides (`values`).
 
+pub mod calibration;
 pub mod convert;
 pub mod ladder;
 pub mod output;
 pub mod stream;
+pub mod values;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use calibration::{apply_stored_calibration, calibrate, stored_calibration, StoredCalibration, CALIBRATION_FILE};
+pub use values::{PlanOverrides, ValuesProfile};
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
 /// Everything `wattflip-agent probe` was asked for.
@@ -19,7 +24,12 @@ pub struct ProbeArgs {
     pub target: PathBuf,
     pub size: u64,
     pub benches: Vec<Bench>,
+    /// The reduced demo plan: Granularity only, `quick` values (overrides `benches`).
     pub quick: bool,
+    /// Value lists and counts to start from (`quick` implies [`ValuesProfile::Quick`]).
+    pub values: ValuesProfile,
+    /// Per-parameter value lists and counts that replace the profile's (`[[probes]]` entries).
+    pub overrides: PlanOverrides,
     pub format: Option<FormatKind>,
     pub repetitions: Option<u32>,
     pub out: PathBuf,
@@ -69,9 +79,11 @@ pub fn parse_benches(s: &str) -> Result<Vec<Bench>, String> {
     Bench::parse_list(s).map_err(|e| e.to_string())
 }
 
-/// Maps the command line onto engine options. `--quick` is the reduced Granularity plan.
+/// Maps the command line onto engine options. `--quick` is the reduced Granularity plan; the
+/// profile's counts give way to a stored calibration, and explicit overrides win over both.
 pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
-    let mut o = if a.quick { PlanOptions::quick(device_size) } else { PlanOptions::small(device_size) };
+    let profile = a.profile();
+    let mut o = profile.options(device_size);
     if !a.quick {
         o.benches = a.benches.clone();
     }
@@ -86,12 +98,24 @@ pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
         o.pause_between_runs = p;
     }
     // A calibration sizes full probes; the quick plan keeps its short demo runs.
-    if let Some(c) = a.counts.as_ref().filter(|_| !a.quick) {
+    if let Some(c) = a.counts.as_ref().filter(|_| profile != ValuesProfile::Quick) {
         o.counts = c.clone();
     }
+    a.overrides.apply(&mut o);
     o.emit_fio_iolog = a.emit_fio_iolog.clone();
     o.trace_dir = a.io_trace.clone();
     o
+}
+
+impl ProbeArgs {
+    /// The value profile in effect: `quick` forces the quick one.
+    pub fn profile(&self) -> ValuesProfile {
+        if self.quick {
+            ValuesProfile::Quick
+        } else {
+            self.values
+        }
+    }
 }
 
 /// Progress: "run i of N, experiment, ETA".
@@ -162,6 +186,16 @@ pub struct Measured {
     pub power: Option<crate::energy::live::ZoneSeries>,
     /// Why there is no energy, when there is none.
     pub energy_note: String,
+}
+
+/// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
+/// (`--no-power`, `power = false`) the report alone, `off` saying why. The one path of the CLI
+/// and of scheduled probes.
+pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
+    match e {
+        Some(e) => run_probe_measured(a, show_progress, e),
+        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, energy_note: off.to_string() }),
+    }
 }
 
 /// Runs the probe while recording power (if this host has a power source), then aligns the two.
@@ -259,48 +293,4 @@ mod tests {
         assert_eq!(super::nvme_controller(Path::new("/dev/sda")), None);
         assert_eq!(super::nvme_controller(Path::new("/tmp/nvmex")), None);
     }
-}
-
-/// A calibration of one target (ufip.md §6.2–6.3): the preparation runs' IgnoreIO/IOCount per
-/// baseline, stored in the result folder and reused by later probes of the same target.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct StoredCalibration {
-    /// The target's identity (serial, `loop:<file>`, or its path for a file).
-    pub target: String,
-    pub created_ns: u64,
-    pub counts: uflip::BaselineTable,
-}
-
-pub const CALIBRATION_FILE: &str = "calibration.json";
-
-fn identity(report: &ProbeReport) -> String {
-    report.target.identity.clone().or_else(|| report.target.serial.clone()).unwrap_or_else(|| report.target.path.display().to_string())
-}
-
-/// Runs the preparation runs only (SPE and the four SIO runs), derives IgnoreIO and IOCount per
-/// baseline, and stores them in `<out>/calibration.json`.
-pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, StoredCalibration), ProbeCmdError> {
-    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
-    let mut o = plan_options(a, target.size);
-    o.benches = Vec::new();
-    o.prepare = true;
-    let plan = uflip::plan(&o);
-    let bar = if show_progress { ProgressBar::new(plan.runs.len() as u64) } else { ProgressBar::hidden() };
-    let mut progress = Progress { bar };
-    let report = uflip::run(&target, &plan, &mut progress)?;
-    progress.bar.finish_and_clear();
-    let counts = uflip::calibrate_from_report(&report, &uflip::CalibrationRule::default(), &o.counts);
-    let stored = StoredCalibration { target: identity(&report), created_ns: report.started_ns, counts };
-    std::fs::create_dir_all(&a.out).map_err(|e| ProbeCmdError::Output { path: a.out.clone(), source: e })?;
-    let path = a.out.join(CALIBRATION_FILE);
-    std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap_or_default()).map_err(|e| ProbeCmdError::Output { path, source: e })?;
-    Ok((report, stored))
-}
-
-/// The stored calibration in `out`, if it belongs to `target` (same identity or path).
-pub fn stored_calibration(out: &Path, target: &Path) -> Option<StoredCalibration> {
-    let c: StoredCalibration = serde_json::from_str(&std::fs::read_to_string(out.join(CALIBRATION_FILE)).ok()?).ok()?;
-    let path = target.display().to_string();
-    let matches = c.target == path || std::fs::canonicalize(target).ok().is_some_and(|p| c.target.ends_with(&p.display().to_string()));
-    matches.then_some(c)
 }

@@ -236,17 +236,20 @@ impl Target {
         })
     }
 
+    /// The stable identity (serial, wwid, `loop:<backing file>`) of the block device at `path`,
+    /// read from sysfs without opening it; `None` for anything else or a device without one.
+    /// Stores keyed by device (calibrations) use it to find a target before probing it.
+    pub fn block_identity(path: &Path, roots: &HostRoots) -> Option<String> {
+        let m = fs::metadata(path).ok()?;
+        if !m.file_type().is_block_device() {
+            return None;
+        }
+        block_info_at(path, roots, m.rdev()).identity
+    }
+
     fn open_block(opts: &TargetOptions, rdev: u64) -> Result<Target, TargetError> {
         let path = opts.path.clone();
-        let dev = safety::split_dev(rdev);
-        let name = safety::block_name(&opts.roots, dev)
-            .or_else(|| {
-                fs::canonicalize(&path)
-                    .ok()
-                    .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            })
-            .unwrap_or_default();
-        let info = safety::block_info(&opts.roots, &name, dev);
+        let info = block_info_at(&path, &opts.roots, rdev);
         let mut f = fs::File::open(&path).map_err(|source| TargetError::Open {
             path: path.clone(),
             source,
@@ -295,6 +298,19 @@ impl Target {
             }),
         }
     }
+}
+
+/// Kernel name and sysfs facts of the block device node `path` with device number `rdev`.
+fn block_info_at(path: &Path, roots: &HostRoots, rdev: u64) -> safety::BlockInfo {
+    let dev = safety::split_dev(rdev);
+    let name = safety::block_name(roots, dev)
+        .or_else(|| {
+            fs::canonicalize(path)
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        })
+        .unwrap_or_default();
+    safety::block_info(roots, &name, dev)
 }
 
 /// Filesystems that live in memory: a probe there never reaches a device.
