@@ -295,7 +295,7 @@ impl Endpoint {
         let c = &self.cfg;
         let q = format!("CREATE DATABASE \"{}\"", c.database);
         let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
-        let resp = req.send().await.map_err(|e| without_url(e))?;
+        let resp = req.send().await.map_err(without_url)?;
         let status = resp.status();
         let body = resp.text().await.unwrap_or_default();
         if status.is_success() && !body.contains("\"error\"") {
