@@ -350,12 +350,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             use wattflip_agent::report::{html, influx};
             let page = match (input, influx_url, host) {
                 (Some(input), _, _) => {
-                    let path = input.join("report.json");
-                    let text = std::fs::read_to_string(&path)
-                        .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
-                    let report: wattflip_uflip::ProbeReport =
-                        serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
-                    html::render(&report)
+                    // The same reading and rendering as the probe's own report.html, energy and
+                    // recorded power included.
+                    use wattflip_agent::probes::output;
+                    let f = output::read_folder(&input)?;
+                    output::render_html(&f.report, f.energy.as_ref(), f.power.as_ref())
                 }
                 (None, Some(url), Some(host)) => {
                     html::render_report(&influx::load(&influx::Source { url, database: influx_db, host, since })?)

@@ -14,7 +14,9 @@
 #     InfluxDB for every agent id: the data went agent -> collector over mutual TLS -> InfluxDB;
 #  6. per-host agent configs with [[probes]] rendered from the inventory (render.yml): jitter,
 #     and drive-serial consent from each host's host_vars only;
-#  7. a second site.yml run must report changed=0 everywhere.
+#  7. a second site.yml run must report changed=0 everywhere;
+#  8. one host's label changed in the inventory: a third run changes that host's config only and
+#     notifies its restart handler only, and a fourth run changes nothing.
 # Nothing leaves the namespaces (no default route in them); everything is removed at the end,
 # also on failure. Needs root (namespaces, mounts). Prints one PASS/FAIL line; exits non-zero on
 # failure.
@@ -267,8 +269,8 @@ grafana_dashboards_src: $dashboards_src
 EOF
 
 # --- 3. the deployment ----------------------------------------------------------------------
-playbook() { # (without the lock's fd 9: SSH masters outlive a playbook)
-  ansible-playbook -i "$here/inventory/hosts.ini" -e "@$work/vars.yml" "$deploy/site.yml" 9>&-
+playbook() { # [more ansible-playbook args] (without the lock's fd 9: SSH masters outlive a playbook)
+  ansible-playbook -i "$here/inventory/hosts.ini" "$@" -e "@$work/vars.yml" "$deploy/site.yml" 9>&-
 }
 recap_ok() { # log, what: every host ok, none failed or unreachable (and changed=0 if asked)
   local log=$1 want_unchanged=$2 line h n=0
@@ -312,6 +314,12 @@ for h in "${agents[@]}"; do
   [ "$(san_of "$h" "$d/agent.pem")" = "DNS:$h" ] || fail "$h: agent certificate SAN is $(san_of "$h" "$d/agent.pem"), expected DNS:$h"
   on "$h" openssl verify -CAfile "$d/ca.pem" "$d/agent.pem" >/dev/null || fail "$h: agent certificate does not verify against ca.pem"
   grep -q "^agent_id = \"$h\"" <(on "$h" cat "$d/agent.toml") || fail "$h: agent_id is not $h"
+  # The governor's restore state must be writable under ProtectSystem=strict: inside the unit's
+  # StateDirectory (under the install root here), not the agent's default /var/lib/wattflip.
+  state=$(on "$h" sed -n 's/^StateDirectory=//p' "$root/etc/systemd/system/wattflip-agent.service")
+  got=$(on "$h" sed -n '/^\[drives\]/,/^\[/s/^state_dir = //p' "$d/agent.toml")
+  [ "$state" = wattflip-agent ] && [ "$got" = "\"$root/var/lib/$state/governor\"" ] \
+    || fail "$h: [drives] state_dir is ${got:-unset}, expected \"$root/var/lib/$state/governor\" (StateDirectory=$state)"
 done
 grep -q '^rack = "r2"' <(on node3 cat "$root/etc/wattflip-agent/agent.toml") || fail "node3: rack label from the inventory missing"
 grep -q '^role = "metadata"' <(on node3 cat "$root/etc/wattflip-agent/agent.toml") || fail "node3: role label from the inventory missing"
@@ -491,5 +499,52 @@ sed -n '/PLAY RECAP/,$p' "$work/logs/site-2.log"
 echo "second run: $(($(date +%s) - t0))s"
 recap_ok "$work/logs/site-2.log" yes
 if grep -E '^changed:' "$work/logs/site-2.log" >&2; then fail "second run changed something"; fi
+if grep -E '^RUNNING HANDLER' "$work/logs/site-2.log" >&2; then fail "second run notified a handler"; fi
+
+# --- 8. a change on one host restarts that host only ----------------------------------------
+# The test runs no systemd (wattflip_manage_services: false), so the agent's handlers skip the
+# systemd restart and print which host needs one: that line is the observable restart.
+step "site.yml, third run: node2's role label changed"
+# A later inventory source overrides node2's `role` alone; hosts.ini and its host_vars stay as is.
+printf '[agents]\nnode2 role=archive\n' >"$work/node2-role.ini"
+playbook -i "$work/node2-role.ini" >"$work/logs/site-3.log" 2>&1 || {
+  grep -E 'fatal|FAILED|ERROR' "$work/logs/site-3.log" | head -n 20 >&2
+  die "site.yml failed (third run)"
+}
+sed -n '/PLAY RECAP/,$p' "$work/logs/site-3.log"
+recap_ok "$work/logs/site-3.log" no
+for h in localhost "${hosts[@]}"; do
+  want=0
+  [ "$h" = node2 ] && want=1
+  grep -qE "^$h +: ok=[0-9]+ +changed=$want " "$work/logs/site-3.log" \
+    || fail "third run: $h should have changed=$want: $(grep -E "^$h +:" "$work/logs/site-3.log")"
+done
+# Each `changed:` with the task it belongs to: only node2's config.
+changes=$(awk '/^TASK \[/ { sub(/ \*+$/, ""); task = $0 } /^changed: / { print task " " $1 " " $2 }' "$work/logs/site-3.log")
+[ "$changes" = "TASK [wattflip_agent : Install the agent configuration (checked by the agent itself before it is replaced)] changed: [node2]" ] \
+  || fail "third run: expected only node2's agent config to change, got: ${changes:-nothing}"
+# Each handler result with its handler: node2's, and no other host's or service's.
+handled=$(awk '/^RUNNING HANDLER \[/ { sub(/ \*+$/, ""); h = $0; next } /^(TASK|PLAY)/ { h = "" }
+  h != "" && /^(ok|changed|skipping|fatal): \[/ { print h " " $1 " " $2 }' "$work/logs/site-3.log")
+want_handled="RUNNING HANDLER [wattflip_agent : Restart wattflip-agent] skipping: [node2]
+RUNNING HANDLER [wattflip_agent : Report the restart wattflip-agent needs] ok: [node2]"
+[ "$handled" = "$want_handled" ] || fail "third run: handlers expected for node2 only:
+$want_handled
+got:
+${handled:-none}"
+grep -q '"msg": "wattflip-agent.service on node2 needs a restart to apply the change' "$work/logs/site-3.log" \
+  || fail "third run: the handler did not report node2's pending restart"
+grep -q '^role = "archive"' <(on node2 cat "$root/etc/wattflip-agent/agent.toml") || fail "node2: the changed role label is not in its config"
+grep -q '^role = "storage"' <(on node1 cat "$root/etc/wattflip-agent/agent.toml") || fail "node1: its role label changed"
+grep -q '^role = "metadata"' <(on node3 cat "$root/etc/wattflip-agent/agent.toml") || fail "node3: its role label changed"
+
+step "site.yml, fourth run: the change is in place"
+playbook -i "$work/node2-role.ini" >"$work/logs/site-4.log" 2>&1 || {
+  grep -E 'fatal|FAILED|ERROR' "$work/logs/site-4.log" | head -n 20 >&2
+  die "site.yml failed (fourth run)"
+}
+sed -n '/PLAY RECAP/,$p' "$work/logs/site-4.log"
+recap_ok "$work/logs/site-4.log" yes
+if grep -E '^(changed:|RUNNING HANDLER)' "$work/logs/site-4.log" >&2; then fail "fourth run changed something or notified a handler"; fi
 
 ((${#failures[@]} == 0))

@@ -139,3 +139,52 @@ fn report_from_influx_names_what_is_missing() {
     let e = run(&["--influx-url", &influx.url, "--influx-db", "nope", "--host", "h"]);
     assert!(e.starts_with(&format!("wattflip-agent: InfluxDB at {} refused query `SELECT * FROM \"probe_run\" WHERE \"host\" = 'h' AND time > now() - 24h`: database not found: nope; check --influx-db", influx.url)), "{e}");
 }
+
+/// Issue 8: `report --in DIR` on the folder of a probe that recorded power must give the page the
+/// probe wrote, energy, background work and power timeline included, not the bare statistics.
+#[test]
+fn report_in_regenerates_the_probe_page_with_energy_and_power() {
+    let dir = tempfile::Builder::new().prefix("wf-report-in-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"report-in\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("report-in")));
+    let out = dir.path().join("out");
+    let agent = bin("wattflip-agent", "wattflip-agent");
+    let probe = Command::new(&agent)
+        .args(["probe", "--quick", "--size", "128MiB", "--target"])
+        .arg(dir.path().join("s.dat"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--power-zone", "ina3221-0-0041/SSD 12V", "--power-interval", "1ms", "--idle", "300ms", "--tail", "300ms"])
+        .output()
+        .expect("run wattflip-agent probe");
+    assert!(probe.status.success(), "probe failed: {}{}", String::from_utf8_lossy(&probe.stdout), String::from_utf8_lossy(&probe.stderr));
+    assert!(out.join("energy.jsonl").is_file() && out.join("power.csv").is_file(), "the probe recorded energy and power");
+
+    let page = dir.path().join("again.html");
+    let run = Command::new(&agent).args(["report", "--in"]).arg(&out).arg("-o").arg(&page).output().expect("run wattflip-agent report");
+    assert!(run.status.success(), "report --in failed: {}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(String::from_utf8_lossy(&run.stdout), format!("wrote {}\n", page.display()));
+    let html = std::fs::read_to_string(&page).expect("report written");
+    // One reading and rendering for both: the regenerated page is the probe's, byte for byte.
+    assert_eq!(html, std::fs::read_to_string(out.join("report.html")).expect("probe's report.html"), "report --in differs from the probe's page");
+
+    // Self-contained: nothing to fetch, no scripts (the SVG namespace is an identifier, not a fetch).
+    for external in [" src=", " href=", "xlink:href", "url(", "@import", "<script", "<link", "<img", "<iframe"] {
+        assert!(!html.contains(external), "report --in page references something external: `{external}`");
+    }
+    assert_eq!(html.matches("http").count(), html.matches("http://www.w3.org/2000/svg").count(), "only SVG namespaces name a URL");
+
+    // The sections the bare statistics lacked: energy per run, background work, the timeline.
+    let _ = std::fs::copy(&page, Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-in.html"));
+    assert_eq!(html.matches("<h2>").count(), 5, "device, power, energy, background work, runs (every quick run is supported on a file)");
+    for section in ["<h2>Energy</h2>\n<h3>file:s.dat</h3>", "<h2>Background work</h2>\n<h3>file:s.dat</h3>", "<h2>Power during the probe"] {
+        assert!(html.contains(section), "missing `{section}` in {}", page.display());
+    }
+    assert!(!html.contains("no power source was aligned with these runs"), "energy was read from energy.jsonl");
+    assert!(!html.contains("No power samples were aligned with this probe"), "power was read from power.csv");
+    assert!(html.contains("<tr><td class=l>hwmon:ina3221-0-0041/SSD 12V (rail)</td>"), "the power channel of power.csv");
+    // Granularity: response time, throughput, energy per IO, J/MB, background tail; then power.
+    check_in_browser(&page, 6, "report-in.png");
+}

@@ -54,6 +54,8 @@ pub enum ProbeCmdError {
     Probe(#[from] uflip::ProbeError),
     #[error("cannot write results to {path}: {source}")]
     Output { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {reason}")]
+    Input { path: PathBuf, reason: String },
 }
 
 /// Parses a size such as `1GiB`, `512MiB`, `4G` (config and command line spell it the same).
@@ -275,12 +277,8 @@ fn is_block(p: &Path) -> bool {
 /// `--pause auto`: the pause the last probe's measured background work recommends (its
 /// `energy.jsonl` in the result folder), or `None` when there is no earlier energy record.
 pub fn pause_from_previous(out: &std::path::Path) -> Option<Duration> {
-    let text = std::fs::read_to_string(out.join("energy.jsonl")).ok()?;
-    let runs: Vec<crate::energy::RunEnergyRecord> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    if runs.is_empty() {
-        return None;
-    }
-    Some(crate::energy::recommended_pause(&crate::energy::ProbeEnergy { runs, ..Default::default() }))
+    let energy = output::read_energy(out).ok().flatten().filter(|e| !e.runs.is_empty())?;
+    Some(crate::energy::recommended_pause(&energy))
 }
 
 #[cfg(test)]

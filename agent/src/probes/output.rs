@@ -1,10 +1,13 @@
 //! The local result folder of a probe: `report.json` (the whole report, input of `report`),
 //! `runs.jsonl` (one run per line), `probe_run.lp` (InfluxDB line protocol, the same points the
 //! collector would write), `summary.txt` (the tables), `report.html`, and `energy.jsonl` (per-run
-//! energy) when a power source was aligned with the probe.
+//! energy) and `power.csv` (the recorded power) when a power source was aligned with the probe.
+//! [`read_folder`] reads such a folder back and [`render_html`] draws it, so `report --in DIR`
+//! regenerates exactly the page the probe wrote.
 
 use super::convert;
-use crate::energy::ProbeEnergy;
+use crate::energy::live::ZoneSeries;
+use crate::energy::{ProbeEnergy, RunEnergyRecord};
 use std::path::{Path, PathBuf};
 use wattflip_proto::lineproto;
 use wattflip_proto::schema::{self, HostTags};
@@ -38,7 +41,7 @@ pub fn write_all(
     dir: &Path,
     report: &ProbeReport,
     energy: Option<&ProbeEnergy>,
-    power: Option<&crate::energy::live::ZoneSeries>,
+    power: Option<&ZoneSeries>,
     tags: &HostTags,
 ) -> Result<Written, super::ProbeCmdError> {
     std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
@@ -78,17 +81,10 @@ pub fn write_all(
         summary.push_str(&crate::energy::summary_table(e));
     }
     write(dir.join("summary.txt"), summary.as_bytes(), &mut files)?;
-    let trace: Vec<crate::report::model::PowerTrace> = power
-        .map(|z| crate::report::model::PowerTrace {
-            label: format!("{} ({})", z.label(), z.scope),
-            points: z.t.iter().copied().zip(z.watts.iter().copied()).collect(),
-        })
-        .into_iter()
-        .collect();
     if let Some(z) = power {
         files.push(write_power(dir, z)?);
     }
-    let html = crate::report::html::render_with_power(report, energy, trace);
+    let html = render_html(report, energy, power);
     write(dir.join("report.html"), html.as_bytes(), &mut files)?;
     Ok(Written { files, lines })
 }
@@ -97,12 +93,9 @@ pub fn write_all(
 /// the runs with energy to `probe_run.lp` (same tags and timestamps, so InfluxDB merges fields).
 pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags: &HostTags) -> Result<Vec<PathBuf>, super::ProbeCmdError> {
     let path = dir.join("energy.jsonl");
-    let mut merged: std::collections::BTreeMap<usize, crate::energy::RunEnergyRecord> = std::fs::read_to_string(&path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<crate::energy::RunEnergyRecord>(l).ok())
-        .map(|r| (r.run_id, r))
-        .collect();
+    // An unreadable earlier file stops the import: overwriting it would lose the energy it holds.
+    let mut merged: std::collections::BTreeMap<usize, RunEnergyRecord> =
+        read_energy(dir)?.into_iter().flat_map(|e| e.runs).map(|r| (r.run_id, r)).collect();
     for r in &energy.runs {
         merged.insert(r.run_id, r.clone());
     }
@@ -141,12 +134,96 @@ pub fn write_ladder(dir: &Path, l: &super::ladder::Ladder, tags: &HostTags) -> R
 
 /// The power recorded during a probe: `power.csv` (`time_ns,watts`, one row per reading of the
 /// zone the energy was attributed to), for the report's power timeline.
-pub fn write_power(dir: &Path, z: &crate::energy::live::ZoneSeries) -> Result<PathBuf, super::ProbeCmdError> {
-    let mut csv = format!("# {} (scope {})\ntime_ns,watts\n", z.label(), z.scope);
+pub fn write_power(dir: &Path, z: &ZoneSeries) -> Result<PathBuf, super::ProbeCmdError> {
+    let mut csv = format!("# {}:{} (scope {})\n{POWER_CSV_COLUMNS}\n", z.source, z.zone, z.scope);
     for (t, w) in z.t.iter().zip(&z.watts) {
         csv.push_str(&format!("{t},{w}\n"));
     }
     let mut files = Vec::new();
     write(dir.join("power.csv"), csv.as_bytes(), &mut files)?;
     Ok(dir.join("power.csv"))
+}
+
+const POWER_CSV_COLUMNS: &str = "time_ns,watts";
+
+/// The report page of a probe result: the one rendering of a local result, used by the probe
+/// when it writes `report.html` and by `report --in` from [`read_folder`], so both pages agree.
+pub fn render_html(report: &ProbeReport, energy: Option<&ProbeEnergy>, power: Option<&ZoneSeries>) -> String {
+    let trace = power
+        .map(|z| crate::report::model::PowerTrace {
+            label: format!("{} ({})", z.label(), z.scope),
+            points: z.t.iter().copied().zip(z.watts.iter().copied()).collect(),
+        })
+        .into_iter()
+        .collect();
+    crate::report::html::render_with_power(report, energy, trace)
+}
+
+/// A probe result folder read back: the report, and its energy and recorded power when the
+/// probe had a power source (or a trace was imported since).
+#[derive(Debug, Clone)]
+pub struct Folder {
+    pub report: ProbeReport,
+    pub energy: Option<ProbeEnergy>,
+    pub power: Option<ZoneSeries>,
+}
+
+fn unreadable(path: PathBuf, reason: impl std::fmt::Display) -> super::ProbeCmdError {
+    super::ProbeCmdError::Input { path, reason: reason.to_string() }
+}
+
+/// Reads `report.json` (required), `energy.jsonl` and `power.csv` (each optional) of `dir`.
+pub fn read_folder(dir: &Path) -> Result<Folder, super::ProbeCmdError> {
+    let path = dir.join("report.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| unreadable(path.clone(), format!("{e} (is {} a probe result folder?)", dir.display())))?;
+    let report: ProbeReport = serde_json::from_str(&text).map_err(|e| unreadable(path.clone(), format!("not a probe report: {e}")))?;
+    Ok(Folder { report, energy: read_energy(dir)?, power: read_power(dir)? })
+}
+
+/// `energy.jsonl` of `dir` (one [`RunEnergyRecord`] a line), `None` when the folder has none.
+pub fn read_energy(dir: &Path) -> Result<Option<ProbeEnergy>, super::ProbeCmdError> {
+    let path = dir.join("energy.jsonl");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(unreadable(path, e)),
+    };
+    let mut runs = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let r = serde_json::from_str(line)
+            .map_err(|e| unreadable(path.clone(), format!("line {}: not an energy record: {e}; delete the file or rerun the probe", i + 1)))?;
+        runs.push(r);
+    }
+    Ok(Some(ProbeEnergy { runs, ..Default::default() }))
+}
+
+/// `power.csv` of `dir` as written by [`write_power`], `None` when the folder has none.
+pub fn read_power(dir: &Path) -> Result<Option<ZoneSeries>, super::ProbeCmdError> {
+    let path = dir.join("power.csv");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(unreadable(path, e)),
+    };
+    let bad = |line: usize, what: &str| unreadable(path.clone(), format!("line {line}: {what}; delete the file or rerun the probe"));
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    // `# source:zone (scope S)`: the source never holds a colon, the zone may.
+    let (channel, scope) = header
+        .strip_prefix("# ")
+        .and_then(|h| h.strip_suffix(')'))
+        .and_then(|h| h.rsplit_once(" (scope "))
+        .ok_or_else(|| bad(1, "expected `# source:zone (scope S)`"))?;
+    let (source, zone) = channel.split_once(':').ok_or_else(|| bad(1, "expected `# source:zone (scope S)`"))?;
+    if lines.next() != Some(POWER_CSV_COLUMNS) {
+        return Err(bad(2, &format!("expected the columns `{POWER_CSV_COLUMNS}`")));
+    }
+    let mut z = ZoneSeries { source: source.into(), zone: zone.into(), scope: scope.into(), ..Default::default() };
+    for (i, line) in lines.enumerate() {
+        let row = line.split_once(',').and_then(|(t, w)| Some((t.parse::<i64>().ok()?, w.parse::<f64>().ok()?)));
+        let (t, w) = row.ok_or_else(|| bad(i + 3, &format!("`{line}` is not `time_ns,watts`")))?;
+        z.t.push(t);
+        z.watts.push(w);
+    }
+    Ok(Some(z))
 }

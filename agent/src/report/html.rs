@@ -15,13 +15,9 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// Renders the report of a local probe (no power source aligned with it today).
-pub fn render(report: &ProbeReport) -> String {
-    render_with_power(report, None, Vec::new())
-}
-
-/// Renders the report of a local probe with its per-run energy and the power trace of its window,
-/// for an agent that recorded power while probing.
+/// Renders the report of a local probe with its per-run energy and the power trace of its window
+/// (both empty when the agent had no power source). Callers go through
+/// `probes::output::render_html`, which also serves `report --in`.
 pub fn render_with_power(report: &ProbeReport, energy: Option<&crate::energy::ProbeEnergy>, power: Vec<PowerTrace>) -> String {
     render_report(&Report::from_probe(report, energy, power))
 }

@@ -70,7 +70,7 @@ impl Run {
 
 impl Report {
     /// The report of a local probe; `power` is the trace of the probe window when the agent had a
-    /// power source aligned with it (empty today: the local probe samples no power).
+    /// power source aligned with it (empty otherwise).
     pub fn from_probe(report: &ProbeReport, energy: Option<&crate::energy::ProbeEnergy>, power: Vec<PowerTrace>) -> Report {
         let t = &report.target;
         let device = crate::probes::convert::device_tag(report);

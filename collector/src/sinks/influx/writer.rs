@@ -102,6 +102,116 @@ enum PostError {
     Rejected { lines: u64, reason: String },
 }
 
+/// How many offending lines a rejection log shows, and how much of each: a conflict can hit every
+/// line of a 5,000-line request, and one line can be long.
+const SHOWN_LINES: usize = 3;
+const SHOWN_CHARS: usize = 240;
+
+/// The lines of a request that InfluxDB's 400 answer blames.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Offending {
+    /// How many lines of the request match what the answer names.
+    pub count: usize,
+    /// The first [`SHOWN_LINES`] of them, each cut to [`SHOWN_CHARS`] characters.
+    pub shown: Vec<String>,
+}
+
+/// Finds the lines of `lines` that InfluxDB 1.x's 400 answer `body` names: `unable to parse
+/// '<line>': ...` quotes them; `field type conflict: input field "f" on measurement "m" is type t`
+/// names a measurement, a field and the type sent, which the matching lines carry. Other
+/// rejections (e.g. `points beyond retention policy`) name no line: `count` is then 0.
+pub fn offending_lines(body: &str, lines: &[&str]) -> Offending {
+    // The 1.x body is `{"error":"..."}`; the quotes inside are JSON-escaped.
+    let err = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| body.to_owned());
+    let conflict = parse_conflict(&err);
+    let mut out = Offending::default();
+    for line in lines.iter().map(|l| l.trim_end_matches('\n')) {
+        let hit = err.contains(&format!("unable to parse '{line}'"))
+            || conflict.as_ref().is_some_and(|(field, measurement, kind)| {
+                line_has_field_of_type(line, measurement, field, kind)
+            });
+        if hit {
+            out.count += 1;
+            if out.shown.len() < SHOWN_LINES {
+                out.shown.push(match line.char_indices().nth(SHOWN_CHARS) {
+                    Some((cut, _)) => format!("{}…", &line[..cut]),
+                    None => line.to_owned(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// (field, measurement, type sent) from `input field "f" on measurement "m" is type t`.
+fn parse_conflict(err: &str) -> Option<(String, String, String)> {
+    let rest = err.split("input field \"").nth(1)?;
+    let (field, rest) = rest.split_once("\" on measurement \"")?;
+    let (measurement, rest) = rest.split_once("\" is type ")?;
+    let kind = rest.split(|c: char| !c.is_ascii_alphanumeric()).next()?;
+    Some((field.to_owned(), measurement.to_owned(), kind.to_owned()))
+}
+
+/// Splits `s` at unescaped `sep` outside double quotes (line protocol's escaping).
+fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
+    let (mut parts, mut start, mut escaped, mut quoted) = (Vec::new(), 0, false, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            c if c == sep && !quoted => {
+                parts.push(&s[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `line` is a point of `measurement` whose field `field` has a value of InfluxDB type
+/// `kind` (`float`, `integer`, `unsigned`, `string`, `boolean`).
+fn line_has_field_of_type(line: &str, measurement: &str, field: &str, kind: &str) -> bool {
+    let sections = split_unescaped(line, ' ');
+    let (Some(series), Some(fields)) = (sections.first(), sections.get(1)) else { return false };
+    if unescape(split_unescaped(series, ',')[0]) != measurement {
+        return false;
+    }
+    split_unescaped(fields, ',').into_iter().any(|kv| {
+        let k = split_unescaped(kv, '=')[0];
+        let Some(v) = kv.get(k.len() + 1..) else { return false };
+        let sent = if v.starts_with('"') {
+            "string"
+        } else if matches!(v, "t" | "T" | "true" | "True" | "TRUE" | "f" | "F" | "false" | "False" | "FALSE") {
+            "boolean"
+        } else if v.strip_suffix('i').is_some_and(|n| n.parse::<i64>().is_ok()) {
+            "integer"
+        } else if v.strip_suffix('u').is_some_and(|n| n.parse::<u64>().is_ok()) {
+            "unsigned"
+        } else {
+            "float"
+        };
+        unescape(k) == field && sent == kind
+    })
+}
+
 impl Endpoint {
     fn write_request(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
         let c = &self.cfg;
@@ -168,11 +278,12 @@ impl Endpoint {
                     .next()
                     .filter(|_| body.contains("dropped="))
                     .and_then(|s| s.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().ok());
-                let lines = match dropped {
-                    Some(n) if body.contains("partial write") => n.max(1),
-                    _ => lines.len() as u64,
+                let found = offending_lines(body, lines);
+                let reason = match found.shown.as_slice() {
+                    [] => body.to_string(),
+                    shown => format!("{body}; {} offending line(s) in the request, first: {}", found.count, shown.join(" | ")),
                 };
-                Err(PostError::Rejected { lines, reason: body.to_string() })
+                Err(PostError::Rejected { lines: lines_rejected(dropped, body, lines.len()), reason })
             }
             404 if body.contains("database not found") => Err(PostError::NoDatabase),
             413 => Err(PostError::TooLarge),
@@ -184,7 +295,7 @@ impl Endpoint {
         let c = &self.cfg;
         let q = format!("CREATE DATABASE \"{}\"", c.database);
         let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
-        let resp = req.send().await.map_err(|e| without_url(e))?;
+        let resp = req.send().await.map_err(without_url)?;
         let status = resp.status();
         let body = resp.text().await.unwrap_or_default();
         if status.is_success() && !body.contains("\"error\"") {
@@ -192,6 +303,14 @@ impl Endpoint {
         } else {
             Err(format!("InfluxDB answered {status}: {}", body.trim()))
         }
+    }
+}
+
+/// Lines lost to a 400: `dropped=N` of a 1.x partial write (the others are stored), else all.
+fn lines_rejected(dropped: Option<u64>, body: &str, sent: usize) -> u64 {
+    match dropped {
+        Some(n) if body.contains("partial write") => n.max(1),
+        _ => sent as u64,
     }
 }
 
@@ -308,7 +427,8 @@ impl Writer {
                     self.stats
                         .lines_written
                         .fetch_add((piece.len() as u64).saturating_sub(lines), Ordering::Relaxed);
-                    tracing::error!(rejected_lines = lines, "InfluxDB rejected data (not retried): {reason}");
+                    // Bad data stays bad: retrying it would block every later batch behind it.
+                    tracing::error!(rejected_lines = lines, "InfluxDB rejected data (not retried; fix the sender of these points): {reason}");
                 }
                 Err(PostError::TooLarge) if piece.len() > 1 => {
                     let mut a = piece;

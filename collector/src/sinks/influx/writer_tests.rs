@@ -1,7 +1,7 @@
 //! Writer behaviour against a scripted server: batching, retries, database creation, 400 handling.
 
 use super::fake_server::start;
-use super::writer::{spawn, SinkStats};
+use super::writer::{offending_lines, spawn, Offending, SinkStats};
 use crate::config::{InfluxApi, InfluxConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -104,4 +104,80 @@ async fn unreachable_influx_never_acks_and_shutdown_leaves_it_unacked() {
     tx.send(true).unwrap();
     task.await.unwrap();
     assert!(done.await.is_err(), "a batch that never reached InfluxDB is never acknowledged");
+}
+
+/// Log lines of the writer, captured for the duration of one current-thread test (the writer task
+/// runs on the test's thread, so the thread-local subscriber sees it).
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn unparsable_line_is_logged_by_its_text_and_counted() {
+    let srv = start(vec![(
+        400,
+        "{\"error\":\"partial write: unable to parse 'm,t=e v=\\\"open 1': unbalanced quotes dropped=1\"}",
+    )])
+    .await;
+    let log = Captured::default();
+    let sink = log.clone();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || sink.clone()).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let stats = Arc::new(SinkStats::default());
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let (h, _task) = spawn(cfg(&srv.url), stats.clone(), rx);
+    let sent = vec!["m,t=e v=0 0\n".to_string(), "m,t=e v=\"open 1\n".to_string(), "m,t=e v=2 2\n".to_string()];
+    let done = h.write(sent).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), done).await.unwrap().unwrap();
+    assert_eq!(srv.received.lock().unwrap().len(), 1, "a 400 is not retried");
+    assert_eq!(stats.lines_rejected.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.lines_written.load(Ordering::Relaxed), 2);
+    let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let expected = "ERROR wattflip_collector::sinks::influx::writer: InfluxDB rejected data (not retried; fix the sender of these points): \
+        {\"error\":\"partial write: unable to parse 'm,t=e v=\\\"open 1': unbalanced quotes dropped=1\"}; \
+        1 offending line(s) in the request, first: m,t=e v=\"open 1 rejected_lines=1\n";
+    assert!(log.ends_with(expected), "the log names the offending line:\n{log}\nwanted:\n{expected}");
+}
+
+#[test]
+fn field_type_conflict_names_the_lines_that_carry_the_conflicting_type() {
+    let body = "{\"error\":\"partial write: field type conflict: input field \\\"x\\\" on measurement \\\"m m\\\" is type float, already exists as type integer dropped=2\"}";
+    let lines = [
+        "m\\ m,host=a x=1i,y=2 10\n",   // integer: what is stored, fine
+        "m\\ m,host=a x=1.5 11\n",      // float: offending
+        "other,host=a x=1.5 12\n",       // another measurement
+        "m\\ m,host=b y=\"x=1.0\",x=2 13\n", // float after a string holding `x=`: offending
+        "m\\ m,host=b y=1.5 14\n",      // no x at all
+    ];
+    assert_eq!(
+        offending_lines(body, &lines),
+        Offending { count: 2, shown: vec!["m\\ m,host=a x=1.5 11".into(), "m\\ m,host=b y=\"x=1.0\",x=2 13".into()] }
+    );
+}
+
+#[test]
+fn offending_lines_are_bounded_and_cut() {
+    let long = format!("m v=\"{}", "a".repeat(500));
+    let lines: Vec<String> = (0..5).map(|i| format!("{long}{i}\n")).collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let body = lines.iter().map(|l| format!("unable to parse '{}': unbalanced quotes", l.trim_end())).collect::<Vec<_>>().join("\n");
+    let found = offending_lines(&format!("{{\"error\":{}}}", serde_json::Value::String(body)), &refs);
+    assert_eq!(found.count, 5);
+    assert_eq!(found.shown.len(), 3);
+    assert_eq!(found.shown[0], format!("{}…", &long[..240]));
+}
+
+#[test]
+fn a_rejection_that_names_no_line_finds_none() {
+    let body = "{\"error\":\"partial write: points beyond retention policy dropped=3\"}";
+    assert_eq!(offending_lines(body, &["m v=1 1\n", "m v=2 2\n"]), Offending::default());
 }
