@@ -43,10 +43,18 @@ fi
 cargo build --workspace --bins --locked
 cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log
 
+# Every fuzz target for a fixed number of executions from its checked-in corpus (cargo-fuzz is
+# installed by the script when missing; WF_FUZZ_RUNS sets the count, 0 skips). Figures: docs/fuzzing.md.
+fuzz_targets=0
+if [ "${WF_FUZZ_RUNS:-20000}" != 0 ]; then
+  bash tests/fuzz/run.sh "${WF_FUZZ_RUNS:-20000}" | tee target/fuzz-output.log
+  fuzz_targets=$(($(wc -l < target/fuzz-output.log) - 1))
+fi
+
 # The Ansible deployment, really run over SSH against namespace hosts on this machine (root).
 bash tests/ansible/run.sh
 
 # One closing line for everything: the cargo tests (set -e and pipefail stopped us on a failure)
-# plus the Ansible real run.
-passed=$(grep -E '^test result:' target/test-output.log | awk '{s += $4} END {print s + 1}')
+# plus the fuzz targets and the Ansible real run.
+passed=$(grep -E '^test result:' target/test-output.log | awk -v extra=$((fuzz_targets + 1)) '{s += $4} END {print s + extra}')
 echo "tests: ${passed} passed, 0 failed"

@@ -13,7 +13,7 @@ runs=${1:-${WF_FUZZ_RUNS:-20000}}
 sanitizer=${WF_FUZZ_SANITIZER:-none}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "tests/fuzz/run.sh: installing cargo-fuzz"
+  echo "tests/fuzz/run.sh: installing cargo-fuzz" >&2
   cargo install cargo-fuzz --locked --version 0.13.2 --quiet
 fi
 # cargo-fuzz passes -Z flags; on a stable toolchain they need RUSTC_BOOTSTRAP (test-recipes.md).
