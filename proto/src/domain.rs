@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
-    "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "bench",
+    "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "firmware", "bench",
     "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
