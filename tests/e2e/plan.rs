@@ -60,6 +60,24 @@ fn collector_computes_energy_proportionality_from_ladders() {
     assert_eq!(rows.len(), 1);
     let r = &rows[0];
     assert_eq!((f(&r[1]), f(&r[2]), f(&r[3]), f(&r[4]), f(&r[5]), f(&r[6]), f(&r[7])), (0.5, 0.5, 2.0, 4.0, 0.0, 0.25, 2500.0));
+    // No inventory in that Hello: no capacity, so no ready-idle GB/W (never a zero).
+    assert!(influx.rows("wf_ep", "SELECT ready_idle_gb_per_w FROM energy_proportionality WHERE host = 'ep-1'").is_empty());
+
+    // With the drive in the inventory (two namespaces of one controller, 1.5 TB): 1500 GB / 2 W idle.
+    rt.block_on(async {
+        let identity = pki().issue("ep-2", &["ep-2"], None);
+        let mut client = IngestClient::new(pki().channel(&collector.url, Some(identity)).await.unwrap());
+        let ns = |name: &str, cap: u64| v1::StorageDevice { name: name.into(), model: "ACME-P1".into(), controller: "nvme0".into(), capacity_bytes: cap, ..Default::default() };
+        let inventory = v1::Inventory { storage_devices: vec![ns("nvme0n1", 1_000_000_000_000), ns("nvme0n2", 500_000_000_000)], ..Default::default() };
+        let hello = AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: "ep-2".into(), time_ns: t0, inventory: Some(inventory), ..Default::default() })) };
+        let runs = vec![ladder_run("L2-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L2-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];
+        let batch = AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: "ep-2".into(), sequence: 1, probe_runs: runs, ..Default::default() })) };
+        let mut acks = client.stream(tokio_stream::iter(vec![hello, batch])).await.unwrap().into_inner();
+        assert_eq!(acks.next().await.unwrap().unwrap().durable_sequence, 1);
+    });
+    let rows = influx.rows("wf_ep", "SELECT ready_idle_gb_per_w, capacity_bytes, ep FROM energy_proportionality WHERE host = 'ep-2'");
+    assert_eq!(rows.len(), 1);
+    assert_eq!((f(&rows[0][1]), rows[0][2].as_i64(), f(&rows[0][3])), (750.0, Some(1_500_000_000_000), 0.5));
 
     // The real agent's ladder on a flat 6 W rail: power does not follow load at all, EP 0.
     let dir = tempfile::Builder::new().prefix("wf-ladder-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
