@@ -217,7 +217,7 @@ fn fleet_rollups_answer_known_questions() {
         lp.push_str(&format!("inventory,host={host},device={dev},model={model},serial=S-{host}-{dev} capacity_bytes=1000i,firmware=\"{fw}\" {base}\n"));
     }
     // Probe runs with energy: (host, device, firmware, pattern, IO size, idle W, J/MiB, class, datasheet ratio).
-    let runs: [(&str, &str, &str, &str, u64, f64, f64, &str, Option<f64>); 6] = [
+    let runs = [
         ("h1", "nvme0n1", "F1", "RR", 4096, 2.0, 0.5, "NS", Some(1.5)),
         ("h1", "nvme0n1", "F1", "RR", 4096, 2.5, 0.75, "S", Some(2.5)),
         ("h1", "nvme0n1", "F1", "SW", 131072, 2.75, 0.125, "None", None),

@@ -124,7 +124,8 @@ pub fn points(batch: &[v1::ProbeRun], tags: &HostTags, inventory: &v1::Inventory
         let (Some(idle), Some(first)) = (idle, runs.first()) else { continue };
         let Ok(m) = analyze(idle, &levels) else { continue };
         let pattern = first.pattern.clone();
-        let random = pattern.starts_with('R');
+        // The ladder's MIX is uFLIP's RR-RW Mix: random IO, so IOPS/W like RR and RW.
+        let random = pattern.starts_with('R') || pattern == "MIX";
         // `device` when the energy is the drive's own (rail, drive); `host` for platform scopes.
         let scope = match first.parameters.get("energy_scope").map(String::as_str) {
             Some("drive" | "rail") | None => "device",
