@@ -325,3 +325,35 @@ fn fleet_rollups_answer_known_questions() {
         assert!(!ok && err.contains("no inventory or probe data at all in the last 1s: the time range is empty"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn ladder_mix_climbs_the_uflip_rr_rw_mix() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_mix");
+    let dir = tempfile::Builder::new().prefix("wf-ladder-mix-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(
+        dir.path(),
+        &format!("agent_id = \"mix-1\"\n[sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_cli = false\nsmartctl = false\n{}", sys.display(), pki().agent_tls("mix-1")),
+    );
+    let o = Command::new(bin("wattflip-agent", "wattflip-agent"))
+        .args(["probe", "--ladder", "--ladder-patterns", "RR", "--ladder-mix", "70", "--ladder-levels", "50,100", "--ladder-hold", "300ms", "--size", "128MiB"])
+        .args(["--power-zone", "ina3221-0-0041/SSD 12V"])
+        .arg("--target").arg(dir.path().join("m.dat"))
+        .arg("--out").arg(dir.path().join("out"))
+        .arg("--config").arg(&cfg)
+        .args(["--collector", &collector.url])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("--ladder-mix 70: uFLIP's Mix interleaves ratio 2, 66.7 % reads"), "{stdout}");
+    assert!(stdout.contains("MIX (RR-RW ratio 2, 66.7 % reads): maximum"), "{stdout}");
+    let series = influx.series("wf_mix", "SELECT ep, levels, iops_per_w FROM energy_proportionality WHERE host = 'mix-1' GROUP BY pattern, experiment");
+    let keys: Vec<(&str, &str)> = series.iter().map(|(t, _)| (t["pattern"].as_str().unwrap(), t["experiment"].as_str().unwrap())).collect();
+    assert_eq!(keys, vec![("MIX", "load_ladder/MIX"), ("RR", "load_ladder/RR")]);
+    for (_, rows) in &series {
+        // Flat 6 W rail: EP 0; two levels; IOPS/W (random IO) present.
+        assert!(f(&rows[0][1]).abs() < 1e-9 && rows[0][2].as_i64() == Some(2) && f(&rows[0][3]) > 0.0, "{rows:?}");
+    }
+}
