@@ -160,6 +160,10 @@ struct ProbeCli {
     /// Ladder patterns (random read and write by default).
     #[arg(long, default_value = "RR,RW", value_delimiter = ',')]
     ladder_patterns: Vec<String>,
+    /// Also climb a read/write mix: this percentage of reads (1 … 99), as uFLIP's RR-RW Mix,
+    /// rounded to the nearest ratio it can interleave (70 → 2 RR : 1 RW).
+    #[arg(long)]
+    ladder_mix: Option<u32>,
     /// Do not record power during the probe.
     #[arg(long)]
     no_power: bool,
@@ -487,11 +491,22 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
             p.ladder_levels.iter().all(|&l| (1..=100).contains(&l)) && p.ladder_levels.contains(&100),
             "--ladder-levels: percentages in 1..=100, including 100 (the peak that normalises the curve)"
         );
+        let mix_ratio = match p.ladder_mix {
+            Some(pct) => {
+                let (ratio, got) = probes::ladder::mix_ratio(pct).map_err(anyhow::Error::msg)?;
+                if (got - f64::from(pct)).abs() > 1e-9 {
+                    println!("--ladder-mix {pct}: uFLIP's Mix interleaves ratio {ratio}, {got:.1} % reads");
+                }
+                Some(ratio)
+            }
+            None => None,
+        };
         let args = probes::ladder::LadderArgs {
             target: args.target.clone(),
             size,
             destroy_consent: args.destroy_consent.clone(),
             patterns,
+            mix_ratio,
             io_size: 4096,
             levels: p.ladder_levels.clone(),
             hold: p.ladder_hold.into(),

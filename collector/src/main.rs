@@ -82,6 +82,19 @@ enum PlanCommand {
         #[arg(long)]
         workload: String,
     },
+    /// Fleet roll-ups per model (and firmware): idle W distribution, J/MiB per pattern and IO
+    /// size, background-work class per experiment, throttle events per device-day, datasheet ratio.
+    Rollup {
+        /// `model` or `model,firmware`.
+        #[arg(long, default_value = "model")]
+        by: String,
+        /// Only this model.
+        #[arg(long)]
+        model: Option<String>,
+        /// Comma-separated roll-ups (idle, j-per-mib, background, throttle, datasheet); all when absent.
+        #[arg(long, default_value = "")]
+        metric: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -125,6 +138,9 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
         since.chars().last().is_some_and(|c| c.is_ascii_alphabetic()) && since.chars().next().is_some_and(|c| c.is_ascii_digit()),
         "--since `{since}`: an InfluxQL duration such as 30d or 12h"
     );
+    // `now() - 0d` selects nothing: every plan would report missing data for a window that was
+    // never a window.
+    anyhow::ensure!(since.chars().any(|c| c.is_ascii_digit() && c != '0'), "--since `{since}`: the time range is empty; give a positive duration such as 30d");
     let db = Influx::new(&cfg.influx.url, &cfg.influx.database);
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (table, value) = rt.block_on(async {
@@ -147,6 +163,12 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
             PlanCommand::Capacity { model, budget_w, workload } => {
                 let p = plan::capacity(&db, &model, budget_w, &workload, since).await?;
                 (plan::capacity_table(&p), serde_json::to_value(&p)?)
+            }
+            PlanCommand::Rollup { by, model, metric } => {
+                let by: plan::rollup::By = by.parse().map_err(anyhow::Error::msg)?;
+                let metrics = plan::rollup::parse_metrics(&metric).map_err(anyhow::Error::msg)?;
+                let p = plan::rollup::rollup(&db, by, model.as_deref(), &metrics, since).await?;
+                (plan::rollup::rollup_table(&p), serde_json::to_value(&p)?)
             }
         })
     })?;

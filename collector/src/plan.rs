@@ -4,6 +4,8 @@
 //! function here and documented in `docs/analyses.md`; the arithmetic is done in Rust so that it
 //! is tested exactly. A new plan is a function returning a serialisable answer plus a table.
 
+pub mod rollup;
+
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -103,20 +105,33 @@ impl Influx {
             .collect())
     }
 
+    /// Models with inventory or probe data in the window, sorted, or `none`. Counted from the
+    /// points themselves: `SHOW TAG VALUES … WHERE time` only filters by shard in 1.x, so it
+    /// would name models that have no data in a short window.
     async fn models(&self, since: &str) -> String {
-        let q = format!("SHOW TAG VALUES FROM \"inventory\" WITH KEY = \"model\" WHERE time > now() - {since}");
-        let seen: Vec<String> = self
-            .query(&q)
-            .await
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|s| (0..s.values.len()).filter_map(|i| s.s(i, "value")).collect::<Vec<_>>())
-            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for q in models_queries(since) {
+            for s in self.query(&q).await.unwrap_or_default() {
+                if let Some(m) = s.tags.get("model").filter(|m| !m.is_empty()) {
+                    seen.insert(m.clone());
+                }
+            }
+        }
         if seen.is_empty() {
             "none".into()
         } else {
-            seen.join(", ")
+            seen.into_iter().collect::<Vec<_>>().join(", ")
         }
+    }
+
+    /// The error for a model without data: an empty window when nothing at all was measured in
+    /// it, else an unknown model with the models that were.
+    pub async fn unknown_model(&self, model: &str, since: &str) -> PlanError {
+        let seen = self.models(since).await;
+        if seen == "none" {
+            return empty_window(since);
+        }
+        PlanError::UnknownModel { model: model.into(), since: since.into(), seen }
     }
 
     /// Number of distinct drives of `model` in the inventory: (host, serial), or (host, device)
@@ -128,6 +143,22 @@ impl Influx {
             lit(model)
         );
         Ok(count_drives(&self.query(&q).await?))
+    }
+}
+
+/// The queries behind "models seen": inventory and probe-run points per model in the window.
+pub fn models_queries(since: &str) -> [String; 2] {
+    [
+        format!("SELECT count(\"capacity_bytes\") FROM \"inventory\" WHERE time > now() - {since} GROUP BY \"model\""),
+        format!("SELECT count(\"duration_s\") FROM \"probe_run\" WHERE time > now() - {since} GROUP BY \"model\""),
+    ]
+}
+
+pub fn empty_window(since: &str) -> PlanError {
+    PlanError::NoData {
+        what: "inventory or probe data at all".into(),
+        since: since.into(),
+        hint: "the time range is empty: widen --since (or check --influx-db)".into(),
     }
 }
 
@@ -215,7 +246,7 @@ pub async fn power_cap(db: &Influx, model: &str, state: u32, mix: Option<BTreeMa
     let drives = db.drive_count(model, since).await?;
     let s = rows.into_iter().next().unwrap_or_default();
     if s.values.is_empty() && drives == 0 {
-        return Err(PlanError::UnknownModel { model: model.into(), since: since.into(), seen: db.models(since).await });
+        return Err(db.unknown_model(model, since).await);
     }
     // (pattern, state) → (watts, MiB/s) samples
     let mut by: BTreeMap<(String, u32), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
@@ -432,7 +463,7 @@ pub async fn capacity(db: &Influx, model: &str, budget_w: f64, workload: &str, s
     let rows: Vec<usize> = (0..s.values.len()).filter(|&i| s.f(i, "value") == Some(size as f64)).collect();
     if rows.is_empty() {
         if db.drive_count(model, since).await? == 0 && s.values.is_empty() {
-            return Err(PlanError::UnknownModel { model: model.into(), since: since.into(), seen: db.models(since).await });
+            return Err(db.unknown_model(model, since).await);
         }
         return Err(PlanError::NoData {
             what: format!("Granularity probe of model {model} at {workload}"),

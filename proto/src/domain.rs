@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
-    "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "bench",
+    "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "firmware", "bench",
     "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
@@ -280,6 +280,10 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         tag_value(&r.bench).map_err(|r| invalid(f("bench"), r))?;
         tag_value(&r.experiment).map_err(|r| invalid(f("experiment"), r))?;
         tag_value(&r.pattern).map_err(|r| invalid(f("pattern"), r))?;
+        // Optional tag: absent (empty) when the agent does not know it, else a valid tag value.
+        if !r.firmware.is_empty() {
+            tag_value(&r.firmware).map_err(|r| invalid(f("firmware"), r))?;
+        }
         utc(r.start_ns).map_err(|r| invalid(f("start_ns"), r))?;
         utc(r.end_ns).map_err(|r| invalid(f("end_ns"), r))?;
         if r.end_ns < r.start_ns {
@@ -359,6 +363,26 @@ mod tests {
 
     fn batch(power: Vec<v1::PowerSample>) -> v1::Batch {
         v1::Batch { agent_id: "a1".into(), sequence: 1, power, ..Default::default() }
+    }
+
+    #[test]
+    fn probe_run_firmware_is_optional_but_checked_when_present() {
+        let run = |fw: &str| v1::ProbeRun {
+            run_id: "1-0".into(),
+            device: "nvme0n1".into(),
+            bench: "granularity".into(),
+            experiment: "granularity/RR".into(),
+            pattern: "RR".into(),
+            start_ns: 1_700_000_000_000_000_000,
+            end_ns: 1_700_000_000_100_000_000,
+            firmware: fw.into(),
+            ..Default::default()
+        };
+        let b = |fw: &str| v1::Batch { agent_id: "a1".into(), sequence: 1, probe_runs: vec![run(fw)], ..Default::default() };
+        assert!(convert_batch("a1", b("")).is_ok());
+        assert!(convert_batch("a1", b("2B2QEXM7")).is_ok());
+        let e = convert_batch("a1", b("FW\n1")).unwrap_err();
+        assert_eq!((e.field.as_str(), e.reason.as_str()), ("probe_runs[0].firmware", "contains control characters"));
     }
 
     #[test]

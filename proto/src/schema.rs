@@ -155,6 +155,7 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
         .point(PROBE_RUN, r.start_ns)
         .tag("device", r.device.clone())
         .tag("model", r.model.clone())
+        .tag("firmware", r.firmware.clone())
         .tag("bench", r.bench.clone())
         .tag("experiment", r.experiment.clone())
         .tag("pattern", r.pattern.clone())
@@ -338,5 +339,15 @@ mod tests {
         let mut line = String::new();
         probe_run_point(&bare, &tags).write_line(&mut line).unwrap();
         assert!(!line.contains("power_w") && !line.contains("power_state_max_w") && line.contains(",power_state=2i"), "{line}");
+        assert!(!line.contains("firmware"), "no firmware known, no tag: {line}");
+    }
+
+    #[test]
+    fn probe_runs_carry_the_firmware_tag_when_known() {
+        let run = v1::ProbeRun { device: "nvme0n1".into(), model: "M".into(), firmware: "2B2QEXM7".into(), bench: "granularity".into(), ..Default::default() };
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let mut line = String::new();
+        probe_run_point(&run, &tags).write_line(&mut line).unwrap();
+        assert!(line.contains(",firmware=2B2QEXM7,") || line.contains(",firmware=2B2QEXM7 "), "{line}");
     }
 }

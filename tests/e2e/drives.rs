@@ -353,6 +353,9 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
         })
         .collect();
     assert_eq!(got, want);
+    // Every sweep run carries the controller's firmware revision (id-ctrl FR) as its tag.
+    let fw = influx.series(db, &format!("SELECT count(duration_s) FROM probe_run WHERE host = '{HOST}' AND bench = 'governor_sweep' GROUP BY firmware"));
+    assert_eq!(fw.iter().map(|(t, r)| (t["firmware"].as_str().unwrap().to_string(), r[0][1].as_i64())).collect::<Vec<_>>(), vec![("1B2QEXM7".to_string(), Some(6))]);
     for r in &rows {
         // A flat rail per state: energy is its power × the run, to within a few 5 ms samples.
         let (e, secs, w) = (r[11].as_f64().unwrap(), r[12].as_f64().unwrap(), r[7].as_f64().unwrap());

@@ -60,6 +60,24 @@ fn collector_computes_energy_proportionality_from_ladders() {
     assert_eq!(rows.len(), 1);
     let r = &rows[0];
     assert_eq!((f(&r[1]), f(&r[2]), f(&r[3]), f(&r[4]), f(&r[5]), f(&r[6]), f(&r[7])), (0.5, 0.5, 2.0, 4.0, 0.0, 0.25, 2500.0));
+    // No inventory in that Hello: no capacity, so no ready-idle GB/W (never a zero).
+    assert!(influx.rows("wf_ep", "SELECT ready_idle_gb_per_w FROM energy_proportionality WHERE host = 'ep-1'").is_empty());
+
+    // With the drive in the inventory (two namespaces of one controller, 1.5 TB): 1500 GB / 2 W idle.
+    rt.block_on(async {
+        let identity = pki().issue("ep-2", &["ep-2"], None);
+        let mut client = IngestClient::new(pki().channel(&collector.url, Some(identity)).await.unwrap());
+        let ns = |name: &str, cap: u64| v1::StorageDevice { name: name.into(), model: "ACME-P1".into(), controller: "nvme0".into(), capacity_bytes: cap, ..Default::default() };
+        let inventory = v1::Inventory { storage_devices: vec![ns("nvme0n1", 1_000_000_000_000), ns("nvme0n2", 500_000_000_000)], ..Default::default() };
+        let hello = AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: "ep-2".into(), time_ns: t0, inventory: Some(inventory), ..Default::default() })) };
+        let runs = vec![ladder_run("L2-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L2-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];
+        let batch = AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: "ep-2".into(), sequence: 1, probe_runs: runs, ..Default::default() })) };
+        let mut acks = client.stream(tokio_stream::iter(vec![hello, batch])).await.unwrap().into_inner();
+        assert_eq!(acks.next().await.unwrap().unwrap().durable_sequence, 1);
+    });
+    let rows = influx.rows("wf_ep", "SELECT ready_idle_gb_per_w, capacity_bytes, ep FROM energy_proportionality WHERE host = 'ep-2'");
+    assert_eq!(rows.len(), 1);
+    assert_eq!((f(&rows[0][1]), rows[0][2].as_i64(), f(&rows[0][3])), (750.0, Some(1_500_000_000_000), 0.5));
 
     // The real agent's ladder on a flat 6 W rail: power does not follow load at all, EP 0.
     let dir = tempfile::Builder::new().prefix("wf-ladder-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -184,4 +202,158 @@ fn planning_commands_answer_known_questions() {
     let (ok, _, err) = plan(&influx, db, &["capacity", "--model", "OTHER-Z", "--budget-w", "100", "--workload", "RR:4KiB"]);
     assert!(!ok && err.contains("no Granularity probe of model OTHER-Z at RR:4KiB"), "{err}");
     let _ = Duration::ZERO;
+}
+
+#[test]
+fn fleet_rollups_answer_known_questions() {
+    let influx = Influx::start();
+    let db = "wf_rollup";
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let (sec, day) = (1_000_000_000i64, 86_400_000_000_000i64);
+    let base = now - 3600 * sec;
+    let mut lp = String::new();
+    // Inventory: ACME-P1 on h1 (two drives, firmware F1) and h2 (F2); OTHER-Z on h3.
+    for (host, dev, model, fw) in [("h1", "nvme0n1", "ACME-P1", "F1"), ("h1", "nvme1n1", "ACME-P1", "F1"), ("h2", "nvme0n1", "ACME-P1", "F2"), ("h3", "sda", "OTHER-Z", "Z9")] {
+        lp.push_str(&format!("inventory,host={host},device={dev},model={model},serial=S-{host}-{dev} capacity_bytes=1000i,firmware=\"{fw}\" {base}\n"));
+    }
+    // Probe runs with energy: (host, device, firmware, pattern, IO size, idle W, J/MiB, class, datasheet ratio).
+    let runs = [
+        ("h1", "nvme0n1", "F1", "RR", 4096, 2.0, 0.5, "NS", Some(1.5)),
+        ("h1", "nvme0n1", "F1", "RR", 4096, 2.5, 0.75, "S", Some(2.5)),
+        ("h1", "nvme0n1", "F1", "SW", 131072, 2.75, 0.125, "None", None),
+        ("h1", "nvme1n1", "F1", "RR", 4096, 3.5, 1.0, "S", Some(1.0)),
+        ("h2", "nvme0n1", "F2", "RR", 4096, 5.0, 2.0, "GWP", Some(3.0)),
+        ("h2", "nvme0n1", "F2", "SW", 131072, 6.0, 0.25, "None", None),
+    ];
+    for (i, (host, dev, fw, pattern, size, idle, j, class, ratio)) in runs.iter().enumerate() {
+        let ratio = ratio.map(|r| format!(",datasheet_ratio={r}")).unwrap_or_default();
+        lp.push_str(&format!(
+            "probe_run,host={host},device={dev},model=ACME-P1,firmware={fw},bench=granularity,experiment=granularity/{pattern},pattern={pattern} \
+             value={size},duration_s=1,energy_j=3,idle_baseline_w={idle},j_per_mib={j},background_class=\"{class}\"{ratio} {}\n",
+            base + i as i64 * sec
+        ));
+    }
+    // A governor sweep's idle baseline is that of a low power state: not the drive's idle.
+    lp.push_str(&format!("probe_run,host=h1,device=nvme0n1,model=ACME-P1,firmware=F1,bench=governor_sweep,experiment=governor_sweep/RR:4KiB,pattern=RR value=4,duration_s=1,idle_baseline_w=0.5 {}\n", base + 10 * sec));
+    // Temperatures on distinct UTC days (24 h apart): h1/nvme0 3 days (twice on one), h1/nvme1 2,
+    // h2/nvme0 3, h3/sda 1; a CPU sensor is no drive.
+    for (host, dev, days) in [("h1", "nvme0", 3), ("h1", "nvme1", 2), ("h2", "nvme0", 3), ("h3", "sda", 1), ("h1", "coretemp.0", 3)] {
+        for k in 0..days {
+            lp.push_str(&format!("temperature,host={host},device={dev},sensor=Composite,source=hwmon celsius=40 {}\n", now - k * day - 2 * sec));
+        }
+    }
+    lp.push_str(&format!("temperature,host=h1,device=nvme0,sensor=Composite,source=hwmon celsius=41 {}\n", now - 3 * sec));
+    // Throttle episodes: two on h1/nvme0 (the first written at onset and again at its end, one
+    // point), one on h2/nvme0.
+    for (host, t, ongoing) in [("h1", base, true), ("h1", base, false), ("h1", base + 60 * sec, false), ("h2", base, false)] {
+        lp.push_str(&format!("throttle_event,host={host},device=nvme0,trigger=temperature duration_s=5,ongoing={ongoing} {t}\n"));
+    }
+    write_lp(&influx, db, &lp);
+
+    // Per model.
+    let r = plan_json(&influx, db, &["rollup"]);
+    let groups = r["groups"].as_array().unwrap();
+    assert_eq!(groups.iter().map(|g| g["model"].as_str().unwrap()).collect::<Vec<_>>(), vec!["ACME-P1", "OTHER-Z"]);
+    let acme = &groups[0];
+    assert!(acme.get("firmware").is_none(), "{acme}");
+    let idle = &acme["idle"];
+    // Per device medians 2.5, 3.5, 5.5 (the sweep's 0.5 W left out).
+    assert_eq!((idle["devices"].as_u64(), f(&idle["min_w"]), f(&idle["median_w"]), f(&idle["p90_w"]), f(&idle["max_w"])), (Some(3), 2.5, 3.5, 5.5, 5.5));
+    let jpm: Vec<(String, u64, f64, u64, u64)> = acme["j_per_mib"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["pattern"].as_str().unwrap().into(), j["io_size_bytes"].as_u64().unwrap(), f(&j["j_per_mib"]), j["runs"].as_u64().unwrap(), j["devices"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(jpm, vec![("RR".into(), 4096, 1.0625, 4, 3), ("SW".into(), 131072, 0.1875, 2, 2)]);
+    let bg: Vec<(String, String, serde_json::Value)> =
+        acme["background"].as_array().unwrap().iter().map(|b| (b["experiment"].as_str().unwrap().into(), b["class"].as_str().unwrap().into(), b["devices"].clone())).collect();
+    assert_eq!(
+        bg,
+        vec![
+            ("granularity/RR".into(), "S".into(), serde_json::json!({"GWP": 1, "S": 2})),
+            ("granularity/SW".into(), "None".into(), serde_json::json!({"None": 2})),
+        ]
+    );
+    let t = &acme["throttle"];
+    assert_eq!((t["devices"].as_u64(), t["device_days"].as_u64(), t["events"].as_u64(), f(&t["events_per_device_day"])), (Some(3), Some(8), Some(3), 0.375));
+    let d = &acme["datasheet_ratio"];
+    assert_eq!((d["devices"].as_u64(), f(&d["mean"]), f(&d["min"]), f(&d["max"])), (Some(3), 2.0, 1.0, 3.0));
+    // OTHER-Z: observed for a day without throttling (a measured zero), nothing else measured.
+    let other = &groups[1];
+    assert_eq!((other["throttle"]["device_days"].as_u64(), other["throttle"]["events"].as_u64(), f(&other["throttle"]["events_per_device_day"])), (Some(1), Some(0), 0.0));
+    assert!(other["idle"].is_null() && other["datasheet_ratio"].is_null() && other["j_per_mib"].as_array().unwrap().is_empty(), "{other}");
+    assert!(r["missing"].as_object().unwrap().is_empty(), "{r}");
+
+    // Per model and firmware.
+    let r = plan_json(&influx, db, &["rollup", "--by", "model,firmware", "--model", "ACME-P1"]);
+    let groups = r["groups"].as_array().unwrap();
+    assert_eq!(groups.iter().map(|g| g["firmware"].as_str().unwrap()).collect::<Vec<_>>(), vec!["F1", "F2"]);
+    let (f1, f2) = (&groups[0], &groups[1]);
+    assert_eq!((f(&f1["idle"]["median_w"]), f(&f1["idle"]["p90_w"]), f(&f2["idle"]["median_w"])), (3.0, 3.5, 5.5));
+    assert_eq!((f(&f1["j_per_mib"][0]["j_per_mib"]), f1["j_per_mib"][0]["runs"].as_u64(), f(&f2["j_per_mib"][0]["j_per_mib"])), (0.75, Some(3), 2.0));
+    assert_eq!((f1["background"][0]["class"].as_str(), f2["background"][0]["class"].as_str()), (Some("S"), Some("GWP")));
+    assert_eq!((f1["throttle"]["device_days"].as_u64(), f(&f1["throttle"]["events_per_device_day"])), (Some(5), 0.4));
+    assert_eq!((f2["throttle"]["events"].as_u64(), f(&f2["throttle"]["events_per_device_day"])), (Some(1), 1.0 / 3.0));
+    assert_eq!((f(&f1["datasheet_ratio"]["mean"]), f(&f2["datasheet_ratio"]["mean"])), (1.5, 3.0));
+    let (ok, table, _) = plan(&influx, db, &["rollup", "--by", "model,firmware", "--model", "ACME-P1"]);
+    assert!(ok && table.contains("== model ACME-P1 firmware F1") && table.contains("idle W over 2 devices: min 2.500  median 3.000  p90 3.500  max 3.500"), "{table}");
+
+    // Only some roll-ups for a model that has only some: the rest are listed as missing.
+    let r = plan_json(&influx, db, &["rollup", "--model", "OTHER-Z"]);
+    let missing: Vec<&str> = r["missing"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(missing, vec!["background", "datasheet", "idle", "j-per-mib"]);
+
+    // Bad input: clear messages, never zeros.
+    let (ok, _, err) = plan(&influx, db, &["rollup", "--model", "NOPE"]);
+    assert!(!ok && err.contains("unknown model `NOPE`") && err.contains("models seen: ACME-P1, OTHER-Z"), "{err}");
+    let (ok, _, err) = plan(&influx, db, &["rollup", "--model", "OTHER-Z", "--metric", "idle"]);
+    assert!(!ok && err.contains("no data for the `idle` roll-up of model OTHER-Z in the last 30d") && err.contains("idle_baseline_w"), "{err}");
+    let (ok, _, err) = plan(&influx, db, &["rollup", "--since", "1s"]);
+    assert!(!ok && err.contains("no inventory or probe data at all in the last 1s") && err.contains("time range is empty"), "{err}");
+    let (ok, _, err) = plan(&influx, db, &["rollup", "--since", "0d"]);
+    assert!(!ok && err.contains("--since `0d`: the time range is empty"), "{err}");
+    let (ok, _, err) = plan(&influx, db, &["rollup", "--by", "rack"]);
+    assert!(!ok && err.contains("--by `rack`"), "{err}");
+    let (ok, _, err) = plan(&influx, db, &["rollup", "--metric", "watts"]);
+    assert!(!ok && err.contains("--metric `watts`: unknown roll-up"), "{err}");
+    // The other plans: unknown model and an empty time range.
+    let (ok, _, err) = plan(&influx, db, &["capacity", "--model", "NOPE", "--budget-w", "100", "--workload", "RR:4KiB"]);
+    assert!(!ok && err.contains("unknown model `NOPE`") && err.contains("models seen: ACME-P1, OTHER-Z"), "{err}");
+    for args in [&["capacity", "--model", "ACME-P1", "--budget-w", "100", "--workload", "RR:4KiB", "--since", "1s"][..], &["power-cap", "--model", "ACME-P1", "--state", "2", "--since", "1s"]] {
+        let (ok, _, err) = plan(&influx, db, args);
+        assert!(!ok && err.contains("no inventory or probe data at all in the last 1s: the time range is empty"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn ladder_mix_climbs_the_uflip_rr_rw_mix() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_mix");
+    let dir = tempfile::Builder::new().prefix("wf-ladder-mix-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(
+        dir.path(),
+        &format!("agent_id = \"mix-1\"\n[sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_cli = false\nsmartctl = false\n{}", sys.display(), pki().agent_tls("mix-1")),
+    );
+    let o = Command::new(bin("wattflip-agent", "wattflip-agent"))
+        .args(["probe", "--ladder", "--ladder-patterns", "RR", "--ladder-mix", "70", "--ladder-levels", "50,100", "--ladder-hold", "300ms", "--size", "128MiB"])
+        .args(["--power-zone", "ina3221-0-0041/SSD 12V"])
+        .arg("--target").arg(dir.path().join("m.dat"))
+        .arg("--out").arg(dir.path().join("out"))
+        .arg("--config").arg(&cfg)
+        .args(["--collector", &collector.url])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("--ladder-mix 70: uFLIP's Mix interleaves ratio 2, 66.7 % reads"), "{stdout}");
+    assert!(stdout.contains("MIX (RR-RW ratio 2, 66.7 % reads): maximum"), "{stdout}");
+    let series = influx.series("wf_mix", "SELECT ep, levels, iops_per_w FROM energy_proportionality WHERE host = 'mix-1' GROUP BY pattern, experiment");
+    let keys: Vec<(&str, &str)> = series.iter().map(|(t, _)| (t["pattern"].as_str().unwrap(), t["experiment"].as_str().unwrap())).collect();
+    assert_eq!(keys, vec![("MIX", "load_ladder/MIX"), ("RR", "load_ladder/RR")]);
+    for (_, rows) in &series {
+        // Flat 6 W rail: EP 0; two levels; IOPS/W (random IO) present.
+        assert!(f(&rows[0][1]).abs() < 1e-9 && rows[0][2].as_i64() == Some(2) && f(&rows[0][3]) > 0.0, "{rows:?}");
+    }
 }

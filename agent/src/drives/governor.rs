@@ -519,6 +519,7 @@ fn measure_state(
         // The sweep measures the controller's power states, whatever the target (a file on it),
         // so its runs carry the drive's model: `plan power-cap --model` selects by it.
         run.model = s.id.model.trim().to_string();
+        run.firmware = s.id.firmware.trim().to_string();
         run.power_state = Some(state);
         run.power_state_max_w = max_watts;
         if let Some(p) = &run_power {

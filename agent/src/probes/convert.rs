@@ -25,6 +25,7 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         device: device.to_string(),
         model: report.target.model.clone().unwrap_or_else(|| report.target.kind.as_str().to_string()),
         serial: report.target.serial.clone().unwrap_or_default(),
+        firmware: report.target.firmware.clone().unwrap_or_default(),
         bench: r.bench.clone(),
         experiment: r.experiment.clone(),
         pattern: r.pattern.clone(),

@@ -246,6 +246,7 @@ mod tests {
                 logical_block_size: 512,
                 model: None,
                 serial: None,
+                firmware: None,
                 identity: None,
             },
             seed: 1,

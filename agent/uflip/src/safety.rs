@@ -118,6 +118,9 @@ pub struct BlockInfo {
     pub model: Option<String>,
     /// `device/serial` or `device/wwid`.
     pub serial: Option<String>,
+    /// `device/firmware_rev` (NVMe) or `device/rev` (SCSI/SATA).
+    #[serde(default)]
+    pub firmware: Option<String>,
     /// The stable identity used for consent: serial, else wwid, else `loop:<backing file>`.
     pub identity: Option<String>,
     /// Partition names (`/sys/block/<dev>/<dev>N`).
@@ -176,6 +179,7 @@ pub fn block_info(roots: &HostRoots, name: &str, dev: (u32, u32)) -> BlockInfo {
     info.model = read_trim(&base.join("device/model"));
     info.serial =
         read_trim(&base.join("device/serial")).or_else(|| read_trim(&base.join("device/wwid")));
+    info.firmware = read_trim(&base.join("device/firmware_rev")).or_else(|| read_trim(&base.join("device/rev")));
     info.identity = info.serial.clone().or_else(|| {
         // Loop devices have no serial: `loop:<absolute backing file path>` is stable across
         // re-attachment of the same image (documented in docs/uflip-engine.md).
@@ -369,6 +373,7 @@ mod tests {
         f.file("sys/block/nvme0n1/queue/logical_block_size", "4096\n");
         f.file("sys/block/nvme0n1/device/model", "ACME SSD 1TB        \n");
         f.file("sys/block/nvme0n1/device/serial", "  S5GXNX0T123456  \n");
+        f.file("sys/block/nvme0n1/device/firmware_rev", "2B2QEXM7\n");
         f.file("sys/block/nvme0n1/dev", "259:0\n");
         fs::create_dir_all(f.dir.path().join("sys/dev/block")).unwrap();
         symlink(
@@ -391,10 +396,13 @@ mod tests {
         let info = block_info(&roots, "nvme0n1", (259, 0));
         assert_eq!(info.logical_block_size, Some(4096));
         assert_eq!(info.model.as_deref(), Some("ACME SSD 1TB"));
+        assert_eq!(info.firmware.as_deref(), Some("2B2QEXM7"));
         assert_eq!(info.identity.as_deref(), Some("S5GXNX0T123456"));
         assert!(info.partitions.is_empty());
-        // wwid when no serial; loop backing file for loop devices.
+        // wwid when no serial; loop backing file for loop devices; SCSI firmware in `rev`.
         f.file("sys/block/sdb/device/wwid", "naa.5000c500a1b2c3d4\n");
+        f.file("sys/block/sdb/device/rev", "GX03\n");
+        assert_eq!(block_info(&roots, "sdb", (8, 16)).firmware.as_deref(), Some("GX03"));
         assert_eq!(
             block_info(&roots, "sdb", (8, 16)).identity.as_deref(),
             Some("naa.5000c500a1b2c3d4")

@@ -129,6 +129,8 @@ pub struct Target {
     pub model: Option<String>,
     /// Serial/wwid, when sysfs has one.
     pub serial: Option<String>,
+    /// Firmware revision, when sysfs has one.
+    pub firmware: Option<String>,
     /// Stable identity used for destroy consent (block devices).
     pub identity: Option<String>,
     /// Kernel name and number (block devices).
@@ -229,6 +231,7 @@ impl Target {
             logical_block_size: lbs,
             model: None,
             serial: None,
+            firmware: None,
             identity: None,
             block: None,
             destroy_consent: opts.destroy_consent.clone(),
@@ -275,6 +278,7 @@ impl Target {
             logical_block_size: lbs,
             model: info.model.clone(),
             serial: info.serial.clone(),
+            firmware: info.firmware.clone(),
             identity: info.identity.clone(),
             block: Some(info),
             destroy_consent: opts.destroy_consent.clone(),
@@ -377,6 +381,9 @@ pub struct TargetInfo {
     pub model: Option<String>,
     /// Serial when known.
     pub serial: Option<String>,
+    /// Firmware revision when known (absent in reports written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<String>,
     /// Consent identity when known.
     pub identity: Option<String>,
 }
@@ -390,6 +397,7 @@ impl From<&Target> for TargetInfo {
             logical_block_size: t.logical_block_size,
             model: t.model.clone(),
             serial: t.serial.clone(),
+            firmware: t.firmware.clone(),
             identity: t.identity.clone(),
         }
     }

@@ -9,7 +9,10 @@
 //!   perfectly proportional device, 0 for one whose power does not depend on load);
 //! - linear deviation LD = mean over the intermediate levels of p(u) − [p(0) + (1 − p(0))·u];
 //! - proportionality gap PG(u) = p(u) − u per level;
-//! - efficiency at peak: IOPS/W for random patterns, MiB/s/W for sequential ones (SNIA Emerald).
+//! - efficiency at peak: IOPS/W for random patterns, MiB/s/W for sequential ones (SNIA Emerald);
+//! - ready-idle GB/W (SNIA Emerald) = capacity in GB (10⁹ B) / P(0), from the capacity of the
+//!   ladder's device in the agent's inventory (all namespaces of its NVMe controller, whose power
+//!   it shares), only when the energy is the drive's own: a host's idle says nothing of a drive.
 //!
 //! A new metric is a field computed in [`analyze`] and written in [`points`].
 
@@ -53,6 +56,24 @@ pub enum LadderError {
     BadPeak(f64),
 }
 
+/// SNIA Emerald ready-idle efficiency: GB (10⁹ bytes) of capacity per watt of idle power; `None`
+/// without a positive idle power or a capacity (a zero would claim an infinitely bad drive).
+pub fn ready_idle_gb_per_w(capacity_bytes: u64, idle_w: f64) -> Option<f64> {
+    (capacity_bytes > 0 && idle_w > 0.0 && idle_w.is_finite()).then(|| capacity_bytes as f64 / 1e9 / idle_w)
+}
+
+/// Capacity of the drive behind block device `device` in the agent's inventory: the sum over
+/// the namespaces of its NVMe controller (one controller, one power draw), else the device's own.
+pub fn drive_capacity_bytes(inventory: &v1::Inventory, device: &str) -> Option<u64> {
+    let d = inventory.storage_devices.iter().find(|d| d.name == device)?;
+    let total = if d.controller.is_empty() {
+        d.capacity_bytes
+    } else {
+        inventory.storage_devices.iter().filter(|o| o.controller == d.controller).map(|o| o.capacity_bytes).sum()
+    };
+    (total > 0).then_some(total)
+}
+
 /// Computes the metrics from the active-idle power and the measured levels.
 pub fn analyze(idle_w: f64, levels: &[Level]) -> Result<Proportionality, LadderError> {
     let mut lv: Vec<Level> = levels.iter().copied().filter(|l| l.u > 0.0 && l.u <= 1.0).collect();
@@ -82,7 +103,8 @@ pub fn analyze(idle_w: f64, levels: &[Level]) -> Result<Proportionality, LadderE
 
 /// Finds the ladders in a batch (grouped by device, experiment and probe) and returns their
 /// `energy_proportionality` points. Ladders without energy (no power source) produce nothing.
-pub fn points(batch: &[v1::ProbeRun], tags: &HostTags) -> Vec<Point> {
+/// `inventory` is the agent's (its Hello): the capacity for ready-idle GB/W.
+pub fn points(batch: &[v1::ProbeRun], tags: &HostTags, inventory: &v1::Inventory) -> Vec<Point> {
     let mut groups: BTreeMap<(String, String, String), Vec<&v1::ProbeRun>> = BTreeMap::new();
     for r in batch.iter().filter(|r| r.bench == "load_ladder") {
         let probe = r.run_id.split('-').next().unwrap_or("").to_string();
@@ -102,7 +124,8 @@ pub fn points(batch: &[v1::ProbeRun], tags: &HostTags) -> Vec<Point> {
         let (Some(idle), Some(first)) = (idle, runs.first()) else { continue };
         let Ok(m) = analyze(idle, &levels) else { continue };
         let pattern = first.pattern.clone();
-        let random = pattern.starts_with('R');
+        // The ladder's MIX is uFLIP's RR-RW Mix: random IO, so IOPS/W like RR and RW.
+        let random = pattern.starts_with('R') || pattern == "MIX";
         // `device` when the energy is the drive's own (rail, drive); `host` for platform scopes.
         let scope = match first.parameters.get("energy_scope").map(String::as_str) {
             Some("drive" | "rail") | None => "device",
@@ -133,6 +156,13 @@ pub fn points(batch: &[v1::ProbeRun], tags: &HostTags) -> Vec<Point> {
             p = p.float(format!("gap_{:03}", (u * 100.0).round() as i64), *gap);
         }
         p = if random { p.float("iops_per_w", m.iops_per_w) } else { p.float("mib_per_s_per_w", m.mib_per_s_per_w) };
+        if scope == "device" {
+            if let Some(cap) = drive_capacity_bytes(inventory, &device) {
+                if let Some(gbw) = ready_idle_gb_per_w(cap, m.idle_w) {
+                    p = p.uint("capacity_bytes", cap).float("ready_idle_gb_per_w", gbw);
+                }
+            }
+        }
         // The curve, u = 0 (active idle) included, each level 1 µs apart after the ladder start.
         let mut curve = vec![(0.0, m.idle_w)];
         curve.extend(levels.iter().map(|l| (l.u, l.watts)));
@@ -178,6 +208,52 @@ mod tests {
         let m = analyze(2.0, &ladder(&[(0.5, 3.5), (1.0, 4.0)])).unwrap();
         assert_eq!(m.linear_deviation, 0.125);
         assert_eq!(m.ep, 2.0 - 2.0 * (0.5 * (0.5 + 0.875) / 2.0 + 0.5 * (0.875 + 1.0) / 2.0));
+    }
+
+    #[test]
+    fn ready_idle_gb_per_w_from_the_inventory_capacity() {
+        let dev = |name: &str, ctrl: &str, cap: u64| v1::StorageDevice { name: name.into(), controller: ctrl.into(), capacity_bytes: cap, ..Default::default() };
+        let inv = v1::Inventory {
+            storage_devices: vec![dev("nvme0n1", "nvme0", 1_500_000_000_000), dev("nvme0n2", "nvme0", 500_000_000_000), dev("nvme1n1", "nvme1", 960_000_000_000), dev("sda", "", 4_000_000_000_000), dev("loop0", "", 0)],
+            ..Default::default()
+        };
+        assert_eq!(drive_capacity_bytes(&inv, "nvme0n2"), Some(2_000_000_000_000));
+        assert_eq!(drive_capacity_bytes(&inv, "sda"), Some(4_000_000_000_000));
+        assert_eq!(drive_capacity_bytes(&inv, "loop0"), None);
+        assert_eq!(drive_capacity_bytes(&inv, "file:s.dat"), None);
+        // 2 TB at 2.5 W idle: 800 GB/W; 960 GB at 3.75 W: 256 GB/W.
+        assert_eq!(ready_idle_gb_per_w(2_000_000_000_000, 2.5), Some(800.0));
+        assert_eq!(ready_idle_gb_per_w(960_000_000_000, 3.75), Some(256.0));
+        assert_eq!((ready_idle_gb_per_w(960_000_000_000, 0.0), ready_idle_gb_per_w(0, 2.0)), (None, None));
+
+        // Written on the ladder's point with its capacity; absent for a host-scope energy source.
+        let run = |pct: f64, t: i64, w: f64, scope: Option<&str>| v1::ProbeRun {
+            run_id: "7-0".into(),
+            device: "nvme1n1".into(),
+            model: "M".into(),
+            bench: "load_ladder".into(),
+            experiment: "load_ladder/RR".into(),
+            pattern: "RR".into(),
+            value: pct,
+            start_ns: t,
+            end_ns: t + 1_000_000_000,
+            energy_j: Some(w),
+            idle_baseline_w: Some(3.75),
+            parameters: scope.map(|s| [("energy_scope".to_string(), s.to_string())].into()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let line = |scope: Option<&str>| {
+            let pts = points(&[run(50.0, 0, 4.0, scope), run(100.0, 2_000_000_000, 6.0, scope)], &tags, &inv);
+            let p = pts.iter().find(|p| p.measurement == MEASUREMENT).expect("a proportionality point");
+            let mut s = String::new();
+            p.write_line(&mut s).unwrap();
+            s
+        };
+        let dev_line = line(None);
+        assert!(dev_line.contains("capacity_bytes=960000000000i,ready_idle_gb_per_w=256"), "{dev_line}");
+        let host_line = line(Some("package"));
+        assert!(!host_line.contains("ready_idle_gb_per_w") && !host_line.contains("capacity_bytes"), "{host_line}");
     }
 
     #[test]

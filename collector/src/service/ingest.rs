@@ -301,7 +301,7 @@ async fn receive(
             points.push(throttle_event_point(&e, &tags));
         }
         // A load ladder arrives whole in one batch (the probe sends all its runs at once).
-        points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &tags));
+        points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &tags, &hello.inventory));
         lines.extend(encode(&points, &stats));
         let Ok(done) = writer.write(lines).await else { return };
         if pending.send(Pending::Ack { seq, done, agent: agent.clone() }).await.is_err() {
