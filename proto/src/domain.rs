@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
     "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "bench",
-    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time",
+    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time", "rate",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;
@@ -67,6 +67,8 @@ pub struct PowerSample {
     pub min_watts: Option<Watts>,
     pub max_watts: Option<Watts>,
     pub readings: u32,
+    /// A full-rate reading recorded around a probe (tag `rate=full`), not a window aggregate.
+    pub full_rate: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -239,6 +241,11 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         if joules.is_some_and(|j| j.0 < 0.0) {
             return Err(invalid(f("joules"), "energy in an interval cannot be negative"));
         }
+        // Full-rate points overlap the aggregate stream in time: joules on both would make
+        // SUM(joules) over a window count that energy twice.
+        if p.full_rate && joules.is_some() {
+            return Err(invalid(f("joules"), "a full-rate sample carries watts only (the window aggregates carry the joules)"));
+        }
         power.push(PowerSample {
             time: utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?,
             method: method(p.method).map_err(|r| invalid(f("method"), r))?,
@@ -252,6 +259,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
             min_watts: p.min_watts.map(|w| finite(w).map_err(|r| invalid(f("min_watts"), r)).map(Watts)).transpose()?,
             max_watts: p.max_watts.map(|w| finite(w).map_err(|r| invalid(f("max_watts"), r)).map(Watts)).transpose()?,
             readings: p.readings,
+            full_rate: p.full_rate,
         });
     }
     let mut temperature = Vec::with_capacity(b.temperature.len());

@@ -17,6 +17,9 @@ pub const NVME_SMART: &str = "nvme_smart";
 pub const AGENT: &str = "agent";
 pub const INVENTORY: &str = "inventory";
 pub const THROTTLE_EVENT: &str = "throttle_event";
+/// Value of the `rate` tag on full-rate power points (readings around a probe); window
+/// aggregates have no `rate` tag.
+pub const FULL_RATE: &str = "full";
 
 /// Tags every point of one agent carries: `host` (the agent id) and the agent's static labels.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -73,6 +76,9 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
             .tag("zone", s.zone.clone())
             .tag("scope", s.scope.clone())
             .tag("method", s.method.as_str());
+        if s.full_rate {
+            p = p.tag("rate", FULL_RATE);
+        }
         if let Some(w) = s.watts {
             p = p.float("watts", w.0);
         }

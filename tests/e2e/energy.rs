@@ -69,6 +69,62 @@ fn live_power_during_a_probe_gives_energy_per_run() {
 }
 
 #[test]
+fn probe_streams_full_rate_power_around_its_runs_into_influx() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_full_rate");
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(
+        dir.path(),
+        &format!("agent_id = \"energy-full\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n{}", sys.display(), pki().agent_tls("energy-full")),
+    );
+    let out = dir.path().join("out");
+    let zone = "ina3221-0-0041/SSD 12V";
+    let o = agent(&[
+        "probe", "--quick", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
+        "--out", out.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--collector", &collector.url,
+        "--power-zone", zone, "--power-interval", "2ms", "--idle", "300ms", "--tail", "300ms",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    // "sent N full-rate power samples (Z zones) in B batches"
+    let line = stdout.lines().find(|l| l.starts_with("sent ") && l.contains("full-rate")).unwrap_or_else(|| panic!("{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let sent: usize = words[1].parse().unwrap();
+    let batches: usize = words[words.len() - 2].parse().unwrap();
+    assert_eq!(batches, sent.div_ceil(4096), "at most 4096 samples per batch: {line}");
+
+    // Every recorded reading is one point tagged rate=full; the attributed zone's are exactly the
+    // rows of the local power.csv.
+    let csv_rows = std::fs::read_to_string(out.join("power.csv")).unwrap().lines().skip(2).count();
+    let per_zone: std::collections::BTreeMap<String, usize> = influx
+        .series("wf_full_rate", "SELECT count(watts) FROM power WHERE host = 'energy-full' AND rate = 'full' GROUP BY zone")
+        .into_iter()
+        .map(|(tags, rows)| (tags["zone"].as_str().unwrap().to_string(), rows[0][1].as_u64().unwrap() as usize))
+        .collect();
+    assert_eq!(per_zone.get(zone).copied(), Some(csv_rows), "{per_zone:?}");
+    assert_eq!(per_zone.values().sum::<usize>(), sent, "{per_zone:?}");
+    assert!(csv_rows > 300, "{csv_rows} readings");
+    // The flat 6 W rail, as read; watts only (the aggregate stream carries joules).
+    let mm = influx.rows("wf_full_rate", &format!("SELECT min(watts), max(watts) FROM power WHERE rate = 'full' AND zone = '{zone}'"));
+    assert_eq!((f(&mm[0][1]), f(&mm[0][2])), (6.0, 6.0));
+    assert!(influx.rows("wf_full_rate", "SELECT count(joules) FROM power WHERE rate = 'full'").is_empty());
+
+    // The recording spans the idle window before the first run to the tail after the last.
+    let runs = jsonl(&out.join("runs.jsonl"));
+    let first_start = runs.iter().map(|r| r["start_ns"].as_i64().unwrap()).min().unwrap();
+    let last_end = runs.iter().map(|r| r["end_ns"].as_i64().unwrap()).max().unwrap();
+    let q = |order: &str| {
+        influx.rows("wf_full_rate", &format!("SELECT watts FROM power WHERE rate = 'full' AND zone = '{zone}' ORDER BY time {order} LIMIT 1"))[0][0]
+            .as_i64()
+            .unwrap()
+    };
+    let (first_t, last_t) = (q("ASC"), q("DESC"));
+    assert!(first_t <= first_start - 300_000_000, "first reading {first_t}, first run {first_start}");
+    assert!(last_t >= last_end + 290_000_000, "last reading {last_t}, last run ends {last_end}");
+}
+
+#[test]
 fn scheduled_probes_in_run_mode_carry_energy_per_run_into_influx() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, "wf_sched_energy");
@@ -112,6 +168,29 @@ fn scheduled_probes_in_run_mode_carry_energy_per_run_into_influx() {
         assert!((total - 6.0 * secs).abs() <= 6.0 * 0.025, "run {run_id}: {total} J vs 6 W × {secs} s");
     }
     assert!(per_probe.values().all(|&n| n == 12), "every scheduled quick probe delivered its 12 runs: {per_probe:?}");
+    // Each scheduled probe also streamed its full-rate power, from before its first run to after
+    // its last (the same `convert::batches` as `probe --collector`).
+    for probe in per_probe.keys() {
+        let mine: Vec<&Vec<serde_json::Value>> = rows.iter().filter(|r| r[1].as_str().unwrap().starts_with(&format!("{probe}-"))).collect();
+        let first_start = mine.iter().map(|r| r[0].as_i64().unwrap()).min().unwrap();
+        let last_end = mine.iter().map(|r| f(&r[2]) as i64).max().unwrap();
+        let span = influx.rows(
+            "wf_sched_energy",
+            &format!(
+                "SELECT count(watts), min(watts), max(watts) FROM power WHERE host = 'sched-energy' AND rate = 'full' \
+                 AND zone = 'ina3221-0-0041/SSD 12V' AND time >= {} AND time <= {}",
+                first_start - 300_000_000,
+                last_end + 290_000_000
+            ),
+        );
+        let before = influx.rows(
+            "wf_sched_energy",
+            &format!("SELECT count(watts) FROM power WHERE host = 'sched-energy' AND rate = 'full' AND time >= {} AND time < {first_start}", first_start - 300_000_000),
+        );
+        assert!(!span.is_empty() && span[0][1].as_u64().unwrap() > 0, "probe {probe}: no full-rate power");
+        assert_eq!((f(&span[0][2]), f(&span[0][3])), (6.0, 6.0), "probe {probe}");
+        assert!(!before.is_empty(), "probe {probe}: no full-rate power in the idle window before its first run");
+    }
 }
 
 /// Power of the paper's shunt circuit: P = (V/R)(U − V). Inverse for the test's trace.

@@ -16,8 +16,12 @@ pub struct ZoneSeries {
     pub source: String,
     pub zone: String,
     pub scope: String,
+    /// `v1::Method` of the source (measured or estimated), for the streamed full-rate points.
+    pub method: i32,
     pub t: Vec<i64>,
     pub watts: Vec<f64>,
+    /// Per reading: the counter interval its watts are the mean of (0 for instantaneous sources).
+    pub interval_ns: Vec<u64>,
     /// Read errors while recording (the zone keeps going).
     pub errors: u64,
 }
@@ -47,7 +51,7 @@ impl Recorder {
                 .iter()
                 .map(|s| {
                     let d = s.describe();
-                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, ..Default::default() }
+                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, ..Default::default() }
                 })
                 .collect();
             let start = std::time::Instant::now();
@@ -59,6 +63,7 @@ impl Recorder {
                         Ok(Some(r)) => {
                             z.t.push(utc);
                             z.watts.push(r.watts.0);
+                            z.interval_ns.push(r.interval_ns);
                         }
                         Ok(None) => {}
                         Err(_) => z.errors += 1,

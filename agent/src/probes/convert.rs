@@ -1,6 +1,8 @@
 //! From the engine's results to the wire format: `RunResult` → `v1::ProbeRun` (only runs that
-//! produced statistics; an unsupported run becomes a `probe_unsupported` event, never zeros).
+//! produced statistics; an unsupported run becomes a `probe_unsupported` event, never zeros), and
+//! the power recorded around a probe → full-rate `v1::PowerSample`s in batches of bounded size.
 
+use crate::energy::live::ZoneSeries;
 use crate::energy::ProbeEnergy;
 use wattflip_proto::v1;
 use wattflip_uflip::{ProbeReport, RunResult, RunStatus, TargetKind};
@@ -88,4 +90,81 @@ pub fn batch(report: &ProbeReport, energy: Option<&ProbeEnergy>) -> v1::Batch {
         }
     }
     b
+}
+
+/// Full-rate samples per batch. A probe recorded at 1 ms holds thousands of readings per second
+/// per zone; bounded batches keep each gRPC message far below the collector's 4 MiB default
+/// `limits.max_message_bytes` (a sample is under 100 bytes) and let acknowledgements advance.
+pub const FULL_RATE_BATCH: usize = 4096;
+
+/// The power recorded around a probe (every zone, from the idle window before its first run to
+/// the end of its tail) as full-rate `power` samples, at most `max` per batch. Watts only: the
+/// run-mode window aggregates carry the joules, and both on one window would count it twice.
+pub fn full_rate_batches(zones: &[ZoneSeries], max: usize) -> Vec<v1::Batch> {
+    let max = max.max(1);
+    let mut out: Vec<v1::Batch> = Vec::new();
+    let mut current = v1::Batch::default();
+    for z in zones {
+        for (i, (&t, &w)) in z.t.iter().zip(&z.watts).enumerate() {
+            current.power.push(v1::PowerSample {
+                time_ns: t,
+                source: z.source.clone(),
+                zone: z.zone.clone(),
+                scope: z.scope.clone(),
+                method: z.method,
+                watts: Some(w),
+                joules: None,
+                interval_ns: z.interval_ns.get(i).map(|&n| i64::try_from(n).unwrap_or(i64::MAX)).unwrap_or(0),
+                full_rate: true,
+                ..Default::default()
+            });
+            if current.power.len() == max {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.power.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Everything a measured probe sends, in order: its runs (with their energy) and events, then its
+/// full-rate power in batches of at most [`FULL_RATE_BATCH`] samples.
+pub fn batches(m: &super::Measured) -> Vec<v1::Batch> {
+    let mut out = vec![batch(&m.report, m.energy.as_ref())];
+    out.extend(full_rate_batches(&m.recording, FULL_RATE_BATCH));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zone(name: &str, n: usize, interval_ns: u64) -> ZoneSeries {
+        ZoneSeries {
+            source: "hwmon".into(),
+            zone: name.into(),
+            scope: "rail".into(),
+            method: v1::Method::Measured as i32,
+            t: (0..n as i64).map(|i| 1_000 + i).collect(),
+            watts: (0..n).map(|i| i as f64).collect(),
+            interval_ns: vec![interval_ns; n],
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn full_rate_samples_are_split_into_bounded_batches_in_order() {
+        let b = full_rate_batches(&[zone("a", 5, 0), zone("b", 4, 1_000_000)], 4);
+        assert_eq!(b.iter().map(|b| b.power.len()).collect::<Vec<_>>(), vec![4, 4, 1]);
+        let all: Vec<&v1::PowerSample> = b.iter().flat_map(|b| &b.power).collect();
+        assert!(all.iter().all(|p| p.full_rate && p.joules.is_none() && p.method == v1::Method::Measured as i32));
+        assert_eq!(all.iter().filter(|p| p.zone == "a").map(|p| p.watts.unwrap()).collect::<Vec<_>>(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(all[5].zone, "b");
+        assert_eq!(all[5].interval_ns, 1_000_000);
+        assert_eq!(all[0].interval_ns, 0);
+        assert!(full_rate_batches(&[], 4).is_empty());
+        assert_eq!(full_rate_batches(&[zone("a", 8, 0)], 4).len(), 2, "an exact multiple leaves no empty batch");
+    }
 }

@@ -184,6 +184,9 @@ pub struct Measured {
     pub energy: Option<crate::energy::ProbeEnergy>,
     /// The power zone the energy comes from, as recorded (for the power timeline).
     pub power: Option<crate::energy::live::ZoneSeries>,
+    /// Every zone recorded around the probe, idle window and tail included: streamed to the
+    /// collector as full-rate `power` points ([`convert::batches`]).
+    pub recording: Vec<crate::energy::live::ZoneSeries>,
     /// Why there is no energy, when there is none.
     pub energy_note: String,
 }
@@ -194,7 +197,7 @@ pub struct Measured {
 pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
     match e {
         Some(e) => run_probe_measured(a, show_progress, e),
-        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, energy_note: off.to_string() }),
+        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string() }),
     }
 }
 
@@ -206,7 +209,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
         let mut why = vec!["no usable power source on this host".to_string()];
         why.extend(found.unavailable.iter().cloned());
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
-        return Ok(Measured { report, energy: None, power: None, energy_note: why.join("; ") });
+        return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; ") });
     }
     let recorder = crate::energy::live::Recorder::start(found.power, e.period);
     std::thread::sleep(e.idle);
@@ -219,10 +222,11 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
             Some(z) => format!("power zone `{z}` not found; zones: {}", zones.iter().map(|z| z.label()).collect::<Vec<_>>().join(", ")),
             None => "no power zone produced samples".into(),
         };
-        return Ok(Measured { report, energy: None, power: None, energy_note: note });
+        return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones });
     };
     let Some(series) = zone.series() else {
-        return Ok(Measured { report, energy: None, power: None, energy_note: format!("{}: samples out of order", zone.label()) });
+        let note = format!("{}: samples out of order", zone.label());
+        return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones });
     };
     let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
@@ -231,7 +235,8 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     let datasheet = datasheet_watts(&a.target, &e.drives);
     let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
     energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
-    Ok(Measured { report, energy: Some(energy), power: Some(zone.clone()), energy_note: String::new() })
+    let power = Some(zone.clone());
+    Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones })
 }
 
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
