@@ -312,6 +312,16 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
                 finite(v).map_err(|r| invalid(f(name), r))?;
             }
         }
+        for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
+            if let Some(t) = t {
+                utc(t).map_err(|r| invalid(f(name), r))?;
+            }
+        }
+        if let (Some(s), Some(e)) = (r.energy_start_ns, r.energy_end_ns) {
+            if e < s {
+                return Err(invalid(f("energy_end_ns"), "the run ends in the power trace before it starts"));
+            }
+        }
     }
     for (i, c) in b.power_state_changes.iter().enumerate() {
         let f = |name: &str| format!("power_state_changes[{i}].{name}");

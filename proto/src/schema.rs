@@ -191,6 +191,18 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     if let Some(ps) = r.power_state {
         p = p.int("power_state", i64::from(ps));
     }
+    if let Some(t) = r.energy_start_ns {
+        p = p.int("energy_start_ns", t);
+    }
+    if let Some(t) = r.energy_end_ns {
+        p = p.int("energy_end_ns", t);
+    }
+    if !r.energy_start_found.is_empty() {
+        p = p.string("energy_start_found", r.energy_start_found.clone());
+    }
+    if !r.energy_end_found.is_empty() {
+        p = p.string("energy_end_found", r.energy_end_found.clone());
+    }
     if !r.energy_source.is_empty() {
         p = p.string("energy_source", r.energy_source.clone());
     }

@@ -46,6 +46,7 @@ fn live_power_during_a_probe_gives_energy_per_run() {
         let secs = (f(&run["end_ns"]) - f(&run["start_ns"])) / 1e9;
         // A flat 6 W rail: the idle baseline is 6 W, nothing is above it, no background work.
         assert_eq!(f(&e["idle_baseline_w"]), 6.0);
+        assert_eq!(f(&e["idle_spread_w"]), 0.0, "a constant rail has no spread");
         assert_eq!(f(&e["energy_above_idle_j"]), 0.0);
         assert_eq!(f(&e["background_energy_j"]), 0.0);
         // "None" needs every tail ≤ one sample period; sleep jitter of a 1 ms grid can make one
@@ -267,6 +268,16 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
         assert!((f(&e["idle_baseline_w"]) - 1.0).abs() < 1e-6, "{e}");
         // "Datasheet watts × time": 6 W over the run's 0.5 s of IO against the measured energy.
         assert!((f(&e["datasheet_ratio"]) - 3.0 / total).abs() < 0.01, "{e}");
+        // Boundaries found in the trace: the first 3 W sample is the run's first IO (ms grid);
+        // the end is the end of the last sample above the idle band, after an SW run's tail.
+        let run = report["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == e["run_id"]).unwrap();
+        let start = run["start_ns"].as_i64().unwrap();
+        assert_eq!(e["trace_start_ns"].as_i64(), Some(start), "{e}");
+        assert_eq!(e["trace_end_ns"].as_i64(), Some(start + run_len + if sw { tail } else { 0 }), "{e}");
+        assert_eq!(e["start_found"], "Trace", "{e}");
+        assert_eq!(e["end_found"], "ReturnedToIdle", "{e}");
+        // A flat 1 W idle: no spread beyond the 12-digit rounding of the CSV's shunt voltages.
+        assert!(f(&e["idle_spread_w"]).abs() < 1e-9, "{e}");
         if sw {
             // The tail: 1 W above idle for 300 ms after the last IO.
             assert!((f(&e["background_s"]) - 0.3).abs() <= 0.0011, "{e}");
@@ -293,7 +304,8 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     // The same records reach InfluxDB as probe_run fields.
     let rows = influx.rows(
         "wf_energy",
-        "SELECT energy_j, background_s, background_class, energy_source FROM probe_run WHERE host = 'energy-trace' AND pattern = 'SW'",
+        "SELECT energy_j, background_s, background_class, energy_source, energy_start_ns, energy_end_ns, \
+         energy_start_found, energy_end_found, idle_spread_w FROM probe_run WHERE host = 'energy-trace' AND pattern = 'SW'",
     );
     assert_eq!(rows.len(), 3);
     for row in rows {
@@ -301,5 +313,11 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
         assert!((f(&row[2]) - 0.3).abs() <= 0.0011);
         assert_eq!(row[3], "S");
         assert_eq!(row[4], "trace:scope.csv");
+        // The point's time is the run's first IO; the trace found it there, and the end after the tail.
+        let start = row[0].as_i64().unwrap();
+        assert_eq!(row[5].as_i64(), Some(start), "{row:?}");
+        assert_eq!(row[6].as_i64(), Some(start + run_len + tail), "{row:?}");
+        assert_eq!((row[7].as_str(), row[8].as_str()), (Some("Trace"), Some("ReturnedToIdle")), "{row:?}");
+        assert!(f(&row[9]).abs() < 1e-9, "{row:?}");
     }
 }

@@ -38,6 +38,16 @@ pub struct RunEnergyRecord {
     /// How the run's start and end were found in the trace (`Threshold`, `ReturnedToIdle`, ...).
     pub start_found: String,
     pub end_found: String,
+    /// The run's start and end as found in the power trace (UTC ns): first active sample, and the
+    /// end of the last sample outside the idle band. `None` only in records written before they
+    /// were kept (an older `energy.jsonl`, still read for `--pause auto`): absent, never a zero.
+    #[serde(default)]
+    pub trace_start_ns: Option<i64>,
+    #[serde(default)]
+    pub trace_end_ns: Option<i64>,
+    /// Robust spread of the baseline, 1.4826·MAD (W).
+    #[serde(default)]
+    pub idle_spread_w: Option<f64>,
     /// Background-work class of the run's experiment (filled by [`analyze`]).
     pub background_class: String,
 }
@@ -162,6 +172,9 @@ pub fn analyze(
             datasheet_ratio: e.datasheet_ratio,
             start_found: format!("{:?}", e.start_found),
             end_found: format!("{:?}", e.end_found),
+            trace_start_ns: Some(e.start.0),
+            trace_end_ns: Some(e.end.0),
+            idle_spread_w: Some(e.baseline.spread.0),
             background_class: String::new(),
         });
     }

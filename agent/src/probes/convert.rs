@@ -63,6 +63,11 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         power_state: None,
         power_state_max_w: None,
         power_w: None,
+        energy_start_ns: e.and_then(|e| e.trace_start_ns),
+        energy_end_ns: e.and_then(|e| e.trace_end_ns),
+        energy_start_found: e.map(|e| e.start_found.clone()).unwrap_or_default(),
+        energy_end_found: e.map(|e| e.end_found.clone()).unwrap_or_default(),
+        idle_spread_w: e.and_then(|e| e.idle_spread_w),
     })
 }
 
