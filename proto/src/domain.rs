@@ -90,6 +90,7 @@ pub struct Batch {
     pub power_state_changes: Vec<v1::PowerStateChange>,
     pub events: Vec<v1::Event>,
     pub nvme_smart: Vec<v1::NvmeSmart>,
+    pub idle_profiles: Vec<v1::IdleProfile>,
 }
 
 impl Batch {
@@ -101,6 +102,7 @@ impl Batch {
             + self.power_state_changes.len()
             + self.events.len()
             + self.nvme_smart.len()
+            + self.idle_profiles.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -345,6 +347,24 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         tag_value(&s.device).map_err(|r| invalid(f("device"), r))?;
         finite(s.composite_celsius).map_err(|r| invalid(f("composite_celsius"), r))?;
     }
+    for (i, p) in b.idle_profiles.iter().enumerate() {
+        let f = |name: &str| format!("idle_profiles[{i}].{name}");
+        utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
+        tag_value(&p.device).map_err(|r| invalid(f("device"), r))?;
+        tag_value(&p.model).map_err(|r| invalid(f("model"), r))?;
+        for (name, v) in [("window_s", Some(p.window_s)), ("median_w", Some(p.median_w)), ("spread_w", Some(p.spread_w))]
+            .into_iter()
+            .chain([
+                ("activity_period_s", p.activity_period_s),
+                ("activity_correlation", p.activity_correlation),
+                ("activity_energy_j", p.activity_energy_j),
+            ])
+        {
+            if let Some(v) = v {
+                finite(v).map_err(|r| invalid(f(name), r))?;
+            }
+        }
+    }
     Ok(Batch {
         agent_id: b.agent_id,
         sequence: b.sequence,
@@ -354,6 +374,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         power_state_changes: b.power_state_changes,
         events: b.events,
         nvme_smart: b.nvme_smart,
+        idle_profiles: b.idle_profiles,
     })
 }
 

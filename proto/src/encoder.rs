@@ -134,12 +134,18 @@ impl BatchEncoder {
                 self.slow(&one, lines, &mut errors);
             }
         }
-        if !(b.probe_runs.is_empty() && b.power_state_changes.is_empty() && b.events.is_empty() && b.nvme_smart.is_empty()) {
+        if !(b.probe_runs.is_empty()
+            && b.power_state_changes.is_empty()
+            && b.events.is_empty()
+            && b.nvme_smart.is_empty()
+            && b.idle_profiles.is_empty())
+        {
             let rest = Batch {
                 probe_runs: b.probe_runs.clone(),
                 power_state_changes: b.power_state_changes.clone(),
                 events: b.events.clone(),
                 nvme_smart: b.nvme_smart.clone(),
+                idle_profiles: b.idle_profiles.clone(),
                 ..empty_like(b)
             };
             self.slow(&rest, lines, &mut errors);
@@ -235,6 +241,7 @@ fn empty_like(b: &Batch) -> Batch {
         power_state_changes: Vec::new(),
         events: Vec::new(),
         nvme_smart: Vec::new(),
+        idle_profiles: Vec::new(),
     }
 }
 
@@ -302,6 +309,7 @@ mod tests {
             probe_runs: Vec::new(),
             power_state_changes: Vec::new(),
             nvme_smart: Vec::new(),
+            idle_profiles: Vec::new(),
         }
     }
 

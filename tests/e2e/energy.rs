@@ -123,6 +123,35 @@ fn probe_streams_full_rate_power_around_its_runs_into_influx() {
     let (first_t, last_t) = (q("ASC"), q("DESC"));
     assert!(first_t <= first_start - 300_000_000, "first reading {first_t}, first run {first_start}");
     assert!(last_t >= last_end + 290_000_000, "last reading {last_t}, last run ends {last_end}");
+
+    // The idle characterisation of the target, its own measurement: one point at the start of the
+    // 300 ms idle window before the first run, over exactly the readings streamed for that window.
+    let v = influx.query("wf_full_rate", "SELECT * FROM idle_profile WHERE host = 'energy-full'");
+    let series = &v["results"][0]["series"][0];
+    let cols: Vec<&str> = series["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let rows = series["values"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    let get = |name: &str| &rows[0][cols.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no column {name}: {cols:?}"))];
+    let t = get("time").as_i64().unwrap();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let probe_start = report["started_ns"].as_i64().unwrap();
+    assert_eq!(t, probe_start - 300_000_000, "the idle window ends where the probe starts");
+    assert_eq!(get("device"), "file:s.dat");
+    assert_eq!(get("model"), "file");
+    assert_eq!(get("energy_source"), &format!("hwmon:{zone}"));
+    assert_eq!(get("probe_id"), &probe_start.to_string());
+    assert_eq!(f(get("window_s")), 0.3);
+    assert_eq!(f(get("median_w")), 6.0);
+    assert_eq!(f(get("spread_w")), 0.0);
+    let in_window = influx.rows(
+        "wf_full_rate",
+        &format!("SELECT count(watts) FROM power WHERE rate = 'full' AND zone = '{zone}' AND time >= {t} AND time < {probe_start}"),
+    );
+    assert_eq!(get("samples").as_u64(), in_window[0][1].as_u64(), "samples of the idle window");
+    // A flat rail has no periodic idle activity: no such fields, never zeros.
+    for absent in ["activity_period_s", "activity_correlation", "activity_energy_j"] {
+        assert!(!cols.contains(&absent) || get(absent).is_null(), "{absent}: {v}");
+    }
 }
 
 #[test]

@@ -71,11 +71,33 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
     })
 }
 
-/// The batch a probe sends: its runs (with their energy when measured) plus one event per
-/// unsupported run.
+/// The idle characterisation of the probe's target, measured before its first run.
+pub fn idle_profile(report: &ProbeReport, i: &crate::energy::IdleRecord, device: &str) -> v1::IdleProfile {
+    v1::IdleProfile {
+        time_ns: i.from_ns,
+        device: device.to_string(),
+        model: report.target.model.clone().unwrap_or_else(|| report.target.kind.as_str().to_string()),
+        serial: report.target.serial.clone().unwrap_or_default(),
+        energy_source: i.source.clone(),
+        probe_id: report.started_ns.to_string(),
+        window_s: i.window_s,
+        samples: u32::try_from(i.samples).unwrap_or(u32::MAX),
+        median_w: i.median_w,
+        spread_w: i.spread_w,
+        activity_period_s: i.activity_period_s,
+        activity_correlation: i.activity_correlation,
+        activity_energy_j: i.activity_energy_j,
+    }
+}
+
+/// The batch a probe sends: its runs (with their energy when measured), the target's idle
+/// profile when one was measured, plus one event per unsupported run.
 pub fn batch(report: &ProbeReport, energy: Option<&ProbeEnergy>) -> v1::Batch {
     let device = device_tag(report);
     let mut b = v1::Batch::default();
+    if let Some(i) = energy.and_then(|e| e.idle.as_ref()) {
+        b.idle_profiles.push(idle_profile(report, i, &device));
+    }
     for r in &report.runs {
         match probe_run(report, r, &device, energy) {
             Some(p) => b.probe_runs.push(p),
