@@ -134,7 +134,8 @@ struct ProbeCli {
     /// Time recorded after the last run, to see its background work.
     #[arg(long, default_value = "1s")]
     tail: humantime::Duration,
-    /// Power zone to attribute energy to (default: the most drive-specific one found).
+    /// Power zone to attribute energy to (default: the most drive-specific one found; a CPU/RAPL
+    /// zone only when named here, since RAPL does not see the drive).
     #[arg(long)]
     power_zone: Option<String>,
     /// Pause after each run: a duration, or `auto` for the pause the last probe's measured

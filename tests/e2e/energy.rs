@@ -350,3 +350,71 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
         assert!(f(&row[9]).abs() < 1e-9, "{row:?}");
     }
 }
+
+/// RAPL sees the CPU's side of a probe, never the drive (ufip.md §13): on a host with RAPL only,
+/// a probe reports "drive energy not measurable here" with the reason and what would make it
+/// measurable, and its runs carry no energy fields; the operator can still name a CPU zone.
+#[test]
+fn rapl_only_host_reports_drive_energy_as_not_measurable() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_rapl_only");
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["rapl-only"]);
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"rapl-only\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("rapl-only")));
+    let target = dir.path().join("s.dat");
+    let probe = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "probe", "--quick", "--size", "128MiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
+            "--config", cfg.to_str().unwrap(), "--collector", &collector.url, "--power-interval", "5ms", "--idle", "200ms", "--tail", "200ms",
+        ];
+        args.extend_from_slice(extra);
+        let o = agent(&args);
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+        stdout
+    };
+    let note = "drive energy not measurable here: the only power recorded is CPU-side (rapl:package-0 (package), \
+                rapl:package-0/core (core), rapl:package-0/dram (dram)), which does not see the drive (ufip.md §13). \
+                A shunt monitor on the drive's supply (INA226/INA3221 in hwmon), a PMBus PSU, IPMI DCMI ([sources] ipmi = true; \
+                whole system, long runs only) or an oscilloscope trace (`wattflip-agent trace import`) would make it measurable; \
+                --power-zone / power_zone attributes a CPU zone's energy to the probe explicitly";
+
+    let out = dir.path().join("out");
+    let stdout = probe(&out, &[]);
+    assert!(stdout.contains(&format!("\nNo per-run energy: {note}\n")), "{stdout}");
+    assert!(!stdout.contains("Energy per run"), "{stdout}");
+    assert!(!out.join("energy.jsonl").exists(), "no energy record at all, not zeros");
+    let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
+    assert_eq!(lp.lines().filter(|l| l.starts_with("probe_run,")).count(), 12);
+    assert!(!lp.contains("energy_j=") && !lp.contains("energy_source=") && !lp.contains("idle_profile"), "{lp}");
+    // In InfluxDB: the 12 runs without any energy field, and one event saying why.
+    let runs = influx.rows("wf_rapl_only", "SELECT count(mean_us) FROM probe_run WHERE host = 'rapl-only'");
+    assert_eq!(runs[0][1].as_u64(), Some(12));
+    assert!(influx.rows("wf_rapl_only", "SELECT count(energy_j) FROM probe_run").is_empty());
+    assert!(influx.rows("wf_rapl_only", "SELECT count(idle_baseline_w) FROM probe_run").is_empty());
+    assert!(influx.rows("wf_rapl_only", "SELECT count(median_w) FROM idle_profile").is_empty());
+    let events = influx.rows(
+        "wf_rapl_only",
+        "SELECT message, device, severity FROM event WHERE host = 'rapl-only' AND kind = 'energy_not_measurable'",
+    );
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0][1].as_str(), Some(note));
+    assert_eq!((events[0][2].as_str(), events[0][3].as_str()), (Some("file:s.dat"), Some("info")));
+    // The CPU-side power itself is still streamed, under its own RAPL scopes.
+    let scopes: Vec<String> = influx
+        .series("wf_rapl_only", "SELECT count(watts) FROM power WHERE host = 'rapl-only' AND rate = 'full' GROUP BY scope")
+        .into_iter()
+        .map(|(tags, _)| tags["scope"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(scopes, ["core", "dram", "package"]);
+
+    // The operator's explicit choice: the package's energy, labelled as such.
+    let out2 = dir.path().join("out-package");
+    let stdout = probe(&out2, &["--power-zone", "package-0"]);
+    assert!(stdout.contains("Energy per run (source rapl:package-0;"), "{stdout}");
+    let energy = jsonl(&out2.join("energy.jsonl"));
+    assert_eq!(energy.len(), 12);
+    assert!(energy.iter().all(|e| e["source"] == "rapl:package-0"), "{energy:?}");
+    let events = influx.rows("wf_rapl_only", "SELECT count(message) FROM event WHERE kind = 'energy_not_measurable'");
+    assert_eq!(events[0][1].as_u64(), Some(1), "no new event for an explicit choice");
+}

@@ -156,10 +156,23 @@ pub fn full_rate_batches(zones: &[ZoneSeries], max: usize) -> Vec<v1::Batch> {
     out
 }
 
-/// Everything a measured probe sends, in order: its runs (with their energy) and events, then its
-/// full-rate power in batches of at most [`FULL_RATE_BATCH`] samples.
+/// Everything a measured probe sends, in order: its runs (with their energy) and events (with
+/// `energy_not_measurable` when only CPU-side power was recorded), then its full-rate power in
+/// batches of at most [`FULL_RATE_BATCH`] samples.
 pub fn batches(m: &super::Measured) -> Vec<v1::Batch> {
-    let mut out = vec![batch(&m.report, m.energy.as_ref())];
+    let mut first = batch(&m.report, m.energy.as_ref());
+    if m.energy_unmeasurable {
+        // The runs carry no energy fields; this says why, and what would make it measurable.
+        first.events.push(v1::Event {
+            time_ns: i64::try_from(m.report.started_ns).unwrap_or(i64::MAX),
+            kind: "energy_not_measurable".into(),
+            severity: v1::Severity::Info as i32,
+            device: device_tag(&m.report),
+            message: m.energy_note.clone(),
+            attributes: Default::default(),
+        });
+    }
+    let mut out = vec![first];
     out.extend(full_rate_batches(&m.recording, FULL_RATE_BATCH));
     out
 }
