@@ -1,7 +1,9 @@
 //! Records power while a probe runs: a dedicated thread reads the given sensors every `period`
 //! (RAPL updates about every 1 ms, so 1–10 ms is useful) on the monotonic clock mapped to UTC, the
 //! same time base as the probe's run timestamps. Sleeping between reads keeps the recorder's own
-//! CPU cost, and so its footprint in a RAPL trace, small.
+//! CPU cost, and so its footprint in a RAPL trace, small. Also chooses the zone a probe's energy
+//! is attributed to: one that includes the drive, never a CPU (RAPL) zone unless the operator
+//! names it, because RAPL does not see the drive (ufip.md §13).
 
 use crate::runtime::Clock;
 use crate::sensors::PowerSensor;
