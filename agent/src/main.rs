@@ -134,7 +134,8 @@ struct ProbeCli {
     /// Time recorded after the last run, to see its background work.
     #[arg(long, default_value = "1s")]
     tail: humantime::Duration,
-    /// Power zone to attribute energy to (default: the most drive-specific one found).
+    /// Power zone to attribute energy to (default: the most drive-specific one found; a CPU/RAPL
+    /// zone only when named here, since RAPL does not see the drive).
     #[arg(long)]
     power_zone: Option<String>,
     /// Pause after each run: a duration, or `auto` for the pause the last probe's measured
@@ -345,7 +346,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let written = wattflip_agent::probes::output::write_energy(&input, &only, &energy, &tags)?;
             println!("wrote {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
             if let Some(url) = collector {
-                send_results(&url, &cfg, wattflip_agent::probes::convert::batch(&only, Some(&energy)), &input)?;
+                send_results(&url, &cfg, vec![wattflip_agent::probes::convert::batch(&only, Some(&energy))], &input)?;
             }
             Ok(())
         }
@@ -518,11 +519,13 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         probes::output::write_ladder(&p.out, &l, &tags)?;
         println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
         if let Some(url) = &p.collector {
-            send_results(url, &cfg, wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }, &p.out)?;
+            send_results(url, &cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out)?;
         }
         return Ok(());
     }
     let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power")?;
+    let batches = if p.collector.is_some() { convert::batches(&measured) } else { Vec::new() };
+    let full_rate: usize = measured.recording.iter().map(|z| z.t.len()).sum();
     let report = measured.report;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let written = output::write_all(&p.out, &report, measured.energy.as_ref(), measured.power.as_ref(), &tags)?;
@@ -543,22 +546,25 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         written.files.iter().filter_map(|f| f.file_name()).map(|f| f.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
     );
     if let Some(url) = p.collector {
-        send_results(&url, &cfg, convert::batch(&report, measured.energy.as_ref()), &p.out)?;
+        let n = batches.len();
+        send_results(&url, &cfg, batches, &p.out)?;
+        println!("sent {full_rate} full-rate power samples ({} zones) in {} batches", measured.recording.len(), n.saturating_sub(1));
     }
     Ok(())
 }
 
-/// Streams one batch of results to a collector and waits for its acknowledgement.
-fn send_results(url: &str, cfg: &Config, batch: wattflip_proto::v1::Batch, kept_in: &std::path::Path) -> anyhow::Result<()> {
+/// Streams batches of results to a collector and waits until all are acknowledged.
+fn send_results(url: &str, cfg: &Config, batches: Vec<wattflip_proto::v1::Batch>, kept_in: &std::path::Path) -> anyhow::Result<()> {
+    let total = batches.len() as u64;
     let clock = Clock::new();
     let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &Default::default(), Vec::new(), &clock);
     let mut cfg = cfg.clone();
     cfg.collector.urls = vec![url.to_string()];
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let s = rt
-        .block_on(wattflip_agent::probes::stream::send(&cfg, hello, batch, std::time::Duration::from_secs(60)))
+        .block_on(wattflip_agent::probes::stream::send(&cfg, hello, batches, std::time::Duration::from_secs(60)))
         .context("--collector needs --config with a [tls] section")?;
-    if s.acked == 0 {
+    if s.acked < total || s.unacked_at_exit > 0 {
         anyhow::bail!("the collector at {url} did not acknowledge the results (they are still in {})", kept_in.display());
     }
     println!("sent to the collector at {url}: acknowledged");

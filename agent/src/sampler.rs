@@ -72,6 +72,7 @@ impl Agg {
             min_watts: (self.n > 1).then_some(self.min_w),
             max_watts: (self.n > 1).then_some(self.max_w),
             readings: u32::try_from(self.n).unwrap_or(u32::MAX),
+            full_rate: false,
         }
     }
 }

@@ -5,8 +5,8 @@
 //! same device never overlap: each device has a lock that a probe holds for its whole run.
 //! A probe uses the calibration stored for its target in its `out` folder (`probe --calibrate
 //! --out` the same folder). Power is recorded around each probe and every run carries its energy, through the same
-//! function as the `probe` command. Results go to the exporter as one batch per probe, like any
-//! other sample.
+//! function as the `probe` command. Results go to the exporter like any other sample: one batch
+//! with the probe's runs, then its full-rate power in bounded batches (`convert::batches`).
 
 use crate::probes::{self, convert, ProbeArgs};
 use chrono::{DateTime, Utc};
@@ -131,22 +131,24 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
         })
         .await;
         drop(guard);
-        let batch = match result {
+        let batches = match result {
             Ok(Ok(m)) => {
                 match &m.energy {
                     Some(e) => tracing::info!(probe = %job.name, runs = m.report.runs.len(), with_energy = e.runs.len(), "scheduled probe finished"),
                     None => tracing::info!(probe = %job.name, runs = m.report.runs.len(), "scheduled probe finished; no per-run energy: {}", m.energy_note),
                 }
-                convert::batch(&m.report, m.energy.as_ref())
+                convert::batches(&m)
             }
             Ok(Err(e)) => {
                 tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
-                event("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))
+                vec![event("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
             }
-            Err(e) => event("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name)),
+            Err(e) => vec![event("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))],
         };
-        if out.send(batch).await.is_err() {
-            return;
+        for batch in batches {
+            if out.send(batch).await.is_err() {
+                return;
+            }
         }
     }
 }

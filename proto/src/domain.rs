@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
     "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "firmware", "bench",
-    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time",
+    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time", "rate",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;
@@ -67,6 +67,8 @@ pub struct PowerSample {
     pub min_watts: Option<Watts>,
     pub max_watts: Option<Watts>,
     pub readings: u32,
+    /// A full-rate reading recorded around a probe (tag `rate=full`), not a window aggregate.
+    pub full_rate: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +90,7 @@ pub struct Batch {
     pub power_state_changes: Vec<v1::PowerStateChange>,
     pub events: Vec<v1::Event>,
     pub nvme_smart: Vec<v1::NvmeSmart>,
+    pub idle_profiles: Vec<v1::IdleProfile>,
 }
 
 impl Batch {
@@ -99,6 +102,7 @@ impl Batch {
             + self.power_state_changes.len()
             + self.events.len()
             + self.nvme_smart.len()
+            + self.idle_profiles.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -239,6 +243,11 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         if joules.is_some_and(|j| j.0 < 0.0) {
             return Err(invalid(f("joules"), "energy in an interval cannot be negative"));
         }
+        // Full-rate points overlap the aggregate stream in time: joules on both would make
+        // SUM(joules) over a window count that energy twice.
+        if p.full_rate && joules.is_some() {
+            return Err(invalid(f("joules"), "a full-rate sample carries watts only (the window aggregates carry the joules)"));
+        }
         power.push(PowerSample {
             time: utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?,
             method: method(p.method).map_err(|r| invalid(f("method"), r))?,
@@ -252,6 +261,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
             min_watts: p.min_watts.map(|w| finite(w).map_err(|r| invalid(f("min_watts"), r)).map(Watts)).transpose()?,
             max_watts: p.max_watts.map(|w| finite(w).map_err(|r| invalid(f("max_watts"), r)).map(Watts)).transpose()?,
             readings: p.readings,
+            full_rate: p.full_rate,
         });
     }
     let mut temperature = Vec::with_capacity(b.temperature.len());
@@ -308,6 +318,16 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
                 finite(v).map_err(|r| invalid(f(name), r))?;
             }
         }
+        for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
+            if let Some(t) = t {
+                utc(t).map_err(|r| invalid(f(name), r))?;
+            }
+        }
+        if let (Some(s), Some(e)) = (r.energy_start_ns, r.energy_end_ns) {
+            if e < s {
+                return Err(invalid(f("energy_end_ns"), "the run ends in the power trace before it starts"));
+            }
+        }
     }
     for (i, c) in b.power_state_changes.iter().enumerate() {
         let f = |name: &str| format!("power_state_changes[{i}].{name}");
@@ -331,6 +351,24 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         tag_value(&s.device).map_err(|r| invalid(f("device"), r))?;
         finite(s.composite_celsius).map_err(|r| invalid(f("composite_celsius"), r))?;
     }
+    for (i, p) in b.idle_profiles.iter().enumerate() {
+        let f = |name: &str| format!("idle_profiles[{i}].{name}");
+        utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
+        tag_value(&p.device).map_err(|r| invalid(f("device"), r))?;
+        tag_value(&p.model).map_err(|r| invalid(f("model"), r))?;
+        for (name, v) in [("window_s", Some(p.window_s)), ("median_w", Some(p.median_w)), ("spread_w", Some(p.spread_w))]
+            .into_iter()
+            .chain([
+                ("activity_period_s", p.activity_period_s),
+                ("activity_correlation", p.activity_correlation),
+                ("activity_energy_j", p.activity_energy_j),
+            ])
+        {
+            if let Some(v) = v {
+                finite(v).map_err(|r| invalid(f(name), r))?;
+            }
+        }
+    }
     Ok(Batch {
         agent_id: b.agent_id,
         sequence: b.sequence,
@@ -340,6 +378,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         power_state_changes: b.power_state_changes,
         events: b.events,
         nvme_smart: b.nvme_smart,
+        idle_profiles: b.idle_profiles,
     })
 }
 

@@ -99,7 +99,7 @@ pub struct BatchEncoder {
 }
 
 /// Per-sample tag keys, in the order `schema::batch_points` adds them.
-const POWER_SLOTS: &[&str] = &["source", "zone", "scope", "method"];
+const POWER_SLOTS: &[&str] = &["source", "zone", "scope", "method", "rate"];
 const TEMPERATURE_SLOTS: &[&str] = &["source", "device", "sensor"];
 
 impl BatchEncoder {
@@ -134,12 +134,18 @@ impl BatchEncoder {
                 self.slow(&one, lines, &mut errors);
             }
         }
-        if !(b.probe_runs.is_empty() && b.power_state_changes.is_empty() && b.events.is_empty() && b.nvme_smart.is_empty()) {
+        if !(b.probe_runs.is_empty()
+            && b.power_state_changes.is_empty()
+            && b.events.is_empty()
+            && b.nvme_smart.is_empty()
+            && b.idle_profiles.is_empty())
+        {
             let rest = Batch {
                 probe_runs: b.probe_runs.clone(),
                 power_state_changes: b.power_state_changes.clone(),
                 events: b.events.clone(),
                 nvme_smart: b.nvme_smart.clone(),
+                idle_profiles: b.idle_profiles.clone(),
                 ..empty_like(b)
             };
             self.slow(&rest, lines, &mut errors);
@@ -164,7 +170,9 @@ impl BatchEncoder {
         if !fields_finite || (s.watts.is_none() && s.joules.is_none()) {
             return false;
         }
-        if !self.power.write_tags(out, &[&s.source, &s.zone, &s.scope, s.method.as_str()]) {
+        // An empty slot writes no tag, as `Point::tag` skips empty values: aggregates stay untagged.
+        let rate = if s.full_rate { crate::schema::FULL_RATE } else { "" };
+        if !self.power.write_tags(out, &[&s.source, &s.zone, &s.scope, s.method.as_str(), rate]) {
             return false;
         }
         let mut sep = ' ';
@@ -233,6 +241,7 @@ fn empty_like(b: &Batch) -> Batch {
         power_state_changes: Vec::new(),
         events: Vec::new(),
         nvme_smart: Vec::new(),
+        idle_profiles: Vec::new(),
     }
 }
 
@@ -269,6 +278,7 @@ mod tests {
             min_watts: Some(Watts(1e-7)),
             max_watts: Some(Watts(1e21)),
             readings: 7,
+            full_rate: false,
         }
     }
 
@@ -292,12 +302,14 @@ mod tests {
                 PowerSample { watts: None, interval_ns: u64::MAX, min_watts: None, ..power("rapl", "psys", "psys") },
                 // Not encodable: the slow path reports it, the fast path must skip it the same way.
                 PowerSample { watts: Some(Watts(f64::NAN)), ..power("rapl", "dram", "dram") },
+                PowerSample { joules: None, min_watts: None, full_rate: true, ..power("hwmon", "ina226/power1", "rail") },
             ],
             temperature: vec![temp("nvme0", "Composite"), temp("coretemp,isa=0", "Package id 0"), temp("nvme1", "bad\nsensor"), temp("S1\\", "x")],
             events: vec![v1::Event { time_ns: 5, kind: "critical_warning".into(), severity: 3, message: "hot".into(), ..Default::default() }],
             probe_runs: Vec::new(),
             power_state_changes: Vec::new(),
             nvme_smart: Vec::new(),
+            idle_profiles: Vec::new(),
         }
     }
 
@@ -331,10 +343,11 @@ mod tests {
         );
         assert_eq!(lines[1], "power,host=a1,method=measured,rack=r7,source=hwmon,zone=ina3221\\ ch\\ 1 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n");
         assert_eq!(lines[2], "power,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=18446744073709552000 1700000000000000001\n");
-        assert_eq!(lines[4], "temperature,device=coretemp\\,isa\\=0,host=a1,rack=r7,sensor=Package\\ id\\ 0,source=hwmon celsius=49.85 1700000000000000002\n");
-        assert_eq!(lines[5], "temperature,device=nvme1,host=a1,rack=r7,sensor=bad\\nsensor,source=hwmon celsius=49.85 1700000000000000002\n");
-        assert_eq!(lines[6], "temperature,device=S1\\\\,host=a1,rack=r7,sensor=x,source=hwmon celsius=49.85 1700000000000000002\n");
-        assert_eq!(lines.len(), 8, "3 power (the NaN one dropped), 4 temperature, 1 event");
+        assert_eq!(lines[5], "temperature,device=coretemp\\,isa\\=0,host=a1,rack=r7,sensor=Package\\ id\\ 0,source=hwmon celsius=49.85 1700000000000000002\n");
+        assert_eq!(lines[6], "temperature,device=nvme1,host=a1,rack=r7,sensor=bad\\nsensor,source=hwmon celsius=49.85 1700000000000000002\n");
+        assert_eq!(lines[7], "temperature,device=S1\\\\,host=a1,rack=r7,sensor=x,source=hwmon celsius=49.85 1700000000000000002\n");
+        assert_eq!(lines[3], "power,host=a1,method=measured,rack=r7,rate=full,scope=rail,source=hwmon,zone=ina226/power1 watts=12.5,interval_ns=250000000i 1700000000000000001\n");
+        assert_eq!(lines.len(), 9, "4 power (the NaN one dropped), 4 temperature, 1 event");
     }
 
     #[test]
@@ -346,6 +359,6 @@ mod tests {
         assert_eq!(fast, reference);
         assert!(fast.is_empty());
         assert_eq!(errors.len(), reference_errors.len());
-        assert_eq!(errors.len(), 9, "4 power, 4 temperature, 1 event");
+        assert_eq!(errors.len(), 10, "5 power, 4 temperature, 1 event");
     }
 }

@@ -21,13 +21,14 @@ pub mod v1 {
 impl v1::ProbeRun {
     /// The optional per-run energy fields (ufip.md §11.4) by their schema name: validated and
     /// encoded from this one list.
-    pub fn energy_fields(&self) -> [(&'static str, Option<f64>); 8] {
+    pub fn energy_fields(&self) -> [(&'static str, Option<f64>); 9] {
         [
             ("energy_j", self.energy_j),
             ("energy_above_idle_j", self.energy_above_idle_j),
             ("background_energy_j", self.background_energy_j),
             ("background_s", self.background_s),
             ("idle_baseline_w", self.idle_baseline_w),
+            ("idle_spread_w", self.idle_spread_w),
             ("j_per_mib", self.j_per_mib),
             ("j_per_io", self.j_per_io),
             ("datasheet_ratio", self.datasheet_ratio),

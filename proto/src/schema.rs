@@ -17,6 +17,10 @@ pub const NVME_SMART: &str = "nvme_smart";
 pub const AGENT: &str = "agent";
 pub const INVENTORY: &str = "inventory";
 pub const THROTTLE_EVENT: &str = "throttle_event";
+pub const IDLE_PROFILE: &str = "idle_profile";
+/// Value of the `rate` tag on full-rate power points (readings around a probe); window
+/// aggregates have no `rate` tag.
+pub const FULL_RATE: &str = "full";
 
 /// Tags every point of one agent carries: `host` (the agent id) and the agent's static labels.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -73,6 +77,9 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
             .tag("zone", s.zone.clone())
             .tag("scope", s.scope.clone())
             .tag("method", s.method.as_str());
+        if s.full_rate {
+            p = p.tag("rate", FULL_RATE);
+        }
         if let Some(w) = s.watts {
             p = p.float("watts", w.0);
         }
@@ -146,7 +153,35 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
                 .uint("media_errors", s.media_errors),
         );
     }
+    for i in &b.idle_profiles {
+        pts.push(idle_profile_point(i, tags));
+    }
     pts
+}
+
+/// A device's idle characterisation, at the start of the idle window it was measured in.
+pub fn idle_profile_point(i: &v1::IdleProfile, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(IDLE_PROFILE, i.time_ns)
+        .tag("device", i.device.clone())
+        .tag("model", i.model.clone())
+        .string("serial", i.serial.clone())
+        .string("energy_source", i.energy_source.clone())
+        .string("probe_id", i.probe_id.clone())
+        .float("window_s", i.window_s)
+        .int("samples", i64::from(i.samples))
+        .float("median_w", i.median_w)
+        .float("spread_w", i.spread_w);
+    for (name, v) in [
+        ("activity_period_s", i.activity_period_s),
+        ("activity_correlation", i.activity_correlation),
+        ("activity_energy_j", i.activity_energy_j),
+    ] {
+        if let Some(v) = v {
+            p = p.float(name, v);
+        }
+    }
+    p
 }
 
 /// One uFLIP run; timestamped at its start so repetitions never collide.
@@ -185,6 +220,18 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     }
     if let Some(ps) = r.power_state {
         p = p.int("power_state", i64::from(ps));
+    }
+    if let Some(t) = r.energy_start_ns {
+        p = p.int("energy_start_ns", t);
+    }
+    if let Some(t) = r.energy_end_ns {
+        p = p.int("energy_end_ns", t);
+    }
+    if !r.energy_start_found.is_empty() {
+        p = p.string("energy_start_found", r.energy_start_found.clone());
+    }
+    if !r.energy_end_found.is_empty() {
+        p = p.string("energy_end_found", r.energy_end_found.clone());
     }
     if !r.energy_source.is_empty() {
         p = p.string("energy_source", r.energy_source.clone());

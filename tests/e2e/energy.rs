@@ -46,6 +46,7 @@ fn live_power_during_a_probe_gives_energy_per_run() {
         let secs = (f(&run["end_ns"]) - f(&run["start_ns"])) / 1e9;
         // A flat 6 W rail: the idle baseline is 6 W, nothing is above it, no background work.
         assert_eq!(f(&e["idle_baseline_w"]), 6.0);
+        assert_eq!(f(&e["idle_spread_w"]), 0.0, "a constant rail has no spread");
         assert_eq!(f(&e["energy_above_idle_j"]), 0.0);
         assert_eq!(f(&e["background_energy_j"]), 0.0);
         // "None" needs every tail ≤ one sample period; sleep jitter of a 1 ms grid can make one
@@ -66,6 +67,91 @@ fn live_power_during_a_probe_gives_energy_per_run() {
     assert!(rows.len() > 300 && rows.iter().all(|r| r.ends_with(",6")), "{} rows", rows.len());
     let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
     assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
+}
+
+#[test]
+fn probe_streams_full_rate_power_around_its_runs_into_influx() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_full_rate");
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(
+        dir.path(),
+        &format!("agent_id = \"energy-full\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n{}", sys.display(), pki().agent_tls("energy-full")),
+    );
+    let out = dir.path().join("out");
+    let zone = "ina3221-0-0041/SSD 12V";
+    let o = agent(&[
+        "probe", "--quick", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
+        "--out", out.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--collector", &collector.url,
+        "--power-zone", zone, "--power-interval", "2ms", "--idle", "300ms", "--tail", "300ms",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    // "sent N full-rate power samples (Z zones) in B batches"
+    let line = stdout.lines().find(|l| l.starts_with("sent ") && l.contains("full-rate")).unwrap_or_else(|| panic!("{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let sent: usize = words[1].parse().unwrap();
+    let batches: usize = words[words.len() - 2].parse().unwrap();
+    assert_eq!(batches, sent.div_ceil(4096), "at most 4096 samples per batch: {line}");
+
+    // Every recorded reading is one point tagged rate=full; the attributed zone's are exactly the
+    // rows of the local power.csv.
+    let csv_rows = std::fs::read_to_string(out.join("power.csv")).unwrap().lines().skip(2).count();
+    let per_zone: std::collections::BTreeMap<String, usize> = influx
+        .series("wf_full_rate", "SELECT count(watts) FROM power WHERE host = 'energy-full' AND rate = 'full' GROUP BY zone")
+        .into_iter()
+        .map(|(tags, rows)| (tags["zone"].as_str().unwrap().to_string(), rows[0][1].as_u64().unwrap() as usize))
+        .collect();
+    assert_eq!(per_zone.get(zone).copied(), Some(csv_rows), "{per_zone:?}");
+    assert_eq!(per_zone.values().sum::<usize>(), sent, "{per_zone:?}");
+    assert!(csv_rows > 300, "{csv_rows} readings");
+    // The flat 6 W rail, as read; watts only (the aggregate stream carries joules).
+    let mm = influx.rows("wf_full_rate", &format!("SELECT min(watts), max(watts) FROM power WHERE rate = 'full' AND zone = '{zone}'"));
+    assert_eq!((f(&mm[0][1]), f(&mm[0][2])), (6.0, 6.0));
+    assert!(influx.rows("wf_full_rate", "SELECT count(joules) FROM power WHERE rate = 'full'").is_empty());
+
+    // The recording spans the idle window before the first run to the tail after the last.
+    let runs = jsonl(&out.join("runs.jsonl"));
+    let first_start = runs.iter().map(|r| r["start_ns"].as_i64().unwrap()).min().unwrap();
+    let last_end = runs.iter().map(|r| r["end_ns"].as_i64().unwrap()).max().unwrap();
+    let q = |order: &str| {
+        influx.rows("wf_full_rate", &format!("SELECT watts FROM power WHERE rate = 'full' AND zone = '{zone}' ORDER BY time {order} LIMIT 1"))[0][0]
+            .as_i64()
+            .unwrap()
+    };
+    let (first_t, last_t) = (q("ASC"), q("DESC"));
+    assert!(first_t <= first_start - 300_000_000, "first reading {first_t}, first run {first_start}");
+    assert!(last_t >= last_end + 290_000_000, "last reading {last_t}, last run ends {last_end}");
+
+    // The idle characterisation of the target, its own measurement: one point at the start of the
+    // 300 ms idle window before the first run, over exactly the readings streamed for that window.
+    let v = influx.query("wf_full_rate", "SELECT * FROM idle_profile WHERE host = 'energy-full'");
+    let series = &v["results"][0]["series"][0];
+    let cols: Vec<&str> = series["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let rows = series["values"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    let get = |name: &str| &rows[0][cols.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no column {name}: {cols:?}"))];
+    let t = get("time").as_i64().unwrap();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let probe_start = report["started_ns"].as_i64().unwrap();
+    assert_eq!(t, probe_start - 300_000_000, "the idle window ends where the probe starts");
+    assert_eq!(get("device"), "file:s.dat");
+    assert_eq!(get("model"), "file");
+    assert_eq!(get("energy_source"), &format!("hwmon:{zone}"));
+    assert_eq!(get("probe_id"), &probe_start.to_string());
+    assert_eq!(f(get("window_s")), 0.3);
+    assert_eq!(f(get("median_w")), 6.0);
+    assert_eq!(f(get("spread_w")), 0.0);
+    let in_window = influx.rows(
+        "wf_full_rate",
+        &format!("SELECT count(watts) FROM power WHERE rate = 'full' AND zone = '{zone}' AND time >= {t} AND time < {probe_start}"),
+    );
+    assert_eq!(get("samples").as_u64(), in_window[0][1].as_u64(), "samples of the idle window");
+    // A flat rail has no periodic idle activity: no such fields, never zeros.
+    for absent in ["activity_period_s", "activity_correlation", "activity_energy_j"] {
+        assert!(!cols.contains(&absent) || get(absent).is_null(), "{absent}: {v}");
+    }
 }
 
 #[test]
@@ -112,6 +198,29 @@ fn scheduled_probes_in_run_mode_carry_energy_per_run_into_influx() {
         assert!((total - 6.0 * secs).abs() <= 6.0 * 0.025, "run {run_id}: {total} J vs 6 W × {secs} s");
     }
     assert!(per_probe.values().all(|&n| n == 12), "every scheduled quick probe delivered its 12 runs: {per_probe:?}");
+    // Each scheduled probe also streamed its full-rate power, from before its first run to after
+    // its last (the same `convert::batches` as `probe --collector`).
+    for probe in per_probe.keys() {
+        let mine: Vec<&Vec<serde_json::Value>> = rows.iter().filter(|r| r[1].as_str().unwrap().starts_with(&format!("{probe}-"))).collect();
+        let first_start = mine.iter().map(|r| r[0].as_i64().unwrap()).min().unwrap();
+        let last_end = mine.iter().map(|r| f(&r[2]) as i64).max().unwrap();
+        let span = influx.rows(
+            "wf_sched_energy",
+            &format!(
+                "SELECT count(watts), min(watts), max(watts) FROM power WHERE host = 'sched-energy' AND rate = 'full' \
+                 AND zone = 'ina3221-0-0041/SSD 12V' AND time >= {} AND time <= {}",
+                first_start - 300_000_000,
+                last_end + 290_000_000
+            ),
+        );
+        let before = influx.rows(
+            "wf_sched_energy",
+            &format!("SELECT count(watts) FROM power WHERE host = 'sched-energy' AND rate = 'full' AND time >= {} AND time < {first_start}", first_start - 300_000_000),
+        );
+        assert!(!span.is_empty() && span[0][1].as_u64().unwrap() > 0, "probe {probe}: no full-rate power");
+        assert_eq!((f(&span[0][2]), f(&span[0][3])), (6.0, 6.0), "probe {probe}");
+        assert!(!before.is_empty(), "probe {probe}: no full-rate power in the idle window before its first run");
+    }
 }
 
 /// Power of the paper's shunt circuit: P = (V/R)(U − V). Inverse for the test's trace.
@@ -188,6 +297,16 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
         assert!((f(&e["idle_baseline_w"]) - 1.0).abs() < 1e-6, "{e}");
         // "Datasheet watts × time": 6 W over the run's 0.5 s of IO against the measured energy.
         assert!((f(&e["datasheet_ratio"]) - 3.0 / total).abs() < 0.01, "{e}");
+        // Boundaries found in the trace: the first 3 W sample is the run's first IO (ms grid);
+        // the end is the end of the last sample above the idle band, after an SW run's tail.
+        let run = report["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == e["run_id"]).unwrap();
+        let start = run["start_ns"].as_i64().unwrap();
+        assert_eq!(e["trace_start_ns"].as_i64(), Some(start), "{e}");
+        assert_eq!(e["trace_end_ns"].as_i64(), Some(start + run_len + if sw { tail } else { 0 }), "{e}");
+        assert_eq!(e["start_found"], "Trace", "{e}");
+        assert_eq!(e["end_found"], "ReturnedToIdle", "{e}");
+        // A flat 1 W idle: no spread beyond the 12-digit rounding of the CSV's shunt voltages.
+        assert!(f(&e["idle_spread_w"]).abs() < 1e-9, "{e}");
         if sw {
             // The tail: 1 W above idle for 300 ms after the last IO.
             assert!((f(&e["background_s"]) - 0.3).abs() <= 0.0011, "{e}");
@@ -214,7 +333,8 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     // The same records reach InfluxDB as probe_run fields.
     let rows = influx.rows(
         "wf_energy",
-        "SELECT energy_j, background_s, background_class, energy_source FROM probe_run WHERE host = 'energy-trace' AND pattern = 'SW'",
+        "SELECT energy_j, background_s, background_class, energy_source, energy_start_ns, energy_end_ns, \
+         energy_start_found, energy_end_found, idle_spread_w FROM probe_run WHERE host = 'energy-trace' AND pattern = 'SW'",
     );
     assert_eq!(rows.len(), 3);
     for row in rows {
@@ -222,5 +342,79 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
         assert!((f(&row[2]) - 0.3).abs() <= 0.0011);
         assert_eq!(row[3], "S");
         assert_eq!(row[4], "trace:scope.csv");
+        // The point's time is the run's first IO; the trace found it there, and the end after the tail.
+        let start = row[0].as_i64().unwrap();
+        assert_eq!(row[5].as_i64(), Some(start), "{row:?}");
+        assert_eq!(row[6].as_i64(), Some(start + run_len + tail), "{row:?}");
+        assert_eq!((row[7].as_str(), row[8].as_str()), (Some("Trace"), Some("ReturnedToIdle")), "{row:?}");
+        assert!(f(&row[9]).abs() < 1e-9, "{row:?}");
     }
+}
+
+/// RAPL sees the CPU's side of a probe, never the drive (ufip.md §13): on a host with RAPL only,
+/// a probe reports "drive energy not measurable here" with the reason and what would make it
+/// measurable, and its runs carry no energy fields; the operator can still name a CPU zone.
+#[test]
+fn rapl_only_host_reports_drive_energy_as_not_measurable() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_rapl_only");
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["rapl-only"]);
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"rapl-only\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("rapl-only")));
+    let target = dir.path().join("s.dat");
+    let probe = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "probe", "--quick", "--size", "128MiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
+            "--config", cfg.to_str().unwrap(), "--collector", &collector.url, "--power-interval", "5ms", "--idle", "200ms", "--tail", "200ms",
+        ];
+        args.extend_from_slice(extra);
+        let o = agent(&args);
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+        stdout
+    };
+    let note = "drive energy not measurable here: the only power recorded is CPU-side (rapl:package-0 (package), \
+                rapl:package-0/core (core), rapl:package-0/dram (dram)), which does not see the drive (ufip.md §13). \
+                A shunt monitor on the drive's supply (INA226/INA3221 in hwmon), a PMBus PSU, IPMI DCMI ([sources] ipmi = true; \
+                whole system, long runs only) or an oscilloscope trace (`wattflip-agent trace import`) would make it measurable; \
+                --power-zone / power_zone attributes a CPU zone's energy to the probe explicitly";
+
+    let out = dir.path().join("out");
+    let stdout = probe(&out, &[]);
+    assert!(stdout.contains(&format!("\nNo per-run energy: {note}\n")), "{stdout}");
+    assert!(!stdout.contains("Energy per run"), "{stdout}");
+    assert!(!out.join("energy.jsonl").exists(), "no energy record at all, not zeros");
+    let lp = std::fs::read_to_string(out.join("probe_run.lp")).unwrap();
+    assert_eq!(lp.lines().filter(|l| l.starts_with("probe_run,")).count(), 12);
+    assert!(!lp.contains("energy_j=") && !lp.contains("energy_source=") && !lp.contains("idle_profile"), "{lp}");
+    // In InfluxDB: the 12 runs without any energy field, and one event saying why.
+    let runs = influx.rows("wf_rapl_only", "SELECT count(mean_us) FROM probe_run WHERE host = 'rapl-only'");
+    assert_eq!(runs[0][1].as_u64(), Some(12));
+    assert!(influx.rows("wf_rapl_only", "SELECT count(energy_j) FROM probe_run").is_empty());
+    assert!(influx.rows("wf_rapl_only", "SELECT count(idle_baseline_w) FROM probe_run").is_empty());
+    assert!(influx.rows("wf_rapl_only", "SELECT count(median_w) FROM idle_profile").is_empty());
+    let events = influx.rows(
+        "wf_rapl_only",
+        "SELECT message, device, severity FROM event WHERE host = 'rapl-only' AND kind = 'energy_not_measurable'",
+    );
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0][1].as_str(), Some(note));
+    assert_eq!((events[0][2].as_str(), events[0][3].as_str()), (Some("file:s.dat"), Some("info")));
+    // The CPU-side power itself is still streamed, under its own RAPL scopes.
+    let scopes: Vec<String> = influx
+        .series("wf_rapl_only", "SELECT count(watts) FROM power WHERE host = 'rapl-only' AND rate = 'full' GROUP BY scope")
+        .into_iter()
+        .map(|(tags, _)| tags["scope"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(scopes, ["core", "dram", "package"]);
+
+    // The operator's explicit choice: the package's energy, labelled as such.
+    let out2 = dir.path().join("out-package");
+    let stdout = probe(&out2, &["--power-zone", "package-0"]);
+    assert!(stdout.contains("Energy per run (source rapl:package-0;"), "{stdout}");
+    let energy = jsonl(&out2.join("energy.jsonl"));
+    assert_eq!(energy.len(), 12);
+    assert!(energy.iter().all(|e| e["source"] == "rapl:package-0"), "{energy:?}");
+    let events = influx.rows("wf_rapl_only", "SELECT count(message) FROM event WHERE kind = 'energy_not_measurable'");
+    assert_eq!(events[0][1].as_u64(), Some(1), "no new event for an explicit choice");
 }

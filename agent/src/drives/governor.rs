@@ -704,7 +704,7 @@ fn deliver(
         let b = v1::Batch { agent_id: cfg.agent_id.clone(), ..batch.clone() };
         let mut cfg = cfg.clone();
         cfg.collector.urls = vec![url.to_string()];
-        let s = rt.block_on(probes::stream::send(&cfg, hello, b, Duration::from_secs(60)));
+        let s = rt.block_on(probes::stream::send(&cfg, hello, vec![b], Duration::from_secs(60)));
         if s.map(|s| s.acked).unwrap_or(0) == 0 {
             return Err(GovernorCmdError::NotDelivered { url: url.into(), dir: out.to_path_buf() });
         }

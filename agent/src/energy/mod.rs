@@ -38,6 +38,16 @@ pub struct RunEnergyRecord {
     /// How the run's start and end were found in the trace (`Threshold`, `ReturnedToIdle`, ...).
     pub start_found: String,
     pub end_found: String,
+    /// The run's start and end as found in the power trace (UTC ns): first active sample, and the
+    /// end of the last sample outside the idle band. `None` only in records written before they
+    /// were kept (an older `energy.jsonl`, still read for `--pause auto`): absent, never a zero.
+    #[serde(default)]
+    pub trace_start_ns: Option<i64>,
+    #[serde(default)]
+    pub trace_end_ns: Option<i64>,
+    /// Robust spread of the baseline, 1.4826·MAD (W).
+    #[serde(default)]
+    pub idle_spread_w: Option<f64>,
     /// Background-work class of the run's experiment (filled by [`analyze`]).
     pub background_class: String,
 }
@@ -47,25 +57,53 @@ pub struct RunEnergyRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdleRecord {
     pub source: String,
+    /// Start of the idle window (UTC ns) and its length.
+    pub from_ns: i64,
+    pub window_s: f64,
     pub median_w: f64,
     /// 1.4826·MAD of the idle samples.
     pub spread_w: f64,
     pub samples: usize,
     pub activity_period_s: Option<f64>,
     pub activity_correlation: Option<f64>,
+    /// Energy above the idle median per activity period (J), when a period was found.
+    pub activity_energy_j: Option<f64>,
 }
 
 /// Characterises the idle window `[from, to)` of `series`.
 pub fn characterise_idle(series: &PowerSeries, from: UnixNanos, to: UnixNanos, source: &str) -> Option<IdleRecord> {
     let p = wattflip_energy::characterise_idle(series, from, to, &wattflip_energy::IdleConfig::default()).ok()?;
+    let median = p.baseline.median.0;
+    let window_s = (to.0 - from.0) as f64 / 1e9;
+    let period_s = p.spike_period.map(|n| n.as_secs_f64());
     Some(IdleRecord {
         source: source.to_string(),
-        median_w: p.baseline.median.0,
+        from_ns: from.0,
+        window_s,
+        median_w: median,
         spread_w: p.baseline.spread.0,
         samples: p.baseline.samples,
-        activity_period_s: p.spike_period.map(|n| n.as_secs_f64()),
+        activity_period_s: period_s,
         activity_correlation: p.spike_correlation,
+        // Σ (P − median)·Δt over the window is the energy of what rises above the idle floor (the
+        // median ignores short spikes); spread over the window's periods it is the energy of one.
+        activity_energy_j: period_s.filter(|_| window_s > 0.0).map(|period| above(series, from, to, median) * period / window_s),
     })
+}
+
+/// Σ (P − `b`)·Δt over the samples in `[from, to)`, each lasting until the next sample (the last
+/// until `to`, at most one typical period).
+fn above(series: &PowerSeries, from: UnixNanos, to: UnixNanos, b: f64) -> f64 {
+    let (t, p) = (series.times(), series.powers());
+    let a = series.index_at_or_after(from);
+    let z = series.index_at_or_after(to).max(a);
+    let last = series.typical_period().0 as i64;
+    (a..z)
+        .map(|i| {
+            let next = t.get(i + 1).map(|n| n.0).unwrap_or(t[i].0 + last).min(to.0);
+            (p[i].0 - b) * (next - t[i].0) as f64 / 1e9
+        })
+        .sum()
 }
 
 /// The pause to leave after write runs, from the longest background tail measured (the paper's
@@ -162,6 +200,9 @@ pub fn analyze(
             datasheet_ratio: e.datasheet_ratio,
             start_found: format!("{:?}", e.start_found),
             end_found: format!("{:?}", e.end_found),
+            trace_start_ns: Some(e.start.0),
+            trace_end_ns: Some(e.end.0),
+            idle_spread_w: Some(e.baseline.spread.0),
             background_class: String::new(),
         });
     }
@@ -207,8 +248,47 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     }
     if let Some(i) = &e.idle {
         let period = i.activity_period_s.map(|p| format!(", regular idle activity every {p:.3} s")).unwrap_or_default();
-        let _ = writeln!(s, "Idle before the probe: {:.3} W (±{:.3} W, {} samples){period}", i.median_w, i.spread_w, i.samples);
+        let energy = i.activity_energy_j.map(|j| format!(", {j:.4} J above idle each")).unwrap_or_default();
+        let _ = writeln!(s, "Idle before the probe: {:.3} W (±{:.3} W, {} samples){period}{energy}", i.median_w, i.spread_w, i.samples);
     }
     let _ = writeln!(s, "Recommended pause after write runs (1.5 × longest tail + return to idle): {:?}", recommended_pause(e));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1 kHz, 1 W floor with a 4 W spike for 10 ms every 250 ms: a 2 s idle window.
+    fn spiky() -> PowerSeries {
+        let t0 = 1_800_000_000_000_000_000i64;
+        let (t, p): (Vec<_>, Vec<_>) = (0..2000i64)
+            .map(|i| (UnixNanos(t0 + i * 1_000_000), wattflip_energy::Watts(if i % 250 < 10 { 4.0 } else { 1.0 })))
+            .unzip();
+        PowerSeries::new(t, p).unwrap()
+    }
+
+    #[test]
+    fn idle_characterisation_finds_the_period_and_the_energy_of_each_spike() {
+        let s = spiky();
+        let from = s.first_time();
+        let to = UnixNanos(from.0 + 2_000_000_000);
+        let r = characterise_idle(&s, from, to, "hwmon:x").unwrap();
+        assert_eq!((r.from_ns, r.window_s, r.samples), (from.0, 2.0, 2000));
+        assert_eq!((r.median_w, r.spread_w), (1.0, 0.0));
+        assert_eq!(r.activity_period_s, Some(0.25));
+        // Each spike: 3 W above the floor for 10 ms = 0.03 J.
+        assert!((r.activity_energy_j.unwrap() - 0.03).abs() < 1e-12, "{r:?}");
+        assert!(summary_table(&ProbeEnergy { idle: Some(r), ..Default::default() })
+            .contains("Idle before the probe: 1.000 W (±0.000 W, 2000 samples), regular idle activity every 0.250 s, 0.0300 J above idle each"));
+    }
+
+    #[test]
+    fn a_flat_idle_has_no_activity() {
+        let t0 = 1_800_000_000_000_000_000i64;
+        let s = PowerSeries::new((0..100).map(|i| UnixNanos(t0 + i * 1_000_000)).collect(), vec![wattflip_energy::Watts(6.0); 100]).unwrap();
+        let r = characterise_idle(&s, s.first_time(), UnixNanos(t0 + 100_000_000), "hwmon:x").unwrap();
+        assert_eq!((r.median_w, r.spread_w, r.samples, r.window_s), (6.0, 0.0, 100, 0.1));
+        assert_eq!((r.activity_period_s, r.activity_correlation, r.activity_energy_j), (None, None, None));
+    }
 }

@@ -1,6 +1,8 @@
 //! From the engine's results to the wire format: `RunResult` → `v1::ProbeRun` (only runs that
-//! produced statistics; an unsupported run becomes a `probe_unsupported` event, never zeros).
+//! produced statistics; an unsupported run becomes a `probe_unsupported` event, never zeros), and
+//! the power recorded around a probe → full-rate `v1::PowerSample`s in batches of bounded size.
 
+use crate::energy::live::ZoneSeries;
 use crate::energy::ProbeEnergy;
 use wattflip_proto::v1;
 use wattflip_uflip::{ProbeReport, RunResult, RunStatus, TargetKind};
@@ -62,14 +64,41 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         power_state: None,
         power_state_max_w: None,
         power_w: None,
+        energy_start_ns: e.and_then(|e| e.trace_start_ns),
+        energy_end_ns: e.and_then(|e| e.trace_end_ns),
+        energy_start_found: e.map(|e| e.start_found.clone()).unwrap_or_default(),
+        energy_end_found: e.map(|e| e.end_found.clone()).unwrap_or_default(),
+        idle_spread_w: e.and_then(|e| e.idle_spread_w),
     })
 }
 
-/// The batch a probe sends: its runs (with their energy when measured) plus one event per
-/// unsupported run.
+/// The idle characterisation of the probe's target, measured before its first run.
+pub fn idle_profile(report: &ProbeReport, i: &crate::energy::IdleRecord, device: &str) -> v1::IdleProfile {
+    v1::IdleProfile {
+        time_ns: i.from_ns,
+        device: device.to_string(),
+        model: report.target.model.clone().unwrap_or_else(|| report.target.kind.as_str().to_string()),
+        serial: report.target.serial.clone().unwrap_or_default(),
+        energy_source: i.source.clone(),
+        probe_id: report.started_ns.to_string(),
+        window_s: i.window_s,
+        samples: u32::try_from(i.samples).unwrap_or(u32::MAX),
+        median_w: i.median_w,
+        spread_w: i.spread_w,
+        activity_period_s: i.activity_period_s,
+        activity_correlation: i.activity_correlation,
+        activity_energy_j: i.activity_energy_j,
+    }
+}
+
+/// The batch a probe sends: its runs (with their energy when measured), the target's idle
+/// profile when one was measured, plus one event per unsupported run.
 pub fn batch(report: &ProbeReport, energy: Option<&ProbeEnergy>) -> v1::Batch {
     let device = device_tag(report);
     let mut b = v1::Batch::default();
+    if let Some(i) = energy.and_then(|e| e.idle.as_ref()) {
+        b.idle_profiles.push(idle_profile(report, i, &device));
+    }
     for r in &report.runs {
         match probe_run(report, r, &device, energy) {
             Some(p) => b.probe_runs.push(p),
@@ -89,4 +118,94 @@ pub fn batch(report: &ProbeReport, energy: Option<&ProbeEnergy>) -> v1::Batch {
         }
     }
     b
+}
+
+/// Full-rate samples per batch. A probe recorded at 1 ms holds thousands of readings per second
+/// per zone; bounded batches keep each gRPC message far below the collector's 4 MiB default
+/// `limits.max_message_bytes` (a sample is under 100 bytes) and let acknowledgements advance.
+pub const FULL_RATE_BATCH: usize = 4096;
+
+/// The power recorded around a probe (every zone, from the idle window before its first run to
+/// the end of its tail) as full-rate `power` samples, at most `max` per batch. Watts only: the
+/// run-mode window aggregates carry the joules, and both on one window would count it twice.
+pub fn full_rate_batches(zones: &[ZoneSeries], max: usize) -> Vec<v1::Batch> {
+    let max = max.max(1);
+    let mut out: Vec<v1::Batch> = Vec::new();
+    let mut current = v1::Batch::default();
+    for z in zones {
+        for (i, (&t, &w)) in z.t.iter().zip(&z.watts).enumerate() {
+            current.power.push(v1::PowerSample {
+                time_ns: t,
+                source: z.source.clone(),
+                zone: z.zone.clone(),
+                scope: z.scope.clone(),
+                method: z.method,
+                watts: Some(w),
+                joules: None,
+                interval_ns: z.interval_ns.get(i).map(|&n| i64::try_from(n).unwrap_or(i64::MAX)).unwrap_or(0),
+                full_rate: true,
+                ..Default::default()
+            });
+            if current.power.len() == max {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.power.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Everything a measured probe sends, in order: its runs (with their energy) and events (with
+/// `energy_not_measurable` when only CPU-side power was recorded), then its full-rate power in
+/// batches of at most [`FULL_RATE_BATCH`] samples.
+pub fn batches(m: &super::Measured) -> Vec<v1::Batch> {
+    let mut first = batch(&m.report, m.energy.as_ref());
+    if m.energy_unmeasurable {
+        // The runs carry no energy fields; this says why, and what would make it measurable.
+        first.events.push(v1::Event {
+            time_ns: i64::try_from(m.report.started_ns).unwrap_or(i64::MAX),
+            kind: "energy_not_measurable".into(),
+            severity: v1::Severity::Info as i32,
+            device: device_tag(&m.report),
+            message: m.energy_note.clone(),
+            attributes: Default::default(),
+        });
+    }
+    let mut out = vec![first];
+    out.extend(full_rate_batches(&m.recording, FULL_RATE_BATCH));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zone(name: &str, n: usize, interval_ns: u64) -> ZoneSeries {
+        ZoneSeries {
+            source: "hwmon".into(),
+            zone: name.into(),
+            scope: "rail".into(),
+            method: v1::Method::Measured as i32,
+            t: (0..n as i64).map(|i| 1_000 + i).collect(),
+            watts: (0..n).map(|i| i as f64).collect(),
+            interval_ns: vec![interval_ns; n],
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn full_rate_samples_are_split_into_bounded_batches_in_order() {
+        let b = full_rate_batches(&[zone("a", 5, 0), zone("b", 4, 1_000_000)], 4);
+        assert_eq!(b.iter().map(|b| b.power.len()).collect::<Vec<_>>(), vec![4, 4, 1]);
+        let all: Vec<&v1::PowerSample> = b.iter().flat_map(|b| &b.power).collect();
+        assert!(all.iter().all(|p| p.full_rate && p.joules.is_none() && p.method == v1::Method::Measured as i32));
+        assert_eq!(all.iter().filter(|p| p.zone == "a").map(|p| p.watts.unwrap()).collect::<Vec<_>>(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(all[5].zone, "b");
+        assert_eq!(all[5].interval_ns, 1_000_000);
+        assert_eq!(all[0].interval_ns, 0);
+        assert!(full_rate_batches(&[], 4).is_empty());
+        assert_eq!(full_rate_batches(&[zone("a", 8, 0)], 4).len(), 2, "an exact multiple leaves no empty batch");
+    }
 }

@@ -152,7 +152,8 @@ pub struct EnergyOptions {
     pub idle: Duration,
     /// Recorded after the last run, so its background work is seen.
     pub tail: Duration,
-    /// Zone to attribute energy to (default: the most drive-specific available).
+    /// Zone to attribute energy to (default: the most drive-specific available; never a CPU zone
+    /// unless named here).
     pub zone: Option<String>,
     /// nvme-cli settings, for the datasheet estimate of an NVMe target.
     pub drives: crate::config::DrivesConfig,
@@ -186,8 +187,14 @@ pub struct Measured {
     pub energy: Option<crate::energy::ProbeEnergy>,
     /// The power zone the energy comes from, as recorded (for the power timeline).
     pub power: Option<crate::energy::live::ZoneSeries>,
+    /// Every zone recorded around the probe, idle window and tail included: streamed to the
+    /// collector as full-rate `power` points ([`convert::batches`]).
+    pub recording: Vec<crate::energy::live::ZoneSeries>,
     /// Why there is no energy, when there is none.
     pub energy_note: String,
+    /// No energy because only CPU-side power could be recorded here: the probe's batch carries an
+    /// `energy_not_measurable` event with `energy_note` (ufip.md §13).
+    pub energy_unmeasurable: bool,
 }
 
 /// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
@@ -196,7 +203,7 @@ pub struct Measured {
 pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
     match e {
         Some(e) => run_probe_measured(a, show_progress, e),
-        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, energy_note: off.to_string() }),
+        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
     }
 }
 
@@ -208,7 +215,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
         let mut why = vec!["no usable power source on this host".to_string()];
         why.extend(found.unavailable.iter().cloned());
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
-        return Ok(Measured { report, energy: None, power: None, energy_note: why.join("; ") });
+        return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
     }
     let recorder = crate::energy::live::Recorder::start(found.power, e.period);
     std::thread::sleep(e.idle);
@@ -216,15 +223,17 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     std::thread::sleep(e.tail);
     let zones = recorder.stop();
     let report = report?;
-    let Some(zone) = crate::energy::live::pick(&zones, e.zone.as_deref()) else {
-        let note = match &e.zone {
-            Some(z) => format!("power zone `{z}` not found; zones: {}", zones.iter().map(|z| z.label()).collect::<Vec<_>>().join(", ")),
-            None => "no power zone produced samples".into(),
-        };
-        return Ok(Measured { report, energy: None, power: None, energy_note: note });
+    let zone = match crate::energy::live::pick_for_drive(&zones, e.zone.as_deref()) {
+        Ok(z) => z,
+        Err(why) => {
+            let unmeasurable = matches!(why, crate::energy::live::NoZone::NotMeasurable { .. });
+            let note = why.to_string();
+            return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: unmeasurable });
+        }
     };
     let Some(series) = zone.series() else {
-        return Ok(Measured { report, energy: None, power: None, energy_note: format!("{}: samples out of order", zone.label()) });
+        let note = format!("{}: samples out of order", zone.label());
+        return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: false });
     };
     let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
@@ -233,7 +242,8 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     let datasheet = datasheet_watts(&a.target, &e.drives);
     let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
     energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
-    Ok(Measured { report, energy: Some(energy), power: Some(zone.clone()), energy_note: String::new() })
+    let power = Some(zone.clone());
+    Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones, energy_unmeasurable: false })
 }
 
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file

@@ -62,8 +62,9 @@ pub fn write_all(
             lines += 1;
         }
     }
-    // Events go through the same schema function as the collector's.
-    if let Ok(domain) = wattflip_proto::domain::convert_batch("", wattflip_proto::v1::Batch { sequence: 1, events: batch.events, ..Default::default() }) {
+    // Events and the idle profile go through the same schema function as the collector's.
+    let rest = wattflip_proto::v1::Batch { sequence: 1, events: batch.events, idle_profiles: batch.idle_profiles, ..Default::default() };
+    if let Ok(domain) = wattflip_proto::domain::convert_batch("", rest) {
         let (body, _) = lineproto::encode_all(&schema::batch_points(&domain, tags));
         lines += body.lines().count();
         lp.push_str(&body);

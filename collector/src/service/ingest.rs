@@ -268,7 +268,12 @@ async fn receive(
             continue;
         }
         let samples = batch.power.len() + batch.temperature.len();
-        let points = samples + batch.probe_runs.len() + batch.power_state_changes.len() + batch.events.len() + batch.nvme_smart.len();
+        let points = samples
+            + batch.probe_runs.len()
+            + batch.power_state_changes.len()
+            + batch.events.len()
+            + batch.nvme_smart.len()
+            + batch.idle_profiles.len();
         if !rate.admit(&agent, points, tokio::time::Instant::now()) {
             stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
             let m = format!("agent `{agent}` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch {seq}");

@@ -58,6 +58,7 @@ fn main() {
             min_watts: Some(11.0),
             max_watts: Some(14.0),
             readings: 10,
+            full_rate: false,
         }],
         temperature: vec![v1::TemperatureSample { time_ns: T, source: "nvme_cli".into(), device: "nvme0".into(), sensor: "Composite".into(), celsius: 50.0 }],
         ..Default::default()
