@@ -222,10 +222,11 @@ fn main() -> anyhow::Result<()> {
                 let n = batch.min(points - written);
                 let mut body = String::with_capacity(n * 120);
                 for i in written..written + n {
+                    // The same values as the agents' batches (wattflip_e2e::temperature_batch).
                     body.push_str(&format!(
                         "temperature,host=direct,source=hwmon,device=nvme{},sensor=Composite celsius={} {}\n",
                         i % 8,
-                        40.0 + (i % 10) as f64,
+                        40.0 + (i % 80) as f64 * 0.125,
                         t0 + i as i64
                     ));
                 }

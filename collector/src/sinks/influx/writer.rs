@@ -384,10 +384,12 @@ impl Writer {
                 chunk.push((i, j.written, j.written + take));
                 n += take;
             }
-            let lines: Vec<String> = chunk
-                .iter()
-                .flat_map(|&(i, a, b)| self.pending[i].lines[a..b].iter().cloned())
-                .collect();
+            // Moved out, not cloned: a job's lines are not read again once taken (on shutdown the
+            // job is dropped unacknowledged and the agent resends it).
+            let mut lines: Vec<String> = Vec::with_capacity(n);
+            for &(i, a, b) in &chunk {
+                lines.extend(self.pending[i].lines[a..b].iter_mut().map(std::mem::take));
+            }
             if !self.write_with_retry(lines).await {
                 return false;
             }
