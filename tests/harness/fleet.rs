@@ -8,15 +8,15 @@
 //! collector's gRPC ingest: per-run energy and background work on `probe_run`, `nvme_smart`,
 //! `power_state`, governor-sweep runs and load ladders (from which the collector itself derives
 //! `energy_proportionality` and `energy_proportionality_level`). Only `throttle_event` is written
-//! as line protocol straight to InfluxDB, in the collector's own schema, since no fixture makes a
-//! drive throttle.
+//! as line protocol straight to InfluxDB, built by the collector's own schema function
+//! (`wattflip_proto::schema::throttle_event_point`), since no fixture makes a drive throttle.
 
 use crate::*;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wattflip_proto::lineproto::Point;
+use wattflip_proto::schema::{throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1;
 
 /// The fleet's hosts (agent id, `rack` label). The first one runs the probe.
@@ -329,21 +329,25 @@ pub fn seed(fleet: &Fleet) {
     }
     send_through_collector_seq(&fleet.collector.url, host, rack, batch, 2);
 
-    // 3. Line protocol straight to InfluxDB, in the collector's own `throttle_event` schema: the
-    //    fixtures cannot make a drive throttle, so this one measurement is seeded.
-    let pts = vec![Point::new("throttle_event", t0 + 15_000_000_000)
-        .tag("host", host)
-        .tag("rack", rack)
-        .tag("device", SEED_CONTROLLER)
-        .tag("trigger", "temperature")
-        .string("signal", "throughput+power")
-        .string("pattern", "SW/131072")
-        .float("onset_celsius", 82.0)
-        .float("warning_celsius", 70.0)
-        .float("throughput_drop_pct", 16.5)
-        .float("power_drop_pct", 14.0)
-        .float("duration_s", 12.0)
-        .boolean("ongoing", false)];
+    // 3. Line protocol straight to InfluxDB: the fixtures cannot make a drive throttle, so this one
+    //    measurement is seeded. The point comes from the collector's own schema function, so a
+    //    change of the `throttle_event` schema changes the seed too and the dashboards must follow.
+    let event = ThrottleEvent {
+        time_ns: t0 + 15_000_000_000,
+        device: SEED_CONTROLLER.into(),
+        trigger: "temperature".into(),
+        signal: "throughput+power".into(),
+        pattern: "SW/131072".into(),
+        onset_celsius: Some(82.0),
+        warning_celsius: Some(70.0),
+        critical_celsius: None,
+        throughput_drop_pct: Some(16.5),
+        power_drop_pct: Some(14.0),
+        duration_s: 12.0,
+        ongoing: false,
+    };
+    let tags = HostTags { host: host.into(), labels: [("rack".to_string(), rack.to_string())].into() };
+    let pts = vec![throttle_event_point(&event, &tags)];
     let (body, errs) = wattflip_proto::lineproto::encode_all(&pts);
     assert!(errs.is_empty(), "seed line protocol: {errs:?}");
     let resp = reqwest::blocking::Client::new()
