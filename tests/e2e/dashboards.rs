@@ -1,7 +1,9 @@
 //! The Grafana dashboards proven without Grafana (`influx-grafana-ansible.md` §8.4): structural
 //! checks of every dashboard and of the provisioning YAML, then every variable, panel and
 //! annotation query run against a real `influxd` filled by a real fleet run (`harness/fleet.rs`),
-//! after the substitution Grafana does. Each must succeed and return at least one series.
+//! after the substitution Grafana does. Each must succeed and return at least one series, every
+//! column it returns must hold at least one value (a misspelled field in a multi-field SELECT is an
+//! all-null column, not an error), and every field a panel's options name must be returned.
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,6 +50,13 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
         ],
     ),
 ];
+
+/// Panels with more than one target, and how many (every other panel has exactly one).
+const MULTI_TARGET: &[(&str, &str, usize)] = &[];
+
+/// Override matchers the checks understand: `byName` must name a column the panel's queries
+/// return (checked against InfluxDB), `byFrameRefID` a refId of the panel.
+const MATCHERS: &[&str] = &["byName", "byFrameRefID"];
 
 /// Annotation names per dashboard (the others have none).
 const ANNOTATIONS: &[(&str, &[&str])] = &[("throttling.json", &["Throttle events", "Power-state changes"])];
@@ -228,8 +237,18 @@ fn dashboards_and_provisioning_are_well_formed() {
                     bad(format!("panel {id} refId {}: needs rawQuery: true and an InfluxQL query", t["refId"]));
                 }
             }
-            if refs.is_empty() {
-                bad(format!("panel {id} has no targets"));
+            let want_targets = MULTI_TARGET.iter().find(|m| m.0 == file && m.1 == s(&p["title"])).map_or(1, |m| m.2);
+            if refs.len() != want_targets {
+                bad(format!("panel {id} has {} target(s), expected {want_targets}", refs.len()));
+            }
+            for o in p["fieldConfig"]["overrides"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let (kind, name) = (s(&o["matcher"]["id"]), s(&o["matcher"]["options"]));
+                if !MATCHERS.contains(&kind) {
+                    bad(format!("panel {id}: override matcher {kind} is not checked by this test; use one of {MATCHERS:?} or add its check"));
+                }
+                if kind == "byFrameRefID" && !refs.contains(name) {
+                    bad(format!("panel {id}: override for refId {name}, which is not one of its targets {refs:?}"));
+                }
             }
             let g = &p["gridPos"];
             let (x, y, w, h) = (g["x"].as_i64().unwrap_or(-1), g["y"].as_i64().unwrap_or(-1), g["w"].as_i64().unwrap_or(0), g["h"].as_i64().unwrap_or(0));
@@ -259,8 +278,13 @@ fn dashboards_and_provisioning_are_well_formed() {
             }
         }
         // Queries: every variable defined, every SELECT (subqueries too) bounded by $timeFilter,
-        // time buckets only by $__interval.
+        // time buckets only by $__interval; and every variable used by some panel or annotation
+        // (a selector that filters nothing misleads).
+        let mut unused: BTreeSet<String> = variables(d).iter().map(|v| s(&v["name"]).to_string()).collect();
         for (place, q) in data_queries(file, d) {
+            for used in used_variables(&q) {
+                unused.remove(&used);
+            }
             for used in used_variables(&q) {
                 if !defined.contains(&used) {
                     bad(format!("{place}: ${used} is not a template variable"));
@@ -274,6 +298,9 @@ fn dashboards_and_provisioning_are_well_formed() {
             if q.matches("GROUP BY time(").count() != q.matches("GROUP BY time($__interval)").count() {
                 bad(format!("{place}: GROUP BY time() must use $__interval: {q}"));
             }
+        }
+        if !unused.is_empty() {
+            bad(format!("variables {unused:?} are defined but no panel or annotation query uses them"));
         }
     }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
@@ -338,63 +365,163 @@ fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
     Ok(v.pointer("/results/0/series").and_then(Value::as_array).cloned().unwrap_or_default())
 }
 
+/// Columns other than `time` without a single value in any series of a result: a field
+/// misspelled inside a multi-field SELECT comes back as such a column, not as an error.
+fn empty_columns(series: &[Value]) -> Vec<String> {
+    let mut filled: BTreeMap<String, bool> = BTreeMap::new();
+    for x in series {
+        let columns: Vec<&str> = x["columns"].as_array().map(|c| c.iter().map(s).collect()).unwrap_or_default();
+        let rows = x["values"].as_array().map(Vec::as_slice).unwrap_or_default();
+        for (i, c) in columns.iter().enumerate().filter(|(_, c)| **c != "time") {
+            let any = rows.iter().any(|r| r.get(i).is_some_and(|v| !v.is_null()));
+            *filled.entry(c.to_string()).or_default() |= any;
+        }
+    }
+    filled.into_iter().filter(|(_, any)| !any).map(|(c, _)| c).collect()
+}
+
+/// Every column name of a result.
+fn columns(series: &[Value]) -> BTreeSet<String> {
+    series.iter().flat_map(|x| x["columns"].as_array().cloned().unwrap_or_default()).map(|c| s(&c).to_string()).collect()
+}
+
+/// The fields a panel's options name: the xychart's x field and excluded fields (`dims`), its
+/// manual series' x and y, and every `byName` override. Each must be a column the panel's
+/// queries return, or Grafana silently plots nothing (or the wrong axis).
+fn field_refs(p: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let dims = &p["options"]["dims"];
+    if let Some(x) = dims["x"].as_str() {
+        out.push(("options.dims.x".to_string(), x.to_string()));
+    }
+    for e in dims["exclude"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        out.push(("options.dims.exclude".to_string(), s(e).to_string()));
+    }
+    for (i, ser) in p["options"]["series"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+        for axis in ["x", "y"] {
+            // Older xychart: a field name; newer: {"matcher": {"id": "byName", "options": name}}.
+            let name = ser[axis].as_str().or_else(|| ser[axis]["matcher"]["options"].as_str());
+            if let Some(n) = name {
+                out.push((format!("options.series[{i}].{axis}"), n.to_string()));
+            }
+        }
+    }
+    for o in p["fieldConfig"]["overrides"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        if s(&o["matcher"]["id"]) == "byName" {
+            out.push(("fieldConfig.overrides byName".to_string(), s(&o["matcher"]["options"]).to_string()));
+        }
+    }
+    out
+}
+
+/// The dashboard's variables as Grafana sets them on load: each query variable run (after the
+/// ones before it) and set to "All", custom and textbox variables to their current value.
+fn resolve_variables(
+    file: &str,
+    d: &Value,
+    fleet: &Fleet,
+    range: (i64, i64),
+    failures: &mut Vec<String>,
+    checked: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    for v in variables(d) {
+        let name = s(&v["name"]).to_string();
+        let place = format!("{file} variable `{name}`");
+        let value = match s(&v["type"]) {
+            "query" => {
+                let q = substitute(s(&v["query"]), &vars, range.0, range.1);
+                let mut values: Vec<String> = match run(&fleet.influx.url, &fleet.db, &q) {
+                    Ok(series) => series
+                        .iter()
+                        .flat_map(|x| x["values"].as_array().cloned().unwrap_or_default())
+                        .filter_map(|row| row.get(1).and_then(Value::as_str).map(str::to_string))
+                        .collect(),
+                    Err(e) => {
+                        failures.push(format!("{place}: {e}\n  query: {q}"));
+                        Vec::new()
+                    }
+                };
+                // A query over several measurements returns a value once per measurement;
+                // Grafana keeps each value once.
+                let mut seen = BTreeSet::new();
+                values.retain(|x| seen.insert(x.clone()));
+                if values.is_empty() {
+                    failures.push(format!("{place}: no values\n  query: {q}"));
+                }
+                checked.push(place);
+                // "All" of a multi-value variable is a regex alternation of escaped values;
+                // a single-value variable takes its first option.
+                if v["multi"] == Value::Bool(true) || v["includeAll"] == Value::Bool(true) {
+                    let esc: Vec<String> = values.iter().map(|x| escape_regex(x)).collect();
+                    if esc.len() == 1 { esc[0].clone() } else { format!("({})", esc.join("|")) }
+                } else {
+                    values.first().cloned().unwrap_or_default()
+                }
+            }
+            "custom" | "textbox" => {
+                let current = s(&v["current"]["value"]).to_string();
+                let options: Vec<&str> = v["options"].as_array().map(|o| o.iter().map(|x| s(&x["value"])).collect()).unwrap_or_default();
+                assert!(options.contains(&current.as_str()), "{place}: current value `{current}` is not among its options {options:?}");
+                current
+            }
+            other => panic!("{place}: variable type `{other}` is not handled by this test; add its Grafana substitution"),
+        };
+        vars.insert(name, value);
+    }
+    vars
+}
+
+/// Runs one panel or annotation query after Grafana's substitution: it must succeed, return
+/// series, and fill every column it returns. Its series, or none after a failure.
+fn check_query(fleet: &Fleet, vars: &BTreeMap<String, String>, range: (i64, i64), place: String, q: &str, failures: &mut Vec<String>) -> Vec<Value> {
+    let sent = substitute(q, vars, range.0, range.1);
+    match run(&fleet.influx.url, &fleet.db, &sent) {
+        Ok(series) if series.is_empty() => {
+            failures.push(format!("{place}: no series\n  query: {sent}"));
+            series
+        }
+        Ok(series) => {
+            let empty = empty_columns(&series);
+            if !empty.is_empty() {
+                failures.push(format!("{place}: column(s) {empty:?} hold no value in any series (a misspelled field?)\n  query: {sent}"));
+            }
+            series
+        }
+        Err(e) => {
+            failures.push(format!("{place}: {e}\n  query: {sent}"));
+            Vec::new()
+        }
+    }
+}
+
 #[test]
 fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let fleet = Fleet::start("wf_dash");
     // The dashboard's time range: the whole run with a minute on each side, in ms like Grafana.
-    let (from_ms, to_ms) = (fleet.started_ns / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
+    let range = (fleet.started_ns / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
     let mut failures: Vec<String> = Vec::new();
     let mut checked: Vec<String> = Vec::new();
     for (file, d) in load() {
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
-        for v in variables(&d) {
-            let name = s(&v["name"]).to_string();
-            let place = format!("{file} variable `{name}`");
-            let value = match s(&v["type"]) {
-                "query" => {
-                    let q = substitute(s(&v["query"]), &vars, from_ms, to_ms);
-                    let values: Vec<String> = match run(&fleet.influx.url, &fleet.db, &q) {
-                        Ok(series) => series
-                            .iter()
-                            .flat_map(|x| x["values"].as_array().cloned().unwrap_or_default())
-                            .filter_map(|row| row.get(1).and_then(Value::as_str).map(str::to_string))
-                            .collect(),
-                        Err(e) => {
-                            failures.push(format!("{place}: {e}\n  query: {q}"));
-                            Vec::new()
-                        }
-                    };
-                    if values.is_empty() {
-                        failures.push(format!("{place}: no values\n  query: {q}"));
-                    }
-                    checked.push(place);
-                    // "All" of a multi-value variable is a regex alternation of escaped values;
-                    // a single-value variable takes its first option.
-                    if v["multi"] == Value::Bool(true) || v["includeAll"] == Value::Bool(true) {
-                        let esc: Vec<String> = values.iter().map(|x| escape_regex(x)).collect();
-                        if esc.len() == 1 { esc[0].clone() } else { format!("({})", esc.join("|")) }
-                    } else {
-                        values.first().cloned().unwrap_or_default()
-                    }
-                }
-                "custom" | "textbox" => {
-                    let current = s(&v["current"]["value"]).to_string();
-                    let options: Vec<&str> = v["options"].as_array().map(|o| o.iter().map(|x| s(&x["value"])).collect()).unwrap_or_default();
-                    assert!(options.contains(&current.as_str()), "{place}: current value `{current}` is not among its options {options:?}");
-                    current
-                }
-                other => panic!("{place}: variable type `{other}` is not handled by this test; add its Grafana substitution"),
-            };
-            vars.insert(name, value);
-        }
-        for (place, q) in data_queries(&file, &d) {
-            let sent = substitute(&q, &vars, from_ms, to_ms);
-            match run(&fleet.influx.url, &fleet.db, &sent) {
-                Ok(series) if series.is_empty() => failures.push(format!("{place}: no series\n  query: {sent}")),
-                Ok(_) => {}
-                Err(e) => failures.push(format!("{place}: {e}\n  query: {sent}")),
+        let vars = resolve_variables(&file, &d, &fleet, range, &mut failures, &mut checked);
+        let mut check = |place: String, q: &str, failures: &mut Vec<String>| {
+            checked.push(place.clone());
+            check_query(&fleet, &vars, range, place, q, failures)
+        };
+        for p in panels(&d) {
+            let mut returned = BTreeSet::new();
+            for t in p["targets"].as_array().expect("targets") {
+                let place = format!("{file} panel {} `{}` refId {}", p["id"], s(&p["title"]), s(&t["refId"]));
+                returned.extend(columns(&check(place, s(&t["query"]), &mut failures)));
             }
-            checked.push(place);
+            for (option, name) in field_refs(p) {
+                if !returned.contains(&name) {
+                    failures.push(format!("{file} panel {} `{}`: {option} names `{name}`, but its queries return only {returned:?}", p["id"], s(&p["title"])));
+                }
+            }
+        }
+        for a in annotations(&d) {
+            check(format!("{file} annotation `{}`", s(&a["name"])), s(&a["query"]), &mut failures);
         }
     }
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
@@ -405,8 +532,9 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
     assert_eq!(query_variables, 3 + 3 + 2 + 2 + 2, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
+    let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
-    assert_eq!(checked.len() - query_variables, panels_n + annotations_n, "panel and annotation queries run: {checked:#?}");
+    assert_eq!(checked.len() - query_variables, panels_n + extra_targets + annotations_n, "panel and annotation queries run: {checked:#?}");
 }
 
 #[test]

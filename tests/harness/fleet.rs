@@ -294,10 +294,12 @@ pub fn seed(fleet: &Fleet) {
             });
         }
     }
-    // Load ladders: a drive-rail one per pattern, and one measured on the host's psys.
+    // Load ladders: two on the drive rail, and one measured on the host's psys.
     let (idle, peak) = (3.1, 11.6);
-    for (k, (pattern, scope, offset)) in [("RR", "rail", 0.0), ("RW", "rail", 0.0), ("RR", "psys", 90.0)].into_iter().enumerate() {
-        let bump = if pattern == "RW" { 0.08 } else { 0.0 };
+    // The rail ladders are one random (RR: the collector derives IOPS/W) and one sequential (SW:
+    // MiB/s per W), so every efficiency column of the dashboards has data.
+    for (k, (pattern, scope, offset)) in [("RR", "rail", 0.0), ("SW", "rail", 0.0), ("RR", "psys", 90.0)].into_iter().enumerate() {
+        let bump = if pattern == "SW" { 0.08 } else { 0.0 };
         for (i, level) in (10..=100).step_by(10).enumerate() {
             let u = f64::from(level) / 100.0;
             // Sub-linear power: most of the dynamic range is spent at low load.
