@@ -8,7 +8,7 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use wattflip_e2e::fleet::Fleet;
+use wattflip_e2e::fleet::{Fleet, HOSTS, STALE_AGE_NS, STALE_HOST};
 
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
 const EXPECTED: &[(&str, &str, &[&str])] = &[
@@ -32,7 +32,16 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
         "fleet-overview.json",
         "wattflip-fleet",
-        &["Hosts reporting power", "Agents", "Power per host and source", "Temperatures", "Probe runs", "Energy in the range per zone", "Events"],
+        &[
+            "Agents online",
+            "Last seen per host",
+            "Agents",
+            "Power per host and source",
+            "Temperatures",
+            "Probe runs",
+            "Energy in the range per zone",
+            "Events",
+        ],
     ),
     ("power-budget.json", "wattflip-power-budget", &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone"]),
     (
@@ -472,6 +481,29 @@ fn resolve_variables(
     vars
 }
 
+/// A panel by title.
+fn panel<'a>(d: &'a Value, title: &str) -> &'a Value {
+    panels(d).iter().find(|p| s(&p["title"]) == title).unwrap_or_else(|| panic!("no panel `{title}`"))
+}
+
+/// One target of a panel run with `vars`: its series.
+fn run_target(fleet: &Fleet, p: &Value, ref_id: &str, vars: &BTreeMap<String, String>, range: (i64, i64)) -> Vec<Value> {
+    let t = p["targets"].as_array().expect("targets").iter().find(|t| s(&t["refId"]) == ref_id).expect("refId");
+    let q = substitute(s(&t["query"]), vars, range.0, range.1);
+    run(&fleet.influx.url, &fleet.db, &q).unwrap_or_else(|e| panic!("{e}\n  query: {q}"))
+}
+
+/// (tags, non-null values of column 1) of each series.
+fn tagged_values(series: &[Value]) -> Vec<(Value, Vec<Value>)> {
+    series
+        .iter()
+        .map(|x| {
+            let vals = x["values"].as_array().map(|r| r.iter().filter_map(|row| row.get(1).filter(|v| !v.is_null()).cloned()).collect());
+            (x["tags"].clone(), vals.unwrap_or_default())
+        })
+        .collect()
+}
+
 /// Runs one panel or annotation query after Grafana's substitution: it must succeed, return
 /// series, and fill every column it returns. Its series, or none after a failure.
 fn check_query(fleet: &Fleet, vars: &BTreeMap<String, String>, range: (i64, i64), place: String, q: &str, failures: &mut Vec<String>) -> Vec<Value> {
@@ -498,10 +530,12 @@ fn check_query(fleet: &Fleet, vars: &BTreeMap<String, String>, range: (i64, i64)
 #[test]
 fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let fleet = Fleet::start("wf_dash");
-    // The dashboard's time range: the whole run with a minute on each side, in ms like Grafana.
-    let range = (fleet.started_ns / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
+    // The dashboard's time range, in ms like Grafana: the whole run with a minute on each side,
+    // reaching back far enough to include the stale agent's only samples.
+    let range = ((fleet.started_ns - STALE_AGE_NS) / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
     let mut failures: Vec<String> = Vec::new();
     let mut checked: Vec<String> = Vec::new();
+    let mut dashboards: BTreeMap<String, (Value, BTreeMap<String, String>)> = BTreeMap::new();
     for (file, d) in load() {
         let vars = resolve_variables(&file, &d, &fleet, range, &mut failures, &mut checked);
         let mut check = |place: String, q: &str, failures: &mut Vec<String>| {
@@ -523,18 +557,34 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         for a in annotations(&d) {
             check(format!("{file} annotation `{}`", s(&a["name"])), s(&a["query"]), &mut failures);
         }
+        dashboards.insert(file, (d, vars));
     }
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
     // Exactly every variable, panel target and annotation of the expected dashboards.
     // Query variables: host, model, device (device profile and energy proportionality), host,
-    // scope (fleet), host, source (power budget; group_by, scope and budget_w are literals),
-    // host, device (throttling).
+    // model, device, scope (fleet; online_window is a literal), host, source (power budget;
+    // group_by, scope and budget_w are literals), host, device (throttling).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 3 + 3 + 2 + 2 + 2, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 3 + 3 + 4 + 2 + 2, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
     assert_eq!(checked.len() - query_variables, panels_n + extra_targets + annotations_n, "panel and annotation queries run: {checked:#?}");
+
+    // Agents online: the two live agents sampled within the default window (5 minutes), the
+    // stale one, although in the range, did not. Its last sample is what "Last seen" shows.
+    let (fleet_d, fleet_vars) = &dashboards["fleet-overview.json"];
+    assert_eq!(fleet_vars["online_window"], "5m");
+    let online = run_target(&fleet, panel(fleet_d, "Agents online"), "A", fleet_vars, range);
+    assert_eq!(tagged_values(&online), vec![(Value::Null, vec![Value::from(HOSTS.len())])], "Agents online: {online:?}");
+    let last = run_target(&fleet, panel(fleet_d, "Last seen per host"), "A", fleet_vars, range);
+    let seen: Vec<(&str, i64)> = last.iter().map(|x| (s(&x["tags"]["host"]), x["values"][0][0].as_i64().unwrap_or(0))).collect();
+    let stale_last_ms = (fleet.started_ns - STALE_AGE_NS + 2_000_000_000) / 1_000_000;
+    assert_eq!(seen.iter().map(|h| h.0).collect::<Vec<_>>(), vec![HOSTS[0].0, HOSTS[1].0, STALE_HOST.0], "Last seen per host");
+    assert_eq!(seen[2].1, stale_last_ms, "the stale agent was last seen at its last sample");
+    for (host, ms) in &seen[..2] {
+        assert!((fleet.started_ns / 1_000_000..=fleet.ended_ns / 1_000_000).contains(ms), "{host} last seen at {ms} ms, outside the run");
+    }
 }
 
 #[test]

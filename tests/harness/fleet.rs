@@ -7,7 +7,8 @@
 //! an NVMe drive that takes power caps) are sent as the agent sends them, through the real
 //! collector's gRPC ingest: per-run energy and background work on `probe_run`, `nvme_smart`,
 //! `power_state`, governor-sweep runs and load ladders (from which the collector itself derives
-//! `energy_proportionality` and `energy_proportionality_level`). Only `throttle_event` is written
+//! `energy_proportionality` and `energy_proportionality_level`), and a stale third agent that reported once long before the run ([`STALE_HOST`]).
+//! Only `throttle_event` is written
 //! as line protocol straight to InfluxDB, built by the collector's own schema function
 //! (`wattflip_proto::schema::throttle_event_point`), since no fixture makes a drive throttle.
 
@@ -21,6 +22,11 @@ use wattflip_proto::v1;
 
 /// The fleet's hosts (agent id, `rack` label). The first one runs the probe.
 pub const HOSTS: [(&str, &str); 2] = [("e2e-dash-1", "r7"), ("e2e-dash-2", "r8")];
+/// A third agent that reported once, [`STALE_AGE_NS`] before the fleet started, and never again:
+/// known to the fleet (its Hello and temperatures are stored) but not online, which is what the
+/// fleet overview's "Agents online" must tell apart from the two live hosts.
+pub const STALE_HOST: (&str, &str) = ("e2e-dash-stale", "r9");
+pub const STALE_AGE_NS: i64 = 20 * 60 * 1_000_000_000;
 /// The seeded NVMe drive of the first host: its controller (temperature, SMART, power states)
 /// and namespace (probe runs), as the fixture's hwmon tree names them.
 pub const SEED_CONTROLLER: &str = "nvme0";
@@ -331,6 +337,22 @@ pub fn seed(fleet: &Fleet) {
     }
     send_through_collector_seq(&fleet.collector.url, host, rack, batch, 2);
 
+    // 2b. The stale agent: its Hello and three temperature samples (1 s apart), all from
+    //     STALE_AGE_NS before the fleet started, as an agent that has since gone away sent them.
+    let (stale, stale_rack) = STALE_HOST;
+    let stale_t = fleet.started_ns - STALE_AGE_NS;
+    let mut batch = v1::Batch { agent_id: stale.into(), sequence: 1, ..Default::default() };
+    for i in 0..3 {
+        batch.temperature.push(v1::TemperatureSample {
+            time_ns: stale_t + i * 1_000_000_000,
+            source: "hwmon".into(),
+            device: SEED_CONTROLLER.into(),
+            sensor: "Composite".into(),
+            celsius: 41.0,
+        });
+    }
+    send_as(&fleet.collector.url, stale, stale_rack, stale_t, batch, 1);
+
     // 3. Line protocol straight to InfluxDB: the fixtures cannot make a drive throttle, so this one
     //    measurement is seeded. The point comes from the collector's own schema function, so a
     //    change of the `throttle_event` schema changes the seed too and the dashboards must follow.
@@ -369,6 +391,11 @@ fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
 }
 
 fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batch, seq: u64) {
+    send_as(url, host, rack, now_ns(), batch, seq)
+}
+
+/// Like [`send_through_collector`], with the Hello stamped `hello_ns` (the `agent` point's time).
+fn send_as(url: &str, host: &str, rack: &str, hello_ns: i64, batch: v1::Batch, seq: u64) {
     use tokio_stream::StreamExt as _;
     use v1::agent_message::Kind;
     let hello = v1::Hello {
@@ -377,7 +404,7 @@ fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batc
         agent_version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: wattflip_proto::PROTOCOL_VERSION,
         labels: [("rack".to_string(), rack.to_string())].into(),
-        time_ns: now_ns(),
+        time_ns: hello_ns,
         ..Default::default()
     };
     let msgs = vec![v1::AgentMessage { kind: Some(Kind::Hello(hello)) }, v1::AgentMessage { kind: Some(Kind::Batch(batch)) }];
