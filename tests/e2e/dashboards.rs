@@ -8,7 +8,7 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use wattflip_e2e::fleet::{Fleet, HOSTS, STALE_AGE_NS, STALE_HOST};
+use wattflip_e2e::fleet::{Fleet, HOSTS, SEED_CONTROLLER, STALE_AGE_NS, STALE_HOST};
 
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
 const EXPECTED: &[(&str, &str, &[&str])] = &[
@@ -48,9 +48,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
         "throttling.json",
         "wattflip-throttling",
         &[
-            "Drive temperature",
-            "Probe throughput",
-            "Power",
+            "Temperature, throughput and power",
             "NVMe thermal management",
             "Throttle events",
             "Governor sweep: throughput vs power state",
@@ -61,7 +59,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
 ];
 
 /// Panels with more than one target, and how many (every other panel has exactly one).
-const MULTI_TARGET: &[(&str, &str, usize)] = &[];
+const MULTI_TARGET: &[(&str, &str, usize)] = &[("throttling.json", "Temperature, throughput and power", 3)];
 
 /// Override matchers the checks understand: `byName` must name a column the panel's queries
 /// return (checked against InfluxDB), `byFrameRefID` a refId of the panel.
@@ -563,9 +561,9 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     // Exactly every variable, panel target and annotation of the expected dashboards.
     // Query variables: host, model, device (device profile and energy proportionality), host,
     // model, device, scope (fleet; online_window is a literal), host, source (power budget;
-    // group_by, scope and budget_w are literals), host, device (throttling).
+    // group_by, scope and budget_w are literals), host, model, device (throttling).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 3 + 3 + 4 + 2 + 2, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 3 + 3 + 4 + 2 + 3, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
@@ -585,6 +583,30 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     for (host, ms) in &seen[..2] {
         assert!((fleet.started_ns / 1_000_000..=fleet.ended_ns / 1_000_000).contains(ms), "{host} last seen at {ms} ms, outside the run");
     }
+
+    // Throttling: throughput and power honour $device. With every device, power is the second
+    // host's drive estimate per 10 s bucket; with the controller nvme0, throughput is its
+    // namespace's runs only; with a CPU sensor chip, neither has a series.
+    let (thr_d, thr_vars) = &dashboards["throttling.json"];
+    let combined = panel(thr_d, "Temperature, throughput and power");
+    let power = run_target(&fleet, combined, "C", thr_vars, range);
+    let want_power = vec![(
+        serde_json::json!({"host": HOSTS[1].0, "source": "nvme_estimate", "zone": SEED_CONTROLLER}),
+        [8.25, 8.25, 4.6, 8.25].map(Value::from).to_vec(),
+    )];
+    assert_eq!(tagged_values(&power), want_power, "drive power of every device");
+    let one = |device: &str| {
+        let mut vars = thr_vars.clone();
+        vars.insert("device".to_string(), escape_regex(device));
+        let devices = |r: &str| -> BTreeSet<String> {
+            run_target(&fleet, combined, r, &vars, range).iter().map(|x| s(&x["tags"]["device"]).to_string()).collect()
+        };
+        let zones: BTreeSet<String> = run_target(&fleet, combined, "C", &vars, range).iter().map(|x| s(&x["tags"]["zone"]).to_string()).collect();
+        (devices("A"), devices("B"), zones)
+    };
+    let set = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<BTreeSet<String>>();
+    assert_eq!(one(SEED_CONTROLLER), (set(&[SEED_CONTROLLER]), set(&["nvme0n1"]), set(&[SEED_CONTROLLER])), "$device = nvme0");
+    assert_eq!(one("coretemp.0"), (set(&["coretemp.0"]), set(&[]), set(&[])), "$device = coretemp.0");
 }
 
 #[test]

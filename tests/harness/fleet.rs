@@ -7,7 +7,8 @@
 //! an NVMe drive that takes power caps) are sent as the agent sends them, through the real
 //! collector's gRPC ingest: per-run energy and background work on `probe_run`, `nvme_smart`,
 //! `power_state`, governor-sweep runs and load ladders (from which the collector itself derives
-//! `energy_proportionality` and `energy_proportionality_level`), and a stale third agent that reported once long before the run ([`STALE_HOST`]).
+//! `energy_proportionality` and `energy_proportionality_level`), the second host's drive power
+//! estimate, and a stale third agent that reported once long before the run ([`STALE_HOST`]).
 //! Only `throttle_event` is written
 //! as line protocol straight to InfluxDB, built by the collector's own schema function
 //! (`wattflip_proto::schema::throttle_event_point`), since no fixture makes a drive throttle.
@@ -337,7 +338,26 @@ pub fn seed(fleet: &Fleet) {
     }
     send_through_collector_seq(&fleet.collector.url, host, rack, batch, 2);
 
-    // 2b. The stale agent: its Hello and three temperature samples (1 s apart), all from
+    // 2b. Drive power of the second host's NVMe controller, as the agent's `nvme_estimate` source
+    //     sends it (the PSD maximum power of the current state, every 10 s, scope `drive`, zone =
+    //     the controller): on the second host so the first host's power channels stay those of
+    //     its fixture.
+    let (host2, rack2) = HOSTS[1];
+    let mut batch = v1::Batch { agent_id: host2.into(), sequence: 1, ..Default::default() };
+    for i in 0..4 {
+        batch.power.push(v1::PowerSample {
+            time_ns: t0 + i * 10_000_000_000,
+            source: "nvme_estimate".into(),
+            zone: SEED_CONTROLLER.into(),
+            scope: "drive".into(),
+            method: v1::Method::Estimated as i32,
+            watts: Some(if i == 2 { 4.6 } else { 8.25 }),
+            ..Default::default()
+        });
+    }
+    send_through_collector(&fleet.collector.url, host2, rack2, batch);
+
+    // 2c. The stale agent: its Hello and three temperature samples (1 s apart), all from
     //     STALE_AGE_NS before the fleet started, as an agent that has since gone away sent them.
     let (stale, stale_rack) = STALE_HOST;
     let stale_t = fleet.started_ns - STALE_AGE_NS;
