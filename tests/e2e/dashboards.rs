@@ -192,6 +192,22 @@ fn dashboards_and_provisioning_are_well_formed() {
     assert_eq!(yaml_values("dashboards/wattflip.yaml", "type"), vec!["file"]);
     assert_eq!(yaml_values("dashboards/wattflip.yaml", "path"), vec!["/var/lib/grafana/dashboards/wattflip"]);
 
+    // One definition of the provisioning: the Ansible role (deploy/ansible/roles/grafana) installs
+    // these files with only the deployment's url, database, interval, credentials, folder and path
+    // replaced, so its templates hold no setting of their own (tests/ansible/run.sh compares what
+    // it installs with these files).
+    let role = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/ansible/roles/grafana");
+    for (template, source) in [("datasource.yaml.j2", "datasources/wattflip.yaml"), ("dashboards.yaml.j2", "dashboards/wattflip.yaml")] {
+        let path = role.join("templates").join(template);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let own: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("{{")).collect();
+        assert!(own.is_empty(), "{}: settings of its own {own:?}; set them in dashboards/provisioning/{source}", path.display());
+        let tasks = std::fs::read_to_string(role.join("tasks/main.yml")).expect("grafana role tasks");
+        assert!(tasks.contains(&format!("grafana_provisioning_src ~ '/{source}'")), "the grafana role does not read dashboards/provisioning/{source}");
+    }
+    let defaults = std::fs::read_to_string(role.join("defaults/main.yml")).expect("grafana role defaults");
+    assert!(defaults.contains("grafana_provisioning_src: \"{{ playbook_dir }}/../../dashboards/provisioning\""), "grafana_provisioning_src");
+
     let all = load();
     let files: Vec<&str> = all.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(files, EXPECTED.iter().map(|e| e.0).collect::<Vec<_>>(), "dashboards/*.json");
