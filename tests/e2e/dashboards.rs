@@ -307,8 +307,6 @@ fn dashboards_and_provisioning_are_well_formed() {
         for (place, q) in data_queries(file, d) {
             for used in used_variables(&q) {
                 unused.remove(&used);
-            }
-            for used in used_variables(&q) {
                 if !defined.contains(&used) {
                     bad(format!("{place}: ${used} is not a template variable"));
                 }
