@@ -340,10 +340,39 @@ on collector1 test ! -e "$root/etc/wattflip-agent" || fail "collector1 sees an a
 ndash=$(find "$dashboards_src" -maxdepth 1 -name '*.json' | wc -l)
 ngot=$(on collector1 find "$root/var/lib/grafana/dashboards/wattflip" -name '*.json' | wc -l)
 [ "$ndash" = "$ngot" ] || fail "grafana: $ngot dashboards provisioned, $ndash in $dashboards_src"
-on collector1 grep -q 'uid: "wattflip-influx"' "$root/etc/grafana/provisioning/datasources/wattflip.yaml" \
-  || fail "grafana: datasource uid wattflip-influx not provisioned"
-on collector1 grep -q "url: \"http://${addr[collector1]}:8086\"" "$root/etc/grafana/provisioning/datasources/wattflip.yaml" \
-  || fail "grafana: datasource does not point at the influxdb host"
+# The provisioning files are the repository's dashboards/provisioning ones, compared as YAML, with
+# exactly this deployment's values replaced: the datasource's url (the influxdb host), database,
+# time interval (the agents' sampling interval) and no credentials (none set here); the
+# provider's path under the install root.
+for f in datasources dashboards; do
+  on collector1 cat "$root/etc/grafana/provisioning/$f/wattflip.yaml" >"$work/logs/grafana-$f.yaml" \
+    || fail "grafana: $f provisioning file missing"
+done
+"$venv/bin/python3" - "$repo/dashboards/provisioning" "$work/logs" "http://${addr[collector1]}:8086" "$root" <<'EOF' \
+  || fail "grafana: provisioning differs from dashboards/provisioning"
+import sys, yaml, pathlib
+src, logs, url, root = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+load = lambda p: yaml.safe_load(p.read_text())
+want = load(src / "datasources/wattflip.yaml")
+ds = want["datasources"][0]
+ds.pop("user", None)
+ds.pop("secureJsonData", None)
+ds["url"] = url
+ds["jsonData"].update(dbName="wattflip", timeInterval="200ms")
+bad = []
+if load(logs / "grafana-datasources.yaml") != want:
+    bad.append(f"datasource: {load(logs / 'grafana-datasources.yaml')} != {want}")
+if ds["uid"] != "wattflip-influx":
+    bad.append(f"datasource uid {ds['uid']}, the dashboards use wattflip-influx")
+want = load(src / "dashboards/wattflip.yaml")
+want["providers"][0]["options"]["path"] = f"{root}/var/lib/grafana/dashboards/wattflip"
+if load(logs / "grafana-dashboards.yaml") != want:
+    bad.append(f"provider: {load(logs / 'grafana-dashboards.yaml')} != {want}")
+for b in bad:
+    print("FAIL:", b, file=sys.stderr)
+print("grafana: provisioning = dashboards/provisioning with this deployment's url, database, interval, path", "wrong" if bad else "ok")
+sys.exit(1 if bad else 0)
+EOF
 
 # systemd-analyze inside the host (the units name binaries under its private root). verify only
 # warns about unknown keys and bad values (exit 0), so any output on stderr fails.

@@ -1,12 +1,14 @@
 //! The Grafana dashboards proven without Grafana (`influx-grafana-ansible.md` §8.4): structural
 //! checks of every dashboard and of the provisioning YAML, then every variable, panel and
 //! annotation query run against a real `influxd` filled by a real fleet run (`harness/fleet.rs`),
-//! after the substitution Grafana does. Each must succeed and return at least one series.
+//! after the substitution Grafana does. Each must succeed and return at least one series, every
+//! column it returns must hold at least one value (a misspelled field in a multi-field SELECT is an
+//! all-null column, not an error), and every field a panel's options name must be returned.
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use wattflip_e2e::fleet::Fleet;
+use wattflip_e2e::fleet::{Fleet, HOSTS, SEED_CONTROLLER, STALE_AGE_NS, STALE_HOST};
 
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
 const EXPECTED: &[(&str, &str, &[&str])] = &[
@@ -30,16 +32,23 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
         "fleet-overview.json",
         "wattflip-fleet",
-        &["Hosts reporting power", "Agents", "Power per host and source", "Temperatures", "Probe runs", "Energy in the range per zone", "Events"],
+        &[
+            "Agents online",
+            "Last seen per host",
+            "Agents",
+            "Power per host and source",
+            "Temperatures",
+            "Probe runs",
+            "Energy in the range per zone",
+            "Events",
+        ],
     ),
     ("power-budget.json", "wattflip-power-budget", &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone"]),
     (
         "throttling.json",
         "wattflip-throttling",
         &[
-            "Drive temperature",
-            "Probe throughput",
-            "Power",
+            "Temperature, throughput and power",
             "NVMe thermal management",
             "Throttle events",
             "Governor sweep: throughput vs power state",
@@ -48,6 +57,13 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
         ],
     ),
 ];
+
+/// Panels with more than one target, and how many (every other panel has exactly one).
+const MULTI_TARGET: &[(&str, &str, usize)] = &[("throttling.json", "Temperature, throughput and power", 3)];
+
+/// Override matchers the checks understand: `byName` must name a column the panel's queries
+/// return (checked against InfluxDB), `byFrameRefID` a refId of the panel.
+const MATCHERS: &[&str] = &["byName", "byFrameRefID"];
 
 /// Annotation names per dashboard (the others have none).
 const ANNOTATIONS: &[(&str, &[&str])] = &[("throttling.json", &["Throttle events", "Power-state changes"])];
@@ -176,6 +192,22 @@ fn dashboards_and_provisioning_are_well_formed() {
     assert_eq!(yaml_values("dashboards/wattflip.yaml", "type"), vec!["file"]);
     assert_eq!(yaml_values("dashboards/wattflip.yaml", "path"), vec!["/var/lib/grafana/dashboards/wattflip"]);
 
+    // One definition of the provisioning: the Ansible role (deploy/ansible/roles/grafana) installs
+    // these files with only the deployment's url, database, interval, credentials, folder and path
+    // replaced, so its templates hold no setting of their own (tests/ansible/run.sh compares what
+    // it installs with these files).
+    let role = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/ansible/roles/grafana");
+    for (template, source) in [("datasource.yaml.j2", "datasources/wattflip.yaml"), ("dashboards.yaml.j2", "dashboards/wattflip.yaml")] {
+        let path = role.join("templates").join(template);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let own: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("{{")).collect();
+        assert!(own.is_empty(), "{}: settings of its own {own:?}; set them in dashboards/provisioning/{source}", path.display());
+        let tasks = std::fs::read_to_string(role.join("tasks/main.yml")).expect("grafana role tasks");
+        assert!(tasks.contains(&format!("grafana_provisioning_src ~ '/{source}'")), "the grafana role does not read dashboards/provisioning/{source}");
+    }
+    let defaults = std::fs::read_to_string(role.join("defaults/main.yml")).expect("grafana role defaults");
+    assert!(defaults.contains("grafana_provisioning_src: \"{{ playbook_dir }}/../../dashboards/provisioning\""), "grafana_provisioning_src");
+
     let all = load();
     let files: Vec<&str> = all.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(files, EXPECTED.iter().map(|e| e.0).collect::<Vec<_>>(), "dashboards/*.json");
@@ -228,8 +260,18 @@ fn dashboards_and_provisioning_are_well_formed() {
                     bad(format!("panel {id} refId {}: needs rawQuery: true and an InfluxQL query", t["refId"]));
                 }
             }
-            if refs.is_empty() {
-                bad(format!("panel {id} has no targets"));
+            let want_targets = MULTI_TARGET.iter().find(|m| m.0 == file && m.1 == s(&p["title"])).map_or(1, |m| m.2);
+            if refs.len() != want_targets {
+                bad(format!("panel {id} has {} target(s), expected {want_targets}", refs.len()));
+            }
+            for o in p["fieldConfig"]["overrides"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let (kind, name) = (s(&o["matcher"]["id"]), s(&o["matcher"]["options"]));
+                if !MATCHERS.contains(&kind) {
+                    bad(format!("panel {id}: override matcher {kind} is not checked by this test; use one of {MATCHERS:?} or add its check"));
+                }
+                if kind == "byFrameRefID" && !refs.contains(name) {
+                    bad(format!("panel {id}: override for refId {name}, which is not one of its targets {refs:?}"));
+                }
             }
             let g = &p["gridPos"];
             let (x, y, w, h) = (g["x"].as_i64().unwrap_or(-1), g["y"].as_i64().unwrap_or(-1), g["w"].as_i64().unwrap_or(0), g["h"].as_i64().unwrap_or(0));
@@ -259,9 +301,12 @@ fn dashboards_and_provisioning_are_well_formed() {
             }
         }
         // Queries: every variable defined, every SELECT (subqueries too) bounded by $timeFilter,
-        // time buckets only by $__interval.
+        // time buckets only by $__interval; and every variable used by some panel or annotation
+        // (a selector that filters nothing misleads).
+        let mut unused: BTreeSet<String> = variables(d).iter().map(|v| s(&v["name"]).to_string()).collect();
         for (place, q) in data_queries(file, d) {
             for used in used_variables(&q) {
+                unused.remove(&used);
                 if !defined.contains(&used) {
                     bad(format!("{place}: ${used} is not a template variable"));
                 }
@@ -274,6 +319,9 @@ fn dashboards_and_provisioning_are_well_formed() {
             if q.matches("GROUP BY time(").count() != q.matches("GROUP BY time($__interval)").count() {
                 bad(format!("{place}: GROUP BY time() must use $__interval: {q}"));
             }
+        }
+        if !unused.is_empty() {
+            bad(format!("variables {unused:?} are defined but no panel or annotation query uses them"));
         }
     }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
@@ -338,75 +386,241 @@ fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
     Ok(v.pointer("/results/0/series").and_then(Value::as_array).cloned().unwrap_or_default())
 }
 
+/// Columns other than `time` without a single value in any series of a result: a field
+/// misspelled inside a multi-field SELECT comes back as such a column, not as an error.
+fn empty_columns(series: &[Value]) -> Vec<String> {
+    let mut filled: BTreeMap<String, bool> = BTreeMap::new();
+    for x in series {
+        let columns: Vec<&str> = x["columns"].as_array().map(|c| c.iter().map(s).collect()).unwrap_or_default();
+        let rows = x["values"].as_array().map(Vec::as_slice).unwrap_or_default();
+        for (i, c) in columns.iter().enumerate().filter(|(_, c)| **c != "time") {
+            let any = rows.iter().any(|r| r.get(i).is_some_and(|v| !v.is_null()));
+            *filled.entry(c.to_string()).or_default() |= any;
+        }
+    }
+    filled.into_iter().filter(|(_, any)| !any).map(|(c, _)| c).collect()
+}
+
+/// Every column name of a result.
+fn columns(series: &[Value]) -> BTreeSet<String> {
+    series.iter().flat_map(|x| x["columns"].as_array().cloned().unwrap_or_default()).map(|c| s(&c).to_string()).collect()
+}
+
+/// The fields a panel's options name: the xychart's x field and excluded fields (`dims`), its
+/// manual series' x and y, and every `byName` override. Each must be a column the panel's
+/// queries return, or Grafana silently plots nothing (or the wrong axis).
+fn field_refs(p: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let dims = &p["options"]["dims"];
+    if let Some(x) = dims["x"].as_str() {
+        out.push(("options.dims.x".to_string(), x.to_string()));
+    }
+    for e in dims["exclude"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        out.push(("options.dims.exclude".to_string(), s(e).to_string()));
+    }
+    for (i, ser) in p["options"]["series"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+        for axis in ["x", "y"] {
+            // Older xychart: a field name; newer: {"matcher": {"id": "byName", "options": name}}.
+            let name = ser[axis].as_str().or_else(|| ser[axis]["matcher"]["options"].as_str());
+            if let Some(n) = name {
+                out.push((format!("options.series[{i}].{axis}"), n.to_string()));
+            }
+        }
+    }
+    for o in p["fieldConfig"]["overrides"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        if s(&o["matcher"]["id"]) == "byName" {
+            out.push(("fieldConfig.overrides byName".to_string(), s(&o["matcher"]["options"]).to_string()));
+        }
+    }
+    out
+}
+
+/// The dashboard's variables as Grafana sets them on load: each query variable run (after the
+/// ones before it) and set to "All", custom and textbox variables to their current value.
+fn resolve_variables(
+    file: &str,
+    d: &Value,
+    fleet: &Fleet,
+    range: (i64, i64),
+    failures: &mut Vec<String>,
+    checked: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    for v in variables(d) {
+        let name = s(&v["name"]).to_string();
+        let place = format!("{file} variable `{name}`");
+        let value = match s(&v["type"]) {
+            "query" => {
+                let q = substitute(s(&v["query"]), &vars, range.0, range.1);
+                let mut values: Vec<String> = match run(&fleet.influx.url, &fleet.db, &q) {
+                    Ok(series) => series
+                        .iter()
+                        .flat_map(|x| x["values"].as_array().cloned().unwrap_or_default())
+                        .filter_map(|row| row.get(1).and_then(Value::as_str).map(str::to_string))
+                        .collect(),
+                    Err(e) => {
+                        failures.push(format!("{place}: {e}\n  query: {q}"));
+                        Vec::new()
+                    }
+                };
+                // A query over several measurements returns a value once per measurement;
+                // Grafana keeps each value once.
+                let mut seen = BTreeSet::new();
+                values.retain(|x| seen.insert(x.clone()));
+                if values.is_empty() {
+                    failures.push(format!("{place}: no values\n  query: {q}"));
+                }
+                checked.push(place);
+                // "All" of a multi-value variable is a regex alternation of escaped values;
+                // a single-value variable takes its first option.
+                if v["multi"] == Value::Bool(true) || v["includeAll"] == Value::Bool(true) {
+                    let esc: Vec<String> = values.iter().map(|x| escape_regex(x)).collect();
+                    if esc.len() == 1 { esc[0].clone() } else { format!("({})", esc.join("|")) }
+                } else {
+                    values.first().cloned().unwrap_or_default()
+                }
+            }
+            "custom" | "textbox" => {
+                let current = s(&v["current"]["value"]).to_string();
+                let options: Vec<&str> = v["options"].as_array().map(|o| o.iter().map(|x| s(&x["value"])).collect()).unwrap_or_default();
+                assert!(options.contains(&current.as_str()), "{place}: current value `{current}` is not among its options {options:?}");
+                current
+            }
+            other => panic!("{place}: variable type `{other}` is not handled by this test; add its Grafana substitution"),
+        };
+        vars.insert(name, value);
+    }
+    vars
+}
+
+/// A panel by title.
+fn panel<'a>(d: &'a Value, title: &str) -> &'a Value {
+    panels(d).iter().find(|p| s(&p["title"]) == title).unwrap_or_else(|| panic!("no panel `{title}`"))
+}
+
+/// One target of a panel run with `vars`: its series.
+fn run_target(fleet: &Fleet, p: &Value, ref_id: &str, vars: &BTreeMap<String, String>, range: (i64, i64)) -> Vec<Value> {
+    let t = p["targets"].as_array().expect("targets").iter().find(|t| s(&t["refId"]) == ref_id).expect("refId");
+    let q = substitute(s(&t["query"]), vars, range.0, range.1);
+    run(&fleet.influx.url, &fleet.db, &q).unwrap_or_else(|e| panic!("{e}\n  query: {q}"))
+}
+
+/// (tags, non-null values of column 1) of each series.
+fn tagged_values(series: &[Value]) -> Vec<(Value, Vec<Value>)> {
+    series
+        .iter()
+        .map(|x| {
+            let vals = x["values"].as_array().map(|r| r.iter().filter_map(|row| row.get(1).filter(|v| !v.is_null()).cloned()).collect());
+            (x["tags"].clone(), vals.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Runs one panel or annotation query after Grafana's substitution: it must succeed, return
+/// series, and fill every column it returns. Its series, or none after a failure.
+fn check_query(fleet: &Fleet, vars: &BTreeMap<String, String>, range: (i64, i64), place: String, q: &str, failures: &mut Vec<String>) -> Vec<Value> {
+    let sent = substitute(q, vars, range.0, range.1);
+    match run(&fleet.influx.url, &fleet.db, &sent) {
+        Ok(series) if series.is_empty() => {
+            failures.push(format!("{place}: no series\n  query: {sent}"));
+            series
+        }
+        Ok(series) => {
+            let empty = empty_columns(&series);
+            if !empty.is_empty() {
+                failures.push(format!("{place}: column(s) {empty:?} hold no value in any series (a misspelled field?)\n  query: {sent}"));
+            }
+            series
+        }
+        Err(e) => {
+            failures.push(format!("{place}: {e}\n  query: {sent}"));
+            Vec::new()
+        }
+    }
+}
+
 #[test]
 fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let fleet = Fleet::start("wf_dash");
-    // The dashboard's time range: the whole run with a minute on each side, in ms like Grafana.
-    let (from_ms, to_ms) = (fleet.started_ns / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
+    // The dashboard's time range, in ms like Grafana: the whole run with a minute on each side,
+    // reaching back far enough to include the stale agent's only samples.
+    let range = ((fleet.started_ns - STALE_AGE_NS) / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
     let mut failures: Vec<String> = Vec::new();
     let mut checked: Vec<String> = Vec::new();
+    let mut dashboards: BTreeMap<String, (Value, BTreeMap<String, String>)> = BTreeMap::new();
     for (file, d) in load() {
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
-        for v in variables(&d) {
-            let name = s(&v["name"]).to_string();
-            let place = format!("{file} variable `{name}`");
-            let value = match s(&v["type"]) {
-                "query" => {
-                    let q = substitute(s(&v["query"]), &vars, from_ms, to_ms);
-                    let values: Vec<String> = match run(&fleet.influx.url, &fleet.db, &q) {
-                        Ok(series) => series
-                            .iter()
-                            .flat_map(|x| x["values"].as_array().cloned().unwrap_or_default())
-                            .filter_map(|row| row.get(1).and_then(Value::as_str).map(str::to_string))
-                            .collect(),
-                        Err(e) => {
-                            failures.push(format!("{place}: {e}\n  query: {q}"));
-                            Vec::new()
-                        }
-                    };
-                    if values.is_empty() {
-                        failures.push(format!("{place}: no values\n  query: {q}"));
-                    }
-                    checked.push(place);
-                    // "All" of a multi-value variable is a regex alternation of escaped values;
-                    // a single-value variable takes its first option.
-                    if v["multi"] == Value::Bool(true) || v["includeAll"] == Value::Bool(true) {
-                        let esc: Vec<String> = values.iter().map(|x| escape_regex(x)).collect();
-                        if esc.len() == 1 { esc[0].clone() } else { format!("({})", esc.join("|")) }
-                    } else {
-                        values.first().cloned().unwrap_or_default()
-                    }
-                }
-                "custom" | "textbox" => {
-                    let current = s(&v["current"]["value"]).to_string();
-                    let options: Vec<&str> = v["options"].as_array().map(|o| o.iter().map(|x| s(&x["value"])).collect()).unwrap_or_default();
-                    assert!(options.contains(&current.as_str()), "{place}: current value `{current}` is not among its options {options:?}");
-                    current
-                }
-                other => panic!("{place}: variable type `{other}` is not handled by this test; add its Grafana substitution"),
-            };
-            vars.insert(name, value);
-        }
-        for (place, q) in data_queries(&file, &d) {
-            let sent = substitute(&q, &vars, from_ms, to_ms);
-            match run(&fleet.influx.url, &fleet.db, &sent) {
-                Ok(series) if series.is_empty() => failures.push(format!("{place}: no series\n  query: {sent}")),
-                Ok(_) => {}
-                Err(e) => failures.push(format!("{place}: {e}\n  query: {sent}")),
+        let vars = resolve_variables(&file, &d, &fleet, range, &mut failures, &mut checked);
+        let mut check = |place: String, q: &str, failures: &mut Vec<String>| {
+            checked.push(place.clone());
+            check_query(&fleet, &vars, range, place, q, failures)
+        };
+        for p in panels(&d) {
+            let mut returned = BTreeSet::new();
+            for t in p["targets"].as_array().expect("targets") {
+                let place = format!("{file} panel {} `{}` refId {}", p["id"], s(&p["title"]), s(&t["refId"]));
+                returned.extend(columns(&check(place, s(&t["query"]), &mut failures)));
             }
-            checked.push(place);
+            for (option, name) in field_refs(p) {
+                if !returned.contains(&name) {
+                    failures.push(format!("{file} panel {} `{}`: {option} names `{name}`, but its queries return only {returned:?}", p["id"], s(&p["title"])));
+                }
+            }
         }
+        for a in annotations(&d) {
+            check(format!("{file} annotation `{}`", s(&a["name"])), s(&a["query"]), &mut failures);
+        }
+        dashboards.insert(file, (d, vars));
     }
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
     // Exactly every variable, panel target and annotation of the expected dashboards.
     // Query variables: host, model, device (device profile and energy proportionality), host,
-    // scope (fleet), host, source (power budget; group_by, scope and budget_w are literals),
-    // host, device (throttling).
+    // model, device, scope (fleet; online_window is a literal), host, source (power budget;
+    // group_by, scope and budget_w are literals), host, model, device (throttling).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 3 + 3 + 2 + 2 + 2, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 3 + 3 + 4 + 2 + 3, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
+    let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
-    assert_eq!(checked.len() - query_variables, panels_n + annotations_n, "panel and annotation queries run: {checked:#?}");
+    assert_eq!(checked.len() - query_variables, panels_n + extra_targets + annotations_n, "panel and annotation queries run: {checked:#?}");
+
+    // Agents online: the two live agents sampled within the default window (5 minutes), the
+    // stale one, although in the range, did not. Its last sample is what "Last seen" shows.
+    let (fleet_d, fleet_vars) = &dashboards["fleet-overview.json"];
+    assert_eq!(fleet_vars["online_window"], "5m");
+    let online = run_target(&fleet, panel(fleet_d, "Agents online"), "A", fleet_vars, range);
+    assert_eq!(tagged_values(&online), vec![(Value::Null, vec![Value::from(HOSTS.len())])], "Agents online: {online:?}");
+    let last = run_target(&fleet, panel(fleet_d, "Last seen per host"), "A", fleet_vars, range);
+    let seen: Vec<(&str, i64)> = last.iter().map(|x| (s(&x["tags"]["host"]), x["values"][0][0].as_i64().unwrap_or(0))).collect();
+    let stale_last_ms = (fleet.started_ns - STALE_AGE_NS + 2_000_000_000) / 1_000_000;
+    assert_eq!(seen.iter().map(|h| h.0).collect::<Vec<_>>(), vec![HOSTS[0].0, HOSTS[1].0, STALE_HOST.0], "Last seen per host");
+    assert_eq!(seen[2].1, stale_last_ms, "the stale agent was last seen at its last sample");
+    for (host, ms) in &seen[..2] {
+        assert!((fleet.started_ns / 1_000_000..=fleet.ended_ns / 1_000_000).contains(ms), "{host} last seen at {ms} ms, outside the run");
+    }
+
+    // Throttling: throughput and power honour $device. With every device, power is the second
+    // host's drive estimate per 10 s bucket; with the controller nvme0, throughput is its
+    // namespace's runs only; with a CPU sensor chip, neither has a series.
+    let (thr_d, thr_vars) = &dashboards["throttling.json"];
+    let combined = panel(thr_d, "Temperature, throughput and power");
+    let power = run_target(&fleet, combined, "C", thr_vars, range);
+    let want_power = vec![(
+        serde_json::json!({"host": HOSTS[1].0, "source": "nvme_estimate", "zone": SEED_CONTROLLER}),
+        [8.25, 8.25, 4.6, 8.25].map(Value::from).to_vec(),
+    )];
+    assert_eq!(tagged_values(&power), want_power, "drive power of every device");
+    let one = |device: &str| {
+        let mut vars = thr_vars.clone();
+        vars.insert("device".to_string(), escape_regex(device));
+        let devices = |r: &str| -> BTreeSet<String> {
+            run_target(&fleet, combined, r, &vars, range).iter().map(|x| s(&x["tags"]["device"]).to_string()).collect()
+        };
+        let zones: BTreeSet<String> = run_target(&fleet, combined, "C", &vars, range).iter().map(|x| s(&x["tags"]["zone"]).to_string()).collect();
+        (devices("A"), devices("B"), zones)
+    };
+    let set = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<BTreeSet<String>>();
+    assert_eq!(one(SEED_CONTROLLER), (set(&[SEED_CONTROLLER]), set(&["nvme0n1"]), set(&[SEED_CONTROLLER])), "$device = nvme0");
+    assert_eq!(one("coretemp.0"), (set(&["coretemp.0"]), set(&[]), set(&[])), "$device = coretemp.0");
 }
 
 #[test]

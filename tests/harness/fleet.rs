@@ -7,20 +7,27 @@
 //! an NVMe drive that takes power caps) are sent as the agent sends them, through the real
 //! collector's gRPC ingest: per-run energy and background work on `probe_run`, `nvme_smart`,
 //! `power_state`, governor-sweep runs and load ladders (from which the collector itself derives
-//! `energy_proportionality` and `energy_proportionality_level`). Only `throttle_event` is written
-//! as line protocol straight to InfluxDB, in the collector's own schema, since no fixture makes a
-//! drive throttle.
+//! `energy_proportionality` and `energy_proportionality_level`), the second host's drive power
+//! estimate, and a stale third agent that reported once long before the run ([`STALE_HOST`]).
+//! Only `throttle_event` is written
+//! as line protocol straight to InfluxDB, built by the collector's own schema function
+//! (`wattflip_proto::schema::throttle_event_point`), since no fixture makes a drive throttle.
 
 use crate::*;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wattflip_proto::lineproto::Point;
+use wattflip_proto::schema::{throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1;
 
 /// The fleet's hosts (agent id, `rack` label). The first one runs the probe.
 pub const HOSTS: [(&str, &str); 2] = [("e2e-dash-1", "r7"), ("e2e-dash-2", "r8")];
+/// A third agent that reported once, [`STALE_AGE_NS`] before the fleet started, and never again:
+/// known to the fleet (its Hello and temperatures are stored) but not online, which is what the
+/// fleet overview's "Agents online" must tell apart from the two live hosts.
+pub const STALE_HOST: (&str, &str) = ("e2e-dash-stale", "r9");
+pub const STALE_AGE_NS: i64 = 20 * 60 * 1_000_000_000;
 /// The seeded NVMe drive of the first host: its controller (temperature, SMART, power states)
 /// and namespace (probe runs), as the fixture's hwmon tree names them.
 pub const SEED_CONTROLLER: &str = "nvme0";
@@ -294,10 +301,12 @@ pub fn seed(fleet: &Fleet) {
             });
         }
     }
-    // Load ladders: a drive-rail one per pattern, and one measured on the host's psys.
+    // Load ladders: two on the drive rail, and one measured on the host's psys.
     let (idle, peak) = (3.1, 11.6);
-    for (k, (pattern, scope, offset)) in [("RR", "rail", 0.0), ("RW", "rail", 0.0), ("RR", "psys", 90.0)].into_iter().enumerate() {
-        let bump = if pattern == "RW" { 0.08 } else { 0.0 };
+    // The rail ladders are one random (RR: the collector derives IOPS/W) and one sequential (SW:
+    // MiB/s per W), so every efficiency column of the dashboards has data.
+    for (k, (pattern, scope, offset)) in [("RR", "rail", 0.0), ("SW", "rail", 0.0), ("RR", "psys", 90.0)].into_iter().enumerate() {
+        let bump = if pattern == "SW" { 0.08 } else { 0.0 };
         for (i, level) in (10..=100).step_by(10).enumerate() {
             let u = f64::from(level) / 100.0;
             // Sub-linear power: most of the dynamic range is spent at low load.
@@ -329,21 +338,60 @@ pub fn seed(fleet: &Fleet) {
     }
     send_through_collector_seq(&fleet.collector.url, host, rack, batch, 2);
 
-    // 3. Line protocol straight to InfluxDB, in the collector's own `throttle_event` schema: the
-    //    fixtures cannot make a drive throttle, so this one measurement is seeded.
-    let pts = vec![Point::new("throttle_event", t0 + 15_000_000_000)
-        .tag("host", host)
-        .tag("rack", rack)
-        .tag("device", SEED_CONTROLLER)
-        .tag("trigger", "temperature")
-        .string("signal", "throughput+power")
-        .string("pattern", "SW/131072")
-        .float("onset_celsius", 82.0)
-        .float("warning_celsius", 70.0)
-        .float("throughput_drop_pct", 16.5)
-        .float("power_drop_pct", 14.0)
-        .float("duration_s", 12.0)
-        .boolean("ongoing", false)];
+    // 2b. Drive power of the second host's NVMe controller, as the agent's `nvme_estimate` source
+    //     sends it (the PSD maximum power of the current state, every 10 s, scope `drive`, zone =
+    //     the controller): on the second host so the first host's power channels stay those of
+    //     its fixture.
+    let (host2, rack2) = HOSTS[1];
+    let mut batch = v1::Batch { agent_id: host2.into(), sequence: 1, ..Default::default() };
+    for i in 0..4 {
+        batch.power.push(v1::PowerSample {
+            time_ns: t0 + i * 10_000_000_000,
+            source: "nvme_estimate".into(),
+            zone: SEED_CONTROLLER.into(),
+            scope: "drive".into(),
+            method: v1::Method::Estimated as i32,
+            watts: Some(if i == 2 { 4.6 } else { 8.25 }),
+            ..Default::default()
+        });
+    }
+    send_through_collector(&fleet.collector.url, host2, rack2, batch);
+
+    // 2c. The stale agent: its Hello and three temperature samples (1 s apart), all from
+    //     STALE_AGE_NS before the fleet started, as an agent that has since gone away sent them.
+    let (stale, stale_rack) = STALE_HOST;
+    let stale_t = fleet.started_ns - STALE_AGE_NS;
+    let mut batch = v1::Batch { agent_id: stale.into(), sequence: 1, ..Default::default() };
+    for i in 0..3 {
+        batch.temperature.push(v1::TemperatureSample {
+            time_ns: stale_t + i * 1_000_000_000,
+            source: "hwmon".into(),
+            device: SEED_CONTROLLER.into(),
+            sensor: "Composite".into(),
+            celsius: 41.0,
+        });
+    }
+    send_as(&fleet.collector.url, stale, stale_rack, stale_t, batch, 1);
+
+    // 3. Line protocol straight to InfluxDB: the fixtures cannot make a drive throttle, so this one
+    //    measurement is seeded. The point comes from the collector's own schema function, so a
+    //    change of the `throttle_event` schema changes the seed too and the dashboards must follow.
+    let event = ThrottleEvent {
+        time_ns: t0 + 15_000_000_000,
+        device: SEED_CONTROLLER.into(),
+        trigger: "temperature".into(),
+        signal: "throughput+power".into(),
+        pattern: "SW/131072".into(),
+        onset_celsius: Some(82.0),
+        warning_celsius: Some(70.0),
+        critical_celsius: None,
+        throughput_drop_pct: Some(16.5),
+        power_drop_pct: Some(14.0),
+        duration_s: 12.0,
+        ongoing: false,
+    };
+    let tags = HostTags { host: host.into(), labels: [("rack".to_string(), rack.to_string())].into() };
+    let pts = vec![throttle_event_point(&event, &tags)];
     let (body, errs) = wattflip_proto::lineproto::encode_all(&pts);
     assert!(errs.is_empty(), "seed line protocol: {errs:?}");
     let resp = reqwest::blocking::Client::new()
@@ -363,6 +411,11 @@ fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
 }
 
 fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batch, seq: u64) {
+    send_as(url, host, rack, now_ns(), batch, seq)
+}
+
+/// Like [`send_through_collector`], with the Hello stamped `hello_ns` (the `agent` point's time).
+fn send_as(url: &str, host: &str, rack: &str, hello_ns: i64, batch: v1::Batch, seq: u64) {
     use tokio_stream::StreamExt as _;
     use v1::agent_message::Kind;
     let hello = v1::Hello {
@@ -371,7 +424,7 @@ fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batc
         agent_version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: wattflip_proto::PROTOCOL_VERSION,
         labels: [("rack".to_string(), rack.to_string())].into(),
-        time_ns: now_ns(),
+        time_ns: hello_ns,
         ..Default::default()
     };
     let msgs = vec![v1::AgentMessage { kind: Some(Kind::Hello(hello)) }, v1::AgentMessage { kind: Some(Kind::Batch(batch)) }];
