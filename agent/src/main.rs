@@ -465,6 +465,10 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
             println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
         }
+        match &c.spe {
+            Some(e) => println!("{}", e.describe()),
+            None => println!("SPE: no completed SPE run in this calibration"),
+        }
         println!("stored in {} for {}", stored_in.display(), c.target);
         return Ok(());
     }
