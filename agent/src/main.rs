@@ -555,7 +555,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
 /// Streams one batch of results to a collector and waits for its acknowledgement.
 fn send_results(url: &str, cfg: &Config, batch: wattflip_proto::v1::Batch, kept_in: &std::path::Path) -> anyhow::Result<()> {
     let clock = Clock::new();
-    let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &Default::default(), Vec::new(), &clock);
+    let hello = runtime::command_hello(cfg, std::sync::Arc::new(wattflip_drives::SystemRunner::new()), &clock);
     let mut cfg = cfg.clone();
     cfg.collector.urls = vec![url.to_string()];
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;

@@ -146,6 +146,28 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
         (rows[0][1].as_str(), rows[0][2].as_str(), rows[0][3].as_i64(), rows[0][4].as_i64(), rows[0][5].as_str()),
         (Some("deadbeef"), Some("7.2.22"), Some(1_073_741_824), Some(1), Some("nvme"))
     );
+    // The power-state table itself, one point per state: QEMU's PS0, 25 W, operational, ENLAT 16 µs,
+    // EXLAT 4 µs (id-ctrl `psds[0]`: max_power 2500 × 0.01 W).
+    let rows = influx.rows(
+        DB,
+        &format!(
+            "SELECT max_watts, operational, entry_latency_us, exit_latency_us, serial, model, state FROM power_state_descriptor \
+             WHERE host = '{HOST}' AND device = 'nvme0n1'"
+        ),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            rows[0][1].as_f64(),
+            rows[0][2].as_bool(),
+            rows[0][3].as_i64(),
+            rows[0][4].as_i64(),
+            rows[0][5].as_str(),
+            rows[0][6].as_str(),
+            rows[0][7].as_str()
+        ),
+        (Some(25.0), Some(true), Some(16), Some(4), Some("deadbeef"), Some("QEMU NVMe Ctrl"), Some("0"))
+    );
     let rows = influx.rows(DB, &format!("SELECT temperature_sensors FROM agent WHERE host = '{HOST}'"));
     assert_eq!(rows[0][1].as_i64(), Some(2));
     // The datasheet estimate: PS0's 25 W, labelled estimated (read at most every 10 s: once here).

@@ -654,9 +654,9 @@ pub fn execute(
     let clock = Clock::new();
     let rec = Arc::new(Mutex::new(Recorder::new(clock)));
     let name = req.name();
+    let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
     let result = (|| -> Result<String, GovernorCmdError> {
-        let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
-        let s = Session::open(&cfg, device, runner, &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let s = Session::open(&cfg, device, runner.clone(), &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
         match req {
             Request::Show => Ok(s.show()),
             Request::Set { state } => {
@@ -677,7 +677,7 @@ pub fn execute(
         }
     })();
     let batch = std::mem::take(&mut rec.lock().unwrap_or_else(|p| p.into_inner()).batch);
-    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, clock);
+    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, || crate::runtime::command_hello(&cfg, runner, &clock));
     let mut text = result?;
     text.push_str(&delivered?);
     Ok(text)
@@ -691,7 +691,7 @@ fn deliver(
     out: &Path,
     name: &str,
     collector: Option<&str>,
-    clock: Clock,
+    hello: impl FnOnce() -> v1::Hello,
 ) -> Result<String, GovernorCmdError> {
     if batch == &v1::Batch::default() {
         return Ok(String::new());
@@ -700,7 +700,8 @@ fn deliver(
     let path = write_local(out, name, batch, &tags)?;
     let mut text = format!("records written to {}\n", path.display());
     if let Some(url) = collector {
-        let hello = crate::runtime::hello(cfg, &Discovered::default(), &super::tools::DriveInventory::default(), Vec::new(), &clock);
+        // Built only when sending: the inventory costs a few tool calls.
+        let hello = hello();
         let b = v1::Batch { agent_id: cfg.agent_id.clone(), ..batch.clone() };
         let mut cfg = cfg.clone();
         cfg.collector.urls = vec![url.to_string()];
