@@ -199,6 +199,15 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     assert_eq!((rows[0][1].as_str(), rows[0][2].as_str()), (Some("warning"), Some("from=0 observed=0 outcome=refused to=0")));
     let lp = std::fs::read_to_string(out_dir.join("governor-set.lp")).unwrap();
     assert!(lp.starts_with(&format!("power_state,device=nvme0,host={HOST},outcome=refused ")), "{lp}");
+    // The governor's Hello carries the real drive inventory too: its power-state table is the
+    // second one written for nvme0n1 (before it, `governor` Hellos had no power states).
+    let rows = influx.rows(
+        DB,
+        &format!("SELECT max_watts, state FROM power_state_descriptor WHERE host = '{HOST}' AND device = 'nvme0n1'"),
+    );
+    let got: Vec<(Option<f64>, Option<&str>)> = rows.iter().map(|r| (r[1].as_f64(), r[2].as_str())).collect();
+    assert_eq!(got, vec![(Some(25.0), Some("0")); 2], "{rows:?}");
+
 
     // `inventory` shows what the tools know.
     let out = agent(&["inventory", "--config", cfg_s]);
