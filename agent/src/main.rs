@@ -49,7 +49,8 @@ enum Command {
     /// Shunt and oscilloscope traces.
     #[command(subcommand)]
     Trace(TraceCommand),
-    /// NVMe power governor (FID 02h): show the power states, set one, or sweep them with IO probes.
+    /// NVMe power governor (FID 02h, Intel FID C6h): show the power states, set one, or sweep them
+    /// with IO probes.
     #[command(subcommand)]
     Governor(GovernorCli),
     /// Render the HTML report of a probe result folder, or of one host's probes from InfluxDB.
@@ -216,13 +217,23 @@ enum GovernorCli {
         common: GovernorCommon,
     },
     /// Select a power state (operational states only), read it back, record the outcome. The new
-    /// state stays until changed again or the controller resets.
+    /// state stays until changed again or the controller resets. With --intel-mode instead: set
+    /// Intel's PowerGovernorMode (FID C6h, allow-listed models), hold it, then restore the original.
     Set {
         #[command(flatten)]
         common: GovernorCommon,
         /// Power state to select (PSn).
+        #[arg(long, required_unless_present = "intel_mode", conflicts_with = "intel_mode")]
+        state: Option<u32>,
+        /// Intel PowerGovernorMode (FID C6h): 0 = 25 W, 1 = 20 W, 2 = 10 W. The original mode is
+        /// saved in a state file first and put back after --hold, on SIGTERM/SIGINT, on error,
+        /// and at the next start after a crash.
         #[arg(long)]
-        state: u32,
+        intel_mode: Option<u32>,
+        /// How long to hold --intel-mode before restoring, e.g. 10m; without it, until
+        /// SIGTERM/SIGINT.
+        #[arg(long, requires = "intel_mode")]
+        hold: Option<String>,
     },
     /// Measure IO patterns in every operational power state, then restore the original state
     /// (also on error, SIGTERM/SIGINT, and at the next start after a crash).
@@ -398,7 +409,19 @@ fn governor(g: GovernorCli) -> anyhow::Result<()> {
     use wattflip_agent::drives::sweep::SweepPattern;
     let (common, req) = match g {
         GovernorCli::Show { common } => (common, None),
-        GovernorCli::Set { common, state } => (common, Some(Request::Set { state })),
+        GovernorCli::Set { common, state, intel_mode, hold } => {
+            let req = match (state, intel_mode) {
+                (Some(state), _) => Request::Set { state },
+                (None, Some(mode)) => {
+                    let hold = hold
+                        .map(|h| humantime::parse_duration(&h).map_err(|e| anyhow::anyhow!("--hold `{h}`: {e}; write e.g. 10m")))
+                        .transpose()?;
+                    Request::IntelMode { mode, hold }
+                }
+                (None, None) => anyhow::bail!("governor set needs --state N or --intel-mode N"),
+            };
+            (common, Some(req))
+        }
         GovernorCli::Sweep { common, target, size, patterns, settle, seed } => {
             let cfg = load_config(common.config.as_deref())?;
             let size = size.parse::<bytesize::ByteSize>().map_err(|e| anyhow::anyhow!("--size `{size}`: {e}; write e.g. 1GiB"))?.as_u64();
@@ -465,6 +488,10 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
         for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
             println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
+        }
+        match &c.spe {
+            Some(e) => println!("{}", e.describe()),
+            None => println!("SPE: no completed SPE run in this calibration"),
         }
         println!("stored in {} for {}", stored_in.display(), c.target);
         return Ok(());
@@ -557,7 +584,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
 fn send_results(url: &str, cfg: &Config, batches: Vec<wattflip_proto::v1::Batch>, kept_in: &std::path::Path) -> anyhow::Result<()> {
     let total = batches.len() as u64;
     let clock = Clock::new();
-    let hello = runtime::hello(cfg, &wattflip_agent::sensors::Discovered::default(), &Default::default(), Vec::new(), &clock);
+    let hello = runtime::command_hello(cfg, std::sync::Arc::new(wattflip_drives::SystemRunner::new()), &clock);
     let mut cfg = cfg.clone();
     cfg.collector.urls = vec![url.to_string()];
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;

@@ -6,6 +6,7 @@
 use crate::config::Config;
 use crate::drives::block;
 use crate::drives::governor::{recover_records, Recorder};
+use wattflip_drives::CommandRunner;
 use crate::drives::monitor::DriveMonitor;
 use crate::drives::tools::{DriveInventory, DriveTools};
 use crate::export::backlog::{Backlog, MemoryBacklog};
@@ -108,6 +109,17 @@ pub fn hello(
         }),
         time_ns: clock.utc_now(),
     }
+}
+
+/// The Hello of a one-shot command that streams to a collector (`probe`, `governor`): the agent's
+/// identity and labels plus the drive inventory nvme-cli/smartctl give, power-state tables
+/// included, so those connections write the same `inventory` and `power_state_descriptor` points
+/// as `run` does instead of a drive list without its power states. Costs a few short tool calls,
+/// made only when something is sent.
+pub fn command_hello(cfg: &Config, runner: Arc<dyn CommandRunner>, clock: &Clock) -> v1::Hello {
+    let tools = DriveTools::probe(&cfg.drives, runner);
+    let drives = DriveInventory::discover(&tools, &cfg.sysfs_root);
+    hello(cfg, &Discovered::default(), &drives, Vec::new(), clock)
 }
 
 use crate::drives::monitor::event;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
     "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "firmware", "bench",
-    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "time", "rate",
+    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "state", "time", "rate",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;

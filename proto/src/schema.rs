@@ -16,6 +16,7 @@ pub const EVENT: &str = "event";
 pub const NVME_SMART: &str = "nvme_smart";
 pub const AGENT: &str = "agent";
 pub const INVENTORY: &str = "inventory";
+pub const POWER_STATE_DESCRIPTOR: &str = "power_state_descriptor";
 pub const THROTTLE_EVENT: &str = "throttle_event";
 pub const IDLE_PROFILE: &str = "idle_profile";
 /// Value of the `rate` tag on full-rate power points (readings around a probe); window
@@ -63,6 +64,21 @@ pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
                 .boolean("rotational", d.rotational)
                 .int("power_states", d.power_states.len() as i64),
         );
+        // The table itself, one point per state: a count alone cannot tell a dashboard what cap
+        // PS2 is or which states the governor may choose.
+        for ps in &d.power_states {
+            pts.push(
+                tags.point(POWER_STATE_DESCRIPTOR, h.time.0)
+                    .tag("device", d.name.clone())
+                    .tag("model", d.model.clone())
+                    .tag("serial", d.serial.clone())
+                    .tag("state", ps.state.to_string())
+                    .float("max_watts", ps.max_watts)
+                    .boolean("operational", ps.operational)
+                    .int("entry_latency_us", i64::from(ps.entry_latency_us))
+                    .int("exit_latency_us", i64::from(ps.exit_latency_us)),
+            );
+        }
     }
     pts
 }
@@ -396,5 +412,59 @@ mod tests {
         let mut line = String::new();
         probe_run_point(&run, &tags).write_line(&mut line).unwrap();
         assert!(line.contains(",firmware=2B2QEXM7,") || line.contains(",firmware=2B2QEXM7 "), "{line}");
+    }
+
+    #[test]
+    fn hello_writes_one_point_per_power_state() {
+        let ps = |state: u32, max_watts: f64, operational: bool, entry: u32, exit: u32| v1::PowerStateDescriptor {
+            state,
+            max_watts,
+            operational,
+            entry_latency_us: entry,
+            exit_latency_us: exit,
+        };
+        let dev = |name: &str, states: Vec<v1::PowerStateDescriptor>| v1::StorageDevice {
+            name: name.into(),
+            model: "INTEL SSDPE2KX010T8".into(),
+            serial: "PHLJ9041".into(),
+            firmware: "VDV10131".into(),
+            capacity_bytes: 1_000_204_886_016,
+            logical_block_size: 512,
+            transport: "nvme".into(),
+            power_states: states,
+            ..Default::default()
+        };
+        let h = v1::Hello {
+            agent_id: "a1".into(),
+            hostname: "h1".into(),
+            agent_version: "0.1.0".into(),
+            protocol_version: 1,
+            inventory: Some(v1::Inventory {
+                storage_devices: vec![
+                    dev("nvme0n1", vec![ps(0, 25.0, true, 0, 0), ps(1, 12.5, true, 0, 0), ps(4, 0.0045, false, 2000, 11000)]),
+                    v1::StorageDevice { name: "sda".into(), transport: "sata".into(), ..Default::default() },
+                ],
+                ..Default::default()
+            }),
+            time_ns: 5_000,
+            ..Default::default()
+        };
+        let h = Hello::try_from(h).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&hello_points(&h, &tags));
+        assert!(errs.is_empty(), "{errs:?}");
+        let lines: Vec<&str> = body.lines().filter(|l| l.starts_with("power_state_descriptor,")).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "power_state_descriptor,device=nvme0n1,host=a1,model=INTEL\\ SSDPE2KX010T8,serial=PHLJ9041,state=0 max_watts=25,operational=true,entry_latency_us=0i,exit_latency_us=0i 5000",
+                "power_state_descriptor,device=nvme0n1,host=a1,model=INTEL\\ SSDPE2KX010T8,serial=PHLJ9041,state=1 max_watts=12.5,operational=true,entry_latency_us=0i,exit_latency_us=0i 5000",
+                "power_state_descriptor,device=nvme0n1,host=a1,model=INTEL\\ SSDPE2KX010T8,serial=PHLJ9041,state=4 max_watts=0.0045,operational=false,entry_latency_us=2000i,exit_latency_us=11000i 5000",
+            ]
+        );
+        // The count on the inventory point stays; a device without states writes no descriptor.
+        assert!(body.contains(",power_states=3i 5000\n"), "{body}");
+        assert!(body.contains("inventory,device=sda,host=a1 "), "{body}");
+        assert_eq!(body.lines().count(), 1 + 2 + 3);
     }
 }

@@ -146,6 +146,28 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
         (rows[0][1].as_str(), rows[0][2].as_str(), rows[0][3].as_i64(), rows[0][4].as_i64(), rows[0][5].as_str()),
         (Some("deadbeef"), Some("7.2.22"), Some(1_073_741_824), Some(1), Some("nvme"))
     );
+    // The power-state table itself, one point per state: QEMU's PS0, 25 W, operational, ENLAT 16 µs,
+    // EXLAT 4 µs (id-ctrl `psds[0]`: max_power 2500 × 0.01 W).
+    let rows = influx.rows(
+        DB,
+        &format!(
+            "SELECT max_watts, operational, entry_latency_us, exit_latency_us, serial, model, state FROM power_state_descriptor \
+             WHERE host = '{HOST}' AND device = 'nvme0n1'"
+        ),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            rows[0][1].as_f64(),
+            rows[0][2].as_bool(),
+            rows[0][3].as_i64(),
+            rows[0][4].as_i64(),
+            rows[0][5].as_str(),
+            rows[0][6].as_str(),
+            rows[0][7].as_str()
+        ),
+        (Some(25.0), Some(true), Some(16), Some(4), Some("deadbeef"), Some("QEMU NVMe Ctrl"), Some("0"))
+    );
     let rows = influx.rows(DB, &format!("SELECT temperature_sensors FROM agent WHERE host = '{HOST}'"));
     assert_eq!(rows[0][1].as_i64(), Some(2));
     // The datasheet estimate: PS0's 25 W, labelled estimated (read at most every 10 s: once here).
@@ -177,6 +199,14 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     assert_eq!((rows[0][1].as_str(), rows[0][2].as_str()), (Some("warning"), Some("from=0 observed=0 outcome=refused to=0")));
     let lp = std::fs::read_to_string(out_dir.join("governor-set.lp")).unwrap();
     assert!(lp.starts_with(&format!("power_state,device=nvme0,host={HOST},outcome=refused ")), "{lp}");
+    // The governor's Hello carries the real drive inventory too: its power-state table is the
+    // second one written for nvme0n1 (before it, `governor` Hellos had no power states).
+    let rows = influx.rows(
+        DB,
+        &format!("SELECT max_watts, state FROM power_state_descriptor WHERE host = '{HOST}' AND device = 'nvme0n1'"),
+    );
+    let got: Vec<(Option<f64>, Option<&str>)> = rows.iter().map(|r| (r[1].as_f64(), r[2].as_str())).collect();
+    assert_eq!(got, vec![(Some(25.0), Some("0")); 2], "{rows:?}");
 
     // `inventory` shows what the tools know.
     let out = agent(&["inventory", "--config", cfg_s]);
@@ -393,4 +423,125 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
         (Some(1), Some(3.0), Some(0.5 * lost[0] + 0.5 * lost[1]))
     );
     drop(collector);
+}
+
+/// The power_state lines of a governor command's `.lp` file: (from, to, observed, outcome).
+fn changes_in(lp: &str) -> Vec<(i64, i64, i64, String)> {
+    lp.lines()
+        .filter(|l| l.starts_with("power_state,"))
+        .map(|l| {
+            let outcome = l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("").to_string();
+            let field = |k: &str| -> i64 {
+                let v = l.split(&format!("{k}=")).nth(1).unwrap_or_else(|| panic!("{k} missing in {l}"));
+                v[..v.find('i').unwrap()].parse().unwrap()
+            };
+            (field("from_state"), field("to_state"), field("observed_state"), outcome)
+        })
+        .collect()
+}
+
+#[test]
+fn intel_power_governor_mode_is_shown_set_held_and_always_restored() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An allow-listed Intel DC P3700 (vid 0x8086, SSDPE2MD…) in mode 0 (25 W), changes honoured.
+    let nvme = fake_nvme(tmp.path(), "constructed-intel-p3700-nvme-cli-2.3-id-ctrl.json", "qemu-nvme-cli-2.3-list.json", 0, "honour");
+    let intel_value = nvme.join("state/intel_value");
+    std::fs::write(&intel_value, "0\n").unwrap();
+    let cfg = config(tmp.path(), "https://127.0.0.1:1", &nvme, None);
+    let cfg_s = cfg.to_str().unwrap();
+    let state_file = tmp.path().join("state/wattflip-governor-nvme0-fidc6.json");
+    let dir = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+
+    // `show` prints the current mode.
+    let out = agent(&["governor", "show", "--device", "/dev/nvme0", "--config", cfg_s, "--out", &dir("show1")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("\nIntel PowerGovernorMode (FID C6h): mode 0 (25 W)\n"), "{stdout}");
+
+    // `set --intel-mode 2 --hold 1s`: state file, set, read back, hold, restore, verify.
+    std::fs::remove_file(nvme.join("state/calls")).unwrap();
+    let out = agent(&["governor", "set", "--device", "/dev/nvme0", "--intel-mode", "2", "--hold", "1s", "--config", cfg_s, "--out", &dir("set1")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.starts_with(&format!(
+            "/dev/nvme0: Intel PowerGovernorMode 2 (10 W) applied and verified; original mode 0 saved in {}\n\
+             /dev/nvme0: held for 1s; original Intel PowerGovernorMode 0 restored and verified\n",
+            state_file.display()
+        )),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&intel_value).unwrap(), "0\n");
+    assert!(!state_file.exists());
+    let calls = std::fs::read_to_string(nvme.join("state/calls")).unwrap();
+    let c6: Vec<&str> = calls.lines().filter(|l| l.contains("--feature-id=0xc6")).collect();
+    assert_eq!(
+        c6,
+        vec![
+            "get-feature /dev/nvme0 --feature-id=0xc6", // arm: the original, into the state file
+            "get-feature /dev/nvme0 --feature-id=0xc6", // set: the value before
+            "set-feature /dev/nvme0 --feature-id=0xc6 --value=2",
+            "get-feature /dev/nvme0 --feature-id=0xc6", // read back
+            "get-feature /dev/nvme0 --feature-id=0xc6", // restore: the value before
+            "set-feature /dev/nvme0 --feature-id=0xc6 --value=0",
+            "get-feature /dev/nvme0 --feature-id=0xc6", // verify
+        ],
+        "{calls}"
+    );
+    let lp = std::fs::read_to_string(tmp.path().join("set1/governor-set.lp")).unwrap();
+    assert_eq!(changes_in(&lp), vec![(0, 2, 2, "applied".into()), (2, 0, 0, "restored".into())], "{lp}");
+    assert!(lp.contains("detail=\"Intel PowerGovernorMode (FID C6h): held for 1s: original mode 0 written back and verified\""), "{lp}");
+    // FID 02h was never touched.
+    assert!(!calls.contains("set-feature /dev/nvme0 --feature-id=2"), "{calls}");
+
+    // Held until SIGTERM: restored at once, a normal end.
+    let mut child = spawn_agent(tmp.path(), &["governor", "set", "--device", "/dev/nvme0", "--intel-mode", "1", "--config", cfg_s, "--out", &dir("set2")]);
+    assert!(wait_for_file(&intel_value, Some("0\n")), "the mode was never changed");
+    assert_eq!(std::fs::read_to_string(&intel_value).unwrap(), "1\n");
+    assert!(state_file.exists());
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = wait_child(&mut child, Duration::from_secs(30), tmp.path());
+    assert!(status.success(), "{}", std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap());
+    assert_eq!(std::fs::read_to_string(&intel_value).unwrap(), "0\n");
+    assert!(!state_file.exists());
+    let lp = std::fs::read_to_string(tmp.path().join("set2/governor-set.lp")).unwrap();
+    assert_eq!(changes_in(&lp), vec![(0, 1, 1, "applied".into()), (1, 0, 0, "restored".into())], "{lp}");
+    assert!(lp.contains("held until a signal: original mode 0 written back and verified"), "{lp}");
+
+    // SIGKILL while held: the mode stays with its state file, and the next start restores it.
+    let mut child = spawn_agent(tmp.path(), &["governor", "set", "--device", "/dev/nvme0", "--intel-mode", "2", "--config", cfg_s, "--out", &dir("set3")]);
+    assert!(wait_for_file(&intel_value, Some("0\n")), "the mode was never changed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&intel_value).unwrap(), "2\n");
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state_file).unwrap()).unwrap();
+    assert_eq!(
+        (record["feature_id"].as_u64(), record["original_state"].as_u64(), record["serial"].as_str()),
+        (Some(0xc6), Some(0), Some("CVFT4123000A2P0EGN"))
+    );
+    let out = agent(&["governor", "show", "--device", "/dev/nvme0", "--config", cfg_s, "--out", &dir("show2")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&intel_value).unwrap(), "0\n");
+    assert!(!state_file.exists());
+    assert!(stdout.contains("\nIntel PowerGovernorMode (FID C6h): mode 0 (25 W)\n"), "{stdout}");
+    let lp = std::fs::read_to_string(tmp.path().join("show2/governor-show.lp")).unwrap();
+    assert_eq!(changes_in(&lp), vec![(0, 0, 0, "restored".into())], "{lp}");
+    assert!(lp.contains(&format!("detail=\"Intel PowerGovernorMode (FID C6h): recovered after an unclean exit from {}", state_file.display())), "{lp}");
+
+    // Rejected before anything is written: a mode the family does not have, and another model.
+    let out = agent(&["governor", "set", "--device", "/dev/nvme0", "--intel-mode", "3", "--config", cfg_s, "--out", &dir("set4")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("/dev/nvme0: Intel PowerGovernorMode 3 is not 0 (25 W), 1 (20 W) or 2 (10 W)"), "{stderr}");
+    assert!(!state_file.exists());
+    let qemu = fake_nvme(&tmp.path().join("qemu"), "qemu-nvme-cli-2.3-id-ctrl.json", "qemu-nvme-cli-2.3-list.json", 0, "honour");
+    let qcfg = config(&tmp.path().join("qemu"), "https://127.0.0.1:1", &qemu, None);
+    let out = agent(&["governor", "set", "--device", "/dev/nvme0", "--intel-mode", "1", "--config", qcfg.to_str().unwrap(), "--out", &dir("set5")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("is not on the Intel PowerGovernorMode allow-list"), "{stderr}");
+    let out = agent(&["governor", "show", "--device", "/dev/nvme0", "--config", qcfg.to_str().unwrap(), "--out", &dir("show3")]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nIntel PowerGovernorMode (FID C6h): not on the allow-list for this model\n"));
 }

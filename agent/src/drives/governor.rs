@@ -1,9 +1,16 @@
 //! `wattflip-agent governor show|set|sweep`: the NVMe power-state governor (FID 02h) from the
 //! command line, built on `wattflip_drives::{Governor, RestoreGuard, plan_sweep}`.
 //!
-//! - `show` prints the power-state table, the current state and whether it is changeable.
-//! - `set` validates (operational states only), sets, reads back and records the outcome; the new
-//!   state stays (an operator's explicit choice; it is lost at the next controller reset).
+//! - `show` prints the power-state table, the current state and whether it is changeable, and the
+//!   current Intel PowerGovernorMode (FID C6h) on allow-listed models.
+//! - `set --state N` validates (operational states only), sets, reads back and records the
+//!   outcome; the new state stays (an operator's explicit choice; it is lost at the next
+//!   controller reset).
+//! - `set --intel-mode N` (FID C6h, allow-listed Intel models only) arms a restore guard (state
+//!   file first), sets and reads back the mode, holds it for `--hold` or until SIGTERM/SIGINT, then
+//!   puts the original mode back ([`intel_mode_until_signal`]). Unlike PS selection, a vendor
+//!   power cap survives controller resets and is invisible in the PSD table, so it is never left
+//!   behind: on error and signal it is restored at once, after SIGKILL at the next start.
 //! - `sweep` arms a restore guard (state file first), visits every operational state, measures the
 //!   configured uFLIP patterns in each, and puts the original state back — on success, on error, on
 //!   SIGTERM/SIGINT (the caller's signal task runs [`RestoreRegistry::restore_all`]) and, after
@@ -15,8 +22,10 @@
 //! power source, which one `sweep_power_unavailable` event explains.
 //!
 //! Every attempted change is a `PowerStateChange` plus an `event` ([`Recorder`]). Results are written
-//! to a local folder and, when a collector URL is given, streamed there. To add a knob (Intel C6h),
-//! build its `Governor` in [`Session::open`] and reuse the same recording.
+//! to a local folder and, when a collector URL is given, streamed there. A change of the Intel mode
+//! is recorded the same way, its from/to/observed being modes and its detail starting with
+//! `Intel PowerGovernorMode (FID C6h)`. To add a knob, build its `Governor` from the [`Session`]
+//! and reuse the same recording.
 
 use super::monitor::event;
 use super::sweep::{plan_for, SweepPattern};
@@ -32,7 +41,8 @@ use std::time::Duration;
 use wattflip_drives::nvme_cli::controller_of;
 use wattflip_drives::{
     plan_sweep, recover, CommandRunner, Governor, GovernorError, IdCtrl, NvmeCli, NvmeError, PowerManagement, RestoreError,
-    RestoreGuard, RestoreRegistry, SetOutcome, StepPurpose, SweepError, SweepOrder, ThermalSnapshot,
+    IntelGovernorMode, Knob, RestoreGuard, RestoreRegistry, SetOutcome, StepPurpose, SweepError, SweepOrder,
+    ThermalSnapshot,
 };
 use wattflip_proto::v1;
 use wattflip_proto::v1::PowerStateOutcome as Outcome;
@@ -55,6 +65,8 @@ pub enum GovernorCmdError {
     Target(#[from] ProbeCmdError),
     #[error("sweep target: {0}")]
     Engine(#[from] wattflip_uflip::ProbeError),
+    #[error("{controller}: Intel PowerGovernorMode {mode} was not applied: {outcome}; the original mode was put back")]
+    IntelNotApplied { controller: String, mode: u32, outcome: String },
     #[error("{controller}: PS{state} was not applied: {outcome}")]
     NotApplied { controller: String, state: u32, outcome: String },
     #[error("interrupted by a signal; the original power state was put back")]
@@ -82,6 +94,16 @@ impl Recorder {
     /// A `PowerStateChange` and its `event`.
     #[allow(clippy::too_many_arguments)]
     pub fn change(&mut self, tag: &str, serial: &str, from: u32, to: u32, observed: u32, outcome: Outcome, detail: String) {
+        self.change_of(Knob::PowerState, tag, serial, from, to, observed, outcome, detail)
+    }
+
+    /// A change of `knob`: the event names PS numbers for FID 02h and modes for Intel C6h.
+    #[allow(clippy::too_many_arguments)]
+    pub fn change_of(&mut self, knob: Knob, tag: &str, serial: &str, from: u32, to: u32, observed: u32, outcome: Outcome, detail: String) {
+        let label = |v: u32| match knob {
+            Knob::PowerState => format!("PS{v}"),
+            Knob::IntelPowerGovernor => format!("Intel mode {v}"),
+        };
         let t = self.clock.utc_now();
         let name = wattflip_proto::schema::outcome_name(outcome);
         self.batch.power_state_changes.push(v1::PowerStateChange {
@@ -99,7 +121,7 @@ impl Recorder {
             Outcome::Failed if to == from => v1::Severity::Critical,
             _ => v1::Severity::Warning,
         };
-        let mut e = event(t, "power_state_change", severity, tag, format!("{tag}: PS{from} -> PS{to}: {name}: {detail}"));
+        let mut e = event(t, "power_state_change", severity, tag, format!("{tag}: {} -> {}: {name}: {detail}", label(from), label(to)));
         for (k, v) in [("outcome", name.to_string()), ("from", from.to_string()), ("to", to.to_string()), ("observed", observed.to_string())] {
             e.attributes.insert(k.into(), v);
         }
@@ -144,7 +166,10 @@ pub fn recover_records(state_dir: &Path, nvme: &NvmeCli, rec: &mut Recorder) {
                     if rep.wrote { "original state written back and verified" } else { "drive was already in it" }
                 );
                 tracing::warn!(device = %rep.device, "{detail}");
-                rec.change(&tag_of(&rep.device), &serial, rep.state, rep.state, rep.state, Outcome::Restored, detail);
+                // A C6h file restores an Intel mode: say so in the record (detail) and the event.
+                let knob = Knob::from_feature_id(rep.feature_id).unwrap_or(Knob::PowerState);
+                let detail = if knob == Knob::PowerState { detail } else { format!("{knob}: {detail}") };
+                rec.change_of(knob, &tag_of(&rep.device), &serial, rep.state, rep.state, rep.state, Outcome::Restored, detail);
             }
             Err(e) => {
                 tracing::error!("{e}");
@@ -218,12 +243,20 @@ impl Session {
         s.push_str(&super::power_state_table(&id.power_states));
         let limit = |c: Option<wattflip_drives::Celsius>| c.map(|c| c.to_string()).unwrap_or_else(|| "not reported".into());
         let _ = writeln!(s, "thresholds: warning {}, critical {}", limit(id.warning_temperature()), limit(id.critical_temperature()));
-        let _ = writeln!(
-            s,
-            "Intel PowerGovernorMode (FID C6h): {}",
-            if Governor::intel_supported(id) { "supported by this model" } else { "not on the allow-list for this model" }
-        );
+        let intel = match self.intel_governor() {
+            Err(_) => "not on the allow-list for this model".to_string(),
+            Ok(g) => match g.current() {
+                Ok(m) => format!("mode {m} ({})", intel_mode_watts(m)),
+                Err(e) => format!("supported by this model, current mode unknown: {e}"),
+            },
+        };
+        let _ = writeln!(s, "Intel PowerGovernorMode (FID C6h): {intel}");
         s
+    }
+
+    /// The Intel FID C6h governor; fails unless the model is on the allow-list.
+    pub fn intel_governor(&self) -> Result<Governor, GovernorError> {
+        Governor::intel_power_governor(self.nvme.clone(), self.controller.clone(), &self.id)
     }
 
     /// Reads the current state for a record; `None` when the read fails.
@@ -258,6 +291,118 @@ pub fn set(s: &Session, state: u32, rec: &mut Recorder) -> Result<(), GovernorCm
         return Err(GovernorCmdError::NotApplied { controller: s.controller.clone(), state, outcome: outcome.to_string() });
     }
     Ok(())
+}
+
+/// The cap of an Intel PowerGovernorMode on PCIe x4 cards (hardware.md §5.3).
+pub fn intel_mode_watts(mode: u32) -> &'static str {
+    match IntelGovernorMode::from_value(mode) {
+        Some(IntelGovernorMode::Watts25) => "25 W",
+        Some(IntelGovernorMode::Watts20) => "20 W",
+        Some(IntelGovernorMode::Watts10) => "10 W",
+        None => "undocumented",
+    }
+}
+
+/// `governor set --intel-mode`: arm a restore guard (state file before the change), set the mode
+/// and read it back, hold it for `hold` (`None`: until the signal), then restore the original and
+/// verify. The end of the hold and a signal are both normal ends; a mode the drive refuses or
+/// ignores is restored at once and returned as an error. After SIGKILL the state file makes the
+/// next `run` or `governor` command restore it ([`recover_records`]).
+pub async fn intel_mode_until_signal(
+    cfg: &Config,
+    s: &Session,
+    mode: u32,
+    hold: Option<Duration>,
+    rec: &Mutex<Recorder>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<String, GovernorCmdError> {
+    let lock = || rec.lock().unwrap_or_else(|p| p.into_inner());
+    let gov = s.intel_governor()?;
+    // Rejected before the state file exists: nothing to restore.
+    if let Err(e) = gov.validate(mode) {
+        lock().event("power_state_rejected", v1::Severity::Warning, &s.tag, e.to_string());
+        return Err(e.into());
+    }
+    // Poll the signal future once before touching the drive: that installs the SIGTERM/SIGINT
+    // handlers, so a signal during the set is caught and restored instead of killing the process.
+    let mut shutdown = std::pin::pin!(shutdown);
+    let early = tokio::select! {
+        biased;
+        _ = shutdown.as_mut() => true,
+        _ = std::future::ready(()) => false,
+    };
+    if early {
+        return Ok(format!("{}: interrupted by a signal before the change; nothing was changed\n", s.controller));
+    }
+    let guard = RestoreGuard::arm(gov, &s.id.serial, &cfg.drives.state_dir, None)?;
+    let original = guard.record().original_state;
+    let knob = Knob::IntelPowerGovernor;
+    let (tag, serial) = (s.tag.as_str(), s.id.serial.as_str());
+    let detail = |what: String| format!("{knob}: {what}");
+    let outcome = guard.set(mode)?;
+    let observed = match &outcome {
+        SetOutcome::Applied { current, .. } => *current,
+        SetOutcome::Ignored { observed, .. } => *observed,
+        _ => guard.record().original_state,
+    };
+    let kind = match &outcome {
+        SetOutcome::Applied { .. } => Outcome::Applied,
+        SetOutcome::Ignored { .. } => Outcome::Ignored,
+        SetOutcome::Refused { .. } => Outcome::Refused,
+        SetOutcome::Failed { .. } => Outcome::Failed,
+    };
+    lock().change_of(knob, tag, serial, original, mode, observed, kind, detail(outcome.to_string()));
+    let mut text = String::new();
+    let held = if outcome.is_applied() {
+        let _ = writeln!(
+            text,
+            "{}: Intel PowerGovernorMode {mode} ({}) applied and verified; original mode {original} saved in {}",
+            s.controller,
+            intel_mode_watts(mode),
+            guard.state_file().display()
+        );
+        match hold {
+            Some(d) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(d) => format!("held for {}", humantime::format_duration(d)),
+                    _ = shutdown.as_mut() => "interrupted by a signal".to_string(),
+                }
+            }
+            None => {
+                shutdown.as_mut().await;
+                "held until a signal".to_string()
+            }
+        }
+    } else {
+        "not applied".to_string()
+    };
+    // Restore on a blocking thread: nvme-cli children, and a signal must not be able to cut it.
+    let restored = tokio::task::spawn_blocking(move || guard.restore())
+        .await
+        .map_err(|e| GovernorCmdError::Thread(e.to_string()))?;
+    match restored {
+        Ok(rep) => {
+            lock().change_of(
+                knob,
+                tag,
+                serial,
+                observed,
+                rep.state,
+                rep.state,
+                Outcome::Restored,
+                detail(format!("{held}: original mode {} {}", rep.state, if rep.wrote { "written back and verified" } else { "still in place" })),
+            );
+            let _ = writeln!(text, "{}: {held}; original Intel PowerGovernorMode {} restored and verified", s.controller, rep.state);
+        }
+        Err(e) => {
+            lock().change_of(knob, tag, serial, observed, original, observed, Outcome::Failed, detail(format!("restoring the original mode failed: {e}")));
+            return Err(e.into());
+        }
+    }
+    if !outcome.is_applied() {
+        return Err(GovernorCmdError::IntelNotApplied { controller: s.controller.clone(), mode, outcome: outcome.to_string() });
+    }
+    Ok(text)
 }
 
 /// What `governor sweep` was asked to do.
@@ -626,6 +771,8 @@ pub async fn sweep_until_signal(
 pub enum Request {
     Show,
     Set { state: u32 },
+    /// Intel FID C6h mode, held for `hold` (`None`: until SIGTERM/SIGINT), then restored.
+    IntelMode { mode: u32, hold: Option<Duration> },
     Sweep(SweepArgs),
 }
 
@@ -633,7 +780,7 @@ impl Request {
     fn name(&self) -> &'static str {
         match self {
             Request::Show => "governor-show",
-            Request::Set { .. } => "governor-set",
+            Request::Set { .. } | Request::IntelMode { .. } => "governor-set",
             Request::Sweep(_) => "governor-sweep",
         }
     }
@@ -654,17 +801,20 @@ pub fn execute(
     let clock = Clock::new();
     let rec = Arc::new(Mutex::new(Recorder::new(clock)));
     let name = req.name();
+    let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+    // A signal that arrives before the command gets to wait for it still ends the wait.
+    let mut shutdown = std::pin::pin!(shutdown);
     let result = (|| -> Result<String, GovernorCmdError> {
-        let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
-        let s = Session::open(&cfg, device, runner, &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let s = Session::open(&cfg, device, runner.clone(), &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
         match req {
             Request::Show => Ok(s.show()),
             Request::Set { state } => {
                 set(&s, state, &mut rec.lock().unwrap_or_else(|p| p.into_inner()))?;
                 Ok(format!("{}: PS{state} applied and verified\n", s.controller))
             }
+            Request::IntelMode { mode, hold } => rt.block_on(intel_mode_until_signal(&cfg, &s, mode, hold, &rec, shutdown.as_mut())),
             Request::Sweep(args) => {
-                let summary = rt.block_on(sweep_until_signal(cfg.clone(), s, args, rec.clone(), shutdown))?;
+                let summary = rt.block_on(sweep_until_signal(cfg.clone(), s, args, rec.clone(), shutdown.as_mut()))?;
                 let mut text = format!("measured power states: {:?}\n", summary.measured);
                 if let Some(note) = &summary.power_note {
                     let _ = writeln!(text, "{note}");
@@ -677,7 +827,7 @@ pub fn execute(
         }
     })();
     let batch = std::mem::take(&mut rec.lock().unwrap_or_else(|p| p.into_inner()).batch);
-    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, clock);
+    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, || crate::runtime::command_hello(&cfg, runner, &clock));
     let mut text = result?;
     text.push_str(&delivered?);
     Ok(text)
@@ -691,7 +841,7 @@ fn deliver(
     out: &Path,
     name: &str,
     collector: Option<&str>,
-    clock: Clock,
+    hello: impl FnOnce() -> v1::Hello,
 ) -> Result<String, GovernorCmdError> {
     if batch == &v1::Batch::default() {
         return Ok(String::new());
@@ -700,7 +850,8 @@ fn deliver(
     let path = write_local(out, name, batch, &tags)?;
     let mut text = format!("records written to {}\n", path.display());
     if let Some(url) = collector {
-        let hello = crate::runtime::hello(cfg, &Discovered::default(), &super::tools::DriveInventory::default(), Vec::new(), &clock);
+        // Built only when sending: the inventory costs a few tool calls.
+        let hello = hello();
         let b = v1::Batch { agent_id: cfg.agent_id.clone(), ..batch.clone() };
         let mut cfg = cfg.clone();
         cfg.collector.urls = vec![url.to_string()];
@@ -780,6 +931,41 @@ mod tests {
         assert!(e.to_string().contains("PS1 does not exist"), "{e}");
         assert_eq!(fake.set_calls(), 1);
         assert_eq!(rec.batch.events[1].kind, "power_state_rejected");
+    }
+
+    #[test]
+    fn an_intel_mode_the_drive_ignores_or_refuses_is_restored_at_once_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path());
+        let fake = Arc::new(
+            FakeNvme::new()
+                .with_controller("/dev/nvme0", &fixture("nvme/constructed-intel-p3700-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Ignore)
+                .with_feature("/dev/nvme0", 0xc6, 1),
+        );
+        let rec = Mutex::new(Recorder::new(Clock::new()));
+        let s = Session::open(&cfg, "/dev/nvme0", fake.clone(), &mut rec.lock().unwrap()).unwrap();
+        assert!(s.show().contains("\nIntel PowerGovernorMode (FID C6h): mode 1 (20 W)\n"), "{}", s.show());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        // Never resolves: the outcome alone ends the command.
+        let run = |mode| rt.block_on(intel_mode_until_signal(&cfg, &s, mode, None, &rec, std::future::pending::<()>()));
+        let e = run(2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/nvme0: Intel PowerGovernorMode 2 was not applied: ignored: requested 2, was 1, read-back shows 1; the original mode was put back"
+        );
+        fake.set_behaviour("/dev/nvme0", SetBehaviour::Refuse);
+        let e = run(0).unwrap_err();
+        assert!(e.to_string().starts_with("/dev/nvme0: Intel PowerGovernorMode 0 was not applied: refused 0: NVMe status 0x410e"), "{e}");
+        let (ig, rf, rs) = (Outcome::Ignored as i32, Outcome::Refused as i32, Outcome::Restored as i32);
+        assert_eq!(changes(&rec.lock().unwrap()), vec![(1, 2, 1, ig), (1, 1, 1, rs), (1, 0, 1, rf), (1, 1, 1, rs)]);
+        let events: Vec<String> = rec.lock().unwrap().batch.events.iter().map(|e| e.message.clone()).collect();
+        assert!(events[0].starts_with("nvme0: Intel mode 1 -> Intel mode 2: ignored: Intel PowerGovernorMode (FID C6h): "), "{events:?}");
+        // FID C6h only: FID 02h untouched, and no state file left.
+        assert_eq!((fake.feature("/dev/nvme0", 0xc6), fake.feature("/dev/nvme0", 2)), (Some(1), Some(0)));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A mode outside 0..2 is rejected before the state file.
+        let e = run(5).unwrap_err();
+        assert_eq!(e.to_string(), "/dev/nvme0: Intel PowerGovernorMode 5 is not 0 (25 W), 1 (20 W) or 2 (10 W)");
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct StoredCalibration {
     pub key: String,
     pub created_ns: u64,
     pub counts: uflip::BaselineTable,
+    /// What the SPE run showed (reads after random writes slower, by how much, for how long);
+    /// absent in stores written before SPE was one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spe: Option<uflip::SpeEffect>,
 }
 
 /// The latest calibration of a result folder (and the whole store of older versions).
@@ -130,7 +134,8 @@ pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, Sto
     let report = uflip::run(&target, &plan, &mut progress)?;
     progress.bar.finish_and_clear();
     let counts = uflip::calibrate_from_report(&report, &uflip::CalibrationRule::default(), &o.counts);
-    let stored = StoredCalibration { target: identity(&report), key: key_of_target(&target), created_ns: report.started_ns, counts };
+    let spe = uflip::spe_from_report(&report, &uflip::CalibrationRule::default());
+    let stored = StoredCalibration { target: identity(&report), key: key_of_target(&target), created_ns: report.started_ns, counts, spe };
     let path = store(&a.out, &stored)?;
     Ok((report, stored, path))
 }
@@ -141,7 +146,7 @@ mod tests {
     use wattflip_uflip::BaselineTable;
 
     fn cal(key: &str, io_count: [u64; 4]) -> StoredCalibration {
-        StoredCalibration { target: key.into(), key: key.into(), created_ns: 1, counts: BaselineTable { io_count, ignore_io: [0, 1, 2, 3] } }
+        StoredCalibration { target: key.into(), key: key.into(), created_ns: 1, counts: BaselineTable { io_count, ignore_io: [0, 1, 2, 3] }, spe: None }
     }
 
     fn args(target: &Path, out: &Path) -> ProbeArgs {

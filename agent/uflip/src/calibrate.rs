@@ -1,5 +1,6 @@
 //! Start-up/running-phase calibration (spec §6.3): choose IgnoreIO and IOCount per baseline from a
-//! long response-time series (the SIO preparation runs of §6.2).
+//! long response-time series (the SIO preparation runs of §6.2), and [`spe_effect`]: what the SPE
+//! run (SR, RW, SR back to back) says about reads after random writes.
 //!
 //! Pure functions on `&[f64]` so they can be tested on synthetic series. To change the rule, adjust
 //! [`CalibrationRule`] (tolerance, number of periods, autocorrelation search range).
@@ -150,6 +151,123 @@ pub fn calibrate(series: &[f64], rule: &CalibrationRule) -> Calibration {
     }
 }
 
+/// What the SPE run (§6.2) shows: are sequential reads right after random writes slower than the
+/// same reads before them, by how much, and for how long. The time they stay slow is how long the
+/// drive's asynchronous work after random writes lasts, i.e. the pause runs need between them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpeEffect {
+    /// Mean response time of the first SR leg, µs.
+    pub sr_before_mean_us: f64,
+    /// Mean response time of the RW leg, µs.
+    pub rw_mean_us: f64,
+    /// Mean response time of the second SR leg (right after the RW), µs.
+    pub sr_after_mean_us: f64,
+    /// `(sr_after − sr_before) / sr_before × 100`.
+    pub slowdown_pct: f64,
+    /// True when the second SR is slower than the first by more than the tolerance.
+    pub slower: bool,
+    /// IOs at the start of the second SR leg that are still slow: the smallest k after which every
+    /// running mean of IOs k..j stays within +tolerance of the first SR's mean.
+    pub slow_ios: u64,
+    /// Their summed response time, µs: how long the background work lasted.
+    pub slow_us: f64,
+    /// False when the second SR never got back to the first SR's speed within the leg (the
+    /// background work outlasts the leg; use a longer SPE leg or a longer pause).
+    pub recovered: bool,
+}
+
+/// Compare the two SR legs of an SPE run (series in µs, one value per IO). `tolerance` as in
+/// [`CalibrationRule::tolerance`]; the shortest window checked is `max(n/100, (3·cv/tolerance)²)`
+/// IOs (capped at n/4), cv being the first SR leg's per-IO coefficient of variation, so plain read
+/// noise does not count as slowness.
+pub fn spe_effect(sr_before: &[f64], rw: &[f64], sr_after: &[f64], tolerance: f64) -> SpeEffect {
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    let before = mean(sr_before);
+    let after = mean(sr_after);
+    let limit = before * (1.0 + tolerance);
+    let cv = if before > 0.0 && !sr_before.is_empty() {
+        let var = sr_before
+            .iter()
+            .map(|x| (x - before) * (x - before))
+            .sum::<f64>()
+            / sr_before.len() as f64;
+        var.sqrt() / before
+    } else {
+        0.0
+    };
+    let n = sr_after.len();
+    let w_noise = if tolerance > 0.0 {
+        ((3.0 * cv / tolerance).powi(2)).ceil() as usize
+    } else {
+        0
+    };
+    let w = (n / 100).max(w_noise).min((n / 4).max(1)).max(1);
+    let mut prefix = vec![0.0; n + 1];
+    for (i, x) in sr_after.iter().enumerate() {
+        prefix[i + 1] = prefix[i] + x;
+    }
+    // Only "slower" counts: reads that got faster after the writes (a cache) are not slow.
+    let recovered_at = (0..n.saturating_sub(w) + 1)
+        .find(|&k| (k + w..=n).all(|j| (prefix[j] - prefix[k]) / (j - k) as f64 <= limit));
+    let (slow_ios, recovered) = match recovered_at {
+        Some(k) => (k, true),
+        None => (n, false),
+    };
+    SpeEffect {
+        sr_before_mean_us: before,
+        rw_mean_us: mean(rw),
+        sr_after_mean_us: after,
+        slowdown_pct: if before > 0.0 {
+            (after - before) / before * 100.0
+        } else {
+            0.0
+        },
+        slower: after > limit,
+        slow_ios: slow_ios as u64,
+        slow_us: prefix[slow_ios],
+        recovered,
+    }
+}
+
+impl SpeEffect {
+    /// One line for people: the verdict, the means and how long the reads stayed slow.
+    pub fn describe(&self) -> String {
+        let means = format!(
+            "SR {:.1} µs before, {:.1} µs after RW ({:.1} µs)",
+            self.sr_before_mean_us, self.sr_after_mean_us, self.rw_mean_us
+        );
+        if !self.slower && self.slow_ios == 0 {
+            return format!(
+                "SPE: reads after random writes are not slower ({:+.1} %; {means})",
+                self.slowdown_pct
+            );
+        }
+        let how_long = if self.recovered {
+            format!(
+                "slow for the first {} IOs ({:.1} ms): let runs pause at least that long",
+                self.slow_ios,
+                self.slow_us / 1000.0
+            )
+        } else {
+            format!(
+                "still slow at the end of the leg ({} IOs, {:.1} ms): lengthen the SPE legs or the pause",
+                self.slow_ios,
+                self.slow_us / 1000.0
+            )
+        };
+        format!(
+            "SPE: reads after random writes are {:.1} % slower ({means}); {how_long}",
+            self.slowdown_pct
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +362,55 @@ mod tests {
             .collect();
         let (k, ok) = ignore_io(&s, 0.05, None);
         assert_eq!((k, ok), (0, false));
+    }
+
+    #[test]
+    fn spe_reads_slow_after_random_writes() {
+        // 500 SR at 100 µs; 500 RW at 2000 µs; then 40 SR at 600 µs (background work) and 460 at 100.
+        let before = vec![100.0; 500];
+        let rw = vec![2000.0; 500];
+        let mut after = vec![600.0; 40];
+        after.extend(std::iter::repeat_n(100.0, 460));
+        let e = spe_effect(&before, &rw, &after, 0.05);
+        assert_eq!(
+            e,
+            SpeEffect {
+                sr_before_mean_us: 100.0,
+                rw_mean_us: 2000.0,
+                sr_after_mean_us: 140.0,
+                slowdown_pct: 40.0,
+                slower: true,
+                slow_ios: 40,
+                slow_us: 24000.0,
+                recovered: true,
+            }
+        );
+        assert_eq!(
+            e.describe(),
+            "SPE: reads after random writes are 40.0 % slower (SR 100.0 µs before, 140.0 µs after RW \
+             (2000.0 µs)); slow for the first 40 IOs (24.0 ms): let runs pause at least that long"
+        );
+    }
+
+    #[test]
+    fn spe_unaffected_and_never_recovering() {
+        let flat = vec![100.0; 200];
+        let e = spe_effect(&flat, &[300.0; 200], &flat, 0.05);
+        assert_eq!(
+            (e.slower, e.slow_ios, e.slow_us, e.recovered),
+            (false, 0, 0.0, true)
+        );
+        assert_eq!(e.slowdown_pct, 0.0);
+        assert_eq!(
+            e.describe(),
+            "SPE: reads after random writes are not slower (+0.0 %; SR 100.0 µs before, 100.0 µs after RW (300.0 µs))"
+        );
+        // Slow to the end: not recovered, the whole leg counts.
+        let e = spe_effect(&flat, &[300.0; 200], &[150.0; 200], 0.05);
+        assert_eq!(
+            (e.slower, e.slow_ios, e.slow_us, e.recovered),
+            (true, 200, 30000.0, false)
+        );
+        assert_eq!(e.slowdown_pct, 50.0);
     }
 }

@@ -13,7 +13,7 @@ use crate::format::{random_format, sequential_format};
 use crate::iolog;
 use crate::pattern::{Io, Mode, PatternSpec};
 use crate::plan::{Plan, RunSpec, Work};
-use crate::report::{RunResult, RunStatus};
+use crate::report::{LegResult, RunResult, RunStatus};
 use crate::stats::latency_stats;
 use crate::target::Target;
 use std::fs::{File, OpenOptions};
@@ -194,7 +194,7 @@ fn worker(
 
 fn base_result(spec: &RunSpec, target: &Target) -> RunResult {
     let (io_size, ignore) = match &spec.work {
-        Work::Pattern(ps) => ps
+        Work::Pattern(ps) | Work::Phases(ps) => ps
             .first()
             .map(|p| (p.io_size, p.ignore_io))
             .unwrap_or((0, 0)),
@@ -231,6 +231,7 @@ fn base_result(spec: &RunSpec, target: &Target) -> RunResult {
         trace_file: None,
         iolog_files: Vec::new(),
         series_us: Vec::new(),
+        legs: Vec::new(),
     }
 }
 
@@ -240,7 +241,6 @@ type IoLists<'a> = Vec<(Vec<Io>, Option<&'a PatternSpec>)>;
 
 fn io_lists<'a>(spec: &'a RunSpec, target: &Target) -> Result<IoLists<'a>, String> {
     let lbs = target.logical_block_size.max(1);
-    let path = target.path.display();
     match &spec.work {
         Work::Format { kind, seed } => {
             let ios = match kind {
@@ -252,38 +252,55 @@ fn io_lists<'a>(spec: &'a RunSpec, target: &Target) -> Result<IoLists<'a>, Strin
         Work::Pattern(ps) => {
             let mut out = Vec::with_capacity(ps.len());
             for p in ps {
-                // §9 4Kn caveat: name the parameter that breaks O_DIRECT alignment.
-                if p.io_size % lbs != 0 {
-                    return Err(format!(
-                        "IOSize {} B is not a multiple of the logical block size {} B of {path}",
-                        p.io_size, lbs
-                    ));
-                }
-                if p.io_shift % lbs != 0 {
-                    return Err(format!(
-                        "IOShift {} B is not a multiple of the logical block size {} B of {path}",
-                        p.io_shift, lbs
-                    ));
-                }
-                let ios = p.generate().map_err(|e| e.to_string())?;
-                for io in &ios {
-                    if io.offset % lbs != 0 {
-                        return Err(format!("IO offset {} (TargetOffset {} B, TargetSize {} B) is not aligned to the logical block size {} B of {path}", io.offset, p.target_offset, p.target_size, lbs));
-                    }
-                    if io.offset.saturating_add(io.len) > target.size {
-                        return Err(format!(
-                            "IO [{}, {}) runs past the end of {path} ({} B)",
-                            io.offset,
-                            io.offset + io.len,
-                            target.size
-                        ));
-                    }
-                }
-                out.push((ios, Some(p)));
+                out.push((checked_ios(p, target)?, Some(p)));
             }
             Ok(out)
         }
+        Work::Phases(ps) => {
+            // One process, legs concatenated: no gap between the last IO of a leg and the first of
+            // the next. The first leg's pattern supplies the (zero) pauses; `leg_lengths` splits
+            // the statistics again.
+            let mut all = Vec::new();
+            for p in ps {
+                all.extend(checked_ios(p, target)?);
+            }
+            Ok(vec![(all, ps.first())])
+        }
     }
+}
+
+/// A pattern's IOs after the §9 alignment and bounds checks, or why the target cannot run them.
+fn checked_ios(p: &PatternSpec, target: &Target) -> Result<Vec<Io>, String> {
+    let lbs = target.logical_block_size.max(1);
+    let path = target.path.display();
+    // §9 4Kn caveat: name the parameter that breaks O_DIRECT alignment.
+    if !p.io_size.is_multiple_of(lbs) {
+        return Err(format!(
+            "IOSize {} B is not a multiple of the logical block size {} B of {path}",
+            p.io_size, lbs
+        ));
+    }
+    if !p.io_shift.is_multiple_of(lbs) {
+        return Err(format!(
+            "IOShift {} B is not a multiple of the logical block size {} B of {path}",
+            p.io_shift, lbs
+        ));
+    }
+    let ios = p.generate().map_err(|e| e.to_string())?;
+    for io in &ios {
+        if io.offset % lbs != 0 {
+            return Err(format!("IO offset {} (TargetOffset {} B, TargetSize {} B) is not aligned to the logical block size {} B of {path}", io.offset, p.target_offset, p.target_size, lbs));
+        }
+        if io.offset.saturating_add(io.len) > target.size {
+            return Err(format!(
+                "IO [{}, {}) runs past the end of {path} ({} B)",
+                io.offset,
+                io.offset + io.len,
+                target.size
+            ));
+        }
+    }
+    Ok(ios)
 }
 
 /// Execute one run (no observer calls; `crate::run` does those).
@@ -482,12 +499,64 @@ fn finish(
         result.iops = st.n as f64 / span_s;
         result.mib_per_s = bytes as f64 / span_s / (1024.0 * 1024.0);
     }
+    if let (Work::Phases(ps), Some(samples)) = (&spec.work, per_proc.first()) {
+        result.legs = leg_results(ps, samples, &procs[0].ios, clock);
+    }
     if spec.keep_series {
         result.series_us = per_proc
             .first()
             .map(|s| s.iter().map(|x| x.1 as f64 / 1000.0).collect())
             .unwrap_or_default();
     }
+}
+
+/// Statistics of each leg of a [`Work::Phases`] run over all of the leg's IOs: the running average
+/// restarts at each leg (§6.2), and a leg has no start-up phase of its own to skip because it
+/// follows the previous one without a pause.
+fn leg_results(
+    ps: &[PatternSpec],
+    samples: &[Sample],
+    ios: &[Io],
+    clock: &Clock,
+) -> Vec<LegResult> {
+    let base = clock.utc_ns(clock.mono0);
+    let mut out = Vec::with_capacity(ps.len());
+    let mut at = 0usize;
+    for (leg, p) in ps.iter().enumerate() {
+        let end = (at + p.io_count as usize).min(samples.len());
+        let s = &samples[at..end];
+        let (st, _) = latency_stats(s.iter().map(|x| x.1));
+        let first = s.iter().map(|x| x.0).min().unwrap_or(0);
+        let last = s.iter().map(|x| x.0 + x.1).max().unwrap_or(0);
+        let bytes: u64 = ios[at..end].iter().map(|io| io.len).sum();
+        let span_s = last.saturating_sub(first) as f64 / 1e9;
+        out.push(LegResult {
+            leg: leg as u32,
+            pattern: p.baseline.to_string(),
+            start_ns: base + first,
+            end_ns: base + last,
+            io_count: st.n,
+            mean_us: st.mean_us,
+            min_us: st.min_us,
+            max_us: st.max_us,
+            stddev_us: st.stddev_us,
+            p50_us: st.p50_us,
+            p95_us: st.p95_us,
+            p99_us: st.p99_us,
+            iops: if span_s > 0.0 {
+                st.n as f64 / span_s
+            } else {
+                0.0
+            },
+            mib_per_s: if span_s > 0.0 {
+                bytes as f64 / span_s / (1024.0 * 1024.0)
+            } else {
+                0.0
+            },
+        });
+        at = end;
+    }
+    out
 }
 
 /// Per-IO trace (§8 DET files): `process,index,offset,len,mode,start_utc_ns,latency_ns`.

@@ -29,7 +29,7 @@ pub mod safety;
 pub mod stats;
 pub mod target;
 
-pub use calibrate::{calibrate, Calibration, CalibrationRule};
+pub use calibrate::{calibrate, spe_effect, Calibration, CalibrationRule, SpeEffect};
 pub use error::ProbeError;
 pub use format::FormatKind;
 pub use pattern::{Baseline, Io, MixSpec, Mode, PatternSpec};
@@ -37,7 +37,7 @@ pub use plan::{
     build_plan, experiments, BaselineTable, Bench, Experiment, Plan, PlanError, PlanOptions,
     RunSpec, ValueLists, Warning, Work,
 };
-pub use report::{summary_table, ProbeReport, RunResult, RunStatus};
+pub use report::{summary_table, LegResult, ProbeReport, RunResult, RunStatus};
 pub use safety::{HostRoots, Refusal, RefusalReason};
 pub use target::{Target, TargetError, TargetInfo, TargetKind, TargetOptions};
 
@@ -82,7 +82,9 @@ pub fn run(
         });
     }
     if plan.writes() {
-        target.ensure_writable().map_err(ProbeError::WritesRefused)?;
+        target
+            .ensure_writable()
+            .map_err(ProbeError::WritesRefused)?;
     }
     let clock = engine::Clock::start();
     let started_ns = clock.utc_ns(std::time::Instant::now());
@@ -134,6 +136,21 @@ pub fn calibrate_from_report(
         }
     }
     t
+}
+
+/// The SPE verdict of a report (§6.2): the first `prepare/SPE` run with its three legs, its per-IO
+/// series split at the legs. `None` when the report has no completed SPE run.
+pub fn spe_from_report(report: &ProbeReport, rule: &CalibrationRule) -> Option<SpeEffect> {
+    let r = report.runs.iter().find(|r| {
+        r.experiment == "prepare/SPE" && r.legs.len() == 3 && r.status == RunStatus::Ok
+    })?;
+    let n: Vec<usize> = r.legs.iter().map(|l| l.io_count as usize).collect();
+    if r.series_us.len() != n.iter().sum::<usize>() {
+        return None;
+    }
+    let (a, rest) = r.series_us.split_at(n[0]);
+    let (b, c) = rest.split_at(n[1]);
+    Some(spe_effect(a, b, c, rule.tolerance))
 }
 
 /// A directory on a disk-backed filesystem for tests (O_DIRECT does not work on tmpfs).

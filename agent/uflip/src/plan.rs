@@ -457,6 +457,10 @@ impl Warning {
 pub enum Work {
     /// One pattern per process (one element unless Parallelism).
     Pattern(Vec<PatternSpec>),
+    /// One process running these patterns back to back as the legs of one run, with no pause
+    /// between them: the SPE run of §6.2 (SR, RW, SR), whose point is that the second SR starts
+    /// while the RW's background work may still be going on. Statistics are kept per leg.
+    Phases(Vec<PatternSpec>),
     /// A device format (§6.1).
     Format {
         /// Random or sequential.
@@ -499,7 +503,7 @@ impl RunSpec {
     /// Whether the run writes.
     pub fn writes(&self) -> bool {
         match &self.work {
-            Work::Pattern(p) => p.iter().any(|s| s.writes()),
+            Work::Pattern(p) | Work::Phases(p) => p.iter().any(|s| s.writes()),
             Work::Format { .. } => true,
         }
     }
@@ -525,7 +529,7 @@ impl RunSpec {
                 m.insert("format".into(), kind.as_str().into());
                 m.insert("seed".into(), seed.to_string());
             }
-            Work::Pattern(ps) => {
+            Work::Pattern(ps) | Work::Phases(ps) => {
                 let join = |f: &dyn Fn(&PatternSpec) -> String| {
                     ps.iter().map(f).collect::<Vec<_>>().join(",")
                 };
@@ -554,6 +558,11 @@ impl RunSpec {
                 );
                 m.insert("target_size".into(), join(&|p| p.target_size.to_string()));
                 m.insert("seed".into(), join(&|p| p.seed.to_string()));
+                if matches!(self.work, Work::Phases(_)) {
+                    // Legs run one after another: name each leg's baseline and length.
+                    m.insert("legs".into(), join(&|p| p.baseline.to_string()));
+                    m.insert("leg_io_count".into(), join(&|p| p.io_count.to_string()));
+                }
             }
         }
         m
@@ -991,8 +1000,9 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
     (Work::Pattern(vec![spec]), warnings)
 }
 
-/// §6.2 preparation runs: SPE (SR, RW, SR legs) and SIO.SR/RR/SW/RW (nbRun × IOC2 each). Their
-/// per-IO series are kept for [`crate::calibrate`].
+/// §6.2 preparation runs: SPE (one run of three back-to-back legs SR, RW, SR) and SIO.SR/RR/SW/RW
+/// (nbRun × IOC2 each), each followed by `prepare_pause`. Their per-IO series are kept for
+/// [`crate::calibrate`] and [`crate::spe_effect`].
 fn prepare_runs(pl: &mut Planner<'_>, runs: &mut Vec<RunSpec>) {
     let o = pl.o;
     let sz = o.io_size;
@@ -1022,34 +1032,35 @@ fn prepare_runs(pl: &mut Planner<'_>, runs: &mut Vec<RunSpec>) {
             keep_series: true,
         });
     };
-    // SPE: SR at a random offset in the first half, RW anywhere above it, SR again at the same place.
+    // SPE: SR at a random offset in the first half, RW anywhere above it, SR again at the same place,
+    // as ONE run: a pause between the RW and the second SR would let the drive finish its
+    // background work and hide exactly the slowdown SPE exists to show (§6.2).
     let spe = o.spe_io_count.max(1);
     let half = (pl.dev / 2).max(sz * spe);
     let p = pl.random_in(0, half.min(pl.dev), sz * spe);
-    let sr = PatternSpec::new(Baseline::SR, sz, spe, p.to, p.ts);
-    let above = (pl.dev - p.to) / sz * sz;
-    let rw = PatternSpec::new(Baseline::RW, sz, spe, p.to, above);
-    push(
-        runs,
-        "prepare/SPE".into(),
-        "SR",
-        "leg",
-        0.0,
-        0,
-        sr.clone(),
-        p.warnings.clone(),
-    );
-    push(runs, "prepare/SPE".into(), "RW", "leg", 1.0, 0, rw, vec![]);
-    push(
-        runs,
-        "prepare/SPE".into(),
-        "SR",
-        "leg",
-        2.0,
-        0,
-        sr,
-        p.warnings,
-    );
+    let index = runs.len();
+    let mut legs = [
+        PatternSpec::new(Baseline::SR, sz, spe, p.to, p.ts),
+        PatternSpec::new(Baseline::RW, sz, spe, p.to, (pl.dev - p.to) / sz * sz),
+        PatternSpec::new(Baseline::SR, sz, spe, p.to, p.ts),
+    ];
+    for (leg, s) in legs.iter_mut().enumerate() {
+        s.seed = derive_seed(o.seed, index as u64, 1 + leg as u64);
+    }
+    runs.push(RunSpec {
+        index,
+        bench: "prepare".into(),
+        experiment: "prepare/SPE".into(),
+        experiment_number: 0,
+        pattern: "SR-RW-SR".into(),
+        varying: "legs".into(),
+        value: 3.0,
+        repetition: 0,
+        work: Work::Phases(legs.to_vec()),
+        pause_after: o.prepare_pause,
+        warnings: p.warnings,
+        keep_series: true,
+    });
     // SIO: long runs of each baseline to read start-up length and period (§6.3).
     let n = o.prepare_io_count.max(1);
     for b in Baseline::ALL {
@@ -1419,12 +1430,76 @@ mod tests {
         o.prepare = true;
         o.format = Some(FormatKind::Sequential);
         let p = build_plan(&o);
-        let heads: Vec<&str> = p.runs[..3].iter().map(|r| r.experiment.as_str()).collect();
-        assert_eq!(heads, vec!["prepare/SPE"; 3]);
-        assert_eq!(p.runs[3].experiment, "prepare/SIO.SR");
-        assert!(p.runs[3].keep_series);
-        assert_eq!(p.runs[3 + 4].experiment, "format/sequential");
-        assert_eq!(p.runs[8].experiment, "granularity/SR");
-        assert_eq!(p.total_runs(), 3 + 4 + 1 + 12);
+        assert_eq!(p.runs[0].experiment, "prepare/SPE");
+        assert_eq!(p.runs[1].experiment, "prepare/SIO.SR");
+        assert!(p.runs[1].keep_series);
+        assert_eq!(p.runs[1 + 4].experiment, "format/sequential");
+        assert_eq!(p.runs[6].experiment, "granularity/SR");
+        assert_eq!(p.total_runs(), 1 + 4 + 1 + 12);
+    }
+
+    #[test]
+    fn spe_is_one_run_with_three_legs_and_no_pause_inside() {
+        let mut o = PlanOptions::quick(GIB);
+        o.benches = vec![];
+        o.prepare = true;
+        o.io_size = 4096;
+        o.spe_io_count = 100;
+        o.prepare_io_count = 50;
+        o.repetitions = 1;
+        o.prepare_pause = Duration::from_secs(10);
+        let p = build_plan(&o);
+        // Exact sequence: SPE, then one SIO per baseline; a pause after each, none inside SPE.
+        let seq: Vec<(&str, &str, Duration)> = p
+            .runs
+            .iter()
+            .map(|r| (r.experiment.as_str(), r.pattern.as_str(), r.pause_after))
+            .collect();
+        let ten = Duration::from_secs(10);
+        assert_eq!(
+            seq,
+            vec![
+                ("prepare/SPE", "SR-RW-SR", ten),
+                ("prepare/SIO.SR", "SR", ten),
+                ("prepare/SIO.RR", "RR", ten),
+                ("prepare/SIO.SW", "SW", ten),
+                ("prepare/SIO.RW", "RW", ten),
+            ]
+        );
+        let Work::Phases(legs) = &p.runs[0].work else {
+            panic!("SPE must be a phased run: {:?}", p.runs[0].work);
+        };
+        let shape: Vec<(Baseline, u64, u64, u64, u64)> = legs
+            .iter()
+            .map(|l| {
+                (
+                    l.baseline,
+                    l.io_size,
+                    l.io_count,
+                    l.ignore_io,
+                    l.pause_io_us,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (Baseline::SR, 4096, 100, 0, 0),
+                (Baseline::RW, 4096, 100, 0, 0),
+                (Baseline::SR, 4096, 100, 0, 0),
+            ]
+        );
+        // Both SR legs read the same window in the first half; the RW leg writes from there up.
+        let (sr, rw) = (&legs[0], &legs[1]);
+        assert_eq!(
+            (legs[2].target_offset, legs[2].target_size),
+            (sr.target_offset, sr.target_size)
+        );
+        assert_eq!(sr.target_size, 100 * 4096);
+        assert!(sr.target_offset + sr.target_size <= GIB / 2);
+        assert_eq!(rw.target_offset, sr.target_offset);
+        assert_eq!(rw.target_size, GIB - sr.target_offset);
+        assert!(p.runs[0].writes() && p.runs[0].keep_series);
+        assert_eq!(p.runs[0].parameters()["legs"], "SR,RW,SR");
     }
 }

@@ -95,6 +95,43 @@ pub struct RunResult {
     /// runs so [`crate::calibrate`] can use them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series_us: Vec<f64>,
+    /// Per-leg statistics of a run made of back-to-back legs (the SPE run of §6.2: SR, RW, SR),
+    /// in order; empty for every other run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub legs: Vec<LegResult>,
+}
+
+/// One leg of a multi-leg run, its statistics over all of the leg's IOs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LegResult {
+    /// 0-based position in the run.
+    pub leg: u32,
+    /// Baseline of the leg ("SR", "RW").
+    pub pattern: String,
+    /// First IO submission, UTC ns.
+    pub start_ns: u64,
+    /// Last IO completion, UTC ns.
+    pub end_ns: u64,
+    /// IOs in the leg.
+    pub io_count: u64,
+    /// Mean response time, µs.
+    pub mean_us: f64,
+    /// Minimum, µs.
+    pub min_us: f64,
+    /// Maximum, µs.
+    pub max_us: f64,
+    /// Population std-dev, µs.
+    pub stddev_us: f64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 95th percentile, µs.
+    pub p95_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// IOs ÷ leg wall time.
+    pub iops: f64,
+    /// MiB/s over the leg.
+    pub mib_per_s: f64,
 }
 
 /// A whole probe.
@@ -181,6 +218,10 @@ pub fn summary_table(report: &ProbeReport) -> String {
             notes.join("; ")
         );
     }
+    // §6.2: SPE exists to tell whether reads after random writes are slower; say so.
+    if let Some(e) = crate::spe_from_report(report, &crate::CalibrationRule::default()) {
+        let _ = writeln!(out, "{}", e.describe());
+    }
     out
 }
 
@@ -233,6 +274,7 @@ mod tests {
             trace_file: None,
             iolog_files: vec![],
             series_us: vec![],
+            legs: vec![],
         }
     }
 

@@ -266,8 +266,10 @@ fn preparation_runs_feed_calibration() {
     o.prepare_io_count = 256;
     o.prepare_pause = std::time::Duration::ZERO;
     let rep = run(&t, &plan(&o), &mut NullObserver).unwrap();
-    assert_eq!(rep.runs.len(), 3 + 4);
-    assert!(rep.runs[3..].iter().all(|r| r.series_us.len() == 256));
+    // SPE is one run of three legs (§6.2), then the four SIO runs.
+    assert_eq!(rep.runs.len(), 1 + 4);
+    assert_eq!(rep.runs[0].series_us.len(), 3 * 32);
+    assert!(rep.runs[1..].iter().all(|r| r.series_us.len() == 256));
     let table = calibrate_from_report(
         &rep,
         &CalibrationRule {
@@ -280,6 +282,77 @@ fn preparation_runs_feed_calibration() {
         assert!(table.count(b) >= 50 + table.ignore(b), "{b}: {:?}", table);
         assert!(table.ignore(b) < 256);
     }
+}
+
+/// The SPE run for real on a file under /var/tmp (disk-backed, O_DIRECT works): one run, three
+/// legs back to back on one clock, no pause inside, each leg with its own statistics, and a verdict.
+#[test]
+fn spe_is_one_run_of_three_back_to_back_legs() {
+    let dir = Path::new("/var/tmp/wattflip-uflip-tests/spe");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 16 * MIB)).unwrap();
+    let mut o = PlanOptions::quick(t.size);
+    o.benches = vec![];
+    o.prepare = true;
+    o.io_size = 4096;
+    o.spe_io_count = 64;
+    o.prepare_io_count = 16;
+    o.repetitions = 1;
+    o.prepare_pause = std::time::Duration::from_millis(20);
+    let p = plan(&o);
+    let rep = run(&t, &p, &mut NullObserver).unwrap();
+    let spe = &rep.runs[0];
+    assert_eq!(spe.experiment, "prepare/SPE");
+    assert_eq!(spe.pattern, "SR-RW-SR");
+    assert_eq!(spe.status, RunStatus::Ok);
+    assert_eq!((spe.io_count, spe.series_us.len()), (3 * 64, 3 * 64));
+    assert_eq!(spe.parameters["legs"], "SR,RW,SR");
+    assert_eq!(spe.parameters["leg_io_count"], "64,64,64");
+    assert_eq!(spe.parameters["pause_after_us"], "20000");
+    let legs: Vec<(u32, &str, u64)> = spe
+        .legs
+        .iter()
+        .map(|l| (l.leg, l.pattern.as_str(), l.io_count))
+        .collect();
+    assert_eq!(legs, vec![(0, "SR", 64), (1, "RW", 64), (2, "SR", 64)]);
+    // Back to back: each leg starts after the previous one ended, with far less than the 20 ms
+    // between-run pause in between (only the loop's own clock reads separate them).
+    for w in spe.legs.windows(2) {
+        assert!(w[0].end_ns <= w[1].start_ns);
+        assert!(w[1].start_ns - w[0].end_ns < 5_000_000, "{:?}", spe.legs);
+    }
+    assert_eq!(
+        (spe.start_ns, spe.end_ns),
+        (spe.legs[0].start_ns, spe.legs[2].end_ns)
+    );
+    // The SIO run after SPE waited out SPE's pause.
+    assert!(rep.runs[1].start_ns - spe.end_ns >= 20_000_000);
+    // Each leg's mean is the mean of its slice of the series (the running average restarts).
+    for (l, chunk) in spe.legs.iter().zip(spe.series_us.chunks(64)) {
+        let m = chunk.iter().sum::<f64>() / 64.0;
+        assert!(
+            (l.mean_us - m).abs() < 0.01 + m * 1e-9,
+            "{} vs {m}",
+            l.mean_us
+        );
+    }
+    let e = spe_from_report(&rep, &CalibrationRule::default()).unwrap();
+    assert_eq!(
+        e.sr_before_mean_us,
+        spe.series_us[..64].iter().sum::<f64>() / 64.0
+    );
+    assert_eq!(
+        e.sr_after_mean_us,
+        spe.series_us[128..].iter().sum::<f64>() / 64.0
+    );
+    let summary = summary_table(&rep);
+    assert!(summary.contains(&e.describe()), "{summary}");
+    assert!(summary
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("SPE: reads after random writes are "));
 }
 
 #[test]
