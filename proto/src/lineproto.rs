@@ -167,7 +167,9 @@ pub(crate) fn escape(out: &mut String, s: &str, special: &[char]) {
     // Every special character is ASCII, so a byte scan against a bit mask finds them (no char
     // decoding on the hot path).
     let mask = special.iter().filter(|c| c.is_ascii()).fold(1u128 << b'\n' | 1 << b'\r', |m, c| m | 1 << (*c as u32));
-    if !s.bytes().any(|b| b < 128 && mask >> b & 1 == 1) && !(s.ends_with('\\') && special.contains(&' ')) {
+    let in_tag = special.contains(&' ');
+    let plain = !s.bytes().any(|b| b < 128 && mask >> b & 1 == 1);
+    if plain && !(in_tag && s.ends_with('\\')) {
         out.push_str(s);
         return;
     }
@@ -183,7 +185,7 @@ pub(crate) fn escape(out: &mut String, s: &str, special: &[char]) {
             }
         }
     }
-    if s.ends_with('\\') && special.contains(&' ') && !special.contains(&'\\') {
+    if in_tag && s.ends_with('\\') && !special.contains(&'\\') {
         out.push('\\');
     }
 }
