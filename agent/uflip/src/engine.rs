@@ -535,14 +535,7 @@ fn leg_results(
             pattern: p.baseline.to_string(),
             start_ns: base + first,
             end_ns: base + last,
-            io_count: st.n,
-            mean_us: st.mean_us,
-            min_us: st.min_us,
-            max_us: st.max_us,
-            stddev_us: st.stddev_us,
-            p50_us: st.p50_us,
-            p95_us: st.p95_us,
-            p99_us: st.p99_us,
+            stats: st,
             iops: if span_s > 0.0 {
                 st.n as f64 / span_s
             } else {

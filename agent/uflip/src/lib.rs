@@ -144,7 +144,7 @@ pub fn spe_from_report(report: &ProbeReport, rule: &CalibrationRule) -> Option<S
     let r = report.runs.iter().find(|r| {
         r.experiment == "prepare/SPE" && r.legs.len() == 3 && r.status == RunStatus::Ok
     })?;
-    let n: Vec<usize> = r.legs.iter().map(|l| l.io_count as usize).collect();
+    let n: Vec<usize> = r.legs.iter().map(|l| l.stats.n as usize).collect();
     if r.series_us.len() != n.iter().sum::<usize>() {
         return None;
     }

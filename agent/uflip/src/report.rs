@@ -5,6 +5,7 @@
 //! (with `#[serde(default)]` so older records still parse) and fill it in `engine::finish`.
 
 use crate::plan::Warning;
+use crate::stats::LatencyStats;
 use crate::target::TargetInfo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -112,22 +113,9 @@ pub struct LegResult {
     pub start_ns: u64,
     /// Last IO completion, UTC ns.
     pub end_ns: u64,
-    /// IOs in the leg.
-    pub io_count: u64,
-    /// Mean response time, µs.
-    pub mean_us: f64,
-    /// Minimum, µs.
-    pub min_us: f64,
-    /// Maximum, µs.
-    pub max_us: f64,
-    /// Population std-dev, µs.
-    pub stddev_us: f64,
-    /// Median, µs.
-    pub p50_us: f64,
-    /// 95th percentile, µs.
-    pub p95_us: f64,
-    /// 99th percentile, µs.
-    pub p99_us: f64,
+    /// Response times of every IO of the leg (`n` is the leg's IO count).
+    #[serde(flatten)]
+    pub stats: LatencyStats,
     /// IOs ÷ leg wall time.
     pub iops: f64,
     /// MiB/s over the leg.

@@ -313,7 +313,7 @@ fn spe_is_one_run_of_three_back_to_back_legs() {
     let legs: Vec<(u32, &str, u64)> = spe
         .legs
         .iter()
-        .map(|l| (l.leg, l.pattern.as_str(), l.io_count))
+        .map(|l| (l.leg, l.pattern.as_str(), l.stats.n))
         .collect();
     assert_eq!(legs, vec![(0, "SR", 64), (1, "RW", 64), (2, "SR", 64)]);
     // Back to back: each leg starts after the previous one ended, with far less than the 20 ms
@@ -332,9 +332,9 @@ fn spe_is_one_run_of_three_back_to_back_legs() {
     for (l, chunk) in spe.legs.iter().zip(spe.series_us.chunks(64)) {
         let m = chunk.iter().sum::<f64>() / 64.0;
         assert!(
-            (l.mean_us - m).abs() < 0.01 + m * 1e-9,
+            (l.stats.mean_us - m).abs() < 0.01 + m * 1e-9,
             "{} vs {m}",
-            l.mean_us
+            l.stats.mean_us
         );
     }
     let e = spe_from_report(&rep, &CalibrationRule::default()).unwrap();
