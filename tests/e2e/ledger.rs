@@ -1,7 +1,9 @@
 //! The fault ledger: two agents with disk spools stream over mutual TLS while the test pauses the
 //! collector (SIGSTOP for 60 s: a partition, as the issue asks), kills it with SIGKILL three times,
-//! restarts influxd mid-stream, and kills one agent with SIGKILL and starts it again on the same
-//! spool. Afterwards every sample in the agents' ledgers is in InfluxDB exactly once.
+//! restarts influxd mid-stream, and kills one agent with SIGKILL in the middle of a scheduled probe
+//! and starts it again on the same spool. Afterwards every sample and every probe run in the
+//! agents' ledgers is in InfluxDB exactly once (a probe killed half-way sent nothing, since a
+//! probe's runs go out together when it ends).
 //!
 //! The ledger is the agent's own `wattflip::ledger` log line, written once per batch right after
 //! the batch is stored (and fsynced) in the spool. A sample sampled but not yet spooled when the
@@ -18,17 +20,24 @@ const DB: &str = "wf_ledger";
 /// How long the collector stays paused (the issue's 60 s partition).
 const PARTITION_MS: u64 = 60_000;
 
-fn agent_cfg(dir: &Path, sys: &Path, host: &str, url: &str) -> std::path::PathBuf {
+/// `probes`: extra config (a `[[probes]]` schedule) or "".
+fn agent_cfg(dir: &Path, sys: &Path, host: &str, url: &str, probes: &str) -> std::path::PathBuf {
     agent_config(
         dir,
         &format!(
             "agent_id = \"{host}\"\n[collector]\nurl = \"{url}\"\nbackoff_initial = \"50ms\"\nbackoff_max = \"500ms\"\nconnect_timeout = \"1s\"\n\
-             [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n[spool]\ndir = \"{}\"\n{}",
+             [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n[spool]\ndir = \"{}\"\n{}{probes}",
             sys.display(),
             dir.join("spool").display(),
             pki().agent_tls(host)
         ),
     )
+}
+
+/// How many scheduled probes the agent's log shows started and finished.
+fn probes_started_finished(dir: &Path) -> (usize, usize) {
+    let log = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
+    (log.matches("scheduled probe starting").count(), log.matches("scheduled probe finished").count())
 }
 
 /// Removes ANSI colour sequences (the log may be coloured).
@@ -50,7 +59,7 @@ fn plain(s: &str) -> String {
 }
 
 /// sequence → (power, temperature) samples, from the agent's ledger lines.
-fn ledger(stderr: &str) -> BTreeMap<u64, (i64, i64)> {
+fn ledger(stderr: &str) -> BTreeMap<u64, (i64, i64, i64)> {
     let mut m = BTreeMap::new();
     for line in plain(stderr).lines().filter(|l| l.contains("wattflip::ledger") && l.contains("stored")) {
         let field = |k: &str| -> i64 {
@@ -59,7 +68,7 @@ fn ledger(stderr: &str) -> BTreeMap<u64, (i64, i64)> {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("no {k} in ledger line {line:?}"))
         };
-        m.insert(field("sequence") as u64, (field("power"), field("temperature")));
+        m.insert(field("sequence") as u64, (field("power"), field("temperature"), field("probe_runs")));
     }
     m
 }
@@ -75,8 +84,15 @@ fn every_ledger_sample_is_stored_exactly_once_through_faults() {
     let mut collector = Collector::start_on(port, &influx.url, DB);
     let (tmp_a, sys_a) = sysfs_tree(&["hwmon"]);
     let (tmp_b, sys_b) = sysfs_tree(&["hwmon"]);
-    let cfg_a = agent_cfg(tmp_a.path(), &sys_a, "ledger-a", &collector.url);
-    let cfg_b = agent_cfg(tmp_b.path(), &sys_b, "ledger-b", &collector.url);
+    // Agent a also runs a quick probe every second on a scratch file (O_DIRECT: on disk, not /tmp),
+    // without power recording so every power point is one of its 10 Hz samples.
+    let scratch = tempfile::Builder::new().prefix("wf-ledger-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let probes = format!(
+        "[[probes]]\nname = \"every-second\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"64MiB\"\nquick = true\npower = false\n",
+        scratch.path().join("scratch.dat").display()
+    );
+    let cfg_a = agent_cfg(tmp_a.path(), &sys_a, "ledger-a", &collector.url, &probes);
+    let cfg_b = agent_cfg(tmp_b.path(), &sys_b, "ledger-b", &collector.url, "");
     let mut a = spawn_agent(tmp_a.path(), &["run", "--config", cfg_a.to_str().unwrap(), "--samples", "100000"]);
     // b samples at 10 Hz for 80 s: through the whole partition and the kills after it.
     let mut b = spawn_agent(tmp_b.path(), &["run", "--config", cfg_b.to_str().unwrap(), "--samples", "800"]);
@@ -98,7 +114,16 @@ fn every_ledger_sample_is_stored_exactly_once_through_faults() {
     // influxd restarts mid-stream, keeping its data.
     influx.restart();
     pause(1500);
-    // An agent dies without warning and comes back on the same spool.
+    // An agent dies without warning in the middle of a probe and comes back on the same spool.
+    let waited = std::time::Instant::now();
+    loop {
+        let (started, finished) = probes_started_finished(tmp_a.path());
+        if started > finished && finished > 0 {
+            break;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(30), "agent a never ran its scheduled probe");
+        pause(20);
+    }
     signal(&a, "KILL");
     let _ = a.wait();
     pause(1000);
@@ -114,12 +139,19 @@ fn every_ledger_sample_is_stored_exactly_once_through_faults() {
         let l = ledger(&stderr);
         let power: i64 = l.values().map(|v| v.0).sum();
         let temperature: i64 = l.values().map(|v| v.1).sum();
+        let probe_runs: i64 = l.values().map(|v| v.2).sum();
         assert!(l.len() > 40, "{host}: only {} batches in the ledger", l.len());
         // Every tick of the hwmon fixture yields one power and four temperature samples.
         assert_eq!((power * 4, temperature), (temperature, temperature), "{host}: ledger shape");
         let stored_power = count(&influx, &format!("SELECT count(watts) FROM power WHERE host = '{host}'"));
         let stored_temp = count(&influx, &format!("SELECT count(celsius) FROM temperature WHERE host = '{host}'"));
         assert_eq!((stored_power, stored_temp), (power, temperature), "{host}: InfluxDB vs ledger ({} batches)", l.len());
+        let stored_runs = count(&influx, &format!("SELECT count(mean_us) FROM probe_run WHERE host = '{host}'"));
+        assert_eq!(stored_runs, probe_runs, "{host}: probe runs in InfluxDB vs ledger");
+        if host == "ledger-a" {
+            // Several whole quick probes (12 runs each) before and after the kill.
+            assert!(probe_runs >= 24 && probe_runs % 12 == 0, "{host}: {probe_runs} probe runs");
+        }
     }
     // The restarted agent went on above its last sequence, and resent from its spool.
     let a_log = plain(&std::fs::read_to_string(tmp_a.path().join("agent.stderr")).unwrap());

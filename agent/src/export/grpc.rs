@@ -126,11 +126,12 @@ impl Exporter {
         b.sequence = self.next_seq;
         self.next_seq += 1;
         self.summary.batches += 1;
-        let (seq, samples, power, temperature) = (b.sequence, samples_of(&b), b.power.len(), b.temperature.len());
+        let (seq, samples, power, temperature, probe_runs) =
+            (b.sequence, samples_of(&b), b.power.len(), b.temperature.len(), b.probe_runs.len());
         match self.backlog.push(b) {
             Ok(dropped) => {
                 // The ledger line: this batch is stored (and, with the spool, synced per policy).
-                tracing::debug!(target: "wattflip::ledger", sequence = seq, power, temperature, "stored");
+                tracing::debug!(target: "wattflip::ledger", sequence = seq, power, temperature, probe_runs, "stored");
                 AgentMetrics::add(&self.metrics.batches_stored, 1);
                 AgentMetrics::add(&self.metrics.samples_stored, samples);
                 if dropped.batches > 0 {
