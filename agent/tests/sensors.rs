@@ -207,3 +207,68 @@ fn hwmon_energy_counter_treats_a_decrease_as_reset() {
     let r = e.read(2_000_000_000).unwrap().unwrap();
     assert_eq!((r.joules, r.watts), (Some(Joules(2.0)), Watts(2.0)));
 }
+
+/// Virtual time for the sampler: every sleep returns at once at the instant asked for, so the
+/// number of readings in a window is exact.
+struct VirtualTime(u64);
+
+impl wattflip_agent::sampler::Timebase for VirtualTime {
+    fn now(&mut self) -> (u64, i64) {
+        (self.0, 1_700_000_000_000_000_000 + self.0 as i64)
+    }
+
+    fn sleep_until(&mut self, mono_ns: u64) {
+        self.0 = self.0.max(mono_ns);
+    }
+}
+
+#[test]
+fn sampler_reads_each_source_on_its_own_grid() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let rapl = discover(&fixture("rapl-only")).power.into_iter().filter(|s| s.describe().zone == "package-0");
+    let hwmon = discover(&fixture("ina226")).power;
+    let sensors: Vec<_> = rapl
+        .map(|s| (s, Duration::from_millis(10)))
+        .chain(hwmon.into_iter().map(|s| (s, Duration::from_millis(1))))
+        .collect();
+    let mut windows = Vec::new();
+    let stats = wattflip_agent::sampler::run_on(
+        sensors,
+        Duration::from_millis(100),
+        &mut VirtualTime(0),
+        Arc::new(AtomicBool::new(false)),
+        |b| {
+            windows.push(
+                b.power
+                    .iter()
+                    .map(|p| (p.source.clone(), p.zone.clone(), p.readings, p.watts.unwrap(), p.joules, p.interval_ns, p.time_ns))
+                    .collect::<Vec<_>>(),
+            );
+            windows.len() < 3
+        },
+    );
+    const T0: i64 = 1_700_000_000_000_000_000;
+    // Window [0, 100 ms): RAPL at 10 ms reads at 0, 10 .. 90 ms, the first read only setting the
+    // counter's baseline; hwmon at 1 ms reads at 0 .. 99 ms. A fixture counter does not move.
+    assert_eq!(
+        windows,
+        vec![
+            vec![
+                ("rapl".to_string(), "package-0".to_string(), 9, 0.0, Some(0.0), 90_000_000, T0 + 90_000_000),
+                ("hwmon".into(), "ina226-0-0040/power1".into(), 100, 18.0, None, 0, T0 + 99_000_000),
+            ],
+            vec![
+                ("rapl".to_string(), "package-0".to_string(), 10, 0.0, Some(0.0), 100_000_000, T0 + 190_000_000),
+                ("hwmon".into(), "ina226-0-0040/power1".into(), 100, 18.0, None, 0, T0 + 199_000_000),
+            ],
+            vec![
+                ("rapl".to_string(), "package-0".to_string(), 10, 0.0, Some(0.0), 100_000_000, T0 + 290_000_000),
+                ("hwmon".into(), "ina226-0-0040/power1".into(), 100, 18.0, None, 0, T0 + 299_000_000),
+            ],
+        ]
+    );
+    // The third window closes at 300 ms before that instant's reads, and the sampler stops there.
+    assert_eq!((stats.reads, stats.errors, stats.windows), (3 * 10 + 3 * 100, 0, 3));
+}

@@ -126,6 +126,7 @@ fn agent_to_influx_exact_points_and_watts() {
 }
 
 /// Reading power at 10 ms and reporting every 200 ms: window aggregates whose energy is still exact.
+/// hwmon has its own rate (`[sampling.power_intervals]`), 50 ms: at most 4 readings per window.
 #[test]
 fn fast_power_sampling_sends_exact_window_aggregates() {
     let influx = Influx::start();
@@ -136,7 +137,7 @@ fn fast_power_sampling_sends_exact_window_aggregates() {
         tmp.path(),
         &format!(
             "agent_id = \"fast-1\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"200ms\"\npower_interval = \"10ms\"\n\
-             [sources]\nsysfs_root = \"{}\"\n{}",
+             [sampling.power_intervals]\nhwmon = \"50ms\"\n[sources]\nsysfs_root = \"{}\"\n{}",
             collector.url,
             sys.display(),
             pki().agent_tls("fast-1")
@@ -160,4 +161,7 @@ fn fast_power_sampling_sends_exact_window_aggregates() {
     assert!(rows.iter().all(|r| f(&r[3]) <= f(&r[2]) && f(&r[2]) <= f(&r[4])), "min ≤ mean ≤ max: {rows:?}");
     let rows = influx.rows("wf_fast", "SELECT watts, min_watts, max_watts FROM power WHERE host = 'fast-1' AND source = 'hwmon'");
     assert!(rows.iter().all(|r| f(&r[1]) == 125.0 && f(&r[2]) == 125.0 && f(&r[3]) == 125.0), "{rows:?}");
+    // The 50 ms grid has 4 instants per 200 ms window, and a late read skips rather than catches up.
+    let rows = influx.rows("wf_fast", "SELECT readings FROM power WHERE host = 'fast-1' AND source = 'hwmon'");
+    assert!(!rows.is_empty() && rows.iter().all(|r| (2..=4).contains(&r[1].as_i64().unwrap())), "hwmon on its own 50 ms grid: {rows:?}");
 }
