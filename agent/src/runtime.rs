@@ -76,6 +76,7 @@ pub struct RunSummary {
     pub ticks: u64,
     pub power_samples: u64,
     pub temperature_samples: u64,
+    pub electrical_samples: u64,
     pub sensor_errors: u64,
     pub export: ExportSummary,
 }
@@ -265,6 +266,26 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &
             Err(e) => report(&key, &d.device, e.to_string(), utc, batch, last_error, summary),
         }
     }
+    // Voltages and currents go with the temperatures, once per tick, not at the power rate: they
+    // are context (PSU line voltage, rail droop, which rail draws) that moves slowly, the power
+    // they multiply to is already sampled at up to 1 kHz, and a 1 kHz read of every in*/curr*
+    // channel would multiply the sampler's reads and the points written for no new energy figure.
+    for e in found.electrical.iter_mut() {
+        let c = e.describe();
+        let key = format!("electrical:{}:{}:{}", c.source, c.chip, c.channel);
+        let utc = clock.utc_now();
+        let started = Instant::now();
+        let r = e.read();
+        metrics.sensor_reads.record(&key, started.elapsed(), r.is_ok());
+        match r {
+            Ok(v) => {
+                last_error.remove(&key);
+                summary.electrical_samples += 1;
+                batch.electrical.push(v.sample(c, utc));
+            }
+            Err(e) => report(&key, &c.chip, e.to_string(), utc, batch, last_error, summary),
+        }
+    }
 }
 
 fn report(key: &str, device: &str, msg: String, utc: i64, batch: &mut v1::Batch, last_error: &mut HashMap<String, String>, summary: &mut RunSummary) {
@@ -361,6 +382,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         agent = %cfg.agent_id,
         power = found.power.len(),
         temperature = found.temperature.len(),
+        electrical = found.electrical.len(),
         "sensors discovered"
     );
     let (tx, rx) = tokio::sync::mpsc::channel::<v1::Batch>(64);

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 use wattflip_agent::drives::block;
-use wattflip_agent::sensors::{discover_all, rapl, Discovered, SensorKinds};
-use wattflip_proto::units::{Celsius, Joules, Watts};
+use wattflip_agent::sensors::{discover_all, rapl, Discovered, Electrical, SensorKinds};
+use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};
 
 fn fixture(scenario: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs").join(scenario).join("sys")
@@ -271,4 +271,76 @@ fn sampler_reads_each_source_on_its_own_grid() {
     );
     // The third window closes at 300 ms before that instant's reads, and the sampler stops there.
     assert_eq!((stats.reads, stats.errors, stats.windows), (3 * 10 + 3 * 100, 0, 3));
+}
+
+fn electrical_readings(d: &mut Discovered) -> Vec<(String, String, Electrical)> {
+    d.electrical
+        .iter_mut()
+        .map(|e| {
+            let c = e.describe();
+            (c.chip, c.channel, e.read().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn pmbus_psu_voltage_and_current_on_their_own() {
+    let mut d = discover(&fixture("pmbus-psu"));
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            ("pmbus-1-0058".to_string(), "vin".to_string(), Electrical::Volts(Volts(230.0))),
+            ("pmbus-1-0058".into(), "iin".into(), Electrical::Amperes(Amperes(1.0))),
+        ]
+    );
+}
+
+#[test]
+fn ina226_shunt_and_bus_voltage_and_current() {
+    let mut d = discover(&fixture("ina226"));
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            ("ina226-0-0040".to_string(), "in0".to_string(), Electrical::Volts(Volts(0.002))),
+            ("ina226-0-0040".into(), "in1".into(), Electrical::Volts(Volts(12.0))),
+            ("ina226-0-0040".into(), "curr1".into(), Electrical::Amperes(Amperes(1.5))),
+        ]
+    );
+}
+
+#[test]
+fn ina3221_every_channel_voltage_and_current() {
+    let mut d = discover(&fixture("ina3221"));
+    let chip = "ina3221-0-0041".to_string();
+    let v = |ch: &str, x: f64| (chip.clone(), ch.to_string(), Electrical::Volts(Volts(x)));
+    let a = |ch: &str, x: f64| (chip.clone(), ch.to_string(), Electrical::Amperes(Amperes(x)));
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            v("SSD 12V", 12.0),
+            v("SSD 5V", 5.0),
+            v("SSD 3V3", 3.3),
+            v("in4", 0.14),
+            a("curr1", 0.5),
+            a("curr2", 1.0),
+            a("curr3", 0.0),
+            a("curr4", 1.5),
+        ]
+    );
+}
+
+#[test]
+fn ina219_without_power_attribute_multiplies_bus_voltage_and_current() {
+    let mut d = discover(&fixture("ina219-no-power"));
+    // P = V_bus (in1, 5 V) · I (curr1, 2 A); the shunt resistor comes from sysfs (10000 µΩ).
+    assert_eq!(power_readings(&mut d), vec![("ina219-2-0045/channel1".to_string(), "rail".to_string(), Watts(10.0), 0.01)]);
+    assert_eq!(d.power[0].describe().path, fixture("ina219-no-power").join("class/hwmon/hwmon0/curr1_input").display().to_string());
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            ("ina219-2-0045".to_string(), "in0".to_string(), Electrical::Volts(Volts(0.02))),
+            ("ina219-2-0045".into(), "in1".into(), Electrical::Volts(Volts(5.0))),
+            ("ina219-2-0045".into(), "curr1".into(), Electrical::Amperes(Amperes(2.0))),
+        ]
+    );
 }
