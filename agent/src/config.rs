@@ -26,6 +26,8 @@ pub struct Config {
     pub sampling_interval: Duration,
     /// How often power sources are read; readings are aggregated per `sampling_interval` window.
     pub power_interval: Duration,
+    /// Per-source read intervals (`[sampling.power_intervals]`), overriding `power_interval`.
+    pub power_intervals: PowerIntervals,
     pub sysfs_root: PathBuf,
     pub kinds: SensorKinds,
     pub backlog_max_batches: usize,
@@ -106,6 +108,58 @@ struct RawCollector {
 struct RawSampling {
     interval: Option<String>,
     power_interval: Option<String>,
+    #[serde(default)]
+    power_intervals: RawPowerIntervals,
+}
+
+/// One optional interval per power source name (the `source` tag). A struct rather than a map, so
+/// a misspelt source is an unknown key reported at `sampling.power_intervals.<name>`.
+#[derive(Debug, Default, Deserialize)]
+struct RawPowerIntervals {
+    rapl: Option<String>,
+    hwmon: Option<String>,
+    ipmi: Option<String>,
+    nvme_estimate: Option<String>,
+}
+
+/// `[sampling.power_intervals]`: how often each kind of power source is read when it should not
+/// follow `sampling.power_interval` (1 Hz .. 1 kHz, the issue's range).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PowerIntervals {
+    pub rapl: Option<Duration>,
+    pub hwmon: Option<Duration>,
+    pub ipmi: Option<Duration>,
+    pub nvme_estimate: Option<Duration>,
+}
+
+impl PowerIntervals {
+    /// The override for a source by its `source` name, if any.
+    pub fn get(&self, source: &str) -> Option<Duration> {
+        match source {
+            "rapl" => self.rapl,
+            "hwmon" => self.hwmon,
+            "ipmi" => self.ipmi,
+            "nvme_estimate" => self.nvme_estimate,
+            _ => None,
+        }
+    }
+}
+
+/// Checks one `[sampling.power_intervals]` entry: 1 ms ..= 1 s, and IPMI no faster than 1 s.
+fn power_interval_override(name: &str, raw: Option<String>, l: &mut Loader) -> Option<Duration> {
+    let key = format!("sampling.power_intervals.{name}");
+    let d = parse_duration(&key, &raw?, l)?;
+    if name == "ipmi" && d < Duration::from_secs(1) {
+        l.problem(key, format!("{d:?} is shorter than 1s: a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz"));
+        return None;
+    }
+    // 1 kHz is the RAPL update rate (faster reads return the same value); 1 Hz is the slowest
+    // rate the window aggregates are meant for.
+    if d < Duration::from_millis(1) || d > Duration::from_secs(1) {
+        l.problem(key, format!("{d:?} is outside 1ms..=1s (1 kHz .. 1 Hz)"));
+        return None;
+    }
+    Some(d)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -273,6 +327,13 @@ impl Config {
         if power_interval < Duration::from_millis(1) || power_interval > interval {
             l.problem("sampling.power_interval", format!("{power_interval:?} is outside 1ms..=sampling.interval ({interval:?})"));
         }
+        let raw_pi = sampling.power_intervals;
+        let power_intervals = PowerIntervals {
+            rapl: power_interval_override("rapl", raw_pi.rapl, &mut l),
+            hwmon: power_interval_override("hwmon", raw_pi.hwmon, &mut l),
+            ipmi: power_interval_override("ipmi", raw_pi.ipmi, &mut l),
+            nvme_estimate: power_interval_override("nvme_estimate", raw_pi.nvme_estimate, &mut l),
+        };
         let drives = drives_config(raw_drives, &mut l);
         let max_batches = buffer.max_batches.unwrap_or(3600);
         if max_batches == 0 {
@@ -307,6 +368,7 @@ impl Config {
             collector: CollectorConfig { urls, server_name: collector.server_name, connect_timeout, backoff_initial, backoff_max },
             sampling_interval: interval,
             power_interval,
+            power_intervals,
             sysfs_root,
             kinds,
             backlog_max_batches: max_batches,
@@ -775,6 +837,55 @@ mod tests {
     }
 
     const TLS: &str = "[tls]\ninsecure_plaintext_loopback_only = true\n";
+
+    #[test]
+    fn per_source_power_intervals() {
+        let c = parse(&format!(
+            "[sampling]\ninterval = \"1s\"\npower_interval = \"5ms\"\n\
+             [sampling.power_intervals]\nrapl = \"10ms\"\nhwmon = \"1ms\"\nipmi = \"1s\"\n{TLS}"
+        ))
+        .unwrap();
+        assert_eq!(c.power_interval, Duration::from_millis(5));
+        assert_eq!(
+            c.power_intervals,
+            PowerIntervals {
+                rapl: Some(Duration::from_millis(10)),
+                hwmon: Some(Duration::from_millis(1)),
+                ipmi: Some(Duration::from_secs(1)),
+                nvme_estimate: None,
+            }
+        );
+        assert_eq!(c.power_intervals.get("hwmon"), Some(Duration::from_millis(1)));
+        assert_eq!(c.power_intervals.get("nvme_estimate"), None);
+        // Without the table every source follows power_interval (the old behaviour).
+        assert_eq!(parse(TLS).unwrap().power_intervals, PowerIntervals::default());
+    }
+
+    #[test]
+    fn bad_power_intervals_are_all_reported() {
+        let err = parse(&format!(
+            "[sampling.power_intervals]\nrapl = \"500us\"\nhwmon = \"2s\"\nipmi = \"100ms\"\n\
+             nvme_estimate = \"often\"\nina226 = \"1ms\"\n{TLS}"
+        ))
+        .unwrap_err();
+        let problems: Vec<(&str, &str)> = err.problems.iter().map(|p| (p.path.as_str(), p.message.as_str())).collect();
+        assert_eq!(
+            problems,
+            vec![
+                ("sampling.power_intervals.ina226", "unknown key (check the spelling; see the example config)"),
+                ("sampling.power_intervals.rapl", "500µs is outside 1ms..=1s (1 kHz .. 1 Hz)"),
+                ("sampling.power_intervals.hwmon", "2s is outside 1ms..=1s (1 kHz .. 1 Hz)"),
+                (
+                    "sampling.power_intervals.ipmi",
+                    "100ms is shorter than 1s: a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz"
+                ),
+                (
+                    "sampling.power_intervals.nvme_estimate",
+                    "`often` is not a duration (expected number at 0); write e.g. `500ms`, `5s` or `2m`"
+                ),
+            ]
+        );
+    }
 
     #[test]
     fn probe_value_lists_and_counts() {

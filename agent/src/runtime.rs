@@ -76,6 +76,7 @@ pub struct RunSummary {
     pub ticks: u64,
     pub power_samples: u64,
     pub temperature_samples: u64,
+    pub electrical_samples: u64,
     pub sensor_errors: u64,
     pub export: ExportSummary,
 }
@@ -174,21 +175,58 @@ async fn monitor_loop(
 struct SamplerState {
     /// Each sensor's last error text, so a persistent failure is reported once, not every tick.
     last_error: HashMap<String, String>,
-    /// Monotonic time of the last read of sources with a minimum interval.
+    /// Monotonic time of the last read of sources read less often than every tick.
     last_read: HashMap<String, u64>,
+    /// Read interval of each sensor left in `found.power` (same order).
+    periods: Vec<Duration>,
+    /// The tick (`sampling.interval`).
+    tick: Duration,
+}
+
+/// The read interval of a power source: its `[sampling.power_intervals]` override, else
+/// `sampling.power_interval` but no faster than the source allows (a BMC updates about once a
+/// second; the NVMe estimate costs an admin command per read).
+pub fn power_period(cfg: &Config, sensor: &dyn crate::sensors::PowerSensor) -> Duration {
+    let source = sensor.describe().source;
+    cfg.power_intervals.get(&source).unwrap_or_else(|| cfg.power_interval.max(sensor.min_interval()))
+}
+
+type Timed = (Box<dyn crate::sensors::PowerSensor>, Duration);
+
+/// Splits the power sensors into those read faster than the tick, grouped by source (one sampler
+/// thread each, so a slow `ipmitool` call never delays the 1 kHz grid of RAPL or hwmon), and those
+/// read on the tick itself (raw samples, as without fast sampling).
+pub fn split_by_rate(cfg: &Config, sensors: Vec<Box<dyn crate::sensors::PowerSensor>>) -> (Vec<(String, Vec<Timed>)>, Vec<Timed>) {
+    let mut fast: Vec<(String, Vec<Timed>)> = Vec::new();
+    let mut slow = Vec::new();
+    for s in sensors {
+        let period = power_period(cfg, s.as_ref());
+        if period >= cfg.sampling_interval {
+            slow.push((s, period));
+            continue;
+        }
+        let source = s.describe().source;
+        match fast.iter_mut().find(|(name, _)| *name == source) {
+            Some((_, group)) => group.push((s, period)),
+            None => fast.push((source, vec![(s, period)])),
+        }
+    }
+    (fast, slow)
 }
 
 /// Samples every sensor once into `batch`.
 fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState, summary: &mut RunSummary, metrics: &AgentMetrics) {
     let last_error = &mut state.last_error;
-    for s in found.power.iter_mut() {
+    for (i, s) in found.power.iter_mut().enumerate() {
         let d = s.describe();
         let key = format!("power:{}:{}", d.source, d.zone);
         let (mono, utc) = clock.now();
-        // Slow sources (BMCs) are read at most once per their own interval.
-        let min = u64::try_from(s.min_interval().as_nanos()).unwrap_or(u64::MAX);
-        if min > 0 {
-            if state.last_read.get(&key).is_some_and(|&t| mono.saturating_sub(t) < min) {
+        // Sources slower than the tick are read on the tick that reaches their interval; half a
+        // tick of slack keeps timer jitter from pushing a read to the tick after.
+        let period = state.periods.get(i).copied().unwrap_or_default();
+        if period > state.tick {
+            let wait = u64::try_from((period - state.tick / 2).as_nanos()).unwrap_or(u64::MAX);
+            if state.last_read.get(&key).is_some_and(|&t| mono.saturating_sub(t) < wait) {
                 continue;
             }
             state.last_read.insert(key.clone(), mono);
@@ -226,6 +264,26 @@ fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &
                 });
             }
             Err(e) => report(&key, &d.device, e.to_string(), utc, batch, last_error, summary),
+        }
+    }
+    // Voltages and currents go with the temperatures, once per tick, not at the power rate: they
+    // are context (PSU line voltage, rail droop, which rail draws) that moves slowly, the power
+    // they multiply to is already sampled at up to 1 kHz, and a 1 kHz read of every in*/curr*
+    // channel would multiply the sampler's reads and the points written for no new energy figure.
+    for e in found.electrical.iter_mut() {
+        let c = e.describe();
+        let key = format!("electrical:{}:{}:{}", c.source, c.chip, c.channel);
+        let utc = clock.utc_now();
+        let started = Instant::now();
+        let r = e.read();
+        metrics.sensor_reads.record(&key, started.elapsed(), r.is_ok());
+        match r {
+            Ok(v) => {
+                last_error.remove(&key);
+                summary.electrical_samples += 1;
+                batch.electrical.push(v.sample(c, utc));
+            }
+            Err(e) => report(&key, &c.chip, e.to_string(), utc, batch, last_error, summary),
         }
     }
 }
@@ -324,6 +382,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         agent = %cfg.agent_id,
         power = found.power.len(),
         temperature = found.temperature.len(),
+        electrical = found.electrical.len(),
         "sensors discovered"
     );
     let (tx, rx) = tokio::sync::mpsc::channel::<v1::Batch>(64);
@@ -354,18 +413,27 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
     }
     let mut pending_first = Some(first);
-    // Reading faster than reporting: power moves to the windowed fast sampler thread.
-    let fast = if cfg.power_interval < cfg.sampling_interval && !found.power.is_empty() {
-        let sensors = std::mem::take(&mut found.power);
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (flag, out, period, window) = (stop.clone(), tx.clone(), cfg.power_interval, cfg.sampling_interval);
-        let handle = std::thread::spawn(move || {
-            crate::sampler::run(sensors, period, window, clock, flag, |b| out.blocking_send(b).is_ok())
-        });
-        Some((stop, handle))
-    } else {
-        None
-    };
+    // Sources read faster than reporting move to windowed sampler threads, one per source, each
+    // source on its own grid; the rest are read on the tick.
+    let (fast_groups, slow) = split_by_rate(&cfg, std::mem::take(&mut found.power));
+    for (s, period) in slow {
+        found.power.push(s);
+        state.periods.push(period);
+    }
+    state.tick = cfg.sampling_interval;
+    let fast: Vec<_> = fast_groups
+        .into_iter()
+        .map(|(source, sensors)| {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (flag, out, window) = (stop.clone(), tx.clone(), cfg.sampling_interval);
+            tracing::info!(source = %source, zones = sensors.len(), "fast power sampling");
+            let handle = std::thread::spawn(move || {
+                let mut time = crate::sampler::RealTime::new(clock);
+                crate::sampler::run_on(sensors, window, &mut time, flag, |b| out.blocking_send(b).is_ok())
+            });
+            (stop, handle)
+        })
+        .collect();
     let mut ticker = tokio::time::interval(cfg.sampling_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
@@ -388,8 +456,10 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         }
     }
     let _ = jobs_stop_tx.send(true);
-    if let Some((stop, handle)) = fast {
+    for (stop, _) in &fast {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    for (_, handle) in fast {
         if let Ok(Ok(s)) = tokio::task::spawn_blocking(move || handle.join()).await {
             summary.power_samples += s.reads - s.errors;
             summary.sensor_errors += s.errors;
@@ -425,4 +495,76 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     summary.export = export_task.await.unwrap_or_default();
     let _ = metrics_stop.send(());
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sensors::{discover_all, PowerReading, PowerSensor, SensorError, SensorKinds};
+
+    fn fixture(scenario: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs").join(scenario).join("sys")
+    }
+
+    /// A source with a BMC-like minimum interval (the IPMI sensor needs ipmitool to exist).
+    struct Bmc;
+
+    impl PowerSensor for Bmc {
+        fn describe(&self) -> v1::PowerSource {
+            v1::PowerSource { source: "ipmi".into(), zone: "dcmi".into(), ..Default::default() }
+        }
+
+        fn read(&mut self, _now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
+            Ok(None)
+        }
+
+        fn min_interval(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+    }
+
+    fn config(sampling: &str) -> Config {
+        let text = format!("[sampling]\n{sampling}\n[tls]\ninsecure_plaintext_loopback_only = true\n");
+        Config::from_str(std::path::Path::new("agent.toml"), &text).unwrap()
+    }
+
+    /// (zone, period) of each sensor.
+    type Zones = Vec<(String, Duration)>;
+
+    fn layout(cfg: &Config) -> (Vec<(String, Zones)>, Zones) {
+        let mut sensors = discover_all(&fixture("rapl-only"), &SensorKinds::default()).power;
+        sensors.retain(|s| s.describe().zone == "package-0");
+        sensors.extend(discover_all(&fixture("ina226"), &SensorKinds::default()).power);
+        sensors.push(Box::new(Bmc));
+        let (fast, slow) = split_by_rate(cfg, sensors);
+        let named = |v: Vec<Timed>| v.into_iter().map(|(s, p)| (s.describe().zone, p)).collect::<Vec<_>>();
+        (fast.into_iter().map(|(source, v)| (source, named(v))).collect(), named(slow))
+    }
+
+    #[test]
+    fn each_source_gets_its_own_rate_and_thread() {
+        let ms = Duration::from_millis;
+        // One power_interval for all: the BMC still no faster than its 1 s.
+        let (fast, slow) = layout(&config("interval = \"1s\"\npower_interval = \"10ms\""));
+        assert_eq!(
+            fast,
+            vec![
+                ("rapl".to_string(), vec![("package-0".to_string(), ms(10))]),
+                ("hwmon".to_string(), vec![("ina226-0-0040/power1".to_string(), ms(10))]),
+            ]
+        );
+        assert_eq!(slow, vec![("dcmi".to_string(), ms(1000))]);
+        // Overrides: hwmon at 1 kHz, RAPL on the tick, IPMI at 1 Hz inside 5 s windows.
+        let (fast, slow) = layout(&config(
+            "interval = \"5s\"\npower_interval = \"5s\"\n[sampling.power_intervals]\nhwmon = \"1ms\"\nipmi = \"1s\"",
+        ));
+        assert_eq!(
+            fast,
+            vec![
+                ("hwmon".to_string(), vec![("ina226-0-0040/power1".to_string(), ms(1))]),
+                ("ipmi".to_string(), vec![("dcmi".to_string(), ms(1000))]),
+            ]
+        );
+        assert_eq!(slow, vec![("package-0".to_string(), ms(5000))]);
+    }
 }

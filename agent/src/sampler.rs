@@ -1,16 +1,16 @@
-//! Fast power sampling for `run` mode: a dedicated thread reads the power sources every
-//! `power_interval` (up to 1 kHz, the RAPL update rate) on an absolute monotonic grid, and every
-//! `window` (the agent's sampling interval) sends one aggregate per zone: mean, min and max watts,
-//! the window's energy from counter sources, and the number of readings. Sending aggregates rather
-//! than every reading keeps the wire and InfluxDB small (hardware.md §4: "never stream raw samples")
-//! while the mean and the energy stay exact. A failing source degrades only itself.
-
+//! Fast power sampling for `run` mode: a dedicated thread reads its power sources, each on its own
+//! absolute monotonic grid (`sampling.power_interval` or the source's `[sampling.power_intervals]`
+//! entry, 1 Hz up to 1 kHz, the RAPL update rate), and every `window` (the agent's sampling
+//! interval) sends one aggregate per zone: mean, min and max watts, the window's energy from
+//! counter sources, and the number of readings. Sending aggregates rather than every reading keeps
+//! the wire and InfluxDB small (hardware.md §4: "never stream raw samples") while the mean and the
+//! energy stay exact. A failing source degrades only itself.
 use crate::runtime::Clock;
 use crate::sensors::PowerSensor;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wattflip_proto::v1;
 
 /// What the sampler measured about itself (for benchmarks and the run summary).
@@ -77,29 +77,105 @@ impl Agg {
     }
 }
 
-/// Runs until `stop`; every window, `emit` gets a batch with one aggregate per zone (and events).
+/// The sampler's time: monotonic ns since the sampler started (with the matching UTC ns), and a
+/// sleep until a monotonic instant. The agent uses [`RealTime`]; tests use a virtual time base so
+/// reading counts per window are exact rather than subject to the scheduler.
+pub trait Timebase {
+    fn now(&mut self) -> (u64, i64);
+    fn sleep_until(&mut self, mono_ns: u64);
+}
+
+/// Wall time: the agent's [`Clock`], offset so the grid starts at the sampler's first tick.
+pub struct RealTime {
+    clock: Clock,
+    start_ns: u64,
+}
+
+impl RealTime {
+    pub fn new(clock: Clock) -> Self {
+        RealTime { clock, start_ns: clock.now().0 }
+    }
+}
+
+impl Timebase for RealTime {
+    fn now(&mut self) -> (u64, i64) {
+        let (mono, utc) = self.clock.now();
+        (mono.saturating_sub(self.start_ns), utc)
+    }
+
+    fn sleep_until(&mut self, mono_ns: u64) {
+        let now = self.now().0;
+        if mono_ns > now {
+            std::thread::sleep(Duration::from_nanos(mono_ns - now));
+        }
+    }
+}
+
+/// Runs until `stop`, reading every sensor every `period` on one absolute grid; every window,
+/// `emit` gets a batch with one aggregate per zone (and events).
 pub fn run(
-    mut sensors: Vec<Box<dyn PowerSensor>>,
+    sensors: Vec<Box<dyn PowerSensor>>,
     period: Duration,
     window: Duration,
     clock: Clock,
     stop: Arc<AtomicBool>,
+    emit: impl FnMut(v1::Batch) -> bool,
+) -> SamplerStats {
+    let sensors = sensors.into_iter().map(|s| (s, period)).collect();
+    run_on(sensors, window, &mut RealTime::new(clock), stop, emit)
+}
+
+/// Like [`run`], but each sensor has its own period and its own grid (0, p, 2p... from the start),
+/// on the time base `time`. Windows are [k·window, (k+1)·window): a reading due exactly at a
+/// window's end belongs to the next window.
+pub fn run_on(
+    mut sensors: Vec<(Box<dyn PowerSensor>, Duration)>,
+    window: Duration,
+    time: &mut dyn Timebase,
+    stop: Arc<AtomicBool>,
     mut emit: impl FnMut(v1::Batch) -> bool,
 ) -> SamplerStats {
-    let descs: Vec<v1::PowerSource> = sensors.iter().map(|s| s.describe()).collect();
+    let descs: Vec<v1::PowerSource> = sensors.iter().map(|(s, _)| s.describe()).collect();
+    let periods: Vec<u64> = sensors.iter().map(|(_, p)| u64::try_from(p.as_nanos()).unwrap_or(u64::MAX).max(1)).collect();
+    let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
     let mut aggs: Vec<Agg> = descs.iter().map(|_| Agg::default()).collect();
     let mut last_error: HashMap<usize, String> = HashMap::new();
     let mut events = Vec::new();
     let mut stats = SamplerStats::default();
-    let start = Instant::now();
-    let mut window_end = start + window;
-    let mut k: u32 = 0;
+    // Next due instant of each sensor on its own grid.
+    let mut due: Vec<u64> = vec![0; sensors.len()];
+    let mut window_end = window_ns;
     while !stop.load(Ordering::Relaxed) {
-        let scheduled = start + period.saturating_mul(k);
-        let late = Instant::now().saturating_duration_since(scheduled);
-        stats.lateness_us.push(u32::try_from(late.as_micros()).unwrap_or(u32::MAX));
-        for (i, s) in sensors.iter_mut().enumerate() {
-            let (mono, utc) = clock.now();
+        let (now, _) = time.now();
+        // The window closes before the readings due now, which belong to the next one.
+        if now >= window_end {
+            let mut b = v1::Batch { events: std::mem::take(&mut events), ..Default::default() };
+            for (agg, d) in aggs.iter_mut().zip(&descs) {
+                if agg.n > 0 {
+                    b.power.push(agg.sample(d));
+                }
+                *agg = Agg::default();
+            }
+            stats.windows += 1;
+            while window_end <= now {
+                window_end = window_end.saturating_add(window_ns);
+            }
+            if (!b.power.is_empty() || !b.events.is_empty()) && !emit(b) {
+                break;
+            }
+        }
+        let earliest = due.iter().copied().filter(|&t| t <= now).min();
+        if let Some(scheduled) = earliest {
+            stats.lateness_us.push(u32::try_from((now - scheduled) / 1000).unwrap_or(u32::MAX));
+        }
+        for (i, (s, _)) in sensors.iter_mut().enumerate() {
+            if due[i] > now {
+                continue;
+            }
+            // A source that fell behind (a slow BMC command, a stalled thread) skips the ticks it
+            // missed rather than reading the same value several times in a row to catch up.
+            due[i] = (now / periods[i] + 1).saturating_mul(periods[i]);
+            let (mono, utc) = time.now();
             stats.reads += 1;
             match s.read(mono) {
                 Ok(Some(r)) => {
@@ -125,29 +201,10 @@ pub fn run(
                 }
             }
         }
-        k = k.saturating_add(1);
-        let now = Instant::now();
-        if now >= window_end {
-            let mut b = v1::Batch { events: std::mem::take(&mut events), ..Default::default() };
-            for (agg, d) in aggs.iter_mut().zip(&descs) {
-                if agg.n > 0 {
-                    b.power.push(agg.sample(d));
-                }
-                *agg = Agg::default();
-            }
-            stats.windows += 1;
-            while window_end <= now {
-                window_end += window;
-            }
-            if (!b.power.is_empty() || !b.events.is_empty()) && !emit(b) {
-                break;
-            }
-        }
-        let next = start + period.saturating_mul(k);
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        }
+        // Wake for the next reading or the window's end, whichever comes first, so a window of
+        // slow sources is sent on time.
+        let next = due.iter().copied().min().unwrap_or(window_end).min(window_end);
+        time.sleep_until(next);
     }
     stats
 }

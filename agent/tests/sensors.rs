@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 use wattflip_agent::drives::block;
-use wattflip_agent::sensors::{discover_all, rapl, Discovered, SensorKinds};
-use wattflip_proto::units::{Celsius, Joules, Watts};
+use wattflip_agent::sensors::{discover_all, rapl, Discovered, Electrical, SensorKinds};
+use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};
 
 fn fixture(scenario: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs").join(scenario).join("sys")
@@ -206,4 +206,141 @@ fn hwmon_energy_counter_treats_a_decrease_as_reset() {
     std::fs::write(chip.join("energy1_input"), "2000010\n").unwrap();
     let r = e.read(2_000_000_000).unwrap().unwrap();
     assert_eq!((r.joules, r.watts), (Some(Joules(2.0)), Watts(2.0)));
+}
+
+/// Virtual time for the sampler: every sleep returns at once at the instant asked for, so the
+/// number of readings in a window is exact.
+struct VirtualTime(u64);
+
+impl wattflip_agent::sampler::Timebase for VirtualTime {
+    fn now(&mut self) -> (u64, i64) {
+        (self.0, 1_700_000_000_000_000_000 + self.0 as i64)
+    }
+
+    fn sleep_until(&mut self, mono_ns: u64) {
+        self.0 = self.0.max(mono_ns);
+    }
+}
+
+#[test]
+fn sampler_reads_each_source_on_its_own_grid() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let rapl = discover(&fixture("rapl-only")).power.into_iter().filter(|s| s.describe().zone == "package-0");
+    let hwmon = discover(&fixture("ina226")).power;
+    let sensors: Vec<_> = rapl
+        .map(|s| (s, Duration::from_millis(10)))
+        .chain(hwmon.into_iter().map(|s| (s, Duration::from_millis(1))))
+        .collect();
+    let mut windows = Vec::new();
+    let stats = wattflip_agent::sampler::run_on(
+        sensors,
+        Duration::from_millis(100),
+        &mut VirtualTime(0),
+        Arc::new(AtomicBool::new(false)),
+        |b| {
+            windows.push(
+                b.power
+                    .iter()
+                    .map(|p| (p.source.clone(), p.zone.clone(), p.readings, p.watts.unwrap(), p.joules, p.interval_ns, p.time_ns))
+                    .collect::<Vec<_>>(),
+            );
+            windows.len() < 3
+        },
+    );
+    const T0: i64 = 1_700_000_000_000_000_000;
+    // Window [0, 100 ms): RAPL at 10 ms reads at 0, 10 .. 90 ms, the first read only setting the
+    // counter's baseline; hwmon at 1 ms reads at 0 .. 99 ms. A fixture counter does not move.
+    assert_eq!(
+        windows,
+        vec![
+            vec![
+                ("rapl".to_string(), "package-0".to_string(), 9, 0.0, Some(0.0), 90_000_000, T0 + 90_000_000),
+                ("hwmon".into(), "ina226-0-0040/power1".into(), 100, 18.0, None, 0, T0 + 99_000_000),
+            ],
+            vec![
+                ("rapl".to_string(), "package-0".to_string(), 10, 0.0, Some(0.0), 100_000_000, T0 + 190_000_000),
+                ("hwmon".into(), "ina226-0-0040/power1".into(), 100, 18.0, None, 0, T0 + 199_000_000),
+            ],
+            vec![
+                ("rapl".to_string(), "package-0".to_string(), 10, 0.0, Some(0.0), 100_000_000, T0 + 290_000_000),
+                ("hwmon".into(), "ina226-0-0040/power1".into(), 100, 18.0, None, 0, T0 + 299_000_000),
+            ],
+        ]
+    );
+    // The third window closes at 300 ms before that instant's reads, and the sampler stops there.
+    assert_eq!((stats.reads, stats.errors, stats.windows), (3 * 10 + 3 * 100, 0, 3));
+}
+
+fn electrical_readings(d: &mut Discovered) -> Vec<(String, String, Electrical)> {
+    d.electrical
+        .iter_mut()
+        .map(|e| {
+            let c = e.describe();
+            (c.chip, c.channel, e.read().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn pmbus_psu_voltage_and_current_on_their_own() {
+    let mut d = discover(&fixture("pmbus-psu"));
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            ("pmbus-1-0058".to_string(), "vin".to_string(), Electrical::Volts(Volts(230.0))),
+            ("pmbus-1-0058".into(), "iin".into(), Electrical::Amperes(Amperes(1.0))),
+        ]
+    );
+}
+
+#[test]
+fn ina226_shunt_and_bus_voltage_and_current() {
+    let mut d = discover(&fixture("ina226"));
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            ("ina226-0-0040".to_string(), "in0".to_string(), Electrical::Volts(Volts(0.002))),
+            ("ina226-0-0040".into(), "in1".into(), Electrical::Volts(Volts(12.0))),
+            ("ina226-0-0040".into(), "curr1".into(), Electrical::Amperes(Amperes(1.5))),
+        ]
+    );
+}
+
+#[test]
+fn ina3221_every_channel_voltage_and_current() {
+    let mut d = discover(&fixture("ina3221"));
+    let chip = "ina3221-0-0041".to_string();
+    let v = |ch: &str, x: f64| (chip.clone(), ch.to_string(), Electrical::Volts(Volts(x)));
+    let a = |ch: &str, x: f64| (chip.clone(), ch.to_string(), Electrical::Amperes(Amperes(x)));
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            v("SSD 12V", 12.0),
+            v("SSD 5V", 5.0),
+            v("SSD 3V3", 3.3),
+            v("in4", 0.14),
+            a("curr1", 0.5),
+            a("curr2", 1.0),
+            a("curr3", 0.0),
+            a("curr4", 1.5),
+        ]
+    );
+}
+
+#[test]
+fn ina219_without_power_attribute_multiplies_bus_voltage_and_current() {
+    let mut d = discover(&fixture("ina219-no-power"));
+    // P = V_bus (in1, 5 V) · I (curr1, 2 A); the shunt resistor comes from sysfs (10000 µΩ).
+    assert_eq!(power_readings(&mut d), vec![("ina219-2-0045/channel1".to_string(), "rail".to_string(), Watts(10.0), 0.01)]);
+    assert_eq!(d.power[0].describe().path, fixture("ina219-no-power").join("class/hwmon/hwmon0/curr1_input").display().to_string());
+    assert_eq!(
+        electrical_readings(&mut d),
+        vec![
+            ("ina219-2-0045".to_string(), "in0".to_string(), Electrical::Volts(Volts(0.02))),
+            ("ina219-2-0045".into(), "in1".into(), Electrical::Volts(Volts(5.0))),
+            ("ina219-2-0045".into(), "curr1".into(), Electrical::Amperes(Amperes(2.0))),
+        ]
+    );
 }

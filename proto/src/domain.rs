@@ -90,6 +90,7 @@ pub struct Batch {
     pub power_state_changes: Vec<v1::PowerStateChange>,
     pub events: Vec<v1::Event>,
     pub nvme_smart: Vec<v1::NvmeSmart>,
+    pub electrical: Vec<v1::ElectricalSample>,
     pub idle_profiles: Vec<v1::IdleProfile>,
 }
 
@@ -102,6 +103,7 @@ impl Batch {
             + self.power_state_changes.len()
             + self.events.len()
             + self.nvme_smart.len()
+            + self.electrical.len()
             + self.idle_profiles.len()
     }
 
@@ -351,6 +353,18 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         tag_value(&s.device).map_err(|r| invalid(f("device"), r))?;
         finite(s.composite_celsius).map_err(|r| invalid(f("composite_celsius"), r))?;
     }
+    for (i, s) in b.electrical.iter().enumerate() {
+        let f = |name: &str| format!("electrical[{i}].{name}");
+        utc(s.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
+        tag_value(&s.source).map_err(|r| invalid(f("source"), r))?;
+        tag_value(&s.chip).map_err(|r| invalid(f("chip"), r))?;
+        tag_value(&s.channel).map_err(|r| invalid(f("channel"), r))?;
+        match (s.volts, s.amperes) {
+            (Some(v), None) => finite(v).map(drop).map_err(|r| invalid(f("volts"), r))?,
+            (None, Some(a)) => finite(a).map(drop).map_err(|r| invalid(f("amperes"), r))?,
+            _ => return Err(invalid(f("volts"), "exactly one of volts and amperes must be set")),
+        }
+    }
     for (i, p) in b.idle_profiles.iter().enumerate() {
         let f = |name: &str| format!("idle_profiles[{i}].{name}");
         utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
@@ -378,6 +392,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         power_state_changes: b.power_state_changes,
         events: b.events,
         nvme_smart: b.nvme_smart,
+        electrical: b.electrical,
         idle_profiles: b.idle_profiles,
     })
 }

@@ -138,6 +138,7 @@ impl BatchEncoder {
             && b.power_state_changes.is_empty()
             && b.events.is_empty()
             && b.nvme_smart.is_empty()
+            && b.electrical.is_empty()
             && b.idle_profiles.is_empty())
         {
             let rest = Batch {
@@ -145,6 +146,7 @@ impl BatchEncoder {
                 power_state_changes: b.power_state_changes.clone(),
                 events: b.events.clone(),
                 nvme_smart: b.nvme_smart.clone(),
+                electrical: b.electrical.clone(),
                 idle_profiles: b.idle_profiles.clone(),
                 ..empty_like(b)
             };
@@ -241,6 +243,7 @@ fn empty_like(b: &Batch) -> Batch {
         power_state_changes: Vec::new(),
         events: Vec::new(),
         nvme_smart: Vec::new(),
+        electrical: Vec::new(),
         idle_profiles: Vec::new(),
     }
 }
@@ -309,6 +312,7 @@ mod tests {
             probe_runs: Vec::new(),
             power_state_changes: Vec::new(),
             nvme_smart: Vec::new(),
+            electrical: Vec::new(),
             idle_profiles: Vec::new(),
         }
     }

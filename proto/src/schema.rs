@@ -14,6 +14,7 @@ pub const PROBE_RUN: &str = "probe_run";
 pub const POWER_STATE: &str = "power_state";
 pub const EVENT: &str = "event";
 pub const NVME_SMART: &str = "nvme_smart";
+pub const ELECTRICAL: &str = "electrical";
 pub const AGENT: &str = "agent";
 pub const INVENTORY: &str = "inventory";
 pub const POWER_STATE_DESCRIPTOR: &str = "power_state_descriptor";
@@ -168,6 +169,16 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
                 .uint("unsafe_shutdowns", s.unsafe_shutdowns)
                 .uint("media_errors", s.media_errors),
         );
+    }
+    for e in &b.electrical {
+        let mut p = tags.point(ELECTRICAL, e.time_ns).tag("source", e.source.clone()).tag("chip", e.chip.clone()).tag("channel", e.channel.clone());
+        if let Some(v) = e.volts {
+            p = p.float("volts", v);
+        }
+        if let Some(a) = e.amperes {
+            p = p.float("amperes", a);
+        }
+        pts.push(p);
     }
     for i in &b.idle_profiles {
         pts.push(idle_profile_point(i, tags));
@@ -374,6 +385,32 @@ mod tests {
             "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=20,joules=2,interval_ns=100000000i 1000\n\
              temperature,device=nvme0,host=a1,rack=r7,sensor=Composite,source=hwmon celsius=49.85 2000\n"
         );
+    }
+
+    #[test]
+    fn electrical_lines_carry_volts_or_amperes() {
+        let e = |time_ns: i64, channel: &str, volts: Option<f64>, amperes: Option<f64>| v1::ElectricalSample {
+            time_ns,
+            source: "hwmon".into(),
+            chip: "ina3221-0-0041".into(),
+            channel: channel.into(),
+            volts,
+            amperes,
+        };
+        let b = v1::Batch { agent_id: "a1".into(), sequence: 1, electrical: vec![e(1_000, "SSD 12V", Some(12.0), None), e(1_000, "curr1", None, Some(0.5))], ..Default::default() };
+        let b = convert_batch("a1", b).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&batch_points(&b, &tags));
+        assert!(errs.is_empty());
+        assert_eq!(
+            body,
+            "electrical,channel=SSD\\ 12V,chip=ina3221-0-0041,host=a1,source=hwmon volts=12 1000\n\
+             electrical,channel=curr1,chip=ina3221-0-0041,host=a1,source=hwmon amperes=0.5 1000\n"
+        );
+        let both = v1::Batch { agent_id: "a1".into(), sequence: 1, electrical: vec![e(1_000, "in1", Some(1.0), Some(1.0))], ..Default::default() };
+        assert_eq!(convert_batch("a1", both).unwrap_err().to_string(), "electrical[0].volts: exactly one of volts and amperes must be set");
+        let nan = v1::Batch { agent_id: "a1".into(), sequence: 1, electrical: vec![e(1_000, "curr1", None, Some(f64::NAN))], ..Default::default() };
+        assert_eq!(convert_batch("a1", nan).unwrap_err().to_string(), "electrical[0].amperes: NaN is not a finite number");
     }
 
     #[test]

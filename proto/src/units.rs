@@ -20,6 +20,28 @@ pub struct MicroJoules(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
 pub struct Celsius(pub f64);
 
+/// Electric potential in volts.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+pub struct Volts(pub f64);
+
+/// Electric current in amperes.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+pub struct Amperes(pub f64);
+
+impl Volts {
+    /// hwmon `in*_input` is in millivolts.
+    pub fn from_millivolts(mv: i64) -> Self {
+        Volts(mv as f64 / 1e3)
+    }
+}
+
+impl Amperes {
+    /// hwmon `curr*_input` is in milliamperes.
+    pub fn from_milliamperes(ma: i64) -> Self {
+        Amperes(ma as f64 / 1e3)
+    }
+}
+
 /// A UTC wall-clock instant in integer nanoseconds since the Unix epoch (the wire's timestamp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct UnixNanos(pub i64);

@@ -126,6 +126,7 @@ fn agent_to_influx_exact_points_and_watts() {
 }
 
 /// Reading power at 10 ms and reporting every 200 ms: window aggregates whose energy is still exact.
+/// hwmon has its own rate (`[sampling.power_intervals]`), 50 ms: at most 4 readings per window.
 #[test]
 fn fast_power_sampling_sends_exact_window_aggregates() {
     let influx = Influx::start();
@@ -136,7 +137,7 @@ fn fast_power_sampling_sends_exact_window_aggregates() {
         tmp.path(),
         &format!(
             "agent_id = \"fast-1\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"200ms\"\npower_interval = \"10ms\"\n\
-             [sources]\nsysfs_root = \"{}\"\n{}",
+             [sampling.power_intervals]\nhwmon = \"50ms\"\n[sources]\nsysfs_root = \"{}\"\n{}",
             collector.url,
             sys.display(),
             pki().agent_tls("fast-1")
@@ -160,4 +161,43 @@ fn fast_power_sampling_sends_exact_window_aggregates() {
     assert!(rows.iter().all(|r| f(&r[3]) <= f(&r[2]) && f(&r[2]) <= f(&r[4])), "min ≤ mean ≤ max: {rows:?}");
     let rows = influx.rows("wf_fast", "SELECT watts, min_watts, max_watts FROM power WHERE host = 'fast-1' AND source = 'hwmon'");
     assert!(rows.iter().all(|r| f(&r[1]) == 125.0 && f(&r[2]) == 125.0 && f(&r[3]) == 125.0), "{rows:?}");
+    // The 50 ms grid has 4 instants per 200 ms window, and a late read skips rather than catches up.
+    let rows = influx.rows("wf_fast", "SELECT readings FROM power WHERE host = 'fast-1' AND source = 'hwmon'");
+    assert!(!rows.is_empty() && rows.iter().all(|r| (2..=4).contains(&r[1].as_i64().unwrap())), "hwmon on its own 50 ms grid: {rows:?}");
+}
+
+/// hwmon voltage and current channels reach InfluxDB as their own `electrical` points: one per
+/// channel per tick, exact values, chip and channel (label) as tags.
+#[test]
+fn voltage_and_current_channels_are_their_own_points() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, "wf_electrical");
+    let (tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(
+        tmp.path(),
+        &format!(
+            "agent_id = \"volts-1\"\n[collector]\nurl = \"{}\"\n[sampling]\ninterval = \"200ms\"\n[sources]\nsysfs_root = \"{}\"\n\
+             [drives]\nnvme_cli = false\nsmartctl = false\n{}",
+            collector.url,
+            sys.display(),
+            pki().agent_tls("volts-1")
+        ),
+    );
+    let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
+    let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
+    assert!(status.success(), "{}", std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap());
+    let q = |channel: &str, field: &str| {
+        influx.rows(
+            "wf_electrical",
+            &format!("SELECT count({field}), min({field}), max({field}) FROM electrical WHERE host = 'volts-1' AND chip = 'ina3221-0-0041' AND channel = '{channel}'"),
+        )
+    };
+    // The collector's writer flushes on its own schedule: wait until the last tick is in.
+    let all_in = wait_for(Duration::from_secs(20), || q("curr4", "amperes").first().filter(|r| r[1].as_i64() == Some(3)).cloned());
+    assert!(all_in.is_some(), "{}", collector.log());
+    for (channel, field, value) in [("SSD 12V", "volts", 12.0), ("SSD 3V3", "volts", 3.3), ("in4", "volts", 0.14), ("curr2", "amperes", 1.0), ("curr4", "amperes", 1.5)] {
+        let r = q(channel, field);
+        assert_eq!(r.len(), 1, "{channel}: {r:?}\n{}", collector.log());
+        assert_eq!((r[0][1].as_i64(), f(&r[0][2]), f(&r[0][3])), (Some(3), value, value), "{channel}: {r:?}");
+    }
 }

@@ -1,12 +1,16 @@
-//! hwmon channels (`<sysfs>/class/hwmon/hwmon*/`): `temp*_input` (m°C) as temperature sensors and
+//! hwmon channels (`<sysfs>/class/hwmon/hwmon*/`): `temp*_input` (m°C) as temperature sensors,
 //! `power*_input`/`power*_average` (µW) as instantaneous power sources (ACPI power meter, PMBus,
-//! INA2xx). hwmonN numbers are unstable across boots, so chips are named by their `name` plus the
+//! INA2xx), and `in*_input` (mV) / `curr*_input` (mA) as voltage and current channels of their own
+//! (PMBus vin/vout/iin/iout, INA2xx shunt and bus voltage and current). hwmonN numbers are unstable across boots, so chips are named by their `name` plus the
 //! device they hang off (hardware.md §2). Add a channel kind with a scan in `discover` and a
 //! sensor type implementing the trait from `sensors`.
 
-use super::{read_attr, read_int, Attr, Discovered, PowerReading, PowerSensor, SensorError, TemperatureSensor};
+use super::{
+    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, PowerReading, PowerSensor, SensorError,
+    TemperatureSensor,
+};
 use std::path::{Path, PathBuf};
-use wattflip_proto::units::{Celsius, MicroJoules, Watts};
+use wattflip_proto::units::{Amperes, Celsius, MicroJoules, Volts, Watts};
 use wattflip_proto::v1;
 
 /// hwmon attributes are world-readable by ABI; a permission error means a driver deviates.
@@ -30,6 +34,33 @@ impl TemperatureSensor for HwmonTemp {
 
     fn read(&mut self) -> Result<Celsius, SensorError> {
         self.input.read_int::<i64>("an integer (m°C)").map(Celsius::from_millidegrees)
+    }
+}
+
+/// A voltage (`in<n>_input`, mV) or current (`curr<n>_input`, mA) channel.
+pub struct HwmonElectrical {
+    chip: String,
+    channel: String,
+    volts: bool,
+    input: Attr,
+}
+
+impl ElectricalSensor for HwmonElectrical {
+    fn describe(&self) -> ElectricalChannel {
+        ElectricalChannel {
+            source: "hwmon".into(),
+            chip: self.chip.clone(),
+            channel: self.channel.clone(),
+            path: self.input.path().display().to_string(),
+        }
+    }
+
+    fn read(&mut self) -> Result<Electrical, SensorError> {
+        Ok(if self.volts {
+            Electrical::Volts(Volts::from_millivolts(self.input.read_int("an integer (mV)")?))
+        } else {
+            Electrical::Amperes(Amperes::from_milliamperes(self.input.read_int("an integer (mA)")?))
+        })
     }
 }
 
@@ -160,6 +191,19 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
             }));
         }
         discover_power(&chip, &name, &device, &files, out);
+        // Every voltage and current channel the chip has: a bounded set per chip, so the series
+        // per host stay few. Channel tags are labels when the driver gives them (vin, iout1,
+        // SSD 12V), else the attribute stem (in0, curr1).
+        for (prefix, volts) in [("in", true), ("curr", false)] {
+            for n in channels(&files, prefix, "_input") {
+                out.electrical.push(Box::new(HwmonElectrical {
+                    chip: device.clone(),
+                    channel: label(&chip, prefix, n),
+                    volts,
+                    input: Attr::new(chip.join(format!("{prefix}{n}_input")), HINT),
+                }));
+            }
+        }
     }
 }
 

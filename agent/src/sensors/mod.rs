@@ -9,7 +9,7 @@ pub mod nvme_estimate;
 pub mod rapl;
 
 use std::path::{Path, PathBuf};
-use wattflip_proto::units::{Celsius, Joules, Watts};
+use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};
 use wattflip_proto::v1;
 
 /// One reading of a power source.
@@ -76,12 +76,46 @@ pub trait TemperatureSensor: Send {
     fn read(&mut self) -> Result<Celsius, SensorError>;
 }
 
+/// One reading of a voltage or current channel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Electrical {
+    Volts(Volts),
+    Amperes(Amperes),
+}
+
+/// Where an electrical channel is: the `electrical` point's tags, plus the file it is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectricalChannel {
+    pub source: String,
+    pub chip: String,
+    pub channel: String,
+    pub path: String,
+}
+
+/// A source of voltage or current readings (hwmon `in*_input`, `curr*_input`).
+pub trait ElectricalSensor: Send {
+    fn describe(&self) -> ElectricalChannel;
+    fn read(&mut self) -> Result<Electrical, SensorError>;
+}
+
+impl Electrical {
+    /// The wire sample of this reading from channel `c`, taken at `time_ns` (UTC).
+    pub fn sample(&self, c: ElectricalChannel, time_ns: i64) -> v1::ElectricalSample {
+        let (volts, amperes) = match *self {
+            Electrical::Volts(v) => (Some(v.0), None),
+            Electrical::Amperes(a) => (None, Some(a.0)),
+        };
+        v1::ElectricalSample { time_ns, source: c.source, chip: c.chip, channel: c.channel, volts, amperes }
+    }
+}
+
 /// What discovery found: working sensors, plus sources that exist but cannot be used (with why),
 /// plus "not on this host" notes. The latter two go into the inventory, not into zeros.
 #[derive(Default)]
 pub struct Discovered {
     pub power: Vec<Box<dyn PowerSensor>>,
     pub temperature: Vec<Box<dyn TemperatureSensor>>,
+    pub electrical: Vec<Box<dyn ElectricalSensor>>,
     pub unusable_power: Vec<v1::PowerSource>,
     pub unavailable: Vec<String>,
 }

@@ -273,6 +273,7 @@ async fn receive(
             + batch.power_state_changes.len()
             + batch.events.len()
             + batch.nvme_smart.len()
+            + batch.electrical.len()
             + batch.idle_profiles.len();
         if !rate.admit(&agent, points, tokio::time::Instant::now()) {
             stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
