@@ -7,7 +7,7 @@
 
 use crate::domain::{Batch, PowerSample, TemperatureSample};
 use crate::lineproto::{check_key, escape, push_float, push_int, LineError, Point};
-use crate::schema::{batch_points, HostTags, POWER, TEMPERATURE};
+use crate::schema::{batch_points, power_point, record_points, temperature_point, HostTags, POWER, TEMPERATURE};
 
 const TAG_SPECIAL: &[char] = &[',', '=', ' '];
 
@@ -121,8 +121,7 @@ impl BatchEncoder {
             if self.power_line(s, &mut line) {
                 lines.push(line);
             } else {
-                let one = Batch { power: vec![s.clone()], ..empty_like(b) };
-                self.slow(&one, lines, &mut errors);
+                write_points(&[power_point(s, &self.tags)], lines, &mut errors);
             }
         }
         for t in &b.temperature {
@@ -130,39 +129,13 @@ impl BatchEncoder {
             if self.temperature_line(t, &mut line) {
                 lines.push(line);
             } else {
-                let one = Batch { temperature: vec![t.clone()], ..empty_like(b) };
-                self.slow(&one, lines, &mut errors);
+                write_points(&[temperature_point(t, &self.tags)], lines, &mut errors);
             }
         }
-        if !(b.probe_runs.is_empty()
-            && b.power_state_changes.is_empty()
-            && b.events.is_empty()
-            && b.nvme_smart.is_empty()
-            && b.electrical.is_empty()
-            && b.idle_profiles.is_empty())
-        {
-            let rest = Batch {
-                probe_runs: b.probe_runs.clone(),
-                power_state_changes: b.power_state_changes.clone(),
-                events: b.events.clone(),
-                nvme_smart: b.nvme_smart.clone(),
-                electrical: b.electrical.clone(),
-                idle_profiles: b.idle_profiles.clone(),
-                ..empty_like(b)
-            };
-            self.slow(&rest, lines, &mut errors);
-        }
+        let mut rest = Vec::new();
+        record_points(b, &self.tags, &mut rest);
+        write_points(&rest, lines, &mut errors);
         errors
-    }
-
-    fn slow(&self, b: &Batch, lines: &mut Vec<String>, errors: &mut Vec<LineError>) {
-        for p in batch_points(b, &self.tags) {
-            let mut line = String::new();
-            match p.write_line(&mut line) {
-                Ok(()) => lines.push(line),
-                Err(e) => errors.push(e),
-            }
-        }
     }
 
     fn power_line(&self, s: &PowerSample, out: &mut String) -> bool {
@@ -233,31 +206,20 @@ fn end_line(out: &mut String, time_ns: i64) {
     out.push('\n');
 }
 
-fn empty_like(b: &Batch) -> Batch {
-    Batch {
-        agent_id: b.agent_id.clone(),
-        sequence: b.sequence,
-        power: Vec::new(),
-        temperature: Vec::new(),
-        probe_runs: Vec::new(),
-        power_state_changes: Vec::new(),
-        events: Vec::new(),
-        nvme_smart: Vec::new(),
-        electrical: Vec::new(),
-        idle_profiles: Vec::new(),
+fn write_points(points: &[Point], lines: &mut Vec<String>, errors: &mut Vec<LineError>) {
+    for p in points {
+        let mut line = String::new();
+        match p.write_line(&mut line) {
+            Ok(()) => lines.push(line),
+            Err(e) => errors.push(e),
+        }
     }
 }
 
 /// The reference encoding the fast path must equal: every point of `batch_points`, encodable or not.
 pub fn reference_lines(b: &Batch, tags: &HostTags) -> (Vec<String>, Vec<LineError>) {
     let (mut lines, mut errors) = (Vec::new(), Vec::new());
-    for p in batch_points(b, tags) {
-        let mut line = String::new();
-        match Point::write_line(&p, &mut line) {
-            Ok(()) => lines.push(line),
-            Err(e) => errors.push(e),
-        }
-    }
+    write_points(&batch_points(b, tags), &mut lines, &mut errors);
     (lines, errors)
 }
 

@@ -3,7 +3,7 @@
 //! two never disagree. A new measurement gets its own `*_points` function here and a section in
 //! `docs/schema.md`.
 
-use crate::domain::{Batch, Hello};
+use crate::domain::{Batch, Hello, PowerSample, TemperatureSample};
 use crate::lineproto::Point;
 use crate::v1;
 use std::collections::BTreeMap;
@@ -87,39 +87,50 @@ pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
 /// All points of one batch.
 pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
     let mut pts = Vec::with_capacity(b.len());
-    for s in &b.power {
-        let mut p = tags
-            .point(POWER, s.time.0)
-            .tag("source", s.source.clone())
-            .tag("zone", s.zone.clone())
-            .tag("scope", s.scope.clone())
-            .tag("method", s.method.as_str());
-        if s.full_rate {
-            p = p.tag("rate", FULL_RATE);
-        }
-        if let Some(w) = s.watts {
-            p = p.float("watts", w.0);
-        }
-        if let Some(j) = s.joules {
-            p = p.float("joules", j.0);
-        }
-        if s.interval_ns > 0 {
-            p = p.uint("interval_ns", s.interval_ns);
-        }
-        if let (Some(lo), Some(hi)) = (s.min_watts, s.max_watts) {
-            p = p.float("min_watts", lo.0).float("max_watts", hi.0).int("readings", i64::from(s.readings));
-        }
-        pts.push(p);
+    pts.extend(b.power.iter().map(|s| power_point(s, tags)));
+    pts.extend(b.temperature.iter().map(|t| temperature_point(t, tags)));
+    record_points(b, tags, &mut pts);
+    pts
+}
+
+/// One power sample's point.
+pub fn power_point(s: &PowerSample, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(POWER, s.time.0)
+        .tag("source", s.source.clone())
+        .tag("zone", s.zone.clone())
+        .tag("scope", s.scope.clone())
+        .tag("method", s.method.as_str());
+    if s.full_rate {
+        p = p.tag("rate", FULL_RATE);
     }
-    for t in &b.temperature {
-        pts.push(
-            tags.point(TEMPERATURE, t.time.0)
-                .tag("source", t.source.clone())
-                .tag("device", t.device.clone())
-                .tag("sensor", t.sensor.clone())
-                .float("celsius", t.celsius.0),
-        );
+    if let Some(w) = s.watts {
+        p = p.float("watts", w.0);
     }
+    if let Some(j) = s.joules {
+        p = p.float("joules", j.0);
+    }
+    if s.interval_ns > 0 {
+        p = p.uint("interval_ns", s.interval_ns);
+    }
+    if let (Some(lo), Some(hi)) = (s.min_watts, s.max_watts) {
+        p = p.float("min_watts", lo.0).float("max_watts", hi.0).int("readings", i64::from(s.readings));
+    }
+    p
+}
+
+/// One temperature sample's point.
+pub fn temperature_point(t: &TemperatureSample, tags: &HostTags) -> Point {
+    tags.point(TEMPERATURE, t.time.0)
+        .tag("source", t.source.clone())
+        .tag("device", t.device.clone())
+        .tag("sensor", t.sensor.clone())
+        .float("celsius", t.celsius.0)
+}
+
+/// The points of everything in a batch but its power and temperature samples (the collector's
+/// fast encoder writes those itself).
+pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
     for r in &b.probe_runs {
         pts.push(probe_run_point(r, tags));
     }
@@ -183,7 +194,6 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
     for i in &b.idle_profiles {
         pts.push(idle_profile_point(i, tags));
     }
-    pts
 }
 
 /// A device's idle characterisation, at the start of the idle window it was measured in.
