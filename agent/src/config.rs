@@ -473,7 +473,7 @@ fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig), l:
                 destroy_consent: r.destroy_consent.unwrap_or_default(),
                 seed: r.seed,
                 read_only: r.read_only.unwrap_or(false),
-                pause: None,
+                pause: crate::probes::PauseChoice::Plan,
                 counts: None,
             },
         });

@@ -139,8 +139,9 @@ struct ProbeCli {
     /// zone only when named here, since RAPL does not see the drive).
     #[arg(long)]
     power_zone: Option<String>,
-    /// Pause after each run: a duration, or `auto` for the pause the last probe's measured
-    /// background work recommends (its energy.jsonl in --out).
+    /// Pause between runs: a duration, or `auto` to choose each pause from the background tails
+    /// measured on this target (earlier probes' in --out/tails/, and this probe's own as they
+    /// end when power is recorded); see docs/energy-method.md.
     #[arg(long)]
     pause: Option<String>,
     /// Calibrate instead of probing: run uFLIP's preparation runs (SPE and the long SIO runs),
@@ -451,7 +452,7 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
     let values = probes::ValuesProfile::parse(&p.values).map_err(|e| anyhow::anyhow!("--values {e}"))?;
     let cfg = load_config(p.config.as_deref())?;
     let args = ProbeArgs {
-        target: p.target,
+        target: p.target.clone(),
         size,
         benches,
         quick: p.quick,
@@ -467,16 +468,19 @@ fn probe(p: ProbeCli) -> anyhow::Result<()> {
         read_only: p.read_only,
         counts: None,
         pause: match p.pause.as_deref() {
-            None => None,
+            None => probes::PauseChoice::Plan,
             Some("auto") => {
-                let d = probes::pause_from_previous(&p.out);
-                match d {
-                    Some(d) => println!("--pause auto: {d:?} from the background work measured in {}", p.out.join("energy.jsonl").display()),
-                    None => println!("--pause auto: no earlier energy record in {}; keeping the default pause", p.out.display()),
+                match probes::pauses::stored_tails(&p.out, &p.target) {
+                    Some((_, from)) => println!("--pause auto: per-run pauses from the background tails in {}", from.display()),
+                    None => println!(
+                        "--pause auto: no tails of {} stored in {}; per-run pauses from the tails this probe measures, the plan's pause until then",
+                        p.target.display(),
+                        p.out.join(probes::pauses::TAILS_DIR).display()
+                    ),
                 }
-                d
+                probes::PauseChoice::Auto
             }
-            Some(s) => Some(humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--pause `{s}`: {e}; write e.g. 200ms or auto"))?),
+            Some(s) => probes::PauseChoice::Fixed(humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--pause `{s}`: {e}; write e.g. 200ms or auto"))?),
         },
     };
     let started = std::time::Instant::now();

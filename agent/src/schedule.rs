@@ -178,7 +178,7 @@ mod tests {
                 destroy_consent: vec![],
                 seed: None,
                 read_only: false,
-                pause: None,
+                pause: crate::probes::PauseChoice::Plan,
                 counts: None,
             },
             keep_results: false,

@@ -69,6 +69,64 @@ fn live_power_during_a_probe_gives_energy_per_run() {
     assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
 }
 
+/// `--pause auto` with live power (ufip.md §11.6, docs/energy-method.md §7): each pause comes from
+/// the run before it. On the fixture's flat 6 W rail every measured tail is shorter than P_min/1.5, so
+/// a measured pause is P_min = 100 ms; where nothing is measured yet it is the quick plan's 10 ms.
+#[test]
+fn pause_auto_sets_each_pause_from_the_tails_measured_so_far() {
+    let dir = disk_dir();
+    let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
+    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-pause\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("energy-pause")));
+    let out = dir.path().join("out");
+    let probe = |target: &str| {
+        let o = agent(&[
+            "probe", "--quick", "--size", "128MiB", "--target", dir.path().join(target).to_str().unwrap(), "--out", out.to_str().unwrap(),
+            "--config", cfg.to_str().unwrap(), "--power-zone", "ina3221-0-0041/SSD 12V", "--power-interval", "1ms", "--idle", "300ms",
+            "--tail", "300ms", "--pause", "auto",
+        ]);
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+        let pauses: Vec<String> = jsonl(&out.join("runs.jsonl"))
+            .iter()
+            .map(|r| {
+                let p = |k: &str| r["parameters"][k].as_str().unwrap().to_string();
+                format!("{} {} {} {}", r["pattern"].as_str().unwrap(), r["value"], p("pause_before_us"), p("pause_source"))
+            })
+            .collect();
+        (stdout, pauses)
+    };
+    let reads = [
+        "SR 4096.0 0 first",
+        "SR 32768.0 100000 read_only",
+        "SR 131072.0 100000 read_only",
+        "RR 4096.0 100000 read_only",
+        "RR 32768.0 100000 read_only",
+        "RR 131072.0 100000 read_only",
+        "RW 4096.0 100000 read_only",
+    ];
+    // First probe of s.dat: no stored tails. After RW 4 KiB its own tail is still running and no RW
+    // was measured: the fixed pause. After RW 32 KiB the 4 KiB tail is measured, 32 KiB lies above
+    // it: the experiment's longest. Likewise for SW.
+    let (stdout, got) = probe("s.dat");
+    assert!(stdout.contains("--pause auto: no tails of "), "{stdout}");
+    let mut want: Vec<&str> = reads.to_vec();
+    want.extend(["RW 32768.0 10000 fallback", "RW 131072.0 100000 experiment", "SW 4096.0 100000 experiment", "SW 32768.0 10000 fallback", "SW 131072.0 100000 experiment"]);
+    assert_eq!(got, want);
+    assert_eq!(std::fs::read_dir(out.join("tails")).unwrap().count(), 1, "one tails file, for s.dat");
+    // Second probe of s.dat: every value's tail is stored.
+    let (stdout, got) = probe("s.dat");
+    assert!(stdout.contains("--pause auto: per-run pauses from the background tails in "), "{stdout}");
+    let mut want: Vec<&str> = reads.to_vec();
+    want.extend(["RW 32768.0 100000 measured", "RW 131072.0 100000 measured", "SW 4096.0 100000 measured", "SW 32768.0 100000 measured", "SW 131072.0 100000 measured"]);
+    assert_eq!(got, want);
+    // Another target in the same folder never takes s.dat's tails.
+    let (_, got) = probe("t.dat");
+    let mut want: Vec<&str> = reads.to_vec();
+    want.extend(["RW 32768.0 10000 fallback", "RW 131072.0 100000 experiment", "SW 4096.0 100000 experiment", "SW 32768.0 10000 fallback", "SW 131072.0 100000 experiment"]);
+    assert_eq!(got, want);
+    assert_eq!(std::fs::read_dir(out.join("tails")).unwrap().count(), 2);
+}
+
 #[test]
 fn probe_streams_full_rate_power_around_its_runs_into_influx() {
     let influx = Influx::start();
@@ -317,18 +375,42 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
             assert_eq!(e["background_class"], "None", "{e}");
         }
     }
-    // The planner takes the measured tail: 1.5 × 0.3 s after each run (ufip.md §11.6).
+    // The planner sets each pause from the tail of the run before it (ufip.md §11.6, energy
+    // paper): P_min = 100 ms after a read run and after a write run whose tail is short (RW,
+    // none here), 1.5 × the imported 0.3 s tail after an SW run of the same value; nothing
+    // before the first run.
     let o = agent(&[
         "probe", "--quick", "--no-power", "--pause", "auto", "--size", "128MiB",
         "--target", dir.path().join("s.dat").to_str().unwrap(), "--out", out.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let pauses: Vec<f64> = jsonl(&out.join("runs.jsonl"))
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("--pause auto: per-run pauses from the background tails in "), "{stdout}");
+    let pauses: Vec<(String, String, String)> = jsonl(&out.join("runs.jsonl"))
         .iter()
-        .map(|r| r["parameters"]["pause_after_us"].as_str().unwrap().parse().unwrap())
+        .map(|r| {
+            let p = |k: &str| r["parameters"][k].as_str().unwrap().to_string();
+            (r["pattern"].as_str().unwrap().to_string(), p("pause_before_us"), p("pause_source"))
+        })
         .collect();
-    assert_eq!(pauses.len(), 12);
-    assert!(pauses.iter().all(|&p| (p - 450_000.0).abs() <= 1_500.0), "{pauses:?}");
+    let want: Vec<(String, String, String)> = [
+        ("SR", "0", "first"),
+        ("SR", "100000", "read_only"),
+        ("SR", "100000", "read_only"),
+        ("RR", "100000", "read_only"),
+        ("RR", "100000", "read_only"),
+        ("RR", "100000", "read_only"),
+        ("RW", "100000", "read_only"),
+        ("RW", "100000", "measured"),
+        ("RW", "100000", "measured"),
+        ("SW", "100000", "measured"),
+        ("SW", "450000", "measured"),
+        ("SW", "450000", "measured"),
+    ]
+    .iter()
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(pauses, want);
 
     // The same records reach InfluxDB as probe_run fields.
     let rows = influx.rows(

@@ -8,7 +8,7 @@
 use crate::runtime::Clock;
 use crate::sensors::PowerSensor;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattflip_energy::{PowerSeries, UnixNanos, Watts};
 
@@ -40,35 +40,69 @@ impl ZoneSeries {
 
 pub struct Recorder {
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Vec<ZoneSeries>>,
+    zones: LivePower,
+    handle: std::thread::JoinHandle<()>,
+}
+
+/// The samples recorded so far, readable while the recorder runs: the per-run pause planner
+/// analyses the runs of a probe as their tails end (ufip.md §11.6, `docs/energy-method.md`).
+#[derive(Debug, Clone, Default)]
+pub struct LivePower(Arc<Mutex<Vec<ZoneSeries>>>);
+
+impl LivePower {
+    /// Already recorded zones (a finished recording, or a synthetic one in tests).
+    pub fn from_zones(zones: Vec<ZoneSeries>) -> LivePower {
+        LivePower(Arc::new(Mutex::new(zones)))
+    }
+
+    /// The samples at or after `from_ns` of the zone a probe's energy is attributed to
+    /// ([`pick_for_drive`] with `prefer`); `None` while there is no such zone or too few samples.
+    pub fn since(&self, prefer: Option<&str>, from_ns: i64) -> Option<PowerSeries> {
+        let zones = self.0.lock().ok()?;
+        let z = pick_for_drive(&zones, prefer).ok()?;
+        let i = z.t.partition_point(|&t| t < from_ns);
+        PowerSeries::new(z.t[i..].iter().map(|&t| UnixNanos(t)).collect(), z.watts[i..].iter().map(|&w| Watts(w)).collect()).ok()
+    }
 }
 
 impl Recorder {
     pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration) -> Recorder {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let handle = std::thread::spawn(move || {
-            let clock = Clock::new();
-            let mut out: Vec<ZoneSeries> = sensors
+        let zones = LivePower::from_zones(
+            sensors
                 .iter()
                 .map(|s| {
                     let d = s.describe();
                     ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, ..Default::default() }
                 })
-                .collect();
+                .collect(),
+        );
+        let shared = zones.clone();
+        let handle = std::thread::spawn(move || {
+            let clock = Clock::new();
             let start = std::time::Instant::now();
             let mut k: u32 = 0;
+            let mut sweep = Vec::with_capacity(sensors.len());
             while !flag.load(Ordering::Relaxed) {
-                for (s, z) in sensors.iter_mut().zip(out.iter_mut()) {
+                // Read every sensor first, then append under the lock once per sweep: the lock is
+                // never held across a sensor read, so a reader cannot delay the sampling grid.
+                sweep.clear();
+                for s in sensors.iter_mut() {
                     let (mono, utc) = clock.now();
-                    match s.read(mono) {
-                        Ok(Some(r)) => {
-                            z.t.push(utc);
-                            z.watts.push(r.watts.0);
-                            z.interval_ns.push(r.interval_ns);
+                    sweep.push((utc, s.read(mono)));
+                }
+                if let Ok(mut out) = shared.0.lock() {
+                    for ((utc, read), z) in sweep.drain(..).zip(out.iter_mut()) {
+                        match read {
+                            Ok(Some(r)) => {
+                                z.t.push(utc);
+                                z.watts.push(r.watts.0);
+                                z.interval_ns.push(r.interval_ns);
+                            }
+                            Ok(None) => {}
+                            Err(_) => z.errors += 1,
                         }
-                        Ok(None) => {}
-                        Err(_) => z.errors += 1,
                     }
                 }
                 k = k.saturating_add(1);
@@ -79,14 +113,19 @@ impl Recorder {
                     std::thread::sleep(next - now);
                 }
             }
-            out
         });
-        Recorder { stop, handle }
+        Recorder { stop, zones, handle }
+    }
+
+    /// A handle to the samples recorded so far.
+    pub fn live(&self) -> LivePower {
+        self.zones.clone()
     }
 
     pub fn stop(self) -> Vec<ZoneSeries> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        let _ = self.handle.join();
+        self.zones.0.lock().map(|mut z| std::mem::take(&mut *z)).unwrap_or_default()
     }
 }
 

@@ -40,7 +40,7 @@ pub struct RunEnergyRecord {
     pub end_found: String,
     /// The run's start and end as found in the power trace (UTC ns): first active sample, and the
     /// end of the last sample outside the idle band. `None` only in records written before they
-    /// were kept (an older `energy.jsonl`, still read for `--pause auto`): absent, never a zero.
+    /// were kept (an older `energy.jsonl`, still read by `report --in` and `trace import`): absent, never a zero.
     #[serde(default)]
     pub trace_start_ns: Option<i64>,
     #[serde(default)]

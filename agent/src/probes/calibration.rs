@@ -10,6 +10,8 @@
 //! is the one asked for.
 
 use super::{open_target, plan_options, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
+#[cfg(test)]
+use super::PauseChoice;
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use wattflip_uflip::{self as uflip, ProbeReport, Target, TargetKind};
@@ -46,6 +48,11 @@ fn canonical(path: &Path) -> String {
 
 /// The store key of an opened target.
 pub fn key_of_target(t: &Target) -> String {
+    key_of_info(&uflip::TargetInfo::from(t))
+}
+
+/// The store key of a report's target (the same key as [`key_of_target`] for the target opened).
+pub fn key_of_info(t: &uflip::TargetInfo) -> String {
     match t.kind {
         TargetKind::Block => t.identity.clone().or_else(|| t.serial.clone()).unwrap_or_else(|| canonical(&t.path)),
         TargetKind::File => canonical(&t.path),
@@ -57,9 +64,14 @@ pub fn key_of_path(path: &Path) -> String {
     Target::block_identity(path, &uflip::HostRoots::default()).unwrap_or_else(|| canonical(path))
 }
 
-/// Where the calibration of `key` lives in `out`: the key made file-name safe, plus a hash of the
-/// exact key so two keys that differ only in replaced characters never share a file.
+/// Where the calibration of `key` lives in `out`.
 pub fn calibration_path(out: &Path, key: &str) -> PathBuf {
+    keyed_path(out, CALIBRATION_DIR, key)
+}
+
+/// The file of `key` in the per-target folder `dir` of `out`: the key made file-name safe, plus a
+/// hash of the exact key so two keys that differ only in replaced characters never share a file.
+pub fn keyed_path(out: &Path, dir: &str, key: &str) -> PathBuf {
     let safe: String = key
         .trim_start_matches('/')
         .chars()
@@ -71,7 +83,7 @@ pub fn calibration_path(out: &Path, key: &str) -> PathBuf {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    out.join(CALIBRATION_DIR).join(format!("{safe}-{h:016x}.json"))
+    out.join(dir).join(format!("{safe}-{h:016x}.json"))
 }
 
 /// Writes `c` as the calibration of its key in `out` and as the folder's latest; returns the
@@ -130,7 +142,7 @@ pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, Sto
     o.prepare = true;
     let plan = uflip::plan(&o);
     let bar = if show_progress { ProgressBar::new(plan.runs.len() as u64) } else { ProgressBar::hidden() };
-    let mut progress = Progress { bar };
+    let mut progress = Progress { bar, planner: None };
     let report = uflip::run(&target, &plan, &mut progress)?;
     progress.bar.finish_and_clear();
     let counts = uflip::calibrate_from_report(&report, &uflip::CalibrationRule::default(), &o.counts);
@@ -165,7 +177,7 @@ mod tests {
             destroy_consent: vec![],
             seed: None,
             read_only: false,
-            pause: None,
+            pause: PauseChoice::Plan,
             counts: None,
         }
     }

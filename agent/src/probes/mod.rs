@@ -8,6 +8,7 @@ pub mod calibration;
 pub mod convert;
 pub mod ladder;
 pub mod output;
+pub mod pauses;
 pub mod stream;
 pub mod values;
 
@@ -40,10 +41,23 @@ pub struct ProbeArgs {
     pub seed: Option<u64>,
     /// Run only the read-only benchmarks (allowed on any device, consent or not).
     pub read_only: bool,
-    /// Pause after each run; `None` keeps the plan's default.
-    pub pause: Option<Duration>,
+    /// The pause between runs: the plan's, a fixed one, or chosen per run from measured tails.
+    pub pause: PauseChoice,
     /// Per-baseline IOCount/IgnoreIO from an earlier calibration of this target (`calibrate`).
     pub counts: Option<uflip::BaselineTable>,
+}
+
+/// How long to pause between runs (`--pause`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PauseChoice {
+    /// The plan's fixed pause.
+    #[default]
+    Plan,
+    /// This fixed pause after every run.
+    Fixed(Duration),
+    /// Per run, from the measured background tails of this target ([`pauses`], ufip.md §11.6),
+    /// the plan's pause where nothing is measured.
+    Auto,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +110,7 @@ pub fn plan_options(a: &ProbeArgs, device_size: u64) -> PlanOptions {
         o.seed = s;
     }
     o.format = a.format;
-    if let Some(p) = a.pause {
+    if let PauseChoice::Fixed(p) = a.pause {
         o.pause_between_runs = p;
     }
     // A calibration sizes full probes; the quick plan keeps its short demo runs.
@@ -120,9 +134,10 @@ impl ProbeArgs {
     }
 }
 
-/// Progress: "run i of N, experiment, ETA".
+/// Progress: "run i of N, experiment, ETA"; with `--pause auto`, also the per-run pauses.
 struct Progress {
     bar: ProgressBar,
+    planner: Option<pauses::PausePlanner>,
 }
 
 impl Observer for Progress {
@@ -134,6 +149,12 @@ impl Observer for Progress {
     }
     fn run_finished(&mut self, _index: usize, _result: &RunResult) {
         self.bar.inc(1);
+    }
+    fn pause_between(&mut self, done: &RunSpec, result: &RunResult, _next: &RunSpec) -> uflip::Pause {
+        match &mut self.planner {
+            Some(p) => p.after(pauses::DoneRun::of(done, result)),
+            None => uflip::Pause { duration: done.pause_after, source: "plan".into() },
+        }
     }
 }
 
@@ -203,7 +224,7 @@ pub struct Measured {
 pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
     match e {
         Some(e) => run_probe_measured(a, show_progress, e),
-        None => Ok(Measured { report: run_probe(a, show_progress)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
+        None => Ok(Measured { report: run_probe(a, show_progress, None)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
     }
 }
 
@@ -211,7 +232,7 @@ pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&E
 pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions) -> Result<Measured, ProbeCmdError> {
     let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
     if found.power.is_empty() {
-        let report = run_probe(a, show_progress)?;
+        let report = run_probe(a, show_progress, None)?;
         let mut why = vec!["no usable power source on this host".to_string()];
         why.extend(found.unavailable.iter().cloned());
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
@@ -219,7 +240,8 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     }
     let recorder = crate::energy::live::Recorder::start(found.power, e.period);
     std::thread::sleep(e.idle);
-    let report = run_probe(a, show_progress);
+    let live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
+    let report = run_probe(a, show_progress, Some(live));
     std::thread::sleep(e.tail);
     let zones = recorder.stop();
     let report = report?;
@@ -260,10 +282,18 @@ pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result
     Ok(uflip::Target::open(&opts)?)
 }
 
-/// Runs the probe and returns its report (outputs are written by the caller).
-pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, ProbeCmdError> {
+/// Runs the probe and returns its report (outputs are written by the caller). With `--pause auto`,
+/// each pause comes from the target's stored tails in `a.out` and, given `live` power, from the
+/// tails measured during this probe ([`pauses`]).
+pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
     let target = open_target(&a.target, a.size, &a.destroy_consent)?;
-    let mut plan = uflip::plan(&plan_options(a, target.size));
+    let options = plan_options(a, target.size);
+    let planner = (a.pause == PauseChoice::Auto).then(|| {
+        let stored = pauses::stored_tails(&a.out, &a.target).map(|t| t.0).unwrap_or_default();
+        let rule = pauses::PauseRule { cfg: wattflip_energy::PauseConfig::default(), fallback: options.pause_between_runs };
+        pauses::PausePlanner::new(rule, stored, live)
+    });
+    let mut plan = uflip::plan(&options);
     if a.read_only {
         plan = plan.read_only();
     }
@@ -273,7 +303,7 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, Prob
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let mut progress = Progress { bar };
+    let mut progress = Progress { bar, planner };
     let report = uflip::run(&target, &plan, &mut progress)?;
     progress.bar.finish_and_clear();
     Ok(report)
@@ -282,13 +312,6 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool) -> Result<ProbeReport, Prob
 fn is_block(p: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt as _;
     std::fs::metadata(p).map(|m| m.file_type().is_block_device()).unwrap_or(false)
-}
-
-/// `--pause auto`: the pause the last probe's measured background work recommends (its
-/// `energy.jsonl` in the result folder), or `None` when there is no earlier energy record.
-pub fn pause_from_previous(out: &std::path::Path) -> Option<Duration> {
-    let energy = output::read_energy(out).ok().flatten().filter(|e| !e.runs.is_empty())?;
-    Some(crate::energy::recommended_pause(&energy))
 }
 
 #[cfg(test)]

@@ -78,6 +78,9 @@ pub fn write_all(
             jsonl.push('\n');
         }
         write(dir.join("energy.jsonl"), jsonl.as_bytes(), &mut files)?;
+        if !e.runs.is_empty() {
+            files.push(super::pauses::store_tails(dir, &report.target, e)?);
+        }
         summary.push('\n');
         summary.push_str(&crate::energy::summary_table(e));
     }
@@ -107,6 +110,10 @@ pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags
     }
     let mut files = Vec::new();
     write(path, jsonl.as_bytes(), &mut files)?;
+    // The imported tails set this target's `--pause auto` pauses.
+    if !energy.runs.is_empty() {
+        files.push(super::pauses::store_tails(dir, &report.target, energy)?);
+    }
     let mut lp = std::fs::read_to_string(dir.join("probe_run.lp")).unwrap_or_default();
     for p in &convert::batch(report, Some(energy)).probe_runs {
         let _ = schema::probe_run_point(p, tags).write_line(&mut lp);

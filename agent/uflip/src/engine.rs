@@ -453,10 +453,7 @@ pub(crate) fn run_one(
         })?;
         result.trace_file = Some(path);
     }
-    let method = pause_between_runs(spec.pause_after);
-    result
-        .parameters
-        .insert("pause_method".into(), method.into());
+    // The pause after the run is the caller's (`run` asks its observer, §7 and §11.6).
     Ok(result)
 }
 

@@ -49,6 +49,25 @@ pub trait Observer {
     fn run_started(&mut self, index: usize, spec: &RunSpec);
     /// Called after run `index` finished (ok or unsupported).
     fn run_finished(&mut self, index: usize, result: &RunResult);
+    /// The pause between `done` (just finished, with `result`) and `next`. The default is the
+    /// plan's fixed `done.pause_after` (§7); an observer with power data can choose it from
+    /// measured background work instead (§11.6).
+    fn pause_between(&mut self, done: &RunSpec, result: &RunResult, next: &RunSpec) -> Pause {
+        let _ = (result, next);
+        Pause {
+            duration: done.pause_after,
+            source: "plan".into(),
+        }
+    }
+}
+
+/// A pause between two runs and where its length came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pause {
+    /// How long.
+    pub duration: std::time::Duration,
+    /// Why this long: `plan` for the plan's fixed pause; an observer names its own rule.
+    pub source: String,
 }
 
 /// An observer that ignores everything.
@@ -90,10 +109,35 @@ pub fn run(
     let started_ns = clock.utc_ns(std::time::Instant::now());
     observer.planned(plan.runs.len());
     let mut runs = Vec::with_capacity(plan.runs.len());
-    for spec in &plan.runs {
+    // Each run records the pause that preceded it (none before the first): the pause exists for
+    // the previous run's background work, and the run is what it protects.
+    let mut before = (
+        Pause {
+            duration: std::time::Duration::ZERO,
+            source: "first".into(),
+        },
+        "none",
+    );
+    for (i, spec) in plan.runs.iter().enumerate() {
         observer.run_started(spec.index, spec);
-        let r = engine::run_one(target, plan, spec, &clock)?;
+        let mut r = engine::run_one(target, plan, spec, &clock)?;
+        let (p, method) = &before;
+        r.parameters
+            .insert("pause_before_us".into(), p.duration.as_micros().to_string());
+        r.parameters.insert("pause_source".into(), p.source.clone());
+        r.parameters.insert("pause_method".into(), (*method).into());
         observer.run_finished(spec.index, &r);
+        match plan.runs.get(i + 1) {
+            Some(next) => {
+                let p = observer.pause_between(spec, &r, next);
+                let method = engine::pause_between_runs(p.duration);
+                before = (p, method);
+            }
+            // After the last run: the plan's pause, as the original's busy-wait at every run's end.
+            None => {
+                engine::pause_between_runs(spec.pause_after);
+            }
+        }
         runs.push(r);
     }
     Ok(ProbeReport {

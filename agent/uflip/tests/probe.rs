@@ -109,6 +109,65 @@ fn quick_plan_on_a_file() {
     assert!(table.lines().nth(1).unwrap().starts_with("granularity/SR"));
 }
 
+/// Chooses 2 ms after a write run and 1 ms after a read run, naming the run it followed.
+struct Chooser(Vec<(usize, usize)>);
+
+impl Observer for Chooser {
+    fn planned(&mut self, _total_runs: usize) {}
+    fn run_started(&mut self, _index: usize, _spec: &RunSpec) {}
+    fn run_finished(&mut self, _index: usize, _result: &RunResult) {}
+    fn pause_between(&mut self, done: &RunSpec, result: &RunResult, next: &RunSpec) -> Pause {
+        assert_eq!(result.run_id, done.index);
+        self.0.push((done.index, next.index));
+        let ms = if done.writes() { 2 } else { 1 };
+        Pause {
+            duration: std::time::Duration::from_millis(ms),
+            source: format!("after-{}", done.index),
+        }
+    }
+}
+
+#[test]
+fn each_run_records_the_pause_its_observer_chose_before_it() {
+    let dir = work_dir("chosen-pauses");
+    let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 16 * MIB)).unwrap();
+    let mut o = PlanOptions::quick(t.size);
+    o.values.granularity_io_sizes = vec![4096];
+    o.counts.io_count = [8, 8, 8, 8];
+    o.counts.ignore_io = [0; 4];
+    let p = plan(&o);
+    let mut c = Chooser(Vec::new());
+    let rep = run(&t, &p, &mut c).unwrap();
+    // Asked once between each pair of consecutive runs, never after the last.
+    assert_eq!(c.0, vec![(0, 1), (1, 2), (2, 3)]);
+    let got: Vec<(&str, &str, &str, &str)> = rep
+        .runs
+        .iter()
+        .map(|r| {
+            (
+                r.pattern.as_str(),
+                r.parameters["pause_before_us"].as_str(),
+                r.parameters["pause_source"].as_str(),
+                r.parameters["pause_method"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("SR", "0", "first", "none"),
+            ("RR", "1000", "after-0", "spin"),
+            ("RW", "1000", "after-1", "spin"),
+            ("SW", "2000", "after-2", "spin"),
+        ]
+    );
+    // The plan's own pause stays recorded as planned (10 ms in the quick plan).
+    assert!(rep
+        .runs
+        .iter()
+        .all(|r| r.parameters["pause_after_us"] == "10000"));
+}
+
 #[test]
 fn unsupported_alignment_is_reported_not_failed() {
     let dir = work_dir("unsupported");
