@@ -2,6 +2,7 @@
 //! (`fleet.rs`, QEMU guests) is a separate test binary: see tests/Cargo.toml.
 
 mod dashboards;
+mod delivery;
 mod drives;
 mod energy;
 mod faults;
