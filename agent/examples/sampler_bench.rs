@@ -9,8 +9,8 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wattflip_agent::runtime::Clock;
-use wattflip_agent::sampler::{percentile_us, run};
+use wattflip_agent::clock::Clock;
+use wattflip_agent::sensors::sampler::{percentile_us, run};
 use wattflip_agent::sensors::{discover_all, SensorKinds};
 
 /// utime + stime of this process in seconds (from /proc/self/stat; clock ticks of 10 ms).

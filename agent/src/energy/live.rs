@@ -5,7 +5,7 @@
 //! is attributed to: one that includes the drive, never a CPU (RAPL) zone unless the operator
 //! names it, because RAPL does not see the drive (ufip.md §13).
 
-use crate::runtime::Clock;
+use crate::clock::Clock;
 use crate::sensors::PowerSensor;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,7 +38,7 @@ impl ZoneSeries {
     }
 }
 
-pub struct Recorder {
+pub struct PowerRecorder {
     stop: Arc<AtomicBool>,
     zones: LivePower,
     handle: std::thread::JoinHandle<()>,
@@ -65,8 +65,8 @@ impl LivePower {
     }
 }
 
-impl Recorder {
-    pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration) -> Recorder {
+impl PowerRecorder {
+    pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration) -> PowerRecorder {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let zones = LivePower::from_zones(
@@ -114,7 +114,7 @@ impl Recorder {
                 }
             }
         });
-        Recorder { stop, zones, handle }
+        PowerRecorder { stop, zones, handle }
     }
 
     /// A handle to the samples recorded so far.

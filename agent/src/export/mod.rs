@@ -3,5 +3,7 @@
 //! transport gets a module here and takes a `Box<dyn Backlog>` like `grpc` does.
 
 pub mod backlog;
+pub mod config;
 pub mod grpc;
 pub mod spool;
+pub mod telemetry;

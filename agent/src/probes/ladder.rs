@@ -145,8 +145,8 @@ fn run_level(target: &uflip::Target, a: &LadderArgs, load: Load, pause_us: u64, 
 pub fn run(a: &LadderArgs, e: &EnergyOptions) -> Result<Ladder, ProbeCmdError> {
     let target = open_target(&a.target, a.size, &a.destroy_consent)?;
     let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
-    let recorder = (!found.power.is_empty()).then(|| crate::energy::live::Recorder::start(found.power, e.period));
-    let clock = crate::runtime::Clock::new();
+    let recorder = (!found.power.is_empty()).then(|| crate::energy::live::PowerRecorder::start(found.power, e.period));
+    let clock = crate::clock::Clock::new();
     let idle_from = clock.utc_now();
     std::thread::sleep(a.hold);
     let idle_to = clock.utc_now();

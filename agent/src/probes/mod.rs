@@ -5,17 +5,18 @@
 //! value lists and counts are a profile plus overrides (`values`).
 
 pub mod calibration;
+pub mod config;
 pub mod convert;
 pub mod ladder;
-pub mod output;
 pub mod pauses;
-pub mod stream;
+pub mod power_sweep;
 pub mod values;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 pub use calibration::{apply_stored_calibration, calibrate, stored_calibration, StoredCalibration, CALIBRATION_FILE};
+pub use config::ProbeJob;
 pub use values::{PlanOverrides, ValuesProfile};
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
@@ -159,7 +160,7 @@ impl Observer for Progress {
 }
 
 fn spec_label(spec: &RunSpec) -> String {
-    format!("{} {}={} rep {}", spec.experiment, spec.varying, output::fmt_value(&spec.varying, spec.value), spec.repetition)
+    format!("{} {}={} rep {}", spec.experiment, spec.varying, convert::fmt_value(&spec.varying, spec.value), spec.repetition)
 }
 
 /// Power recording around a probe (per-run energy, ufip.md §11).
@@ -177,7 +178,7 @@ pub struct EnergyOptions {
     /// unless named here).
     pub zone: Option<String>,
     /// nvme-cli settings, for the datasheet estimate of an NVMe target.
-    pub drives: crate::config::DrivesConfig,
+    pub drives: crate::drives::config::DrivesConfig,
 }
 
 /// `/dev/nvme0n1` → `/dev/nvme0`: the controller that answers admin commands for a namespace.
@@ -190,7 +191,7 @@ pub fn nvme_controller(target: &Path) -> Option<String> {
 }
 
 /// The "datasheet watts" of an NVMe block-device target: PSD max power of its current power state.
-fn datasheet_watts(target: &Path, drives: &crate::config::DrivesConfig) -> Option<f64> {
+fn datasheet_watts(target: &Path, drives: &crate::drives::config::DrivesConfig) -> Option<f64> {
     let ctrl = nvme_controller(target)?;
     if !is_block(target) || !drives.nvme_cli {
         return None;
@@ -238,7 +239,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
         return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
     }
-    let recorder = crate::energy::live::Recorder::start(found.power, e.period);
+    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period);
     std::thread::sleep(e.idle);
     let live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
     let report = run_probe(a, show_progress, Some(live));

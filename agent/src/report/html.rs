@@ -17,7 +17,7 @@ fn esc(s: &str) -> String {
 
 /// Renders the report of a local probe with its per-run energy and the power trace of its window
 /// (both empty when the agent had no power source). Callers go through
-/// `probes::output::render_html`, which also serves `report --in`.
+/// `folder::render_html`, which also serves `report --in`.
 pub fn render_with_power(report: &ProbeReport, energy: Option<&crate::energy::ProbeEnergy>, power: Vec<PowerTrace>) -> String {
     render_report(&Report::from_probe(report, energy, power))
 }
@@ -252,7 +252,7 @@ fn push_chart(h: &mut String, spec: &ChartSpec<'_>, data: &Series) {
 }
 
 fn x_label(varying: &str, v: f64) -> String {
-    crate::probes::output::fmt_value(varying, v)
+    crate::probes::convert::fmt_value(varying, v)
 }
 
 fn opt(v: Option<f64>, decimals: usize) -> String {

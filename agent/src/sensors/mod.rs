@@ -3,10 +3,12 @@
 //! small traits below. To add a source: a module with `discover`, a variant in `SensorKinds`
 //! (config) and one call in [`discover_all`].
 
+pub mod config;
 pub mod hwmon;
 pub mod ipmi;
 pub mod nvme_estimate;
 pub mod rapl;
+pub mod sampler;
 
 use std::path::{Path, PathBuf};
 use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};

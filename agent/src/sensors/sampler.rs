@@ -5,7 +5,7 @@
 //! counter sources, and the number of readings. Sending aggregates rather than every reading keeps
 //! the wire and InfluxDB small (hardware.md §4: "never stream raw samples") while the mean and the
 //! energy stay exact. A failing source degrades only itself.
-use crate::runtime::Clock;
+use crate::clock::Clock;
 use crate::sensors::PowerSensor;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
