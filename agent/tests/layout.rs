@@ -36,7 +36,8 @@ fn src() -> PathBuf {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let read = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+    let mut entries: Vec<_> = read.map(|e| e.unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display())).path()).collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -51,7 +52,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// [drives]; `lib.rs` and `main.rs` → [].
 fn module_of(rel: &Path) -> Vec<String> {
     let mut parts: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
-    let last = parts.pop().unwrap();
+    let last = parts.pop().unwrap_or_default();
     let stem = last.trim_end_matches(".rs").to_string();
     if stem != "mod" && stem != "lib" && stem != "main" {
         parts.push(stem);
@@ -219,8 +220,8 @@ fn load() -> Crate {
     rust_files(&root, &mut files);
     let mut c = Crate { modules: BTreeMap::new(), code: BTreeMap::new(), lines: BTreeMap::new() };
     for f in files {
-        let rel = f.strip_prefix(&root).unwrap().to_path_buf();
-        let text = std::fs::read_to_string(&f).unwrap();
+        let rel = f.strip_prefix(&root).unwrap_or(&f).to_path_buf();
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("cannot read {}: {e}", f.display()));
         c.lines.insert(rel.clone(), text.lines().count());
         if rel != Path::new("main.rs") {
             c.modules.insert(module_of(&rel), rel.clone());
@@ -289,7 +290,8 @@ fn find_cycle(graph: &BTreeMap<PathBuf, Vec<PathBuf>>) -> Option<Vec<PathBuf>> {
         for m in graph.get(n).into_iter().flatten() {
             match state.get(m).copied().unwrap_or(0) {
                 1 => {
-                    let from = stack.iter().position(|x| x == m).unwrap();
+                    // `m` is on the stack (state 1), so the cycle starts there.
+                    let from = stack.iter().position(|x| x == m).unwrap_or(0);
                     let mut cycle = stack[from..].to_vec();
                     cycle.push(m.clone());
                     return Some(cycle);
