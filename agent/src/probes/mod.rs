@@ -1,8 +1,11 @@
-//! The `probe` command: builds a uFLIP plan (engine in the `wattflip-uflip` crate), opens the
-//! target with its safety checks, runs with a progress bar, writes the results to a local folder
-//! (`output`), and optionally streams them to a collector (`stream`). A new output format is a
-//! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`, and
-//! value lists and counts are a profile plus overrides (`values`).
+//! Probes: builds a uFLIP plan (engine in the `wattflip-uflip` crate), opens the target with its
+//! safety checks, runs with a progress bar and, given [`EnergyOptions`], power recorded around it
+//! (per-run energy). Beside it: `calibration`, the load `ladder`, `pauses` (`--pause auto`),
+//! `convert` (runs to the wire format), `config` (`[[probes]]` entries) and `power_sweep` (the
+//! governor sweep, which runs probes in each power state). The command is `app::probe`; the
+//! result folder is `report::folder`. A new benchmark option is a field of [`ProbeArgs`] mapped
+//! onto `PlanOptions`, and value lists and counts are a profile plus overrides (`values`); a new
+//! kind of probe is a module here called from `app::probe`.
 
 pub mod calibration;
 pub mod config;

@@ -1,7 +1,10 @@
-//! Power and temperature sensors. Each kind of source is one module with a `discover(root)`
-//! function (finding what exists, separate from reading it) that returns sensors implementing the
-//! small traits below. To add a source: a module with `discover`, a variant in `SensorKinds`
-//! (config) and one call in [`discover_all`].
+//! Power, temperature and electrical sensors, the bottom layer of the agent (it imports only
+//! `clock` besides itself). Each kind of source is one module with a `discover(root)` function
+//! (finding what exists, separate from reading it) that pushes sensors implementing the small
+//! traits below; `config` holds `[sources]` and the per-source rates, `sampler` the fast
+//! windowed sampling of `run`. To add a power source, everything stays in this folder: a module
+//! with `discover`, its switch in `config` (`RawSources`, `SensorKinds`), and the one
+//! registration line, its call in [`discover_all`].
 
 pub mod config;
 pub mod hwmon;
