@@ -104,19 +104,7 @@ impl Config {
         let spool: RawSpool = l.take("spool");
         let metrics: RawMetrics = l.take("metrics");
 
-        let hostname = hostname_cfg.unwrap_or_else(system_hostname);
-        let agent_id = agent_id.unwrap_or_else(|| hostname.clone());
-        if let Err(e) = check_agent_id("agent_id", &agent_id) {
-            l.problem(e.field, e.reason);
-        }
-        if labels.len() > MAX_LABELS {
-            l.problem("labels", format!("{} labels; at most {MAX_LABELS} (labels become tags)", labels.len()));
-        }
-        for (k, v) in &labels {
-            if let Err(e) = check_label(k, v) {
-                l.problem(e.field, e.reason);
-            }
-        }
+        let (agent_id, hostname) = identity(agent_id, hostname_cfg, &labels, &mut l);
         let tls = match raw_tls {
             Some(raw) => TlsMode::from_raw("tls", raw, &mut l),
             None if require_tls => TlsMode::from_raw("tls", RawTls::default(), &mut l),
@@ -171,6 +159,24 @@ impl Config {
             metrics_listen,
         })
     }
+}
+
+/// The agent id (default: the host name) and host name, with the id and the labels checked.
+fn identity(agent_id: Option<String>, hostname: Option<String>, labels: &BTreeMap<String, String>, l: &mut Loader) -> (String, String) {
+    let hostname = hostname.unwrap_or_else(system_hostname);
+    let agent_id = agent_id.unwrap_or_else(|| hostname.clone());
+    if let Err(e) = check_agent_id("agent_id", &agent_id) {
+        l.problem(e.field, e.reason);
+    }
+    if labels.len() > MAX_LABELS {
+        l.problem("labels", format!("{} labels; at most {MAX_LABELS} (labels become tags)", labels.len()));
+    }
+    for (k, v) in labels {
+        if let Err(e) = check_label(k, v) {
+            l.problem(e.field, e.reason);
+        }
+    }
+    (agent_id, hostname)
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The layout gate of `agent/src`: imports run one way. Parses every `crate::…` and `super::…` path
 //! of the library's files and `wattflip_agent::…` of `main.rs` (test modules, comments and strings
 //! excluded; a parent naming its own child module by a relative path is the module tree, not an
-//! import), builds the file graph and checks: no cycle among files, at most [`MAX_UPWARD`] imports that run up the layers, every
-//! top-level module placed in [`LAYERS`], and no source file over [`MAX_LINES`] lines.
+//! import), builds the file graph and checks: no cycle among files, at most [`MAX_UPWARD`]
+//! imports that run up the layers, every top-level module placed in [`LAYERS`], no source file
+//! over [`MAX_LINES`] lines and no function over [`MAX_FN_LINES`].
 //!
 //! A new top-level module goes into [`LAYERS`] at the layer it belongs to; a failure names the
 //! cycle (file → file → …) or the upward imports, so the fix is to move the shared piece down.
@@ -30,6 +31,9 @@ const MAX_UPWARD: usize = 2;
 
 /// No source file longer than this (pure data tables would be listed here; there are none).
 const MAX_LINES: usize = 600;
+
+/// No function longer than this (declarative tables would be listed here; there are none).
+const MAX_FN_LINES: usize = 80;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -370,6 +374,48 @@ fn no_source_file_over_600_lines() {
     let long: Vec<String> =
         c.lines.iter().filter(|(_, n)| **n > MAX_LINES).map(|(f, n)| format!("{} ({n} lines)", f.display())).collect();
     assert!(long.is_empty(), "agent/src files over {MAX_LINES} lines: {}; split them by concern", long.join(", "));
+}
+
+/// Functions of `code` longer than `max` lines: (name, first line, lines).
+fn long_functions(code: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let mut words = line.split_whitespace().skip_while(|w| {
+            w.starts_with("pub") || ["async", "const", "unsafe", "extern"].contains(w)
+        });
+        if words.next() != Some("fn") {
+            continue;
+        }
+        let name: String = words.next().unwrap_or_default().chars().take_while(|c| is_ident(*c)).collect();
+        let (mut depth, mut opened) = (0i64, false);
+        for (j, l) in lines[i..].iter().enumerate() {
+            depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+            opened |= l.contains('{');
+            if !opened && l.trim_end().ends_with(';') {
+                break;
+            }
+            if opened && depth <= 0 {
+                if j + 1 > max {
+                    out.push((name.clone(), i + 1, j + 1));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_over_80_lines() {
+    let c = load();
+    let long: Vec<String> = c
+        .code
+        .iter()
+        .flat_map(|(f, code)| long_functions(code, MAX_FN_LINES).into_iter().map(move |(n, at, len)| format!("{}:{at}: fn {n} ({len} lines)", f.display())))
+        .collect();
+    assert!(long.is_empty(), "agent/src functions over {MAX_FN_LINES} lines: {}; split them", long.join(", "));
+    assert_eq!(long_functions("fn a() {\n    x;\n}\npub async fn b() {\n}\n", 2), vec![("a".to_string(), 1, 3)]);
 }
 
 /// The parser itself, on known input: a gate that reads nothing would pass everything.

@@ -4,6 +4,8 @@
 //! new probe mode is a flag of [`ProbeCli`] and a branch in [`command`] calling into `probes/`.
 
 use super::session::send_results;
+use crate::clock::Clock;
+use crate::config::Config;
 use crate::probes::{self, convert, ProbeArgs};
 use crate::report::folder;
 use std::path::PathBuf;
@@ -112,54 +114,11 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     let format = probes::parse_format(&p.format).map_err(|e| anyhow::anyhow!("--format {e}"))?;
     let values = probes::ValuesProfile::parse(&p.values).map_err(|e| anyhow::anyhow!("--values {e}"))?;
     let cfg = super::load_config(p.config.as_deref())?;
-    let args = ProbeArgs {
-        target: p.target.clone(),
-        size,
-        benches,
-        quick: p.quick,
-        values,
-        overrides: probes::PlanOverrides::default(),
-        format,
-        repetitions: p.repetitions,
-        out: p.out.clone(),
-        emit_fio_iolog: p.emit_fio_iolog,
-        io_trace: p.io_trace,
-        destroy_consent: p.destroy_consent,
-        seed: p.seed,
-        read_only: p.read_only,
-        counts: None,
-        pause: match p.pause.as_deref() {
-            None => probes::PauseChoice::Plan,
-            Some("auto") => {
-                match probes::pauses::stored_tails(&p.out, &p.target) {
-                    Some((_, from)) => println!("--pause auto: per-run pauses from the background tails in {}", from.display()),
-                    None => println!(
-                        "--pause auto: no tails of {} stored in {}; per-run pauses from the tails this probe measures, the plan's pause until then",
-                        p.target.display(),
-                        p.out.join(probes::pauses::TAILS_DIR).display()
-                    ),
-                }
-                probes::PauseChoice::Auto
-            }
-            Some(s) => probes::PauseChoice::Fixed(humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--pause `{s}`: {e}; write e.g. 200ms or auto"))?),
-        },
-    };
+    let mut args = probe_args(&p, size, benches, format, values)?;
     let started = std::time::Instant::now();
-    let mut args = args;
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
     if p.calibrate {
-        let (report, c, stored_in) = probes::calibrate(&args, show)?;
-        println!("{} preparation runs on {}", report.runs.len(), report.target.path.display());
-        println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
-        for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
-            println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
-        }
-        match &c.spe {
-            Some(e) => println!("{}", e.describe()),
-            None => println!("SPE: no completed SPE run in this calibration"),
-        }
-        println!("stored in {} for {}", stored_in.display(), c.target);
-        return Ok(());
+        return calibrate(&args, show);
     }
     if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
         println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, from.display(), c.counts.io_count, c.counts.ignore_io);
@@ -173,49 +132,11 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         zone: p.power_zone.clone(),
         drives: cfg.drives.clone(),
     };
+    let clock = Clock::new();
     if p.ladder {
-        let mut patterns = Vec::new();
-        for name in &p.ladder_patterns {
-            patterns.push(
-                wattflip_uflip::Baseline::parse(name).ok_or_else(|| anyhow::anyhow!("--ladder-patterns: `{name}` is not SR, RR, SW or RW"))?,
-            );
-        }
-        anyhow::ensure!(
-            p.ladder_levels.iter().all(|&l| (1..=100).contains(&l)) && p.ladder_levels.contains(&100),
-            "--ladder-levels: percentages in 1..=100, including 100 (the peak that normalises the curve)"
-        );
-        let mix_ratio = match p.ladder_mix {
-            Some(pct) => {
-                let (ratio, got) = probes::ladder::mix_ratio(pct).map_err(anyhow::Error::msg)?;
-                if (got - f64::from(pct)).abs() > 1e-9 {
-                    println!("--ladder-mix {pct}: uFLIP's Mix interleaves ratio {ratio}, {got:.1} % reads");
-                }
-                Some(ratio)
-            }
-            None => None,
-        };
-        let args = probes::ladder::LadderArgs {
-            target: args.target.clone(),
-            size,
-            destroy_consent: args.destroy_consent.clone(),
-            patterns,
-            mix_ratio,
-            io_size: 4096,
-            levels: p.ladder_levels.clone(),
-            hold: p.ladder_hold.into(),
-            seed: p.seed.unwrap_or(200),
-        };
-        let l = probes::ladder::run(&args, &energy_opts)?;
-        print!("{}", probes::ladder::table(&l));
-        let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
-        folder::write_ladder(&p.out, &l, &tags)?;
-        println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
-        if let Some(url) = &p.collector {
-            send_results(url, &cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out)?;
-        }
-        return Ok(());
+        return ladder(&p, &args, size, &cfg, &energy_opts, clock);
     }
-    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power")?;
+    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", clock)?;
     let batches = if p.collector.is_some() { convert::batches(&measured) } else { Vec::new() };
     let full_rate: usize = measured.recording.iter().map(|z| z.t.len()).sum();
     let report = measured.report;
@@ -245,3 +166,107 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The probe's arguments from the command line (a file target of `size` bytes).
+fn probe_args(
+    p: &ProbeCli,
+    size: u64,
+    benches: Vec<wattflip_uflip::Bench>,
+    format: Option<wattflip_uflip::FormatKind>,
+    values: probes::ValuesProfile,
+) -> anyhow::Result<ProbeArgs> {
+    Ok(ProbeArgs {
+        target: p.target.clone(),
+        size,
+        benches,
+        quick: p.quick,
+        values,
+        overrides: probes::PlanOverrides::default(),
+        format,
+        repetitions: p.repetitions,
+        out: p.out.clone(),
+        emit_fio_iolog: p.emit_fio_iolog.clone(),
+        io_trace: p.io_trace.clone(),
+        destroy_consent: p.destroy_consent.clone(),
+        seed: p.seed,
+        read_only: p.read_only,
+        counts: None,
+        pause: pause_choice(p)?,
+    })
+}
+
+/// `--pause`: the plan's, a fixed duration, or `auto` (saying where its tails come from).
+fn pause_choice(p: &ProbeCli) -> anyhow::Result<probes::PauseChoice> {
+    Ok(match p.pause.as_deref() {
+        None => probes::PauseChoice::Plan,
+        Some("auto") => {
+            match probes::pauses::stored_tails(&p.out, &p.target) {
+                Some((_, from)) => println!("--pause auto: per-run pauses from the background tails in {}", from.display()),
+                None => println!(
+                    "--pause auto: no tails of {} stored in {}; per-run pauses from the tails this probe measures, the plan's pause until then",
+                    p.target.display(),
+                    p.out.join(probes::pauses::TAILS_DIR).display()
+                ),
+            }
+            probes::PauseChoice::Auto
+        }
+        Some(s) => probes::PauseChoice::Fixed(humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--pause `{s}`: {e}; write e.g. 200ms or auto"))?),
+    })
+}
+
+/// `probe --calibrate`: the preparation runs, and the counts stored for the target.
+fn calibrate(args: &ProbeArgs, show: bool) -> anyhow::Result<()> {
+    let (report, c, stored_in) = probes::calibrate(args, show)?;
+    println!("{} preparation runs on {}", report.runs.len(), report.target.path.display());
+    println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
+    for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
+        println!("{b:<4} {:>10} {:>10}", c.counts.ignore_io[i], c.counts.io_count[i]);
+    }
+    match &c.spe {
+        Some(e) => println!("{}", e.describe()),
+        None => println!("SPE: no completed SPE run in this calibration"),
+    }
+    println!("stored in {} for {}", stored_in.display(), c.target);
+    Ok(())
+}
+
+/// `probe --ladder`: the load ladder with power recorded, its files, and the collector.
+fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: &probes::EnergyOptions, clock: Clock) -> anyhow::Result<()> {
+    let mut patterns = Vec::new();
+    for name in &p.ladder_patterns {
+        patterns.push(wattflip_uflip::Baseline::parse(name).ok_or_else(|| anyhow::anyhow!("--ladder-patterns: `{name}` is not SR, RR, SW or RW"))?);
+    }
+    anyhow::ensure!(
+        p.ladder_levels.iter().all(|&l| (1..=100).contains(&l)) && p.ladder_levels.contains(&100),
+        "--ladder-levels: percentages in 1..=100, including 100 (the peak that normalises the curve)"
+    );
+    let mix_ratio = match p.ladder_mix {
+        Some(pct) => {
+            let (ratio, got) = probes::ladder::mix_ratio(pct).map_err(anyhow::Error::msg)?;
+            if (got - f64::from(pct)).abs() > 1e-9 {
+                println!("--ladder-mix {pct}: uFLIP's Mix interleaves ratio {ratio}, {got:.1} % reads");
+            }
+            Some(ratio)
+        }
+        None => None,
+    };
+    let args = probes::ladder::LadderArgs {
+        target: args.target.clone(),
+        size,
+        destroy_consent: args.destroy_consent.clone(),
+        patterns,
+        mix_ratio,
+        io_size: 4096,
+        levels: p.ladder_levels.clone(),
+        hold: p.ladder_hold.into(),
+        seed: p.seed.unwrap_or(200),
+    };
+    let l = probes::ladder::run(&args, energy_opts, clock)?;
+    print!("{}", probes::ladder::table(&l));
+    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+    folder::write_ladder(&p.out, &l, &tags)?;
+    println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
+    if let Some(url) = &p.collector {
+        send_results(url, cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out)?;
+    }
+    Ok(())
+}

@@ -8,6 +8,7 @@
 //! function as the `probe` command. Results go to the exporter like any other sample: one batch
 //! with the probe's runs, then its full-rate power in bounded batches (`convert::batches`).
 
+use crate::clock::Clock;
 use crate::events::event;
 use crate::probes::{self, convert, ProbeJob};
 use chrono::{DateTime, Utc};
@@ -93,7 +94,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
                 tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
             }
-            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry")?;
+            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", Clock::new())?;
             if keep {
                 let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
                 let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };

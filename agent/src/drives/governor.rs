@@ -237,17 +237,7 @@ pub async fn intel_mode_until_signal(
     let (tag, serial) = (s.tag.as_str(), s.id.serial.as_str());
     let detail = |what: String| format!("{knob}: {what}");
     let outcome = guard.set(mode)?;
-    let observed = match &outcome {
-        SetOutcome::Applied { current, .. } => *current,
-        SetOutcome::Ignored { observed, .. } => *observed,
-        _ => guard.record().original_state,
-    };
-    let kind = match &outcome {
-        SetOutcome::Applied { .. } => Outcome::Applied,
-        SetOutcome::Ignored { .. } => Outcome::Ignored,
-        SetOutcome::Refused { .. } => Outcome::Refused,
-        SetOutcome::Failed { .. } => Outcome::Failed,
-    };
+    let (observed, kind) = observed_and_kind(&outcome, original);
     lock().change_of(knob, tag, serial, original, mode, observed, kind, detail(outcome.to_string()));
     let mut text = String::new();
     let held = if outcome.is_applied() {
@@ -258,18 +248,7 @@ pub async fn intel_mode_until_signal(
             intel_mode_watts(mode),
             guard.state_file().display()
         );
-        match hold {
-            Some(d) => {
-                tokio::select! {
-                    _ = tokio::time::sleep(d) => format!("held for {}", humantime::format_duration(d)),
-                    _ = shutdown.as_mut() => "interrupted by a signal".to_string(),
-                }
-            }
-            None => {
-                shutdown.as_mut().await;
-                "held until a signal".to_string()
-            }
-        }
+        hold_until(hold, shutdown.as_mut()).await
     } else {
         "not applied".to_string()
     };
@@ -300,6 +279,32 @@ pub async fn intel_mode_until_signal(
         return Err(GovernorCmdError::IntelNotApplied { controller: s.controller.clone(), mode, outcome: outcome.to_string() });
     }
     Ok(text)
+}
+
+/// The mode the drive is in after a set, and the outcome's kind for the record.
+fn observed_and_kind(outcome: &SetOutcome, original: u32) -> (u32, Outcome) {
+    match outcome {
+        SetOutcome::Applied { current, .. } => (*current, Outcome::Applied),
+        SetOutcome::Ignored { observed, .. } => (*observed, Outcome::Ignored),
+        SetOutcome::Refused { .. } => (original, Outcome::Refused),
+        SetOutcome::Failed { .. } => (original, Outcome::Failed),
+    }
+}
+
+/// Holds a mode for `hold` (`None`: until the signal) or until the signal; says which ended it.
+async fn hold_until(hold: Option<Duration>, mut shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>) -> String {
+    match hold {
+        Some(d) => {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => format!("held for {}", humantime::format_duration(d)),
+                _ = shutdown.as_mut() => "interrupted by a signal".to_string(),
+            }
+        }
+        None => {
+            shutdown.as_mut().await;
+            "held until a signal".to_string()
+        }
+    }
 }
 
 #[cfg(test)]

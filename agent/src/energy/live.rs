@@ -66,7 +66,9 @@ impl LivePower {
 }
 
 impl PowerRecorder {
-    pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration) -> PowerRecorder {
+    /// Starts the recording thread; `clock` stamps the readings (the command's clock, so they
+    /// share the time base of its other records).
+    pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration, clock: Clock) -> PowerRecorder {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let zones = LivePower::from_zones(
@@ -80,7 +82,6 @@ impl PowerRecorder {
         );
         let shared = zones.clone();
         let handle = std::thread::spawn(move || {
-            let clock = Clock::new();
             let start = std::time::Instant::now();
             let mut k: u32 = 0;
             let mut sweep = Vec::with_capacity(sensors.len());

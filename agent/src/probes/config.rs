@@ -81,19 +81,7 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
         if !names.insert(name.clone()) {
             l.problem(key("name"), format!("`{name}` is used twice; names identify schedules"));
         }
-        let schedule = match r.schedule.as_deref() {
-            None => {
-                l.problem(key("schedule"), "is required: a cron expression `sec min hour day month weekday`, e.g. \"0 30 2 * * *\"");
-                None
-            }
-            Some(s) => match s.parse::<cron::Schedule>() {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    l.problem(key("schedule"), format!("`{s}` is not a cron expression ({e}); write `sec min hour day month weekday`"));
-                    None
-                }
-            },
-        };
+        let schedule = cron_schedule(r.schedule.as_deref(), &key, l);
         let jitter = match r.jitter.take() {
             Some(j) => parse_duration(&key("jitter"), &j, l).unwrap_or_default(),
             None => Duration::ZERO,
@@ -118,22 +106,7 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
             None
         });
         let quick = r.quick.unwrap_or(false);
-        let values = match r.values.as_deref() {
-            None if quick => ValuesProfile::Quick,
-            None => ValuesProfile::default(),
-            Some(v) => match ValuesProfile::parse(v) {
-                Ok(ValuesProfile::Quick) => ValuesProfile::Quick,
-                Ok(_) if quick => {
-                    l.problem(key("values"), format!("`{v}` contradicts quick = true (the quick plan has the quick values); remove one of them"));
-                    ValuesProfile::Quick
-                }
-                Ok(p) => p,
-                Err(e) => {
-                    l.problem(key("values"), e);
-                    ValuesProfile::default()
-                }
-            },
-        };
+        let values = values_profile(r.values.as_deref(), quick, &key, l);
         if r.repetitions == Some(0) {
             l.problem(key("repetitions"), "must be at least 1 (uFLIP's nbRun: runs per value)");
         }
@@ -168,6 +141,43 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
         });
     }
     jobs
+}
+
+/// `schedule`: required, a cron expression (`sec min hour day month weekday`).
+fn cron_schedule(raw: Option<&str>, key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<cron::Schedule> {
+    match raw {
+        None => {
+            l.problem(key("schedule"), "is required: a cron expression `sec min hour day month weekday`, e.g. \"0 30 2 * * *\"");
+            None
+        }
+        Some(s) => match s.parse::<cron::Schedule>() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                l.problem(key("schedule"), format!("`{s}` is not a cron expression ({e}); write `sec min hour day month weekday`"));
+                None
+            }
+        },
+    }
+}
+
+/// `values` (spec, small, quick), which `quick = true` implies and must not contradict.
+fn values_profile(raw: Option<&str>, quick: bool, key: &dyn Fn(&str) -> String, l: &mut Loader) -> ValuesProfile {
+    match raw {
+        None if quick => ValuesProfile::Quick,
+        None => ValuesProfile::default(),
+        Some(v) => match ValuesProfile::parse(v) {
+            Ok(ValuesProfile::Quick) => ValuesProfile::Quick,
+            Ok(_) if quick => {
+                l.problem(key("values"), format!("`{v}` contradicts quick = true (the quick plan has the quick values); remove one of them"));
+                ValuesProfile::Quick
+            }
+            Ok(p) => p,
+            Err(e) => {
+                l.problem(key("values"), e);
+                ValuesProfile::default()
+            }
+        },
+    }
 }
 
 /// Power recording of a `[[probes]]` entry: on unless `power = false`, with the `probe` command's

@@ -15,6 +15,7 @@ pub mod pauses;
 pub mod power_sweep;
 pub mod values;
 
+use crate::clock::Clock;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -225,15 +226,16 @@ pub struct Measured {
 /// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
 /// (`--no-power`, `power = false`) the report alone, `off` saying why. The one path of the CLI
 /// and of scheduled probes.
-pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
+/// `clock` stamps the power readings.
+pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str, clock: Clock) -> Result<Measured, ProbeCmdError> {
     match e {
-        Some(e) => run_probe_measured(a, show_progress, e),
+        Some(e) => run_probe_measured(a, show_progress, e, clock),
         None => Ok(Measured { report: run_probe(a, show_progress, None)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
     }
 }
 
 /// Runs the probe while recording power (if this host has a power source), then aligns the two.
-pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions) -> Result<Measured, ProbeCmdError> {
+pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions, clock: Clock) -> Result<Measured, ProbeCmdError> {
     let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
     if found.power.is_empty() {
         let report = run_probe(a, show_progress, None)?;
@@ -242,7 +244,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
         return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
     }
-    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period);
+    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period, clock);
     std::thread::sleep(e.idle);
     let live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
     let report = run_probe(a, show_progress, Some(live));

@@ -77,7 +77,7 @@ impl StatePower {
             return None;
         }
         let started_ns = clock.utc_now();
-        Some(StatePower { recorder: PowerRecorder::start(found.power, POWER_PERIOD), started_ns })
+        Some(StatePower { recorder: PowerRecorder::start(found.power, POWER_PERIOD, clock), started_ns })
     }
 }
 
@@ -167,14 +167,7 @@ pub fn sweep(
     let mut summary = SweepSummary::default();
     if power.power.is_empty() {
         // Said once, and the runs carry no power fields: a zero would read as a measurement.
-        let mut why = vec!["no usable power source on this host".to_string()];
-        why.extend(power.unavailable.iter().cloned());
-        why.extend(power.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
-        let note = format!(
-            "{}: sweep runs carry no measured power (power_w, energy_j): {}; add a drive rail monitor (hwmon INA2xx/PMBus), RAPL or IPMI DCMI and sweep again",
-            s.controller,
-            why.join("; ")
-        );
+        let note = no_power_note(&s.controller, &power);
         tracing::warn!("{note}");
         lock().event("sweep_power_unavailable", v1::Severity::Warning, &s.tag, note.clone());
         summary.power_note = Some(note);
@@ -218,22 +211,36 @@ pub fn sweep(
         }
     }
     // Always restore, whatever happened above; a signal task may have restored already.
-    match guard.restore() {
-        Ok(rep) => lock().change(
-            &s.tag,
-            &s.id.serial,
-            current,
-            rep.state,
-            rep.state,
-            Outcome::Restored,
-            format!("sweep finished: original PS{} {}", rep.state, if rep.wrote { "written back and verified" } else { "still in place" }),
-        ),
-        Err(e) => {
-            lock().change(&s.tag, &s.id.serial, current, original, current, Outcome::Failed, format!("restoring the original state failed: {e}"));
-            result = result.and(Err(e.into()));
-        }
+    if let Err(e) = restore(guard, s, current, original, &mut lock()) {
+        result = result.and(Err(e));
     }
     result.map(|()| summary)
+}
+
+/// Why the sweep's runs carry no power: the host has no usable power source.
+fn no_power_note(controller: &str, power: &Discovered) -> String {
+    let mut why = vec!["no usable power source on this host".to_string()];
+    why.extend(power.unavailable.iter().cloned());
+    why.extend(power.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
+    format!(
+        "{controller}: sweep runs carry no measured power (power_w, energy_j): {}; add a drive rail monitor (hwmon INA2xx/PMBus), RAPL or IPMI DCMI and sweep again",
+        why.join("; ")
+    )
+}
+
+/// Puts the original state back at the end of a sweep and records the outcome.
+fn restore(guard: RestoreGuard, s: &Controller, current: u32, original: u32, rec: &mut ChangeLog) -> Result<(), GovernorCmdError> {
+    match guard.restore() {
+        Ok(rep) => {
+            let how = if rep.wrote { "written back and verified" } else { "still in place" };
+            rec.change(&s.tag, &s.id.serial, current, rep.state, rep.state, Outcome::Restored, format!("sweep finished: original PS{} {how}", rep.state));
+            Ok(())
+        }
+        Err(e) => {
+            rec.change(&s.tag, &s.id.serial, current, original, current, Outcome::Failed, format!("restoring the original state failed: {e}"));
+            Err(e.into())
+        }
+    }
 }
 
 /// Runs the patterns once in `state`, with temperature (nvme smart-log) and host power around it;
@@ -289,48 +296,64 @@ fn measure_state(
             rec.event("probe_unsupported", v1::Severity::Info, &device, format!("PS{state} {pat}: {:?}", r.status));
             continue;
         };
-        run.run_id = format!("{}-ps{state}", run.run_id);
-        // The sweep measures the controller's power states, whatever the target (a file on it),
-        // so its runs carry the drive's model: `plan power-cap --model` selects by it.
-        run.model = s.id.model.trim().to_string();
-        run.firmware = s.id.firmware.trim().to_string();
-        run.power_state = Some(state);
-        run.power_state_max_w = max_watts;
-        if let Some(p) = &run_power {
-            run.power_w = p.mean_w(run.start_ns, run.end_ns);
-            if run.power_w.is_some() && run.energy_source.is_empty() {
-                run.energy_source = p.label.clone();
-            }
-        }
-        run.bench = "governor_sweep".into();
-        run.experiment = format!("governor_sweep/{pat}");
-        // The power state is the varying parameter, so `value` carries it into InfluxDB.
-        run.varying = "power_state".into();
-        run.value = f64::from(state);
-        let params = &mut run.parameters;
-        params.insert("power_state".into(), state.to_string());
-        params.insert("nvme_controller".into(), s.tag.clone());
-        params.insert("sweep_pattern".into(), pat.to_string());
-        if let Some(w) = max_watts {
-            params.insert("power_state_max_w".into(), w.to_string());
-        }
-        if let Some(c) = before.as_ref().and_then(|b| b.composite) {
-            params.insert("temperature_start_c".into(), c.0.to_string());
-        }
-        if let Some(c) = after.as_ref().and_then(|a| a.composite) {
-            params.insert("temperature_end_c".into(), c.0.to_string());
-        }
-        if let (Some(b), Some(a)) = (&before, &after) {
-            if let Some(t) = a.throttled_since(b) {
-                params.insert("throttled".into(), t.to_string());
-            }
-        }
-        for (zone, w) in &watts {
-            params.insert(format!("power_w.{zone}"), w.to_string());
-        }
+        let thermal = (&before, &after);
+        annotate(&mut run, s, pat, ctx, run_power.as_ref(), thermal, &watts);
         rec.batch.probe_runs.push(run);
     }
     Ok(())
+}
+
+/// A sweep run as the schema has it: its power state, the drive's identity, measured power, and
+/// the state, controller, pattern, temperatures, throttling and per-zone power as parameters.
+fn annotate(
+    run: &mut v1::ProbeRun,
+    s: &Controller,
+    pat: &SweepPattern,
+    ctx: &StateCtx,
+    run_power: Option<&RunPower>,
+    (before, after): (&Option<ThermalSnapshot>, &Option<ThermalSnapshot>),
+    watts: &[(String, f64)],
+) {
+    let (state, max_watts) = (ctx.state, ctx.max_watts);
+    run.run_id = format!("{}-ps{state}", run.run_id);
+    // The sweep measures the controller's power states, whatever the target (a file on it),
+    // so its runs carry the drive's model: `plan power-cap --model` selects by it.
+    run.model = s.id.model.trim().to_string();
+    run.firmware = s.id.firmware.trim().to_string();
+    run.power_state = Some(state);
+    run.power_state_max_w = max_watts;
+    if let Some(p) = run_power {
+        run.power_w = p.mean_w(run.start_ns, run.end_ns);
+        if run.power_w.is_some() && run.energy_source.is_empty() {
+            run.energy_source = p.label.clone();
+        }
+    }
+    run.bench = "governor_sweep".into();
+    run.experiment = format!("governor_sweep/{pat}");
+    // The power state is the varying parameter, so `value` carries it into InfluxDB.
+    run.varying = "power_state".into();
+    run.value = f64::from(state);
+    let params = &mut run.parameters;
+    params.insert("power_state".into(), state.to_string());
+    params.insert("nvme_controller".into(), s.tag.clone());
+    params.insert("sweep_pattern".into(), pat.to_string());
+    if let Some(w) = max_watts {
+        params.insert("power_state_max_w".into(), w.to_string());
+    }
+    if let Some(c) = before.as_ref().and_then(|b| b.composite) {
+        params.insert("temperature_start_c".into(), c.0.to_string());
+    }
+    if let Some(c) = after.as_ref().and_then(|a| a.composite) {
+        params.insert("temperature_end_c".into(), c.0.to_string());
+    }
+    if let (Some(b), Some(a)) = (before, after) {
+        if let Some(t) = a.throttled_since(b) {
+            params.insert("throttled".into(), t.to_string());
+        }
+    }
+    for (zone, w) in watts {
+        params.insert(format!("power_w.{zone}"), w.to_string());
+    }
 }
 
 /// An nvme-cli SMART snapshot, its composite temperature recorded; `None` (with an event) on error.
