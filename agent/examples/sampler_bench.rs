@@ -35,7 +35,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in 1..=channels {
         std::fs::write(chip.join(format!("power{n}_input")), format!("{}\n", 1_000_000 * n))?;
     }
-    let found = discover_all(dir.path(), &SensorKinds { rapl: false, ..Default::default() });
+    let runner: Arc<dyn wattflip_drives::CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+    let found = discover_all(dir.path(), &SensorKinds { rapl: false, ..Default::default() }, &runner);
     assert_eq!(found.power.len(), channels as usize);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

@@ -24,7 +24,8 @@ fn copy_fixture(scenario: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn discover(root: &Path) -> Discovered {
-    discover_all(root, &SensorKinds::default())
+    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
+    discover_all(root, &SensorKinds::default(), &runner)
 }
 
 fn zones(d: &Discovered) -> Vec<(String, String)> {

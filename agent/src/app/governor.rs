@@ -170,7 +170,7 @@ pub fn execute(
             }
             Request::IntelMode { mode, hold } => rt.block_on(intel_mode_until_signal(&cfg.drives.state_dir, &s, mode, hold, &rec, shutdown.as_mut())),
             Request::Sweep(args) => {
-                let summary = rt.block_on(sweep_until_signal(sweep_host(&cfg), s, args, rec.clone(), shutdown.as_mut()))?;
+                let summary = rt.block_on(sweep_until_signal(sweep_host(&cfg, runner.clone()), s, args, rec.clone(), shutdown.as_mut()))?;
                 let mut text = format!("measured power states: {:?}\n", summary.measured);
                 if let Some(note) = &summary.power_note {
                     let _ = writeln!(text, "{note}");
@@ -239,6 +239,6 @@ pub fn write_local(dir: &Path, name: &str, batch: &v1::Batch, tags: &wattflip_pr
 
 
 /// Where the sweep runs, from the agent config.
-fn sweep_host(cfg: &Config) -> SweepHost {
-    SweepHost { sysfs_root: cfg.sysfs_root.clone(), kinds: cfg.kinds.clone(), drives: cfg.drives.clone() }
+fn sweep_host(cfg: &Config, runner: Arc<dyn CommandRunner>) -> SweepHost {
+    SweepHost { sysfs_root: cfg.sysfs_root.clone(), kinds: cfg.kinds.clone(), drives: cfg.drives.clone(), runner }
 }

@@ -19,8 +19,9 @@ pub fn command(config: Option<PathBuf>, sysfs_root: Option<PathBuf>, json: bool)
         cfg.sysfs_root = root;
     }
     let clock = Clock::new();
-    let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds);
-    let drives = DriveReport::gather(&cfg.drives, &cfg.sysfs_root, std::sync::Arc::new(wattflip_drives::SystemRunner::new()), &clock);
+    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
+    let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds, &runner);
+    let drives = DriveReport::gather(&cfg.drives, &cfg.sysfs_root, runner, &clock);
     let hello = hello(&cfg, &found, &drives.inventory, drives.sensors.clone(), &clock);
     let inv = hello.inventory.unwrap_or_default();
     if json {

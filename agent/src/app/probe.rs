@@ -132,11 +132,11 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         zone: p.power_zone.clone(),
         drives: cfg.drives.clone(),
     };
-    let clock = Clock::new();
+    let host = probes::Host { clock: Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     if p.ladder {
-        return ladder(&p, &args, size, &cfg, &energy_opts, clock);
+        return ladder(&p, &args, size, &cfg, &energy_opts, &host);
     }
-    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", clock)?;
+    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", &host)?;
     let batches = if p.collector.is_some() { convert::batches(&measured) } else { Vec::new() };
     let full_rate: usize = measured.recording.iter().map(|z| z.t.len()).sum();
     let report = measured.report;
@@ -230,7 +230,7 @@ fn calibrate(args: &ProbeArgs, show: bool) -> anyhow::Result<()> {
 }
 
 /// `probe --ladder`: the load ladder with power recorded, its files, and the collector.
-fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: &probes::EnergyOptions, clock: Clock) -> anyhow::Result<()> {
+fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: &probes::EnergyOptions, host: &probes::Host) -> anyhow::Result<()> {
     let mut patterns = Vec::new();
     for name in &p.ladder_patterns {
         patterns.push(wattflip_uflip::Baseline::parse(name).ok_or_else(|| anyhow::anyhow!("--ladder-patterns: `{name}` is not SR, RR, SW or RW"))?);
@@ -260,7 +260,7 @@ fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: 
         hold: p.ladder_hold.into(),
         seed: p.seed.unwrap_or(200),
     };
-    let l = probes::ladder::run(&args, energy_opts, clock)?;
+    let l = probes::ladder::run(&args, energy_opts, host)?;
     print!("{}", probes::ladder::table(&l));
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     folder::write_ladder(&p.out, &l, &tags)?;

@@ -26,6 +26,7 @@ use crate::sensors::{discover_all, Discovered};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use wattflip_drives::CommandRunner;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use wattflip_proto::v1;
@@ -161,9 +162,10 @@ struct Startup {
 /// Discovers sensors and drives, restores power states a killed governor sweep left behind
 /// (recorded in `first`), and adds the datasheet estimate of each NVMe controller.
 fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
-    let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds);
+    let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+    let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds, &runner);
     // Tool probes and discovery are a handful of short child processes, once, before sampling.
-    let tools = DriveTools::probe(&cfg.drives, Arc::new(wattflip_drives::SystemRunner::new()));
+    let tools = DriveTools::probe(&cfg.drives, runner);
     let drives = DriveInventory::discover(&tools, &cfg.sysfs_root);
     for note in found.unavailable.iter().chain(&drives.unavailable) {
         tracing::info!("not available on this host: {note}");

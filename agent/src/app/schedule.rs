@@ -94,7 +94,8 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
                 tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
             }
-            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", Clock::new())?;
+            let probe_host = probes::Host { clock: Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
+            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", &probe_host)?;
             if keep {
                 let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
                 let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };

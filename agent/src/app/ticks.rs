@@ -202,6 +202,10 @@ mod tests {
     use super::*;
     use crate::sensors::{discover_all, PowerReading, PowerSensor, SensorError, SensorKinds};
 
+    fn runner() -> std::sync::Arc<dyn wattflip_drives::CommandRunner> {
+        std::sync::Arc::new(wattflip_drives::SystemRunner::new())
+    }
+
     fn fixture(scenario: &str) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs").join(scenario).join("sys")
     }
@@ -232,9 +236,9 @@ mod tests {
     type Zones = Vec<(String, Duration)>;
 
     fn layout(cfg: &Config) -> (Vec<(String, Zones)>, Zones) {
-        let mut sensors = discover_all(&fixture("rapl-only"), &SensorKinds::default()).power;
+        let mut sensors = discover_all(&fixture("rapl-only"), &SensorKinds::default(), &runner()).power;
         sensors.retain(|s| s.describe().zone == "package-0");
-        sensors.extend(discover_all(&fixture("ina226"), &SensorKinds::default()).power);
+        sensors.extend(discover_all(&fixture("ina226"), &SensorKinds::default(), &runner()).power);
         sensors.push(Box::new(Bmc));
         let (fast, slow) = split_by_rate(cfg, sensors);
         let named = |v: Vec<Timed>| v.into_iter().map(|(s, p)| (s.describe().zone, p)).collect::<Vec<_>>();

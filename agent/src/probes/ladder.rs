@@ -11,8 +11,7 @@
 //! every (|r|+1)-th IO is RR), so the requested read share is rounded to the nearest one the
 //! model can express (70 % → 2 RR : 1 RW, 66.7 % reads), and the share used is recorded.
 
-use super::{convert, open_target, EnergyOptions, ProbeCmdError};
-use crate::clock::Clock;
+use super::{convert, open_target, EnergyOptions, Host, ProbeCmdError};
 use std::path::PathBuf;
 use std::time::Duration;
 use wattflip_energy::UnixNanos;
@@ -175,9 +174,10 @@ fn climb(target: &wattflip_uflip::Target, a: &LadderArgs) -> Result<(Vec<Level>,
 }
 
 /// Runs the ladder on `a.target`, recording power from the host's sources (`e`).
-pub fn run(a: &LadderArgs, e: &EnergyOptions, clock: Clock) -> Result<Ladder, ProbeCmdError> {
+pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, ProbeCmdError> {
+    let clock = host.clock;
     let target = open_target(&a.target, a.size, &a.destroy_consent)?;
-    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
+    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds, &host.runner);
     let recorder = (!found.power.is_empty()).then(|| crate::energy::live::PowerRecorder::start(found.power, e.period, clock));
     let idle_from = clock.utc_now();
     std::thread::sleep(a.hold);

@@ -16,6 +16,8 @@ pub mod power_sweep;
 pub mod values;
 
 use crate::clock::Clock;
+use std::sync::Arc;
+use wattflip_drives::CommandRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -167,6 +169,14 @@ fn spec_label(spec: &RunSpec) -> String {
     format!("{} {}={} rep {}", spec.experiment, spec.varying, convert::fmt_value(&spec.varying, spec.value), spec.repetition)
 }
 
+/// What a probe needs from the command that runs it: the clock that stamps its power readings
+/// and the runner of the tools it calls (ipmitool, nvme-cli). Made by `app/`.
+#[derive(Clone)]
+pub struct Host {
+    pub clock: Clock,
+    pub runner: Arc<dyn CommandRunner>,
+}
+
 /// Power recording around a probe (per-run energy, ufip.md §11).
 #[derive(Debug, Clone)]
 pub struct EnergyOptions {
@@ -195,12 +205,11 @@ pub fn nvme_controller(target: &Path) -> Option<String> {
 }
 
 /// The "datasheet watts" of an NVMe block-device target: PSD max power of its current power state.
-fn datasheet_watts(target: &Path, drives: &crate::drives::config::DrivesConfig) -> Option<f64> {
+fn datasheet_watts(target: &Path, drives: &crate::drives::config::DrivesConfig, runner: Arc<dyn CommandRunner>) -> Option<f64> {
     let ctrl = nvme_controller(target)?;
     if !is_block(target) || !drives.nvme_cli {
         return None;
     }
-    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
     let nvme = wattflip_drives::NvmeCli::new(runner).with_program(drives.nvme_path.clone()).with_timeout(drives.timeout);
     let states = nvme.id_ctrl(&ctrl).ok()?.power_states;
     let e = crate::sensors::nvme_estimate::NvmeEstimate::new(nvme, &ctrl, states)?;
@@ -226,17 +235,17 @@ pub struct Measured {
 /// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
 /// (`--no-power`, `power = false`) the report alone, `off` saying why. The one path of the CLI
 /// and of scheduled probes.
-/// `clock` stamps the power readings.
-pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str, clock: Clock) -> Result<Measured, ProbeCmdError> {
+/// `host` stamps the power readings and runs the tools (ipmitool, nvme-cli).
+pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str, host: &Host) -> Result<Measured, ProbeCmdError> {
     match e {
-        Some(e) => run_probe_measured(a, show_progress, e, clock),
+        Some(e) => run_probe_measured(a, show_progress, e, host),
         None => Ok(Measured { report: run_probe(a, show_progress, None)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
     }
 }
 
 /// Runs the probe while recording power (if this host has a power source), then aligns the two.
-pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions, clock: Clock) -> Result<Measured, ProbeCmdError> {
-    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
+pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions, host: &Host) -> Result<Measured, ProbeCmdError> {
+    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds, &host.runner);
     if found.power.is_empty() {
         let report = run_probe(a, show_progress, None)?;
         let mut why = vec!["no usable power source on this host".to_string()];
@@ -244,7 +253,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
         return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
     }
-    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period, clock);
+    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period, host.clock);
     std::thread::sleep(e.idle);
     let live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
     let report = run_probe(a, show_progress, Some(live));
@@ -267,7 +276,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
     let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
     let cfg = wattflip_energy::RunDetectConfig::default();
-    let datasheet = datasheet_watts(&a.target, &e.drives);
+    let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
     let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
     energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
     let power = Some(zone.clone());

@@ -21,17 +21,19 @@ use crate::sensors::{discover_all, Discovered, SensorKinds};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wattflip_drives::{plan_sweep, RestoreError, RestoreGuard, RestoreRegistry, StepPurpose, SweepOrder, ThermalSnapshot};
+use wattflip_drives::{plan_sweep, CommandRunner, RestoreError, RestoreGuard, RestoreRegistry, StepPurpose, SweepOrder, ThermalSnapshot};
 use wattflip_proto::v1;
 use wattflip_proto::v1::PowerStateOutcome as Outcome;
 
 /// Where a sweep runs: the power sources to record and the `[drives]` settings (consent, state
 /// folder).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SweepHost {
     pub sysfs_root: PathBuf,
     pub kinds: SensorKinds,
     pub drives: DrivesConfig,
+    /// Runs the tools of power sources (ipmitool).
+    pub runner: Arc<dyn CommandRunner>,
 }
 
 /// What `governor sweep` was asked to do.
@@ -72,7 +74,7 @@ impl StatePower {
     /// `None` when the host has no usable power source (the sweep said so once).
     fn start(host: &SweepHost, clock: Clock) -> Option<StatePower> {
         // Discovered afresh: the recorder thread owns its sensors.
-        let found = discover_all(&host.sysfs_root, &host.kinds);
+        let found = discover_all(&host.sysfs_root, &host.kinds, &host.runner);
         if found.power.is_empty() {
             return None;
         }
@@ -163,7 +165,7 @@ pub fn sweep(
     let original = guard.record().original_state;
     let steps = plan_sweep(&s.id.power_states, u8::try_from(original).unwrap_or(u8::MAX), SweepOrder::IndexAscending)
         .map_err(|source| GovernorCmdError::Sweep { controller: s.controller.clone(), source })?;
-    let mut power = discover_all(&host.sysfs_root, &host.kinds);
+    let mut power = discover_all(&host.sysfs_root, &host.kinds, &host.runner);
     let mut summary = SweepSummary::default();
     if power.power.is_empty() {
         // Said once, and the runs carry no power fields: a zero would read as a measurement.
@@ -449,7 +451,7 @@ mod tests {
     }
 
     fn host(c: &Config) -> SweepHost {
-        SweepHost { sysfs_root: c.sysfs_root.clone(), kinds: c.kinds.clone(), drives: c.drives.clone() }
+        SweepHost { sysfs_root: c.sysfs_root.clone(), kinds: c.kinds.clone(), drives: c.drives.clone(), runner: Arc::new(wattflip_drives::SystemRunner::new()) }
     }
 
     fn changes(rec: &ChangeLog) -> Vec<(u32, u32, u32, i32)> {

@@ -14,6 +14,8 @@ pub mod rapl;
 pub mod sampler;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use wattflip_drives::CommandRunner;
 use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};
 use wattflip_proto::v1;
 
@@ -148,8 +150,9 @@ impl Default for SensorKinds {
     }
 }
 
-/// Discovers every enabled kind of source under `sysfs_root`.
-pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds) -> Discovered {
+/// Discovers every enabled kind of source under `sysfs_root`; sources behind a tool (`ipmitool`)
+/// run it through `runner`.
+pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn CommandRunner>) -> Discovered {
     let mut d = Discovered::default();
     if kinds.rapl {
         rapl::discover(sysfs_root, &mut d);
@@ -158,8 +161,7 @@ pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds) -> Discovered {
         hwmon::discover(sysfs_root, &mut d);
     }
     if kinds.ipmi {
-        let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
-        ipmi::discover(runner, &kinds.ipmitool, kinds.command_timeout, &mut d);
+        ipmi::discover(runner.clone(), &kinds.ipmitool, kinds.command_timeout, &mut d);
     }
     d
 }
