@@ -3,6 +3,7 @@
 
 mod dashboards;
 mod delivery;
+mod delivery_agent;
 mod drives;
 mod energy;
 mod faults;

@@ -38,26 +38,43 @@ pub struct RunOptions {
     pub samples: Option<u64>,
 }
 
-/// The spool (with the next sequence it allows) or the in-memory backlog. Sequences start no
-/// lower than the UTC microsecond, so they also rise across restarts without a spool.
-fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64), RunError> {
+/// The spool (with the next sequence it allows and its stream epoch) or the in-memory backlog (a
+/// random epoch per start: its batches do not outlive the process). Sequences start no lower than
+/// the UTC microsecond, so they also rise across restarts without a spool. What recovery found
+/// goes into `first`, the first batch sent: damage with the exact number of batches lost, and
+/// files that cannot be segments.
+fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64, u64), RunError> {
     let utc_us = u64::try_from(clock.utc_now() / 1000).unwrap_or(1);
     let Some(sc) = &cfg.spool else {
-        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us));
+        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us, rand::random()));
     };
     let (spool, rec) = Spool::open(sc.clone(), utc_us)?;
-    tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, "spool opened");
-    if rec.truncated_bytes > 0 {
+    tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, epoch = rec.epoch, "spool opened");
+    if rec.truncated_bytes > 0 || !rec.damaged.is_empty() {
+        let segments: std::collections::BTreeSet<String> =
+            rec.truncated_segments.iter().chain(rec.damaged.iter().map(|d| &d.0)).map(|p| p.display().to_string()).collect();
+        let damaged_bytes: u64 = rec.damaged.iter().map(|d| d.2).sum();
         let msg = format!(
-            "the spool had a corrupt or torn tail: {} byte(s) cut from {}",
+            "the spool was damaged: {} batch(es) lost ({} damaged record region(s) skipped, {damaged_bytes} byte(s); a corrupt or torn tail of {} byte(s) cut) in {}; every intact record was kept",
+            rec.lost_batches,
+            rec.damaged.len(),
             rec.truncated_bytes,
-            rec.truncated_segments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            segments.into_iter().collect::<Vec<_>>().join(", ")
         );
+        tracing::warn!("{msg}");
         let mut e = event(clock.utc_now(), "spool_truncated", v1::Severity::Warning, "", msg);
         e.attributes.insert("truncated_bytes".into(), rec.truncated_bytes.to_string());
+        e.attributes.insert("damaged_bytes".into(), damaged_bytes.to_string());
+        e.attributes.insert("lost_batches".into(), rec.lost_batches.to_string());
         first.events.push(e);
     }
-    Ok((Box::new(spool), rec.next_sequence))
+    for (path, why) in &rec.foreign {
+        let msg = format!("{} in the spool folder is not a spool segment and was skipped: {why}; move it elsewhere", path.display());
+        let mut e = event(clock.utc_now(), "spool_foreign_file", v1::Severity::Warning, "", msg);
+        e.attributes.insert("path".into(), path.display().to_string());
+        first.events.push(e);
+    }
+    Ok((Box::new(spool), rec.next_sequence, rec.epoch))
 }
 
 /// `run --config FILE [--samples N]`: the agent until SIGTERM/SIGINT (or N ticks, delivered).
@@ -86,9 +103,10 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     // The first batch carries what start-up found: a truncated spool, restored power states,
     // unusable sources.
     let mut first = v1::Batch::default();
-    let (backlog, first_sequence) = open_backlog(&cfg, &clock, &mut first)?;
+    let (backlog, first_sequence, epoch) = open_backlog(&cfg, &clock, &mut first)?;
     let Startup { mut found, drives, monitor } = startup(&cfg, &clock, &mut first);
-    let hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
+    let mut hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
+    hello.stream_epoch = epoch;
     tracing::info!(
         agent = %cfg.agent_id,
         power = found.power.len(),

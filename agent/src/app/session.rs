@@ -56,6 +56,8 @@ pub fn hello(
             drive_thermal_limits: drives.thermal_limits(),
         }),
         time_ns: clock.utc_now(),
+        // `run` sets its spool's epoch; one-shot commands send no spooled batches.
+        stream_epoch: 0,
     }
 }
 
