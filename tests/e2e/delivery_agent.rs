@@ -1,7 +1,8 @@
 //! Issue 15, agent side, with the real agent binary, collector and influxd: a damaged spool loses
-//! only its damaged record and says so exactly (scenario 4), odd files in the spool folder are
-//! skipped with an event instead of a crash loop, a hang or gigabytes of memory (scenario 6), and
-//! a config that is not a small regular file is refused (scenario 9). Counts are checked against
+//! only its damaged record and says so exactly (scenario 4), a full spool counts every lost batch
+//! (scenario 5), odd files in the spool folder are skipped with an event instead of a crash loop, a
+//! hang or gigabytes of memory (scenario 6), SIGTERM during a probe keeps its completed runs
+//! (scenario 8), and a config that is not a small regular file is refused (scenario 9). Counts are checked against
 //! the agent's own ledger lines (`wattflip::ledger`, one per stored batch).
 
 use std::collections::BTreeMap;
@@ -268,4 +269,70 @@ fn scenario_9_a_config_that_is_not_a_small_regular_file_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("big.toml") && err.contains("a config file may be at most 1048576 bytes (1 MiB)"), "{err}");
+}
+
+/// Scenario 8: SIGTERM while a scheduled probe writes its target. Probe IO stops at once (checked
+/// between IOs), the agent exits promptly, and the runs that completed are kept: spooled, marked
+/// interrupted, announced in a `probe_interrupted` event and the log, and sent at the next start.
+#[test]
+fn scenario_8_sigterm_during_a_probe_keeps_its_completed_runs() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let dir = tmp.path();
+    let influx = Influx::start();
+    let db = "wf_s8";
+    let c = Collector::start(&influx.url, db);
+    let scratch = tempfile::Builder::new().prefix("wf-s8-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let body = std::fs::read_to_string(agent_cfg(dir, &sys, "s8-agent", &c.url)).unwrap();
+    let cfg = agent_config(
+        dir,
+        &format!(
+            "{body}[[probes]]\nname = \"every-second\"\nschedule = \"* * * * * *\"\ntarget = \"{}\"\nsize = \"64MiB\"\nquick = true\npower = false\n",
+            scratch.path().join("scratch.dat").display()
+        ),
+    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]);
+    let log = |dir: &Path| plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
+    // After one whole probe, wait for the next to be under way.
+    let busy = wait_for(Duration::from_secs(60), || {
+        let l = log(dir);
+        let (started, finished) = (l.matches("scheduled probe starting").count(), l.matches("scheduled probe finished").count());
+        (finished >= 1 && started > finished).then_some(())
+    });
+    assert!(busy.is_some(), "a scheduled probe was under way within 60 s:\n{}", log(dir));
+    // Let a few of its runs complete.
+    std::thread::sleep(Duration::from_millis(500));
+    let t = std::time::Instant::now();
+    signal(&a, "TERM");
+    wait_child(&mut a, Duration::from_secs(20), dir);
+    let stop_s = t.elapsed().as_secs_f64();
+    eprintln!("scenario 8: agent exited {stop_s:.2} s after SIGTERM");
+    assert!(stop_s < 3.0, "probe IO and the agent stop promptly: {stop_s:.2} s");
+    let l = log(dir);
+    assert!(l.contains("stopping the scheduled probe's IO"), "{l}");
+    let kept: u64 = l
+        .lines()
+        .find(|x| x.contains("was stopped by the agent's shutdown"))
+        .and_then(|x| x.split_whitespace().find_map(|w| w.strip_prefix("runs=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("the log says how many runs were kept:\n{l}"));
+    eprintln!("scenario 8: {kept} completed run(s) kept");
+    assert!(kept >= 1, "some runs completed before the signal");
+    // Next start: the spooled runs and the event are sent.
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
+    wait_child(&mut a, Duration::from_secs(60), dir);
+    let w = "host = 's8-agent'";
+    let ev = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'probe_interrupted'"));
+    assert_eq!(ev.len(), 1, "the event reached InfluxDB");
+    let attrs = ev[0][1].as_str().unwrap().to_string();
+    assert!(attrs.contains(&format!("runs_kept={kept}")), "{attrs}");
+    let probe_id = attrs.split_whitespace().find_map(|w| w.strip_prefix("probe_id=")).unwrap().to_string();
+    let runs = influx.rows(db, &format!("SELECT run_id FROM probe_run WHERE {w} AND run_id =~ /^{probe_id}-/"));
+    assert_eq!(runs.len() as u64, kept, "every completed run of the interrupted probe, once");
+    // And nothing of what the agent spooled is missing: probe runs in InfluxDB = ledger.
+    let ledger_runs: u64 = log(dir)
+        .lines()
+        .filter(|x| x.contains("wattflip::ledger") && x.contains("stored"))
+        .filter_map(|x| x.split_whitespace().find_map(|w| w.strip_prefix("probe_runs=")).and_then(|v| v.parse::<u64>().ok()))
+        .sum();
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(mean_us) FROM probe_run WHERE {w}")), ledger_runs);
 }

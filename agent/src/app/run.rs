@@ -4,7 +4,7 @@
 //! UTC, so intervals never jump with NTP. What happens on a tick is in `ticks`; a new task that
 //! runs beside sampling is spawned in [`run`] and stopped in [`finish`].
 
-use super::schedule::{run_job, DeviceLocks};
+use super::schedule::{run_job, DeviceLocks, JobStop};
 use super::session::{exporter_config, hello, RunError};
 use super::ticks::{monitor_loop, sample, split_by_rate, SamplerState};
 pub use super::ticks::RunSummary;
@@ -119,7 +119,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     let exporter = Exporter::new(exporter_config(&cfg, tls), hello, backlog, first_sequence, metrics.clone());
     let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
     // Scheduled probes feed the same exporter; they stop when sampling stops.
-    let (jobs_stop, jobs_stop_rx) = watch::channel(false);
+    let (jobs_stop, jobs_stop_rx) = watch::channel(JobStop::Run);
     let locks = DeviceLocks::default();
     let jobs: Vec<_> = cfg
         .probes
@@ -151,7 +151,8 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     tokio::pin!(shutdown);
     let ticks = Ticks { found: &mut found, clock: &clock, state: &mut state, metrics: &metrics };
     let stopped = tick_loop(ticks, &opts, first, &tx, &mut summary, shutdown.as_mut()).await;
-    let _ = jobs_stop.send(true);
+    // A signal halts a probe in flight (its completed runs are kept); a bounded run lets it end.
+    let _ = jobs_stop.send(if stopped { JobStop::Halt } else { JobStop::Finish });
     let tasks = Tasks { fast, jobs, monitor_stop, monitor_task, tx, stop_tx, export_task, metrics_stop };
     Ok(finish(tasks, stopped, summary, shutdown).await)
 }
@@ -299,10 +300,13 @@ async fn finish(t: Tasks, stopped: bool, mut summary: RunSummary, shutdown: std:
             summary.sensor_errors += s.errors;
         }
     }
-    if !stopped {
-        // A probe in flight finishes and is delivered before a bounded run (--samples) ends.
-        for j in t.jobs {
+    // A probe in flight finishes and is delivered before a bounded run (--samples) ends; on a
+    // signal its IO stops (between two IOs) and its completed runs are handed over to be spooled.
+    for j in t.jobs {
+        if !stopped {
             let _ = j.await;
+        } else if tokio::time::timeout(std::time::Duration::from_secs(10), j).await.is_err() {
+            tracing::warn!("a scheduled probe did not stop within 10 s of the signal; its runs are lost");
         }
     }
     let _ = t.monitor_stop.send(true);

@@ -158,6 +158,14 @@ impl Exporter {
         self.metrics.backlog_batches.store(self.backlog.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// On shutdown: what is already waiting in the input (a stopped probe's runs, the last
+    /// samples) goes to the backlog (the spool keeps it for the next start) instead of being lost.
+    fn store_waiting(&mut self, input: &mut mpsc::Receiver<Payload>, now_ns: &impl Fn() -> i64) {
+        while let Ok(b) = input.try_recv() {
+            self.enqueue(b, now_ns());
+        }
+    }
+
     fn finish(mut self) -> ExportSummary {
         self.summary.unacked_at_exit = self.backlog.len() as u64;
         self.summary
@@ -178,7 +186,11 @@ impl Exporter {
                 break;
             }
             match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut attempt, &mut tick).await {
-                Session::Done | Session::Stop => break,
+                Session::Done => break,
+                Session::Stop => {
+                    self.store_waiting(&mut input, &now_ns);
+                    break;
+                }
                 Session::Lost(why) => {
                     AgentMetrics::add(&self.metrics.connect_retries, 1);
                     let wait = backoff(self.cfg.backoff_initial, self.cfg.backoff_max, attempt);
@@ -198,7 +210,10 @@ impl Exporter {
                                 None => input_open = false,
                             },
                             _ = tick.tick() => self.backlog.maintain(),
-                            _ = shutdown.changed() => return self.finish(),
+                            _ = shutdown.changed() => {
+                                self.store_waiting(&mut input, &now_ns);
+                                return self.finish();
+                            }
                         }
                     }
                 }

@@ -19,6 +19,7 @@ use crate::target::Target;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -148,6 +149,7 @@ fn worker(
     p: &mut Proc,
     clock: &Clock,
     barrier: Option<&Barrier>,
+    stop: &AtomicBool,
 ) -> Result<Vec<Sample>, IoFailure> {
     let mut samples = Vec::with_capacity(p.ios.len());
     let mut filled_len = 0u64;
@@ -155,6 +157,11 @@ fn worker(
         b.wait();
     }
     for (i, io) in p.ios.iter().enumerate() {
+        // A stop request ends the run between two IOs (one relaxed load per IO).
+        if stop.load(Ordering::Relaxed) {
+            let source = std::io::Error::new(std::io::ErrorKind::Interrupted, "stop requested");
+            return Err(IoFailure { io: *io, source });
+        }
         let len = io.len as usize;
         if p.format_fill && io.len != filled_len {
             // §6.1: format data bytes are the IO size in sectors; refilled only when the size changes.
@@ -309,6 +316,7 @@ pub(crate) fn run_one(
     plan: &Plan,
     spec: &RunSpec,
     clock: &Clock,
+    stop: &AtomicBool,
 ) -> Result<RunResult, ProbeError> {
     let mut result = base_result(spec, target);
     let lists = match io_lists(spec, target) {
@@ -396,7 +404,7 @@ pub(crate) fn run_one(
     }
 
     let outcomes: Vec<Result<Vec<Sample>, IoFailure>> = if procs.len() == 1 {
-        procs.iter_mut().map(|p| worker(p, clock, None)).collect()
+        procs.iter_mut().map(|p| worker(p, clock, None, stop)).collect()
     } else {
         let barrier = Barrier::new(procs.len());
         let joined: Vec<std::thread::Result<Result<Vec<Sample>, IoFailure>>> =
@@ -405,7 +413,7 @@ pub(crate) fn run_one(
                     .iter_mut()
                     .map(|p| {
                         let b = &barrier;
-                        s.spawn(move || worker(p, clock, Some(b)))
+                        s.spawn(move || worker(p, clock, Some(b), stop))
                     })
                     .collect();
                 handles.into_iter().map(|h| h.join()).collect()
@@ -420,6 +428,7 @@ pub(crate) fn run_one(
     for o in outcomes {
         match o {
             Ok(s) => per_proc.push(s),
+            Err(_) if stop.load(Ordering::Relaxed) => return Err(ProbeError::Stopped { run: spec.index }),
             Err(f) => {
                 return Err(ProbeError::Io {
                     path: target.path.clone(),

@@ -93,6 +93,18 @@ pub fn run(
     plan: &Plan,
     observer: &mut dyn Observer,
 ) -> Result<ProbeReport, ProbeError> {
+    run_until(target, plan, observer, &std::sync::atomic::AtomicBool::new(false))
+}
+
+/// [`run`], stopping early when `stop` becomes true: it is checked before every IO, so IO stops
+/// within one IO's time. The run in progress is abandoned; the completed runs come back in
+/// [`ProbeError::Interrupted`].
+pub fn run_until(
+    target: &Target,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<ProbeReport, ProbeError> {
     if plan.device_size > target.size {
         return Err(ProbeError::PlanDoesNotFit {
             path: target.path.clone(),
@@ -118,9 +130,21 @@ pub fn run(
         },
         "none",
     );
+    let mut interrupted = false;
     for (i, spec) in plan.runs.iter().enumerate() {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
         observer.run_started(spec.index, spec);
-        let mut r = engine::run_one(target, plan, spec, &clock)?;
+        let mut r = match engine::run_one(target, plan, spec, &clock, stop) {
+            Ok(r) => r,
+            Err(ProbeError::Stopped { .. }) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         let (p, method) = &before;
         r.parameters
             .insert("pause_before_us".into(), p.duration.as_micros().to_string());
@@ -140,14 +164,18 @@ pub fn run(
         }
         runs.push(r);
     }
-    Ok(ProbeReport {
+    let report = ProbeReport {
         target: TargetInfo::from(target),
         seed: plan.seed,
         started_ns,
         ended_ns: clock.utc_ns(std::time::Instant::now()),
         engine_version: env!("CARGO_PKG_VERSION").to_string(),
         runs,
-    })
+    };
+    if interrupted {
+        return Err(ProbeError::Interrupted(Box::new(report)));
+    }
+    Ok(report)
 }
 
 /// Calibrate every baseline from the SIO preparation runs of a report (§6.2, §6.3): returns a
