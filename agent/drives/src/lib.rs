@@ -37,6 +37,7 @@ pub use command::{
 };
 pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome};
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
+pub use jsonutil::FieldProblem;
 pub use nvme_cli::{
     CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus,
     PowerManagement, PowerState, SmartLog,
