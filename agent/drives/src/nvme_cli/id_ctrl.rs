@@ -23,6 +23,8 @@ pub struct PowerState {
     /// Maximum power: MP × 0.01 W (MXPS = 0) or × 0.0001 W (MXPS = 1); `None` when MP = 0
     /// ("not reported").
     pub max_power: Option<Watts>,
+    /// MXPS: `max_power` counts 0.0001 W (`true`) or 0.01 W units; it sets the printed precision.
+    pub max_power_fine: bool,
     /// `false` when NOPS is set: the controller processes no IO in this state. The governor never
     /// selects such a state.
     pub operational: bool,
@@ -44,6 +46,18 @@ pub struct PowerState {
     pub active_power: Option<Watts>,
     /// Active power workload (APW): 0 none, 1 idle+burst, 2 heavy sequential writes.
     pub active_power_workload: u8,
+}
+
+impl PowerState {
+    /// Max power as the descriptor carries it: 2 decimals in 0.01 W units, 4 in 0.0001 W units
+    /// (`25.00 W`, `0.0035 W`), as nvme-cli prints it; `-` when not reported.
+    pub fn max_power_text(&self) -> String {
+        match self.max_power {
+            Some(w) if self.max_power_fine => format!("{:.4} W", w.value()),
+            Some(w) => format!("{:.2} W", w.value()),
+            None => "-".to_string(),
+        }
+    }
 }
 
 /// The parts of Identify Controller wattflip uses.
@@ -213,6 +227,7 @@ fn parse_psd(index: usize, psd: &Value, pr: &mut Problems) -> Result<PowerState,
     Ok(PowerState {
         index,
         max_power,
+        max_power_fine: mxps,
         operational: !nops,
         entry_latency_us,
         exit_latency_us,

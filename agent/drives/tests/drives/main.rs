@@ -2,6 +2,7 @@
 //! fake nvme-cli, the fake `nvme` script run through the real runner, and the SIGKILL crash test.
 //! One binary (ripgrep style); one module per area.
 
+mod captures;
 mod crash;
 mod fixtures;
 mod governor;
