@@ -14,12 +14,14 @@
 //! - [`restore`]: state file + [`RestoreGuard`] + [`RestoreRegistry`] + [`recover`] so the
 //!   original power state always comes back, even after SIGKILL.
 //! - [`sweep`]: the order in which a governor sweep visits operational states.
+//! - [`crosscheck`]: one drive seen by several sources must agree on identity and temperature.
 //! - [`units`]: [`Celsius`] and [`Watts`].
 //!
 //! Library code never panics; every error names the command, device or file involved and says what
 //! to do next.
 
 pub mod command;
+pub mod crosscheck;
 pub mod fake;
 pub mod governor;
 pub mod inventory;
@@ -35,6 +37,7 @@ pub mod units;
 pub use command::{
     CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, DEFAULT_TIMEOUT,
 };
+pub use crosscheck::{cross_check, Disagreement, SourceView};
 pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome};
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
 pub use jsonutil::FieldProblem;
