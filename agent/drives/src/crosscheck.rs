@@ -77,6 +77,9 @@ impl fmt::Display for Disagreement {
     }
 }
 
+/// Reads one identity field of a view.
+type Getter = fn(&SourceView) -> Option<&String>;
+
 fn normalised(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -85,7 +88,7 @@ fn normalised(s: &str) -> String {
 /// Sources that do not report a field are not compared on it. `tolerance` in °C.
 pub fn cross_check(views: &[SourceView], tolerance: f64) -> Vec<Disagreement> {
     let mut out = Vec::new();
-    let identity: [(&'static str, fn(&SourceView) -> Option<&String>); 3] = [
+    let identity: [(&'static str, Getter); 3] = [
         ("model", |v| v.model.as_ref()),
         ("serial", |v| v.serial.as_ref()),
         ("firmware", |v| v.firmware.as_ref()),
