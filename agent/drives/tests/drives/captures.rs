@@ -318,3 +318,70 @@ fn every_capture_has_a_test_and_an_expected_file() {
         );
     }
 }
+
+/// Every temperature parsed from the corpus, as (capture, sensor, °C).
+fn corpus_temperatures() -> Vec<(String, String, f64)> {
+    let mut out = Vec::new();
+    for rel in ALL {
+        let text = std::fs::read_to_string(corpus().join(format!("{rel}.json")))
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let mut push = |sensor: String, c: Option<Celsius>| {
+            if let Some(c) = c {
+                out.push((rel.to_string(), sensor, c.value()));
+            }
+        };
+        if rel.starts_with("smartctl/") {
+            let r = parse_report(&text, "", rel).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            push("Temperature".into(), r.temperature);
+            for (i, c) in r.nvme.iter().flat_map(|n| n.sensors.iter()).enumerate() {
+                push(format!("Sensor {}", i + 1), *c);
+            }
+        } else if rel.contains("smart-log") {
+            let l = parse_smart_log(&text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            push("Composite".into(), l.composite);
+            for (i, c) in l.sensors.iter().enumerate() {
+                push(format!("Sensor {}", i + 1), *c);
+            }
+        }
+    }
+    out
+}
+
+/// The collector validates every batch (wattflip_proto::domain::convert_batch) and rejects one
+/// with a temperature outside -273.15..500 °C, so one misread field (310.0 K read as 3,100 K)
+/// used to lose the whole batch. Every temperature from the corpus must pass that check.
+#[test]
+fn collector_accepts_every_corpus_temperature() {
+    use wattflip_proto::domain::convert_batch;
+    use wattflip_proto::v1;
+    let temps = corpus_temperatures();
+    // Counted by hand: 24 smartctl readings (all but the -i only KIOXIA), 13 NVMe sensors
+    // (4+1+3+2+3), 4 smart-log composites.
+    assert_eq!(temps.len(), 41, "temperatures in the corpus");
+    let batch = |celsius: &[f64]| v1::Batch {
+        agent_id: "a1".into(),
+        sequence: 1,
+        temperature: celsius
+            .iter()
+            .map(|c| v1::TemperatureSample {
+                time_ns: 1_700_000_000_000_000_000,
+                source: "smartctl".into(),
+                device: "nvme0".into(),
+                sensor: "Composite".into(),
+                celsius: *c,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let all: Vec<f64> = temps.iter().map(|t| t.2).collect();
+    let accepted = convert_batch("a1", batch(&all)).map(|b| b.temperature.len());
+    assert_eq!(accepted.ok(), Some(41), "{temps:?}");
+    for (rel, sensor, c) in &temps {
+        assert!(
+            (0.0..=60.0).contains(c),
+            "{rel} {sensor}: {c} °C is not a drive temperature"
+        );
+    }
+    // The old misreading of the float capture's 310.0 K as 3,100 K: the collector refuses it.
+    assert!(convert_batch("a1", batch(&[3100.0 - 273.15])).is_err());
+}
