@@ -14,7 +14,7 @@ use wattflip_drives::nvme_cli::{parse_id_ctrl, parse_list, parse_smart_log};
 use wattflip_drives::smartctl::parse_report;
 use wattflip_drives::Celsius;
 
-fn corpus() -> PathBuf {
+pub fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/captures")
 }
 
