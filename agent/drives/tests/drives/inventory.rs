@@ -198,7 +198,8 @@ fn capacity_falls_back_to_tnvmcap_for_a_single_namespace() {
         .map(|c| (c.to_string(), id.clone()))
         .collect();
     let drives = merge_nvme(&sysfs, &[], &ids);
-    let got: Vec<(&str, Option<u64>, Option<u32>, Option<bool>, &str)> = drives
+    type Row<'a> = (&'a str, Option<u64>, Option<u32>, Option<bool>, &'a str);
+    let got: Vec<Row> = drives
         .iter()
         .map(|d| {
             (
