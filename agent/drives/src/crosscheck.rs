@@ -7,6 +7,8 @@
 //! simultaneous; hence a tolerance. To compare another field, add it to [`SourceView`] and a
 //! branch to [`cross_check`].
 
+use crate::nvme_cli::{IdCtrl, SmartLog};
+use crate::smartctl::SmartctlReport;
 use crate::units::Celsius;
 use std::fmt;
 
@@ -23,6 +25,41 @@ pub struct SourceView {
     pub firmware: Option<String>,
     /// Composite (or only) temperature.
     pub temperature: Option<Celsius>,
+}
+
+impl SourceView {
+    /// nvme-cli: identity from id-ctrl, temperature from the SMART log (either may be missing).
+    pub fn nvme_cli(id: Option<&IdCtrl>, log: Option<&SmartLog>) -> Self {
+        SourceView {
+            source: "nvme-cli".into(),
+            model: id.map(|i| i.model.clone()),
+            serial: id.map(|i| i.serial.clone()),
+            firmware: id.map(|i| i.firmware.clone()),
+            temperature: log.and_then(|l| l.composite),
+        }
+    }
+
+    /// smartctl: identity and its best temperature reading.
+    pub fn smartctl(r: &SmartctlReport) -> Self {
+        SourceView {
+            source: "smartctl".into(),
+            model: r.model.clone(),
+            serial: r.serial.clone(),
+            firmware: r.firmware.clone(),
+            temperature: r.temperature,
+        }
+    }
+
+    /// hwmon (the kernel's nvme hwmon device): a temperature only.
+    pub fn hwmon(temperature: Celsius) -> Self {
+        SourceView {
+            source: "hwmon".into(),
+            model: None,
+            serial: None,
+            firmware: None,
+            temperature: Some(temperature),
+        }
+    }
 }
 
 /// Temperatures within this many °C agree: smartctl's whole-degree K − 273 against K − 273.15 is

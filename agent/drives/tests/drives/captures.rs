@@ -385,3 +385,30 @@ fn collector_accepts_every_corpus_temperature() {
     // The old misreading of the float capture's 310.0 K as 3,100 K: the collector refuses it.
     assert!(convert_batch("a1", batch(&[3100.0 - 273.15])).is_err());
 }
+
+/// The cross-check on a real output: nvme-cli's composite from the 2.11 smart-log (324 K) against a
+/// hwmon reading of the same Kelvin value (agrees) and one 10 °C hotter (disagrees, by +10 °C).
+#[test]
+fn cross_check_on_captures() {
+    use wattflip_drives::crosscheck::{
+        cross_check, Disagreement, SourceView, DEFAULT_TEMPERATURE_TOLERANCE,
+    };
+    let path = corpus().join("nvme-cli/netdata-2.11-smart-log-firecuda-thermal.json");
+    let log = parse_smart_log(&std::fs::read_to_string(path).expect("capture")).expect("parse");
+    let nvme = SourceView::nvme_cli(None, Some(&log));
+    assert_eq!(nvme.temperature, Some(Celsius(50.85)));
+    let agree = SourceView::hwmon(Celsius::from_millicelsius(50_850));
+    assert_eq!(
+        cross_check(&[nvme.clone(), agree], DEFAULT_TEMPERATURE_TOLERANCE),
+        []
+    );
+    let hot = SourceView::hwmon(Celsius::from_millicelsius(60_850));
+    assert_eq!(
+        cross_check(&[nvme, hot], DEFAULT_TEMPERATURE_TOLERANCE),
+        [Disagreement::Temperature {
+            reference: ("nvme-cli".into(), Celsius(50.85)),
+            other: ("hwmon".into(), Celsius(60.85)),
+            delta: 60.85 - 50.85,
+        }]
+    );
+}
