@@ -49,12 +49,20 @@ pub struct PowerState {
 }
 
 impl PowerState {
-    /// Max power as the descriptor carries it: 2 decimals in 0.01 W units, 4 in 0.0001 W units
-    /// (`25.00 W`, `0.0035 W`), as nvme-cli prints it; `-` when not reported.
+    /// Max power in W as the descriptor carries it: 2 decimals in 0.01 W units, 4 in 0.0001 W
+    /// units (`25.00`, `0.0035`), as nvme-cli prints it; `-` when not reported.
+    pub fn max_power_number(&self) -> String {
+        match self.max_power {
+            Some(w) if self.max_power_fine => format!("{:.4}", w.value()),
+            Some(w) => format!("{:.2}", w.value()),
+            None => "-".to_string(),
+        }
+    }
+
+    /// [`Self::max_power_number`] with its unit (`0.0035 W`), or `-`.
     pub fn max_power_text(&self) -> String {
         match self.max_power {
-            Some(w) if self.max_power_fine => format!("{:.4} W", w.value()),
-            Some(w) => format!("{:.2} W", w.value()),
+            Some(_) => format!("{} W", self.max_power_number()),
             None => "-".to_string(),
         }
     }
