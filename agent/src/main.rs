@@ -277,7 +277,7 @@ struct GovernorCommon {
 }
 
 fn main() -> std::process::ExitCode {
-    wattflip_proto::cli::main_with("wattflip-agent", || dispatch(Cli::parse()))
+    wattflip_infra::cli::main_with("wattflip-agent", || dispatch(Cli::parse()))
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -661,5 +661,5 @@ fn inventory_table(inv: &wattflip_proto::v1::Inventory, found: &mut wattflip_age
 }
 
 async fn shutdown_signal() {
-    wattflip_proto::cli::shutdown_signal().await
+    wattflip_infra::cli::shutdown_signal().await
 }

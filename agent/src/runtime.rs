@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wattflip_proto::tls::TlsMode;
+use wattflip_infra::tls::TlsMode;
 use wattflip_proto::v1;
 
 /// Monotonic clock anchored to UTC once at start.
@@ -68,7 +68,7 @@ pub enum RunError {
     #[error("cannot open the spool (spool.dir): {0}")]
     Spool(#[from] crate::export::backlog::BacklogError),
     #[error(transparent)]
-    Metrics(#[from] wattflip_proto::telemetry::MetricsBindError),
+    Metrics(#[from] wattflip_infra::telemetry::MetricsBindError),
 }
 
 #[derive(Debug, Default, Clone)]
@@ -344,7 +344,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = cfg.metrics_listen {
         let m = metrics.clone();
-        let bound = wattflip_proto::telemetry::serve_metrics(addr, Arc::new(move || m.render()), async {
+        let bound = wattflip_infra::telemetry::serve_metrics(addr, Arc::new(move || m.render()), async {
             let _ = metrics_stopped.await;
         })
         .await?;

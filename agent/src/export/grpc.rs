@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-use wattflip_proto::tls::{is_loopback_host, url_host, TlsMode};
+use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_client::IngestClient, AgentMessage};
 
 /// Metadata key the collector sets on `invalid_argument` to name the rejected batch.

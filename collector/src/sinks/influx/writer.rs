@@ -25,7 +25,7 @@ pub struct SinkStats {
     pub retries: AtomicU64,
     pub databases_created: AtomicU64,
     /// Duration of each write request, successful or not.
-    pub write_latency: wattflip_proto::telemetry::Histogram,
+    pub write_latency: wattflip_infra::telemetry::Histogram,
 }
 
 struct Job {
