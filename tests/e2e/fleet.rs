@@ -9,6 +9,10 @@
 //! whole setup and how to reproduce a guest by hand. `WATTFLIP_SKIP_FLEET=1` skips this test;
 //! without it, missing QEMU, kernel or tools fail the test with what to install.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -4,6 +4,10 @@
 //! always released by drop guards. Skips (with the reason printed) when not root or when losetup is
 //! missing.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use wattflip_uflip::*;

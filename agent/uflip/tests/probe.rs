@@ -2,6 +2,10 @@
 //! tmpfs): quick plan end to end, iolog and trace output, unsupported runs, parallel runs,
 //! formats, preparation + calibration, and the tmpfs refusal.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use wattflip_uflip::*;
 
