@@ -216,7 +216,7 @@ fn loop_device_with_mounted_ext4_is_refused_even_with_consent() {
 
 #[test]
 fn partitioned_loop_device_is_refused() {
-    require_root_and(&[LOSETUP, ("sfdisk", "fdisk")]);
+    require_root_and(&[LOSETUP, ("sfdisk", "fdisk"), ("partx", "util-linux")]);
     let lo = LoopDev::new("parted", 16 * MIB, true);
     let mut sf = Command::new("sfdisk")
         .arg("-q")
@@ -234,9 +234,27 @@ fn partitioned_loop_device_is_refused() {
     }
     assert!(sf.wait().unwrap().success());
     let _ = Command::new("udevadm").arg("settle").status();
+    // Some kernels do not register a loop device's partitions on sfdisk's BLKRRPART (seen on a
+    // 6.18 VM: /dev/loop0p1 never came); `partx -a` adds them through BLKPG (its error "busy"
+    // only means they are there already). Then poll sysfs for the partition, with a deadline.
+    let _ = Command::new("partx")
+        .arg("-a")
+        .arg(&lo.dev)
+        .stderr(std::process::Stdio::null())
+        .status();
+    let name = lo.dev.file_name().unwrap().to_string_lossy().to_string();
+    let part = Path::new("/sys/class/block").join(format!("{name}p1"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !part.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not appear within 10 s after sfdisk",
+            part.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
-    let name = lo.dev.file_name().unwrap().to_string_lossy().to_string();
     assert_eq!(
         refusal.reasons,
         vec![
