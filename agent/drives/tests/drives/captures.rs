@@ -397,12 +397,12 @@ fn cross_check_on_captures() {
     let log = parse_smart_log(&std::fs::read_to_string(path).expect("capture")).expect("parse");
     let nvme = SourceView::nvme_cli(None, Some(&log));
     assert_eq!(nvme.temperature, Some(Celsius(50.85)));
-    let agree = SourceView::hwmon(Celsius::from_millicelsius(50_850));
+    let agree = SourceView::hwmon(Celsius::from_millidegrees(50_850));
     assert_eq!(
         cross_check(&[nvme.clone(), agree], DEFAULT_TEMPERATURE_TOLERANCE),
         []
     );
-    let hot = SourceView::hwmon(Celsius::from_millicelsius(60_850));
+    let hot = SourceView::hwmon(Celsius::from_millidegrees(60_850));
     assert_eq!(
         cross_check(&[nvme, hot], DEFAULT_TEMPERATURE_TOLERANCE),
         [Disagreement::Temperature {
