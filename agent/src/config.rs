@@ -21,8 +21,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
-use wattflip_proto::tls::{RawTls, TlsMode};
-use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
+use wattflip_infra::tls::{RawTls, TlsMode};
+use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -105,7 +105,7 @@ impl Config {
     pub fn from_file(file: &Path) -> Result<Config, ConfigError> {
         let text = read_bounded(file).map_err(|message| ConfigError {
             file: file.to_owned(),
-            problems: vec![wattflip_proto::tomlcfg::Problem { path: String::new(), message }],
+            problems: vec![wattflip_infra::tomlcfg::Problem { path: String::new(), message }],
         })?;
         Self::from_loader(Loader::from_str(file, &text)?, true)
     }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use wattflip_proto::domain::{Rejection, Rule};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use wattflip_proto::telemetry::LabelledCounter;
+use wattflip_infra::telemetry::LabelledCounter;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};

@@ -13,6 +13,7 @@
 
 use crate::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
+use wattflip_infra::Backoff;
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,12 +29,12 @@ pub struct SinkStats {
     /// Lines InfluxDB refused (all of them are in the dead-letter store).
     pub lines_rejected: AtomicU64,
     /// The same lines by class (`type_conflict`, `parse_error`, `refused`).
-    pub lines_dead_lettered: wattflip_proto::telemetry::LabelledCounter,
+    pub lines_dead_lettered: wattflip_infra::telemetry::LabelledCounter,
     pub requests: AtomicU64,
     pub retries: AtomicU64,
     pub databases_created: AtomicU64,
     /// Duration of each write request, successful or not.
-    pub write_latency: wattflip_proto::telemetry::Histogram,
+    pub write_latency: wattflip_infra::telemetry::Histogram,
 }
 
 struct Job {
@@ -474,7 +475,9 @@ impl Writer {
         // A stack of pieces: a 413, or a 400 that names no line, splits a piece in two.
         let mut pieces: Vec<Vec<(Origin, String)>> = vec![lines];
         let mut refused = Vec::new();
-        let mut attempt: u32 = 0;
+        // 100 ms doubling up to `influx.max_backoff` (a lower max caps the first step too).
+        let cap = self.endpoint.cfg.max_backoff;
+        let mut backoff = Backoff::new(Duration::from_millis(100).min(cap), cap);
         while let Some(piece) = pieces.pop() {
             if piece.is_empty() {
                 continue;
@@ -486,11 +489,11 @@ impl Writer {
             self.stats.write_latency.observe(started.elapsed());
             match result {
                 Ok(()) => {
-                    attempt = 0;
+                    backoff.reset();
                     self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
                 }
                 Err(PostError::Rejected { body }) => {
-                    attempt = 0;
+                    backoff.reset();
                     let named = if piece.len() == 1 { vec![0] } else { offending_indices(&body, &refs) };
                     if named.is_empty() {
                         // Nothing to go by: halve until each refused line stands alone.
@@ -515,7 +518,7 @@ impl Writer {
                     } else {
                         rest.append(&mut bad);
                         pieces.push(rest);
-                        if !self.backoff(&mut attempt, None).await {
+                        if !self.pause(&mut backoff, None).await {
                             return None;
                         }
                     }
@@ -531,7 +534,7 @@ impl Writer {
                     let err = "InfluxDB refused a single line as too large (413); raise its max-body-size, then replay";
                     if !self.dead_letter(&piece, err, &mut refused) {
                         pieces.push(piece);
-                        if !self.backoff(&mut attempt, None).await {
+                        if !self.pause(&mut backoff, None).await {
                             return None;
                         }
                     }
@@ -544,7 +547,7 @@ impl Writer {
                         }
                         Err(e) => {
                             tracing::warn!("cannot create database {}: {e}", self.endpoint.cfg.database);
-                            if !self.backoff(&mut attempt, None).await {
+                            if !self.pause(&mut backoff, None).await {
                                 return None;
                             }
                         }
@@ -553,9 +556,9 @@ impl Writer {
                 }
                 Err(PostError::Retry { reason, after }) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(attempt, "InfluxDB write failed, will retry: {reason}");
+                    tracing::warn!(attempt = backoff.attempt(), "InfluxDB write failed, will retry: {reason}");
                     pieces.push(piece);
-                    if !self.backoff(&mut attempt, after).await {
+                    if !self.pause(&mut backoff, after).await {
                         return None;
                     }
                 }
@@ -564,20 +567,10 @@ impl Writer {
         Some(refused)
     }
 
-    /// Sleeps 100 ms · 2^attempt (capped, ±25 % jitter) or Retry-After; false on shutdown.
-    async fn backoff(&mut self, attempt: &mut u32, after: Option<Duration>) -> bool {
-        let base = Duration::from_millis(100).saturating_mul(1u32 << (*attempt).min(16));
-        let cap = self.endpoint.cfg.max_backoff;
-        let mut wait = after.unwrap_or(base).min(cap.max(Duration::from_millis(100)));
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        if after.is_none() {
-            let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
-            wait = wait.mul_f64(jitter);
-        }
-        *attempt = attempt.saturating_add(1);
+    /// Sleeps the next backoff delay (jittered), or InfluxDB's Retry-After (capped); false on
+    /// shutdown.
+    async fn pause(&mut self, backoff: &mut Backoff, retry_after: Option<Duration>) -> bool {
+        let wait = backoff.next_delay_or(retry_after);
         tokio::select! {
             _ = tokio::time::sleep(wait) => true,
             _ = self.shutdown.changed() => false,
