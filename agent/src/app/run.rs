@@ -21,6 +21,7 @@ use crate::export::grpc::{ExportSummary, Exporter};
 use crate::export::spool::Spool;
 use crate::export::telemetry::AgentMetrics;
 use crate::sensors::nvme_estimate::NvmeEstimate;
+use crate::sensors::offtick::OffTick;
 use crate::sensors::sampler::{run_on, RealTime, SamplerStats};
 use crate::sensors::{discover_all, Discovered};
 use std::future::Future;
@@ -184,7 +185,9 @@ fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
         for d in &drives.drives {
             let Some(ctrl) = d.controller.as_ref().filter(|c| seen.insert(c.to_string())) else { continue };
             if let Some(e) = NvmeEstimate::new(nvme.clone(), ctrl, d.power_states.clone()) {
-                found.power.push(Box::new(e));
+                // nvme-cli runs on a worker of its own: a hung tool never holds up the tick.
+                let period = super::ticks::power_period(cfg, &e);
+                found.power.push(Box::new(OffTick::spawn(Box::new(e), period)));
             }
         }
     }

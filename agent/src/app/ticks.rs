@@ -132,8 +132,11 @@ pub fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, stat
             state.last_read.insert(key.clone(), mono);
         }
         let started = Instant::now();
-        let r = s.read(mono);
+        // Stamped at the read's own instant: counters time themselves around their read.
+        let (at, r) = s.read_timed(&mut || clock.now().0);
+        let utc = utc.saturating_add(i64::try_from(at.saturating_sub(mono)).unwrap_or(i64::MAX));
         metrics.sensor_reads.record(&key, started.elapsed(), r.is_ok());
+        batch.events.extend(s.take_notices().into_iter().map(|n| crate::sensors::sampler::notice_event(n, &d.zone, utc)));
         match r {
             Ok(Some(r)) => {
                 last_error.remove(&key);
