@@ -648,3 +648,25 @@ fn at_1khz_min_and_max_stay_within_10_percent_of_a_constant_120_w() {
     }
     assert_eq!(stats.errors, 0);
 }
+
+#[test]
+fn a_zone_that_appears_after_start_up_is_rediscovered_once() {
+    use std::collections::HashSet;
+    let (_tmp, root) = copy_fixture("vanished-zone");
+    let z1 = root.join("class/powercap/intel-rapl:1");
+    let saved = root.join("saved-intel-rapl-1");
+    std::fs::rename(&z1, &saved).unwrap();
+    let d = discover(&root);
+    let mut known: HashSet<(String, String)> = d.power.iter().map(|p| p.describe()).map(|s| (s.source, s.zone)).collect();
+    assert_eq!(known, HashSet::from([("rapl".to_string(), "package-0".to_string())]));
+    assert!(wattflip_agent::sensors::rediscover(&root, &SensorKinds::default(), &known).is_empty());
+    // The driver brings the second package later.
+    std::fs::rename(&saved, &z1).unwrap();
+    let mut new = wattflip_agent::sensors::rediscover(&root, &SensorKinds::default(), &known);
+    assert_eq!(new.iter().map(|p| p.describe().zone).collect::<Vec<_>>(), vec!["package-1".to_string()]);
+    assert_eq!(new[0].read(0).unwrap(), None);
+    std::fs::write(z1.join("energy_uj"), "3500000\n").unwrap();
+    assert_eq!(new[0].read(500_000_000).unwrap().unwrap().watts, Watts(1.0));
+    known.insert(("rapl".into(), "package-1".into()));
+    assert!(wattflip_agent::sensors::rediscover(&root, &SensorKinds::default(), &known).is_empty());
+}

@@ -209,6 +209,26 @@ pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn Com
     d
 }
 
+/// The sysfs power sources (RAPL, hwmon) that exist now and are not in `known` (`(source, zone)`
+/// pairs): a zone whose driver loaded after start-up, or that was unreadable then and is readable
+/// now. External commands (IPMI) are not run here: their workers retry on their own.
+pub fn rediscover(sysfs_root: &Path, kinds: &SensorKinds, known: &std::collections::HashSet<(String, String)>) -> Vec<Box<dyn PowerSensor>> {
+    let mut d = Discovered::default();
+    if kinds.rapl {
+        rapl::discover(sysfs_root, &mut d);
+    }
+    if kinds.hwmon {
+        hwmon::discover(sysfs_root, &mut d);
+    }
+    d.power
+        .into_iter()
+        .filter(|s| {
+            let desc = s.describe();
+            !known.contains(&(desc.source, desc.zone))
+        })
+        .collect()
+}
+
 /// Reads a small sysfs attribute, mapping errors to [`SensorError`] with the path.
 pub(crate) fn read_attr(path: &Path, hint: &'static str) -> Result<String, SensorError> {
     match std::fs::read_to_string(path) {
