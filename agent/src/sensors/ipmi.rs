@@ -15,7 +15,8 @@
 //! deactivated reading with a plausible current value (1 ..= [`MAX_PLAUSIBLE_WATTS`]) is kept and
 //! flagged (a `sensor_flagged` event, once); 0 W (or 65535, a known garbage value) is no reading.
 //! "Not supported" (completion code c1) and "no IPMI device" are permanent and reported at
-//! discovery, never as zeros. The FreeIPMI layout is parsed too, for imported outputs.
+//! discovery, never as zeros. Discovery makes one attempt before sampling starts (at most
+//! `command_timeout`); every later call is the worker's. The FreeIPMI layout is parsed too, for imported outputs.
 
 use super::{Discovered, Notice, PowerReading, PowerSensor, SensorError};
 use std::sync::mpsc;
