@@ -57,7 +57,7 @@ fn fake_ipmitool_fails_transiently_hangs_then_answers() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Backoff ≈1 s, ≈2 s, the 1 s timeout, ≈4 s: the BMC's answers arrive, in order.
+    // Backoff 0.5–1 s, 1–2 s, the 1 s timeout, 2–4 s: the BMC's answers arrive, in order.
     assert_eq!(got, vec![Watts(319.0), Watts(197.0)]);
     // The hung child never held up a read: reads only take the worker's newest answer.
     assert!(

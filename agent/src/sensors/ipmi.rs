@@ -23,6 +23,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wattflip_drives::{CommandError, CommandRunner};
+use wattflip_infra::Backoff;
 use wattflip_proto::units::Watts;
 use wattflip_proto::v1;
 
@@ -215,30 +216,19 @@ pub struct IpmiDcmi {
     _stop: mpsc::Sender<()>,
 }
 
-/// Delay before attempt `failures + 1` after `failures` failures in a row: 1 s doubling to
-/// [`MAX_BACKOFF`], with ±20 % jitter so a fleet's agents do not retry their BMCs in lockstep.
-pub fn backoff(failures: u32, jitter_seed: u64) -> Duration {
-    let base = Duration::from_secs(1).saturating_mul(1u32 << failures.min(6)).min(MAX_BACKOFF);
-    // A cheap, well-spread fraction in [0.8, 1.2) from the seed (splitmix64's finaliser).
-    let mut z = jitter_seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    let frac = 0.8 + 0.4 * ((z >> 11) as f64 / (1u64 << 53) as f64);
-    base.mul_f64(frac)
-}
-
 impl IpmiDcmi {
     /// Starts the worker. `first` is the outcome of the discovery attempt (already made).
     fn start(runner: Arc<dyn CommandRunner>, argv: Vec<String>, timeout: Duration, period: Duration, first: Result<DcmiReading, DcmiError>) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
-        let mut failures = u32::from(first.is_err());
+        let failed_first = first.is_err();
         lock(&state).record(1, first.and_then(|r| accept(&r)));
         let (tx, rx) = mpsc::channel::<()>();
         let (st, av) = (state.clone(), argv.clone());
         let spawned = std::thread::Builder::new().name("ipmi-dcmi".into()).spawn(move || {
             let mut seq = 1u64;
-            let mut wait = if failures > 0 { backoff(0, seed()) } else { period };
+            // One retry delay for the worker: 1 s doubling to a minute, jittered (the workspace's).
+            let mut retry = Backoff::new(Duration::from_secs(1), MAX_BACKOFF);
+            let mut wait = if failed_first { retry.next_delay() } else { period };
             // recv_timeout returns Timeout while the sensor lives, Disconnected once it is dropped.
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
                 let started = Instant::now();
@@ -247,12 +237,11 @@ impl IpmiDcmi {
                 let ok = outcome.is_ok();
                 lock(&st).record(seq, outcome);
                 wait = if ok {
-                    failures = 0;
+                    retry.reset();
                     // A slow answer does not start the next call at once: the BMC gets at least half a period of rest.
                     period.saturating_sub(started.elapsed()).max(period / 2)
                 } else {
-                    failures = failures.saturating_add(1);
-                    backoff(failures - 1, seed())
+                    retry.next_delay()
                 };
             }
         });
@@ -261,10 +250,6 @@ impl IpmiDcmi {
         }
         IpmiDcmi { state, argv, period, _stop: tx }
     }
-}
-
-fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0) ^ u64::from(std::process::id())
 }
 
 fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -404,17 +389,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn backoff_doubles_to_a_minute_with_jitter() {
-        for (failures, base) in [(0u32, 1.0f64), (1, 2.0), (2, 4.0), (5, 32.0), (6, 60.0), (30, 60.0)] {
-            for seed in 0..50u64 {
-                let d = backoff(failures, seed).as_secs_f64();
-                assert!(d >= base * 0.8 && d < base * 1.2, "failures {failures} seed {seed}: {d}");
-            }
-        }
-        assert_ne!(backoff(3, 1), backoff(3, 2));
-    }
-
     fn wait_for(sensor: &mut Box<dyn PowerSensor>, deadline: Duration) -> Option<PowerReading> {
         let end = Instant::now() + deadline;
         while Instant::now() < end {
@@ -453,7 +427,7 @@ mod tests {
         assert_eq!(d.power.len(), 1, "{:?}", d.unavailable);
         let s = &mut d.power[0];
         assert_eq!(s.read(0).unwrap(), None, "no reading while the BMC fails: a gap, not 0 W");
-        // Backoff 0.8–1.2 s after the first failure, then 1.6–2.4 s after the timeout.
+        // Backoff 0.5–1 s after the first failure, then 1–2 s after the timeout.
         let r = wait_for(s, Duration::from_secs(8)).expect("the source came back");
         assert_eq!(r.watts, Watts(319.0));
         let r = wait_for(s, Duration::from_secs(3)).expect("next reading");

@@ -10,6 +10,7 @@ use super::{Notice, PowerReading, PowerSensor, SensorError};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wattflip_infra::Backoff;
 use wattflip_proto::v1;
 
 #[derive(Default)]
@@ -46,7 +47,8 @@ impl OffTick {
         let zone = desc.zone.clone();
         let spawned = std::thread::Builder::new().name(format!("offtick-{}", desc.source)).spawn(move || {
             let base = Instant::now();
-            let (mut seq, mut failures, mut wait) = (0u64, 0u32, Duration::ZERO);
+            let (mut seq, mut wait) = (0u64, Duration::ZERO);
+            let mut retry = Backoff::new(Duration::from_secs(1), super::ipmi::MAX_BACKOFF);
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
                 let started = Instant::now();
                 let now_ns = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -55,7 +57,7 @@ impl OffTick {
                 s.notices.extend(inner.take_notices());
                 match result {
                     Ok(r) => {
-                        failures = 0;
+                        retry.reset();
                         if let Some(why) = s.reason.take() {
                             tracing::info!(zone = %zone, "answers again after: {why}");
                             s.notices.push(Notice::available("the source answers again"));
@@ -74,8 +76,7 @@ impl OffTick {
                             s.notices.push(Notice::unavailable(msg.clone()));
                             s.reason = Some(msg);
                         }
-                        wait = super::ipmi::backoff(failures, seed(seq, failures)).max(period);
-                        failures = failures.saturating_add(1);
+                        wait = retry.next_delay().max(period);
                     }
                 }
             }
@@ -85,11 +86,6 @@ impl OffTick {
         }
         OffTick { desc, min_interval, update, state, _stop: tx }
     }
-}
-
-fn seed(seq: u64, failures: u32) -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    u64::from(t) ^ seq.rotate_left(17) ^ u64::from(failures) ^ u64::from(std::process::id()).rotate_left(32)
 }
 
 impl PowerSensor for OffTick {
