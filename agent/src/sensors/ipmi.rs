@@ -49,7 +49,9 @@ pub struct DcmiReading {
 pub enum DcmiError {
     #[error("the BMC does not support DCMI power readings ({0})")]
     NotSupported(String),
-    #[error("no IPMI device: load the ipmi_si and ipmi_devintf modules, or this host has no BMC ({0})")]
+    #[error(
+        "no IPMI device: load the ipmi_si and ipmi_devintf modules, or this host has no BMC ({0})"
+    )]
     NoDevice(String),
     #[error("power reading state is deactivated and the BMC reports {0} W; enable it with `ipmitool dcmi power activate`")]
     Deactivated(f64),
@@ -84,7 +86,12 @@ pub fn parse(stdout: &str) -> Result<DcmiReading, DcmiError> {
     let (mut minimum, mut maximum, mut average) = (None, None, None);
     let mut active = true;
     for line in stdout.lines() {
-        let key = line.split(':').next().unwrap_or("").trim().to_ascii_lowercase();
+        let key = line
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         match key.as_str() {
             "instantaneous power reading" | "current power" => current = watts_after_colon(line),
             k if k.starts_with("minimum") => minimum = watts_after_colon(line),
@@ -106,7 +113,13 @@ pub fn parse(stdout: &str) -> Result<DcmiReading, DcmiError> {
     let Some(current) = current else {
         return Err(DcmiError::Unparsable(stdout.chars().take(200).collect()));
     };
-    Ok(DcmiReading { current: Watts(current), minimum: minimum.map(Watts), maximum: maximum.map(Watts), average: average.map(Watts), active })
+    Ok(DcmiReading {
+        current: Watts(current),
+        minimum: minimum.map(Watts),
+        maximum: maximum.map(Watts),
+        average: average.map(Watts),
+        active,
+    })
 }
 
 /// The deactivated-reading policy: the watts to record and whether they are flagged.
@@ -131,9 +144,13 @@ fn first_line(s: &str) -> Option<&str> {
 /// Classifies a failed call from its stderr (and stdout: some DCMI errors go there). Unsupported
 /// and missing-device are permanent; anything else is transient and retried.
 pub fn classify_failure(stderr: &str, stdout: &str, exit: &str) -> DcmiError {
-    let line = first_line(stderr).or_else(|| first_line(stdout)).map(str::to_string);
+    let line = first_line(stderr)
+        .or_else(|| first_line(stdout))
+        .map(str::to_string);
     let l = format!("{stderr}\n{stdout}").to_ascii_lowercase();
-    let what = line.clone().unwrap_or_else(|| format!("{exit} with no output"));
+    let what = line
+        .clone()
+        .unwrap_or_else(|| format!("{exit} with no output"));
     if l.contains("invalid command") {
         DcmiError::NotSupported(what)
     } else if l.contains("could not open device") {
@@ -147,16 +164,24 @@ pub fn classify_failure(stderr: &str, stdout: &str, exit: &str) -> DcmiError {
 }
 
 /// One attempt: the reading, or why there is none.
-fn attempt(runner: &dyn CommandRunner, argv: &[String], timeout: Duration) -> Result<DcmiReading, DcmiError> {
+fn attempt(
+    runner: &dyn CommandRunner,
+    argv: &[String],
+    timeout: Duration,
+) -> Result<DcmiReading, DcmiError> {
     match runner.run(argv, timeout) {
-        Err(CommandError::NotFound { command }) => {
-            Err(DcmiError::NoDevice(format!("`{command}` is not installed (Debian package ipmitool)")))
-        }
-        Err(CommandError::Timeout { command, timeout, .. }) => {
-            Err(DcmiError::Transient(format!("`{command}` gave no answer within {timeout:?} and was killed")))
-        }
+        Err(CommandError::NotFound { command }) => Err(DcmiError::NoDevice(format!(
+            "`{command}` is not installed (Debian package ipmitool)"
+        ))),
+        Err(CommandError::Timeout {
+            command, timeout, ..
+        }) => Err(DcmiError::Transient(format!(
+            "`{command}` gave no answer within {timeout:?} and was killed"
+        ))),
         Err(e) => Err(DcmiError::Transient(e.to_string())),
-        Ok(o) if !o.exit.success() => Err(classify_failure(&o.stderr, &o.stdout, &o.exit.to_string())),
+        Ok(o) if !o.exit.success() => {
+            Err(classify_failure(&o.stderr, &o.stdout, &o.exit.to_string()))
+        }
         Ok(o) => parse(&o.stdout),
     }
 }
@@ -180,7 +205,8 @@ impl State {
         match outcome {
             Ok((w, flagged)) => {
                 if self.reason.take().is_some() {
-                    self.notices.push(Notice::available("DCMI power readings are answered again"));
+                    self.notices
+                        .push(Notice::available("DCMI power readings are answered again"));
                 }
                 if flagged != self.flagged {
                     self.notices.push(if flagged {
@@ -218,37 +244,59 @@ pub struct IpmiDcmi {
 
 impl IpmiDcmi {
     /// Starts the worker. `first` is the outcome of the discovery attempt (already made).
-    fn start(runner: Arc<dyn CommandRunner>, argv: Vec<String>, timeout: Duration, period: Duration, first: Result<DcmiReading, DcmiError>) -> Self {
+    fn start(
+        runner: Arc<dyn CommandRunner>,
+        argv: Vec<String>,
+        timeout: Duration,
+        period: Duration,
+        first: Result<DcmiReading, DcmiError>,
+    ) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let failed_first = first.is_err();
         lock(&state).record(1, first.and_then(|r| accept(&r)));
         let (tx, rx) = mpsc::channel::<()>();
         let (st, av) = (state.clone(), argv.clone());
-        let spawned = std::thread::Builder::new().name("ipmi-dcmi".into()).spawn(move || {
-            let mut seq = 1u64;
-            // One retry delay for the worker: 1 s doubling to a minute, jittered (the workspace's).
-            let mut retry = Backoff::new(Duration::from_secs(1), MAX_BACKOFF);
-            let mut wait = if failed_first { retry.next_delay() } else { period };
-            // recv_timeout returns Timeout while the sensor lives, Disconnected once it is dropped.
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
-                let started = Instant::now();
-                let outcome = attempt(runner.as_ref(), &av, timeout).and_then(|r| accept(&r));
-                seq += 1;
-                let ok = outcome.is_ok();
-                lock(&st).record(seq, outcome);
-                wait = if ok {
-                    retry.reset();
-                    // A slow answer does not start the next call at once: the BMC gets at least half a period of rest.
-                    period.saturating_sub(started.elapsed()).max(period / 2)
-                } else {
+        let spawned = std::thread::Builder::new()
+            .name("ipmi-dcmi".into())
+            .spawn(move || {
+                let mut seq = 1u64;
+                // One retry delay for the worker: 1 s doubling to a minute, jittered (the workspace's).
+                let mut retry = Backoff::new(Duration::from_secs(1), MAX_BACKOFF);
+                let mut wait = if failed_first {
                     retry.next_delay()
+                } else {
+                    period
                 };
-            }
-        });
+                // recv_timeout returns Timeout while the sensor lives, Disconnected once it is dropped.
+                while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
+                    let started = Instant::now();
+                    let outcome = attempt(runner.as_ref(), &av, timeout).and_then(|r| accept(&r));
+                    seq += 1;
+                    let ok = outcome.is_ok();
+                    lock(&st).record(seq, outcome);
+                    wait = if ok {
+                        retry.reset();
+                        // A slow answer does not start the next call at once: the BMC gets at least half a period of rest.
+                        period.saturating_sub(started.elapsed()).max(period / 2)
+                    } else {
+                        retry.next_delay()
+                    };
+                }
+            });
         if let Err(e) = spawned {
-            lock(&state).record(u64::MAX, Err(DcmiError::Transient(format!("cannot start the ipmitool worker thread: {e}"))));
+            lock(&state).record(
+                u64::MAX,
+                Err(DcmiError::Transient(format!(
+                    "cannot start the ipmitool worker thread: {e}"
+                ))),
+            );
         }
-        IpmiDcmi { state, argv, period, _stop: tx }
+        IpmiDcmi {
+            state,
+            argv,
+            period,
+            _stop: tx,
+        }
     }
 }
 
@@ -279,7 +327,11 @@ impl PowerSensor for IpmiDcmi {
         match s.latest {
             Some((seq, w)) if seq > s.taken => {
                 s.taken = seq;
-                Ok(Some(PowerReading { watts: w, joules: None, interval_ns: 0 }))
+                Ok(Some(PowerReading {
+                    watts: w,
+                    joules: None,
+                    interval_ns: 0,
+                }))
             }
             _ => Ok(None),
         }
@@ -301,18 +353,41 @@ impl PowerSensor for IpmiDcmi {
 /// Tries one reading; keeps the source unless the failure is permanent (no `ipmitool`, no IPMI
 /// device, no DCMI), which goes to `unavailable` with the reason. A transient failure keeps the
 /// source: its worker retries with backoff and the reason is its first notice.
-pub fn discover(runner: Arc<dyn CommandRunner>, program: &str, timeout: Duration, out: &mut Discovered) {
+pub fn discover(
+    runner: Arc<dyn CommandRunner>,
+    program: &str,
+    timeout: Duration,
+    out: &mut Discovered,
+) {
     discover_with_period(runner, program, timeout, Duration::from_secs(1), out);
 }
 
 /// [`discover`] with the worker's read period (tests use a short one).
-pub fn discover_with_period(runner: Arc<dyn CommandRunner>, program: &str, timeout: Duration, period: Duration, out: &mut Discovered) {
-    let argv: Vec<String> = [program, "dcmi", "power", "reading"].iter().map(|s| s.to_string()).collect();
+pub fn discover_with_period(
+    runner: Arc<dyn CommandRunner>,
+    program: &str,
+    timeout: Duration,
+    period: Duration,
+    out: &mut Discovered,
+) {
+    let argv: Vec<String> = [program, "dcmi", "power", "reading"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let first = attempt(runner.as_ref(), &argv, timeout);
     match &first {
         Err(e) if e.is_permanent() => out.unavailable.push(format!("ipmi: {e}")),
-        Err(DcmiError::Unparsable(_)) => out.unavailable.push(format!("ipmi: {}", first.as_ref().err().map(|e| e.to_string()).unwrap_or_default())),
-        _ => out.power.push(Box::new(IpmiDcmi::start(runner, argv, timeout, period, first))),
+        Err(DcmiError::Unparsable(_)) => out.unavailable.push(format!(
+            "ipmi: {}",
+            first
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        )),
+        _ => out.power.push(Box::new(IpmiDcmi::start(
+            runner, argv, timeout, period, first,
+        ))),
     }
 }
 
@@ -322,11 +397,22 @@ mod tests {
     use wattflip_drives::fake::ScriptedRunner;
 
     fn fixture(name: &str) -> String {
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/ipmi").join(name)).unwrap()
+        std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/ipmi")
+                .join(name),
+        )
+        .unwrap()
     }
 
     fn reading(current: f64, min: f64, max: f64, avg: f64, active: bool) -> DcmiReading {
-        DcmiReading { current: Watts(current), minimum: Some(Watts(min)), maximum: Some(Watts(max)), average: Some(Watts(avg)), active }
+        DcmiReading {
+            current: Watts(current),
+            minimum: Some(Watts(min)),
+            maximum: Some(Watts(max)),
+            average: Some(Watts(avg)),
+            active,
+        }
     }
 
     /// The corpus of real outputs (tests/fixtures/ipmi/README.md), expected values read by hand.
@@ -334,15 +420,51 @@ mod tests {
     fn real_outputs_parse_to_their_printed_watts() {
         type Case = (&'static str, DcmiReading, Result<(Watts, bool), DcmiError>);
         let cases: &[Case] = &[
-            ("lovoo-ipmi-exporter-activated-215w.txt", reading(215.0, 162.0, 276.0, 176.0, true), Ok((Watts(215.0), false))),
-            ("rabe-zabbix-activated-197w.txt", reading(197.0, 175.0, 242.0, 190.0, true), Ok((Watts(197.0), false))),
-            ("supermicro-same-line-timestamp-186w.txt", reading(186.0, 129.0, 386.0, 198.0, true), Ok((Watts(186.0), false))),
-            ("openbmc-witherspoon-deactivated-319w.txt", reading(319.0, 319.0, 319.0, 319.0, false), Ok((Watts(319.0), true))),
-            ("openbmc-ampere-deactivated-360w.txt", reading(360.0, 360.0, 360.0, 360.0, false), Ok((Watts(360.0), true))),
-            ("ipmitool-dcmi-deactivated.txt", reading(0.0, 0.0, 0.0, 0.0, false), Err(DcmiError::Deactivated(0.0))),
-            ("freeipmi-not-available-105w.txt", reading(105.0, 0.0, 0.0, 0.0, false), Ok((Watts(105.0), true))),
-            ("ipmitool-dcmi-activated.txt", reading(173.0, 70.0, 500.0, 178.0, true), Ok((Watts(173.0), false))),
-            ("freeipmi-dcmi-active.txt", reading(164.0, 110.0, 310.0, 169.0, true), Ok((Watts(164.0), false))),
+            (
+                "lovoo-ipmi-exporter-activated-215w.txt",
+                reading(215.0, 162.0, 276.0, 176.0, true),
+                Ok((Watts(215.0), false)),
+            ),
+            (
+                "rabe-zabbix-activated-197w.txt",
+                reading(197.0, 175.0, 242.0, 190.0, true),
+                Ok((Watts(197.0), false)),
+            ),
+            (
+                "supermicro-same-line-timestamp-186w.txt",
+                reading(186.0, 129.0, 386.0, 198.0, true),
+                Ok((Watts(186.0), false)),
+            ),
+            (
+                "openbmc-witherspoon-deactivated-319w.txt",
+                reading(319.0, 319.0, 319.0, 319.0, false),
+                Ok((Watts(319.0), true)),
+            ),
+            (
+                "openbmc-ampere-deactivated-360w.txt",
+                reading(360.0, 360.0, 360.0, 360.0, false),
+                Ok((Watts(360.0), true)),
+            ),
+            (
+                "ipmitool-dcmi-deactivated.txt",
+                reading(0.0, 0.0, 0.0, 0.0, false),
+                Err(DcmiError::Deactivated(0.0)),
+            ),
+            (
+                "freeipmi-not-available-105w.txt",
+                reading(105.0, 0.0, 0.0, 0.0, false),
+                Ok((Watts(105.0), true)),
+            ),
+            (
+                "ipmitool-dcmi-activated.txt",
+                reading(173.0, 70.0, 500.0, 178.0, true),
+                Ok((Watts(173.0), false)),
+            ),
+            (
+                "freeipmi-dcmi-active.txt",
+                reading(164.0, 110.0, 310.0, 169.0, true),
+                Ok((Watts(164.0), false)),
+            ),
         ];
         for (file, want, verdict) in cases {
             let got = parse(&fixture(file)).unwrap();
@@ -351,7 +473,10 @@ mod tests {
         }
         assert!(matches!(parse("garbage"), Err(DcmiError::Unparsable(_))));
         // 65535 W from a deactivated BMC is the known garbage value, not a reading.
-        assert_eq!(accept(&reading(65535.0, 0.0, 0.0, 0.0, false)), Err(DcmiError::Deactivated(65535.0)));
+        assert_eq!(
+            accept(&reading(65535.0, 0.0, 0.0, 0.0, false)),
+            Err(DcmiError::Deactivated(65535.0))
+        );
     }
 
     #[test]
@@ -371,18 +496,27 @@ mod tests {
         );
         assert_eq!(
             f("dell-r750-unspecified-error.stderr"),
-            DcmiError::Transient("DCMI request failed because: Unspecified error (ff) (exit status: 1)".into())
+            DcmiError::Transient(
+                "DCMI request failed because: Unspecified error (ff) (exit status: 1)".into()
+            )
         );
         // The blank first line is skipped: never an empty reason "()".
         assert_eq!(
             f("rainier-get-conf-param-blank-first.stderr"),
-            DcmiError::Transient("DCMI request failed because: Unspecified error (ff) (exit status: 1)".into())
+            DcmiError::Transient(
+                "DCMI request failed because: Unspecified error (ff) (exit status: 1)".into()
+            )
         );
         assert_eq!(
             classify_failure("", &fixture("get-limit-blank-first.txt"), "exit status: 1"),
-            DcmiError::Transient("A valid DCMI command was not returned! (80) (exit status: 1)".into())
+            DcmiError::Transient(
+                "A valid DCMI command was not returned! (80) (exit status: 1)".into()
+            )
         );
-        assert_eq!(classify_failure("\n\n", "", "exit status: 1"), DcmiError::Transient("exit status: 1 with no output".into()));
+        assert_eq!(
+            classify_failure("\n\n", "", "exit status: 1"),
+            DcmiError::Transient("exit status: 1 with no output".into())
+        );
         assert_eq!(
             DcmiError::NotSupported("DCMI request failed because: Invalid command (c1)".into()).to_string(),
             "the BMC does not support DCMI power readings (DCMI request failed because: Invalid command (c1))"
@@ -404,7 +538,12 @@ mod tests {
     fn permanent_failures_at_discovery_are_unavailable_with_their_reason() {
         let argv = ["ipmitool", "dcmi", "power", "reading"];
         let unsupported = Arc::new(ScriptedRunner::new());
-        unsupported.expect(&argv, 1, "", &fixture("ipmitool-dcmi-invalid-command.stderr"));
+        unsupported.expect(
+            &argv,
+            1,
+            "",
+            &fixture("ipmitool-dcmi-invalid-command.stderr"),
+        );
         let mut d = Discovered::default();
         discover(unsupported, "ipmitool", Duration::from_secs(5), &mut d);
         assert!(d.power.is_empty());
@@ -417,22 +556,41 @@ mod tests {
         let runner = Arc::new(ScriptedRunner::new());
         runner.expect(&argv, 1, "", &fixture("lan-session-failure.stderr"));
         runner.expect_timeout(&argv);
-        runner.expect(&argv, 0, &fixture("openbmc-witherspoon-deactivated-319w.txt"), "");
+        runner.expect(
+            &argv,
+            0,
+            &fixture("openbmc-witherspoon-deactivated-319w.txt"),
+            "",
+        );
         for _ in 0..20 {
             runner.expect(&argv, 0, &fixture("rabe-zabbix-activated-197w.txt"), "");
         }
         let mut d = Discovered::default();
         // A 1 s period leaves the reader a second to take each answer before the next replaces it.
-        discover_with_period(runner.clone(), "ipmitool", Duration::from_secs(5), Duration::from_secs(1), &mut d);
+        discover_with_period(
+            runner.clone(),
+            "ipmitool",
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+            &mut d,
+        );
         assert_eq!(d.power.len(), 1, "{:?}", d.unavailable);
         let s = &mut d.power[0];
-        assert_eq!(s.read(0).unwrap(), None, "no reading while the BMC fails: a gap, not 0 W");
+        assert_eq!(
+            s.read(0).unwrap(),
+            None,
+            "no reading while the BMC fails: a gap, not 0 W"
+        );
         // Backoff 0.5–1 s after the first failure, then 1–2 s after the timeout.
         let r = wait_for(s, Duration::from_secs(8)).expect("the source came back");
         assert_eq!(r.watts, Watts(319.0));
         let r = wait_for(s, Duration::from_secs(3)).expect("next reading");
         assert_eq!(r.watts, Watts(197.0));
-        let notices: Vec<(String, String)> = s.take_notices().into_iter().map(|n| (n.kind.to_string(), n.message)).collect();
+        let notices: Vec<(String, String)> = s
+            .take_notices()
+            .into_iter()
+            .map(|n| (n.kind.to_string(), n.message))
+            .collect();
         assert_eq!(
             notices,
             vec![
