@@ -8,7 +8,9 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use wattflip_e2e::fleet::{Fleet, HOSTS, SEED_CONTROLLER, STALE_AGE_NS, STALE_HOST};
+use wattflip_e2e::fleet::{
+    Fleet, COUNTER_PERIOD, HOSTS, RAPL_WATTS, SEED_CONTROLLER, STALE_AGE_NS, STALE_HOST,
+};
 
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
 const EXPECTED: &[(&str, &str, &[&str])] = &[
@@ -27,7 +29,13 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
         "energy-proportionality.json",
         "wattflip-energy-proportionality",
-        &["Normalised power vs load", "Proportionality gap per load level", "EP and dynamic range per model", "Efficiency per model", "EP per host"],
+        &[
+            "Normalised power vs load",
+            "Proportionality gap per load level",
+            "EP and dynamic range per model",
+            "Efficiency per model",
+            "EP per host",
+        ],
     ),
     (
         "fleet-overview.json",
@@ -38,12 +46,22 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "Agents",
             "Power per host and source",
             "Temperatures",
+            "Latest temperature per sensor",
             "Probe runs",
             "Energy in the range per zone",
             "Events",
         ],
     ),
-    ("power-budget.json", "wattflip-power-budget", &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone"]),
+    (
+        "power-budget.json",
+        "wattflip-power-budget",
+        &[
+            "Power per $group_by",
+            "Headroom per $group_by",
+            "Measured peak vs budget",
+            "Peak per host and zone",
+        ],
+    ),
     (
         "throttling.json",
         "wattflip-throttling",
@@ -59,14 +77,18 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
 ];
 
 /// Panels with more than one target, and how many (every other panel has exactly one).
-const MULTI_TARGET: &[(&str, &str, usize)] = &[("throttling.json", "Temperature, throughput and power", 3)];
+const MULTI_TARGET: &[(&str, &str, usize)] =
+    &[("throttling.json", "Temperature, throughput and power", 3)];
 
 /// Override matchers the checks understand: `byName` must name a column the panel's queries
 /// return (checked against InfluxDB), `byFrameRefID` a refId of the panel.
 const MATCHERS: &[&str] = &["byName", "byFrameRefID"];
 
 /// Annotation names per dashboard (the others have none).
-const ANNOTATIONS: &[(&str, &[&str])] = &[("throttling.json", &["Throttle events", "Power-state changes"])];
+const ANNOTATIONS: &[(&str, &[&str])] = &[(
+    "throttling.json",
+    &["Throttle events", "Power-state changes"],
+)];
 
 const PANEL_TYPES: &[&str] = &["timeseries", "table", "stat", "xychart", "bargauge"];
 
@@ -89,8 +111,10 @@ fn load() -> Vec<(String, Value)> {
     files
         .into_iter()
         .map(|f| {
-            let text = std::fs::read_to_string(dir.join(&f)).unwrap_or_else(|e| panic!("cannot read dashboards/{f}: {e}"));
-            let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("dashboards/{f} is not JSON: {e}"));
+            let text = std::fs::read_to_string(dir.join(&f))
+                .unwrap_or_else(|e| panic!("cannot read dashboards/{f}: {e}"));
+            let v = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("dashboards/{f} is not JSON: {e}"));
             (f, v)
         })
         .collect()
@@ -100,10 +124,16 @@ fn load() -> Vec<(String, Value)> {
 /// that a line scan is exact; a second value for a key is an error the caller sees).
 fn yaml_values(file: &str, key: &str) -> Vec<String> {
     let path = dashboards_dir().join("provisioning").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim_start().starts_with('#'))
-        .filter_map(|l| l.trim_start().trim_start_matches("- ").strip_prefix(&format!("{key}:")).map(|v| v.trim().to_string()))
+        .filter_map(|l| {
+            l.trim_start()
+                .trim_start_matches("- ")
+                .strip_prefix(&format!("{key}:"))
+                .map(|v| v.trim().to_string())
+        })
         .collect()
 }
 
@@ -112,11 +142,16 @@ fn panels(d: &Value) -> &Vec<Value> {
 }
 
 fn variables(d: &Value) -> &Vec<Value> {
-    d["templating"]["list"].as_array().expect("templating.list array")
+    d["templating"]["list"]
+        .as_array()
+        .expect("templating.list array")
 }
 
 fn annotations(d: &Value) -> Vec<&Value> {
-    d["annotations"]["list"].as_array().map(|a| a.iter().collect()).unwrap_or_default()
+    d["annotations"]["list"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
 }
 
 fn s(v: &Value) -> &str {
@@ -132,7 +167,11 @@ fn used_variables(q: &str) -> BTreeSet<String> {
         if b[i] == b'$' {
             let braced = b.get(i + 1) == Some(&b'{');
             let start = i + 1 + usize::from(braced);
-            let end = start + b[start..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+            let end = start
+                + b[start..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
             if end > start {
                 out.insert(q[start..end].to_string());
             }
@@ -149,11 +188,22 @@ fn data_queries(file: &str, d: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for p in panels(d) {
         for t in p["targets"].as_array().expect("targets") {
-            out.push((format!("{file} panel {} `{}` refId {}", p["id"], s(&p["title"]), s(&t["refId"])), s(&t["query"]).to_string()));
+            out.push((
+                format!(
+                    "{file} panel {} `{}` refId {}",
+                    p["id"],
+                    s(&p["title"]),
+                    s(&t["refId"])
+                ),
+                s(&t["query"]).to_string(),
+            ));
         }
     }
     for a in annotations(d) {
-        out.push((format!("{file} annotation `{}`", s(&a["name"])), s(&a["query"]).to_string()));
+        out.push((
+            format!("{file} annotation `{}`", s(&a["name"])),
+            s(&a["query"]).to_string(),
+        ));
     }
     out
 }
@@ -183,60 +233,124 @@ fn datasource_refs<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a Va
 fn dashboards_and_provisioning_are_well_formed() {
     // Provisioning: one InfluxDB datasource whose uid every dashboard uses.
     let uids = yaml_values("datasources/wattflip.yaml", "uid");
-    assert_eq!(uids, vec!["wattflip-influx"], "dashboards/provisioning/datasources/wattflip.yaml: exactly one datasource uid");
+    assert_eq!(
+        uids,
+        vec!["wattflip-influx"],
+        "dashboards/provisioning/datasources/wattflip.yaml: exactly one datasource uid"
+    );
     let uid = uids[0].as_str();
-    assert_eq!(yaml_values("datasources/wattflip.yaml", "apiVersion"), vec!["1"]);
-    assert_eq!(yaml_values("datasources/wattflip.yaml", "type"), vec!["influxdb"]);
-    assert_eq!(yaml_values("datasources/wattflip.yaml", "dbName"), vec!["wattflip"]);
-    assert_eq!(yaml_values("dashboards/wattflip.yaml", "apiVersion"), vec!["1"]);
-    assert_eq!(yaml_values("dashboards/wattflip.yaml", "type"), vec!["file"]);
-    assert_eq!(yaml_values("dashboards/wattflip.yaml", "path"), vec!["/var/lib/grafana/dashboards/wattflip"]);
+    assert_eq!(
+        yaml_values("datasources/wattflip.yaml", "apiVersion"),
+        vec!["1"]
+    );
+    assert_eq!(
+        yaml_values("datasources/wattflip.yaml", "type"),
+        vec!["influxdb"]
+    );
+    assert_eq!(
+        yaml_values("datasources/wattflip.yaml", "dbName"),
+        vec!["wattflip"]
+    );
+    assert_eq!(
+        yaml_values("dashboards/wattflip.yaml", "apiVersion"),
+        vec!["1"]
+    );
+    assert_eq!(
+        yaml_values("dashboards/wattflip.yaml", "type"),
+        vec!["file"]
+    );
+    assert_eq!(
+        yaml_values("dashboards/wattflip.yaml", "path"),
+        vec!["/var/lib/grafana/dashboards/wattflip"]
+    );
 
     // One definition of the provisioning: the Ansible role (deploy/ansible/roles/grafana) installs
     // these files with only the deployment's url, database, interval, credentials, folder and path
     // replaced, so its templates hold no setting of their own (tests/ansible/run.sh compares what
     // it installs with these files).
     let role = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/ansible/roles/grafana");
-    for (template, source) in [("datasource.yaml.j2", "datasources/wattflip.yaml"), ("dashboards.yaml.j2", "dashboards/wattflip.yaml")] {
+    for (template, source) in [
+        ("datasource.yaml.j2", "datasources/wattflip.yaml"),
+        ("dashboards.yaml.j2", "dashboards/wattflip.yaml"),
+    ] {
         let path = role.join("templates").join(template);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let own: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("{{")).collect();
-        assert!(own.is_empty(), "{}: settings of its own {own:?}; set them in dashboards/provisioning/{source}", path.display());
-        let tasks = std::fs::read_to_string(role.join("tasks/main.yml")).expect("grafana role tasks");
-        assert!(tasks.contains(&format!("grafana_provisioning_src ~ '/{source}'")), "the grafana role does not read dashboards/provisioning/{source}");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let own: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("{{"))
+            .collect();
+        assert!(
+            own.is_empty(),
+            "{}: settings of its own {own:?}; set them in dashboards/provisioning/{source}",
+            path.display()
+        );
+        let tasks =
+            std::fs::read_to_string(role.join("tasks/main.yml")).expect("grafana role tasks");
+        assert!(
+            tasks.contains(&format!("grafana_provisioning_src ~ '/{source}'")),
+            "the grafana role does not read dashboards/provisioning/{source}"
+        );
     }
-    let defaults = std::fs::read_to_string(role.join("defaults/main.yml")).expect("grafana role defaults");
-    assert!(defaults.contains("grafana_provisioning_src: \"{{ playbook_dir }}/../../dashboards/provisioning\""), "grafana_provisioning_src");
+    let defaults =
+        std::fs::read_to_string(role.join("defaults/main.yml")).expect("grafana role defaults");
+    assert!(
+        defaults.contains(
+            "grafana_provisioning_src: \"{{ playbook_dir }}/../../dashboards/provisioning\""
+        ),
+        "grafana_provisioning_src"
+    );
 
     let all = load();
     let files: Vec<&str> = all.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(files, EXPECTED.iter().map(|e| e.0).collect::<Vec<_>>(), "dashboards/*.json");
+    assert_eq!(
+        files,
+        EXPECTED.iter().map(|e| e.0).collect::<Vec<_>>(),
+        "dashboards/*.json"
+    );
     let mut problems: Vec<String> = Vec::new();
     let mut dashboard_uids = BTreeSet::new();
     for ((file, d), (_, want_uid, want_titles)) in all.iter().zip(EXPECTED) {
         let mut bad = |m: String| problems.push(format!("dashboards/{file}: {m}"));
         if s(&d["uid"]) != *want_uid || want_uid.len() > 40 || !dashboard_uids.insert(want_uid) {
-            bad(format!("uid {} (want {want_uid}, ≤ 40 characters, unique)", d["uid"]));
+            bad(format!(
+                "uid {} (want {want_uid}, ≤ 40 characters, unique)",
+                d["uid"]
+            ));
         }
         if !(39..=41).contains(&d["schemaVersion"].as_i64().unwrap_or(0)) {
-            bad(format!("schemaVersion {} is outside 39–41", d["schemaVersion"]));
+            bad(format!(
+                "schemaVersion {} is outside 39–41",
+                d["schemaVersion"]
+            ));
         }
         let titles: Vec<&str> = panels(d).iter().map(|p| s(&p["title"])).collect();
         if titles != *want_titles {
             bad(format!("panel titles {titles:?}, expected {want_titles:?}"));
         }
-        let want_annotations = ANNOTATIONS.iter().find(|a| a.0 == file).map(|a| a.1.to_vec()).unwrap_or_default();
+        let want_annotations = ANNOTATIONS
+            .iter()
+            .find(|a| a.0 == file)
+            .map(|a| a.1.to_vec())
+            .unwrap_or_default();
         let names: Vec<&str> = annotations(d).iter().map(|a| s(&a["name"])).collect();
         if names != want_annotations {
-            bad(format!("annotations {names:?}, expected {want_annotations:?}"));
+            bad(format!(
+                "annotations {names:?}, expected {want_annotations:?}"
+            ));
         }
 
         // Datasources by the provisioned uid only, never a numeric id or a bare name.
         let mut refs = Vec::new();
         datasource_refs(d, String::new(), &mut refs);
         for (path, v) in refs {
-            if v.get("uid").and_then(Value::as_str) != Some(uid) || v.get("type").and_then(Value::as_str) != Some("influxdb") {
-                bad(format!("{path} = {v}: must be {{\"type\": \"influxdb\", \"uid\": \"{uid}\"}}"));
+            if v.get("uid").and_then(Value::as_str) != Some(uid)
+                || v.get("type").and_then(Value::as_str) != Some("influxdb")
+            {
+                bad(format!(
+                    "{path} = {v}: must be {{\"type\": \"influxdb\", \"uid\": \"{uid}\"}}"
+                ));
             }
         }
 
@@ -249,22 +363,42 @@ fn dashboards_and_provisioning_are_well_formed() {
                 bad(format!("panel id {id} is used twice"));
             }
             if !PANEL_TYPES.contains(&s(&p["type"])) {
-                bad(format!("panel {id}: type {} is not one of {PANEL_TYPES:?}", p["type"]));
+                bad(format!(
+                    "panel {id}: type {} is not one of {PANEL_TYPES:?}",
+                    p["type"]
+                ));
             }
             let mut refs = BTreeSet::new();
-            for t in p["targets"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            for t in p["targets"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
                 if !refs.insert(s(&t["refId"])) {
                     bad(format!("panel {id}: refId {} twice", t["refId"]));
                 }
                 if t["rawQuery"] != Value::Bool(true) || s(&t["query"]).is_empty() {
-                    bad(format!("panel {id} refId {}: needs rawQuery: true and an InfluxQL query", t["refId"]));
+                    bad(format!(
+                        "panel {id} refId {}: needs rawQuery: true and an InfluxQL query",
+                        t["refId"]
+                    ));
                 }
             }
-            let want_targets = MULTI_TARGET.iter().find(|m| m.0 == file && m.1 == s(&p["title"])).map_or(1, |m| m.2);
+            let want_targets = MULTI_TARGET
+                .iter()
+                .find(|m| m.0 == file && m.1 == s(&p["title"]))
+                .map_or(1, |m| m.2);
             if refs.len() != want_targets {
-                bad(format!("panel {id} has {} target(s), expected {want_targets}", refs.len()));
+                bad(format!(
+                    "panel {id} has {} target(s), expected {want_targets}",
+                    refs.len()
+                ));
             }
-            for o in p["fieldConfig"]["overrides"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            for o in p["fieldConfig"]["overrides"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
                 let (kind, name) = (s(&o["matcher"]["id"]), s(&o["matcher"]["options"]));
                 if !MATCHERS.contains(&kind) {
                     bad(format!("panel {id}: override matcher {kind} is not checked by this test; use one of {MATCHERS:?} or add its check"));
@@ -274,14 +408,23 @@ fn dashboards_and_provisioning_are_well_formed() {
                 }
             }
             let g = &p["gridPos"];
-            let (x, y, w, h) = (g["x"].as_i64().unwrap_or(-1), g["y"].as_i64().unwrap_or(-1), g["w"].as_i64().unwrap_or(0), g["h"].as_i64().unwrap_or(0));
+            let (x, y, w, h) = (
+                g["x"].as_i64().unwrap_or(-1),
+                g["y"].as_i64().unwrap_or(-1),
+                g["w"].as_i64().unwrap_or(0),
+                g["h"].as_i64().unwrap_or(0),
+            );
             if x < 0 || y < 0 || w <= 0 || h <= 0 || x + w > 24 {
-                bad(format!("panel {id}: gridPos {g} is outside the 24-column grid"));
+                bad(format!(
+                    "panel {id}: gridPos {g} is outside the 24-column grid"
+                ));
             }
             for cx in x..x + w {
                 for cy in y..y + h {
                     if let Some(other) = cells.insert((cx, cy), id) {
-                        bad(format!("panel {id} overlaps panel {other} at column {cx}, row {cy}"));
+                        bad(format!(
+                            "panel {id} overlaps panel {other} at column {cx}, row {cy}"
+                        ));
                     }
                 }
             }
@@ -293,7 +436,9 @@ fn dashboards_and_provisioning_are_well_formed() {
             let name = s(&v["name"]).to_string();
             for used in used_variables(s(&v["query"])) {
                 if !defined.contains(&used) {
-                    bad(format!("variable `{name}` uses ${used}, which is not defined before it"));
+                    bad(format!(
+                        "variable `{name}` uses ${used}, which is not defined before it"
+                    ));
                 }
             }
             if !defined.insert(name.clone()) {
@@ -303,7 +448,10 @@ fn dashboards_and_provisioning_are_well_formed() {
         // Queries: every variable defined, every SELECT (subqueries too) bounded by $timeFilter,
         // time buckets only by $__interval; and every variable used by some panel or annotation
         // (a selector that filters nothing misleads).
-        let mut unused: BTreeSet<String> = variables(d).iter().map(|v| s(&v["name"]).to_string()).collect();
+        let mut unused: BTreeSet<String> = variables(d)
+            .iter()
+            .map(|v| s(&v["name"]).to_string())
+            .collect();
         for (place, q) in data_queries(file, d) {
             for used in used_variables(&q) {
                 unused.remove(&used);
@@ -314,17 +462,30 @@ fn dashboards_and_provisioning_are_well_formed() {
             let selects = q.matches("SELECT").count();
             let bounds = q.matches("$timeFilter").count();
             if selects == 0 || bounds != selects {
-                bad(format!("{place}: {selects} SELECT(s) but {bounds} $timeFilter: bound every level: {q}"));
+                bad(format!(
+                    "{place}: {selects} SELECT(s) but {bounds} $timeFilter: bound every level: {q}"
+                ));
             }
-            if q.matches("GROUP BY time(").count() != q.matches("GROUP BY time($__interval)").count() {
-                bad(format!("{place}: GROUP BY time() must use $__interval: {q}"));
+            if q.matches("GROUP BY time(").count()
+                != q.matches("GROUP BY time($__interval)").count()
+            {
+                bad(format!(
+                    "{place}: GROUP BY time() must use $__interval: {q}"
+                ));
             }
         }
         if !unused.is_empty() {
-            bad(format!("variables {unused:?} are defined but no panel or annotation query uses them"));
+            bad(format!(
+                "variables {unused:?} are defined but no panel or annotation query uses them"
+            ));
         }
     }
-    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 /// Grafana's regex escaping of a variable value (`escapeRegex` in `@grafana/data`).
@@ -342,7 +503,10 @@ fn escape_regex(v: &str) -> String {
 /// What Grafana sends to InfluxDB for a query: the time range, the interval, then each variable.
 fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64) -> String {
     let q = q
-        .replace("$timeFilter", &format!("time >= {from_ms}ms and time <= {to_ms}ms"))
+        .replace(
+            "$timeFilter",
+            &format!("time >= {from_ms}ms and time <= {to_ms}ms"),
+        )
         .replace("$__interval_ms", "10000")
         .replace("$__interval", "10s")
         .replace("$interval", "10s");
@@ -353,7 +517,10 @@ fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64
         let after = &rest[i + 1..];
         let braced = after.starts_with('{');
         let body = if braced { &after[1..] } else { after };
-        let n = body.bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'_').count();
+        let n = body
+            .bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count();
         let name = &body[..n];
         match vars.get(name) {
             Some(v) if n > 0 && (!braced || body[n..].starts_with('}')) => {
@@ -383,7 +550,10 @@ fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
     if let Some(e) = v.get("error").or_else(|| v.pointer("/results/0/error")) {
         return Err(format!("InfluxDB error: {e}"));
     }
-    Ok(v.pointer("/results/0/series").and_then(Value::as_array).cloned().unwrap_or_default())
+    Ok(v.pointer("/results/0/series")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default())
 }
 
 /// Columns other than `time` without a single value in any series of a result: a field
@@ -391,19 +561,33 @@ fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
 fn empty_columns(series: &[Value]) -> Vec<String> {
     let mut filled: BTreeMap<String, bool> = BTreeMap::new();
     for x in series {
-        let columns: Vec<&str> = x["columns"].as_array().map(|c| c.iter().map(s).collect()).unwrap_or_default();
-        let rows = x["values"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let columns: Vec<&str> = x["columns"]
+            .as_array()
+            .map(|c| c.iter().map(s).collect())
+            .unwrap_or_default();
+        let rows = x["values"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         for (i, c) in columns.iter().enumerate().filter(|(_, c)| **c != "time") {
             let any = rows.iter().any(|r| r.get(i).is_some_and(|v| !v.is_null()));
             *filled.entry(c.to_string()).or_default() |= any;
         }
     }
-    filled.into_iter().filter(|(_, any)| !any).map(|(c, _)| c).collect()
+    filled
+        .into_iter()
+        .filter(|(_, any)| !any)
+        .map(|(c, _)| c)
+        .collect()
 }
 
 /// Every column name of a result.
 fn columns(series: &[Value]) -> BTreeSet<String> {
-    series.iter().flat_map(|x| x["columns"].as_array().cloned().unwrap_or_default()).map(|c| s(&c).to_string()).collect()
+    series
+        .iter()
+        .flat_map(|x| x["columns"].as_array().cloned().unwrap_or_default())
+        .map(|c| s(&c).to_string())
+        .collect()
 }
 
 /// The fields a panel's options name: the xychart's x field and excluded fields (`dims`), its
@@ -415,21 +599,40 @@ fn field_refs(p: &Value) -> Vec<(String, String)> {
     if let Some(x) = dims["x"].as_str() {
         out.push(("options.dims.x".to_string(), x.to_string()));
     }
-    for e in dims["exclude"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for e in dims["exclude"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         out.push(("options.dims.exclude".to_string(), s(e).to_string()));
     }
-    for (i, ser) in p["options"]["series"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+    for (i, ser) in p["options"]["series"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         for axis in ["x", "y"] {
             // Older xychart: a field name; newer: {"matcher": {"id": "byName", "options": name}}.
-            let name = ser[axis].as_str().or_else(|| ser[axis]["matcher"]["options"].as_str());
+            let name = ser[axis]
+                .as_str()
+                .or_else(|| ser[axis]["matcher"]["options"].as_str());
             if let Some(n) = name {
                 out.push((format!("options.series[{i}].{axis}"), n.to_string()));
             }
         }
     }
-    for o in p["fieldConfig"]["overrides"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for o in p["fieldConfig"]["overrides"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         if s(&o["matcher"]["id"]) == "byName" {
-            out.push(("fieldConfig.overrides byName".to_string(), s(&o["matcher"]["options"]).to_string()));
+            out.push((
+                "fieldConfig.overrides byName".to_string(),
+                s(&o["matcher"]["options"]).to_string(),
+            ));
         }
     }
     out
@@ -495,12 +698,26 @@ fn resolve_variables(
 
 /// A panel by title.
 fn panel<'a>(d: &'a Value, title: &str) -> &'a Value {
-    panels(d).iter().find(|p| s(&p["title"]) == title).unwrap_or_else(|| panic!("no panel `{title}`"))
+    panels(d)
+        .iter()
+        .find(|p| s(&p["title"]) == title)
+        .unwrap_or_else(|| panic!("no panel `{title}`"))
 }
 
 /// One target of a panel run with `vars`: its series.
-fn run_target(fleet: &Fleet, p: &Value, ref_id: &str, vars: &BTreeMap<String, String>, range: (i64, i64)) -> Vec<Value> {
-    let t = p["targets"].as_array().expect("targets").iter().find(|t| s(&t["refId"]) == ref_id).expect("refId");
+fn run_target(
+    fleet: &Fleet,
+    p: &Value,
+    ref_id: &str,
+    vars: &BTreeMap<String, String>,
+    range: (i64, i64),
+) -> Vec<Value> {
+    let t = p["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .find(|t| s(&t["refId"]) == ref_id)
+        .expect("refId");
     let q = substitute(s(&t["query"]), vars, range.0, range.1);
     run(&fleet.influx.url, &fleet.db, &q).unwrap_or_else(|e| panic!("{e}\n  query: {q}"))
 }
@@ -510,7 +727,11 @@ fn tagged_values(series: &[Value]) -> Vec<(Value, Vec<Value>)> {
     series
         .iter()
         .map(|x| {
-            let vals = x["values"].as_array().map(|r| r.iter().filter_map(|row| row.get(1).filter(|v| !v.is_null()).cloned()).collect());
+            let vals = x["values"].as_array().map(|r| {
+                r.iter()
+                    .filter_map(|row| row.get(1).filter(|v| !v.is_null()).cloned())
+                    .collect()
+            });
             (x["tags"].clone(), vals.unwrap_or_default())
         })
         .collect()
@@ -518,7 +739,14 @@ fn tagged_values(series: &[Value]) -> Vec<(Value, Vec<Value>)> {
 
 /// Runs one panel or annotation query after Grafana's substitution: it must succeed, return
 /// series, and fill every column it returns. Its series, or none after a failure.
-fn check_query(fleet: &Fleet, vars: &BTreeMap<String, String>, range: (i64, i64), place: String, q: &str, failures: &mut Vec<String>) -> Vec<Value> {
+fn check_query(
+    fleet: &Fleet,
+    vars: &BTreeMap<String, String>,
+    range: (i64, i64),
+    place: String,
+    q: &str,
+    failures: &mut Vec<String>,
+) -> Vec<Value> {
     let sent = substitute(q, vars, range.0, range.1);
     match run(&fleet.influx.url, &fleet.db, &sent) {
         Ok(series) if series.is_empty() => {
@@ -544,7 +772,10 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let fleet = Fleet::start("wf_dash");
     // The dashboard's time range, in ms like Grafana: the whole run with a minute on each side,
     // reaching back far enough to include the stale agent's only samples.
-    let range = ((fleet.started_ns - STALE_AGE_NS) / 1_000_000 - 60_000, fleet.ended_ns / 1_000_000 + 60_000);
+    let range = (
+        (fleet.started_ns - STALE_AGE_NS) / 1_000_000 - 60_000,
+        fleet.ended_ns / 1_000_000 + 60_000,
+    );
     let mut failures: Vec<String> = Vec::new();
     let mut checked: Vec<String> = Vec::new();
     let mut dashboards: BTreeMap<String, (Value, BTreeMap<String, String>)> = BTreeMap::new();
@@ -557,7 +788,12 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         for p in panels(&d) {
             let mut returned = BTreeSet::new();
             for t in p["targets"].as_array().expect("targets") {
-                let place = format!("{file} panel {} `{}` refId {}", p["id"], s(&p["title"]), s(&t["refId"]));
+                let place = format!(
+                    "{file} panel {} `{}` refId {}",
+                    p["id"],
+                    s(&p["title"]),
+                    s(&t["refId"])
+                );
                 returned.extend(columns(&check(place, s(&t["query"]), &mut failures)));
             }
             for (option, name) in field_refs(p) {
@@ -567,35 +803,287 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
             }
         }
         for a in annotations(&d) {
-            check(format!("{file} annotation `{}`", s(&a["name"])), s(&a["query"]), &mut failures);
+            check(
+                format!("{file} annotation `{}`", s(&a["name"])),
+                s(&a["query"]),
+                &mut failures,
+            );
         }
         dashboards.insert(file, (d, vars));
     }
-    assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} queries failed:\n{}",
+        failures.len(),
+        checked.len(),
+        failures.join("\n")
+    );
     // Exactly every variable, panel target and annotation of the expected dashboards.
     // Query variables: host, model, device (device profile and energy proportionality), host,
     // model, device, scope (fleet; online_window is a literal), host, source (power budget;
     // group_by, scope and budget_w are literals), host, model, device (throttling).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 3 + 3 + 4 + 2 + 3, "query variables run: {checked:#?}");
+    assert_eq!(
+        query_variables,
+        3 + 3 + 4 + 2 + 3,
+        "query variables run: {checked:#?}"
+    );
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
-    assert_eq!(checked.len() - query_variables, panels_n + extra_targets + annotations_n, "panel and annotation queries run: {checked:#?}");
+    assert_eq!(
+        checked.len() - query_variables,
+        panels_n + extra_targets + annotations_n,
+        "panel and annotation queries run: {checked:#?}"
+    );
 
-    // Agents online: the two live agents sampled within the default window (5 minutes), the
-    // stale one, although in the range, did not. Its last sample is what "Last seen" shows.
+    // The numbers, against the fleet's known truth (harness/fleet.rs): host 1 (rack r7) has the
+    // two-sockets RAPL tree at RAPL_WATTS[0] and the hwmon tree (temperatures), host 2 (r8) is
+    // RAPL-only at RAPL_WATTS[1], the stale host reported temperatures 20 minutes before the run.
     let (fleet_d, fleet_vars) = &dashboards["fleet-overview.json"];
     assert_eq!(fleet_vars["online_window"], "5m");
-    let online = run_target(&fleet, panel(fleet_d, "Agents online"), "A", fleet_vars, range);
-    assert_eq!(tagged_values(&online), vec![(Value::Null, vec![Value::from(HOSTS.len())])], "Agents online: {online:?}");
-    let last = run_target(&fleet, panel(fleet_d, "Last seen per host"), "A", fleet_vars, range);
-    let seen: Vec<(&str, i64)> = last.iter().map(|x| (s(&x["tags"]["host"]), x["values"][0][0].as_i64().unwrap_or(0))).collect();
+    // "Agents online" and "Last seen per host": one series per (measurement, host), which the
+    // panels' transformations merge and group by host (Time: max, x: count); the stat counts the
+    // rows. The transformations are checked as written, then applied here as Grafana does.
+    let group_by = serde_json::json!([
+        {"id": "merge", "options": {}},
+        {"id": "groupBy", "options": {"fields": {"host": {"operation": "groupby"}, "Time": {"operation": "aggregate", "aggregations": ["max"]}, "x": {"operation": "aggregate", "aggregations": ["count"]}}}}
+    ]);
+    let last_seen = |title: &str| -> BTreeMap<String, i64> {
+        let p = panel(fleet_d, title);
+        assert_eq!(p["transformations"], group_by, "{title}: transformations");
+        let mut hosts: BTreeMap<String, i64> = BTreeMap::new();
+        for x in run_target(&fleet, p, "A", fleet_vars, range) {
+            let t = x["values"][0][0].as_i64().unwrap_or(0);
+            let e = hosts.entry(s(&x["tags"]["host"]).to_string()).or_insert(t);
+            *e = (*e).max(t);
+        }
+        hosts
+    };
+    let online_panel = panel(fleet_d, "Agents online");
+    assert_eq!(
+        online_panel["options"]["reduceOptions"],
+        serde_json::json!({"calcs": ["count"], "fields": "/^x \\(count\\)$/", "values": false})
+    );
+    let online = last_seen("Agents online");
+    assert_eq!(
+        online.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec![HOSTS[0].0, HOSTS[1].0],
+        "Agents online: the RAPL-only host counts, the stale one does not"
+    );
+    let seen = last_seen("Last seen per host");
+    assert_eq!(
+        seen.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec![HOSTS[0].0, HOSTS[1].0, STALE_HOST.0],
+        "Last seen per host"
+    );
     let stale_last_ms = (fleet.started_ns - STALE_AGE_NS + 2_000_000_000) / 1_000_000;
-    assert_eq!(seen.iter().map(|h| h.0).collect::<Vec<_>>(), vec![HOSTS[0].0, HOSTS[1].0, STALE_HOST.0], "Last seen per host");
-    assert_eq!(seen[2].1, stale_last_ms, "the stale agent was last seen at its last sample");
-    for (host, ms) in &seen[..2] {
-        assert!((fleet.started_ns / 1_000_000..=fleet.ended_ns / 1_000_000).contains(ms), "{host} last seen at {ms} ms, outside the run");
+    assert_eq!(
+        seen[STALE_HOST.0], stale_last_ms,
+        "the stale agent was last seen at its last sample"
+    );
+    for (host, _) in HOSTS {
+        let ms = seen[host];
+        assert!(
+            (fleet.started_ns / 1_000_000..=fleet.ended_ns / 1_000_000).contains(&ms),
+            "{host} last seen at {ms} ms, outside the run"
+        );
+    }
+
+    // Latest temperature per sensor: the hwmon fixture's values (m°C / 1000), each sensor its own;
+    // acpitz reads `garbage` and has none; the stale host's drive at 41 °C.
+    let latest = run_target(
+        &fleet,
+        panel(fleet_d, "Latest temperature per sensor"),
+        "A",
+        fleet_vars,
+        range,
+    );
+    let got: Vec<(String, String, String, f64)> = latest
+        .iter()
+        .map(|x| {
+            (
+                s(&x["tags"]["host"]).into(),
+                s(&x["tags"]["device"]).into(),
+                s(&x["tags"]["sensor"]).into(),
+                x["values"][0][1].as_f64().unwrap_or(f64::NAN),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String, String, f64)> = [
+        (HOSTS[0].0, "coretemp.0", "Core 0", 43.5),
+        (HOSTS[0].0, "coretemp.0", "Package id 0", 45.0),
+        (HOSTS[0].0, "coretemp.0", "temp3", 41.0),
+        (HOSTS[0].0, SEED_CONTROLLER, "Composite", 49.85),
+        (STALE_HOST.0, SEED_CONTROLLER, "Composite", 41.0),
+    ]
+    .into_iter()
+    .map(|(h, d, n, c)| (h.to_string(), d.to_string(), n.to_string(), c))
+    .collect();
+    assert_eq!(got, want, "latest temperature per sensor");
+
+    // Energy in the range per zone: Σ joules of each RAPL zone is its constant power times the
+    // time its points cover (Σ interval_ns, read straight from InfluxDB), within what the
+    // counters' 10 ms steps allow at the two ends (a few steps of slack for a loaded machine).
+    // A frozen counter (a file replaced behind the agent's open handle) would read 0 W here.
+    let energy = run_target(
+        &fleet,
+        panel(fleet_d, "Energy in the range per zone"),
+        "A",
+        fleet_vars,
+        range,
+    );
+    let joules: BTreeMap<(String, String), f64> = energy
+        .iter()
+        .map(|x| {
+            (
+                (
+                    s(&x["tags"]["host"]).to_string(),
+                    s(&x["tags"]["zone"]).to_string(),
+                ),
+                x["values"][0][1].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    let slack_s = 10.0 * COUNTER_PERIOD.as_secs_f64();
+    for ((host, _), zones) in HOSTS.iter().zip(RAPL_WATTS) {
+        for (_, zone, watts) in zones {
+            let q = format!(
+                "SELECT sum(\"interval_ns\") FROM \"power\" WHERE \"rate\" != 'full' AND \"host\" = '{host}' AND \"zone\" = '{zone}' AND \"source\" = 'rapl'"
+            );
+            let secs = fleet
+                .influx
+                .rows(&fleet.db, &q)
+                .first()
+                .and_then(|r| r[1].as_f64())
+                .unwrap_or(0.0)
+                / 1e9;
+            assert!(
+                secs > 15.0,
+                "{host} {zone}: its points cover {secs} s of the 20 s run"
+            );
+            let j = joules
+                .get(&(host.to_string(), zone.to_string()))
+                .copied()
+                .unwrap_or(0.0);
+            let w = *watts as f64;
+            eprintln!(
+                "{host} {zone}: {j} J over {secs} s = {} W (truth {w} W)",
+                j / secs
+            );
+            assert!(
+                (j - w * secs).abs() <= w * slack_s,
+                "{host} {zone}: {j} J over {secs} s = {} W, the counter moves at {w} W",
+                j / secs
+            );
+        }
+    }
+
+    // Power budget by rack, scope psys (the dashboard's default), source rapl: each rack is one
+    // host here, so every bucket's total is that host's psys power (80 W, 90 W) within one
+    // counter step per point; the probe's full-rate psys points on host 1 (a second series of the
+    // same zone) must not add to it, nor to the peak per zone.
+    let (budget_d, budget_vars) = &dashboards["power-budget.json"];
+    assert_eq!(
+        (
+            budget_vars["scope"].as_str(),
+            budget_vars["source"].as_str(),
+            budget_vars["group_by"].as_str()
+        ),
+        ("psys", "rapl", "rack")
+    );
+    let psys = |i: usize| {
+        RAPL_WATTS[i]
+            .iter()
+            .find(|z| z.1 == "psys")
+            .map(|z| z.2 as f64)
+            .unwrap_or(0.0)
+    };
+    let per_point = 1.0 + 2.0 * COUNTER_PERIOD.as_secs_f64() / 0.25 + 0.1; // 250 ms windows, slack for stalls
+    let totals = run_target(
+        &fleet,
+        panel(budget_d, "Power per $group_by"),
+        "A",
+        budget_vars,
+        range,
+    );
+    let racks: Vec<&str> = totals.iter().map(|x| s(&x["tags"]["rack"])).collect();
+    assert_eq!(racks, vec![HOSTS[0].1, HOSTS[1].1], "racks: {totals:?}");
+    for (i, x) in totals.iter().enumerate() {
+        let vals: Vec<f64> = x["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r[1].as_f64())
+            .collect();
+        assert!(vals.len() >= 2, "{}: {vals:?}", racks[i]);
+        let max = vals.iter().copied().fold(f64::MIN, f64::max);
+        assert!(
+            max <= psys(i) * per_point,
+            "{} psys total peaks at {max} W for {} W: full-rate points counted?",
+            racks[i],
+            psys(i)
+        );
+        eprintln!("{} psys bucket totals {vals:?}", racks[i]);
+        let mut sorted = vals.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted[sorted.len() / 2];
+        assert!(
+            (median - psys(i)).abs() <= psys(i) * 0.02,
+            "{} median bucket {median} W for {} W",
+            racks[i],
+            psys(i)
+        );
+    }
+    // The probe did stream full-rate psys points on host 1, and the same panel without the
+    // filter counts them (a second series of the zone): the check above can fail.
+    let full = fleet.influx.rows(&fleet.db, &format!("SELECT count(\"watts\") FROM \"power\" WHERE \"rate\" = 'full' AND \"host\" = '{}' AND \"zone\" = 'psys'", HOSTS[0].0));
+    assert!(
+        full.first().and_then(|r| r[1].as_i64()).unwrap_or(0) > 100,
+        "no full-rate psys points from the probe: {full:?}"
+    );
+    let mut unfiltered = panel(budget_d, "Power per $group_by").clone();
+    let q = s(&unfiltered["targets"][0]["query"]).replace(" AND \"rate\" != 'full'", "");
+    unfiltered["targets"][0]["query"] = Value::from(q);
+    let inflated = run_target(&fleet, &unfiltered, "A", budget_vars, range);
+    let max = inflated[0]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r[1].as_f64())
+        .fold(f64::MIN, f64::max);
+    assert!(
+        max > psys(0) * per_point,
+        "without the filter, rack {} would peak at {max} W",
+        HOSTS[0].1
+    );
+    let peaks = run_target(
+        &fleet,
+        panel(budget_d, "Peak per host and zone"),
+        "A",
+        budget_vars,
+        range,
+    );
+    for (i, (host, _)) in HOSTS.iter().enumerate() {
+        let x = peaks
+            .iter()
+            .find(|x| x["tags"]["host"] == *host)
+            .unwrap_or_else(|| panic!("no peak for {host}: {peaks:?}"));
+        let (peak, mean) = (
+            x["values"][0][1].as_f64().unwrap_or(0.0),
+            x["values"][0][2].as_f64().unwrap_or(0.0),
+        );
+        eprintln!("{host}: psys peak {peak} W, mean {mean} W");
+        assert!(
+            peak >= psys(i) && peak <= psys(i) * per_point,
+            "{host}: psys peak {peak} W for {} W",
+            psys(i)
+        );
+        assert!(
+            (mean - psys(i)).abs() <= psys(i) * 0.02,
+            "{host}: psys mean {mean} W for {} W",
+            psys(i)
+        );
     }
 
     // Throttling: throughput and power honour $device. With every device, power is the second
@@ -608,29 +1096,65 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         serde_json::json!({"host": HOSTS[1].0, "source": "nvme_estimate", "zone": SEED_CONTROLLER}),
         [8.25, 8.25, 4.6, 8.25].map(Value::from).to_vec(),
     )];
-    assert_eq!(tagged_values(&power), want_power, "drive power of every device");
+    assert_eq!(
+        tagged_values(&power),
+        want_power,
+        "drive power of every device"
+    );
     let one = |device: &str| {
         let mut vars = thr_vars.clone();
         vars.insert("device".to_string(), escape_regex(device));
         let devices = |r: &str| -> BTreeSet<String> {
-            run_target(&fleet, combined, r, &vars, range).iter().map(|x| s(&x["tags"]["device"]).to_string()).collect()
+            run_target(&fleet, combined, r, &vars, range)
+                .iter()
+                .map(|x| s(&x["tags"]["device"]).to_string())
+                .collect()
         };
-        let zones: BTreeSet<String> = run_target(&fleet, combined, "C", &vars, range).iter().map(|x| s(&x["tags"]["zone"]).to_string()).collect();
+        let zones: BTreeSet<String> = run_target(&fleet, combined, "C", &vars, range)
+            .iter()
+            .map(|x| s(&x["tags"]["zone"]).to_string())
+            .collect();
         (devices("A"), devices("B"), zones)
     };
-    let set = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<BTreeSet<String>>();
-    assert_eq!(one(SEED_CONTROLLER), (set(&[SEED_CONTROLLER]), set(&["nvme0n1"]), set(&[SEED_CONTROLLER])), "$device = nvme0");
-    assert_eq!(one("coretemp.0"), (set(&["coretemp.0"]), set(&[]), set(&[])), "$device = coretemp.0");
+    let set = |v: &[&str]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    assert_eq!(
+        one(SEED_CONTROLLER),
+        (
+            set(&[SEED_CONTROLLER]),
+            set(&["nvme0n1"]),
+            set(&[SEED_CONTROLLER])
+        ),
+        "$device = nvme0"
+    );
+    assert_eq!(
+        one("coretemp.0"),
+        (set(&["coretemp.0"]), set(&[]), set(&[])),
+        "$device = coretemp.0"
+    );
 }
 
 #[test]
 fn substitution_matches_grafana() {
-    let vars: BTreeMap<String, String> = [("host".to_string(), "(a|b\\.c)".to_string()), ("group_by".to_string(), "rack".to_string())].into();
+    let vars: BTreeMap<String, String> = [
+        ("host".to_string(), "(a|b\\.c)".to_string()),
+        ("group_by".to_string(), "rack".to_string()),
+    ]
+    .into();
     assert_eq!(
         substitute("SELECT x FROM m WHERE $timeFilter AND \"host\" =~ /^$host$/ GROUP BY time($__interval), \"${group_by}\"", &vars, 1, 2),
         "SELECT x FROM m WHERE time >= 1ms and time <= 2ms AND \"host\" =~ /^(a|b\\.c)$/ GROUP BY time(10s), \"rack\""
     );
     assert_eq!(substitute("$nope and $", &vars, 1, 2), "$nope and $");
     assert_eq!(escape_regex("file:scratch.dat"), "file:scratch\\.dat");
-    assert_eq!(used_variables("/^$host$/ ${scope} $__interval $"), ["__interval", "host", "scope"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        used_variables("/^$host$/ ${scope} $__interval $"),
+        ["__interval", "host", "scope"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
 }

@@ -180,9 +180,10 @@ mod tests {
             .iter()
             .filter(|(_, q)| q.contains("FROM \"power\""))
             .count();
-        // Fleet overview: power per host, energy per zone; power budget: four panels; throttling:
+        // Fleet overview: agents online, last seen, power per host, energy per zone; power budget:
+        // four panels; throttling:
         // drive power; plan budget.
-        assert_eq!(power, 2 + 4 + 1 + 1, "queries reading power: {all:#?}");
+        assert_eq!(power, 4 + 4 + 1 + 1, "queries reading power: {all:#?}");
         let bad: Vec<String> = all.iter().flat_map(|(p, q)| violations(p, q)).collect();
         assert!(bad.is_empty(), "{}", bad.join("\n"));
         // The check itself catches a bypass.
