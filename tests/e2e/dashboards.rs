@@ -1086,6 +1086,178 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         );
     }
 
+    // The plan commands on the same fleet, against the generator's numbers.
+    let plan = |args: &[&str]| -> Value {
+        let o = std::process::Command::new(wattflip_e2e::bin(
+            "wattflip-collector",
+            "wattflip-collector",
+        ))
+        .args([
+            "--influx-url",
+            &fleet.influx.url,
+            "--influx-db",
+            &fleet.db,
+            "plan",
+        ])
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run wattflip-collector plan");
+        assert!(
+            o.status.success(),
+            "plan {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("plan {args:?}: not JSON ({e})"))
+    };
+    // Budget per rack: host 1 is counted by its ACPI power meter (125 W, the fixture's
+    // power1_average), above its RAPL; host 2 by RAPL psys (90 W) plus its NVMe estimate (8.25 W,
+    // 4.6 W once); the stale host has no power at all and is listed, not dropped.
+    let b = plan(&["budget", "--group-by", "rack", "--budget-w", "100"]);
+    let groups = b["groups"].as_array().expect("groups");
+    assert_eq!(
+        groups.iter().map(|g| s(&g["group"])).collect::<Vec<_>>(),
+        vec![HOSTS[0].1, HOSTS[1].1, STALE_HOST.1],
+        "{b}"
+    );
+    assert_eq!(
+        (
+            groups[0]["peak_w"].as_f64(),
+            groups[0]["exceeds"].as_bool(),
+            groups[0]["hosts"].as_u64()
+        ),
+        (Some(125.0), Some(true), Some(1)),
+        "{b}"
+    );
+    let h2 = &groups[1]["counted"][0];
+    assert_eq!(
+        (s(&h2["host"]), s(&h2["tier"]), h2["scopes"].clone()),
+        (
+            HOSTS[1].0,
+            "RAPL + NVMe estimate",
+            serde_json::json!(["psys", "drive"])
+        ),
+        "{b}"
+    );
+    let peak2 = groups[1]["peak_w"].as_f64().unwrap_or(0.0);
+    assert!(
+        peak2 >= psys(1) * 0.98 && peak2 <= psys(1) * 1.02 + 8.25,
+        "{} peak {peak2} W: psys {} W plus at most 8.25 W",
+        HOSTS[1].1,
+        psys(1)
+    );
+    assert_eq!(
+        s(&groups[2]["coverage"]),
+        format!(
+            "0 of 1 hosts counted; missing: {} (no power data in the last 30d)",
+            STALE_HOST.0
+        )
+    );
+    assert!(groups[2]["peak_w"].is_null(), "{b}");
+    // Power cap at state 2 for the seeded model: one drive in host 1's inventory; per pattern the
+    // sweep's watts (SW 18.5 → 8.9 W, RR at 0.7 of that) and MiB/s (SW 2000 → 600, RR 410 → 398).
+    let c = plan(&[
+        "power-cap",
+        "--model",
+        wattflip_e2e::fleet::SEED_MODEL,
+        "--state",
+        "2",
+    ]);
+    let saved = 0.5 * (18.5 - 8.9) + 0.5 * (18.5 * 0.7 - 8.9 * 0.7);
+    let lost = 0.5 * 100.0 * (2000.0 - 600.0) / 2000.0 + 0.5 * 100.0 * (410.0 - 398.0) / 410.0;
+    assert_eq!(c["drives"].as_u64(), Some(1), "{c}");
+    let (got_saved, got_lost) = (
+        c["fleet_saved_w"].as_f64().unwrap_or(0.0),
+        c["throughput_lost_pct"].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        (got_saved - saved).abs() < 1e-9 && (got_lost - lost).abs() < 1e-9,
+        "power cap {got_saved} W, {got_lost} %: want {saved} W, {lost} %"
+    );
+    // Capacity at RR 4 KiB: the seeded run used 2 + 0.02 · 4 = 2.08 J over 1024 IOs of 98 µs, so
+    // 2.08 / 0.100352 = 20.73 W per drive and ⌊100 / 20.73⌋ = 4 drives of 1e6 / 98 IOPS each.
+    let k = plan(&[
+        "capacity",
+        "--model",
+        wattflip_e2e::fleet::SEED_MODEL,
+        "--budget-w",
+        "100",
+        "--workload",
+        "RR:4KiB",
+    ]);
+    let w = 2.08 / (1024.0 * 98e-6);
+    assert!(
+        (k["watts_per_drive"].as_f64().unwrap_or(0.0) - w).abs() < 1e-9,
+        "{k}"
+    );
+    assert_eq!(k["drives"].as_u64(), Some(4), "{k}");
+    assert!(
+        (k["total_iops"].as_f64().unwrap_or(0.0) - 4.0 * 1e6 / 98.0).abs() < 1e-6,
+        "{k}"
+    );
+
+    // Roll-ups of the seeded model: idle is the median of its runs' baselines (twenty ladder
+    // levels on the rail at 3.1 W, ten on psys at 93.1 W → 3.1 W); the background class per
+    // granularity experiment as seeded; one throttle episode over the drive's temperature days
+    // (one UTC day unless the run straddled midnight).
+    let r = plan(&[
+        "rollup",
+        "--model",
+        wattflip_e2e::fleet::SEED_MODEL,
+        "--metric",
+        "idle,background,throttle",
+    ]);
+    let g = &r["groups"][0];
+    assert_eq!(
+        (
+            g["idle"]["devices"].as_u64(),
+            g["idle"]["median_w"].as_f64()
+        ),
+        (Some(1), Some(3.1)),
+        "{r}"
+    );
+    let classes: Vec<(&str, &str)> = g["background"]
+        .as_array()
+        .expect("background")
+        .iter()
+        .map(|b| (s(&b["experiment"]), s(&b["class"])))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            ("granularity/RR", "None"),
+            ("granularity/RW", "S"),
+            ("granularity/SR", "None"),
+            ("granularity/SW", "GWP")
+        ],
+        "{r}"
+    );
+    let day = |ns: i64| ns.div_euclid(86_400_000_000_000);
+    let days = if day(fleet.started_ns) == day(fleet.ended_ns) {
+        1
+    } else {
+        2
+    };
+    let t = &g["throttle"];
+    if days == 1 {
+        assert_eq!(
+            (
+                t["devices"].as_u64(),
+                t["device_days"].as_u64(),
+                t["events"].as_u64()
+            ),
+            (Some(1), Some(1), Some(1)),
+            "{r}"
+        );
+    } else {
+        assert_eq!(
+            (t["devices"].as_u64(), t["events"].as_u64()),
+            (Some(1), Some(1)),
+            "{r}"
+        );
+    }
+
     // Throttling: throughput and power honour $device. With every device, power is the second
     // host's drive estimate per 10 s bucket; with the controller nvme0, throughput is its
     // namespace's runs only; with a CPU sensor chip, neither has a series.
