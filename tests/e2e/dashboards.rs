@@ -9,7 +9,8 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use wattflip_e2e::fleet::{
-    Fleet, COUNTER_PERIOD, HOSTS, RAPL_WATTS, SEED_CONTROLLER, STALE_AGE_NS, STALE_HOST,
+    Fleet, COUNTER_PERIOD, HOSTS, RAPL_WATTS, SEED_CONTROLLER, SEED_NAMESPACE, SEED_SIZES_KIB,
+    STALE_AGE_NS, STALE_HOST,
 };
 
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
@@ -1085,6 +1086,153 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
             psys(i)
         );
     }
+
+    // Device energy profile, the seeded drive (harness/fleet.rs `seed_runs`): per pattern and IO
+    // size E = 2 + 0.02 · KiB (× 2.5 for writes) J over 1024 IOs, 60 % above idle; tails of
+    // 0.05 · KiB / 4 s (SW) and 0.6 s (RW) with a tenth of E as background energy.
+    let (dev_d, dev_vars) = &dashboards["device-energy-profile.json"];
+    let energy_of =
+        |pattern: &str, kib: f64| 2.0 + 0.02 * kib * if pattern.ends_with('W') { 2.5 } else { 1.0 };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    let per_io = run_target(
+        &fleet,
+        panel(dev_d, "Energy per IO vs IO size"),
+        "A",
+        dev_vars,
+        range,
+    );
+    let mut seen_patterns = Vec::new();
+    for x in per_io
+        .iter()
+        .filter(|x| x["tags"]["device"] == SEED_NAMESPACE)
+    {
+        let pattern = s(&x["tags"]["pattern"]).to_string();
+        let rows: Vec<(f64, f64, f64)> = x["values"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| {
+                (
+                    r[1].as_f64().unwrap_or(0.0),
+                    r[2].as_f64().unwrap_or(0.0),
+                    r[3].as_f64().unwrap_or(0.0),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            SEED_SIZES_KIB.iter().map(|k| *k as f64).collect::<Vec<_>>(),
+            "{pattern}: IO sizes"
+        );
+        for (kib, mj, above) in rows {
+            let e = energy_of(&pattern, kib);
+            assert!(
+                close(mj, 1000.0 * e / 1024.0) && close(above, 1000.0 * 0.6 * e / 1024.0),
+                "{pattern} {kib} KiB: {mj} mJ, {above} mJ above idle; E = {e} J"
+            );
+        }
+        seen_patterns.push(pattern);
+    }
+    assert_eq!(
+        seen_patterns,
+        vec!["RR", "RW", "SR", "SW"],
+        "patterns of the seeded drive"
+    );
+    let bg = run_target(
+        &fleet,
+        panel(dev_d, "Background work per experiment"),
+        "A",
+        dev_vars,
+        range,
+    );
+    for (experiment, class, tail, bg_share) in [
+        ("granularity/SR", "None", 0.0, 0.0),
+        ("granularity/RR", "None", 0.0, 0.0),
+        ("granularity/SW", "GWP", 1.6, 0.1),
+        ("granularity/RW", "S", 0.6, 0.1),
+    ] {
+        let x = bg
+            .iter()
+            .find(|x| {
+                x["tags"]["device"] == SEED_NAMESPACE && x["tags"]["experiment"] == experiment
+            })
+            .unwrap_or_else(|| panic!("no {experiment}: {bg:?}"));
+        let r = &x["values"][0];
+        let total: f64 = SEED_SIZES_KIB
+            .iter()
+            .map(|k| energy_of(&experiment[12..], *k as f64))
+            .sum();
+        assert_eq!(s(&r[1]), class, "{experiment}");
+        assert!(
+            close(r[2].as_f64().unwrap_or(-1.0), tail)
+                && close(r[3].as_f64().unwrap_or(-1.0), bg_share * total)
+                && close(r[4].as_f64().unwrap_or(-1.0), total),
+            "{experiment}: {r}"
+        );
+    }
+
+    // Energy proportionality of the seeded ladders: p(u) = i + (1 − i)·√u + b·u·(1 − u) with
+    // i = 3.1 / 11.6, b = 0.08 for SW, at u = 0.1 … 1; EP = 2 − 2·∫p by trapezoids from p(0) = i.
+    // The psys ladder is the same plus 90 W, normalised by its own peak (101.6 W).
+    let ladder = |bump: f64, offset: f64| -> (f64, f64, f64, f64, f64) {
+        let (idle, peak) = (3.1, 11.6);
+        let watts = |u: f64| {
+            (idle / peak + (1.0 - idle / peak) * u.sqrt() + bump * u * (1.0 - u)) * peak + offset
+        };
+        let (p0, top) = (idle + offset, watts(1.0));
+        let us: Vec<f64> = (0..=10).map(|l| f64::from(l) / 10.0).collect();
+        let p = |u: f64| if u == 0.0 { p0 / top } else { watts(u) / top };
+        let integral: f64 = us
+            .windows(2)
+            .map(|w| (w[1] - w[0]) * (p(w[0]) + p(w[1])) / 2.0)
+            .sum();
+        let line = |u: f64| p0 / top + (1.0 - p0 / top) * u;
+        let deviation = us[1..10].iter().map(|u| p(*u) - line(*u)).sum::<f64>() / 9.0;
+        (2.0 - 2.0 * integral, 1.0 - p0 / top, deviation, p0, top)
+    };
+    let (ep_d, ep_vars) = &dashboards["energy-proportionality.json"];
+    let per_model = run_target(
+        &fleet,
+        panel(ep_d, "EP and dynamic range per model"),
+        "A",
+        ep_vars,
+        range,
+    );
+    for (workload, bump) in [("RR", 0.0), ("SW", 0.08)] {
+        let x = per_model
+            .iter()
+            .find(|x| x["tags"]["workload"] == workload)
+            .unwrap_or_else(|| panic!("no {workload}: {per_model:?}"));
+        let r: Vec<f64> = x["values"][0].as_array().expect("row")[1..]
+            .iter()
+            .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            .collect();
+        let (ep, dr, dev, idle, peak) = ladder(bump, 0.0);
+        assert!(
+            close(r[0], ep)
+                && close(r[1], dr)
+                && close(r[2], dev)
+                && close(r[3], idle)
+                && close(r[4], peak),
+            "{workload}: {r:?}, want {:?}",
+            (ep, dr, dev, idle, peak)
+        );
+    }
+    let per_host = run_target(&fleet, panel(ep_d, "EP per host"), "A", ep_vars, range);
+    let r: Vec<f64> = per_host[0]["values"][0].as_array().expect("row")[1..]
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(f64::NAN))
+        .collect();
+    let (ep, dr, _, idle, peak) = ladder(0.0, 90.0);
+    assert!(
+        per_host.len() == 1
+            && close(r[0], ep)
+            && close(r[1], dr)
+            && close(r[2], idle)
+            && close(r[3], peak),
+        "EP per host: {per_host:?}, want {:?}",
+        (ep, dr, idle, peak)
+    );
 
     // The plan commands on the same fleet, against the generator's numbers.
     let plan = |args: &[&str]| -> Value {
