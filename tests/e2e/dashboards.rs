@@ -891,6 +891,38 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         );
     }
 
+    // Agents: the inventory of each host's `run` Hello, not of the probe's or the seeds' later
+    // one-off connections (which list no sources): host 1 has the fixture's NVMe namespace (its
+    // partition is no device), the seven RAPL zones and the ACPI power meter, and five hwmon
+    // temperature inputs (acpitz's unreadable one included); host 2 only the seven RAPL zones;
+    // the stale host's Hello listed nothing.
+    let agents = run_target(&fleet, panel(fleet_d, "Agents"), "A", fleet_vars, range);
+    let inv: Vec<(String, Vec<Value>)> = agents
+        .iter()
+        .map(|x| {
+            (
+                s(&x["tags"]["host"]).to_string(),
+                x["values"][0].as_array().expect("row")[1..].to_vec(),
+            )
+        })
+        .collect();
+    let version = Value::from(env!("CARGO_PKG_VERSION"));
+    let row = |host: &str, counts: [i64; 3]| {
+        (
+            host.to_string(),
+            [vec![version.clone()], counts.map(Value::from).to_vec()].concat(),
+        )
+    };
+    assert_eq!(
+        inv,
+        vec![
+            row(HOSTS[0].0, [1, 8, 5]),
+            row(HOSTS[1].0, [0, 7, 0]),
+            row(STALE_HOST.0, [0, 0, 0])
+        ],
+        "Agents panel"
+    );
+
     // Latest temperature per sensor: the hwmon fixture's values (m°C / 1000), each sensor its own;
     // acpitz reads `garbage` and has none; the stale host's drive at 41 °C.
     let latest = run_target(

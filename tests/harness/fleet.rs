@@ -575,7 +575,7 @@ fn send_as(
     hello_ns: i64,
     batch: v1::Batch,
     seq: u64,
-    _session: &str,
+    session: &str,
 ) {
     use tokio_stream::StreamExt as _;
     use v1::agent_message::Kind;
@@ -586,6 +586,7 @@ fn send_as(
         protocol_version: wattflip_proto::PROTOCOL_VERSION,
         labels: [("rack".to_string(), rack.to_string())].into(),
         time_ns: hello_ns,
+        session: session.into(),
         ..Default::default()
     };
     let msgs = vec![
