@@ -1266,6 +1266,138 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         (ep, dr, idle, peak)
     );
 
+    // Throttling: the one seeded episode (the collector's own detector writes none here: the
+    // seeded SMART counters move, but nothing arrives 2 minutes after that onset to settle it),
+    // the governor's two seeded changes, newest first, and the seeded sweep's watts and MiB/s.
+    let (thr_d, thr_vars) = &dashboards["throttling.json"];
+    let rows_of = |title: &str| -> Vec<Vec<Value>> {
+        run_target(&fleet, panel(thr_d, title), "A", thr_vars, range)
+            .iter()
+            .flat_map(|x| x["values"].as_array().cloned().unwrap_or_default())
+            .map(|r| r.as_array().map(|r| r[1..].to_vec()).unwrap_or_default())
+            .collect()
+    };
+    let j = |v: serde_json::Value| v.as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        rows_of("Throttle events"),
+        vec![j(serde_json::json!([
+            "SW/131072",
+            82,
+            16.5,
+            14,
+            12,
+            "throughput+power",
+            "temperature"
+        ]))],
+        "Throttle events"
+    );
+    assert_eq!(
+        rows_of("Power-state changes"),
+        vec![
+            j(serde_json::json!([
+                "restored",
+                2,
+                0,
+                0,
+                "restore guard: original state 0 put back"
+            ])),
+            j(serde_json::json!([
+                "applied",
+                0,
+                2,
+                2,
+                "governor sweep: state 2 (8 W cap) set and read back"
+            ])),
+        ],
+        "Power-state changes"
+    );
+    let sweep = run_target(
+        &fleet,
+        panel(thr_d, "Governor sweep: throughput vs power cap"),
+        "A",
+        thr_vars,
+        range,
+    );
+    for (experiment, share, mibs) in [
+        ("governor_sweep/SW:128KiB", 1.0, [2000.0, 1250.0, 600.0]),
+        ("governor_sweep/RR:4KiB", 0.7, [410.0, 405.0, 398.0]),
+    ] {
+        let x = sweep
+            .iter()
+            .find(|x| x["tags"]["experiment"] == experiment)
+            .unwrap_or_else(|| panic!("no {experiment}: {sweep:?}"));
+        let got: Vec<(f64, f64)> = x["values"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| (r[1].as_f64().unwrap_or(0.0), r[2].as_f64().unwrap_or(0.0)))
+            .collect();
+        let want: Vec<(f64, f64)> = [18.5, 15.2, 8.9]
+            .iter()
+            .zip(mibs)
+            .map(|(w, m)| (w * share, m))
+            .collect();
+        assert!(
+            got.len() == 3
+                && got
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| close(g.0, w.0) && g.1 == w.1),
+            "{experiment}: {got:?}, want {want:?}"
+        );
+    }
+    // Power budget: headroom is the budget (1000 W) minus each bucket's rack total; the
+    // measured peak per rack is the largest of those totals.
+    let headroom = run_target(
+        &fleet,
+        panel(budget_d, "Headroom per $group_by"),
+        "A",
+        budget_vars,
+        range,
+    );
+    for (i, (x, t)) in headroom.iter().zip(&totals).enumerate() {
+        let h: Vec<f64> = x["values"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter_map(|r| r[1].as_f64())
+            .collect();
+        let tt: Vec<f64> = t["values"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter_map(|r| r[1].as_f64())
+            .collect();
+        assert!(
+            h.len() == tt.len() && h.iter().zip(&tt).all(|(h, t)| close(*h, 1000.0 - t)),
+            "{}: headroom {h:?} for totals {tt:?}",
+            racks[i]
+        );
+    }
+    let peak_vs = run_target(
+        &fleet,
+        panel(budget_d, "Measured peak vs budget"),
+        "A",
+        budget_vars,
+        range,
+    );
+    for (i, (x, t)) in peak_vs.iter().zip(&totals).enumerate() {
+        let max = t["values"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter_map(|r| r[1].as_f64())
+            .fold(f64::MIN, f64::max);
+        let r = &x["values"][0];
+        assert!(
+            close(r[1].as_f64().unwrap_or(0.0), max)
+                && close(r[2].as_f64().unwrap_or(0.0), 1000.0 - max)
+                && close(r[3].as_f64().unwrap_or(0.0), max / 10.0),
+            "{}: {r}",
+            racks[i]
+        );
+    }
+
     // The plan commands on the same fleet, against the generator's numbers.
     let plan = |args: &[&str]| -> Value {
         let o = std::process::Command::new(wattflip_e2e::bin(
