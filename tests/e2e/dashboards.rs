@@ -1266,6 +1266,70 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         (ep, dr, idle, peak)
     );
 
+    // Efficiency at the peak level (IOPS 400, 1.6 MiB/s at 11.6 W), and the proportionality gap
+    // p(u) − u per level, the mean over the ladders of a workload (RR: the rail and psys ones).
+    let eff = run_target(
+        &fleet,
+        panel(ep_d, "Efficiency per model"),
+        "A",
+        ep_vars,
+        range,
+    );
+    let eff_of = |workload: &str| -> Vec<Value> {
+        eff.iter()
+            .find(|x| x["tags"]["workload"] == workload)
+            .map(|x| x["values"][0].as_array().expect("row")[1..].to_vec())
+            .unwrap_or_default()
+    };
+    assert!(
+        close(eff_of("RR")[0].as_f64().unwrap_or(0.0), 400.0 / 11.6) && eff_of("RR")[1].is_null(),
+        "RR efficiency {:?}",
+        eff_of("RR")
+    );
+    assert!(
+        eff_of("SW")[0].is_null() && close(eff_of("SW")[1].as_f64().unwrap_or(0.0), 1.6 / 11.6),
+        "SW efficiency {:?}",
+        eff_of("SW")
+    );
+    let gaps = run_target(
+        &fleet,
+        panel(ep_d, "Proportionality gap per load level"),
+        "A",
+        ep_vars,
+        range,
+    );
+    let norm = |bump: f64, offset: f64, u: f64| {
+        let (idle, peak) = (3.1, 11.6);
+        let watts = |u: f64| {
+            if u == 0.0 {
+                idle + offset
+            } else {
+                (idle / peak + (1.0 - idle / peak) * u.sqrt() + bump * u * (1.0 - u)) * peak
+                    + offset
+            }
+        };
+        watts(u) / watts(1.0) - u
+    };
+    assert_eq!(
+        gaps.len(),
+        2 * 11,
+        "two workloads × levels 0, 10 … 100: {gaps:?}"
+    );
+    for x in &gaps {
+        let (workload, level) = (s(&x["tags"]["workload"]), s(&x["tags"]["level"]));
+        let u = level.parse::<f64>().unwrap_or(f64::NAN) / 100.0;
+        let want = if workload == "SW" {
+            norm(0.08, 0.0, u)
+        } else {
+            (norm(0.0, 0.0, u) + norm(0.0, 90.0, u)) / 2.0
+        };
+        let got = x["values"][0][1].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            close(got, want),
+            "gap of {workload} at level {level}: {got}, want {want}"
+        );
+    }
+
     // Throttling: the one seeded episode (the collector's own detector writes none here: the
     // seeded SMART counters move, but nothing arrives 2 minutes after that onset to settle it),
     // the governor's two seeded changes, newest first, and the seeded sweep's watts and MiB/s.
