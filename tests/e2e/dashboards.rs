@@ -923,6 +923,58 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         "Agents panel"
     );
 
+    // Power per host and source: every RAPL zone's buckets at its constant power (within the
+    // counters' steps), the ACPI power meter at its fixture reading, 125 W, exactly.
+    let per_point = 1.0 + 2.0 * COUNTER_PERIOD.as_secs_f64() / 0.25 + 0.1; // 250 ms windows, slack for stalls
+    let power = run_target(
+        &fleet,
+        panel(fleet_d, "Power per host and source"),
+        "A",
+        fleet_vars,
+        range,
+    );
+    let mut checked_zones = 0;
+    for x in &power {
+        let (host, zone, source) = (
+            s(&x["tags"]["host"]),
+            s(&x["tags"]["zone"]),
+            s(&x["tags"]["source"]),
+        );
+        let vals: Vec<f64> = x["values"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter_map(|r| r[1].as_f64())
+            .collect();
+        let truth = match source {
+            "rapl" => HOSTS
+                .iter()
+                .position(|h| h.0 == host)
+                .and_then(|i| RAPL_WATTS[i].iter().find(|z| z.1 == zone))
+                .map(|z| z.2 as f64),
+            "hwmon" => Some(125.0),
+            _ => None,
+        };
+        let Some(w) = truth else { continue };
+        checked_zones += 1;
+        // A bucket at either end of the run may hold a single 250 ms point, off by up to two 10 ms
+        // counter steps (8 %); a constant reading is exact.
+        let tolerance = if source == "rapl" {
+            w * (per_point - 1.0)
+        } else {
+            1e-9
+        };
+        assert!(
+            !vals.is_empty() && vals.iter().all(|v| (v - w).abs() <= tolerance),
+            "{host} {zone}: buckets {vals:?} for {w} W"
+        );
+    }
+    assert_eq!(
+        checked_zones,
+        7 + 1 + 7,
+        "RAPL zones of both hosts and host 1's power meter: {power:?}"
+    );
+
     // Latest temperature per sensor: the hwmon fixture's values (m°C / 1000), each sensor its own;
     // acpitz reads `garbage` and has none; the stale host's drive at 41 °C.
     let latest = run_target(
@@ -1032,7 +1084,6 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
             .map(|z| z.2 as f64)
             .unwrap_or(0.0)
     };
-    let per_point = 1.0 + 2.0 * COUNTER_PERIOD.as_secs_f64() / 0.25 + 0.1; // 250 ms windows, slack for stalls
     let totals = run_target(
         &fleet,
         panel(budget_d, "Power per $group_by"),
