@@ -189,8 +189,14 @@ impl Fleet {
         // Every agent streams before the probe starts: its first power points are in InfluxDB.
         for (host, _) in HOSTS {
             let q = format!("SELECT count(watts) FROM power WHERE host = '{host}'");
-            let streaming = wait_for(Duration::from_secs(30), || influx.try_rows(db, &q).filter(|r| !r.is_empty()));
-            assert!(streaming.is_some(), "{host} sent no power point within 30 s:\n{}", collector.log());
+            let streaming = wait_for(Duration::from_secs(30), || {
+                influx.try_rows(db, &q).filter(|r| !r.is_empty())
+            });
+            assert!(
+                streaming.is_some(),
+                "{host} sent no power point within 30 s:\n{}",
+                collector.log()
+            );
         }
         let mut probe = spawn_agent(
             probe_dir.path(),
