@@ -519,8 +519,8 @@ pub struct BudgetPlan {
     pub groups: Vec<GroupBudget>,
 }
 
-/// Tags of `power` points that are not labels.
-const POWER_TAGS: &[&str] = &["host", "source", "zone", "scope", "method", "rate"];
+/// Tags of `power` and `agent` points that are not labels.
+const NOT_LABELS: &[&str] = &["host", "source", "zone", "scope", "method", "rate", "session"];
 
 /// Per bucket and zone, every scope: the host's tier is chosen in Rust ([`points::host_tier`]).
 pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {
@@ -568,7 +568,7 @@ async fn labels(db: &Influx) -> Result<Vec<String>, PlanError> {
         for s in db.query(q).await? {
             for row in &s.values {
                 if let Some(k) = row.first().and_then(|v| v.as_str()) {
-                    if !POWER_TAGS.contains(&k) {
+                    if !NOT_LABELS.contains(&k) {
                         out.insert(k.to_string());
                     }
                 }

@@ -404,7 +404,7 @@ fn planning_commands_answer_known_questions() {
     }
     for host in ["h1", "h6"] {
         lp.push_str(&format!(
-            "agent,host={host},rack=r1 version=\"0.1.0\",power_sources=0i {}\n",
+            "agent,host={host},rack=r1,session=run version=\"0.1.0\",power_sources=0i {}\n",
             base
         ));
     }
