@@ -23,8 +23,8 @@ pub struct Tier {
     pub scopes: &'static [&'static str],
 }
 
-/// Host-level power in order of precedence: a whole-host meter (IPMI DCMI `wall`, ACPI power
-/// meter `host`), PSU input (PMBus `pin`), PSU output, the sum of the host's rails, then RAPL
+/// Host-level power in order of precedence: a whole-host meter (scope `wall`: IPMI DCMI, the
+/// ACPI power meter; `host` accepted too), PSU input (PMBus `pin`), PSU output, the sum of the host's rails, then RAPL
 /// (psys when present, as it contains package and DRAM; else package + DRAM) plus the drives'
 /// power (NVMe estimate, scope `drive`). A lower tier underestimates (rails and RAPL miss fans,
 /// PSU losses, disks without a monitor), which the budget's coverage lines say per host.
