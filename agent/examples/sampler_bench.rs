@@ -116,7 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          bare loop CPU {:.2} % of one core, lateness p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs\n\
          sampler / floor: CPU x{:.3} (target ≤ 1.10), p99 lateness {:+} µs (target ≤ +20)\n\
          one read (timed, back to back): {per_read_us:.2} µs CPU; the reads explain {:.2} % of one core, \
-         leaving the sampler {:.2} % above the floor for its own bookkeeping",
+         leaving {:.2} % above the floor for cold reads and the sampler's own bookkeeping",
         1e6 / period_us as f64,
         s.reads,
         s.errors,
