@@ -89,6 +89,7 @@ struct StateCtx {
     /// The state's datasheet maximum power (PSD MP).
     max_watts: Option<f64>,
     tail: Duration,
+    run: wattflip_uflip::RunOptions,
 }
 
 /// Per-run power of one state's runs: the zone's label, the per-run energy (existing per-run
@@ -201,7 +202,8 @@ pub fn sweep(
         std::thread::sleep(args.settle);
         // Measured into a local recorder: the shared one stays free for a signal-driven restore.
         let mut local = ChangeLog::new(lock().clock);
-        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL) };
+        let run = wattflip_uflip::RunOptions { io_deadline_floor: host.drives.io_deadline_floor, ..Default::default() };
+        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL), run };
         let measured = measure_state(s, &target, &plan, &args.patterns, &ctx, recording, &mut power, &mut local);
         lock().absorb(local);
         match measured {
@@ -264,7 +266,7 @@ fn measure_state(
         // The first read sets each counter's baseline at the start of the measurement.
         let _ = p.read(rec.clock.now().0);
     }
-    let report = wattflip_uflip::run(target, plan, &mut wattflip_uflip::NullObserver);
+    let report = wattflip_uflip::run_with(target, plan, &mut wattflip_uflip::NullObserver, &ctx.run);
     let run_power = match (recording, &report) {
         (Some(p), Ok(report)) => {
             std::thread::sleep(ctx.tail);

@@ -302,9 +302,16 @@ pub trait CommandRunner: Send + Sync + fmt::Debug {
     ) -> std::io::Result<std::process::Output>;
 }
 
-/// The real programs on `PATH`.
+/// The real programs on `PATH`, each given [`SystemRunner::TIMEOUT`] to answer.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemRunner;
+
+impl SystemRunner {
+    /// How long a program may take: blkid reading a device that stopped completing IO would
+    /// otherwise block the check for ever. The child is then left behind (it cannot be killed
+    /// while in D state) and reaped by nobody until the agent exits.
+    pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+}
 
 impl CommandRunner for SystemRunner {
     fn run(
@@ -314,7 +321,23 @@ impl CommandRunner for SystemRunner {
         stdin: Option<fs::File>,
     ) -> std::io::Result<std::process::Output> {
         let stdin = stdin.map_or_else(Stdio::null, Stdio::from);
-        Command::new(program).args(args).stdin(stdin).output()
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(stdin);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("uflip-runner".into())
+            .spawn(move || {
+                let _ = tx.send(cmd.output());
+            })?;
+        rx.recv_timeout(Self::TIMEOUT).unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{program} did not answer within {} s (the device does not complete IO?)",
+                    Self::TIMEOUT.as_secs()
+                ),
+            ))
+        })
     }
 }
 

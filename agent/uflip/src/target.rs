@@ -170,6 +170,9 @@ pub struct Target {
     handle_id: (u64, u64),
     /// The handle opened once: read-only for block devices, read-write (O_DIRECT|O_DSYNC) for files.
     handle: Arc<fs::File>,
+    /// Block devices: the exclusive write handle, once every write check passed on it; kept (and
+    /// so the exclusive claim) as long as the target, shared by its clones.
+    write_handle: Arc<std::sync::OnceLock<Arc<fs::File>>>,
     runner: Arc<dyn CommandRunner>,
 }
 
@@ -292,6 +295,7 @@ impl Target {
             roots: opts.roots.clone(),
             handle_id: (meta.dev(), meta.ino()),
             handle: Arc::new(direct),
+            write_handle: Arc::default(),
             runner: opts.runner.clone(),
         })
     }
@@ -356,6 +360,7 @@ impl Target {
             roots: opts.roots.clone(),
             handle_id: (meta.rdev(), 0),
             handle: Arc::new(f),
+            write_handle: Arc::default(),
             runner: opts.runner.clone(),
         })
     }
@@ -366,18 +371,22 @@ impl Target {
     }
 
     /// Whether writes are allowed right now: files unless they back a loop device; block devices
-    /// only after every check of [`safety::check_block_writable`] passes on an exclusive handle
-    /// (re-run at every call, so a mount made after [`Target::open`] is still caught). The
-    /// exclusive handle is closed again; [`crate::run`] keeps its own for the whole probe.
+    /// only after every check of [`safety::check_block_writable`] passes on an exclusive handle,
+    /// which the target then keeps (see [`Target::open_for_writes`]).
     pub fn ensure_writable(&self) -> Result<(), Refusal> {
         self.open_for_writes().map(|_| ())
     }
 
     /// The handle all IO of a writing probe goes through, after every write check passed on it.
     /// Block devices: re-opened from the checked handle (`/proc/self/fd/N`, never the path) with
-    /// `O_RDWR|O_DIRECT|O_DSYNC|O_EXCL`; the exclusive claim lasts as long as the handle, so the
-    /// device cannot be mounted, claimed or re-bound under the probe.
+    /// `O_RDWR|O_DIRECT|O_DSYNC|O_EXCL`; the target keeps it, so the exclusive claim lasts as long
+    /// as the target (across the probes of a sweep too): the device cannot be mounted, claimed or
+    /// re-bound under it. Later calls only [`Target::verify`] the kept handle.
     pub fn open_for_writes(&self) -> Result<Arc<fs::File>, Refusal> {
+        if let Some(w) = self.write_handle.get() {
+            self.verify(w, true)?;
+            return Ok(w.clone());
+        }
         self.verify(&self.handle, false)?;
         let info = match (&self.kind, &self.block) {
             (TargetKind::File, _) => {
@@ -409,7 +418,7 @@ impl Target {
             (Ok(w), Ok(_)) => {
                 // The re-open went through our own descriptor, but make sure it is the same device.
                 self.verify(&w, true)?;
-                Ok(Arc::new(w))
+                Ok(self.write_handle.get_or_init(|| Arc::new(w)).clone())
             }
             (Ok(_), Err(r)) => Err(r),
             (Err(e), checked) => {

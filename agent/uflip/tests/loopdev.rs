@@ -362,6 +362,13 @@ fn luks_header_is_refused_unless_signatures_are_overridden() {
     o.overwrite_signatures = true;
     let t = Target::open(&o).unwrap();
     t.ensure_writable().unwrap();
+    // The cleared target keeps its exclusive claim: nobody else can open it for writing.
+    let other = Target::open(&o).unwrap().ensure_writable().unwrap_err();
+    assert!(
+        matches!(other.reasons.as_slice(), [RefusalReason::Busy { .. }]),
+        "{other}"
+    );
+    drop(t);
     // The override does not replace consent.
     let mut o = TargetOptions::block(&lo.dev, vec![]);
     o.overwrite_signatures = true;
