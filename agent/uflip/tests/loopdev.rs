@@ -7,6 +7,10 @@
 //! daemons are released by drop guards. A test that cannot set up its scenario FAILS and names
 //! what to install (tests/run.sh installs it).
 
+// A panic is the failure report of these tests and their helpers
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
