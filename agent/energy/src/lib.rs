@@ -10,6 +10,7 @@
 //! - [`series`]: `PowerSeries`, the validated input of every analysis.
 //! - [`idle`]: idle characterisation (baseline, period of regular idle work).
 //! - [`run`]: baseline, run start/end detection and the per-run `RunEnergy` record.
+//! - [`probe`]: a whole probe's runs: one idle baseline, neighbour-bounded runs, cut tails, plausibility.
 //! - [`background`]: Table 2 classes and the §11.6 pause rule.
 //! - [`stats`]: median, 1.4826·MAD, Spearman ρ.
 //! - [`error`]: `TraceError` (names file/line/column/key), `AnalysisError`, `ConfigError`.
@@ -19,6 +20,7 @@
 pub mod background;
 pub mod error;
 pub mod idle;
+pub mod probe;
 pub mod run;
 pub mod series;
 pub mod stats;
@@ -32,9 +34,10 @@ pub use background::{
 pub use error::{AnalysisError, ConfigError, KeyProblem, TraceError};
 pub use idle::{characterise_idle, IdleConfig, IdleProfile};
 pub use run::{
-    analyze_run, analyze_run_with_baseline, Baseline, Efficiency, EndFound, RunDetectConfig,
-    RunEnergy, RunInfo, StartFound,
+    analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound,
+    RunDetectConfig, RunEnergy, RunInfo, StartFound,
 };
+pub use probe::{analyze_probe, ProbeAnalysis, MAX_UNMATCHED_FRACTION};
 pub use series::PowerSeries;
 pub use trace::csv::{integrate_csv, integrate_csv_reader, CsvOptions, TimeUnit};
 pub use trace::raw::{integrate_raw, integrate_raw_streaming, Sidecar, SidecarSyntax};

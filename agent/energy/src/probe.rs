@@ -1,0 +1,154 @@
+//! A whole probe's runs against one power series (`docs/energy-method.md` §4–§5): one idle baseline
+//! per probe (its idle characterisation window), each run's search bounded by its neighbours, tails
+//! cut and their energy split at the next run's first submit, and plausibility checks that refuse a
+//! trace that does not match the probe (wrong rate, time unit or origin). The live path and trace
+//! import both call [`analyze_probe`]; a new check belongs here, with its numbers in the message.
+
+use crate::error::AnalysisError;
+use crate::run::{analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy, RunInfo};
+use crate::series::PowerSeries;
+use crate::units::UnixNanos;
+
+/// The outcome for a whole probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeAnalysis {
+    /// The probe's idle baseline, when its idle window was in the series.
+    pub baseline: Option<Baseline>,
+    pub baseline_source: BaselineSource,
+    /// Per run, in the order given: its energy, or why it has none.
+    pub runs: Vec<Result<RunEnergy, AnalysisError>>,
+    /// Gap samples (NaN/∞) in the whole series.
+    pub gap_samples: u64,
+    /// Loud warnings with their numbers (also when nothing was refused).
+    pub warnings: Vec<String>,
+}
+
+impl ProbeAnalysis {
+    /// Why the whole trace was refused, if it was.
+    pub fn refused(&self) -> Option<&str> {
+        self.runs.iter().find_map(|r| match r {
+            Err(AnalysisError::TraceMismatch(m)) => Some(m.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// Share of the runs inside the trace whose activity is not found above which the whole trace is
+/// refused: it does not show the probe (a wrong sample rate stretches it, a wrong time unit or
+/// origin moves it).
+pub const MAX_UNMATCHED_FRACTION: f64 = 0.5;
+
+/// Analyse `runs` (in execution order, `next_run_start` is ignored and set from the next run)
+/// against `series`. `idle` is the probe's idle window `[from, to)`: its baseline is every run's.
+/// When it is not in the series (or holds fewer than `min_baseline_samples`), each run falls back to
+/// the idle stretch just before it, after the previous run's end, and records `Local`.
+pub fn analyze_probe(
+    series: &PowerSeries,
+    runs: &[RunInfo],
+    idle: Option<(UnixNanos, UnixNanos)>,
+    cfg: &RunDetectConfig,
+) -> ProbeAnalysis {
+    let mut warnings = Vec::new();
+    let baseline = idle.and_then(|(from, to)| {
+        match Baseline::from_window(series, from, to, cfg.min_baseline_samples) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                warnings.push(format!(
+                    "the probe's idle window is not usable ({e}); each run uses the idle stretch before it"
+                ));
+                None
+            }
+        }
+    });
+    let gap_samples = (0..series.len()).map(|i| series.sample_gaps(i)).sum();
+    let mut out = Vec::with_capacity(runs.len());
+    // (last completion, found end, tail cut) of the previous run.
+    let mut prev: Option<(UnixNanos, UnixNanos, bool)> = None;
+    for (i, r) in runs.iter().enumerate() {
+        let info = RunInfo {
+            next_run_start: runs.get(i + 1).map(|x| x.first_submit),
+            ..*r
+        };
+        let lower = prev.map(|(c, e, _)| c.max(e));
+        let split = prev.is_some_and(|p| p.2);
+        let res = match &baseline {
+            Some(b) => analyze_run_bounded(series, &info, lower, split, b, cfg),
+            None if split => Err(AnalysisError::NotEnoughBaseline {
+                from_ns: r.first_submit.0,
+                to_ns: r.first_submit.0,
+                found: 0,
+                needed: cfg.min_baseline_samples,
+            }),
+            None => analyze_run_local(series, &info, lower, cfg),
+        };
+        prev = Some(match &res {
+            Ok(e) => (r.last_complete, e.end, e.tail_cut),
+            Err(_) => (r.last_complete, r.last_complete, false),
+        });
+        out.push(res);
+    }
+    // Plausibility of the whole trace against the probe.
+    let covered = out
+        .iter()
+        .filter(|r| !matches!(r, Err(AnalysisError::RunOutsideTrace { .. })))
+        .count();
+    let unmatched = out
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Err(AnalysisError::NoActivity { .. }
+                    | AnalysisError::ActivityInProgress { .. }
+                    | AnalysisError::ActivityEndsEarly { .. })
+            )
+        })
+        .count();
+    let span = |a: i64, z: i64| (z - a) as f64 / 1e9;
+    let (trace_from, trace_to) = (series.first_time().0, series.end_time().0);
+    let (runs_from, runs_to) = (
+        runs.iter().map(|r| r.first_submit.0).min().unwrap_or(0),
+        runs.iter().map(|r| r.last_complete.0).max().unwrap_or(0),
+    );
+    let numbers = format!(
+        "the trace covers {:.3} s from {trace_from} ns, the probe's runs {:.3} s from {runs_from} ns",
+        span(trace_from, trace_to),
+        span(runs_from, runs_to)
+    );
+    let refuse = if !runs.is_empty() && covered == 0 && !series.is_empty() {
+        Some(format!(
+            "trace does not match the probe: none of its {} runs lies inside the trace ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), --time-unit and sample_rate_hz",
+            runs.len()
+        ))
+    } else if covered > 0 && unmatched as f64 > MAX_UNMATCHED_FRACTION * covered as f64 {
+        Some(format!(
+            "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); a wrong sample_rate_hz stretches the trace, a wrong --time-unit or origin moves it"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = refuse {
+        out = runs.iter().map(|_| Err(AnalysisError::TraceMismatch(why.clone()))).collect();
+    } else if unmatched > 0 {
+        warnings.push(format!(
+            "{unmatched} of the {covered} runs inside the trace show no activity where the probe ran them; they get no energy"
+        ));
+    }
+    if covered < runs.len() && covered > 0 {
+        warnings.push(format!(
+            "{} of {} runs are not covered by the trace ({numbers})",
+            runs.len() - covered,
+            runs.len()
+        ));
+    }
+    ProbeAnalysis {
+        baseline_source: if baseline.is_some() {
+            BaselineSource::IdleWindow
+        } else {
+            BaselineSource::Local
+        },
+        baseline,
+        runs: out,
+        gap_samples,
+        warnings,
+    }
+}
