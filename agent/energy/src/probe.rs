@@ -4,7 +4,8 @@
 //! trace that does not match the probe (wrong rate, time unit or origin). The live path and trace
 //! import both call [`analyze_probe`]; a new check belongs here, with its numbers in the message.
 
-use crate::error::AnalysisError;
+use crate::error::{AnalysisError, TraceError};
+use crate::fine::{refine, EdgeContext, FineSamples};
 use crate::run::{analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy, RunInfo};
 use crate::series::PowerSeries;
 use crate::units::UnixNanos;
@@ -151,4 +152,40 @@ pub fn analyze_probe(
         gap_samples,
         warnings,
     }
+}
+
+/// [`analyze_probe`], then every run's edges refined to the sample with the trace's own samples
+/// (`crate::fine`): the import path for shunt traces, whose 1 ms windows would otherwise round each
+/// edge to the window.
+pub fn analyze_probe_fine(
+    series: &PowerSeries,
+    runs: &[RunInfo],
+    idle: Option<(UnixNanos, UnixNanos)>,
+    cfg: &RunDetectConfig,
+    source: &mut dyn FineSamples,
+) -> Result<ProbeAnalysis, TraceError> {
+    let mut a = analyze_probe(series, runs, idle, cfg);
+    let slack = i64::try_from(cfg.start_slack.0).unwrap_or(i64::MAX);
+    let mut ctx = Vec::with_capacity(runs.len());
+    for (i, r) in runs.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|j| {
+            let c = runs[j].last_complete.0;
+            match &a.runs[j] {
+                Ok(e) => c.max(e.end.0),
+                Err(_) => c,
+            }
+        });
+        ctx.push(EdgeContext {
+            lower: (r.first_submit.0 - slack).max(prev.unwrap_or(i64::MIN)),
+            limit: runs.get(i + 1).map_or(i64::MAX, |n| n.first_submit.0),
+        });
+    }
+    let mut refs: Vec<Option<(&mut RunEnergy, EdgeContext)>> = a
+        .runs
+        .iter_mut()
+        .zip(ctx)
+        .map(|(r, c)| r.as_mut().ok().map(|r| (r, c)))
+        .collect();
+    refine(series, &mut refs, cfg.k, source)?;
+    Ok(a)
 }

@@ -66,42 +66,50 @@ impl PowerSeries {
     }
 
     /// One sample per window (its mean power at the window start), anchored at `start`. Each sample
-    /// keeps its window's exact energy and gap count; a run of windows that were all gap (absent
-    /// from `windows`) becomes gap time of the window before it, counted at that window's rate.
+    /// keeps its window's exact energy and gap count.
     pub fn from_windows(start: UnixNanos, windows: &[PowerWindow]) -> Result<Self, AnalysisError> {
+        Self::from_windows_of(start, windows, None)
+    }
+
+    /// Like [`from_windows`](Self::from_windows), knowing the window length: a stretch of windows
+    /// that were all gap (absent from `windows`) becomes gap time and gap samples of the window
+    /// before it, counted at that window's sample period.
+    pub fn from_windows_of(
+        start: UnixNanos,
+        windows: &[PowerWindow],
+        window: Option<Nanos>,
+    ) -> Result<Self, AnalysisError> {
         let mut s = PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))?;
         let n = windows.len();
         s.e = windows.iter().map(|w| w.energy.0).collect();
         s.gaps = Vec::with_capacity(n);
         s.gap_ns = Vec::with_capacity(n);
         for (i, w) in windows.iter().enumerate() {
-            let dt = s.dt_ns(i).max(0) as f64;
             // Valid time of the window: energy / mean for both integrators (Σ P·Δ / mean P).
             let valid = if w.mean.0 != 0.0 && w.energy.0.is_finite() {
-                (w.energy.0 / w.mean.0 * 1e9).clamp(0.0, dt)
+                w.energy.0 / w.mean.0 * 1e9
             } else {
-                let all = (w.samples + w.gap_samples).max(1) as f64;
-                dt * w.samples as f64 / all
+                w.span.0 as f64 * w.samples as f64 / (w.samples + w.gap_samples).max(1) as f64
             };
-            let gap_ns = (dt - valid).max(0.0);
-            // Gap samples: the window's own, plus those of absent (all-gap) windows that follow it,
-            // at the window's sample period.
             let period = if w.samples > 0 { valid / w.samples as f64 } else { 0.0 };
-            let own_gap_time = period * w.gap_samples as f64;
-            let missing = if period > 0.0 {
-                ((gap_ns - own_gap_time).max(0.0) / period).round() as u64
-            } else {
-                0
+            let missing_ns = match (window, windows.get(i + 1)) {
+                (Some(len), Some(next)) => next.offset.0.saturating_sub(w.offset.0 + len.0) as f64,
+                _ => 0.0,
             };
+            let missing = if period > 0.0 { (missing_ns / period).round() as u64 } else { 0 };
             s.gaps.push(w.gap_samples + missing);
-            s.gap_ns.push(gap_ns.round() as u64);
+            s.gap_ns.push((period * w.gap_samples as f64 + missing_ns).round() as u64);
         }
         Ok(s)
     }
 
     /// The summary's windows as a series; a trace without a UTC start is anchored at 0.
     pub fn from_trace(summary: &TraceSummary) -> Result<Self, AnalysisError> {
-        PowerSeries::from_windows(summary.start.unwrap_or(UnixNanos(0)), &summary.windows)
+        PowerSeries::from_windows_of(
+            summary.start.unwrap_or(UnixNanos(0)),
+            &summary.windows,
+            Some(summary.window),
+        )
     }
 
     pub fn len(&self) -> usize {

@@ -1,0 +1,228 @@
+//! Property tests of per-run energy on probe schedules with known truth (issue 14): random
+//! schedules (pauses 10 ms..3 s, runs 5 ms..2 s, tails 0..3 s, tails into the next run, NaN gaps,
+//! scope-like noise) sampled at 100 kS/s by the independent generator in `truth/`, written as CSV,
+//! raw f32 and raw i16, imported and analysed like `trace import` does, and every run checked
+//! against the targets. Seeded, a fixed number of cases. Add a scenario as a new `#[test]` calling
+//! `check_case` with its schedule.
+
+mod truth;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::io::Write;
+use std::path::Path;
+use truth::{Schedule, Trace, Truth, MS, S};
+use wattflip_energy::*;
+
+/// UTC of the trace's first sample.
+const T0: i64 = 1_800_000_000_000_000_000;
+const RATE: f64 = 100_000.0;
+/// 0.2 mV of noise on a ≈ 10 mV idle shunt reading: ≈ 50 mW per sample.
+const NOISE_V: f64 = 0.0002;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Csv,
+    F32,
+    I16,
+}
+
+/// Write the trace in `format` under `dir` and import it like `trace import` (1 ms windows).
+fn import(trace: &Trace, format: Format, dir: &Path) -> (PowerSeries, Box<dyn FineSamples>) {
+    let circuit = ShuntCircuit::new(Ohms(trace.shunt_ohms), Volts(trace.supply_volts)).expect("circuit");
+    let summary: (TraceSummary, Box<dyn FineSamples>) = match format {
+        Format::Csv => {
+            let path = dir.join("trace.csv");
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create csv"));
+            writeln!(f, "time_s,v_shunt").expect("write");
+            for (k, v) in trace.volts.iter().enumerate() {
+                writeln!(f, "{:.5},{:.7e}", k as f64 / trace.rate, v).expect("write");
+            }
+            f.flush().expect("flush");
+            drop(f);
+            let opts = CsvOptions { time_origin: Some(UnixNanos(T0)), ..Default::default() };
+            let summary = integrate_csv(&path, circuit, &opts).expect("csv import");
+            (summary, Box::new(CsvSamples { path, circuit, options: opts }) as Box<dyn FineSamples>)
+        }
+        Format::F32 | Format::I16 => {
+            let path = dir.join("trace.bin");
+            let (name, scale, bytes): (&str, f64, Vec<u8>) = if format == Format::F32 {
+                ("f32le", 1.0, trace.volts.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect())
+            } else {
+                // i16 has no NaN: a gap is written as the most negative count and flagged by the
+                // generator; here gaps are rare, so they are written as that count and counted
+                // as data (the test then expects no gaps for i16).
+                let scale = 1.0 / 65536.0;
+                ("i16le", scale, trace.volts.iter().flat_map(|v| ((v / scale).round() as i16).to_le_bytes()).collect())
+            };
+            std::fs::write(&path, bytes).expect("write raw");
+            let sidecar = format!(
+                "format = \"{name}\"\nsample_rate_hz = {}\nshunt_ohms = {}\nsupply_volts = {}\nscale = {scale:e}\nstart_time_utc_ns = {T0}\n",
+                trace.rate, trace.shunt_ohms, trace.supply_volts
+            );
+            let sc = Sidecar::parse(&sidecar, SidecarSyntax::Toml, &dir.join("trace.toml")).expect("sidecar");
+            let summary = integrate_raw(&path, &sc, DEFAULT_WINDOW).expect("raw import");
+            (summary, Box::new(RawSamples { path, sidecar: sc }) as Box<dyn FineSamples>)
+        }
+    };
+    (PowerSeries::from_trace(&summary.0).expect("series"), summary.1)
+}
+
+fn run_infos(s: &Schedule) -> Vec<RunInfo> {
+    s.runs
+        .iter()
+        .map(|r| RunInfo {
+            first_submit: UnixNanos(T0 + r.first_submit),
+            last_complete: UnixNanos(T0 + r.last_complete),
+            bytes: 1 << 20,
+            ios: 256,
+            next_run_start: None,
+            datasheet_active: None,
+        })
+        .collect()
+}
+
+/// Worst errors over a case, for the report.
+#[derive(Debug, Default, Clone, Copy)]
+struct Worst {
+    energy_long: f64,
+    energy_short: f64,
+    start_ns: i64,
+    end_ns: i64,
+    runs: usize,
+}
+
+/// Analyse and check every run against the targets of issue 14.
+fn check_case(label: &str, sched: &Schedule, format: Format, gaps: usize, seed: u64) -> Worst {
+    let model = sched.model(seed);
+    let trace = truth::sample(sched, &model, RATE, NOISE_V, if format == Format::I16 { 0 } else { gaps }, seed);
+    let truths = sched.truth(&model, &trace.gaps);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (series, mut fine) = import(&trace, format, dir.path());
+    let runs = run_infos(sched);
+    let idle = (UnixNanos(T0), UnixNanos(T0 + sched.lead - 50 * MS));
+    let a = analyze_probe_fine(&series, &runs, Some(idle), &RunDetectConfig::default(), fine.as_mut()).expect("second pass");
+    assert_eq!(a.baseline_source, BaselineSource::IdleWindow, "{label}");
+    let mut w = Worst::default();
+    let mut problems = Vec::new();
+    for (i, (res, t)) in a.runs.iter().zip(&truths).enumerate() {
+        let r = match res {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(format!("run {i}: no energy: {e}"));
+                continue;
+            }
+        };
+        check_run(i, r, t, &sched.runs[i], &mut w, &mut problems);
+    }
+    let gap_total: u64 = a.runs.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.gap_samples).sum();
+    let gap_truth: u64 = trace
+        .gaps
+        .iter()
+        .filter(|(g0, g1)| truths.iter().any(|t| *g0 >= t.start && *g1 <= t.end))
+        .map(|(g0, g1)| ((g1 - g0) as f64 * RATE / 1e9).round() as u64)
+        .sum();
+    if gap_total != gap_truth {
+        problems.push(format!("gap samples in runs: {gap_total}, truth {gap_truth}"));
+    }
+    let trace_gaps: u64 = trace.volts.iter().filter(|v| v.is_nan()).count() as u64;
+    if a.gap_samples != trace_gaps {
+        problems.push(format!("gap samples in the trace: {}, truth {trace_gaps}", a.gap_samples));
+    }
+    assert!(problems.is_empty(), "{label} ({format:?}, seed {seed}):\n{}", problems.join("\n"));
+    w
+}
+
+fn check_run(i: usize, r: &RunEnergy, t: &Truth, run: &truth::Run, w: &mut Worst, problems: &mut Vec<String>) {
+    let (start, end) = (r.start.0 - T0, r.end.0 - T0);
+    let span = t.end - t.start;
+    let err = (r.energy_total.0 - t.energy) / t.energy;
+    let limit = if span >= 100 * MS {
+        0.005
+    } else if span >= 10 * MS {
+        0.02
+    } else {
+        // Runs of 5..10 ms: no energy target in the issue; boundaries still to 0.2 ms, which
+        // bounds the energy error at ≈ 0.4 ms of power over 5 ms.
+        0.08
+    };
+    if err.abs() > limit {
+        problems.push(format!("run {i}: energy {:.6} J, truth {:.6} J ({:+.3} %, limit {} %), span {} ms", r.energy_total.0, t.energy, err * 100.0, limit * 100.0, span as f64 / 1e6));
+    }
+    if span >= 100 * MS {
+        w.energy_long = w.energy_long.max(err.abs());
+    } else if span >= 10 * MS {
+        w.energy_short = w.energy_short.max(err.abs());
+    }
+    let (ds, de) = ((start - t.start).abs(), (end - t.end).abs());
+    w.start_ns = w.start_ns.max(ds);
+    w.end_ns = w.end_ns.max(de);
+    if ds > 200_000 || de > 200_000 {
+        problems.push(format!("run {i}: start {start} end {end}, truth {} {} (Δ {ds} / {de} ns); run {:?}", t.start, t.end, run));
+    }
+    if r.tail_cut != t.cut {
+        problems.push(format!("run {i}: tail_cut {}, truth {}", r.tail_cut, t.cut));
+    }
+    let bg = r.background_duration.0 as i64;
+    if (bg - t.tail).abs() > (t.tail / 20).max(MS) {
+        problems.push(format!("run {i}: tail {} ms, truth {} ms", bg as f64 / 1e6, t.tail as f64 / 1e6));
+    }
+    w.runs += 1;
+}
+
+/// A fixed number of seeded random schedules over the issue's ranges, in one format.
+fn random_cases(format: Format, cases: u64, seed0: u64) {
+    let mut all = Worst::default();
+    for c in 0..cases {
+        let seed = seed0 + c;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let sched = truth::random_schedule(&mut rng, 8, (5.0, 2000.0), (10.0, 3000.0), (0.5, 3000.0));
+        let w = check_case("random schedule", &sched, format, 3, seed);
+        all.energy_long = all.energy_long.max(w.energy_long);
+        all.energy_short = all.energy_short.max(w.energy_short);
+        all.start_ns = all.start_ns.max(w.start_ns);
+        all.end_ns = all.end_ns.max(w.end_ns);
+        all.runs += w.runs;
+    }
+    eprintln!("{format:?}: {} runs, worst energy error {:.3} % (≥ 100 ms), {:.3} % (≥ 10 ms), start {} µs, end {} µs", all.runs, all.energy_long * 100.0, all.energy_short * 100.0, all.start_ns / 1000, all.end_ns / 1000);
+}
+
+#[test]
+fn random_schedules_raw_f32() {
+    random_cases(Format::F32, 12, 1000);
+}
+
+#[test]
+fn random_schedules_raw_i16() {
+    random_cases(Format::I16, 6, 2000);
+}
+
+#[test]
+fn random_schedules_csv() {
+    random_cases(Format::Csv, 3, 3000);
+}
+
+/// The probe's own default schedules: `--quick` (10 ms pauses) and `small` (100 ms pauses), short
+/// runs, some tails reaching into the next run, and long pauses for comparison.
+#[test]
+fn default_pauses_with_short_runs() {
+    for (pause_ms, seed) in [(10.0, 11), (100.0, 12), (1000.0, 13), (3000.0, 14)] {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let sched = truth::random_schedule(&mut rng, 12, (5.0, 120.0), (pause_ms, pause_ms), (0.5, 300.0));
+        check_case(&format!("pause {pause_ms} ms"), &sched, Format::F32, 2, seed);
+    }
+}
+
+#[test]
+fn truth_generator_conserves_energy() {
+    // The generator's own check: the sampled trace integrates to the model's energy.
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let sched = truth::random_schedule(&mut rng, 4, (10.0, 50.0), (10.0, 50.0), (1.0, 20.0));
+    let model = sched.model(7);
+    let trace = truth::sample(&sched, &model, RATE, 0.0, 0, 7);
+    let (r, u) = (trace.shunt_ohms, trace.supply_volts);
+    let e: f64 = trace.volts.iter().map(|v| v / r * (u - v) / RATE).sum();
+    let want = model.energy(0, (trace.volts.len() as f64 / RATE * 1e9).round() as i64);
+    assert!(((e - want) / want).abs() < 1e-9, "{e} vs {want}");
+    let _ = S;
+}
