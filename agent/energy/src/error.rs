@@ -125,7 +125,7 @@ pub enum AnalysisError {
     #[error("power series has {len} timestamps but {powers} power values")]
     LengthMismatch { len: usize, powers: usize },
     /// Too few samples in the idle window before the run to estimate a baseline.
-    #[error("idle baseline window [{from_ns}, {to_ns}) ns holds {found} samples, need at least {needed}")]
+    #[error("no idle baseline: the window [{from_ns}, {to_ns}) ns before the run holds {found} samples, need at least {needed} (the probe's idle window is not in the trace, and the pause after the previous run is too short)")]
     NotEnoughBaseline {
         from_ns: i64,
         to_ns: i64,

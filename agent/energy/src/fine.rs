@@ -5,6 +5,7 @@
 //! energy is summed sample by sample. To support a new trace format, implement [`FineSamples`].
 
 use crate::error::TraceError;
+use crate::run::Efficiency;
 use crate::run::{RunEnergy, RunInfo};
 use crate::series::PowerSeries;
 use crate::stats;
@@ -12,7 +13,6 @@ use crate::trace::csv::{read_csv_samples, CsvOptions};
 use crate::trace::raw::{read_raw_samples, Sidecar};
 use crate::trace::ShuntCircuit;
 use crate::units::{Joules, Nanos, UnixNanos, Watts};
-use crate::run::Efficiency;
 use std::path::PathBuf;
 
 /// A trace that can hand back its samples (UTC time, watts, NaN for gaps) in given time ranges.
@@ -183,7 +183,16 @@ pub(crate) fn refine(
         let Some([noise, s, e, c]) = it.next() else {
             break;
         };
-        refine_one(series, r, ctx, k, &Fine::new(noise), &Fine::new(s), &Fine::new(e), &Fine::new(c));
+        refine_one(
+            series,
+            r,
+            ctx,
+            k,
+            &Fine::new(noise),
+            &Fine::new(s),
+            &Fine::new(e),
+            &Fine::new(c),
+        );
     }
     Ok(())
 }
@@ -222,7 +231,10 @@ fn refine_one(
     if !r.tail_cut {
         let avg = e.averaged(m);
         let hi = ctx.limit.min(r.end.0 + EDGE_REACH.0 as i64);
-        if let Some(k1) = (0..e.t.len()).rev().find(|&i| e.t[i] < hi && e.t[i] >= start && out(avg[i])) {
+        if let Some(k1) = (0..e.t.len())
+            .rev()
+            .find(|&i| e.t[i] < hi && e.t[i] >= start && out(avg[i]))
+        {
             end = (e.t[k1] + e.hold(k1)).min(ctx.limit);
         }
     }
@@ -268,8 +280,8 @@ fn span(series: &PowerSeries, from: i64, to: i64, fine: &[&Fine]) -> (f64, u64, 
     let t = series.times();
     let (ja, jz) = (window_at(series, from), window_at(series, to - 1));
     let (mut e, mut g, mut gns) = (0.0, 0u64, 0i64);
-    for j in ja..=jz {
-        let (w0, w1) = (t[j].0, hold_end(series, j));
+    for (j, tj) in t.iter().enumerate().take(jz + 1).skip(ja) {
+        let (w0, w1) = (tj.0, hold_end(series, j));
         if w0 >= from && w1 <= to {
             e += series.sample_energy(j);
             g += series.sample_gaps(j);
@@ -278,9 +290,10 @@ fn span(series: &PowerSeries, from: i64, to: i64, fine: &[&Fine]) -> (f64, u64, 
         }
         let (a, z) = (w0.max(from), w1.min(to));
         // A fetched range covering the whole window, so the samples are all there.
-        let cover = fine
-            .iter()
-            .find(|f| f.t.first().is_some_and(|x| *x <= w0) && f.t.last().is_some_and(|x| *x + f.hold(f.t.len() - 1) >= w1));
+        let cover = fine.iter().find(|f| {
+            f.t.first().is_some_and(|x| *x <= w0)
+                && f.t.last().is_some_and(|x| *x + f.hold(f.t.len() - 1) >= w1)
+        });
         match cover {
             Some(f) => {
                 let (x, y, z2) = f.energy(a, z);

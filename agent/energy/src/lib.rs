@@ -34,13 +34,13 @@ pub use background::{
     BackgroundObservation, Classification, ClassifyConfig, IoMix, PauseConfig, ValueRuns,
 };
 pub use error::{AnalysisError, ConfigError, KeyProblem, TraceError};
+pub use fine::{CsvSamples, FineSamples, RawSamples};
 pub use idle::{characterise_idle, IdleConfig, IdleProfile};
+pub use probe::{analyze_probe, analyze_probe_fine, ProbeAnalysis, MAX_UNMATCHED_FRACTION};
 pub use run::{
     analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound,
     RunDetectConfig, RunEnergy, RunInfo, StartFound,
 };
-pub use fine::{CsvSamples, FineSamples, RawSamples};
-pub use probe::{analyze_probe, analyze_probe_fine, ProbeAnalysis, MAX_UNMATCHED_FRACTION};
 pub use series::PowerSeries;
 pub use trace::csv::{integrate_csv, integrate_csv_reader, read_csv_samples, CsvOptions, TimeUnit};
 pub use trace::raw::{

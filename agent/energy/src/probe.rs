@@ -6,7 +6,10 @@
 
 use crate::error::{AnalysisError, TraceError};
 use crate::fine::{refine, EdgeContext, FineSamples};
-use crate::run::{analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy, RunInfo};
+use crate::run::{
+    analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy,
+    RunInfo,
+};
 use crate::series::PowerSeries;
 use crate::units::UnixNanos;
 
@@ -122,13 +125,16 @@ pub fn analyze_probe(
         ))
     } else if covered > 0 && unmatched as f64 > MAX_UNMATCHED_FRACTION * covered as f64 {
         Some(format!(
-            "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); a wrong sample_rate_hz stretches the trace, a wrong --time-unit or origin moves it"
+            "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); check sample_rate_hz (a wrong rate stretches the trace), --time-unit and the time origin (--time-origin-ns, start_time_utc_ns)"
         ))
     } else {
         None
     };
     if let Some(why) = refuse {
-        out = runs.iter().map(|_| Err(AnalysisError::TraceMismatch(why.clone()))).collect();
+        out = runs
+            .iter()
+            .map(|_| Err(AnalysisError::TraceMismatch(why.clone())))
+            .collect();
     } else if unmatched > 0 {
         warnings.push(format!(
             "{unmatched} of the {covered} runs inside the trace show no activity where the probe ran them; they get no energy"

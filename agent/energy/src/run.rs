@@ -356,8 +356,8 @@ fn span_energy(
     let ja = sample_at(series, from);
     let jz = sample_at(series, to - 1);
     let (mut e, mut gaps, mut gap_ns) = (0.0, 0.0, 0.0);
-    for j in ja..=jz {
-        let (w0, w1) = (t[j].0, hold_end(series, j));
+    for (j, tj) in t.iter().enumerate().take(jz + 1).skip(ja) {
+        let (w0, w1) = (tj.0, hold_end(series, j));
         let dt = (w1 - w0).max(1) as f64;
         let inside = (w1.min(to) - w0.max(from)).max(0) as f64 / dt;
         gaps += series.sample_gaps(j) as f64 * inside;
@@ -383,7 +383,13 @@ fn span_energy(
 }
 
 /// Mean power of the samples in `idx` that lie outside the idle band, or `fallback`.
-fn level_of(series: &PowerSeries, idx: std::ops::Range<usize>, b: f64, band: f64, fallback: f64) -> f64 {
+fn level_of(
+    series: &PowerSeries,
+    idx: std::ops::Range<usize>,
+    b: f64,
+    band: f64,
+    fallback: f64,
+) -> f64 {
     let p = series.powers();
     let v: Vec<f64> = idx
         .filter(|&i| i < p.len() && (p[i].0 - b).abs() > band)
@@ -427,7 +433,12 @@ pub(crate) fn analyze_run_bounded(
 
     // Start (§4 step 2), bounded below by the previous run.
     let (start, start_level, a, start_found) = if split_start {
-        (first, split_level(series, first), sample_at(series, first), StartFound::SplitAtFirstSubmit)
+        (
+            first,
+            split_level(series, first),
+            sample_at(series, first),
+            StartFound::SplitAtFirstSubmit,
+        )
     } else {
         let lower = (first - ns(cfg.start_slack))
             .max(lower.map_or(i64::MIN, |l| l.0))
@@ -465,11 +476,16 @@ pub(crate) fn analyze_run_bounded(
         // first active one, divided by the active level above idle, is the time the run was on in
         // them (a step from idle to the run's level; resolves far below one window).
         let level = level_of(series, a + 1..a + 4, b, band, p[a].0);
-        let lo = if a > 0 && hold_end(series, a - 1) > lower { a - 1 } else { a };
+        let lo = if a > 0 && hold_end(series, a - 1) > lower {
+            a - 1
+        } else {
+            a
+        };
         let mut excess = 0.0;
-        for j in lo..=a {
-            let w0 = t[j].0.max(lower);
-            let frac = (hold_end(series, j) - w0) as f64 / (hold_end(series, j) - t[j].0).max(1) as f64;
+        for (j, tj) in t.iter().enumerate().take(a + 1).skip(lo) {
+            let w0 = tj.0.max(lower);
+            let frac =
+                (hold_end(series, j) - w0) as f64 / (hold_end(series, j) - tj.0).max(1) as f64;
             excess += (series.sample_energy(j) - b * valid_s(series, j)) * frac;
         }
         let on_ns = (excess / (level - b) * 1e9).max(0.0);
@@ -506,7 +522,13 @@ pub(crate) fn analyze_run_bounded(
     // Refine like the start: the energy above idle of the last active window (and of the window
     // after it, when that one ends before the next run) over the tail's own level.
     let refine_end = |last_out: usize| -> i64 {
-        let level = level_of(series, last_out.saturating_sub(3).max(a)..last_out, b, band, p[last_out].0);
+        let level = level_of(
+            series,
+            last_out.saturating_sub(3).max(a)..last_out,
+            b,
+            band,
+            p[last_out].0,
+        );
         let mut excess = series.sample_energy(last_out) - b * valid_s(series, last_out);
         let mut latest = hold_end(series, last_out);
         if last_out + 1 < n && hold_end(series, last_out + 1) <= limit {

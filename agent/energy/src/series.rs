@@ -79,7 +79,8 @@ impl PowerSeries {
         windows: &[PowerWindow],
         window: Option<Nanos>,
     ) -> Result<Self, AnalysisError> {
-        let mut s = PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))?;
+        let mut s =
+            PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))?;
         let n = windows.len();
         s.e = windows.iter().map(|w| w.energy.0).collect();
         s.gaps = Vec::with_capacity(n);
@@ -91,14 +92,23 @@ impl PowerSeries {
             } else {
                 w.span.0 as f64 * w.samples as f64 / (w.samples + w.gap_samples).max(1) as f64
             };
-            let period = if w.samples > 0 { valid / w.samples as f64 } else { 0.0 };
+            let period = if w.samples > 0 {
+                valid / w.samples as f64
+            } else {
+                0.0
+            };
             let missing_ns = match (window, windows.get(i + 1)) {
                 (Some(len), Some(next)) => next.offset.0.saturating_sub(w.offset.0 + len.0) as f64,
                 _ => 0.0,
             };
-            let missing = if period > 0.0 { (missing_ns / period).round() as u64 } else { 0 };
+            let missing = if period > 0.0 {
+                (missing_ns / period).round() as u64
+            } else {
+                0
+            };
             s.gaps.push(w.gap_samples + missing);
-            s.gap_ns.push((period * w.gap_samples as f64 + missing_ns).round() as u64);
+            s.gap_ns
+                .push((period * w.gap_samples as f64 + missing_ns).round() as u64);
         }
         Ok(s)
     }

@@ -269,7 +269,11 @@ fn step_from_idle_is_found_within_one_sample() {
     );
     assert!(rel(r.mean_power.0, 3.0) < 1e-3);
     // Refined inside the edge samples from their energy above idle (±0.05 W noise on a 2 W step).
-    assert!((r.duration.0 as i64 - S).abs() <= 100_000, "{:?}", r.duration);
+    assert!(
+        (r.duration.0 as i64 - S).abs() <= 100_000,
+        "{:?}",
+        r.duration
+    );
     assert!(r.background_duration.0 <= MS as u64);
     assert!(r.energy_background.0.abs() < 0.01);
     // J/IO, J/MiB and J/MB from the total energy
@@ -430,7 +434,8 @@ fn a_run_invisible_in_power_gets_no_energy_and_says_why() {
         "{e}"
     );
     assert!(
-        e.to_string().starts_with("activity not found in the trace: no power above"),
+        e.to_string()
+            .starts_with("activity not found in the trace: no power above"),
         "{e}"
     );
 }

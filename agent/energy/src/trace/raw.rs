@@ -405,7 +405,12 @@ pub fn read_raw_samples(
     };
     let mut f = File::open(path).map_err(io)?;
     let sb = sidecar.format.bytes() as u64;
-    let total = f.metadata().map_err(io)?.len().saturating_sub(sidecar.header_bytes) / sb;
+    let total = f
+        .metadata()
+        .map_err(io)?
+        .len()
+        .saturating_sub(sidecar.header_bytes)
+        / sb;
     let period = sidecar.sample_rate.period_ns();
     let index = |t: UnixNanos| -> u64 {
         let k = ((t.0 - start.0) as f64 / period).ceil();
@@ -422,7 +427,8 @@ pub fn read_raw_samples(
         let (k0, k1) = (index(*from), index(*to));
         let mut v = Vec::new();
         if k1 > k0 {
-            f.seek(SeekFrom::Start(sidecar.header_bytes + k0 * sb)).map_err(io)?;
+            f.seek(SeekFrom::Start(sidecar.header_bytes + k0 * sb))
+                .map_err(io)?;
             buf.resize(((k1 - k0) * sb) as usize, 0);
             f.read_exact(&mut buf).map_err(io)?;
             for (j, c) in buf.chunks_exact(sb as usize).enumerate() {

@@ -84,7 +84,12 @@ pub fn random_schedule(
         });
         t += dur as i64 + (log_uniform(rng, pause_ms) * MS as f64) as i64;
     }
-    let mut s = Schedule { idle_w, runs, lead, trail: 2 * S };
+    let mut s = Schedule {
+        idle_w,
+        runs,
+        lead,
+        trail: 2 * S,
+    };
     s.avoid_ambiguous_tails();
     s
 }
@@ -110,7 +115,12 @@ impl Schedule {
     }
 
     pub fn duration(&self) -> i64 {
-        let last = self.runs.iter().map(|r| r.last_complete + r.tail).max().unwrap_or(self.lead);
+        let last = self
+            .runs
+            .iter()
+            .map(|r| r.last_complete + r.tail)
+            .max()
+            .unwrap_or(self.lead);
         last + self.trail
     }
 
@@ -139,7 +149,7 @@ impl Schedule {
             edges.push((a, w));
             edges.push((z, -w));
         }
-        edges.sort_by(|x, y| x.0.cmp(&y.0));
+        edges.sort_by_key(|x| x.0);
         let mut at = vec![0i64];
         let mut watts = vec![self.idle_w];
         let mut level = self.idle_w;
@@ -169,15 +179,29 @@ impl Schedule {
         for (i, r) in self.runs.iter().enumerate() {
             let next = self.runs.get(i + 1).map_or(i64::MAX, |x| x.first_submit);
             let prev_cut = out.last().is_some_and(|p| p.cut);
-            let start = if prev_cut { r.first_submit } else { r.first_submit + r.latency };
+            let start = if prev_cut {
+                r.first_submit
+            } else {
+                r.first_submit + r.latency
+            };
             work_until = work_until.max(r.last_complete + r.tail);
             let cut = work_until > next;
-            let end = if cut { next } else { work_until.max(r.last_complete) };
+            let end = if cut {
+                next
+            } else {
+                work_until.max(r.last_complete)
+            };
             let mut energy = model.energy(start, end);
             for &(a, z) in gaps {
                 energy -= model.energy(a.max(start), z.min(end));
             }
-            out.push(Truth { start, end, cut, tail: end - r.last_complete, energy });
+            out.push(Truth {
+                start,
+                end,
+                cut,
+                tail: end - r.last_complete,
+                energy,
+            });
         }
         out
     }
@@ -247,7 +271,14 @@ pub fn sample(
     let edges: Vec<i64> = sched
         .runs
         .iter()
-        .flat_map(|r| [r.first_submit, r.first_submit + r.latency, r.last_complete, r.last_complete + r.tail])
+        .flat_map(|r| {
+            [
+                r.first_submit,
+                r.first_submit + r.latency,
+                r.last_complete,
+                r.last_complete + r.tail,
+            ]
+        })
         .collect();
     let mut gap_list = Vec::new();
     let mut tries = 0;
@@ -255,7 +286,10 @@ pub fn sample(
         tries += 1;
         let k = rng.random_range(0..n.saturating_sub(400).max(1));
         let len = rng.random_range(1..200usize);
-        let (a, z) = ((k as f64 * period).round() as i64, ((k + len) as f64 * period).round() as i64);
+        let (a, z) = (
+            (k as f64 * period).round() as i64,
+            ((k + len) as f64 * period).round() as i64,
+        );
         if edges.iter().any(|&e| e > a - 3 * MS && e < z + 3 * MS) || a < sched.lead {
             continue;
         }
@@ -264,5 +298,11 @@ pub fn sample(
         }
         gap_list.push((a, z));
     }
-    Trace { rate, volts, gaps: gap_list, shunt_ohms: r, supply_volts: u }
+    Trace {
+        rate,
+        volts,
+        gaps: gap_list,
+        shunt_ohms: r,
+        supply_volts: u,
+    }
 }
