@@ -165,7 +165,7 @@ pub(crate) struct EdgeContext {
 pub(crate) fn refine(
     series: &PowerSeries,
     runs: &mut [Option<(&mut RunEnergy, EdgeContext)>],
-    k: f64,
+    (k, min_spread): (f64, f64),
     source: &mut dyn FineSamples,
 ) -> Result<(), TraceError> {
     // Ranges: per run the baseline's first NOISE_WINDOW, the start, the end and the last completion.
@@ -187,7 +187,7 @@ pub(crate) fn refine(
             series,
             r,
             ctx,
-            k,
+            (k, min_spread),
             &Fine::new(noise),
             &Fine::new(s),
             &Fine::new(e),
@@ -202,7 +202,7 @@ fn refine_one(
     series: &PowerSeries,
     r: &mut RunEnergy,
     ctx: &EdgeContext,
-    k: f64,
+    (k, min_spread): (f64, f64),
     noise: &Fine,
     s: &Fine,
     e: &Fine,
@@ -217,7 +217,8 @@ fn refine_one(
     }
     let period = (s.t[1] - s.t[0]).max(1);
     let m = ((EDGE_AVERAGE.0 as i64 / period) as usize).max(1);
-    let thr = k * sigma / (m as f64).sqrt();
+    // Floor: the detector's `min_spread` (a flat or quantised idle trace has σ = 0).
+    let thr = k * (sigma / (m as f64).sqrt()).max(min_spread);
     let out = |p: f64| p.is_finite() && (p - b_s).abs() > thr;
     let mut start = r.start.0;
     if r.start_found == crate::run::StartFound::Trace {

@@ -192,6 +192,6 @@ pub fn analyze_probe_fine(
         .zip(ctx)
         .map(|(r, c)| r.as_mut().ok().map(|r| (r, c)))
         .collect();
-    refine(series, &mut refs, cfg.k, source)?;
+    refine(series, &mut refs, (cfg.k, cfg.min_spread.0), source)?;
     Ok(a)
 }
