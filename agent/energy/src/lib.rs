@@ -36,7 +36,10 @@ pub use background::{
 pub use error::{AnalysisError, ConfigError, KeyProblem, TraceError};
 pub use fine::{CsvSamples, FineSamples, RawSamples};
 pub use idle::{characterise_idle, IdleConfig, IdleProfile};
-pub use probe::{analyze_probe, analyze_probe_fine, ProbeAnalysis, MAX_UNMATCHED_FRACTION};
+pub use probe::{
+    analyze_next_run, analyze_probe, analyze_probe_fine, PreviousRun, ProbeAnalysis,
+    MAX_UNMATCHED_FRACTION,
+};
 pub use run::{
     analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound,
     RunDetectConfig, RunEnergy, RunInfo, StartFound,

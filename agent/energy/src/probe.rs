@@ -37,6 +37,58 @@ impl ProbeAnalysis {
     }
 }
 
+/// What the analysis of a run needs from the run before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PreviousRun {
+    pub last_complete: UnixNanos,
+    /// Its end as found in the trace (its last completion if it got no energy).
+    pub end: UnixNanos,
+    /// Its tail was cut at this run's first submit.
+    pub tail_cut: bool,
+}
+
+impl PreviousRun {
+    pub fn of(run: &RunInfo, result: &Result<RunEnergy, AnalysisError>) -> PreviousRun {
+        match result {
+            Ok(e) => PreviousRun {
+                last_complete: run.last_complete,
+                end: e.end,
+                tail_cut: e.tail_cut,
+            },
+            Err(_) => PreviousRun {
+                last_complete: run.last_complete,
+                end: run.last_complete,
+                tail_cut: false,
+            },
+        }
+    }
+}
+
+/// One step of [`analyze_probe`]: run `run` (its `next_run_start` set to the next run's first
+/// submit, if any) after `prev`, against the probe's `baseline` or, without one, the checked local
+/// fallback. The live pause planner calls this as runs end, so its tails are the probe's.
+pub fn analyze_next_run(
+    series: &PowerSeries,
+    run: &RunInfo,
+    prev: Option<PreviousRun>,
+    baseline: Option<&Baseline>,
+    cfg: &RunDetectConfig,
+) -> Result<RunEnergy, AnalysisError> {
+    let lower = prev.map(|p| p.last_complete.max(p.end));
+    let split = prev.is_some_and(|p| p.tail_cut);
+    match baseline {
+        Some(b) => analyze_run_bounded(series, run, lower, split, b, cfg),
+        // The split instant needs the previous run's baseline; without one there is none.
+        None if split => Err(AnalysisError::NotEnoughBaseline {
+            from_ns: run.first_submit.0,
+            to_ns: run.first_submit.0,
+            found: 0,
+            needed: cfg.min_baseline_samples,
+        }),
+        None => analyze_run_local(series, run, lower, cfg),
+    }
+}
+
 /// Share of the runs inside the trace whose activity is not found above which the whole trace is
 /// refused: it does not show the probe (a wrong sample rate stretches it, a wrong time unit or
 /// origin moves it).
@@ -66,29 +118,14 @@ pub fn analyze_probe(
     });
     let gap_samples = (0..series.len()).map(|i| series.sample_gaps(i)).sum();
     let mut out = Vec::with_capacity(runs.len());
-    // (last completion, found end, tail cut) of the previous run.
-    let mut prev: Option<(UnixNanos, UnixNanos, bool)> = None;
+    let mut prev: Option<PreviousRun> = None;
     for (i, r) in runs.iter().enumerate() {
         let info = RunInfo {
             next_run_start: runs.get(i + 1).map(|x| x.first_submit),
             ..*r
         };
-        let lower = prev.map(|(c, e, _)| c.max(e));
-        let split = prev.is_some_and(|p| p.2);
-        let res = match &baseline {
-            Some(b) => analyze_run_bounded(series, &info, lower, split, b, cfg),
-            None if split => Err(AnalysisError::NotEnoughBaseline {
-                from_ns: r.first_submit.0,
-                to_ns: r.first_submit.0,
-                found: 0,
-                needed: cfg.min_baseline_samples,
-            }),
-            None => analyze_run_local(series, &info, lower, cfg),
-        };
-        prev = Some(match &res {
-            Ok(e) => (r.last_complete, e.end, e.tail_cut),
-            Err(_) => (r.last_complete, r.last_complete, false),
-        });
+        let res = analyze_next_run(series, &info, prev, baseline.as_ref(), cfg);
+        prev = Some(PreviousRun::of(r, &res));
         out.push(res);
     }
     // Plausibility of the whole trace against the probe.
