@@ -219,7 +219,7 @@ pub fn analyze_probe_fine(
             }
         });
         ctx.push(EdgeContext {
-            lower: (r.first_submit.0 - slack).max(prev.unwrap_or(i64::MIN)),
+            lower: (r.first_submit.0.saturating_sub(slack)).max(prev.unwrap_or(i64::MIN)),
             limit: runs.get(i + 1).map_or(i64::MAX, |n| n.first_submit.0),
         });
     }

@@ -440,7 +440,7 @@ pub(crate) fn analyze_run_bounded(
             StartFound::SplitAtFirstSubmit,
         )
     } else {
-        let lower = (first - ns(cfg.start_slack))
+        let lower = (first.saturating_sub(ns(cfg.start_slack)))
             .max(lower.map_or(i64::MIN, |l| l.0))
             .max(t[0].0);
         let search_to = (first.saturating_add(ns(cfg.start_slack))).min(limit);
@@ -496,7 +496,7 @@ pub(crate) fn analyze_run_bounded(
     };
 
     // End (§4 step 3), bounded above by the next run's first submit.
-    let tail_from = (last - ns(cfg.end_slack)).max(t[a].0);
+    let tail_from = (last.saturating_sub(ns(cfg.end_slack))).max(t[a].0);
     let hold = ns(cfg.hold);
     let mut last_out = a;
     let mut stop = None;
@@ -562,7 +562,7 @@ pub(crate) fn analyze_run_bounded(
         _ => (refine_end(last_out), None),
     };
     let end = end.max(start);
-    if end < last - ns(cfg.end_slack) {
+    if end < last.saturating_sub(ns(cfg.end_slack)) {
         return Err(AnalysisError::ActivityEndsEarly {
             end_ns: end,
             last_complete_ns: last,
