@@ -6,7 +6,7 @@
 
 use crate::error::TraceError;
 use crate::run::Efficiency;
-use crate::run::{RunEnergy, RunInfo};
+use crate::run::{hold_end, sample_at, RunEnergy, RunInfo};
 use crate::series::PowerSeries;
 use crate::stats;
 use crate::trace::csv::{read_csv_samples, CsvOptions};
@@ -128,26 +128,11 @@ impl Fine {
     }
 }
 
-/// Index of the series sample (window) whose hold contains `at`.
-fn window_at(series: &PowerSeries, at: i64) -> usize {
-    series
-        .times()
-        .partition_point(|x| x.0 <= at)
-        .saturating_sub(1)
-}
-
-fn hold_end(series: &PowerSeries, i: usize) -> i64 {
-    match series.times().get(i + 1) {
-        Some(t) => t.0,
-        None => series.end_time().0,
-    }
-}
-
 /// The windows around `at` ± [`EDGE_REACH`], as a whole-window time range.
 fn edge_range(series: &PowerSeries, at: i64) -> (UnixNanos, UnixNanos) {
     let reach = EDGE_REACH.0 as i64;
-    let a = window_at(series, at - reach);
-    let z = window_at(series, at + reach);
+    let a = sample_at(series, at - reach);
+    let z = sample_at(series, at + reach);
     (series.times()[a], UnixNanos(hold_end(series, z)))
 }
 
@@ -279,7 +264,7 @@ fn span(series: &PowerSeries, from: i64, to: i64, fine: &[&Fine]) -> (f64, u64, 
         return (0.0, 0, 0);
     }
     let t = series.times();
-    let (ja, jz) = (window_at(series, from), window_at(series, to - 1));
+    let (ja, jz) = (sample_at(series, from), sample_at(series, to - 1));
     let (mut e, mut g, mut gns) = (0.0, 0u64, 0i64);
     for (j, tj) in t.iter().enumerate().take(jz + 1).skip(ja) {
         let (w0, w1) = (tj.0, hold_end(series, j));

@@ -307,7 +307,7 @@ fn check_covered(series: &PowerSeries, run: &RunInfo) -> Result<(), AnalysisErro
 }
 
 /// Index of the sample whose hold contains `at` (0 before the first sample).
-fn sample_at(series: &PowerSeries, at: i64) -> usize {
+pub(crate) fn sample_at(series: &PowerSeries, at: i64) -> usize {
     series
         .times()
         .partition_point(|x| x.0 <= at)
@@ -315,7 +315,7 @@ fn sample_at(series: &PowerSeries, at: i64) -> usize {
 }
 
 /// End of sample `i`'s hold.
-fn hold_end(series: &PowerSeries, i: usize) -> i64 {
+pub(crate) fn hold_end(series: &PowerSeries, i: usize) -> i64 {
     match series.times().get(i + 1) {
         Some(t) => t.0,
         None => series.end_time().0,
