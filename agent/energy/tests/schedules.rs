@@ -163,6 +163,26 @@ fn check_case(label: &str, sched: &Schedule, format: Format, gaps: usize, seed: 
         };
         check_run(i, r, t, &sched.runs[i], &mut w, &mut problems);
     }
+    // A cut tail is split at the next run's first submit: the two runs meet exactly there, so no
+    // joule is counted twice or lost between them.
+    for w in a.runs.windows(2) {
+        if let [Ok(x), Ok(y)] = w {
+            if x.tail_cut && x.end != y.start {
+                problems.push(format!(
+                    "cut at {} but the next run starts at {}",
+                    x.end.0 - T0,
+                    y.start.0 - T0
+                ));
+            }
+            if x.end > y.start {
+                problems.push(format!(
+                    "run ending at {} overlaps the next from {}",
+                    x.end.0 - T0,
+                    y.start.0 - T0
+                ));
+            }
+        }
+    }
     let gap_total: u64 = a
         .runs
         .iter()
