@@ -770,3 +770,57 @@ fn live_1khz_readings_with_known_truth() {
         );
     }
 }
+
+/// The probe's real `--quick` schedule (a recorded `report.json`, `tests/fixtures/energy/`): runs
+/// of 4.3–607 ms, 10 ms pauses; tails after the write runs, the SW ones longer than the pause.
+#[test]
+fn real_quick_report_schedule_in_a_100ks_trace() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/energy/quick-report.json");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json");
+    let runs: Vec<(i64, i64, String)> = report["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| {
+            (
+                r["start_ns"].as_i64().expect("start"),
+                r["end_ns"].as_i64().expect("end"),
+                r["pattern"].as_str().expect("pattern").to_string(),
+            )
+        })
+        .collect();
+    let origin = runs[0].0 - S;
+    let mut sched = Schedule {
+        idle_w: 2.4,
+        runs: runs
+            .iter()
+            .enumerate()
+            .map(|(i, (s, e, pat))| truth::Run {
+                first_submit: s - origin,
+                last_complete: e - origin,
+                latency: 30_000,
+                active_w: 1.5 + 0.5 * (i % 4) as f64,
+                tail: match pat.as_str() {
+                    "SW" => 40 * MS,
+                    "RW" => 4 * MS,
+                    _ => 0,
+                },
+                tail_w: 0.8,
+                experiment: 0,
+                value: 0.0,
+            })
+            .collect(),
+        lead: S,
+        trail: 2 * S,
+    };
+    sched.avoid_ambiguous_tails();
+    let truths = sched.truth(&sched.model(5), &[]);
+    assert_eq!(
+        truths.iter().filter(|t| t.cut).count(),
+        2,
+        "the first two SW tails reach into the next run"
+    );
+    check_case("real --quick schedule", &sched, Format::F32, 4, 5);
+}
