@@ -42,7 +42,7 @@ pub use probe::{
 };
 pub use run::{
     analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound,
-    RunDetectConfig, RunEnergy, RunInfo, StartFound,
+    RunDetectConfig, RunEnergy, RunInfo, StartFound, TimeBase,
 };
 pub use series::PowerSeries;
 pub use trace::csv::{integrate_csv, integrate_csv_reader, read_csv_samples, CsvOptions, TimeUnit};

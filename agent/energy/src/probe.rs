@@ -8,7 +8,7 @@ use crate::error::{AnalysisError, TraceError};
 use crate::fine::{refine, EdgeContext, FineSamples};
 use crate::run::{
     analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy,
-    RunInfo,
+    RunInfo, TimeBase,
 };
 use crate::series::PowerSeries;
 use crate::units::UnixNanos;
@@ -73,11 +73,12 @@ pub fn analyze_next_run(
     prev: Option<PreviousRun>,
     baseline: Option<&Baseline>,
     cfg: &RunDetectConfig,
+    time_base: TimeBase,
 ) -> Result<RunEnergy, AnalysisError> {
     let lower = prev.map(|p| p.last_complete.max(p.end));
     let split = prev.is_some_and(|p| p.tail_cut);
     match baseline {
-        Some(b) => analyze_run_bounded(series, run, lower, split, b, cfg),
+        Some(b) => analyze_run_bounded(series, run, (lower, split), b, cfg, time_base),
         // The split instant needs the previous run's baseline; without one there is none.
         None if split => Err(AnalysisError::NotEnoughBaseline {
             from_ns: run.first_submit.0,
@@ -85,7 +86,7 @@ pub fn analyze_next_run(
             found: 0,
             needed: cfg.min_baseline_samples,
         }),
-        None => analyze_run_local(series, run, lower, cfg),
+        None => analyze_run_local(series, run, lower, cfg, time_base),
     }
 }
 
@@ -97,12 +98,15 @@ pub const MAX_UNMATCHED_FRACTION: f64 = 0.5;
 /// Analyse `runs` (in execution order, `next_run_start` is ignored and set from the next run)
 /// against `series`. `idle` is the probe's idle window `[from, to)`: its baseline is every run's.
 /// When it is not in the series (or holds fewer than `min_baseline_samples`), each run falls back to
-/// the idle stretch just before it, after the previous run's end, and records `Local`.
+/// the idle stretch just before it, after the previous run's end, and records `Local`. An
+/// [`TimeBase::Imported`] series that does not match the probe is refused (every run gets
+/// `TraceMismatch`); a [`TimeBase::Shared`] one never is.
 pub fn analyze_probe(
     series: &PowerSeries,
     runs: &[RunInfo],
     idle: Option<(UnixNanos, UnixNanos)>,
     cfg: &RunDetectConfig,
+    time_base: TimeBase,
 ) -> ProbeAnalysis {
     let mut warnings = Vec::new();
     let baseline = idle.and_then(|(from, to)| {
@@ -124,7 +128,7 @@ pub fn analyze_probe(
             next_run_start: runs.get(i + 1).map(|x| x.first_submit),
             ..*r
         };
-        let res = analyze_next_run(series, &info, prev, baseline.as_ref(), cfg);
+        let res = analyze_next_run(series, &info, prev, baseline.as_ref(), cfg, time_base);
         prev = Some(PreviousRun::of(r, &res));
         out.push(res);
     }
@@ -155,7 +159,9 @@ pub fn analyze_probe(
         span(trace_from, trace_to),
         span(runs_from, runs_to)
     );
-    let refuse = if !runs.is_empty() && covered == 0 && !series.is_empty() {
+    let refuse = if time_base == TimeBase::Shared {
+        None
+    } else if !runs.is_empty() && covered == 0 && !series.is_empty() {
         Some(format!(
             "trace does not match the probe: none of its {} runs lies inside the trace ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), --time-unit and sample_rate_hz",
             runs.len()
@@ -207,7 +213,7 @@ pub fn analyze_probe_fine(
     cfg: &RunDetectConfig,
     source: &mut dyn FineSamples,
 ) -> Result<ProbeAnalysis, TraceError> {
-    let mut a = analyze_probe(series, runs, idle, cfg);
+    let mut a = analyze_probe(series, runs, idle, cfg, TimeBase::Imported);
     let slack = i64::try_from(cfg.start_slack.0).unwrap_or(i64::MAX);
     let mut ctx = Vec::with_capacity(runs.len());
     for (i, r) in runs.iter().enumerate() {

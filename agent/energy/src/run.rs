@@ -138,6 +138,9 @@ pub enum StartFound {
     /// First window with `w` worth of consecutive windows above `b + k·s`, refined inside the edge
     /// windows from their energy above idle (§4 of `docs/energy-method.md`).
     Trace,
+    /// Live recordings only (the series is on the probe's own clock): no rise was found, the host's
+    /// first submit is used (a run invisible in power, e.g. reads on a coarse sensor).
+    Nominal,
     /// The previous run's tail was still going on at this run's first submit: the energy is split
     /// at that instant and this run starts there.
     SplitAtFirstSubmit,
@@ -157,6 +160,20 @@ pub enum EndFound {
     /// Background work was still going on at the next run's first submit: the tail was cut there
     /// (interference, §11.6) and the energy split at that instant.
     NextRunStarted,
+    /// Live recordings only: no rise was found, the host's last completion is used.
+    Nominal,
+}
+
+/// How the series' clock relates to the probe's run timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBase {
+    /// Recorded by the agent during the probe, on the probe's own clock (the live path): a run
+    /// whose activity is not seen in power is measured over its host window (`Nominal`), and the
+    /// trace is never refused as misaligned.
+    Shared,
+    /// Imported and aligned by the user (origin, rate, time unit): a run whose activity is not
+    /// found gets no energy, and a trace that does not match the probe is refused.
+    Imported,
 }
 
 /// Which idle baseline a run was measured against.
@@ -249,7 +266,7 @@ pub fn analyze_run(
     run: &RunInfo,
     cfg: &RunDetectConfig,
 ) -> Result<RunEnergy, AnalysisError> {
-    analyze_run_local(series, run, None, cfg)
+    analyze_run_local(series, run, None, cfg, TimeBase::Imported)
 }
 
 /// Local-baseline analysis with the previous run's end as a lower bound: the baseline window ends
@@ -260,6 +277,7 @@ pub(crate) fn analyze_run_local(
     run: &RunInfo,
     lower: Option<UnixNanos>,
     cfg: &RunDetectConfig,
+    time_base: TimeBase,
 ) -> Result<RunEnergy, AnalysisError> {
     cfg.validate()?;
     check_covered(series, run)?;
@@ -269,7 +287,7 @@ pub(crate) fn analyze_run_local(
         from = from.max(l);
     }
     let baseline = Baseline::from_window(series, from, to, cfg.min_baseline_samples)?;
-    let mut e = analyze_run_bounded(series, run, lower, false, &baseline, cfg)?;
+    let mut e = analyze_run_bounded(series, run, (lower, false), &baseline, cfg, time_base)?;
     e.baseline_source = BaselineSource::Local;
     Ok(e)
 }
@@ -284,7 +302,14 @@ pub fn analyze_run_with_baseline(
     baseline: &Baseline,
     cfg: &RunDetectConfig,
 ) -> Result<RunEnergy, AnalysisError> {
-    analyze_run_bounded(series, run, None, false, baseline, cfg)
+    analyze_run_bounded(
+        series,
+        run,
+        (None, false),
+        baseline,
+        cfg,
+        TimeBase::Imported,
+    )
 }
 
 fn check_covered(series: &PowerSeries, run: &RunInfo) -> Result<(), AnalysisError> {
@@ -405,7 +430,77 @@ fn level_of(
 /// The run analysis shared by the live path and trace import. `lower`: the previous run's last
 /// completion or found end, whichever is later (the start is searched no earlier); `split_start`:
 /// the previous run's tail was cut at this run's first submit, so the run starts exactly there.
+/// On a [`TimeBase::Shared`] series a run whose activity is not found is measured over its host
+/// window instead.
 pub(crate) fn analyze_run_bounded(
+    series: &PowerSeries,
+    run: &RunInfo,
+    (lower, split_start): (Option<UnixNanos>, bool),
+    baseline: &Baseline,
+    cfg: &RunDetectConfig,
+    time_base: TimeBase,
+) -> Result<RunEnergy, AnalysisError> {
+    match detect(series, run, lower, split_start, baseline, cfg) {
+        Err(
+            AnalysisError::NoActivity { .. }
+            | AnalysisError::ActivityInProgress { .. }
+            | AnalysisError::ActivityEndsEarly { .. },
+        ) if time_base == TimeBase::Shared => nominal(series, run, baseline, cfg),
+        other => other,
+    }
+}
+
+/// The run over its host window `[first_submit, last_complete)`, edge samples shared in proportion.
+fn nominal(
+    series: &PowerSeries,
+    run: &RunInfo,
+    baseline: &Baseline,
+    cfg: &RunDetectConfig,
+) -> Result<RunEnergy, AnalysisError> {
+    let (start, end) = (run.first_submit.0, run.last_complete.0);
+    let p = series.powers();
+    let (from_level, to_level) = (
+        p[sample_at(series, start)].0,
+        p[sample_at(series, (end - 1).max(start))].0,
+    );
+    let (total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
+    let b = baseline.median.0;
+    let s = baseline.spread.0.max(cfg.min_spread.0);
+    let duration = Nanos(u64::try_from(end - start).unwrap_or(0));
+    let valid = ((end - start) as f64 - gap_ns).max(0.0) * 1e-9;
+    let energy_total = Joules(total);
+    let energy_above_idle = Joules(total - b * valid);
+    let datasheet_estimate = run.datasheet_active.map(|w| w.times(duration));
+    Ok(RunEnergy {
+        run: *run,
+        start: run.first_submit,
+        end: run.last_complete,
+        start_found: StartFound::Nominal,
+        end_found: EndFound::Nominal,
+        baseline: *baseline,
+        threshold: Watts(b + cfg.k * s),
+        band: Watts(cfg.k * s),
+        duration,
+        energy_total,
+        energy_above_idle,
+        energy_background: Joules(0.0),
+        background_duration: Nanos(0),
+        mean_power: energy_total.over(duration).unwrap_or(Watts(0.0)),
+        efficiency_total: Efficiency::new(energy_total, run.bytes, run.ios),
+        efficiency_above_idle: Efficiency::new(energy_above_idle, run.bytes, run.ios),
+        datasheet_estimate,
+        datasheet_ratio: datasheet_estimate
+            .filter(|_| total > 0.0)
+            .map(|e| e.0 / total),
+        sample_period: series.typical_period(),
+        tail_cut: false,
+        gap_samples,
+        gap_duration: Nanos(gap_ns.round() as u64),
+        baseline_source: BaselineSource::IdleWindow,
+    })
+}
+
+fn detect(
     series: &PowerSeries,
     run: &RunInfo,
     lower: Option<UnixNanos>,

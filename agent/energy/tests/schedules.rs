@@ -732,6 +732,7 @@ fn live_1khz_readings_with_known_truth() {
             &run_infos(&sched),
             Some(idle),
             &RunDetectConfig::default(),
+            TimeBase::Shared,
         );
         let mut problems = Vec::new();
         for (i, (res, t)) in a.runs.iter().zip(&truths).enumerate() {
@@ -823,4 +824,54 @@ fn real_quick_report_schedule_in_a_100ks_trace() {
         "the first two SW tails reach into the next run"
     );
     check_case("real --quick schedule", &sched, Format::F32, 4, 5);
+}
+
+/// A flat rail (runs invisible in power): recorded live on the probe's own clock, each run is
+/// measured over its host window (`Nominal`); the same series as an imported trace is refused.
+#[test]
+fn runs_invisible_in_power_nominal_live_refused_imported() {
+    let series = PowerSeries::from_samples((0..4000).map(|k| (UnixNanos(T0 + k * MS), Watts(6.0))))
+        .expect("series");
+    let runs: Vec<RunInfo> = (0..4)
+        .map(|i| RunInfo {
+            first_submit: UnixNanos(T0 + S + i * 300 * MS),
+            last_complete: UnixNanos(T0 + S + i * 300 * MS + 200 * MS),
+            bytes: 1 << 20,
+            ios: 256,
+            next_run_start: None,
+            datasheet_active: None,
+        })
+        .collect();
+    let idle = Some((UnixNanos(T0), UnixNanos(T0 + S)));
+    let live = analyze_probe(
+        &series,
+        &runs,
+        idle,
+        &RunDetectConfig::default(),
+        TimeBase::Shared,
+    );
+    for r in &live.runs {
+        let r = r.as_ref().expect("nominal");
+        assert_eq!(
+            (r.start_found, r.end_found),
+            (StartFound::Nominal, EndFound::Nominal)
+        );
+        assert_eq!((r.start, r.end), (r.run.first_submit, r.run.last_complete));
+        assert!((r.energy_total.0 - 1.2).abs() < 1e-9, "{}", r.energy_total);
+        assert!(r.energy_above_idle.0.abs() < 1e-9);
+    }
+    let imported = analyze_probe(
+        &series,
+        &runs,
+        idle,
+        &RunDetectConfig::default(),
+        TimeBase::Imported,
+    );
+    assert!(
+        imported
+            .refused()
+            .is_some_and(|w| w.contains("4 of the 4 runs inside the trace show no activity")),
+        "{:?}",
+        imported.refused()
+    );
 }
