@@ -9,8 +9,8 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wattflip_agent::runtime::Clock;
-use wattflip_agent::sampler::{percentile_us, run};
+use wattflip_agent::clock::Clock;
+use wattflip_agent::sensors::sampler::{percentile_us, run};
 use wattflip_agent::sensors::{discover_all, SensorKinds};
 
 /// utime + stime of this process in seconds (from /proc/self/stat; clock ticks of 10 ms).
@@ -23,19 +23,20 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
     let channels: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
     let period_us: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir()?;
     let chip = dir.path().join("class/hwmon/hwmon0");
-    std::fs::create_dir_all(&chip).expect("mkdir");
-    std::fs::write(chip.join("name"), "bench\n").expect("write");
+    std::fs::create_dir_all(&chip)?;
+    std::fs::write(chip.join("name"), "bench\n")?;
     for n in 1..=channels {
-        std::fs::write(chip.join(format!("power{n}_input")), format!("{}\n", 1_000_000 * n)).expect("write");
+        std::fs::write(chip.join(format!("power{n}_input")), format!("{}\n", 1_000_000 * n))?;
     }
-    let found = discover_all(dir.path(), &SensorKinds { rapl: false, ..Default::default() });
+    let runner: Arc<dyn wattflip_drives::CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+    let found = discover_all(dir.path(), &SensorKinds { rapl: false, ..Default::default() }, &runner);
     assert_eq!(found.power.len(), channels as usize);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -51,7 +52,7 @@ fn main() {
     });
     std::thread::sleep(Duration::from_secs(secs));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (s, batches) = handle.join().expect("sampler thread");
+    let (s, batches) = handle.join().map_err(|_| "the sampler thread panicked")?;
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
     println!(
@@ -68,4 +69,5 @@ fn main() {
         percentile_us(&s.lateness_us, 99.9),
         percentile_us(&s.lateness_us, 100.0),
     );
+    Ok(())
 }

@@ -24,7 +24,8 @@ fn copy_fixture(scenario: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn discover(root: &Path) -> Discovered {
-    discover_all(root, &SensorKinds::default())
+    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
+    discover_all(root, &SensorKinds::default(), &runner)
 }
 
 fn zones(d: &Discovered) -> Vec<(String, String)> {
@@ -212,7 +213,7 @@ fn hwmon_energy_counter_treats_a_decrease_as_reset() {
 /// number of readings in a window is exact.
 struct VirtualTime(u64);
 
-impl wattflip_agent::sampler::Timebase for VirtualTime {
+impl wattflip_agent::sensors::sampler::Timebase for VirtualTime {
     fn now(&mut self) -> (u64, i64) {
         (self.0, 1_700_000_000_000_000_000 + self.0 as i64)
     }
@@ -234,7 +235,7 @@ fn sampler_reads_each_source_on_its_own_grid() {
         .chain(hwmon.into_iter().map(|s| (s, Duration::from_millis(1))))
         .collect();
     let mut windows = Vec::new();
-    let stats = wattflip_agent::sampler::run_on(
+    let stats = wattflip_agent::sensors::sampler::run_on(
         sensors,
         Duration::from_millis(100),
         &mut VirtualTime(0),

@@ -294,7 +294,7 @@ pub fn seed(fleet: &Fleet) {
                 mean_us: if pattern == "RR" { 95.0 } else { 62.0 },
                 energy_j: Some(w * 0.5),
                 energy_source: "hwmon:ina3221/SSD 12V".into(),
-                // As a real sweep sends them (agent/src/drives/governor.rs).
+                // As a real sweep sends them (agent/src/probes/power_sweep.rs).
                 power_state: Some(u32::from(state)),
                 power_w: Some(w),
                 ..Default::default()

@@ -12,6 +12,7 @@
 //! `source` name.
 
 use super::tools::{DriveTools, HealthDevice};
+use crate::events::event;
 use std::collections::HashMap;
 use wattflip_drives::{CriticalWarning, SmartLog, SmartctlReport};
 use wattflip_proto::v1;
@@ -43,10 +44,6 @@ impl Poll {
         batch.nvme_smart.extend(self.nvme_smart);
         batch.events.extend(self.events);
     }
-}
-
-pub(crate) fn event(time_ns: i64, kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Event {
-    v1::Event { time_ns, kind: kind.into(), severity: severity as i32, device: device.into(), message, attributes: Default::default() }
 }
 
 /// What the set bits of an NVMe critical warning mean (hardware.md §5.4), for event messages.
@@ -256,7 +253,7 @@ fn sample(time_ns: i64, source: &str, dev: &HealthDevice, sensor: &str, celsius:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::DrivesConfig;
+    use crate::drives::config::DrivesConfig;
     use crate::drives::tools::DriveInventory;
     use std::sync::Arc;
     use wattflip_drives::fake::{FakeNvme, ScriptedRunner, SetBehaviour};

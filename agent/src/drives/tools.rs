@@ -7,7 +7,7 @@
 //! note goes into the inventory and the other sources go on. To use another tool, add an
 //! `Option<…>` field to [`DriveTools`] with its probe in [`DriveTools::probe`].
 
-use crate::config::DrivesConfig;
+use super::config::DrivesConfig;
 use std::path::Path;
 use std::sync::Arc;
 use wattflip_drives::{

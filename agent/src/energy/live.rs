@@ -5,7 +5,7 @@
 //! is attributed to: one that includes the drive, never a CPU (RAPL) zone unless the operator
 //! names it, because RAPL does not see the drive (ufip.md §13).
 
-use crate::runtime::Clock;
+use crate::clock::Clock;
 use crate::sensors::PowerSensor;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,7 +38,7 @@ impl ZoneSeries {
     }
 }
 
-pub struct Recorder {
+pub struct PowerRecorder {
     stop: Arc<AtomicBool>,
     zones: LivePower,
     handle: std::thread::JoinHandle<()>,
@@ -65,8 +65,10 @@ impl LivePower {
     }
 }
 
-impl Recorder {
-    pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration) -> Recorder {
+impl PowerRecorder {
+    /// Starts the recording thread; `clock` stamps the readings (the command's clock, so they
+    /// share the time base of its other records).
+    pub fn start(mut sensors: Vec<Box<dyn PowerSensor>>, period: Duration, clock: Clock) -> PowerRecorder {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let zones = LivePower::from_zones(
@@ -80,7 +82,6 @@ impl Recorder {
         );
         let shared = zones.clone();
         let handle = std::thread::spawn(move || {
-            let clock = Clock::new();
             let start = std::time::Instant::now();
             let mut k: u32 = 0;
             let mut sweep = Vec::with_capacity(sensors.len());
@@ -114,7 +115,7 @@ impl Recorder {
                 }
             }
         });
-        Recorder { stop, zones, handle }
+        PowerRecorder { stop, zones, handle }
     }
 
     /// A handle to the samples recorded so far.

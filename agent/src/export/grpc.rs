@@ -8,7 +8,7 @@
 //! unless the config names the plaintext loopback mode.
 
 use crate::export::backlog::{samples_of, Backlog, Count};
-use crate::telemetry::AgentMetrics;
+use crate::export::telemetry::AgentMetrics;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;

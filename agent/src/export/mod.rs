@@ -1,7 +1,11 @@
 //! Getting data off the host. `grpc` streams batches to the collector(s) with acknowledgements;
-//! `backlog` holds them until acknowledged, in memory or in the durable disk `spool`. A new
-//! transport gets a module here and takes a `Box<dyn Backlog>` like `grpc` does.
+//! `backlog` holds them until acknowledged, in memory or in the durable disk `spool`; `telemetry`
+//! counts what happens for `GET /metrics`; `config` checks `[collector]` and `[spool]`. A new
+//! sink gets a module here, takes a `Box<dyn Backlog>` like `grpc` does, its settings in
+//! `config`, and is started by `app::run` and `app::session`.
 
 pub mod backlog;
+pub mod config;
 pub mod grpc;
 pub mod spool;
+pub mod telemetry;

@@ -178,6 +178,17 @@ pub fn batches(m: &super::Measured) -> Vec<v1::Batch> {
     out
 }
 
+/// Human form of a varying value: sizes in KiB, everything else as a number.
+pub fn fmt_value(varying: &str, v: f64) -> String {
+    if varying.contains("size") && v >= 1024.0 && v % 1024.0 == 0.0 {
+        format!("{} KiB", v / 1024.0)
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

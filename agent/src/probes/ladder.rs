@@ -11,7 +11,7 @@
 //! every (|r|+1)-th IO is RR), so the requested read share is rounded to the nearest one the
 //! model can express (70 % → 2 RR : 1 RW, 66.7 % reads), and the share used is recorded.
 
-use super::{convert, open_target, EnergyOptions, ProbeCmdError};
+use super::{convert, open_target, EnergyOptions, Host, ProbeCmdError};
 use std::path::PathBuf;
 use std::time::Duration;
 use wattflip_energy::UnixNanos;
@@ -141,21 +141,21 @@ fn run_level(target: &uflip::Target, a: &LadderArgs, load: Load, pause_us: u64, 
     Ok((report, run))
 }
 
-/// Runs the ladder on `a.target`, recording power from the host's sources (`e`).
-pub fn run(a: &LadderArgs, e: &EnergyOptions) -> Result<Ladder, ProbeCmdError> {
-    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
-    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
-    let recorder = (!found.power.is_empty()).then(|| crate::energy::live::Recorder::start(found.power, e.period));
-    let clock = crate::runtime::Clock::new();
-    let idle_from = clock.utc_now();
-    std::thread::sleep(a.hold);
-    let idle_to = clock.utc_now();
-    let mut done: Vec<(ProbeReport, RunResult, u32, f64, u64, Load)> = Vec::new();
+/// One level as measured: its report, run, percentage, target IOPS, pause and load.
+type Level = (ProbeReport, RunResult, u32, f64, u64, Load);
+
+/// Each load's name and maximum IOPS (the 100 % reference).
+type MaxIops = Vec<(String, f64)>;
+
+/// Climbs every load: its maximum at queue depth 1 (the 100 % reference), then each level. Returns
+/// the levels and each load's maximum IOPS.
+fn climb(target: &wattflip_uflip::Target, a: &LadderArgs) -> Result<(Vec<Level>, MaxIops), ProbeCmdError> {
+    let mut done: Vec<Level> = Vec::new();
     let mut max_iops = Vec::new();
     let loads = a.patterns.iter().map(|&b| Load::Pattern(b)).chain(a.mix_ratio.map(|ratio| Load::Mix { ratio }));
     for load in loads {
         // Maximum at queue depth 1, no pauses: the 100 % reference.
-        let (_, cal) = run_level(&target, a, load, 0, 512)?;
+        let (_, cal) = run_level(target, a, load, 0, 512)?;
         let max = cal.iops.max(1.0);
         let label = match load {
             Load::Pattern(b) => b.as_str().to_string(),
@@ -166,10 +166,23 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions) -> Result<Ladder, ProbeCmdError> {
             let rate = max * f64::from(pct) / 100.0;
             let pause_us = ((1e6 / rate) - cal.mean_us).max(0.0) as u64;
             let count = (rate * a.hold.as_secs_f64()).ceil() as u64;
-            let (report, r) = run_level(&target, a, load, pause_us, count)?;
+            let (report, r) = run_level(target, a, load, pause_us, count)?;
             done.push((report, r, pct, rate, pause_us, load));
         }
     }
+    Ok((done, max_iops))
+}
+
+/// Runs the ladder on `a.target`, recording power from the host's sources (`e`).
+pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, ProbeCmdError> {
+    let clock = host.clock;
+    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
+    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds, &host.runner);
+    let recorder = (!found.power.is_empty()).then(|| crate::energy::live::PowerRecorder::start(found.power, e.period, clock));
+    let idle_from = clock.utc_now();
+    std::thread::sleep(a.hold);
+    let idle_to = clock.utc_now();
+    let (done, max_iops) = climb(&target, a)?;
     std::thread::sleep(e.tail.min(a.hold));
     let zones = recorder.map(|r| r.stop()).unwrap_or_default();
     let zone = crate::energy::live::pick(&zones, e.zone.as_deref());

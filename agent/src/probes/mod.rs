@@ -1,21 +1,28 @@
-//! The `probe` command: builds a uFLIP plan (engine in the `wattflip-uflip` crate), opens the
-//! target with its safety checks, runs with a progress bar, writes the results to a local folder
-//! (`output`), and optionally streams them to a collector (`stream`). A new output format is a
-//! function in `output`; a new benchmark option is a flag here mapped onto `PlanOptions`, and
-//! value lists and counts are a profile plus overrides (`values`).
+//! Probes: builds a uFLIP plan (engine in the `wattflip-uflip` crate), opens the target with its
+//! safety checks, runs with a progress bar and, given [`EnergyOptions`], power recorded around it
+//! (per-run energy). Beside it: `calibration`, the load `ladder`, `pauses` (`--pause auto`),
+//! `convert` (runs to the wire format), `config` (`[[probes]]` entries) and `power_sweep` (the
+//! governor sweep, which runs probes in each power state). The command is `app::probe`; the
+//! result folder is `report::folder`. A new benchmark option is a field of [`ProbeArgs`] mapped
+//! onto `PlanOptions`, and value lists and counts are a profile plus overrides (`values`); a new
+//! kind of probe is a module here called from `app::probe`.
 
 pub mod calibration;
+pub mod config;
 pub mod convert;
 pub mod ladder;
-pub mod output;
 pub mod pauses;
-pub mod stream;
+pub mod power_sweep;
 pub mod values;
 
+use crate::clock::Clock;
+use std::sync::Arc;
+use wattflip_drives::CommandRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 pub use calibration::{apply_stored_calibration, calibrate, stored_calibration, StoredCalibration, CALIBRATION_FILE};
+pub use config::ProbeJob;
 pub use values::{PlanOverrides, ValuesProfile};
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
@@ -159,7 +166,15 @@ impl Observer for Progress {
 }
 
 fn spec_label(spec: &RunSpec) -> String {
-    format!("{} {}={} rep {}", spec.experiment, spec.varying, output::fmt_value(&spec.varying, spec.value), spec.repetition)
+    format!("{} {}={} rep {}", spec.experiment, spec.varying, convert::fmt_value(&spec.varying, spec.value), spec.repetition)
+}
+
+/// What a probe needs from the command that runs it: the clock that stamps its power readings
+/// and the runner of the tools it calls (ipmitool, nvme-cli). Made by `app/`.
+#[derive(Clone)]
+pub struct Host {
+    pub clock: Clock,
+    pub runner: Arc<dyn CommandRunner>,
 }
 
 /// Power recording around a probe (per-run energy, ufip.md §11).
@@ -177,7 +192,7 @@ pub struct EnergyOptions {
     /// unless named here).
     pub zone: Option<String>,
     /// nvme-cli settings, for the datasheet estimate of an NVMe target.
-    pub drives: crate::config::DrivesConfig,
+    pub drives: crate::drives::config::DrivesConfig,
 }
 
 /// `/dev/nvme0n1` → `/dev/nvme0`: the controller that answers admin commands for a namespace.
@@ -190,12 +205,11 @@ pub fn nvme_controller(target: &Path) -> Option<String> {
 }
 
 /// The "datasheet watts" of an NVMe block-device target: PSD max power of its current power state.
-fn datasheet_watts(target: &Path, drives: &crate::config::DrivesConfig) -> Option<f64> {
+fn datasheet_watts(target: &Path, drives: &crate::drives::config::DrivesConfig, runner: Arc<dyn CommandRunner>) -> Option<f64> {
     let ctrl = nvme_controller(target)?;
     if !is_block(target) || !drives.nvme_cli {
         return None;
     }
-    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
     let nvme = wattflip_drives::NvmeCli::new(runner).with_program(drives.nvme_path.clone()).with_timeout(drives.timeout);
     let states = nvme.id_ctrl(&ctrl).ok()?.power_states;
     let e = crate::sensors::nvme_estimate::NvmeEstimate::new(nvme, &ctrl, states)?;
@@ -221,16 +235,17 @@ pub struct Measured {
 /// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
 /// (`--no-power`, `power = false`) the report alone, `off` saying why. The one path of the CLI
 /// and of scheduled probes.
-pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str) -> Result<Measured, ProbeCmdError> {
+/// `host` stamps the power readings and runs the tools (ipmitool, nvme-cli).
+pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str, host: &Host) -> Result<Measured, ProbeCmdError> {
     match e {
-        Some(e) => run_probe_measured(a, show_progress, e),
+        Some(e) => run_probe_measured(a, show_progress, e, host),
         None => Ok(Measured { report: run_probe(a, show_progress, None)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
     }
 }
 
 /// Runs the probe while recording power (if this host has a power source), then aligns the two.
-pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions) -> Result<Measured, ProbeCmdError> {
-    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds);
+pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions, host: &Host) -> Result<Measured, ProbeCmdError> {
+    let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds, &host.runner);
     if found.power.is_empty() {
         let report = run_probe(a, show_progress, None)?;
         let mut why = vec!["no usable power source on this host".to_string()];
@@ -238,7 +253,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
         return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
     }
-    let recorder = crate::energy::live::Recorder::start(found.power, e.period);
+    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period, host.clock);
     std::thread::sleep(e.idle);
     let live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
     let report = run_probe(a, show_progress, Some(live));
@@ -261,7 +276,7 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions)
     let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
     let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
     let cfg = wattflip_energy::RunDetectConfig::default();
-    let datasheet = datasheet_watts(&a.target, &e.drives);
+    let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
     let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
     energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
     let power = Some(zone.clone());

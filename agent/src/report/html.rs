@@ -17,7 +17,7 @@ fn esc(s: &str) -> String {
 
 /// Renders the report of a local probe with its per-run energy and the power trace of its window
 /// (both empty when the agent had no power source). Callers go through
-/// `probes::output::render_html`, which also serves `report --in`.
+/// `folder::render_html`, which also serves `report --in`.
 pub fn render_with_power(report: &ProbeReport, energy: Option<&crate::energy::ProbeEnergy>, power: Vec<PowerTrace>) -> String {
     render_report(&Report::from_probe(report, energy, power))
 }
@@ -146,13 +146,22 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     out
 }
 
-/// One line chart as an SVG string followed by its HTML legend; log y where every value is
-/// positive and spans a decade.
-fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
+/// A chart's axes: ranges padded, log scales where values span a decade, and tick positions.
+struct Axes {
+    x: (f64, f64),
+    y: (f64, f64),
+    log_x: bool,
+    log_y: bool,
+    x_keys: Vec<f64>,
+    y_keys: Vec<f64>,
+}
+
+/// The axes of `data` (`None` without data).
+fn axes(spec: &ChartSpec<'_>, data: &Series) -> Option<Axes> {
     let xs: Vec<f64> = data.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).collect();
     let ys: Vec<f64> = data.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).filter(|y| y.is_finite()).collect();
     if xs.is_empty() || ys.is_empty() {
-        return Err("no data".into());
+        return None;
     }
     let (xmin, xmax) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     let (ymin, ymax) = ys.iter().fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
@@ -178,6 +187,13 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
     }
     x_keys.sort_by(f64::total_cmp);
     let y_keys = if log_y { log_ticks(y0, y1) } else { Vec::new() };
+    Some(Axes { x: (x0, x1), y: (y0, y1), log_x, log_y, x_keys, y_keys })
+}
+
+/// One line chart as an SVG string followed by its HTML legend; log y where every value is
+/// positive and spans a decade.
+fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
+    let Axes { x: (x0, x1), y: (y0, y1), log_x, log_y, x_keys, y_keys } = axes(spec, data).ok_or("no data")?;
     let series = coloured(data);
     let mut svg = String::new();
     {
@@ -227,16 +243,21 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
         root.present().map_err(|e| e.to_string())?;
     }
     // The legend is HTML under the chart: it never hides data and long channel names wrap.
+    legend(&mut svg, spec, series.iter().map(|(name, _, color)| (*name, *color)));
+    Ok(svg)
+}
+
+/// The legend of a chart: a swatch and name per series, and the band's label.
+fn legend<'a>(svg: &mut String, spec: &ChartSpec<'_>, series: impl Iterator<Item = (&'a str, RGBColor)>) {
     let swatch = |c: RGBColor| format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2);
     svg.push_str("<div class=legend>");
-    for (name, _, color) in &series {
-        let _ = write!(svg, "<span><i style=\"background:{}\"></i>{}</span>", swatch(*color), esc(name));
+    for (name, color) in series {
+        let _ = write!(svg, "<span><i style=\"background:{}\"></i>{}</span>", swatch(color), esc(name));
     }
     if let Some((_, _, label)) = spec.band {
         let _ = write!(svg, "<span><i class=band style=\"background:{}\"></i>{}</span>", swatch(BAND_COLOR), esc(label));
     }
     svg.push_str("</div>");
-    Ok(svg)
 }
 
 /// Appends a chart, or a note saying why it is missing.
@@ -252,7 +273,7 @@ fn push_chart(h: &mut String, spec: &ChartSpec<'_>, data: &Series) {
 }
 
 fn x_label(varying: &str, v: f64) -> String {
-    crate::probes::output::fmt_value(varying, v)
+    crate::probes::convert::fmt_value(varying, v)
 }
 
 fn opt(v: Option<f64>, decimals: usize) -> String {

@@ -97,7 +97,7 @@ impl Report {
                     "{} {}={}: {reason}",
                     r.experiment,
                     r.varying,
-                    crate::probes::output::fmt_value(&r.varying, r.value)
+                    crate::probes::convert::fmt_value(&r.varying, r.value)
                 )),
                 _ => None,
             })

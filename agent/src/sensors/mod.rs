@@ -1,14 +1,21 @@
-//! Power and temperature sensors. Each kind of source is one module with a `discover(root)`
-//! function (finding what exists, separate from reading it) that returns sensors implementing the
-//! small traits below. To add a source: a module with `discover`, a variant in `SensorKinds`
-//! (config) and one call in [`discover_all`].
+//! Power, temperature and electrical sensors, the bottom layer of the agent (it imports only
+//! `clock` besides itself). Each kind of source is one module with a `discover(root)` function
+//! (finding what exists, separate from reading it) that pushes sensors implementing the small
+//! traits below; `config` holds `[sources]` and the per-source rates, `sampler` the fast
+//! windowed sampling of `run`. To add a power source, everything stays in this folder: a module
+//! with `discover`, its switch in `config` (`RawSources`, `SensorKinds`), and the one
+//! registration line, its call in [`discover_all`].
 
+pub mod config;
 pub mod hwmon;
 pub mod ipmi;
 pub mod nvme_estimate;
 pub mod rapl;
+pub mod sampler;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use wattflip_drives::CommandRunner;
 use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};
 use wattflip_proto::v1;
 
@@ -143,8 +150,9 @@ impl Default for SensorKinds {
     }
 }
 
-/// Discovers every enabled kind of source under `sysfs_root`.
-pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds) -> Discovered {
+/// Discovers every enabled kind of source under `sysfs_root`; sources behind a tool (`ipmitool`)
+/// run it through `runner`.
+pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn CommandRunner>) -> Discovered {
     let mut d = Discovered::default();
     if kinds.rapl {
         rapl::discover(sysfs_root, &mut d);
@@ -153,8 +161,7 @@ pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds) -> Discovered {
         hwmon::discover(sysfs_root, &mut d);
     }
     if kinds.ipmi {
-        let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
-        ipmi::discover(runner, &kinds.ipmitool, kinds.command_timeout, &mut d);
+        ipmi::discover(runner.clone(), &kinds.ipmitool, kinds.command_timeout, &mut d);
     }
     d
 }

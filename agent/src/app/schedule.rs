@@ -8,7 +8,9 @@
 //! function as the `probe` command. Results go to the exporter like any other sample: one batch
 //! with the probe's runs, then its full-rate power in bounded batches (`convert::batches`).
 
-use crate::probes::{self, convert, ProbeArgs};
+use crate::clock::Clock;
+use crate::events::event;
+use crate::probes::{self, convert, ProbeJob};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,26 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, Mutex};
 use wattflip_proto::v1;
-
-/// One validated `[[probes]]` entry.
-#[derive(Debug, Clone)]
-pub struct ProbeJob {
-    pub name: String,
-    pub schedule: cron::Schedule,
-    pub jitter: Duration,
-    pub args: ProbeArgs,
-    /// Keep a local copy of each run's results under `<out>/<name>-<start>/`.
-    pub keep_results: bool,
-    /// Power recorded during the probe for per-run energy, like `probe` does; `None` with
-    /// `power = false`.
-    pub energy: Option<probes::EnergyOptions>,
-}
-
-impl PartialEq for ProbeJob {
-    fn eq(&self, o: &Self) -> bool {
-        self.name == o.name && self.schedule.to_string() == o.schedule.to_string() && self.jitter == o.jitter
-    }
-}
 
 /// This host's fixed offset for a schedule: FNV-1a of `agent_id/name`, scaled into `[0, jitter)`.
 pub fn host_offset(agent_id: &str, name: &str, jitter: Duration) -> Duration {
@@ -73,22 +55,13 @@ impl DeviceLocks {
     }
 }
 
-fn event(kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Batch {
+/// A batch holding one event, stamped now.
+fn event_batch(kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Batch {
     let time_ns = i64::try_from(
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
     )
     .unwrap_or(i64::MAX);
-    v1::Batch {
-        events: vec![v1::Event {
-            time_ns,
-            kind: kind.into(),
-            severity: severity as i32,
-            device: device.into(),
-            message,
-            attributes: Default::default(),
-        }],
-        ..Default::default()
-    }
+    v1::Batch { events: vec![event(time_ns, kind, severity, device, message)], ..Default::default() }
 }
 
 /// Runs one job forever (until `stop`), sending each probe's results to `out`.
@@ -121,11 +94,12 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
                 tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
             }
-            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry")?;
+            let probe_host = probes::Host { clock: Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
+            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", &probe_host)?;
             if keep {
                 let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
                 let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };
-                probes::output::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
+                crate::report::folder::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
             }
             Ok::<_, probes::ProbeCmdError>(m)
         })
@@ -141,9 +115,9 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             }
             Ok(Err(e)) => {
                 tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
-                vec![event("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
+                vec![event_batch("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
             }
-            Err(e) => vec![event("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))],
+            Err(e) => vec![event_batch("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))],
         };
         for batch in batches {
             if out.send(batch).await.is_err() {
@@ -156,6 +130,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::ProbeArgs;
     use std::str::FromStr;
 
     fn job(expr: &str, jitter: Duration) -> ProbeJob {

@@ -4,8 +4,9 @@
 //! interval) sends one aggregate per zone: mean, min and max watts, the window's energy from
 //! counter sources, and the number of readings. Sending aggregates rather than every reading keeps
 //! the wire and InfluxDB small (hardware.md §4: "never stream raw samples") while the mean and the
-//! energy stay exact. A failing source degrades only itself.
-use crate::runtime::Clock;
+//! energy stay exact. A failing source degrades only itself. `app::run` starts one thread per
+//! source; a new way to aggregate a window is a field of the window aggregate built here.
+use crate::clock::Clock;
 use crate::sensors::PowerSensor;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,28 +1,17 @@
-//! The local result folder of a probe: `report.json` (the whole report, input of `report`),
+//! The local result folder of a probe (written by `probe`, scheduled probes and `trace import`): `report.json` (the whole report, input of `report`),
 //! `runs.jsonl` (one run per line), `probe_run.lp` (InfluxDB line protocol, the same points the
 //! collector would write), `summary.txt` (the tables), `report.html`, and `energy.jsonl` (per-run
 //! energy) and `power.csv` (the recorded power) when a power source was aligned with the probe.
 //! [`read_folder`] reads such a folder back and [`render_html`] draws it, so `report --in DIR`
 //! regenerates exactly the page the probe wrote.
 
-use super::convert;
+use crate::probes::{convert, ladder::Ladder, pauses::store_tails, ProbeCmdError};
 use crate::energy::live::ZoneSeries;
 use crate::energy::{ProbeEnergy, RunEnergyRecord};
 use std::path::{Path, PathBuf};
 use wattflip_proto::lineproto;
 use wattflip_proto::schema::{self, HostTags};
 use wattflip_uflip::{summary_table, ProbeReport};
-
-/// Human form of a varying value: sizes in KiB, everything else as a number.
-pub fn fmt_value(varying: &str, v: f64) -> String {
-    if varying.contains("size") && v >= 1024.0 && v % 1024.0 == 0.0 {
-        format!("{} KiB", v / 1024.0)
-    } else if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
-    }
-}
 
 /// Files written, in order.
 #[derive(Debug, Clone)]
@@ -31,8 +20,8 @@ pub struct Written {
     pub lines: usize,
 }
 
-fn write(path: PathBuf, data: &[u8], out: &mut Vec<PathBuf>) -> Result<(), super::ProbeCmdError> {
-    std::fs::write(&path, data).map_err(|e| super::ProbeCmdError::Output { path: path.clone(), source: e })?;
+fn write(path: PathBuf, data: &[u8], out: &mut Vec<PathBuf>) -> Result<(), ProbeCmdError> {
+    std::fs::write(&path, data).map_err(|e| ProbeCmdError::Output { path: path.clone(), source: e })?;
     out.push(path);
     Ok(())
 }
@@ -43,8 +32,8 @@ pub fn write_all(
     energy: Option<&ProbeEnergy>,
     power: Option<&ZoneSeries>,
     tags: &HostTags,
-) -> Result<Written, super::ProbeCmdError> {
-    std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
+) -> Result<Written, ProbeCmdError> {
+    std::fs::create_dir_all(dir).map_err(|e| ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
     let mut files = Vec::new();
     let json = serde_json::to_vec_pretty(report).unwrap_or_default();
     write(dir.join("report.json"), &json, &mut files)?;
@@ -79,7 +68,7 @@ pub fn write_all(
         }
         write(dir.join("energy.jsonl"), jsonl.as_bytes(), &mut files)?;
         if !e.runs.is_empty() {
-            files.push(super::pauses::store_tails(dir, &report.target, e)?);
+            files.push(store_tails(dir, &report.target, e)?);
         }
         summary.push('\n');
         summary.push_str(&crate::energy::summary_table(e));
@@ -95,7 +84,7 @@ pub fn write_all(
 
 /// After a trace import: rewrites `energy.jsonl` (merged by run id with what was there) and adds
 /// the runs with energy to `probe_run.lp` (same tags and timestamps, so InfluxDB merges fields).
-pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags: &HostTags) -> Result<Vec<PathBuf>, super::ProbeCmdError> {
+pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags: &HostTags) -> Result<Vec<PathBuf>, ProbeCmdError> {
     let path = dir.join("energy.jsonl");
     // An unreadable earlier file stops the import: overwriting it would lose the energy it holds.
     let mut merged: std::collections::BTreeMap<usize, RunEnergyRecord> =
@@ -112,7 +101,7 @@ pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags
     write(path, jsonl.as_bytes(), &mut files)?;
     // The imported tails set this target's `--pause auto` pauses.
     if !energy.runs.is_empty() {
-        files.push(super::pauses::store_tails(dir, &report.target, energy)?);
+        files.push(store_tails(dir, &report.target, energy)?);
     }
     let mut lp = std::fs::read_to_string(dir.join("probe_run.lp")).unwrap_or_default();
     for p in &convert::batch(report, Some(energy)).probe_runs {
@@ -123,8 +112,8 @@ pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags
 }
 
 /// A load ladder's local results: `ladder.jsonl` (one level per line) and `ladder.lp`.
-pub fn write_ladder(dir: &Path, l: &super::ladder::Ladder, tags: &HostTags) -> Result<Vec<PathBuf>, super::ProbeCmdError> {
-    std::fs::create_dir_all(dir).map_err(|e| super::ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
+pub fn write_ladder(dir: &Path, l: &Ladder, tags: &HostTags) -> Result<Vec<PathBuf>, ProbeCmdError> {
+    std::fs::create_dir_all(dir).map_err(|e| ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
     let mut files = Vec::new();
     let mut jsonl = String::new();
     for v in &l.levels {
@@ -142,7 +131,7 @@ pub fn write_ladder(dir: &Path, l: &super::ladder::Ladder, tags: &HostTags) -> R
 
 /// The power recorded during a probe: `power.csv` (`time_ns,watts`, one row per reading of the
 /// zone the energy was attributed to), for the report's power timeline.
-pub fn write_power(dir: &Path, z: &ZoneSeries) -> Result<PathBuf, super::ProbeCmdError> {
+pub fn write_power(dir: &Path, z: &ZoneSeries) -> Result<PathBuf, ProbeCmdError> {
     let mut csv = format!("# {}:{} (scope {})\n{POWER_CSV_COLUMNS}\n", z.source, z.zone, z.scope);
     for (t, w) in z.t.iter().zip(&z.watts) {
         csv.push_str(&format!("{t},{w}\n"));
@@ -158,13 +147,13 @@ const POWER_CSV_COLUMNS: &str = "time_ns,watts";
 /// when it writes `report.html` and by `report --in` from [`read_folder`], so both pages agree.
 pub fn render_html(report: &ProbeReport, energy: Option<&ProbeEnergy>, power: Option<&ZoneSeries>) -> String {
     let trace = power
-        .map(|z| crate::report::model::PowerTrace {
+        .map(|z| super::model::PowerTrace {
             label: format!("{} ({})", z.label(), z.scope),
             points: z.t.iter().copied().zip(z.watts.iter().copied()).collect(),
         })
         .into_iter()
         .collect();
-    crate::report::html::render_with_power(report, energy, trace)
+    super::html::render_with_power(report, energy, trace)
 }
 
 /// A probe result folder read back: the report, and its energy and recorded power when the
@@ -176,12 +165,12 @@ pub struct Folder {
     pub power: Option<ZoneSeries>,
 }
 
-fn unreadable(path: PathBuf, reason: impl std::fmt::Display) -> super::ProbeCmdError {
-    super::ProbeCmdError::Input { path, reason: reason.to_string() }
+fn unreadable(path: PathBuf, reason: impl std::fmt::Display) -> ProbeCmdError {
+    ProbeCmdError::Input { path, reason: reason.to_string() }
 }
 
 /// Reads `report.json` (required), `energy.jsonl` and `power.csv` (each optional) of `dir`.
-pub fn read_folder(dir: &Path) -> Result<Folder, super::ProbeCmdError> {
+pub fn read_folder(dir: &Path) -> Result<Folder, ProbeCmdError> {
     let path = dir.join("report.json");
     let text = std::fs::read_to_string(&path).map_err(|e| unreadable(path.clone(), format!("{e} (is {} a probe result folder?)", dir.display())))?;
     let report: ProbeReport = serde_json::from_str(&text).map_err(|e| unreadable(path.clone(), format!("not a probe report: {e}")))?;
@@ -189,7 +178,7 @@ pub fn read_folder(dir: &Path) -> Result<Folder, super::ProbeCmdError> {
 }
 
 /// `energy.jsonl` of `dir` (one [`RunEnergyRecord`] a line), `None` when the folder has none.
-pub fn read_energy(dir: &Path) -> Result<Option<ProbeEnergy>, super::ProbeCmdError> {
+pub fn read_energy(dir: &Path) -> Result<Option<ProbeEnergy>, ProbeCmdError> {
     let path = dir.join("energy.jsonl");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -206,7 +195,7 @@ pub fn read_energy(dir: &Path) -> Result<Option<ProbeEnergy>, super::ProbeCmdErr
 }
 
 /// `power.csv` of `dir` as written by [`write_power`], `None` when the folder has none.
-pub fn read_power(dir: &Path) -> Result<Option<ZoneSeries>, super::ProbeCmdError> {
+pub fn read_power(dir: &Path) -> Result<Option<ZoneSeries>, ProbeCmdError> {
     let path = dir.join("power.csv");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,

@@ -1,0 +1,314 @@
+//! The agent's `run` mode: discovers sensors, samples them on an interval, and hands one batch per
+//! tick to the exporter, next to the fast power samplers, the SMART monitor and the scheduled
+//! probes, which feed the same exporter. Timestamps come from the monotonic clock mapped once to
+//! UTC, so intervals never jump with NTP. What happens on a tick is in `ticks`; a new task that
+//! runs beside sampling is spawned in [`run`] and stopped in [`finish`].
+
+use super::schedule::{run_job, DeviceLocks};
+use super::session::{exporter_config, hello, RunError};
+use super::ticks::{monitor_loop, sample, split_by_rate, SamplerState};
+pub use super::ticks::RunSummary;
+use crate::clock::Clock;
+use anyhow::Context as _;
+use std::path::PathBuf;
+use crate::config::Config;
+use crate::drives::changes::{recover_records, ChangeLog};
+use crate::drives::monitor::DriveMonitor;
+use crate::drives::tools::{DriveInventory, DriveTools};
+use crate::events::event;
+use crate::export::backlog::{Backlog, MemoryBacklog};
+use crate::export::grpc::{ExportSummary, Exporter};
+use crate::export::spool::Spool;
+use crate::export::telemetry::AgentMetrics;
+use crate::sensors::nvme_estimate::NvmeEstimate;
+use crate::sensors::sampler::{run_on, RealTime, SamplerStats};
+use crate::sensors::{discover_all, Discovered};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use wattflip_drives::CommandRunner;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use wattflip_proto::v1;
+
+/// What `run` was asked to do beyond the config.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop after this many sampling ticks (then deliver everything and exit).
+    pub samples: Option<u64>,
+}
+
+/// The spool (with the next sequence it allows) or the in-memory backlog. Sequences start no
+/// lower than the UTC microsecond, so they also rise across restarts without a spool.
+fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64), RunError> {
+    let utc_us = u64::try_from(clock.utc_now() / 1000).unwrap_or(1);
+    let Some(sc) = &cfg.spool else {
+        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us));
+    };
+    let (spool, rec) = Spool::open(sc.clone(), utc_us)?;
+    tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, "spool opened");
+    if rec.truncated_bytes > 0 {
+        let msg = format!(
+            "the spool had a corrupt or torn tail: {} byte(s) cut from {}",
+            rec.truncated_bytes,
+            rec.truncated_segments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        let mut e = event(clock.utc_now(), "spool_truncated", v1::Severity::Warning, "", msg);
+        e.attributes.insert("truncated_bytes".into(), rec.truncated_bytes.to_string());
+        first.events.push(e);
+    }
+    Ok((Box::new(spool), rec.next_sequence))
+}
+
+/// `run --config FILE [--samples N]`: the agent until SIGTERM/SIGINT (or N ticks, delivered).
+pub fn command(config: PathBuf, samples: Option<u64>) -> anyhow::Result<()> {
+    let cfg = Config::from_file(&config)?;
+    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let s = rt.block_on(run(cfg, RunOptions { samples }, super::shutdown_signal()))?;
+    eprintln!(
+        "wattflip-agent: {} ticks, {} power and {} temperature samples, {} sensor errors; \
+         {} batches sent, {} acknowledged, {} dropped, {} rejected, {} unacknowledged at exit",
+        s.ticks, s.power_samples, s.temperature_samples, s.sensor_errors,
+        s.export.batches, s.export.acked, s.export.dropped, s.export.rejected, s.export.unacked_at_exit
+    );
+    if s.export.unacked_at_exit > 0 {
+        anyhow::bail!("{} batch(es) were not acknowledged by the collector", s.export.unacked_at_exit);
+    }
+    Ok(())
+}
+
+/// Runs the agent until `shutdown` completes (or `opts.samples` ticks are done and delivered).
+pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = ()>) -> Result<RunSummary, RunError> {
+    let tls = cfg.tls.clone().ok_or(RunError::NoTls)?;
+    let clock = Clock::new();
+    let metrics = Arc::new(AgentMetrics::default());
+    let metrics_stop = serve_metrics(&cfg, &metrics).await?;
+    // The first batch carries what start-up found: a truncated spool, restored power states,
+    // unusable sources.
+    let mut first = v1::Batch::default();
+    let (backlog, first_sequence) = open_backlog(&cfg, &clock, &mut first)?;
+    let Startup { mut found, drives, monitor } = startup(&cfg, &clock, &mut first);
+    let hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
+    tracing::info!(
+        agent = %cfg.agent_id,
+        power = found.power.len(),
+        temperature = found.temperature.len(),
+        electrical = found.electrical.len(),
+        "sensors discovered"
+    );
+    let (tx, rx) = mpsc::channel::<v1::Batch>(64);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let exporter = Exporter::new(exporter_config(&cfg, tls), hello, backlog, first_sequence, metrics.clone());
+    let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
+    // Scheduled probes feed the same exporter; they stop when sampling stops.
+    let (jobs_stop, jobs_stop_rx) = watch::channel(false);
+    let locks = DeviceLocks::default();
+    let jobs: Vec<_> = cfg
+        .probes
+        .iter()
+        .cloned()
+        .map(|job| {
+            tracing::info!(probe = %job.name, schedule = %job.schedule, "probe scheduled");
+            tokio::spawn(run_job(job, cfg.agent_id.clone(), locks.clone(), tx.clone(), jobs_stop_rx.clone()))
+        })
+        .collect();
+    let (monitor_stop, monitor_stop_rx) = watch::channel(false);
+    let monitor_task = (!monitor.is_empty())
+        .then(|| tokio::spawn(monitor_loop(monitor, cfg.drives.smart_interval, clock, tx.clone(), monitor_stop_rx)));
+    for s in &found.unusable_power {
+        first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
+        tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
+    }
+    // Sources read faster than reporting move to windowed sampler threads, one per source, each
+    // source on its own grid; the rest are read on the tick.
+    let mut state = SamplerState::default();
+    let (fast_groups, slow) = split_by_rate(&cfg, std::mem::take(&mut found.power));
+    for (s, period) in slow {
+        found.power.push(s);
+        state.periods.push(period);
+    }
+    state.tick = cfg.sampling_interval;
+    let fast = spawn_fast_samplers(fast_groups, &cfg, clock, &tx);
+    let mut summary = RunSummary::default();
+    tokio::pin!(shutdown);
+    let ticks = Ticks { found: &mut found, clock: &clock, state: &mut state, metrics: &metrics };
+    let stopped = tick_loop(ticks, &opts, first, &tx, &mut summary, shutdown.as_mut()).await;
+    let _ = jobs_stop.send(true);
+    let tasks = Tasks { fast, jobs, monitor_stop, monitor_task, tx, stop_tx, export_task, metrics_stop };
+    Ok(finish(tasks, stopped, summary, shutdown).await)
+}
+
+/// Serves `GET /metrics` when `metrics.listen` is set; the sender stops it.
+async fn serve_metrics(cfg: &Config, metrics: &Arc<AgentMetrics>) -> Result<oneshot::Sender<()>, RunError> {
+    let (metrics_stop, metrics_stopped) = oneshot::channel::<()>();
+    if let Some(addr) = cfg.metrics_listen {
+        let m = metrics.clone();
+        let bound = wattflip_proto::telemetry::serve_metrics(addr, Arc::new(move || m.render()), async {
+            let _ = metrics_stopped.await;
+        })
+        .await?;
+        tracing::info!(%bound, "metrics at /metrics");
+    }
+    Ok(metrics_stop)
+}
+
+/// What start-up discovered.
+struct Startup {
+    found: Discovered,
+    drives: DriveInventory,
+    monitor: DriveMonitor,
+}
+
+/// Discovers sensors and drives, restores power states a killed governor sweep left behind
+/// (recorded in `first`), and adds the datasheet estimate of each NVMe controller.
+fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
+    let runner: Arc<dyn CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+    let mut found = discover_all(&cfg.sysfs_root, &cfg.kinds, &runner);
+    // Tool probes and discovery are a handful of short child processes, once, before sampling.
+    let tools = DriveTools::probe(&cfg.drives, runner);
+    let drives = DriveInventory::discover(&tools, &cfg.sysfs_root);
+    for note in found.unavailable.iter().chain(&drives.unavailable) {
+        tracing::info!("not available on this host: {note}");
+    }
+    if let Some(nvme) = &tools.nvme {
+        // A governor sweep killed with SIGKILL left its state file: put the original state back.
+        // The records go after what `first` already holds (a `spool_truncated` event).
+        let mut log = ChangeLog::new(*clock);
+        log.batch = std::mem::take(first);
+        recover_records(&cfg.drives.state_dir, nvme, &mut log);
+        *first = log.batch;
+    }
+    // The datasheet estimate per NVMe controller (labelled estimated, never summed with meters).
+    if let Some(nvme) = &tools.nvme {
+        let mut seen = std::collections::HashSet::new();
+        for d in &drives.drives {
+            let Some(ctrl) = d.controller.as_ref().filter(|c| seen.insert(c.to_string())) else { continue };
+            if let Some(e) = NvmeEstimate::new(nvme.clone(), ctrl, d.power_states.clone()) {
+                found.power.push(Box::new(e));
+            }
+        }
+    }
+    let monitor = DriveMonitor::new(tools, drives.health_devices());
+    Startup { found, drives, monitor }
+}
+
+type FastSampler = (Arc<AtomicBool>, std::thread::JoinHandle<SamplerStats>);
+
+/// One windowed sampler thread per source group, each sending its window aggregates to `tx`.
+fn spawn_fast_samplers(
+    groups: Vec<(String, Vec<super::ticks::Timed>)>,
+    cfg: &Config,
+    clock: Clock,
+    tx: &mpsc::Sender<v1::Batch>,
+) -> Vec<FastSampler> {
+    groups
+        .into_iter()
+        .map(|(source, sensors)| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (flag, out, window) = (stop.clone(), tx.clone(), cfg.sampling_interval);
+            tracing::info!(source = %source, zones = sensors.len(), "fast power sampling");
+            let handle = std::thread::spawn(move || {
+                let mut time = RealTime::new(clock);
+                run_on(sensors, window, &mut time, flag, |b| out.blocking_send(b).is_ok())
+            });
+            (stop, handle)
+        })
+        .collect()
+}
+
+/// The sensors read on the tick and the sampler's memory of them.
+struct Ticks<'a> {
+    found: &'a mut Discovered,
+    clock: &'a Clock,
+    state: &'a mut SamplerState,
+    metrics: &'a AgentMetrics,
+}
+
+/// Samples on every tick until `opts.samples` ticks or `shutdown`; `first` goes out with the
+/// first tick. Returns whether `shutdown` ended it.
+async fn tick_loop(
+    t: Ticks<'_>,
+    opts: &RunOptions,
+    first: v1::Batch,
+    tx: &mpsc::Sender<v1::Batch>,
+    summary: &mut RunSummary,
+    mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> bool {
+    let mut pending_first = Some(first);
+    let mut ticker = tokio::time::interval(t.state.tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if opts.samples.is_some_and(|n| summary.ticks >= n) {
+            return false;
+        }
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = &mut shutdown => return true,
+        }
+        let mut batch = pending_first.take().unwrap_or_default();
+        // Sensor reads are short sysfs reads, but a BMC command can take a second: keep them off
+        // the async workers' hot path.
+        tokio::task::block_in_place(|| sample(t.found, t.clock, &mut batch, t.state, summary, t.metrics));
+        summary.ticks += 1;
+        if batch == v1::Batch::default() || tx.send(batch).await.is_err() {
+            continue;
+        }
+    }
+}
+
+/// The tasks running beside sampling, to be stopped in order at the end.
+struct Tasks {
+    fast: Vec<FastSampler>,
+    jobs: Vec<JoinHandle<()>>,
+    monitor_stop: watch::Sender<bool>,
+    monitor_task: Option<JoinHandle<(u64, u64)>>,
+    tx: mpsc::Sender<v1::Batch>,
+    stop_tx: watch::Sender<bool>,
+    export_task: JoinHandle<ExportSummary>,
+    metrics_stop: oneshot::Sender<()>,
+}
+
+/// Stops the samplers, lets scheduled probes finish (bounded run) and the monitor end, then
+/// delivers what was sampled: on a signal the exporter stops at once; after `--samples` it drains
+/// until everything is acknowledged or a second signal comes.
+async fn finish(t: Tasks, stopped: bool, mut summary: RunSummary, shutdown: std::pin::Pin<&mut impl Future<Output = ()>>) -> RunSummary {
+    for (stop, _) in &t.fast {
+        stop.store(true, Ordering::Relaxed);
+    }
+    for (_, handle) in t.fast {
+        if let Ok(Ok(s)) = tokio::task::spawn_blocking(move || handle.join()).await {
+            summary.power_samples += s.reads - s.errors;
+            summary.sensor_errors += s.errors;
+        }
+    }
+    if !stopped {
+        // A probe in flight finishes and is delivered before a bounded run (--samples) ends.
+        for j in t.jobs {
+            let _ = j.await;
+        }
+    }
+    let _ = t.monitor_stop.send(true);
+    if let Some(task) = t.monitor_task {
+        let (samples, errors) = task.await.unwrap_or_default();
+        summary.temperature_samples += samples;
+        summary.sensor_errors += errors;
+    }
+    drop(t.tx);
+    let mut export_task = t.export_task;
+    if stopped {
+        let _ = t.stop_tx.send(true);
+    } else {
+        // Deliver what was sampled; a second signal stops waiting.
+        tokio::select! {
+            r = &mut export_task => {
+                summary.export = r.unwrap_or_default();
+                let _ = t.metrics_stop.send(());
+                return summary;
+            }
+            _ = shutdown => { let _ = t.stop_tx.send(true); }
+        }
+    }
+    summary.export = export_task.await.unwrap_or_default();
+    let _ = t.metrics_stop.send(());
+    summary
+}

@@ -1,0 +1,91 @@
+//! `wattflip-agent trace import`: aligns a shunt or oscilloscope trace (CSV, or raw f32/i16 with a
+//! sidecar; `energy::trace`) with a probe's runs, computes per-run energy with the paper's
+//! formula, updates the result folder and optionally streams the runs. A new trace subcommand is
+//! a [`TraceCommand`] variant and its arm in [`command`].
+
+use super::session::send_results;
+use anyhow::Context as _;
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TraceCommand {
+    /// Align a shunt trace (CSV time,V_shunt; or raw f32/i16 with a sidecar) with a probe's runs and
+    /// compute per-run energy with the paper's formula.
+    Import {
+        /// The trace file.
+        file: PathBuf,
+        /// The probe's result folder (holds report.json); energy.jsonl and probe_run.lp are updated.
+        #[arg(long = "in")]
+        input: PathBuf,
+        /// Only this run (the engine's run index); default: every run the trace covers.
+        #[arg(long)]
+        run: Option<usize>,
+        /// Shunt resistor R in ohms (CSV traces).
+        #[arg(long)]
+        shunt_ohms: Option<f64>,
+        /// Supply voltage U in volts (CSV traces).
+        #[arg(long)]
+        supply_volts: Option<f64>,
+        /// Unit of the CSV time column: s, ms, us or ns.
+        #[arg(long, default_value = "s")]
+        time_unit: String,
+        /// UTC nanoseconds of time 0 in the CSV.
+        #[arg(long)]
+        time_origin_ns: Option<i64>,
+        /// "Datasheet" power of the device (W), e.g. its NVMe power state's maximum: each run then
+        /// gets the ratio of datasheet W × duration to the measured energy (ufip.md §11.7).
+        #[arg(long)]
+        datasheet_w: Option<f64>,
+        /// Also send the runs with their energy to this collector.
+        #[arg(long)]
+        collector: Option<String>,
+        /// Agent config, for the agent id and labels.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+/// `trace import`.
+pub fn command(t: TraceCommand) -> anyhow::Result<()> {
+    let TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config } = t;
+    let unit = match time_unit.as_str() {
+        "s" => wattflip_energy::TimeUnit::Seconds,
+        "ms" => wattflip_energy::TimeUnit::Millis,
+        "us" => wattflip_energy::TimeUnit::Micros,
+        "ns" => wattflip_energy::TimeUnit::Nanos,
+        other => anyhow::bail!("--time-unit `{other}`: use s, ms, us or ns"),
+    };
+    let cfg = super::load_config(config.as_deref())?;
+    let csv = crate::energy::trace::CsvCircuit { shunt_ohms, supply_volts, time_unit: unit, time_origin_ns };
+    let path = input.join("report.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
+    let mut report: wattflip_uflip::ProbeReport =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
+    if let Some(r) = run {
+        report.runs.retain(|x| x.run_id == r);
+        anyhow::ensure!(!report.runs.is_empty(), "--run {r}: no such run in {}", path.display());
+    }
+    let (series, summary) = crate::energy::trace::import(&file, &csv)?;
+    let energy = crate::energy::analyze(
+        &report,
+        &series,
+        None,
+        &format!("trace:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
+        &wattflip_energy::RunDetectConfig::default(),
+        datasheet_w,
+    );
+    println!(
+        "{}: {} samples, {:.6} J over {:.3} s (mean {:.3} W)",
+        file.display(), summary.samples, summary.energy.0, summary.duration.as_secs_f64(), summary.mean_power.0
+    );
+    print!("{}", crate::energy::summary_table(&energy));
+    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+    let only = wattflip_uflip::ProbeReport { runs: report.runs.iter().filter(|r| energy.for_run(r.run_id).is_some()).cloned().collect(), ..report.clone() };
+    let written = crate::report::folder::write_energy(&input, &only, &energy, &tags)?;
+    println!("wrote {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    if let Some(url) = collector {
+        send_results(&url, &cfg, vec![crate::probes::convert::batch(&only, Some(&energy))], &input)?;
+    }
+    Ok(())
+}

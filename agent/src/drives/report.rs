@@ -1,0 +1,101 @@
+//! What `inventory` and `governor show` print about drives: the NVMe power-state table and
+//! [`DriveReport`] (discovery plus one SMART poll, as text or JSON). A new drive fact shown by
+//! `inventory` is a line in [`DriveReport::table`] and a field in [`DriveReport::json`].
+
+use super::config::DrivesConfig;
+use super::monitor::{DriveMonitor, Poll};
+use super::tools::{DriveInventory, DriveTools};
+use crate::clock::Clock;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use wattflip_drives::{CommandRunner, PowerState};
+use wattflip_proto::v1;
+
+/// The NVMe power-state table (hardware.md §5.2) as `inventory` and `governor show` print it.
+pub fn power_state_table(states: &[PowerState]) -> String {
+    let mut s = format!("  {:<5}{:<16}{:>8} {:>10} {:>10}  RRT RRL RWT RWL\n", "PS", "KIND", "MAX W", "ENTRY µs", "EXIT µs");
+    for p in states {
+        let _ = writeln!(
+            s,
+            "  PS{:<3}{:<16}{:>8} {:>10} {:>10}  {:>3} {:>3} {:>3} {:>3}",
+            p.index,
+            if p.operational { "operational" } else { "non-operational" },
+            p.max_power.map(|w| format!("{:.2}", w.0)).unwrap_or_else(|| "-".into()),
+            p.entry_latency_us,
+            p.exit_latency_us,
+            p.relative_read_throughput,
+            p.relative_read_latency,
+            p.relative_write_throughput,
+            p.relative_write_latency
+        );
+    }
+    s
+}
+
+/// Drives as `inventory` shows them: discovery plus one SMART poll.
+#[derive(Debug, Clone, Default)]
+pub struct DriveReport {
+    pub inventory: DriveInventory,
+    pub sensors: Vec<v1::TemperatureSensor>,
+    pub readings: Poll,
+}
+
+impl DriveReport {
+    pub fn gather(drives: &DrivesConfig, sysfs_root: &Path, runner: Arc<dyn CommandRunner>, clock: &Clock) -> DriveReport {
+        let tools = DriveTools::probe(drives, runner);
+        let inventory = DriveInventory::discover(&tools, sysfs_root);
+        let mut monitor = DriveMonitor::new(tools, inventory.health_devices());
+        let sensors = monitor.describe();
+        let readings = if monitor.is_empty() { Poll::default() } else { monitor.poll(&|| clock.utc_now()) };
+        DriveReport { inventory, sensors, readings }
+    }
+
+    /// Power states, drive temperatures, warnings and notes, as text.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        for d in self.inventory.drives.iter().filter(|d| !d.power_states.is_empty()) {
+            let _ = writeln!(s, "NVMe power states of {} ({})", d.controller.as_deref().unwrap_or(&d.name), d.serial.trim());
+            s.push_str(&power_state_table(&d.power_states));
+        }
+        let _ = writeln!(s, "Drive temperatures ({})", self.readings.temperature.len());
+        for t in &self.readings.temperature {
+            let _ = writeln!(s, "  {:<8} {:<20} {:<16} {:.2} °C", t.source, t.device, t.sensor, t.celsius);
+        }
+        for n in &self.readings.nvme_smart {
+            if n.critical_warning != 0 {
+                let _ = writeln!(s, "  WARNING: {} critical warning {:#04x}", n.device, n.critical_warning);
+            }
+        }
+        for e in self.readings.events.iter().filter(|e| e.kind == "sensor_error") {
+            let _ = writeln!(s, "  ERROR: {}", e.message);
+        }
+        for p in &self.inventory.problems {
+            let _ = writeln!(s, "Drive discovery problem: {p}");
+        }
+        for n in &self.inventory.unavailable {
+            let _ = writeln!(s, "Not available on this host: {n}");
+        }
+        s
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        use serde_json::json;
+        json!({
+            "drives": self.inventory.drives.iter().map(|d| json!({
+                "name": d.name, "controller": d.controller, "model": d.model.trim(), "serial": d.serial.trim(),
+                "firmware": d.firmware.trim(), "capacity_bytes": d.capacity_bytes,
+                "warning_celsius": d.warning_temperature.map(|c| c.0), "critical_celsius": d.critical_temperature.map(|c| c.0),
+                "power_states": d.power_states.iter().map(|p| json!({
+                    "state": p.index, "operational": p.operational, "max_watts": p.max_power.map(|w| w.0),
+                    "entry_latency_us": p.entry_latency_us, "exit_latency_us": p.exit_latency_us})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "temperatures": self.readings.temperature.iter().map(|t| json!({
+                "source": t.source, "device": t.device, "sensor": t.sensor, "celsius": t.celsius})).collect::<Vec<_>>(),
+            "critical_warnings": self.readings.nvme_smart.iter().map(|n| json!({"device": n.device, "value": n.critical_warning})).collect::<Vec<_>>(),
+            "errors": self.readings.events.iter().filter(|e| e.kind == "sensor_error").map(|e| e.message.clone()).collect::<Vec<_>>(),
+            "problems": self.inventory.problems,
+            "not_available": self.inventory.unavailable,
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! `[sources]` and `[sampling.power_intervals]` of the agent config: which kinds of sources are
+//! discovered (`SensorKinds`), where sysfs is, and how often each kind of power source is read. A
+//! new kind of power source adds its switch here (a field of [`RawSources`] read in
+//! [`sensor_kinds`]) and, if it needs its own rate, a field of [`PowerIntervals`].
+
+use super::SensorKinds;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+use wattflip_proto::tomlcfg::{parse_duration, Loader};
+
+/// One optional interval per power source name (the `source` tag). A struct rather than a map, so
+/// a misspelt source is an unknown key reported at `sampling.power_intervals.<name>`.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawPowerIntervals {
+    pub rapl: Option<String>,
+    pub hwmon: Option<String>,
+    pub ipmi: Option<String>,
+    pub nvme_estimate: Option<String>,
+}
+
+/// `[sampling.power_intervals]`: how often each kind of power source is read when it should not
+/// follow `sampling.power_interval` (1 Hz .. 1 kHz, the range).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PowerIntervals {
+    pub rapl: Option<Duration>,
+    pub hwmon: Option<Duration>,
+    pub ipmi: Option<Duration>,
+    pub nvme_estimate: Option<Duration>,
+}
+
+impl PowerIntervals {
+    /// The override for a source by its `source` name, if any.
+    pub fn get(&self, source: &str) -> Option<Duration> {
+        match source {
+            "rapl" => self.rapl,
+            "hwmon" => self.hwmon,
+            "ipmi" => self.ipmi,
+            "nvme_estimate" => self.nvme_estimate,
+            _ => None,
+        }
+    }
+}
+
+/// Checks one `[sampling.power_intervals]` entry: 1 ms ..= 1 s, and IPMI no faster than 1 s.
+pub fn power_interval_override(name: &str, raw: Option<String>, l: &mut Loader) -> Option<Duration> {
+    let key = format!("sampling.power_intervals.{name}");
+    let d = parse_duration(&key, &raw?, l)?;
+    if name == "ipmi" && d < Duration::from_secs(1) {
+        l.problem(key, format!("{d:?} is shorter than 1s: a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz"));
+        return None;
+    }
+    // 1 kHz is the RAPL update rate (faster reads return the same value); 1 Hz is the slowest
+    // rate the window aggregates are meant for.
+    if d < Duration::from_millis(1) || d > Duration::from_secs(1) {
+        l.problem(key, format!("{d:?} is outside 1ms..=1s (1 kHz .. 1 Hz)"));
+        return None;
+    }
+    Some(d)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawSources {
+    pub sysfs_root: Option<PathBuf>,
+    pub rapl: Option<bool>,
+    pub hwmon: Option<bool>,
+    pub ipmi: Option<bool>,
+    pub ipmitool: Option<String>,
+    pub command_timeout: Option<String>,
+}
+
+/// `[sampling.power_intervals]`: each entry checked (1 ms ..= 1 s, IPMI no faster than 1 s).
+pub fn power_intervals(raw: RawPowerIntervals, l: &mut Loader) -> PowerIntervals {
+    PowerIntervals {
+        rapl: power_interval_override("rapl", raw.rapl, l),
+        hwmon: power_interval_override("hwmon", raw.hwmon, l),
+        ipmi: power_interval_override("ipmi", raw.ipmi, l),
+        nvme_estimate: power_interval_override("nvme_estimate", raw.nvme_estimate, l),
+    }
+}
+
+/// `[sources]`: the kinds of sources to discover (defaults for what is not set) and the sysfs root.
+pub fn sensor_kinds(sources: RawSources, l: &mut Loader) -> (SensorKinds, PathBuf) {
+    let defaults = SensorKinds::default();
+    let kinds = SensorKinds {
+        rapl: sources.rapl.unwrap_or(defaults.rapl),
+        hwmon: sources.hwmon.unwrap_or(defaults.hwmon),
+        ipmi: sources.ipmi.unwrap_or(defaults.ipmi),
+        ipmitool: sources.ipmitool.unwrap_or(defaults.ipmitool),
+        command_timeout: match sources.command_timeout {
+            Some(t) => parse_duration("sources.command_timeout", &t, l).unwrap_or(defaults.command_timeout),
+            None => defaults.command_timeout,
+        },
+    };
+    (kinds, sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")))
+}
