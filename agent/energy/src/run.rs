@@ -467,9 +467,17 @@ fn nominal(
     let b = baseline.median.0;
     let s = baseline.spread.0.max(cfg.min_spread.0);
     let duration = Nanos(u64::try_from(end - start).unwrap_or(0));
-    let valid = ((end - start) as f64 - gap_ns).max(0.0) * 1e-9;
+    // Σ (P − b)·Δ sample by sample, so a flat rail at the baseline gives exactly 0.
+    let t = series.times();
+    let mut above = 0.0;
+    for j in sample_at(series, start)..=sample_at(series, (end - 1).max(start)) {
+        let (w0, w1) = (t[j].0, hold_end(series, j));
+        let inside = (w1.min(end) - w0.max(start)).max(0) as f64;
+        let gap = series.sample_gap_ns(j) as f64 * inside / (w1 - w0).max(1) as f64;
+        above += (p[j].0 - b) * (inside - gap) * 1e-9;
+    }
     let energy_total = Joules(total);
-    let energy_above_idle = Joules(total - b * valid);
+    let energy_above_idle = Joules(above);
     let datasheet_estimate = run.datasheet_active.map(|w| w.times(duration));
     Ok(RunEnergy {
         run: *run,
