@@ -6,6 +6,9 @@
 //!
 //! Run: `cargo run --release -p wattflip-agent --example sampler_bench -- [seconds] [channels] [period_us]`
 
+// A benchmark program, not shipped: a panic with a message is its failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

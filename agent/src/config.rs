@@ -21,8 +21,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
-use wattflip_proto::tls::{RawTls, TlsMode};
-use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
+use wattflip_infra::tls::{RawTls, TlsMode};
+use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {

@@ -77,7 +77,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    wattflip_proto::cli::main_with("wattflip-agent", || dispatch(Cli::parse()))
+    wattflip_infra::cli::main_with("wattflip-agent", || dispatch(Cli::parse()))
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {

@@ -1,5 +1,9 @@
 //! RAPL and hwmon readers on the fixture trees in `tests/fixtures/sysfs/<scenario>/sys`.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use wattflip_agent::drives::block;
 use wattflip_agent::sensors::{discover_all, rapl, Discovered, Electrical, SensorKinds};

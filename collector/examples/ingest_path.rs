@@ -27,7 +27,7 @@ fn batch(seq: u64, n: usize) -> v1::Batch {
     }
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batches: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let n = 1000;
     let wire = batch(1, n).encode_to_vec();
@@ -35,9 +35,9 @@ fn main() {
     let (mut t_dec, mut t_conv, mut t_pts, mut t_enc, mut bytes) = (0u128, 0u128, 0u128, 0u128, 0usize);
     for _ in 0..batches {
         let t = Instant::now();
-        let b = v1::Batch::decode(wire.as_slice()).expect("decodes");
+        let b = v1::Batch::decode(wire.as_slice())?;
         let t1 = Instant::now();
-        let b = convert_batch("load-0", b).expect("valid");
+        let b = convert_batch("load-0", b)?;
         let t2 = Instant::now();
         // The collector builds its encoder once per stream; here that is "points".
         let enc = BatchEncoder::new(&tags);
@@ -62,4 +62,5 @@ fn main() {
         1e6 / per(t_dec + t_conv + t_pts + t_enc),
         bytes / (batches * n)
     );
+    Ok(())
 }

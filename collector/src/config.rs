@@ -6,8 +6,8 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattflip_proto::tls::{RawTls, TlsMode};
-use wattflip_proto::tomlcfg::{parse_duration, ConfigError, Loader};
+use wattflip_infra::tls::{RawTls, TlsMode};
+use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InfluxApi {

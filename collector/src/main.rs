@@ -98,7 +98,7 @@ enum PlanCommand {
 }
 
 fn main() -> std::process::ExitCode {
-    wattflip_proto::cli::main_with("wattflip-collector", || run(Cli::parse()))
+    wattflip_infra::cli::main_with("wattflip-collector", || run(Cli::parse()))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -181,6 +181,6 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
 }
 
 async fn shutdown_signal() {
-    wattflip_proto::cli::shutdown_signal().await;
+    wattflip_infra::cli::shutdown_signal().await;
     tracing::info!("shutting down: finishing queued writes");
 }

@@ -4,7 +4,7 @@
 
 use crate::service::server::Stats;
 use std::sync::atomic::Ordering::Relaxed;
-use wattflip_proto::telemetry::Text;
+use wattflip_infra::telemetry::Text;
 
 pub fn render(s: &Stats) -> String {
     let (i, k) = (&s.ingest, &s.sink);

@@ -1,16 +1,17 @@
-//! wattflip's wire format (`wattflip.v1`), unit newtypes shared by agent and collector, and the
-//! strict-TOML plumbing both binaries use. Add a message in `proto/wattflip/v1/*.proto` (new field
-//! numbers only, never reuse one) and it appears in [`v1`].
+//! wattflip's wire format, and only that: the gRPC messages of `wattflip.v1` ([`v1`]), their
+//! checked domain form ([`domain`]), the InfluxDB schema ([`schema`]) and line protocol
+//! ([`lineproto`], [`encoder`]). Add a message in `proto/wattflip/v1/*.proto` (new field numbers
+//! only, never reuse one) and it appears in [`v1`].
+//!
+//! Units live in `wattflip-units` (re-exported as [`units`] so `wattflip_proto::units::Watts` and
+//! the domain types keep one definition); TLS, config loading, metrics and CLI plumbing live in
+//! `wattflip-infra`.
 
-pub mod cli;
 pub mod domain;
 pub mod encoder;
 pub mod lineproto;
 pub mod schema;
-pub mod telemetry;
-pub mod tls;
-pub mod tomlcfg;
-pub mod units;
+pub use wattflip_units as units;
 
 /// Generated prost messages and tonic client/server for package `wattflip.v1`.
 #[allow(clippy::all, missing_docs)]

@@ -25,8 +25,13 @@ fn collector_down_at_start_loses_nothing() {
     let (tmp, sys) = sysfs_tree(&["hwmon"]);
     let cfg = hwmon_agent(tmp.path(), &sys, "late-collector", &format!("https://127.0.0.1:{port}"));
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "10"]);
-    // Let the agent sample everything while nobody listens.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The agent samples while nobody listens: wait until it has failed to connect and retried.
+    let stderr_path = tmp.path().join("agent.stderr");
+    let retried = wait_for(Duration::from_secs(20), || {
+        let e = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        (e.matches("cannot connect").count() >= 2).then_some(())
+    });
+    assert!(retried.is_some(), "the agent never retried a connection: {}", std::fs::read_to_string(&stderr_path).unwrap_or_default());
     assert!(agent.try_wait().unwrap().is_none(), "the agent must keep retrying, not exit");
     let _collector = Collector::start_on(port, &influx.url, "wf_faults1");
     let status = wait_child(&mut agent, Duration::from_secs(30), tmp.path());
@@ -46,8 +51,13 @@ fn influx_down_means_no_ack_until_it_is_back() {
     let (tmp, sys) = sysfs_tree(&["hwmon"]);
     let cfg = hwmon_agent(tmp.path(), &sys, "late-influx", &collector.url);
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "5"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    // Everything is sampled, nothing is acknowledged: the agent is still waiting.
+    // InfluxDB is down: wait until the collector has failed a write and is retrying it.
+    assert!(
+        wait_for(Duration::from_secs(20), || collector.log().contains("will retry").then_some(())).is_some(),
+        "the collector never retried a write: {}",
+        collector.log()
+    );
+    // Nothing is acknowledged: the agent is still waiting.
     assert!(agent.try_wait().unwrap().is_none(), "the agent must wait for acknowledgements");
     assert!(collector.log().contains("will retry"), "collector retries: {}", collector.log());
     let influx = Influx::start_on(influx_port);

@@ -1,6 +1,10 @@
 //! End-to-end tests: real `influxd`, real collector and agent binaries, real sockets. The fleet test
 //! (`fleet.rs`, QEMU guests) is a separate test binary: see tests/Cargo.toml.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod dashboards;
 mod drives;
 mod energy;

@@ -166,10 +166,11 @@ impl Drop for Loop {
 
 #[test]
 fn the_cli_refuses_to_write_a_device_without_consent() {
-    if !is_root() || Command::new("losetup").arg("--version").output().is_err() {
-        eprintln!("skipped: needs root and losetup to create a loop device");
-        return;
-    }
+    assert!(is_root(), "this test creates a loop device: run it as root, e.g. `sudo bash tests/run.sh`");
+    assert!(
+        Command::new("losetup").arg("--version").output().is_ok(),
+        "losetup is missing: install Debian's `mount` package (bash tests/run.sh does)"
+    );
     let dir = disk_dir();
     let img = dir.path().join("disk.img");
     std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();

@@ -88,8 +88,18 @@ fn intruders_are_refused_counted_and_write_nothing() {
         assert!(e.message().contains("the limit is: 65536 bytes"), "{}", e.message());
         assert!(e.message().ends_with("the collector's limits.max_message_bytes refuses it"), "{}", e.message());
     });
-    // Nothing of theirs was stored: no samples at all, and no point names victim.
-    std::thread::sleep(Duration::from_millis(500));
+    // Nothing of theirs was stored: no samples at all, and no point names victim. Checked once the
+    // collector has counted every refusal and written the certified Hello's inventory point (the
+    // writer is one ordered queue), not after a guessed sleep.
+    let settled = wait_for(Duration::from_secs(20), || {
+        let m = get_metrics(&metrics_addr);
+        let counted = ["hello_agent_id", "batch_agent_id", "oversized_message"]
+            .iter()
+            .all(|r| metric(&m, &format!("wattflip_collector_agents_rejected_total{{reason=\"{r}\"}}")) == Some(1.0));
+        let inventory = influx.try_rows(DB, "SHOW TAG VALUES FROM agent WITH KEY = host").is_some_and(|r| !r.is_empty());
+        (counted && inventory).then_some(())
+    });
+    assert!(settled.is_some(), "the collector did not count the refusals and write mallory's Hello within 20 s:\n{}", collector.log());
     assert_eq!(influx.try_rows(DB, "SELECT count(celsius) FROM temperature"), None, "no temperature was written");
     let hosts = influx.rows(DB, "SHOW TAG VALUES FROM agent WITH KEY = host");
     let hosts: Vec<&str> = hosts.iter().map(|r| r[1].as_str().unwrap()).collect();

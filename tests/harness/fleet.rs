@@ -127,7 +127,12 @@ impl Fleet {
         let probe_dir = tempfile::Builder::new().prefix("wf-probe-").tempdir().expect("tempdir");
         let probe_out = probe_dir.path().join("out");
         let scratch = probe_dir.path().join("scratch.dat");
-        std::thread::sleep(Duration::from_secs(2));
+        // Every agent streams before the probe starts: its first power points are in InfluxDB.
+        for (host, _) in HOSTS {
+            let q = format!("SELECT count(watts) FROM power WHERE host = '{host}'");
+            let streaming = wait_for(Duration::from_secs(30), || influx.try_rows(db, &q).filter(|r| !r.is_empty()));
+            assert!(streaming.is_some(), "{host} sent no power point within 30 s:\n{}", collector.log());
+        }
         let mut probe = spawn_agent(
             probe_dir.path(),
             &[

@@ -4,6 +4,10 @@
 //! `start` that waits for readiness and a `Drop` that stops it. Connections use mutual TLS with a
 //! test PKI generated here ([`pki`]); no private key is checked in.
 
+// The end-to-end harness is test-only code (no binary ships it): a panic with a message is the
+// calling test's failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod fleet;
 
 use std::net::TcpListener;

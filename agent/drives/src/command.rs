@@ -1,6 +1,7 @@
 //! The seam to external tools: [`CommandRunner`] runs one argv (no shell) with `LC_ALL=C` and a
 //! deadline, and returns stdout, stderr and the exit status. [`SystemRunner`] is the real one;
-//! [`crate::fake`] has test doubles.
+//! `crate::fake` (feature `test-support`) has test doubles. [`Tool`] is one program behind a runner
+//! (path, deadline), the plumbing every tool wrapper shares.
 //!
 //! Why `LC_ALL=C`: nvme-cli 2.3 calls `setlocale(LC_ALL, "")` and groups 128-bit counters with the
 //! locale's thousands separator (hardware.md §6.1). Why a deadline: nvme-cli and smartctl pass
@@ -16,6 +17,7 @@ use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Default deadline for one admin command (hardware.md §9 suggests 10–15 s).
@@ -246,6 +248,78 @@ impl CommandError {
 pub trait CommandRunner: Send + Sync {
     /// Runs `argv` (program first) and waits at most `timeout`.
     fn run(&self, argv: &[String], timeout: Duration) -> Result<CommandOutput, CommandError>;
+}
+
+/// One external program behind a [`CommandRunner`]: its path, its per-call deadline and the runner
+/// (the plumbing every tool wrapper shares: [`crate::NvmeCli`], [`crate::Smartctl`]). Cheap to
+/// clone. A wrapper for a new tool holds a `Tool` and adds one method per subcommand that builds
+/// the arguments and hands stdout to a parser.
+#[derive(Clone)]
+pub struct Tool {
+    runner: Arc<dyn CommandRunner>,
+    program: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("program", &self.program)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Tool {
+    /// `program` (looked up on PATH) with [`DEFAULT_TIMEOUT`].
+    pub fn new(runner: Arc<dyn CommandRunner>, program: impl Into<String>) -> Self {
+        Tool {
+            runner,
+            program: program.into(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Uses another executable (absolute path, or a fake in tests).
+    pub fn with_program(mut self, program: impl Into<String>) -> Self {
+        self.program = program.into();
+        self
+    }
+
+    /// Uses another deadline per call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The program that runs.
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// The deadline of each call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The full argv: the program, then `args`.
+    pub fn argv<S: AsRef<str>>(&self, args: &[S]) -> Vec<String> {
+        let mut argv = Vec::with_capacity(args.len() + 1);
+        argv.push(self.program.clone());
+        argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+        argv
+    }
+
+    /// The command line of `program args` for messages.
+    pub fn command_line<S: AsRef<str>>(&self, args: &[S]) -> String {
+        command_line(&self.argv(args))
+    }
+
+    /// Runs `program args` within the deadline; any exit status is `Ok` (see
+    /// [`CommandOutput::into_success`]).
+    pub fn run<S: AsRef<str>>(&self, args: &[S]) -> Result<CommandOutput, CommandError> {
+        self.runner.run(&self.argv(args), self.timeout)
+    }
 }
 
 /// The real runner: `std::process::Command`, a poll loop on `try_wait`, reader threads for the pipes.

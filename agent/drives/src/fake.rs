@@ -1,4 +1,5 @@
-//! Test doubles for [`CommandRunner`], also usable for the agent's fake-hardware mode:
+//! Test doubles for [`CommandRunner`], compiled only with the `test-support` feature (enabled
+//! from the dev-dependencies of the crates whose tests use them; never in a shipped binary):
 //! - [`ScriptedRunner`]: replies to an exact, ordered list of argv (recorded outputs);
 //! - [`FakeNvme`]: an in-memory nvme-cli 2.3 that keeps per-controller feature values and
 //!   prints exactly what nvme-cli prints (`00000000` without `0x`, `NVMe status: …(0x410e)`), with

@@ -1,9 +1,11 @@
 //! wattflip drives: what the agent knows about its SSDs and the one knob it turns.
 //!
-//! Layout (one module per tool or concern; extend by adding a module and re-exporting it here):
+//! Layout (one module per tool or concern; extend by adding a module and re-exporting it here; a
+//! new external tool is a wrapper holding a [`Tool`], like [`NvmeCli`] and [`Smartctl`]):
 //! - [`command`]: the [`CommandRunner`] seam every external tool goes through (argv, `LC_ALL=C`,
-//!   deadline, kill on timeout) and [`CommandError`], which keeps argv, exit status and stderr.
-//! - [`fake`]: scripted and emulating runners for tests and the agent's fake-hardware mode.
+//!   deadline, kill on timeout), [`Tool`] (one program behind a runner: path and deadline, the
+//!   plumbing of every tool wrapper) and [`CommandError`], which keeps argv, exit status and stderr.
+//! - `fake` (feature `test-support` only): scripted and emulating runners for tests.
 //! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
 //!   tolerant of the nvme-cli 2.3 and later layouts (hardware.md §6).
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
@@ -20,6 +22,7 @@
 //! to do next.
 
 pub mod command;
+#[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 pub mod governor;
 pub mod inventory;
@@ -33,7 +36,7 @@ pub mod thermal;
 pub mod units;
 
 pub use command::{
-    CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, DEFAULT_TIMEOUT,
+    CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, Tool, DEFAULT_TIMEOUT,
 };
 pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome};
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};

@@ -6,7 +6,7 @@
 //! decodes it; only call failures become [`SmartctlError`]. To read another attribute, extend
 //! [`SmartctlReport`] and its parser, with a fixture per smartctl version.
 
-use crate::command::{command_line, CommandError, CommandRunner, DEFAULT_TIMEOUT};
+use crate::command::{command_line, CommandError, CommandRunner, Tool};
 use crate::jsonutil::{
     field_str, field_u64, narrow, raw_u128, raw_u64, raw_value, u64_of, RawObject,
 };
@@ -245,48 +245,37 @@ impl SmartctlReport {
     }
 }
 
-/// smartctl behind a runner. Cheap to clone.
-#[derive(Clone)]
+/// smartctl behind a runner ([`Tool`]: program path, deadline, runner). Cheap to clone.
+#[derive(Clone, Debug)]
 pub struct Smartctl {
-    runner: Arc<dyn CommandRunner>,
-    program: String,
-    timeout: Duration,
-}
-
-impl fmt::Debug for Smartctl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Smartctl")
-            .field("program", &self.program)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
+    tool: Tool,
 }
 
 impl Smartctl {
-    /// `smartctl` from PATH with [`DEFAULT_TIMEOUT`].
+    /// `smartctl` from PATH with [`crate::DEFAULT_TIMEOUT`].
     pub fn new(runner: Arc<dyn CommandRunner>) -> Self {
         Smartctl {
-            runner,
-            program: "smartctl".into(),
-            timeout: DEFAULT_TIMEOUT,
+            tool: Tool::new(runner, "smartctl"),
         }
     }
     /// Another executable.
-    pub fn with_program(mut self, program: impl Into<String>) -> Self {
-        self.program = program.into();
-        self
+    pub fn with_program(self, program: impl Into<String>) -> Self {
+        Smartctl {
+            tool: self.tool.with_program(program),
+        }
     }
     /// Another deadline.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        Smartctl {
+            tool: self.tool.with_timeout(timeout),
+        }
     }
 
+    /// Runs smartctl; any exit code is `Ok` (its bits are drive health, §7.2), a signal is not.
     fn run(&self, args: &[&str]) -> Result<(String, String, Vec<String>), SmartctlError> {
-        let mut argv = vec![self.program.clone()];
-        argv.extend(args.iter().map(|s| s.to_string()));
-        let out = self.runner.run(&argv, self.timeout)?;
+        let out = self.tool.run(args)?;
         if let crate::command::Exit::Signal(_) = out.exit {
+            let argv = out.argv.clone();
             return Err(out
                 .into_success()
                 .err()
@@ -296,7 +285,7 @@ impl Smartctl {
                     detail: "killed".into(),
                 }));
         }
-        Ok((out.stdout, out.stderr, argv))
+        Ok((out.stdout, out.stderr, out.argv))
     }
 
     /// `smartctl --scan-open --json`. No disks: empty list (the `devices` key is absent).
@@ -311,7 +300,7 @@ impl Smartctl {
         device: &str,
         device_type: Option<&str>,
     ) -> Result<SmartctlReport, SmartctlError> {
-        let command = format!("{} --json -a {device}", self.program);
+        let command = format!("{} --json -a {device}", self.tool.program());
         if !device.starts_with("/dev/") {
             return Err(SmartctlError::CallFailed {
                 command,

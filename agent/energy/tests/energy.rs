@@ -3,6 +3,10 @@
 //! `tests/fixtures/traces/` (see its README); malformed inputs. Add a case by building a trace with the
 //! helpers below and asserting against the value computed by hand in the comment.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use wattflip_energy::*;

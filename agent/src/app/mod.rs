@@ -27,7 +27,7 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 
 /// Completes on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
-    wattflip_proto::cli::shutdown_signal().await
+    wattflip_infra::cli::shutdown_signal().await
 }
 
 /// `check-config`: every problem of the file, or a one-line summary of it.

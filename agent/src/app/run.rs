@@ -143,7 +143,7 @@ async fn serve_metrics(cfg: &Config, metrics: &Arc<AgentMetrics>) -> Result<ones
     let (metrics_stop, metrics_stopped) = oneshot::channel::<()>();
     if let Some(addr) = cfg.metrics_listen {
         let m = metrics.clone();
-        let bound = wattflip_proto::telemetry::serve_metrics(addr, Arc::new(move || m.render()), async {
+        let bound = wattflip_infra::telemetry::serve_metrics(addr, Arc::new(move || m.render()), async {
             let _ = metrics_stopped.await;
         })
         .await?;

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use std::sync::Arc;
 use std::time::Duration;
 use wattflip_drives::CommandRunner;
-use wattflip_proto::tls::TlsMode;
+use wattflip_infra::tls::TlsMode;
 use wattflip_proto::v1;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +25,7 @@ pub enum RunError {
     #[error("cannot open the spool (spool.dir): {0}")]
     Spool(#[from] crate::export::backlog::BacklogError),
     #[error(transparent)]
-    Metrics(#[from] wattflip_proto::telemetry::MetricsBindError),
+    Metrics(#[from] wattflip_infra::telemetry::MetricsBindError),
 }
 
 /// The Hello of this agent: identity, labels, inventory (sysfs block devices enriched by what

@@ -8,7 +8,7 @@ use super::sweep::SweepPattern;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_proto::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::tomlcfg::{parse_duration, Loader};
 
 /// `[drives]`: nvme-cli and smartctl (inventory, temperatures, SMART) and the power governor.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,8 +7,8 @@ use super::spool::{SpoolConfig, SyncPolicy};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_proto::tls::{is_loopback_host, url_host, TlsMode};
-use wattflip_proto::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
+use wattflip_infra::tomlcfg::{parse_duration, Loader};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectorConfig {

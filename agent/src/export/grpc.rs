@@ -2,7 +2,7 @@
 //! the backlog (the disk spool, or memory when no spool is configured) *before* it is sent; it is
 //! sent from there and stays until the collector acknowledges a sequence at or above it. On any
 //! disconnect the exporter moves to the next configured collector endpoint, waits with capped
-//! exponential backoff, and after a fresh Hello resends everything unacknowledged, in order, as
+//! exponential backoff with jitter (`wattflip_infra::Backoff`), and after a fresh Hello resends everything unacknowledged, in order, as
 //! fast as the stream takes it. Batches dropped because the backlog was full are counted and the
 //! count is reported in the next batch as a `backlog_dropped` event. Connections use mutual TLS
 //! unless the config names the plaintext loopback mode.
@@ -14,7 +14,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-use wattflip_proto::tls::{is_loopback_host, url_host, TlsMode};
+use wattflip_infra::backoff::Backoff;
+use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_client::IngestClient, AgentMessage};
 
 /// Metadata key the collector sets on `invalid_argument` to name the rejected batch.
@@ -168,18 +169,17 @@ impl Exporter {
         now_ns: impl Fn() -> i64,
     ) -> ExportSummary {
         let mut input_open = true;
-        let mut attempt: u32 = 0;
+        let mut backoff = Backoff::new(self.cfg.backoff_initial, self.cfg.backoff_max);
         let mut tick = tokio::time::interval(self.cfg.maintain_every);
         loop {
             if !input_open && self.backlog.is_empty() {
                 break;
             }
-            match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut attempt, &mut tick).await {
+            match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut backoff, &mut tick).await {
                 Session::Done | Session::Stop => break,
                 Session::Lost(why) => {
                     AgentMetrics::add(&self.metrics.connect_retries, 1);
-                    let wait = backoff(self.cfg.backoff_initial, self.cfg.backoff_max, attempt);
-                    attempt = attempt.saturating_add(1);
+                    let wait = backoff.next_delay();
                     let url = &self.cfg.endpoints[self.endpoint % self.cfg.endpoints.len()];
                     tracing::warn!(backlog = self.backlog.len(), "collector {url}: {why}; retrying in {wait:?}");
                     // Failover: the next attempt goes to the next endpoint.
@@ -224,7 +224,7 @@ impl Exporter {
         input_open: &mut bool,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
         now_ns: &impl Fn() -> i64,
-        attempt: &mut u32,
+        backoff: &mut Backoff,
         tick: &mut tokio::time::Interval,
     ) -> Session {
         let url = self.cfg.endpoints[self.endpoint % self.cfg.endpoints.len()].clone();
@@ -278,7 +278,7 @@ impl Exporter {
                 },
                 ack = acks.message() => match ack {
                     Ok(Some(a)) => {
-                        *attempt = 0;
+                        backoff.reset();
                         self.ack(a.durable_sequence);
                     }
                     Ok(None) => return Session::Lost("the collector closed the stream".into()),
@@ -312,10 +312,6 @@ impl Exporter {
             None => tracing::error!("the collector rejected the stream: {}", status.message()),
         }
     }
-}
-
-fn backoff(initial: Duration, max: Duration, attempt: u32) -> Duration {
-    initial.saturating_mul(1u32 << attempt.min(16)).min(max)
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
@@ -367,15 +363,6 @@ mod tests {
         assert_eq!(e.backlog.len(), 1);
         assert_eq!(e.summary.acked, 1);
         assert_eq!(e.metrics.batches_dropped.load(std::sync::atomic::Ordering::Relaxed), 2);
-    }
-
-    #[test]
-    fn backoff_is_capped() {
-        let i = Duration::from_millis(200);
-        let m = Duration::from_secs(30);
-        assert_eq!(backoff(i, m, 0), Duration::from_millis(200));
-        assert_eq!(backoff(i, m, 3), Duration::from_millis(1600));
-        assert_eq!(backoff(i, m, 20), m);
     }
 
     #[tokio::test]

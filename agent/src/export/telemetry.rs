@@ -3,7 +3,7 @@
 //! metric, add a field here, update it where it happens, and render it in [`AgentMetrics::render`].
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use wattflip_proto::telemetry::{LabelledTimings, Text};
+use wattflip_infra::telemetry::{LabelledTimings, Text};
 
 #[derive(Debug, Default)]
 pub struct AgentMetrics {

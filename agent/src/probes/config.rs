@@ -11,7 +11,7 @@ use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattflip_proto::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::tomlcfg::{parse_duration, Loader};
 
 /// One validated `[[probes]]` entry.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use super::SensorKinds;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_proto::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::tomlcfg::{parse_duration, Loader};
 
 /// One optional interval per power source name (the `source` tag). A struct rather than a map, so
 /// a misspelt source is an unknown key reported at `sampling.power_intervals.<name>`.

@@ -179,7 +179,8 @@ pub fn block_info(roots: &HostRoots, name: &str, dev: (u32, u32)) -> BlockInfo {
     info.model = read_trim(&base.join("device/model"));
     info.serial =
         read_trim(&base.join("device/serial")).or_else(|| read_trim(&base.join("device/wwid")));
-    info.firmware = read_trim(&base.join("device/firmware_rev")).or_else(|| read_trim(&base.join("device/rev")));
+    info.firmware = read_trim(&base.join("device/firmware_rev"))
+        .or_else(|| read_trim(&base.join("device/rev")));
     info.identity = info.serial.clone().or_else(|| {
         // Loop devices have no serial: `loop:<absolute backing file path>` is stable across
         // re-attachment of the same image (documented in docs/uflip-engine.md).
@@ -402,7 +403,10 @@ mod tests {
         // wwid when no serial; loop backing file for loop devices; SCSI firmware in `rev`.
         f.file("sys/block/sdb/device/wwid", "naa.5000c500a1b2c3d4\n");
         f.file("sys/block/sdb/device/rev", "GX03\n");
-        assert_eq!(block_info(&roots, "sdb", (8, 16)).firmware.as_deref(), Some("GX03"));
+        assert_eq!(
+            block_info(&roots, "sdb", (8, 16)).firmware.as_deref(),
+            Some("GX03")
+        );
         assert_eq!(
             block_info(&roots, "sdb", (8, 16)).identity.as_deref(),
             Some("naa.5000c500a1b2c3d4")

@@ -1,8 +1,12 @@
 //! Write-refusal paths exercised for real on loop devices (root only): an unpartitioned device with
 //! consent is written; one carrying a mounted ext4 is refused; one without consent is refused for
 //! writes but still runs read-only plans; a partitioned one is refused. Loop devices and mounts are
-//! always released by drop guards. Skips (with the reason printed) when not root or when losetup is
-//! missing.
+//! always released by drop guards. Not root, or a missing tool (losetup, mkfs.ext4, sfdisk), is a
+//! failure that says what to install (`bash tests/run.sh` installs them and runs as root).
+
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,20 +14,29 @@ use wattflip_uflip::*;
 
 const MIB: u64 = 1 << 20;
 
-fn skip_reason() -> Option<String> {
+/// Fails the test, saying what to do, unless this runs as root with every `(tool, package)` on
+/// PATH. Never a silent pass: a test that cannot set up its loop device has not tested anything.
+fn require_root_and(tools: &[(&str, &str)]) {
     let uid = Command::new("id")
         .arg("-u")
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if uid.as_deref() != Some("0") {
-        return Some("not root".into());
+    assert_eq!(
+        uid.as_deref(),
+        Some("0"),
+        "loop-device tests need root (they create and mount loop devices): run them as root, \
+         e.g. `sudo bash tests/run.sh`"
+    );
+    for (tool, package) in tools {
+        assert!(
+            Command::new(tool).arg("--version").output().is_ok(),
+            "`{tool}` is missing: install Debian's `{package}` package (bash tests/run.sh does)"
+        );
     }
-    if Command::new("losetup").arg("--version").output().is_err() {
-        return Some("losetup is missing".into());
-    }
-    None
 }
+
+const LOSETUP: (&str, &str) = ("losetup", "mount");
 
 /// A loop device detached on drop.
 struct LoopDev {
@@ -89,10 +102,7 @@ fn small_write_plan(size: u64) -> Plan {
 
 #[test]
 fn consented_unpartitioned_loop_device_is_written() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    require_root_and(&[LOSETUP]);
     let lo = LoopDev::new("clean", 32 * MIB, false);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     assert_eq!(t.kind, TargetKind::Block);
@@ -120,10 +130,7 @@ fn consented_unpartitioned_loop_device_is_written() {
 
 #[test]
 fn loop_device_without_consent_is_refused_for_writes_only() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    require_root_and(&[LOSETUP]);
     let lo = LoopDev::new("noconsent", 16 * MIB, false);
     let t = Target::open(&TargetOptions::block(
         &lo.dev,
@@ -154,20 +161,14 @@ fn loop_device_without_consent_is_refused_for_writes_only() {
 
 #[test]
 fn loop_device_with_mounted_ext4_is_refused_even_with_consent() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    require_root_and(&[LOSETUP, ("mkfs.ext4", "e2fsprogs")]);
     let lo = LoopDev::new("ext4", 32 * MIB, false);
     let mk = Command::new("mkfs.ext4")
         .arg("-q")
         .arg("-F")
         .arg(&lo.dev)
-        .output();
-    let Ok(mk) = mk else {
-        eprintln!("skipped: mkfs.ext4 is missing");
-        return;
-    };
+        .output()
+        .expect("run mkfs.ext4");
     assert!(
         mk.status.success(),
         "mkfs.ext4: {}",
@@ -215,14 +216,7 @@ fn loop_device_with_mounted_ext4_is_refused_even_with_consent() {
 
 #[test]
 fn partitioned_loop_device_is_refused() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
-    if Command::new("sfdisk").arg("--version").output().is_err() {
-        eprintln!("skipped: sfdisk is missing");
-        return;
-    }
+    require_root_and(&[LOSETUP, ("sfdisk", "fdisk"), ("partx", "util-linux")]);
     let lo = LoopDev::new("parted", 16 * MIB, true);
     let mut sf = Command::new("sfdisk")
         .arg("-q")
@@ -240,9 +234,27 @@ fn partitioned_loop_device_is_refused() {
     }
     assert!(sf.wait().unwrap().success());
     let _ = Command::new("udevadm").arg("settle").status();
+    // Some kernels do not register a loop device's partitions on sfdisk's BLKRRPART (seen on a
+    // 6.18 VM: /dev/loop0p1 never came); `partx -a` adds them through BLKPG (its error "busy"
+    // only means they are there already). Then poll sysfs for the partition, with a deadline.
+    let _ = Command::new("partx")
+        .arg("-a")
+        .arg(&lo.dev)
+        .stderr(std::process::Stdio::null())
+        .status();
+    let name = lo.dev.file_name().unwrap().to_string_lossy().to_string();
+    let part = Path::new("/sys/class/block").join(format!("{name}p1"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !part.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not appear within 10 s after sfdisk",
+            part.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
-    let name = lo.dev.file_name().unwrap().to_string_lossy().to_string();
     assert_eq!(
         refusal.reasons,
         vec![

@@ -163,7 +163,7 @@ async fn agent(
 }
 
 fn main() -> anyhow::Result<()> {
-    wattflip_proto::tls::install_crypto_provider();
+    wattflip_infra::tls::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new()?;
     match Cli::parse().cmd {
         Cmd::Pki { dir } => pki(&dir),

@@ -14,7 +14,7 @@ use crate::service::guard::{Dedup, RateLimiter};
 use crate::sinks::influx::WriterHandle;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use wattflip_proto::telemetry::LabelledCounter;
+use wattflip_infra::telemetry::LabelledCounter;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};

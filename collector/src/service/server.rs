@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
-use wattflip_proto::telemetry::{serve_metrics, MetricsBindError};
-use wattflip_proto::tls::TlsMode;
+use wattflip_infra::telemetry::{serve_metrics, MetricsBindError};
+use wattflip_infra::tls::TlsMode;
 use wattflip_proto::v1::ingest_server::IngestServer;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +45,7 @@ pub async fn serve(
     stats: Arc<Stats>,
     drain: Duration,
 ) -> Result<(), ServeError> {
-    wattflip_proto::tls::install_crypto_provider();
+    wattflip_infra::tls::install_crypto_provider();
     let local = listener.local_addr().map_err(ServeError::Listener)?;
     // Checked again here (not only in the config) so no code path can serve plaintext widely.
     if cfg.tls.is_insecure() && !local.ip().is_loopback() {

@@ -14,7 +14,7 @@ use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
-use wattflip_proto::tls::TlsMaterial;
+use wattflip_infra::tls::TlsMaterial;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {

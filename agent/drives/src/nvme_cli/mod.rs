@@ -18,7 +18,7 @@ pub use id_ctrl::{parse_id_ctrl, IdCtrl, PowerState};
 pub use list::{controller_of, parse_list, ListedNamespace};
 pub use smart_log::{parse_smart_log, CriticalWarning, SmartLog, ThermalMgmt};
 
-use crate::command::{CommandError, CommandOutput, CommandRunner, DEFAULT_TIMEOUT};
+use crate::command::{CommandError, CommandOutput, CommandRunner, Tool};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,62 +96,46 @@ pub fn parse_version(stdout: &str) -> Option<NvmeCliVersion> {
     })
 }
 
-/// nvme-cli behind a runner: program path, deadline, runner. Cheap to clone.
-#[derive(Clone)]
+/// nvme-cli behind a runner ([`Tool`]: program path, deadline, runner). Cheap to clone.
+#[derive(Clone, Debug)]
 pub struct NvmeCli {
-    runner: Arc<dyn CommandRunner>,
-    program: String,
-    timeout: Duration,
-}
-
-impl fmt::Debug for NvmeCli {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NvmeCli")
-            .field("program", &self.program)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
+    tool: Tool,
 }
 
 impl NvmeCli {
-    /// `nvme` from PATH with [`DEFAULT_TIMEOUT`].
+    /// `nvme` from PATH with [`crate::DEFAULT_TIMEOUT`].
     pub fn new(runner: Arc<dyn CommandRunner>) -> Self {
         NvmeCli {
-            runner,
-            program: "nvme".to_string(),
-            timeout: DEFAULT_TIMEOUT,
+            tool: Tool::new(runner, "nvme"),
         }
     }
 
     /// Uses another executable (absolute path, or a fake in tests).
-    pub fn with_program(mut self, program: impl Into<String>) -> Self {
-        self.program = program.into();
-        self
+    pub fn with_program(self, program: impl Into<String>) -> Self {
+        NvmeCli {
+            tool: self.tool.with_program(program),
+        }
     }
 
     /// Uses another deadline per call.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        NvmeCli {
+            tool: self.tool.with_timeout(timeout),
+        }
     }
 
     /// The program that runs.
     pub fn program(&self) -> &str {
-        &self.program
+        self.tool.program()
     }
 
     /// Runs `nvme <args>` and requires exit 0.
     fn run_ok(&self, args: &[String]) -> Result<CommandOutput, NvmeError> {
-        let mut argv = Vec::with_capacity(args.len() + 1);
-        argv.push(self.program.clone());
-        argv.extend_from_slice(args);
-        Ok(self.runner.run(&argv, self.timeout)?.into_success()?)
+        Ok(self.tool.run(args)?.into_success()?)
     }
 
     fn argv_line(&self, args: &[String]) -> String {
-        let mut argv = vec![self.program.clone()];
-        argv.extend_from_slice(args);
-        crate::command::command_line(&argv)
+        self.tool.command_line(args)
     }
 
     /// `nvme version`.

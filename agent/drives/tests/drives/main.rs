@@ -2,6 +2,10 @@
 //! fake nvme-cli, the fake `nvme` script run through the real runner, and the SIGKILL crash test.
 //! One binary (ripgrep style); one module per area.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod crash;
 mod fixtures;
 mod governor;

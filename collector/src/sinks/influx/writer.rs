@@ -8,6 +8,7 @@
 //! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
 
 use crate::config::{InfluxApi, InfluxConfig};
+use wattflip_infra::Backoff;
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +26,7 @@ pub struct SinkStats {
     pub retries: AtomicU64,
     pub databases_created: AtomicU64,
     /// Duration of each write request, successful or not.
-    pub write_latency: wattflip_proto::telemetry::Histogram,
+    pub write_latency: wattflip_infra::telemetry::Histogram,
 }
 
 struct Job {
@@ -411,7 +412,9 @@ impl Writer {
     async fn write_with_retry(&mut self, lines: Vec<String>) -> bool {
         // A stack of pieces: a 413 splits a piece in two.
         let mut pieces: Vec<Vec<String>> = vec![lines];
-        let mut attempt: u32 = 0;
+        // 100 ms doubling up to `influx.max_backoff` (a lower max caps the first step too).
+        let cap = self.endpoint.cfg.max_backoff;
+        let mut backoff = Backoff::new(Duration::from_millis(100).min(cap), cap);
         while let Some(piece) = pieces.pop() {
             let refs: Vec<&str> = piece.iter().map(String::as_str).collect();
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -420,11 +423,11 @@ impl Writer {
             self.stats.write_latency.observe(started.elapsed());
             match result {
                 Ok(()) => {
-                    attempt = 0;
+                    backoff.reset();
                     self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
                 }
                 Err(PostError::Rejected { lines, reason }) => {
-                    attempt = 0;
+                    backoff.reset();
                     self.stats.lines_rejected.fetch_add(lines, Ordering::Relaxed);
                     self.stats
                         .lines_written
@@ -451,7 +454,7 @@ impl Writer {
                         }
                         Err(e) => {
                             tracing::warn!("cannot create database {}: {e}", self.endpoint.cfg.database);
-                            if !self.backoff(&mut attempt, None).await {
+                            if !self.pause(&mut backoff, None).await {
                                 return false;
                             }
                         }
@@ -460,9 +463,9 @@ impl Writer {
                 }
                 Err(PostError::Retry { reason, after }) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(attempt, "InfluxDB write failed, will retry: {reason}");
+                    tracing::warn!(attempt = backoff.attempt(), "InfluxDB write failed, will retry: {reason}");
                     pieces.push(piece);
-                    if !self.backoff(&mut attempt, after).await {
+                    if !self.pause(&mut backoff, after).await {
                         return false;
                     }
                 }
@@ -471,20 +474,10 @@ impl Writer {
         true
     }
 
-    /// Sleeps 100 ms · 2^attempt (capped, ±25 % jitter) or Retry-After; false on shutdown.
-    async fn backoff(&mut self, attempt: &mut u32, after: Option<Duration>) -> bool {
-        let base = Duration::from_millis(100).saturating_mul(1u32 << (*attempt).min(16));
-        let cap = self.endpoint.cfg.max_backoff;
-        let mut wait = after.unwrap_or(base).min(cap.max(Duration::from_millis(100)));
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        if after.is_none() {
-            let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
-            wait = wait.mul_f64(jitter);
-        }
-        *attempt = attempt.saturating_add(1);
+    /// Sleeps the next backoff delay (jittered), or InfluxDB's Retry-After (capped); false on
+    /// shutdown.
+    async fn pause(&mut self, backoff: &mut Backoff, retry_after: Option<Duration>) -> bool {
+        let wait = backoff.next_delay_or(retry_after);
         tokio::select! {
             _ = tokio::time::sleep(wait) => true,
             _ = self.shutdown.changed() => false,

@@ -23,7 +23,12 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} problem(s):", self.file.display(), self.problems.len())?;
+        write!(
+            f,
+            "{}: {} problem(s):",
+            self.file.display(),
+            self.problems.len()
+        )?;
         for p in &self.problems {
             if p.path.is_empty() {
                 write!(f, "\n  - {}", p.message)?;
@@ -65,7 +70,11 @@ impl Loader {
                 message: format!("not valid TOML: {}", e.to_string().trim()),
             }],
         })?;
-        Ok(Loader { file: file.to_owned(), table, problems: Vec::new() })
+        Ok(Loader {
+            file: file.to_owned(),
+            table,
+            problems: Vec::new(),
+        })
     }
 
     /// Takes top-level key `key` and deserialises it into `T`. A missing key gives `T::default()`;
@@ -88,8 +97,15 @@ impl Loader {
             Ok(v) => v,
             Err(e) => {
                 let inner = e.path().to_string();
-                let path = if inner == "." { key.to_string() } else { join(key, &inner) };
-                self.problems.push(Problem { path, message: e.into_inner().to_string() });
+                let path = if inner == "." {
+                    key.to_string()
+                } else {
+                    join(key, &inner)
+                };
+                self.problems.push(Problem {
+                    path,
+                    message: e.into_inner().to_string(),
+                });
                 T::default()
             }
         }
@@ -97,7 +113,10 @@ impl Loader {
 
     /// Records a semantic problem found by the caller.
     pub fn problem(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem { path: path.into(), message: message.into() });
+        self.problems.push(Problem {
+            path: path.into(),
+            message: message.into(),
+        });
     }
 
     /// Fails with every problem found, including top-level keys nobody took.
@@ -113,7 +132,10 @@ impl Loader {
         if self.problems.is_empty() {
             Ok(())
         } else {
-            Err(ConfigError { file: self.file, problems: self.problems })
+            Err(ConfigError {
+                file: self.file,
+                problems: self.problems,
+            })
         }
     }
 
@@ -130,9 +152,15 @@ fn dotted(p: &serde_ignored::Path<'_>) -> String {
         Path::Seq { parent, index } => format!("{}[{index}]", dotted(parent)),
         Path::Map { parent, key } => {
             let head = dotted(parent);
-            if head.is_empty() { key.clone() } else { format!("{head}.{key}") }
+            if head.is_empty() {
+                key.clone()
+            } else {
+                format!("{head}.{key}")
+            }
         }
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => dotted(parent),
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => dotted(parent),
     }
 }
 
@@ -192,8 +220,14 @@ mod tests {
     #[test]
     fn durations_parse_or_name_the_key() {
         let mut l = Loader::from_str(Path::new("b.toml"), "").unwrap();
-        assert_eq!(parse_duration("x", "250ms", &mut l), Some(std::time::Duration::from_millis(250)));
-        assert_eq!(parse_duration("x", "2m", &mut l), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(
+            parse_duration("x", "250ms", &mut l),
+            Some(std::time::Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration("x", "2m", &mut l),
+            Some(std::time::Duration::from_secs(120))
+        );
         assert_eq!(parse_duration("s.interval", "fast", &mut l), None);
         let err = l.finish().unwrap_err();
         assert_eq!(err.problems[0].path, "s.interval");

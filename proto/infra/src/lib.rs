@@ -1,0 +1,20 @@
+//! Process infrastructure shared by the agent and the collector binaries, kept out of the wire crate
+//! (`wattflip-proto`) so that one is the wire format only.
+//!
+//! - [`tls`]: the one rustls crypto provider (ring) and the `[tls]` config section.
+//! - [`tomlcfg`]: strict TOML loading (unknown keys rejected, every problem at once by dotted key).
+//! - [`telemetry`]: counters, histograms, the Prometheus text format and the `/metrics` server.
+//! - [`cli`]: logging set-up, exit codes with the error chain, SIGINT/SIGTERM.
+//! - [`backoff`]: capped exponential reconnect/retry delays with jitter.
+//!
+//! To add a piece: a module here only if both binaries use it and it is not about the wire format
+//! (that goes in `wattflip-proto`) nor about units (`wattflip-units`); one binary's plumbing stays
+//! in that binary.
+
+pub mod backoff;
+pub mod cli;
+pub mod telemetry;
+pub mod tls;
+pub mod tomlcfg;
+
+pub use backoff::Backoff;
