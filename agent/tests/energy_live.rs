@@ -4,6 +4,10 @@
 //! write runs, one longer than the pause), analysed by the same function the probe calls after it
 //! stops recording. Add a scenario by changing the schedule built from the report.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../energy/tests/truth/mod.rs"]
 mod truth;
 

@@ -5,6 +5,10 @@
 //! against the targets. Seeded, a fixed number of cases. Add a scenario as a new `#[test]` calling
 //! `check_case` with its schedule.
 
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod truth;
 
 use rand::SeedableRng;
