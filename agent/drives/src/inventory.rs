@@ -75,6 +75,8 @@ pub struct Drive {
     pub logical_block_size: Option<u32>,
     /// Transport.
     pub transport: Transport,
+    /// Spinning media (`rotation_rate` ≠ 0); `Some(false)` for NVMe and SSDs, `None` if unknown.
+    pub rotational: Option<bool>,
     /// NVMe power states (empty for ATA or when id-ctrl failed).
     pub power_states: Vec<PowerState>,
     /// NVMe WCTEMP (id-ctrl), when reported: the throttling detector's threshold.
@@ -193,8 +195,9 @@ pub fn merge_nvme(
             model: pick(&c.model, |i| &i.model),
             serial: pick(&c.serial, |i| &i.serial),
             firmware: pick(&c.firmware, |i| &i.firmware),
-            capacity_bytes: None,
+            capacity_bytes: id.and_then(id_capacity),
             logical_block_size: None,
+            rotational: Some(false),
             transport: c
                 .transport
                 .as_deref()
@@ -208,6 +211,8 @@ pub fn merge_nvme(
             drives.push(base);
             continue;
         }
+        // TNVMCAP is the whole controller's: a fallback only for its single namespace.
+        let single = c.namespaces.len() == 1;
         for ns in &c.namespaces {
             let name = format!("/dev/{}", ns.name);
             if drives.iter().any(|d| d.name == name) {
@@ -218,7 +223,8 @@ pub fn merge_nvme(
                 name,
                 capacity_bytes: ns
                     .capacity_bytes
-                    .or_else(|| l.and_then(|l| l.capacity_bytes)),
+                    .or_else(|| l.and_then(|l| l.capacity_bytes))
+                    .or(if single { base.capacity_bytes } else { None }),
                 logical_block_size: ns
                     .logical_block_size
                     .or_else(|| l.and_then(|l| l.sector_size)),
@@ -249,6 +255,7 @@ pub fn merge_nvme(
             firmware: or_id(&l.firmware, |i| &i.firmware),
             capacity_bytes: l.capacity_bytes,
             logical_block_size: l.sector_size,
+            rotational: Some(false),
             transport: l
                 .transport
                 .as_deref()
@@ -263,6 +270,11 @@ pub fn merge_nvme(
     drives
 }
 
+/// TNVMCAP in bytes, when it fits a u64 (16 EiB).
+fn id_capacity(id: &IdCtrl) -> Option<u64> {
+    id.capacity_bytes.and_then(|c| u64::try_from(c).ok())
+}
+
 /// A drive seen only by smartctl (SATA/SAS, or NVMe where sysfs and nvme-cli are unavailable).
 pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
     let nvme = r.device.protocol.eq_ignore_ascii_case("nvme") || r.device.device_type == "nvme";
@@ -274,6 +286,7 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
         firmware: r.firmware.clone().unwrap_or_default(),
         capacity_bytes: r.capacity_bytes,
         logical_block_size: r.logical_block_size,
+        rotational: r.rotational(),
         transport: if nvme {
             Transport::Unknown
         } else {

@@ -16,12 +16,14 @@
 //! - [`restore`]: state file + [`RestoreGuard`] + [`RestoreRegistry`] + [`recover`] so the
 //!   original power state always comes back, even after SIGKILL.
 //! - [`sweep`]: the order in which a governor sweep visits operational states.
+//! - [`crosscheck`]: one drive seen by several sources must agree on identity and temperature.
 //! - [`units`]: [`Celsius`] and [`Watts`].
 //!
 //! Library code never panics; every error names the command, device or file involved and says what
 //! to do next.
 
 pub mod command;
+pub mod crosscheck;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 pub mod governor;
@@ -38,8 +40,10 @@ pub mod units;
 pub use command::{
     CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, Tool, DEFAULT_TIMEOUT,
 };
+pub use crosscheck::{cross_check, Disagreement, SourceView};
 pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome};
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
+pub use jsonutil::FieldProblem;
 pub use nvme_cli::{
     CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus,
     PowerManagement, PowerState, SmartLog,

@@ -8,7 +8,7 @@
 
 use crate::command::{command_line, CommandError, CommandRunner, Tool};
 use crate::jsonutil::{
-    field_str, field_u64, narrow, raw_u128, raw_u64, raw_value, u64_of, RawObject,
+    field_i64, field_num, field_str, num_of, raw_num, raw_value, FieldProblem, Problems, RawObject,
 };
 use crate::nvme_cli::CriticalWarning;
 use crate::units::Celsius;
@@ -180,6 +180,14 @@ pub struct SmartctlNvmeLog {
     pub data_units_written: Option<u128>,
     /// Power-on hours.
     pub power_on_hours: Option<u128>,
+    /// Power cycles.
+    pub power_cycles: Option<u128>,
+    /// Unsafe shutdowns.
+    pub unsafe_shutdowns: Option<u128>,
+    /// Media and data integrity errors.
+    pub media_errors: Option<u128>,
+    /// Error information log entries.
+    pub error_log_entries: Option<u128>,
     /// Minutes above WCTEMP (only printed when thresholds are non-zero).
     pub warning_temp_time_min: Option<u32>,
     /// Minutes above CCTEMP.
@@ -212,16 +220,18 @@ pub struct SmartctlReport {
     pub messages: Vec<SmartctlMessage>,
     /// The device as smartctl names it.
     pub device: ScannedDevice,
-    /// Model name.
+    /// Model: `model_name`; for SCSI/SAS `scsi_model_name`, else `scsi_vendor` + `scsi_product`.
     pub model: Option<String>,
     /// Serial number.
     pub serial: Option<String>,
-    /// Firmware version.
+    /// Firmware: `firmware_version`; for SCSI/SAS `scsi_revision` (`revision` before 7.0).
     pub firmware: Option<String>,
-    /// `user_capacity.bytes`.
+    /// `user_capacity.bytes`, else (NVMe, when smartctl omits it) `nvme_total_capacity`.
     pub capacity_bytes: Option<u64>,
-    /// `logical_block_size`.
+    /// `logical_block_size`; `None` when not printed or 0 (unknown).
     pub logical_block_size: Option<u32>,
+    /// `rotation_rate` in rpm as printed (0 = solid state); `None` when not printed.
+    pub rotation_rate_rpm: Option<u32>,
     /// `smart_status.passed`.
     pub smart_passed: Option<bool>,
     /// Best temperature reading, °C (whole degrees).
@@ -236,9 +246,23 @@ pub struct SmartctlReport {
     pub nvme: Option<SmartctlNvmeLog>,
     /// ATA SMART attributes, for ATA devices.
     pub ata_attributes: Vec<AtaAttribute>,
+    /// Fields that were printed but could not be read (left out above).
+    pub problems: Vec<FieldProblem>,
 }
 
 impl SmartctlReport {
+    /// Spinning media: `Some(true)` for a non-zero `rotation_rate`, `Some(false)` for 0 (SSD) or an
+    /// NVMe device, `None` when smartctl did not say.
+    pub fn rotational(&self) -> Option<bool> {
+        match self.rotation_rate_rpm {
+            Some(rpm) => Some(rpm != 0),
+            None if self.nvme.is_some() || self.device.protocol.eq_ignore_ascii_case("nvme") => {
+                Some(false)
+            }
+            None => None,
+        }
+    }
+
     /// The ATA attribute with this ID.
     pub fn attribute(&self, id: u8) -> Option<&AtaAttribute> {
         self.ata_attributes.iter().find(|a| a.id == id)
@@ -334,7 +358,13 @@ fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3
         detail: e.to_string(),
     })?;
     let sc = env.smartctl.unwrap_or(Value::Null);
-    let exit = SmartctlExit(narrow(field_u64(&sc, "exit_status")).unwrap_or(0));
+    let exit = field_num::<u8>(&sc, "smartctl", "exit_status")
+        .map_err(|p| SmartctlError::Parse {
+            command: command.into(),
+            detail: p.to_string(),
+        })?
+        .map(SmartctlExit)
+        .unwrap_or_default();
     let messages: Vec<SmartctlMessage> = sc
         .get("messages")
         .and_then(Value::as_array)
@@ -349,8 +379,8 @@ fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3
         .unwrap_or_default();
     let version = sc.get("version").and_then(Value::as_array).and_then(|v| {
         Some((
-            narrow(v.first().and_then(u64_of))?,
-            narrow(v.get(1).and_then(u64_of))?,
+            num_of::<u32>("smartctl.version[0]", v.first()?).ok()??,
+            num_of::<u32>("smartctl.version[1]", v.get(1)?).ok()??,
         ))
     });
     let has_error = messages.iter().any(|m| m.severity == "error");
@@ -424,16 +454,17 @@ pub fn parse_report(
         detail: format!("not JSON: {e}"),
     })?;
     let (exit, messages, version) = envelope_check(&root, stderr, command)?;
-    let nvme = nvme_log(stdout, command)?;
-    let ata_attributes = ata_attributes(&root);
+    let mut pr = Problems::default();
+    let nvme = nvme_log(stdout, command, &mut pr)?;
+    let ata_attributes = ata_attributes(&root, &mut pr);
 
     let mut temperature = None;
     let mut temperature_origin = None;
-    if let Some(c) = root
-        .get("temperature")
-        .and_then(|t| t.get("current"))
-        .and_then(Value::as_i64)
-    {
+    let current = match root.get("temperature") {
+        Some(t) => pr.take(field_i64(t, "temperature", "current")),
+        None => None,
+    };
+    if let Some(c) = current {
         temperature = Some(Celsius::from_whole_celsius(c));
         temperature_origin = Some(TemperatureOrigin::Current);
     } else if let Some(t) = nvme.as_ref().and_then(|n| n.temperature) {
@@ -456,6 +487,42 @@ pub fn parse_report(
             }
         }
     }
+    // SCSI/SAS: identity in scsi_* (smartctl ≥ 7.0); 6.x dev builds printed model_name/revision.
+    let model = field_str(&root, "model_name")
+        .or_else(|| field_str(&root, "scsi_model_name"))
+        .or_else(|| {
+            let vendor = field_str(&root, "scsi_vendor");
+            let product = field_str(&root, "scsi_product");
+            match (vendor, product) {
+                (Some(v), Some(p)) => Some(format!("{v} {p}")),
+                (v, p) => v.or(p),
+            }
+        })
+        .filter(|m| !m.is_empty());
+    let firmware = field_str(&root, "firmware_version")
+        .or_else(|| field_str(&root, "scsi_revision"))
+        .or_else(|| field_str(&root, "revision"))
+        .filter(|f| !f.is_empty());
+    let user_capacity = match root.get("user_capacity") {
+        Some(u) => pr.take(field_num::<u64>(u, "user_capacity", "bytes")),
+        None => None,
+    };
+    // smartctl prints no user_capacity for an NVMe device whose namespace it did not read
+    // (DC drives with several namespaces, `-d nvme` on the controller node); the controller's
+    // TNVMCAP is the drive's capacity then.
+    let capacity_bytes = user_capacity.or_else(|| {
+        pr.take(field_num::<u64>(&root, "", "nvme_total_capacity"))
+            .filter(|c| *c != 0)
+    });
+    let logical_block_size = pr
+        .take(field_num::<u32>(&root, "", "logical_block_size"))
+        .filter(|b| *b != 0);
+    let rotation_rate_rpm = pr.take(field_num::<u32>(&root, "", "rotation_rate"));
+    let power_on_hours = match root.get("power_on_time") {
+        Some(p) => pr.take(field_num::<u64>(p, "power_on_time", "hours")),
+        None => None,
+    };
+    let power_cycle_count = pr.take(field_num::<u64>(&root, "", "power_cycle_count"));
     Ok(SmartctlReport {
         exit,
         version,
@@ -467,31 +534,33 @@ pub fn parse_report(
             protocol: String::new(),
             open_error: None,
         }),
-        model: field_str(&root, "model_name"),
+        model,
         serial: field_str(&root, "serial_number"),
-        firmware: field_str(&root, "firmware_version"),
-        capacity_bytes: root
-            .get("user_capacity")
-            .and_then(|u| field_u64(u, "bytes")),
-        logical_block_size: narrow(field_u64(&root, "logical_block_size")),
+        firmware,
+        capacity_bytes,
+        logical_block_size,
+        rotation_rate_rpm,
         smart_passed: root
             .get("smart_status")
             .and_then(|s| s.get("passed"))
             .and_then(Value::as_bool),
         temperature,
         temperature_origin,
-        power_on_hours: root
-            .get("power_on_time")
-            .and_then(|p| field_u64(p, "hours")),
-        power_cycle_count: field_u64(&root, "power_cycle_count"),
+        power_on_hours,
+        power_cycle_count,
         nvme,
         ata_attributes,
+        problems: pr.0,
     })
 }
 
 /// The NVMe log read as raw text so 128-bit counters keep every digit. smartctl writes a number
 /// when < 2^53, else a number plus a `KEY_s` string (`json.cpp set_unsafe_le128`): prefer `KEY_s`.
-fn nvme_log(stdout: &str, command: &str) -> Result<Option<SmartctlNvmeLog>, SmartctlError> {
+fn nvme_log(
+    stdout: &str,
+    command: &str,
+    pr: &mut Problems,
+) -> Result<Option<SmartctlNvmeLog>, SmartctlError> {
     #[derive(Deserialize)]
     struct Outer {
         #[serde(default)]
@@ -504,11 +573,28 @@ fn nvme_log(stdout: &str, command: &str) -> Result<Option<SmartctlNvmeLog>, Smar
     let Some(log) = outer.nvme_smart_health_information_log else {
         return Ok(None);
     };
-    let big = |k: &str| raw_u128(&log, &format!("{k}_s")).or_else(|| raw_u128(&log, k));
-    let small = |k: &str| raw_u64(&log, k);
-    let temperature = raw_value(&log, "temperature")
-        .and_then(|v| v.as_i64())
-        .map(Celsius::from_whole_celsius);
+    let mut big = |k: &str| {
+        let s = format!("{k}_s");
+        let key = if log.contains_key(&s) { s.as_str() } else { k };
+        pr.take(raw_num::<u128>(&log, key))
+    };
+    let data_units_read = big("data_units_read");
+    let data_units_written = big("data_units_written");
+    let power_on_hours = big("power_on_hours");
+    let power_cycles = big("power_cycles");
+    let unsafe_shutdowns = big("unsafe_shutdowns");
+    let media_errors = big("media_errors");
+    let error_log_entries = big("num_err_log_entries");
+    let temperature = match raw_value(&log, "temperature") {
+        Some(v) => pr
+            .take(field_i64(
+                &serde_json::json!({ "temperature": v }),
+                "nvme_smart_health_information_log",
+                "temperature",
+            ))
+            .map(Celsius::from_whole_celsius),
+        None => None,
+    };
     let sensors = match raw_value(&log, "temperature_sensors") {
         Some(Value::Array(a)) => a
             .iter()
@@ -516,21 +602,29 @@ fn nvme_log(stdout: &str, command: &str) -> Result<Option<SmartctlNvmeLog>, Smar
             .collect(),
         _ => Vec::new(),
     };
+    let critical_warning = pr
+        .take(raw_num::<u8>(&log, "critical_warning"))
+        .map(CriticalWarning)
+        .unwrap_or_default();
     Ok(Some(SmartctlNvmeLog {
-        critical_warning: CriticalWarning(narrow(small("critical_warning")).unwrap_or(0)),
+        critical_warning,
         temperature,
-        available_spare_pct: narrow(small("available_spare")),
-        percentage_used: narrow(small("percentage_used")),
-        data_units_read: big("data_units_read"),
-        data_units_written: big("data_units_written"),
-        power_on_hours: big("power_on_hours"),
-        warning_temp_time_min: narrow(small("warning_temp_time")),
-        critical_temp_time_min: narrow(small("critical_comp_time")),
+        available_spare_pct: pr.take(raw_num(&log, "available_spare")),
+        percentage_used: pr.take(raw_num(&log, "percentage_used")),
+        data_units_read,
+        data_units_written,
+        power_on_hours,
+        power_cycles,
+        unsafe_shutdowns,
+        media_errors,
+        error_log_entries,
+        warning_temp_time_min: pr.take(raw_num(&log, "warning_temp_time")),
+        critical_temp_time_min: pr.take(raw_num(&log, "critical_comp_time")),
         sensors,
     }))
 }
 
-fn ata_attributes(root: &Value) -> Vec<AtaAttribute> {
+fn ata_attributes(root: &Value, pr: &mut Problems) -> Vec<AtaAttribute> {
     let Some(table) = root
         .get("ata_smart_attributes")
         .and_then(|a| a.get("table"))
@@ -538,19 +632,26 @@ fn ata_attributes(root: &Value) -> Vec<AtaAttribute> {
     else {
         return Vec::new();
     };
-    table
-        .iter()
-        .filter_map(|a| {
-            let raw = a.get("raw");
-            Some(AtaAttribute {
-                id: narrow(field_u64(a, "id"))?,
-                name: field_str(a, "name").unwrap_or_default(),
-                value: narrow(field_u64(a, "value")).unwrap_or(0),
-                worst: narrow(field_u64(a, "worst")).unwrap_or(0),
-                thresh: narrow(field_u64(a, "thresh")).unwrap_or(0),
-                raw_value: raw.and_then(|r| field_u64(r, "value")).unwrap_or(0),
-                raw_string: raw.and_then(|r| field_str(r, "string")).unwrap_or_default(),
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (i, a) in table.iter().enumerate() {
+        let path = format!("ata_smart_attributes.table[{i}]");
+        let Some(id) = pr.take(field_num::<u8>(a, &path, "id")) else {
+            continue;
+        };
+        let raw = a.get("raw");
+        let raw_value = match raw {
+            Some(r) => pr.take(field_num::<u64>(r, &format!("{path}.raw"), "value")),
+            None => None,
+        };
+        out.push(AtaAttribute {
+            id,
+            name: field_str(a, "name").unwrap_or_default(),
+            value: pr.take(field_num(a, &path, "value")).unwrap_or(0),
+            worst: pr.take(field_num(a, &path, "worst")).unwrap_or(0),
+            thresh: pr.take(field_num(a, &path, "thresh")).unwrap_or(0),
+            raw_value: raw_value.unwrap_or(0),
+            raw_string: raw.and_then(|r| field_str(r, "string")).unwrap_or_default(),
+        });
+    }
+    out
 }

@@ -48,8 +48,8 @@ impl ThermalSnapshot {
             composite: log.composite,
             sensors: sensors(log.sensors.iter().copied()),
             temperature_warning: log.critical_warning.temperature(),
-            warning_temp_time_min: Some(log.warning_temp_time_min),
-            critical_temp_time_min: Some(log.critical_temp_time_min),
+            warning_temp_time_min: log.warning_temp_time_min,
+            critical_temp_time_min: log.critical_temp_time_min,
             thermal_mgmt: Some(log.thermal_mgmt),
         }
     }
@@ -100,8 +100,8 @@ impl ThermalSnapshot {
         cmp(earlier.critical_temp_time_min, self.critical_temp_time_min);
         if let (Some(a), Some(b)) = (earlier.thermal_mgmt, self.thermal_mgmt) {
             for i in 0..2 {
-                cmp(Some(a[i].transitions), Some(b[i].transitions));
-                cmp(Some(a[i].total_time_s), Some(b[i].total_time_s));
+                cmp(a[i].transitions, b[i].transitions);
+                cmp(a[i].total_time_s, b[i].total_time_s);
             }
         }
         known.then_some(moved)

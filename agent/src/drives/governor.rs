@@ -308,18 +308,19 @@ async fn hold_until(hold: Option<Duration>, mut shutdown: std::pin::Pin<&mut imp
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::clock::Clock;
     use crate::config::Config;
     use wattflip_drives::fake::{FakeNvme, SetBehaviour};
 
-    fn fixture(rel: &str) -> String {
+    // Shared with the governor sweep's tests (probes::power_sweep).
+    pub(crate) fn fixture(rel: &str) -> String {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("drives/tests/fixtures").join(rel);
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
 
-    fn config(state_dir: &Path) -> Config {
+    pub(crate) fn config(state_dir: &Path) -> Config {
         let mut c = Config::from_str(Path::new("t.toml"), "agent_id = \"t1\"\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap();
         c.drives.state_dir = state_dir.to_path_buf();
         c.drives.smartctl = false;
@@ -328,7 +329,7 @@ mod tests {
         c
     }
 
-    fn five_states(behaviour: SetBehaviour, power_value: u32) -> Arc<FakeNvme> {
+    pub(crate) fn five_states(behaviour: SetBehaviour, power_value: u32) -> Arc<FakeNvme> {
         Arc::new(
             FakeNvme::new()
                 .with_controller("/dev/nvme0", &fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json"), power_value, behaviour)

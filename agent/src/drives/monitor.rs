@@ -13,8 +13,9 @@
 
 use super::tools::{DriveTools, HealthDevice};
 use crate::events::event;
-use std::collections::HashMap;
-use wattflip_drives::{CriticalWarning, SmartLog, SmartctlReport};
+use std::collections::{BTreeSet, HashMap};
+use wattflip_drives::crosscheck::{cross_check, Disagreement, SourceView, DEFAULT_TEMPERATURE_TOLERANCE};
+use wattflip_drives::{Celsius, CriticalWarning, FieldProblem, SmartLog, SmartctlReport};
 use wattflip_proto::v1;
 
 /// Polls the drives' health through the tools.
@@ -25,6 +26,10 @@ pub struct DriveMonitor {
     warnings: HashMap<String, u8>,
     /// Last error per (source, device), so a persistent failure is reported once.
     last_error: HashMap<String, String>,
+    /// Unreadable fields already reported, as `source:device:field → raw`.
+    field_problems: HashMap<String, String>,
+    /// Per device, the disagreements between tools raised so far (`field (source vs reference)`).
+    disagreements: HashMap<String, BTreeSet<String>>,
 }
 
 /// What one poll produced.
@@ -68,26 +73,33 @@ fn sat_u64(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-/// The `nvme_smart` record of an nvme-cli SMART log.
+fn num<T: Into<u64>>(v: Option<T>) -> u64 {
+    v.map(Into::into).unwrap_or(0)
+}
+
+/// The `nvme_smart` record of an nvme-cli SMART log. The wire record has no "absent": a counter the
+/// log lacks or that could not be read goes out as 0; an unreadable one is also reported by
+/// [`DriveMonitor::poll`] as a `drive_field` event naming the field.
 pub fn smart_record(time_ns: i64, dev: &HealthDevice, log: &SmartLog) -> v1::NvmeSmart {
+    let tm = &log.thermal_mgmt;
     v1::NvmeSmart {
         time_ns,
         device: dev.tag.clone(),
         serial: dev.serial.trim().to_string(),
         critical_warning: u32::from(log.critical_warning.0),
         composite_celsius: log.composite.map(|c| c.0).unwrap_or(0.0),
-        percentage_used: u32::from(log.percentage_used),
-        data_units_read: sat_u64(log.data_units_read),
-        data_units_written: sat_u64(log.data_units_written),
-        warning_temp_time_min: u64::from(log.warning_temp_time_min),
-        critical_temp_time_min: u64::from(log.critical_temp_time_min),
-        thm_temp1_trans_count: u64::from(log.thermal_mgmt[0].transitions),
-        thm_temp2_trans_count: u64::from(log.thermal_mgmt[1].transitions),
-        thm_temp1_total_time_s: u64::from(log.thermal_mgmt[0].total_time_s),
-        thm_temp2_total_time_s: u64::from(log.thermal_mgmt[1].total_time_s),
-        power_on_hours: sat_u64(log.power_on_hours),
-        unsafe_shutdowns: sat_u64(log.unsafe_shutdowns),
-        media_errors: sat_u64(log.media_errors),
+        percentage_used: log.percentage_used.map(u32::from).unwrap_or(0),
+        data_units_read: log.data_units_read.map(sat_u64).unwrap_or(0),
+        data_units_written: log.data_units_written.map(sat_u64).unwrap_or(0),
+        warning_temp_time_min: num(log.warning_temp_time_min),
+        critical_temp_time_min: num(log.critical_temp_time_min),
+        thm_temp1_trans_count: num(tm[0].transitions),
+        thm_temp2_trans_count: num(tm[1].transitions),
+        thm_temp1_total_time_s: num(tm[0].total_time_s),
+        thm_temp2_total_time_s: num(tm[1].total_time_s),
+        power_on_hours: log.power_on_hours.map(sat_u64).unwrap_or(0),
+        unsafe_shutdowns: log.unsafe_shutdowns.map(sat_u64).unwrap_or(0),
+        media_errors: log.media_errors.map(sat_u64).unwrap_or(0),
     }
 }
 
@@ -104,16 +116,25 @@ fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlRepo
         percentage_used: n.percentage_used.map(u32::from).unwrap_or(0),
         data_units_read: n.data_units_read.map(sat_u64).unwrap_or(0),
         data_units_written: n.data_units_written.map(sat_u64).unwrap_or(0),
-        warning_temp_time_min: n.warning_temp_time_min.map(u64::from).unwrap_or(0),
-        critical_temp_time_min: n.critical_temp_time_min.map(u64::from).unwrap_or(0),
+        warning_temp_time_min: num(n.warning_temp_time_min),
+        critical_temp_time_min: num(n.critical_temp_time_min),
         power_on_hours: n.power_on_hours.map(sat_u64).unwrap_or(0),
+        unsafe_shutdowns: n.unsafe_shutdowns.map(sat_u64).unwrap_or(0),
+        media_errors: n.media_errors.map(sat_u64).unwrap_or(0),
         ..Default::default()
     })
 }
 
 impl DriveMonitor {
     pub fn new(tools: DriveTools, devices: Vec<HealthDevice>) -> Self {
-        DriveMonitor { tools, devices, warnings: HashMap::new(), last_error: HashMap::new() }
+        DriveMonitor {
+            tools,
+            devices,
+            warnings: HashMap::new(),
+            last_error: HashMap::new(),
+            field_problems: HashMap::new(),
+            disagreements: HashMap::new(),
+        }
     }
 
     /// The temperature sensors this monitor reads, for the Hello inventory (composite only: the
@@ -154,6 +175,7 @@ impl DriveMonitor {
         let devices = self.devices.clone();
         for dev in &devices {
             let mut smart: Option<v1::NvmeSmart> = None;
+            let (mut views, mut last_read) = (Vec::new(), None);
             if let (true, Some(nvme)) = (dev.nvme, self.tools.nvme.clone()) {
                 let r = nvme.smart_log(&dev.node);
                 let t = now();
@@ -169,6 +191,9 @@ impl DriveMonitor {
                             }
                         }
                         smart = Some(smart_record(t, dev, &log));
+                        self.report_problems("nvme_cli", dev, t, &log.problems, &mut out);
+                        views.push(view("nvme_cli", Some(&dev.serial), None, log.composite));
+                        last_read = Some(t);
                     }
                     Err(e) => self.failed("nvme_cli", dev, t, e.to_string(), &mut out),
                 }
@@ -193,6 +218,9 @@ impl DriveMonitor {
                         if smart.is_none() {
                             smart = smart_record_from_smartctl(t, dev, &rep);
                         }
+                        self.report_problems("smartctl", dev, t, &rep.problems, &mut out);
+                        views.push(view("smartctl", rep.serial.as_ref(), rep.model.as_ref(), rep.temperature));
+                        last_read = Some(t);
                     }
                     Err(e) => self.failed("smartctl", dev, t, e.to_string(), &mut out),
                 }
@@ -201,8 +229,57 @@ impl DriveMonitor {
                 self.track_warning(dev, &s, &mut out);
                 out.nvme_smart.push(s);
             }
+            // Only a cycle in which several tools answered can say whether they agree.
+            if let (true, Some(t)) = (views.len() > 1, last_read) {
+                self.track_disagreements(dev, t, &views, &mut out);
+            }
         }
         out
+    }
+
+    /// A `drive_field` warning, once per field and printed value, for a field a tool printed but
+    /// wattflip could not read (it is left out of the samples and records).
+    fn report_problems(&mut self, source: &str, dev: &HealthDevice, t: i64, problems: &[FieldProblem], out: &mut Poll) {
+        for p in problems {
+            let key = format!("{source}:{}:{}", dev.tag, p.field);
+            if self.field_problems.get(&key) == Some(&p.raw) {
+                continue;
+            }
+            tracing::warn!(source, device = %dev.node, "{p}");
+            let mut e = event(t, "drive_field", v1::Severity::Warning, &dev.tag, format!("{source}: {}: {p}", dev.node));
+            e.attributes.insert("source".into(), source.into());
+            e.attributes.insert("field".into(), p.field.clone());
+            e.attributes.insert("raw".into(), p.raw.clone());
+            out.events.push(e);
+            self.field_problems.insert(key, p.raw.clone());
+        }
+    }
+
+    /// A `drive_disagreement` warning when two tools disagree on a drive's identity or temperature
+    /// (beyond the rounding between them), once until they agree again (then an `info` event).
+    fn track_disagreements(&mut self, dev: &HealthDevice, t: i64, views: &[SourceView], out: &mut Poll) {
+        let found = cross_check(views, DEFAULT_TEMPERATURE_TOLERANCE);
+        let keys: BTreeSet<String> = found.iter().map(disagreement_key).collect();
+        let before = self.disagreements.insert(dev.tag.clone(), keys.clone()).unwrap_or_default();
+        for d in found.iter().filter(|d| !before.contains(&disagreement_key(d))) {
+            let mut e = event(t, "drive_disagreement", v1::Severity::Warning, &dev.tag, format!("{}: {d}", dev.node));
+            let (field, reference, other, delta) = match d {
+                Disagreement::Identity { field, reference, other } => (*field, &reference.0, &other.0, None),
+                Disagreement::Temperature { reference, other, delta } => ("temperature", &reference.0, &other.0, Some(*delta)),
+            };
+            e.attributes.insert("field".into(), field.into());
+            e.attributes.insert("source".into(), other.clone());
+            e.attributes.insert("reference".into(), reference.clone());
+            if let Some(delta) = delta {
+                e.attributes.insert("delta_celsius".into(), format!("{delta:.2}"));
+            }
+            tracing::warn!(device = %dev.node, "{}", e.message);
+            out.events.push(e);
+        }
+        for gone in before.difference(&keys) {
+            let msg = format!("{}: {gone}: the tools agree again", dev.node);
+            out.events.push(event(t, "drive_disagreement", v1::Severity::Info, &dev.tag, msg));
+        }
     }
 
     /// An event when the critical warning becomes non-zero, changes, or clears.
@@ -243,6 +320,18 @@ impl DriveMonitor {
             out.events.push(event(t, "sensor_error", v1::Severity::Warning, &dev.tag, format!("{source}: {msg}")));
             self.last_error.insert(key, msg);
         }
+    }
+}
+
+fn view(source: &str, serial: Option<&String>, model: Option<&String>, temperature: Option<Celsius>) -> SourceView {
+    SourceView { source: source.into(), model: model.cloned(), serial: serial.cloned(), firmware: None, temperature }
+}
+
+/// What stays the same while a disagreement persists: the field and the sources, not the values.
+fn disagreement_key(d: &Disagreement) -> String {
+    match d {
+        Disagreement::Identity { field, reference, other } => format!("{field} ({} vs {})", other.0, reference.0),
+        Disagreement::Temperature { reference, other, .. } => format!("temperature ({} vs {})", other.0, reference.0),
     }
 }
 
@@ -364,6 +453,71 @@ mod tests {
         let e = m.poll(&|| 3).events;
         assert_eq!(e.len(), 1);
         assert_eq!((e[0].severity, e[0].message.as_str()), (v1::Severity::Info as i32, "/dev/nvme0: critical warning cleared (was 0x02)"));
+    }
+
+    /// A real capture (smartctl 7.3, Samsung 970 EVO Plus; tests/fixtures/captures/PROVENANCE.md):
+    /// without nvme-cli, smartctl's NVMe log gives the record, unsafe shutdowns and media errors
+    /// included (values read from the capture by hand).
+    #[test]
+    fn smartctl_record_carries_unsafe_shutdowns_and_media_errors() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/captures/smartctl/sce-7.3-nvme-samsung-970-evo-plus.json");
+        let report = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let smart = Arc::new(ScriptedRunner::new());
+        smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 0, &report, "");
+        let mut m = DriveMonitor::new(tools(None, Some(smart)), vec![qemu_dev()]);
+        let p = m.poll(&|| 7);
+        assert_eq!(
+            p.nvme_smart,
+            vec![v1::NvmeSmart {
+                time_ns: 7,
+                device: "nvme0".into(),
+                serial: "deadbeef".into(),
+                composite_celsius: 35.0,
+                data_units_read: 2_025_034,
+                data_units_written: 1_969_459,
+                power_on_hours: 3149,
+                unsafe_shutdowns: 12,
+                ..Default::default()
+            }]
+        );
+        assert!(p.events.is_empty(), "{:?}", p.events);
+    }
+
+    #[test]
+    fn tools_that_disagree_raise_one_event_until_they_agree_again() {
+        let agree = fixture("smartctl/qemu-smartctl-7.3-nvme-H-A.json");
+        let hot = agree.replace("\"current\": 50", "\"current\": 61");
+        assert_ne!(agree, hot, "fixture changed: the test needs its temperature.current");
+        let smart = Arc::new(ScriptedRunner::new());
+        for r in [&hot, &hot, &agree] {
+            smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 8, r, "");
+        }
+        let mut m = DriveMonitor::new(tools(Some(fake(&fixture("nvme/qemu-nvme-cli-2.3-smart-log.json"))), Some(smart)), vec![qemu_dev()]);
+        let p = m.poll(&|| 1);
+        let d: Vec<&v1::Event> = p.events.iter().filter(|e| e.kind == "drive_disagreement").collect();
+        assert_eq!(d.len(), 1, "{:?}", p.events);
+        assert_eq!(d[0].severity, v1::Severity::Warning as i32);
+        assert_eq!(d[0].message, "/dev/nvme0: temperature: smartctl reads 61.00 °C but nvme_cli reads 49.85 °C: +11.15 °C apart");
+        let attr = |k: &str| d[0].attributes.get(k).map(String::as_str);
+        assert_eq!((attr("field"), attr("source"), attr("reference"), attr("delta_celsius")), (Some("temperature"), Some("smartctl"), Some("nvme_cli"), Some("11.15")));
+        assert!(m.poll(&|| 2).events.iter().all(|e| e.kind != "drive_disagreement"), "still disagreeing: no second event");
+        let e: Vec<v1::Event> = m.poll(&|| 3).events.into_iter().filter(|e| e.kind == "drive_disagreement").collect();
+        assert_eq!(e.len(), 1);
+        assert_eq!((e[0].severity, e[0].message.as_str()), (v1::Severity::Info as i32, "/dev/nvme0: temperature (smartctl vs nvme_cli): the tools agree again"));
+    }
+
+    #[test]
+    fn an_unreadable_field_is_left_out_and_reported_once() {
+        let log = fixture("nvme/qemu-nvme-cli-2.3-smart-log.json").replace("\"power_on_hours\":\"0\"", "\"power_on_hours\":\"12.5\"");
+        let mut m = DriveMonitor::new(tools(Some(fake(&log)), None), vec![qemu_dev()]);
+        let p = m.poll(&|| 1);
+        let e: Vec<&v1::Event> = p.events.iter().filter(|e| e.kind == "drive_field").collect();
+        assert_eq!(e.len(), 1, "{:?}", p.events);
+        assert_eq!(e[0].attributes.get("field").map(String::as_str), Some("power_on_hours"));
+        assert_eq!(e[0].attributes.get("raw").map(String::as_str), Some("\"12.5\""));
+        assert_eq!(p.nvme_smart[0].power_on_hours, 0, "left out of the record (the wire has no absent value)");
+        assert_eq!(p.nvme_smart[0].data_units_read, 1, "the other fields are kept");
+        assert!(m.poll(&|| 2).events.iter().all(|e| e.kind != "drive_field"), "reported once");
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub fn power_state_table(states: &[PowerState]) -> String {
             "  PS{:<3}{:<16}{:>8} {:>10} {:>10}  {:>3} {:>3} {:>3} {:>3}",
             p.index,
             if p.operational { "operational" } else { "non-operational" },
-            p.max_power.map(|w| format!("{:.2}", w.0)).unwrap_or_else(|| "-".into()),
+            // The descriptor's own precision: 0.01 W or 0.0001 W units (a 0.0035 W state is not 0.00).
+            p.max_power_number(),
             p.entry_latency_us,
             p.exit_latency_us,
             p.relative_read_throughput,
@@ -97,5 +98,26 @@ impl DriveReport {
             "problems": self.inventory.problems,
             "not_available": self.inventory.unavailable,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real nvme-cli 1.x id-ctrl (WDC SN730, tests/fixtures/captures/PROVENANCE.md): PS3 and PS4
+    /// are in 0.0001 W units (MXPS), 700 → 0.0700 W and 35 → 0.0035 W; the others in 0.01 W.
+    #[test]
+    fn power_state_table_keeps_the_descriptor_precision() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/captures/nvme-cli/ironic-python-agent-1.x-id-ctrl-wdc-sn730.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let id = wattflip_drives::nvme_cli::parse_id_ctrl(&text).unwrap_or_else(|e| panic!("{e}"));
+        let table = power_state_table(&id.power_states);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 6, "{table}");
+        assert_eq!(lines[1], "  PS0  operational         5.00          0          0    0   0   0   0");
+        assert_eq!(lines[5], "  PS4  non-operational   0.0035       4000      40000    4   4   4   4");
+        let max: Vec<&str> = lines[1..].iter().map(|l| l.split_whitespace().nth(2).unwrap_or("")).collect();
+        assert_eq!(max, ["5.00", "3.50", "3.00", "0.0700", "0.0035"]);
     }
 }

@@ -165,6 +165,9 @@ impl DriveInventory {
                     if s.capacity_bytes == 0 {
                         s.capacity_bytes = d.capacity_bytes.unwrap_or(0);
                     }
+                    if s.logical_block_size == 0 {
+                        s.logical_block_size = d.logical_block_size.unwrap_or(0);
+                    }
                     if s.power_states.is_empty() {
                         s.power_states = states;
                     }
@@ -177,8 +180,9 @@ impl DriveInventory {
                     capacity_bytes: d.capacity_bytes.unwrap_or(0),
                     logical_block_size: d.logical_block_size.unwrap_or(0),
                     transport: transport_name(&d.transport, d.controller.is_some()),
-                    // Neither tool says whether a drive rotates in the fields we read; NVMe never does.
-                    rotational: false,
+                    // smartctl's rotation_rate (NVMe: never). The wire has no "unknown": a drive
+                    // that does not say goes out as not rotational, as do 0 capacity and block size.
+                    rotational: d.rotational.unwrap_or(false),
                     power_states: states,
                     controller: d.controller.as_deref().map(tag_of).unwrap_or_default(),
                 }),
@@ -270,6 +274,29 @@ mod tests {
         let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
         assert!(inv.drives.is_empty());
         assert_eq!(inv.unavailable.len(), 2);
+    }
+
+    /// A SAS drive seen only by smartctl, from a real smartctl 7.4 capture (Seagate ST373453LC,
+    /// tests/fixtures/captures/PROVENANCE.md; the scan line is constructed): identity from the
+    /// scsi_* fields and rotational from rotation_rate 15015 reach the inventory.
+    #[test]
+    fn sas_drive_from_smartctl_keeps_identity_and_rotation() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/captures/smartctl/sce-7.4-sas-seagate-st373453lc.json");
+        let report = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let scan = r#"{"smartctl":{"version":[7,4],"exit_status":0},"devices":[{"name":"/dev/sdb","info_name":"/dev/sdb","type":"scsi","protocol":"SCSI"}]}"#;
+        let runner = Arc::new(ScriptedRunner::new());
+        runner.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
+        runner.expect(&["smartctl", "--json", "-a", "-d", "scsi", "/dev/sdb"], 0, &report, "");
+        let t = DriveTools { nvme: None, smartctl: Some(wattflip_drives::Smartctl::new(runner.clone())), unavailable: Vec::new() };
+        let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        let mut devices = Vec::new();
+        inv.enrich(&mut devices);
+        assert_eq!(devices.len(), 1);
+        let d = &devices[0];
+        assert_eq!((d.name.as_str(), d.model.as_str(), d.serial.as_str(), d.firmware.as_str()), ("sdb", "SEAGATE ST373453LC", "REDACTED", "DX10"));
+        assert_eq!((d.capacity_bytes, d.logical_block_size, d.rotational), (73_407_820_800, 512, true));
+        assert_eq!(runner.remaining(), 0);
     }
 
     #[test]

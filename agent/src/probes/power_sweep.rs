@@ -429,29 +429,9 @@ mod tests {
     use crate::config::Config;
     use std::path::Path;
     use wattflip_drives::{Governor, NvmeCli};
-    use wattflip_drives::fake::{FakeNvme, SetBehaviour};
+    use wattflip_drives::fake::SetBehaviour;
 
-    fn fixture(rel: &str) -> String {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("drives/tests/fixtures").join(rel);
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-    }
-
-    fn config(state_dir: &Path) -> Config {
-        let mut c = Config::from_str(Path::new("t.toml"), "agent_id = \"t1\"\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap();
-        c.drives.state_dir = state_dir.to_path_buf();
-        c.drives.smartctl = false;
-        c.drives.sweep_settle = Duration::ZERO;
-        c.sysfs_root = PathBuf::from("/nonexistent-sys");
-        c
-    }
-
-    fn five_states(behaviour: SetBehaviour, power_value: u32) -> Arc<FakeNvme> {
-        Arc::new(
-            FakeNvme::new()
-                .with_controller("/dev/nvme0", &fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json"), power_value, behaviour)
-                .with_smart_log("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-smart-log.json")),
-        )
-    }
+    use crate::drives::governor::tests::{config, five_states, fixture};
 
     fn host(c: &Config) -> SweepHost {
         SweepHost { sysfs_root: c.sysfs_root.clone(), kinds: c.kinds.clone(), drives: c.drives.clone(), runner: Arc::new(wattflip_drives::SystemRunner::new()) }

@@ -10,7 +10,7 @@
 //!
 //! New PSD fields (2.16's emergency power-fail times) are ignored until someone needs them.
 
-use crate::jsonutil::{field_str, field_u64, narrow};
+use crate::jsonutil::{field_num, field_str, FieldProblem, Problems};
 use crate::units::{Celsius, Watts};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +23,8 @@ pub struct PowerState {
     /// Maximum power: MP × 0.01 W (MXPS = 0) or × 0.0001 W (MXPS = 1); `None` when MP = 0
     /// ("not reported").
     pub max_power: Option<Watts>,
+    /// MXPS: `max_power` counts 0.0001 W (`true`) or 0.01 W units; it sets the printed precision.
+    pub max_power_fine: bool,
     /// `false` when NOPS is set: the controller processes no IO in this state. The governor never
     /// selects such a state.
     pub operational: bool,
@@ -44,6 +46,26 @@ pub struct PowerState {
     pub active_power: Option<Watts>,
     /// Active power workload (APW): 0 none, 1 idle+burst, 2 heavy sequential writes.
     pub active_power_workload: u8,
+}
+
+impl PowerState {
+    /// Max power in W as the descriptor carries it: 2 decimals in 0.01 W units, 4 in 0.0001 W
+    /// units (`25.00`, `0.0035`), as nvme-cli prints it; `-` when not reported.
+    pub fn max_power_number(&self) -> String {
+        match self.max_power {
+            Some(w) if self.max_power_fine => format!("{:.4}", w.value()),
+            Some(w) => format!("{:.2}", w.value()),
+            None => "-".to_string(),
+        }
+    }
+
+    /// [`Self::max_power_number`] with its unit (`0.0035 W`), or `-`.
+    pub fn max_power_text(&self) -> String {
+        match self.max_power {
+            Some(_) => format!("{} W", self.max_power_number()),
+            None => "-".to_string(),
+        }
+    }
 }
 
 /// The parts of Identify Controller wattflip uses.
@@ -75,8 +97,13 @@ pub struct IdCtrl {
     pub mxtmt_kelvin: u16,
     /// Optional NVM command support; bit 4: Save/Select in Set/Get Features.
     pub oncs: u16,
+    /// Total NVM capacity (TNVMCAP), bytes; `None` when not printed, unreadable, or 0 (the
+    /// controller does not report it).
+    pub capacity_bytes: Option<u128>,
     /// Power states 0..=npss.
     pub power_states: Vec<PowerState>,
+    /// Fields that were printed but could not be read (left out or "not reported").
+    pub problems: Vec<FieldProblem>,
 }
 
 impl IdCtrl {
@@ -107,58 +134,84 @@ impl IdCtrl {
     }
 }
 
-/// Parses `id-ctrl -o json` of any nvme-cli version.
+/// Parses `id-ctrl -o json` of any nvme-cli version. Fails when there is no readable `npss` or
+/// `psds` (not an id-ctrl); other unreadable fields are left out and named in `problems`.
 pub fn parse_id_ctrl(stdout: &str) -> Result<IdCtrl, String> {
     let root: Value = serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
     if !root.is_object() {
         return Err("not a JSON object".into());
     }
-    let npss: u8 = narrow(field_u64(&root, "npss")).ok_or("no `npss`")?;
+    let npss: u8 = field_num(&root, "", "npss")
+        .map_err(|p| p.to_string())?
+        .ok_or("no `npss`")?;
     let psds = root
         .get("psds")
         .and_then(Value::as_array)
         .ok_or("no `psds` array")?;
+    let mut pr = Problems::default();
     // Descriptors beyond NPSS are not valid (§5.1); nvme-cli prints 0..=npss but be strict.
-    let power_states = psds
-        .iter()
-        .take(usize::from(npss) + 1)
-        .enumerate()
-        .map(|(i, psd)| parse_psd(i, psd))
-        .collect::<Result<Vec<_>, _>>()?;
-    let u16_of = |k: &str| narrow::<u16>(field_u64(&root, k)).unwrap_or(0);
+    let mut power_states = Vec::new();
+    for (i, psd) in psds.iter().take(usize::from(npss) + 1).enumerate() {
+        power_states.push(parse_psd(i, psd, &mut pr)?);
+    }
+    // Thresholds and capabilities: 0 is the spec's "not reported"; unreadable is the same plus
+    // a problem line.
+    let mut u16_of = |k: &str| pr.take(field_num::<u16>(&root, "", k)).unwrap_or(0);
+    let vid = u16_of("vid");
+    let ssvid = u16_of("ssvid");
+    let wctemp_kelvin = u16_of("wctemp");
+    let cctemp_kelvin = u16_of("cctemp");
+    let hctma = u16_of("hctma");
+    let mntmt_kelvin = u16_of("mntmt");
+    let mxtmt_kelvin = u16_of("mxtmt");
+    let oncs = u16_of("oncs");
+    let apsta = pr.take(field_num::<u8>(&root, "", "apsta")).unwrap_or(0);
+    let capacity_bytes = pr
+        .take(field_num::<u128>(&root, "", "tnvmcap"))
+        .filter(|c| *c != 0);
     Ok(IdCtrl {
-        vid: u16_of("vid"),
-        ssvid: u16_of("ssvid"),
+        vid,
+        ssvid,
         serial: field_str(&root, "sn").unwrap_or_default(),
         model: field_str(&root, "mn").unwrap_or_default(),
         firmware: field_str(&root, "fr").unwrap_or_default(),
         npss,
-        apsta: narrow(field_u64(&root, "apsta")).unwrap_or(0),
-        wctemp_kelvin: u16_of("wctemp"),
-        cctemp_kelvin: u16_of("cctemp"),
-        hctma: u16_of("hctma"),
-        mntmt_kelvin: u16_of("mntmt"),
-        mxtmt_kelvin: u16_of("mxtmt"),
-        oncs: u16_of("oncs"),
+        apsta,
+        wctemp_kelvin,
+        cctemp_kelvin,
+        hctma,
+        mntmt_kelvin,
+        mxtmt_kelvin,
+        oncs,
+        capacity_bytes,
         power_states,
+        problems: pr.0,
     })
 }
 
-fn parse_psd(index: usize, psd: &Value) -> Result<PowerState, String> {
+fn parse_psd(index: usize, psd: &Value, pr: &mut Problems) -> Result<PowerState, String> {
     let index =
         u8::try_from(index).map_err(|_| format!("power state index {index} out of range"))?;
-    let get = |k: &str| field_u64(psd, k);
-    let mp = get("max_power").ok_or_else(|| format!("psds[{index}] has no max_power"))?;
+    let path = format!("psds[{index}]");
+    let mut get = |k: &str| pr.take(field_num::<u64>(psd, &path, k));
+    // A descriptor without a readable max power cannot be used by the governor: fail loudly.
+    let mp = field_num::<u64>(psd, &path, "max_power")
+        .map_err(|p| p.to_string())?
+        .ok_or_else(|| format!("psds[{index}] has no max_power"))?;
     // MXPS / NOPS: `flags` up to 2.5, separate keys from 2.6.
     let (mxps, nops) = match get("flags") {
         Some(flags) => (flags & 1 != 0, flags & 2 != 0),
-        None => (
-            get("max_power_scale").unwrap_or(0) & 1 != 0,
-            get("non-operational_state")
-                .or_else(|| get("non_operational_state"))
-                .unwrap_or(0)
-                != 0,
-        ),
+        None => {
+            let nops_key = if psd.get("non-operational_state").is_some() {
+                "non-operational_state"
+            } else {
+                "non_operational_state"
+            };
+            (
+                get("max_power_scale").unwrap_or(0) & 1 != 0,
+                get(nops_key).unwrap_or(0) != 0,
+            )
+        }
     };
     let max_power = (mp != 0).then(|| Watts::from_units(mp, if mxps { 10_000 } else { 100 }));
 
@@ -173,18 +226,25 @@ fn parse_psd(index: usize, psd: &Value) -> Result<PowerState, String> {
         (None, Some(s)) => (Some(s), 0),
         (None, None) => (None, 0),
     };
+    let idle_power = get("idle_power");
+    let active_power = get("active_power");
+    let mut small = |k: &str| pr.take(field_num::<u32>(psd, &path, k)).unwrap_or(0);
+    let entry_latency_us = small("entry_lat");
+    let exit_latency_us = small("exit_lat");
+    let mut rank = |k: &str| pr.take(field_num::<u8>(psd, &path, k)).unwrap_or(0);
     Ok(PowerState {
         index,
         max_power,
+        max_power_fine: mxps,
         operational: !nops,
-        entry_latency_us: narrow(get("entry_lat")).unwrap_or(0),
-        exit_latency_us: narrow(get("exit_lat")).unwrap_or(0),
-        relative_read_throughput: narrow(get("read_tput")).unwrap_or(0),
-        relative_read_latency: narrow(get("read_lat")).unwrap_or(0),
-        relative_write_throughput: narrow(get("write_tput")).unwrap_or(0),
-        relative_write_latency: narrow(get("write_lat")).unwrap_or(0),
-        idle_power: scaled_power(get("idle_power"), idle_scale),
-        active_power: scaled_power(get("active_power"), active_scale),
+        entry_latency_us,
+        exit_latency_us,
+        relative_read_throughput: rank("read_tput"),
+        relative_read_latency: rank("read_lat"),
+        relative_write_throughput: rank("write_tput"),
+        relative_write_latency: rank("write_lat"),
+        idle_power: scaled_power(idle_power, idle_scale),
+        active_power: scaled_power(active_power, active_scale),
         active_power_workload: u8::try_from(apw & 7).unwrap_or(0),
     })
 }

@@ -6,7 +6,7 @@
 //!
 //! To support another layout, add a branch to [`parse_list`] and a fixture.
 
-use crate::jsonutil::{field_str, field_u64, narrow};
+use crate::jsonutil::{field_num, field_str, FieldProblem, Problems};
 use serde_json::Value;
 
 /// One namespace as `nvme list` shows it.
@@ -34,6 +34,8 @@ pub struct ListedNamespace {
     pub used_bytes: Option<u64>,
     /// `SectorSize`, the formatted LBA size in bytes.
     pub sector_size: Option<u32>,
+    /// Fields of this entry that were printed but could not be read (left out above).
+    pub problems: Vec<FieldProblem>,
 }
 
 /// Parses either layout. Unknown extra keys are ignored.
@@ -60,16 +62,27 @@ pub fn parse_list(stdout: &str) -> Result<Vec<ListedNamespace>, String> {
 
 fn simple_entry(dev: &Value) -> Result<ListedNamespace, String> {
     let device_path = field_str(dev, "DevicePath").ok_or("entry without DevicePath")?;
+    let mut pr = Problems::default();
+    let nsid_key = if dev.get("NameSpace").is_some() {
+        "NameSpace"
+    } else {
+        "NSID"
+    };
+    let nsid = pr.take(field_num(dev, &device_path, nsid_key));
+    let capacity_bytes = pr.take(field_num(dev, &device_path, "PhysicalSize"));
+    let used_bytes = pr.take(field_num(dev, &device_path, "UsedBytes"));
+    let sector_size = pr.take(field_num(dev, &device_path, "SectorSize"));
     Ok(ListedNamespace {
         controller: controller_of(&device_path),
-        nsid: narrow(field_u64(dev, "NameSpace").or_else(|| field_u64(dev, "NSID"))),
+        nsid,
         model: field_str(dev, "ModelNumber").unwrap_or_default(),
         serial: field_str(dev, "SerialNumber").unwrap_or_default(),
         firmware: field_str(dev, "Firmware").unwrap_or_default(),
         transport: None,
-        capacity_bytes: field_u64(dev, "PhysicalSize"),
-        used_bytes: field_u64(dev, "UsedBytes"),
-        sector_size: narrow(field_u64(dev, "SectorSize")),
+        capacity_bytes,
+        used_bytes,
+        sector_size,
+        problems: pr.0,
         device_path,
     })
 }
@@ -121,10 +134,15 @@ fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace
     } else {
         format!("/dev/{name}")
     };
-    let nsid = field_u64(ns, "NSID").or_else(|| match ns.get("NameSpace") {
-        Some(Value::Number(n)) => n.as_u64(),
+    let mut pr = Problems::default();
+    let nsid = match (ns.get("NSID"), ns.get("NameSpace")) {
+        (Some(_), _) => pr.take(field_num::<u32>(ns, &device_path, "NSID")),
+        (None, Some(Value::Number(_))) => pr.take(field_num::<u32>(ns, &device_path, "NameSpace")),
         _ => None,
-    });
+    };
+    let capacity_bytes = pr.take(field_num(ns, &device_path, "PhysicalSize"));
+    let used_bytes = pr.take(field_num(ns, &device_path, "UsedBytes"));
+    let sector_size = pr.take(field_num(ns, &device_path, "SectorSize"));
     let ctrl_name = ctrl.and_then(|c| field_str(c, "Controller"));
     let controller = ctrl_name
         .map(|c| {
@@ -138,7 +156,7 @@ fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace
     let from_ctrl = |k: &str| ctrl.and_then(|c| field_str(c, k));
     Some(ListedNamespace {
         controller,
-        nsid: narrow(nsid),
+        nsid,
         model: from_ctrl("ModelNumber")
             .or_else(|| field_str(ns, "ModelNumber"))
             .unwrap_or_default(),
@@ -149,9 +167,10 @@ fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace
             .or_else(|| field_str(ns, "Firmware"))
             .unwrap_or_default(),
         transport: from_ctrl("Transport"),
-        capacity_bytes: field_u64(ns, "PhysicalSize"),
-        used_bytes: field_u64(ns, "UsedBytes"),
-        sector_size: narrow(field_u64(ns, "SectorSize")),
+        capacity_bytes,
+        used_bytes,
+        sector_size,
+        problems: pr.0,
         device_path,
     })
 }

@@ -162,3 +162,63 @@ fn throttle_detection_between_snapshots() {
         parse_id_ctrl(&fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json")).expect("parse");
     assert_eq!(id.warning_temperature(), Some(Celsius(84.85)));
 }
+
+/// TNVMCAP from a real nvme-cli 1.x id-ctrl (WDC SN730, 256060514304 bytes) is the capacity of a
+/// controller's only namespace when neither sysfs nor `nvme list` gave one, and of a controller
+/// without namespaces; never of one namespace among several. NVMe drives are not rotational.
+#[test]
+fn capacity_falls_back_to_tnvmcap_for_a_single_namespace() {
+    use wattflip_drives::sysfs::{SysfsController, SysfsNamespace};
+    let capture =
+        crate::captures::corpus().join("nvme-cli/ironic-python-agent-1.x-id-ctrl-wdc-sn730.json");
+    let text = std::fs::read_to_string(&capture).expect("capture");
+    let id = parse_id_ctrl(&text).expect("parse");
+    let ns = |n: &str| SysfsNamespace {
+        name: n.into(),
+        sysfs_name: n.into(),
+        capacity_bytes: None,
+        logical_block_size: None,
+    };
+    let ctrl = |name: &str, namespaces: Vec<SysfsNamespace>| SysfsController {
+        name: name.into(),
+        model: String::new(),
+        serial: String::new(),
+        firmware: String::new(),
+        transport: Some("pcie".into()),
+        address: None,
+        namespaces,
+    };
+    let sysfs = [
+        ctrl("nvme0", vec![ns("nvme0n1")]),
+        ctrl("nvme1", vec![ns("nvme1n1"), ns("nvme1n2")]),
+        ctrl("nvme2", vec![]),
+    ];
+    let ids: BTreeMap<String, _> = ["/dev/nvme0", "/dev/nvme1", "/dev/nvme2"]
+        .iter()
+        .map(|c| (c.to_string(), id.clone()))
+        .collect();
+    let drives = merge_nvme(&sysfs, &[], &ids);
+    type Row<'a> = (&'a str, Option<u64>, Option<u32>, Option<bool>, &'a str);
+    let got: Vec<Row> = drives
+        .iter()
+        .map(|d| {
+            (
+                d.name.as_str(),
+                d.capacity_bytes,
+                d.logical_block_size,
+                d.rotational,
+                d.model.as_str(),
+            )
+        })
+        .collect();
+    let m = "WDC PC SN730 SDBQNTY-256G-1001";
+    assert_eq!(
+        got,
+        [
+            ("/dev/nvme0n1", Some(256_060_514_304), None, Some(false), m),
+            ("/dev/nvme1n1", None, None, Some(false), m),
+            ("/dev/nvme1n2", None, None, Some(false), m),
+            ("/dev/nvme2", Some(256_060_514_304), None, Some(false), m),
+        ]
+    );
+}

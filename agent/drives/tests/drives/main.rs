@@ -6,6 +6,7 @@
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod captures;
 mod crash;
 mod fixtures;
 mod governor;

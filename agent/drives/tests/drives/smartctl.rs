@@ -198,3 +198,32 @@ fn smartctl_runs_exact_argv_and_keeps_health_exit_codes() {
         "options are not devices"
     );
 }
+
+#[test]
+fn smartctl_unreadable_fields_are_left_out_and_named() {
+    let json = r#"{"smartctl":{"version":[7,3],"exit_status":0},
+        "device":{"name":"/dev/nvme0","info_name":"/dev/nvme0","type":"nvme","protocol":"NVMe"},
+        "model_name":"X","user_capacity":{"blocks":1,"bytes":"lots"},"nvme_total_capacity":1000,
+        "logical_block_size":0,"temperature":{"current":35.5},
+        "nvme_smart_health_information_log":{"critical_warning":0,"temperature":35,
+          "unsafe_shutdowns":"7.000000","media_errors":-1}}"#;
+    let r = wattflip_drives::smartctl::parse_report(json, "", "test").expect("parse");
+    assert_eq!(
+        r.capacity_bytes,
+        Some(1000),
+        "nvme_total_capacity when user_capacity is unreadable"
+    );
+    assert_eq!(r.logical_block_size, None, "0 is unknown, not a block size");
+    assert_eq!(
+        r.temperature,
+        Some(Celsius(35.0)),
+        "the NVMe log's when temperature.current is not whole"
+    );
+    let n = r.nvme.as_ref().expect("nvme log");
+    assert_eq!((n.unsafe_shutdowns, n.media_errors), (Some(7), None));
+    let named: Vec<&str> = r.problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        named,
+        ["media_errors", "temperature.current", "user_capacity.bytes"]
+    );
+}
