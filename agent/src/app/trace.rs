@@ -67,7 +67,8 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     }
     let (series, summary, mut fine) = crate::energy::trace::import(&file, &csv)?;
     // The probe's idle window: the trace before its first run (at most 1 s, ending where the
-    // detector's start search begins); without it each run falls back to the idle before it.
+    // detector's start search begins; a format pass counts as a run, its IO is not idle);
+    // without it each run falls back to the idle before it.
     let detect = wattflip_energy::RunDetectConfig::default();
     let idle = report.runs.iter().filter(|r| r.status == wattflip_uflip::RunStatus::Ok).map(|r| r.start_ns).min().map(|first| {
         let first = wattflip_energy::UnixNanos(i64::try_from(first).unwrap_or(i64::MAX));
