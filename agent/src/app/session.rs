@@ -37,7 +37,19 @@ pub fn hello(
     drive_sensors: Vec<v1::TemperatureSensor>,
     clock: &Clock,
 ) -> v1::Hello {
-    let mut power_sources: Vec<v1::PowerSource> = found.power.iter().map(|s| s.describe()).collect();
+    let mut power_sources: Vec<v1::PowerSource> = found
+        .power
+        .iter()
+        .map(|s| {
+            let mut d = s.describe();
+            // A source read faster than it updates says so (its readings repeat).
+            let period = super::ticks::power_period(cfg, s.as_ref());
+            if let Some(note) = crate::sensors::sampler::rate_note(period, s.update_period()) {
+                d.note = if d.note.is_empty() { note } else { format!("{}; {note}", d.note) };
+            }
+            d
+        })
+        .collect();
     power_sources.extend(found.unusable_power.iter().cloned());
     let mut storage_devices = crate::drives::block::scan(&cfg.sysfs_root);
     drives.enrich(&mut storage_devices);
