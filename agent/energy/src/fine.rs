@@ -103,14 +103,21 @@ impl Fine {
         }
         (e, g, gns)
     }
-    /// Centred moving average of `m` samples (gaps skipped) for each sample; NaN where all are gaps.
-    fn averaged(&self, m: usize) -> Vec<f64> {
-        let n = self.p.len();
+    /// Index range of the samples with times in `[from, to)`.
+    fn between(&self, from: i64, to: i64) -> (usize, usize) {
+        let a = self.t.partition_point(|x| *x < from);
+        (a, self.t.partition_point(|x| *x < to).max(a))
+    }
+    /// Centred moving average of `m` samples (gaps skipped) for each sample of `a..z`, using only
+    /// samples of `a..z`; NaN where all are gaps.
+    fn averaged(&self, m: usize, a: usize, z: usize) -> Vec<f64> {
+        let p = &self.p[a..z];
+        let n = p.len();
         let mut sum = vec![0.0; n + 1];
         let mut cnt = vec![0usize; n + 1];
         for k in 0..n {
-            let ok = self.p[k].is_finite();
-            sum[k + 1] = sum[k] + if ok { self.p[k] } else { 0.0 };
+            let ok = p[k].is_finite();
+            sum[k + 1] = sum[k] + if ok { p[k] } else { 0.0 };
             cnt[k + 1] = cnt[k] + usize::from(ok);
         }
         let h = m / 2;
@@ -207,20 +214,21 @@ fn refine_one(
     let out = |p: f64| p.is_finite() && (p - b_s).abs() > thr;
     let mut start = r.start.0;
     if r.start_found == crate::run::StartFound::Trace {
-        let avg = s.averaged(m);
+        // Averages only over samples inside [lower, limit): a centred average reaching across a
+        // bound would see the previous run's tail or the next run's first IO.
         let lo = ctx.lower.max(r.start.0 - EDGE_REACH.0 as i64);
-        if let Some(k0) = (0..s.t.len()).find(|&i| s.t[i] >= lo && out(avg[i])) {
+        let (a, z) = s.between(lo, ctx.limit);
+        let avg = s.averaged(m, a, z);
+        if let Some(k0) = (a..z).find(|&i| out(avg[i - a])) {
             start = s.t[k0];
         }
     }
     let mut end = r.end.0;
     if !r.tail_cut {
-        let avg = e.averaged(m);
         let hi = ctx.limit.min(r.end.0 + EDGE_REACH.0 as i64);
-        if let Some(k1) = (0..e.t.len())
-            .rev()
-            .find(|&i| e.t[i] < hi && e.t[i] >= start && out(avg[i]))
-        {
+        let (a, z) = e.between(ctx.lower.max(start), ctx.limit);
+        let avg = e.averaged(m, a, z);
+        if let Some(k1) = (a..z).rev().find(|&i| e.t[i] < hi && out(avg[i - a])) {
             end = (e.t[k1] + e.hold(k1)).min(ctx.limit);
         }
     }

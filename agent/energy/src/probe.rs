@@ -11,7 +11,7 @@ use crate::run::{
     RunInfo, TimeBase,
 };
 use crate::series::PowerSeries;
-use crate::units::UnixNanos;
+use crate::units::{Nanos, UnixNanos};
 
 /// The outcome for a whole probe.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +41,8 @@ impl ProbeAnalysis {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PreviousRun {
     pub last_complete: UnixNanos,
-    /// Its end as found in the trace (its last completion if it got no energy).
+    /// Its end as found in the trace, at least the end of its last window outside the idle band
+    /// (its last completion if it got no energy).
     pub end: UnixNanos,
     /// Its tail was cut at this run's first submit.
     pub tail_cut: bool,
@@ -52,7 +53,7 @@ impl PreviousRun {
         match result {
             Ok(e) => PreviousRun {
                 last_complete: run.last_complete,
-                end: e.end,
+                end: e.end.max(e.activity_end),
                 tail_cut: e.tail_cut,
             },
             Err(_) => PreviousRun {
@@ -94,6 +95,75 @@ pub fn analyze_next_run(
 /// refused: it does not show the probe (a wrong sample rate stretches it, a wrong time unit or
 /// origin moves it).
 pub const MAX_UNMATCHED_FRACTION: f64 = 0.5;
+
+/// A trace is refused as misaligned when its activity covers the runs' IO time this much better
+/// (as a fraction of it) at some shift within ±[`MAX_LAG`] than as aligned, and that shift is
+/// more than [`MIN_LAG`].
+pub const MIN_GAIN: f64 = 0.2;
+pub const MAX_LAG: Nanos = Nanos(1_000_000_000);
+pub const MIN_LAG: Nanos = Nanos(5_000_000);
+
+/// The shift (ns, trace relative to the probe) at which the trace's activity (samples above the
+/// idle threshold) best covers the runs' IO time, with the covered fractions as aligned and at that
+/// shift; `None` when the trace matches best (within [`MIN_GAIN`]) as aligned.
+fn best_lag(
+    series: &PowerSeries,
+    runs: &[RunInfo],
+    b: &Baseline,
+    cfg: &RunDetectConfig,
+) -> Option<(i64, f64, f64)> {
+    let period = i64::try_from(series.typical_period().0)
+        .ok()
+        .filter(|p| *p > 0)?;
+    let max_lag = i64::try_from(MAX_LAG.0).ok()? / period;
+    let from = runs.first()?.first_submit.0 - (max_lag + 1) * period;
+    let to = runs.iter().map(|r| r.last_complete.0).max()? + (max_lag + 1) * period;
+    let n = usize::try_from((to - from) / period).ok()?;
+    if n > 50_000_000 {
+        return None;
+    }
+    let threshold = b.median.0 + cfg.k * b.spread.0.max(cfg.min_spread.0);
+    let (t, p) = (series.times(), series.powers());
+    // Prefix count of active grid points (the sample holding each grid instant).
+    let mut active = vec![0u32; n + 1];
+    let mut i = 0usize;
+    for k in 0..n {
+        let at = from + k as i64 * period;
+        while i + 1 < t.len() && t[i + 1].0 <= at {
+            i += 1;
+        }
+        let on = at >= t[0].0 && at < series.end_time().0 && p[i].0 > threshold;
+        active[k + 1] = active[k] + u32::from(on);
+    }
+    let idx = |at: i64| (((at - from) / period).max(0) as usize).min(n);
+    let total: i64 = runs
+        .iter()
+        .map(|r| (idx(r.last_complete.0) - idx(r.first_submit.0)) as i64)
+        .sum();
+    if total <= 0 {
+        return None;
+    }
+    let covered = |lag: i64| -> f64 {
+        let c: i64 = runs
+            .iter()
+            .map(|r| {
+                let (a, z) = (
+                    idx(r.first_submit.0 + lag * period),
+                    idx(r.last_complete.0 + lag * period),
+                );
+                i64::from(active[z]) - i64::from(active[a.min(z)])
+            })
+            .sum();
+        c as f64 / total as f64
+    };
+    let at_zero = covered(0);
+    let (lag, best) = (-max_lag..=max_lag)
+        .map(|l| (l, covered(l)))
+        .fold((0, at_zero), |m, x| if x.1 > m.1 + 1e-12 { x } else { m });
+    let lag_ns = lag * period;
+    (lag_ns.unsigned_abs() > MIN_LAG.0 && best - at_zero > MIN_GAIN)
+        .then_some((lag_ns, at_zero, best))
+}
 
 /// Analyse `runs` (in execution order, `next_run_start` is ignored and set from the next run)
 /// against `series`. `idle` is the probe's idle window `[from, to)`: its baseline is every run's.
@@ -170,6 +240,16 @@ pub fn analyze_probe(
         Some(format!(
             "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); check sample_rate_hz (a wrong rate stretches the trace), --time-unit and the time origin (--time-origin-ns, start_time_utc_ns)"
         ))
+    } else if let Some((lag, at_zero, best)) = baseline
+        .as_ref()
+        .and_then(|b| best_lag(series, runs, b, cfg))
+    {
+        Some(format!(
+            "trace does not match the probe: its activity covers {:.0} % of the runs' IO time as aligned, {:.0} % when shifted by {:+.1} ms ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), sample_rate_hz and --time-unit",
+            at_zero * 100.0,
+            best * 100.0,
+            lag as f64 / 1e6
+        ))
     } else {
         None
     };
@@ -220,7 +300,7 @@ pub fn analyze_probe_fine(
         let prev = i.checked_sub(1).map(|j| {
             let c = runs[j].last_complete.0;
             match &a.runs[j] {
-                Ok(e) => c.max(e.end.0),
+                Ok(e) => c.max(e.end.0).max(e.activity_end.0),
                 Err(_) => c,
             }
         });

@@ -250,6 +250,10 @@ pub struct RunEnergy {
     pub gap_samples: u64,
     pub gap_duration: Nanos,
     pub baseline_source: BaselineSource,
+    /// End of the last sample outside the idle band, unrefined (window resolution; `end` for a
+    /// cut or nominal run): the next run's start is searched from here, so a tail's last
+    /// partly-idle window is never taken for the next run's rise.
+    pub activity_end: UnixNanos,
 }
 
 impl RunEnergy {
@@ -505,6 +509,7 @@ fn nominal(
         gap_samples,
         gap_duration: Nanos(gap_ns.round() as u64),
         baseline_source: BaselineSource::IdleWindow,
+        activity_end: run.last_complete,
     })
 }
 
@@ -543,9 +548,11 @@ fn detect(
             StartFound::SplitAtFirstSubmit,
         )
     } else {
-        let lower = (first.saturating_sub(ns(cfg.start_slack)))
-            .max(lower.map_or(i64::MIN, |l| l.0))
-            .max(t[0].0);
+        let slack_from = first.saturating_sub(ns(cfg.start_slack));
+        // Bounded by the previous run's end: the sample before the bound may hold the end of its
+        // tail, which is not this run's activity already in progress.
+        let after_previous = lower.is_some_and(|l| l.0 >= slack_from);
+        let lower = slack_from.max(lower.map_or(i64::MIN, |l| l.0)).max(t[0].0);
         let search_to = (first.saturating_add(ns(cfg.start_slack))).min(limit);
         let i0 = series.index_at_or_after(UnixNanos(lower));
         let mut found = None;
@@ -568,7 +575,7 @@ fn detect(
                 baseline_w: b,
             });
         };
-        if a == i0 && i0 > 0 && p[i0 - 1].0 > threshold && t[i0 - 1].0 < lower {
+        if a == i0 && i0 > 0 && !after_previous && p[i0 - 1].0 > threshold && t[i0 - 1].0 < lower {
             return Err(AnalysisError::ActivityInProgress {
                 at_ns: lower,
                 watts: p[i0 - 1].0,
@@ -719,5 +726,10 @@ fn detect(
         gap_samples,
         gap_duration: Nanos(gap_ns.round() as u64),
         baseline_source: BaselineSource::IdleWindow,
+        activity_end: UnixNanos(if tail_cut {
+            end
+        } else {
+            hold_end(series, last_out).max(end)
+        }),
     })
 }

@@ -879,3 +879,21 @@ fn runs_invisible_in_power_nominal_live_refused_imported() {
         imported.refused()
     );
 }
+
+/// Tails that end 0.6–2.7 ms before the next run's first submit (seen on a real `--values small`
+/// schedule): neither the end nor the next start may be pulled across the gap by the next run's
+/// IO or the previous tail (edge averages stay inside the run's bounds).
+#[test]
+fn tails_ending_just_before_the_next_run() {
+    let mut rng = ChaCha8Rng::seed_from_u64(81);
+    let mut sched = truth::random_schedule(&mut rng, 8, (30.0, 200.0), (25.0, 25.0), (1.0, 2.0));
+    let n = sched.runs.len();
+    for i in 0..n - 1 {
+        let gap = sched.runs[i + 1].first_submit - sched.runs[i].last_complete;
+        sched.runs[i].tail = gap - (600_000 + 300_000 * i as i64);
+        sched.runs[i].tail_w = 0.8;
+    }
+    let truths = sched.truth(&sched.model(81), &[]);
+    assert!(truths.iter().all(|t| !t.cut));
+    check_case("tails just before the next run", &sched, Format::F32, 0, 81);
+}
