@@ -50,6 +50,10 @@ pub struct ProbeCli {
     /// Serial (or identity) of a block device whose data may be destroyed; repeatable.
     #[arg(long = "destroy-consent")]
     pub destroy_consent: Vec<String>,
+    /// Also write a consented device that carries a filesystem, LUKS, LVM, RAID or partition-table
+    /// signature (found by libblkid). Separate from --destroy-consent on purpose.
+    #[arg(long)]
+    pub overwrite_signatures: bool,
     /// Run only the read-only benchmarks (allowed on any device without consent).
     #[arg(long)]
     pub read_only: bool,
@@ -160,7 +164,7 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     );
     if let Some(url) = p.collector {
         let n = batches.len();
-        send_results(&url, &cfg, batches, &p.out)?;
+        send_results(&url, &cfg, batches, &p.out, "probe")?;
         println!("sent {full_rate} full-rate power samples ({} zones) in {} batches", measured.recording.len(), n.saturating_sub(1));
     }
     Ok(())
@@ -187,6 +191,7 @@ fn probe_args(
         emit_fio_iolog: p.emit_fio_iolog.clone(),
         io_trace: p.io_trace.clone(),
         destroy_consent: p.destroy_consent.clone(),
+        overwrite_signatures: p.overwrite_signatures,
         seed: p.seed,
         read_only: p.read_only,
         counts: None,
@@ -266,7 +271,7 @@ fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: 
     folder::write_ladder(&p.out, &l, &tags)?;
     println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
     if let Some(url) = &p.collector {
-        send_results(url, cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out)?;
+        send_results(url, cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out, "probe")?;
     }
     Ok(())
 }

@@ -45,6 +45,8 @@ pub struct ProbeArgs {
     /// Write every IO's response time (uFLIP's DET files) as one CSV per run into this folder.
     pub io_trace: Option<PathBuf>,
     pub destroy_consent: Vec<String>,
+    /// Write a consented device although it carries a signature (`--overwrite-signatures`).
+    pub overwrite_signatures: bool,
     pub seed: Option<u64>,
     /// Run only the read-only benchmarks (allowed on any device, consent or not).
     pub read_only: bool,
@@ -280,8 +282,16 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
 /// of `size` bytes, created with its parent folders. Shared by `probe` and `governor sweep`.
 pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result<uflip::Target, ProbeCmdError> {
+    open_target_with(path, size, destroy_consent, false)
+}
+
+/// [`open_target`] with the separate signature override (`--overwrite-signatures`): a consented
+/// device that carries a filesystem, LUKS, LVM, RAID or partition-table signature may be written.
+pub fn open_target_with(path: &Path, size: u64, destroy_consent: &[String], overwrite_signatures: bool) -> Result<uflip::Target, ProbeCmdError> {
     let opts = if path.exists() && is_block(path) {
-        TargetOptions::block(path, destroy_consent.to_vec())
+        let mut o = TargetOptions::block(path, destroy_consent.to_vec());
+        o.overwrite_signatures = overwrite_signatures;
+        o
     } else {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
@@ -295,7 +305,7 @@ pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result
 /// each pause comes from the target's stored tails in `a.out` and, given `live` power, from the
 /// tails measured during this probe ([`pauses`]).
 pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
-    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
+    let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
     let options = plan_options(a, target.size);
     let planner = (a.pause == PauseChoice::Auto).then(|| {
         let stored = pauses::stored_tails(&a.out, &a.target).map(|t| t.0).unwrap_or_default();

@@ -378,6 +378,7 @@ mod tests {
         std::fs::write(&b, b"").unwrap();
         let info = |p: &Path| TargetInfo {
             path: p.to_owned(),
+            device: None,
             kind: wattflip_uflip::TargetKind::File,
             size: 0,
             logical_block_size: 512,

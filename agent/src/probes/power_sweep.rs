@@ -89,6 +89,7 @@ struct StateCtx {
     /// The state's datasheet maximum power (PSD MP).
     max_watts: Option<f64>,
     tail: Duration,
+    run: wattflip_uflip::RunOptions,
 }
 
 /// Per-run power of one state's runs: the zone's label, the per-run energy (existing per-run
@@ -204,7 +205,8 @@ pub fn sweep(
         std::thread::sleep(args.settle);
         // Measured into a local recorder: the shared one stays free for a signal-driven restore.
         let mut local = ChangeLog::new(lock().clock);
-        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL) };
+        let run = wattflip_uflip::RunOptions { io_deadline_floor: host.drives.io_deadline_floor, ..Default::default() };
+        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL), run };
         let measured = measure_state(s, &target, &plan, &args.patterns, &ctx, recording, &mut power, &mut local);
         lock().absorb(local);
         match measured {
@@ -267,7 +269,7 @@ fn measure_state(
         // The first read sets each counter's baseline at the start of the measurement.
         let _ = p.read(rec.clock.now().0);
     }
-    let report = wattflip_uflip::run(target, plan, &mut wattflip_uflip::NullObserver);
+    let report = wattflip_uflip::run_with(target, plan, &mut wattflip_uflip::NullObserver, &ctx.run);
     let run_power = match (recording, &report) {
         (Some(p), Ok(report)) => {
             std::thread::sleep(ctx.tail);
@@ -478,7 +480,8 @@ mod tests {
             .collect();
         assert_eq!(runs, want);
         assert!(rec.batch.probe_runs.iter().all(|r| r.mib_per_s > 0.0 && r.parameters["nvme_controller"] == "nvme0"));
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "state file removed after restore");
+        let json = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")).count();
+        assert_eq!(json, 0, "state file removed after restore (lock files stay)");
         // No power source here: the runs say nothing about power rather than zero, and one event says why.
         assert!(rec.batch.probe_runs.iter().all(|r| r.power_w.is_none() && r.energy_j.is_none() && r.energy_source.is_empty()));
         let states: Vec<(Option<u32>, Option<f64>, &str)> =
@@ -543,9 +546,14 @@ mod tests {
         assert!(gov.is_err(), "an empty table is refused");
         let id = wattflip_drives::nvme_cli::parse_id_ctrl(&fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json")).unwrap();
         let gov = Governor::power_state(NvmeCli::new(fake.clone()), "/dev/nvme0", id.power_states).unwrap();
-        let guard = RestoreGuard::arm(gov, &id.serial, dir.path(), None).unwrap();
+        let guard = RestoreGuard::arm(gov.clone(), &id.serial, dir.path(), None).unwrap();
         guard.set(2).unwrap();
-        std::mem::forget(guard); // as if SIGKILLed: no Drop, the state file stays
+        // As if SIGKILLed: no restore, the state file stays, and the kernel released the owner's
+        // lock (a forgotten guard would keep holding it, i.e. look alive).
+        let (path, left) = (guard.state_file(), std::fs::read(guard.state_file()).unwrap());
+        drop(guard);
+        gov.set(2).unwrap();
+        std::fs::write(&path, left).unwrap();
         assert_eq!(fake.feature("/dev/nvme0", 2), Some(2));
         fake.set_behaviour("/dev/nvme0", SetBehaviour::Honour);
         let mut rec = ChangeLog::new(Clock::new());

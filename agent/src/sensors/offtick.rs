@@ -29,7 +29,6 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 /// A source read by its own worker thread every `period`.
 pub struct OffTick {
     desc: v1::PowerSource,
-    min_interval: Duration,
     update: Duration,
     state: Arc<Mutex<State>>,
     /// Dropping the sensor disconnects this and ends the worker.
@@ -40,7 +39,7 @@ impl OffTick {
     /// Moves `inner` to a worker thread that reads it every `period` (first read at once).
     pub fn spawn(mut inner: Box<dyn PowerSensor>, period: Duration) -> Self {
         let desc = inner.describe();
-        let (min_interval, update) = (inner.min_interval(), inner.update_period());
+        let update = inner.update_period();
         let state = Arc::new(Mutex::new(State::default()));
         let (tx, rx) = mpsc::channel::<()>();
         let st = state.clone();
@@ -91,7 +90,6 @@ impl OffTick {
         }
         OffTick {
             desc,
-            min_interval,
             update,
             state,
             _stop: tx,
@@ -116,8 +114,12 @@ impl PowerSensor for OffTick {
         }
     }
 
+    /// Zero: the worker already paces the tool (`period`), and taking its newest reading is a lock,
+    /// so every tick looks; with the inner source's own minimum (10 s for the NVMe estimate) a tick
+    /// that came before the worker's first answer would put the reading off by a whole interval,
+    /// and a short run (`run --samples N`) would never store it.
     fn min_interval(&self) -> Duration {
-        self.min_interval
+        Duration::ZERO
     }
 
     fn update_period(&self) -> Duration {
