@@ -10,6 +10,7 @@ mod delivery;
 mod delivery_agent;
 mod drives;
 mod energy;
+mod energy_schedules;
 mod faults;
 mod grpc;
 mod ledger;

@@ -273,17 +273,11 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
             return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: unmeasurable });
         }
     };
-    let Some(series) = zone.series() else {
+    let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
+    let Some(energy) = crate::energy::energy_of_recording(&report, zone, e.idle, datasheet) else {
         let note = format!("{}: samples out of order", zone.label());
         return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: false });
     };
-    let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
-    let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
-    let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
-    let cfg = wattflip_energy::RunDetectConfig::default();
-    let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
-    let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
-    energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
     let power = Some(zone.clone());
     Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones, energy_unmeasurable: false })
 }

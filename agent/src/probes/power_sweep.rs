@@ -103,7 +103,7 @@ struct RunPower {
 impl RunPower {
     /// Stops the recording and aligns it with the report. Problems become events, never zeros.
     fn align(p: StatePower, report: &wattflip_uflip::ProbeReport, max_watts: Option<f64>, tag: &str, rec: &mut ChangeLog) -> Option<RunPower> {
-        use wattflip_energy::{Baseline, RunDetectConfig, UnixNanos};
+        use wattflip_energy::{Baseline, UnixNanos};
         let zones = p.recorder.stop();
         let Some(zone) = crate::energy::live::pick(&zones, None) else {
             let labels = zones.iter().map(|z| format!("{} ({} samples, {} read errors)", z.label(), z.watts.len(), z.errors)).collect::<Vec<_>>();
@@ -117,7 +117,10 @@ impl RunPower {
         };
         let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
         let energy = match Baseline::from_window(&series, UnixNanos(p.started_ns), UnixNanos(first), 3) {
-            Ok(b) => Some(crate::energy::analyze(report, &series, Some(&b), &label, &RunDetectConfig::default(), max_watts)),
+            Ok(_) => {
+                let idle = (UnixNanos(p.started_ns), UnixNanos(first));
+                Some(crate::energy::analyze(report, &series, Some(idle), &label, &crate::energy::live_detect_config(), max_watts))
+            }
             Err(e) => {
                 rec.event(
                     "sweep_energy_skipped",
