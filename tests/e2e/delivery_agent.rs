@@ -282,6 +282,14 @@ fn scenario_5_a_full_spool_counts_every_lost_batch() {
     assert!(settled.is_some(), "the agent delivered its spool");
     signal(&a, "TERM");
     wait_child(&mut a, Duration::from_secs(20), dir);
+    // What was stored after the last check and not yet sent is in the spool: a bounded run
+    // delivers it.
+    let mut a = spawn_agent(
+        dir,
+        &["run", "--config", cfg.to_str().unwrap(), "--samples", "2"],
+    );
+    let st = wait_child(&mut a, Duration::from_secs(60), dir);
+    assert!(st.success(), "the spool was delivered");
     let lost = lost_lines(dir) as u64;
     let power: u64 = ledger(dir).values().map(|v| v.0).sum();
     assert_eq!(
@@ -482,7 +490,7 @@ fn scenario_8_sigterm_during_a_probe_keeps_its_completed_runs() {
         log(dir)
     );
     // Let a few of its runs complete.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(150));
     let t = std::time::Instant::now();
     signal(&a, "TERM");
     wait_child(&mut a, Duration::from_secs(20), dir);
