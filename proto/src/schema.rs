@@ -53,18 +53,19 @@ pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
         .int("power_sources", inv.power_sources.len() as i64)
         .int("temperature_sensors", inv.temperature_sensors.len() as i64)];
     for d in &inv.storage_devices {
-        pts.push(
-            tags.point(INVENTORY, h.time.0)
-                .tag("device", d.name.clone())
-                .tag("model", d.model.clone())
-                .tag("serial", d.serial.clone())
-                .uint("capacity_bytes", d.capacity_bytes)
-                .int("logical_block_size", i64::from(d.logical_block_size))
-                .string("firmware", d.firmware.clone())
-                .string("transport", d.transport.clone())
-                .boolean("rotational", d.rotational)
-                .int("power_states", d.power_states.len() as i64),
-        );
+        // Capacity, block size and rotation no source reported write no field (null), not 0/false.
+        let mut p = tags.point(INVENTORY, h.time.0).tag("device", d.name.clone()).tag("model", d.model.clone()).tag("serial", d.serial.clone());
+        if let Some(c) = d.capacity_bytes {
+            p = p.uint("capacity_bytes", c);
+        }
+        if let Some(b) = d.logical_block_size {
+            p = p.int("logical_block_size", i64::from(b));
+        }
+        p = p.string("firmware", d.firmware.clone()).string("transport", d.transport.clone());
+        if let Some(r) = d.rotational {
+            p = p.boolean("rotational", r);
+        }
+        pts.push(p.int("power_states", d.power_states.len() as i64));
         // The table itself, one point per state: a count alone cannot tell a dashboard what cap
         // PS2 is or which states the governor may choose.
         for ps in &d.power_states {
@@ -161,25 +162,7 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
         );
     }
     for s in &b.nvme_smart {
-        pts.push(
-            tags.point(NVME_SMART, s.time_ns)
-                .tag("device", s.device.clone())
-                .tag("serial", s.serial.clone())
-                .int("critical_warning", i64::from(s.critical_warning))
-                .float("composite_celsius", s.composite_celsius)
-                .int("percentage_used", i64::from(s.percentage_used))
-                .uint("data_units_read", s.data_units_read)
-                .uint("data_units_written", s.data_units_written)
-                .uint("warning_temp_time_min", s.warning_temp_time_min)
-                .uint("critical_temp_time_min", s.critical_temp_time_min)
-                .uint("thm_temp1_trans_count", s.thm_temp1_trans_count)
-                .uint("thm_temp2_trans_count", s.thm_temp2_trans_count)
-                .uint("thm_temp1_total_time_s", s.thm_temp1_total_time_s)
-                .uint("thm_temp2_total_time_s", s.thm_temp2_total_time_s)
-                .uint("power_on_hours", s.power_on_hours)
-                .uint("unsafe_shutdowns", s.unsafe_shutdowns)
-                .uint("media_errors", s.media_errors),
-        );
+        pts.push(nvme_smart_point(s, tags));
     }
     for e in &b.electrical {
         let mut p = tags.point(ELECTRICAL, e.time_ns).tag("source", e.source.clone()).tag("chip", e.chip.clone()).tag("channel", e.channel.clone());
@@ -194,6 +177,28 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
     for i in &b.idle_profiles {
         pts.push(idle_profile_point(i, tags));
     }
+}
+
+/// One SMART / health record. A reading the record leaves out (the drive or tool did not report
+/// it, or it could not be read) writes no field, so a query sees null rather than a measured 0.
+pub fn nvme_smart_point(s: &v1::NvmeSmart, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(NVME_SMART, s.time_ns)
+        .tag("device", s.device.clone())
+        .tag("serial", s.serial.clone())
+        .int("critical_warning", i64::from(s.critical_warning));
+    if let Some(c) = s.composite_celsius {
+        p = p.float("composite_celsius", c);
+    }
+    if let Some(u) = s.percentage_used {
+        p = p.int("percentage_used", i64::from(u));
+    }
+    for (name, v) in s.counters() {
+        if let Some(v) = v {
+            p = p.uint(name, v);
+        }
+    }
+    p
 }
 
 /// A device's idle characterisation, at the start of the idle window it was measured in.

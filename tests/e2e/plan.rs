@@ -67,7 +67,7 @@ fn collector_computes_energy_proportionality_from_ladders() {
     rt.block_on(async {
         let identity = pki().issue("ep-2", &["ep-2"], None);
         let mut client = IngestClient::new(pki().channel(&collector.url, Some(identity)).await.unwrap());
-        let ns = |name: &str, cap: u64| v1::StorageDevice { name: name.into(), model: "ACME-P1".into(), controller: "nvme0".into(), capacity_bytes: cap, ..Default::default() };
+        let ns = |name: &str, cap: u64| v1::StorageDevice { name: name.into(), model: "ACME-P1".into(), controller: "nvme0".into(), capacity_bytes: Some(cap), ..Default::default() };
         let inventory = v1::Inventory { storage_devices: vec![ns("nvme0n1", 1_000_000_000_000), ns("nvme0n2", 500_000_000_000)], ..Default::default() };
         let hello = AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: "ep-2".into(), time_ns: t0, inventory: Some(inventory), ..Default::default() })) };
         let runs = vec![ladder_run("L2-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L2-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];

@@ -35,7 +35,8 @@ pub enum Obs {
     /// Composite temperature from one source (`hwmon`, `nvme_cli`, `smartctl`).
     Temperature { time_ns: i64, source: String, celsius: f64 },
     /// SMART: critical warning and the thermal-management counters.
-    Smart { time_ns: i64, critical_warning: u32, counters: [u64; 5], composite_celsius: f64 },
+    /// A counter or temperature the record left out is `None`: never compared, never a 0.
+    Smart { time_ns: i64, critical_warning: u32, counters: [Option<u64>; 5], composite_celsius: Option<f64> },
     /// A probe run: throughput on a pattern key such as `SW/131072`, timed by its start and end.
     Run { start_ns: i64, end_ns: i64, pattern: String, mib_per_s: f64 },
     /// Drive power (a `power` sample with scope `drive`, or a run's energy over its duration).
@@ -75,7 +76,7 @@ struct Drive {
     last_time: HashMap<String, i64>,
     temperature: HashMap<String, f64>,
     last_composite: Option<f64>,
-    counters: Option<[u64; 5]>,
+    counters: Option<[Option<u64>; 5]>,
     critical_temperature_bit: bool,
     hot: Option<Hot>,
     throughput_base: HashMap<String, f64>,
@@ -109,9 +110,19 @@ impl Drive {
                 }
             }
             Obs::Smart { time_ns, critical_warning, counters, composite_celsius } => {
-                let celsius = (composite_celsius != 0.0).then_some(composite_celsius).or(self.last_composite);
-                let moved = self.counters.is_some_and(|c| counters.iter().zip(c.iter()).any(|(now, was)| now > was));
-                self.counters = Some(counters);
+                let celsius = composite_celsius.or(self.last_composite);
+                // Only a counter present in both records can have moved.
+                let moved = self.counters.is_some_and(|c| {
+                    counters.iter().zip(c.iter()).any(|(now, was)| matches!((now, was), (Some(n), Some(w)) if n > w))
+                });
+                // A counter this record left out keeps its last known value for the next compare.
+                let mut kept = counters;
+                if let Some(c) = self.counters {
+                    for (k, was) in kept.iter_mut().zip(c) {
+                        *k = k.or(was);
+                    }
+                }
+                self.counters = Some(kept);
                 let bit = critical_warning & 0x2 != 0;
                 let newly_set = bit && !self.critical_temperature_bit;
                 self.critical_temperature_bit = bit;
@@ -363,7 +374,7 @@ mod tests {
         Obs::Run { start_ns: T0 + t * S, end_ns: T0 + (t + 1) * S, pattern: pattern.into(), mib_per_s: mib }
     }
     fn smart(t: i64, trans: u64, warning: u32) -> Obs {
-        Obs::Smart { time_ns: T0 + t * S, critical_warning: warning, counters: [trans, 0, trans * 30, 0, 0], composite_celsius: 80.0 }
+        Obs::Smart { time_ns: T0 + t * S, critical_warning: warning, counters: [Some(trans), Some(0), Some(trans * 30), Some(0), Some(0)], composite_celsius: Some(80.0) }
     }
     fn power(t: i64, w: f64) -> Obs {
         Obs::Power { time_ns: T0 + t * S, watts: w }
