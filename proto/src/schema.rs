@@ -467,6 +467,69 @@ mod tests {
     }
 
     #[test]
+    fn absent_smart_readings_write_no_field_and_a_reported_zero_stays() {
+        let smart = v1::NvmeSmart {
+            time_ns: 7_000,
+            device: "nvme0".into(),
+            serial: "S1".into(),
+            critical_warning: 0,
+            percentage_used: Some(0),
+            data_units_read: Some(0),
+            data_units_written: Some(12),
+            power_on_hours: Some(u64::MAX),
+            ..Default::default()
+        };
+        let b = v1::Batch { agent_id: "a1".into(), sequence: 1, nvme_smart: vec![smart, v1::NvmeSmart { time_ns: 8_000, device: "nvme1".into(), ..Default::default() }], ..Default::default() };
+        let b = convert_batch("a1", b).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&batch_points(&b, &tags));
+        assert!(errs.is_empty(), "{errs:?}");
+        // No composite, no TMT counters, no unsafe shutdowns: no such fields. Above i64::MAX a
+        // uint is a float (InfluxDB 1.x has no unsigned type).
+        assert_eq!(
+            body,
+            "nvme_smart,device=nvme0,host=a1,serial=S1 critical_warning=0i,percentage_used=0i,data_units_read=0i,data_units_written=12i,power_on_hours=18446744073709552000 7000\n\
+             nvme_smart,device=nvme1,host=a1 critical_warning=0i 8000\n"
+        );
+    }
+
+    #[test]
+    fn an_absent_composite_converts_and_a_nan_one_is_rejected() {
+        let s = |c: Option<f64>| v1::Batch { agent_id: "a1".into(), sequence: 1, nvme_smart: vec![v1::NvmeSmart { time_ns: 5, device: "nvme0".into(), composite_celsius: c, ..Default::default() }], ..Default::default() };
+        assert_eq!(convert_batch("a1", s(None)).unwrap().nvme_smart[0].composite_celsius, None);
+        assert_eq!(convert_batch("a1", s(Some(0.0))).unwrap().nvme_smart[0].composite_celsius, Some(0.0));
+        assert_eq!(convert_batch("a1", s(Some(f64::NAN))).unwrap_err().to_string(), "nvme_smart[0].composite_celsius: NaN is not a finite number");
+    }
+
+    #[test]
+    fn inventory_leaves_unknown_capacity_block_size_and_rotation_out() {
+        let h = v1::Hello {
+            agent_id: "a1".into(),
+            inventory: Some(v1::Inventory {
+                storage_devices: vec![
+                    v1::StorageDevice { name: "sda".into(), transport: "sata".into(), capacity_bytes: Some(4_000_787_030_016), logical_block_size: Some(4096), rotational: Some(false), ..Default::default() },
+                    v1::StorageDevice { name: "sdb".into(), transport: "sas".into(), ..Default::default() },
+                ],
+                ..Default::default()
+            }),
+            time_ns: 5_000,
+            ..Default::default()
+        };
+        let h = Hello::try_from(h).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&hello_points(&h, &tags));
+        assert!(errs.is_empty(), "{errs:?}");
+        let lines: Vec<&str> = body.lines().filter(|l| l.starts_with("inventory,")).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "inventory,device=sda,host=a1 capacity_bytes=4000787030016i,logical_block_size=4096i,firmware=\"\",transport=\"sata\",rotational=false,power_states=0i 5000",
+                "inventory,device=sdb,host=a1 firmware=\"\",transport=\"sas\",power_states=0i 5000",
+            ]
+        );
+    }
+
+    #[test]
     fn hello_writes_one_point_per_power_state() {
         let ps = |state: u32, max_watts: f64, operational: bool, entry: u32, exit: u32| v1::PowerStateDescriptor {
             state,
@@ -480,8 +543,8 @@ mod tests {
             model: "INTEL SSDPE2KX010T8".into(),
             serial: "PHLJ9041".into(),
             firmware: "VDV10131".into(),
-            capacity_bytes: 1_000_204_886_016,
-            logical_block_size: 512,
+            capacity_bytes: Some(1_000_204_886_016),
+            logical_block_size: Some(512),
             transport: "nvme".into(),
             power_states: states,
             ..Default::default()
