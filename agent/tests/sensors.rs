@@ -131,7 +131,7 @@ fn hwmon_temperatures_power_and_a_bad_channel() {
     assert!(err.contains("hwmon3/temp1_input: `garbage` is not an integer (m°C)"), "{err}");
     assert_eq!(d.power.len(), 1);
     let desc = d.power[0].describe();
-    assert_eq!((desc.zone.as_str(), desc.scope.as_str()), ("power_meter-ACPI0000:00/power1", "rail"));
+    assert_eq!((desc.zone.as_str(), desc.scope.as_str()), ("power_meter-ACPI0000:00/power1", "wall"));
     let r = d.power[0].read(0).unwrap().unwrap();
     assert_eq!(r.watts, Watts(125.0));
     assert_eq!(r.joules, None);
@@ -146,8 +146,8 @@ fn block_inventory_skips_partitions_and_loops() {
     assert_eq!(d.model, "QEMU NVMe Ctrl");
     assert_eq!(d.serial, "WF-SERIAL-0001");
     assert_eq!(d.firmware, "7.2.0");
-    assert_eq!(d.capacity_bytes, 1_073_741_824);
-    assert_eq!(d.logical_block_size, 512);
+    assert_eq!(d.capacity_bytes, Some(1_073_741_824));
+    assert_eq!(d.logical_block_size, Some(512));
     assert_eq!(d.controller, "nvme0");
     assert_eq!(d.transport, "nvme");
 }
@@ -348,4 +348,329 @@ fn ina219_without_power_attribute_multiplies_bus_voltage_and_current() {
             ("ina219-2-0045".into(), "curr1".into(), Electrical::Amperes(Amperes(2.0))),
         ]
     );
+}
+
+fn scopes(d: &Discovered) -> Vec<(String, String, bool)> {
+    d.power
+        .iter()
+        .map(|p| {
+            let s = p.describe();
+            (s.zone, s.scope, s.counter)
+        })
+        .collect()
+}
+
+#[test]
+fn mmio_and_msr_packages_are_two_zones_and_one_package_scope() {
+    let d = discover(&fixture("rapl-mmio-msr"));
+    assert_eq!(
+        scopes(&d),
+        vec![
+            ("package-0".to_string(), "package".to_string(), true),
+            ("package-0/core".into(), "core".into(), true),
+            ("package-0/uncore".into(), "uncore".into(), true),
+            ("psys".into(), "psys".into(), true),
+            ("mmio:package-0".into(), "package_mmio".into(), true),
+        ]
+    );
+    let mmio = d.power[4].describe();
+    assert_eq!(mmio.note, "package-0 through MMIO (intel-rapl-mmio:0); the MSR zone package-0 is the same package and the one fleet sums use");
+    // Exactly one zone per package has scope `package`: a fleet SUM over it counts 850 J once.
+    assert_eq!(
+        d.power
+            .iter()
+            .filter(|p| p.describe().scope == "package")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn lone_mmio_package_is_the_package() {
+    let (_tmp, root) = copy_fixture("rapl-mmio-msr");
+    let pc = root.join("class/powercap");
+    for z in [
+        "intel-rapl:0",
+        "intel-rapl:0:0",
+        "intel-rapl:0:1",
+        "intel-rapl:1",
+    ] {
+        std::fs::remove_dir_all(pc.join(z)).unwrap();
+    }
+    let d = discover(&root);
+    assert_eq!(
+        scopes(&d),
+        vec![("mmio:package-0".to_string(), "package".to_string(), true)]
+    );
+    assert_eq!(d.power[0].describe().note, "");
+}
+
+#[test]
+fn power_and_energy_of_one_rail_are_one_zone_read_from_the_counter() {
+    let (_tmp, root) = copy_fixture("power-energy-rail");
+    let chip = root.join("class/hwmon/hwmon0");
+    let mut d = discover(&root);
+    assert_eq!(
+        scopes(&d),
+        vec![("ina238-1-0040/power1".to_string(), "rail".to_string(), true)]
+    );
+    let z = &mut d.power[0];
+    assert_eq!(
+        z.describe().path,
+        chip.join("energy1_input").display().to_string()
+    );
+    assert_eq!(z.update_period(), std::time::Duration::from_millis(1));
+    assert_eq!(z.read(0).unwrap(), None);
+    // 12 W for 0.5 s: 6 J, whatever power1_input says at that instant.
+    std::fs::write(chip.join("energy1_input"), "5006000000\n").unwrap();
+    std::fs::write(chip.join("power1_input"), "99000000\n").unwrap();
+    let r = z.read(500_000_000).unwrap().unwrap();
+    assert_eq!(
+        (r.joules, r.watts, r.interval_ns),
+        (Some(Joules(6.0)), Watts(12.0), 500_000_000)
+    );
+}
+
+#[test]
+fn acpi_power_meter_is_a_whole_host_meter_not_a_rail() {
+    let mut d = discover(&fixture("acpi-power-meter"));
+    assert_eq!(
+        power_readings(&mut d),
+        vec![
+            (
+                "power_meter-ACPI000D:00/power1".to_string(),
+                "wall".to_string(),
+                Watts(372.0),
+                0.0
+            ),
+            (
+                "pmbus-1-0058/pin".into(),
+                "psu_in".into(),
+                Watts(398.0),
+                0.0
+            ),
+            (
+                "pmbus-1-0058/pout1".into(),
+                "psu_out".into(),
+                Watts(360.0),
+                0.0
+            ),
+            (
+                "ina226-0-0040/power1".into(),
+                "rail".into(),
+                Watts(38.9),
+                0.002
+            ),
+        ]
+    );
+    // power1_average changes once per power1_average_interval (1000 ms).
+    assert_eq!(
+        d.power[0].update_period(),
+        std::time::Duration::from_secs(1)
+    );
+    assert_eq!(
+        d.power[3].update_period(),
+        std::time::Duration::from_millis(2)
+    );
+}
+
+/// Replaces `path` the way a driver reload or a renaming writer does: a new inode behind the path.
+fn replace_by_rename(path: &Path, content: &str) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn a_replaced_counter_is_read_again_not_frozen_at_zero() {
+    let (_tmp, root) = copy_fixture("replaced-file");
+    let pkg = root.join("class/powercap/intel-rapl:0/energy_uj");
+    let mut d = discover(&root);
+    let z = d
+        .power
+        .iter_mut()
+        .find(|p| p.describe().zone == "package-0")
+        .unwrap();
+    assert_eq!(z.read(0).unwrap(), None);
+    std::fs::write(&pkg, "2000000\n").unwrap(); // in place: +1 J
+    assert_eq!(z.read(1_000_000_000).unwrap().unwrap().watts, Watts(1.0));
+    replace_by_rename(&pkg, "4000000\n"); // +2 J behind a new inode
+                                          // The path is checked at least every RECHECK (100 ms): wait that long, as a report interval would.
+    std::thread::sleep(wattflip_agent::sensors::RECHECK + std::time::Duration::from_millis(20));
+    let r = z.read(2_000_000_000).unwrap().unwrap();
+    assert_eq!((r.joules, r.watts), (Some(Joules(2.0)), Watts(2.0)));
+    replace_by_rename(&pkg, "7000000\n");
+    std::thread::sleep(wattflip_agent::sensors::RECHECK + std::time::Duration::from_millis(20));
+    assert_eq!(z.read(3_000_000_000).unwrap().unwrap().watts, Watts(3.0));
+}
+
+#[test]
+fn a_replaced_hwmon_attribute_is_read_again() {
+    let (_tmp, root) = copy_fixture("replaced-file");
+    let attr = root.join("class/hwmon/hwmon0/power1_input");
+    let mut d = discover(&root);
+    let p = d
+        .power
+        .iter_mut()
+        .find(|p| p.describe().source == "hwmon")
+        .unwrap();
+    assert_eq!(p.read(0).unwrap().unwrap().watts, Watts(18.0));
+    replace_by_rename(&attr, "21500000\n");
+    std::thread::sleep(wattflip_agent::sensors::RECHECK + std::time::Duration::from_millis(20));
+    assert_eq!(p.read(0).unwrap().unwrap().watts, Watts(21.5));
+}
+
+#[test]
+fn a_vanished_zone_is_an_error_and_a_gap_then_comes_back() {
+    let (_tmp, root) = copy_fixture("vanished-zone");
+    let z1 = root.join("class/powercap/intel-rapl:1");
+    let saved = root.join("saved-intel-rapl-1");
+    let mut d = discover(&root);
+    let p1 = d
+        .power
+        .iter_mut()
+        .find(|p| p.describe().zone == "package-1")
+        .unwrap();
+    assert_eq!(p1.read(0).unwrap(), None);
+    std::fs::write(z1.join("energy_uj"), "4000000\n").unwrap();
+    assert_eq!(p1.read(1_000_000_000).unwrap().unwrap().watts, Watts(1.0));
+    // The zone goes away (module unloaded, CPU offlined): the open descriptor would keep answering
+    // 4000000 forever; the path check turns it into an error naming the file.
+    std::fs::rename(&z1, &saved).unwrap();
+    std::thread::sleep(wattflip_agent::sensors::RECHECK + std::time::Duration::from_millis(20));
+    let err = p1.read(2_000_000_000).unwrap_err().to_string();
+    assert!(
+        err.ends_with("intel-rapl:1/energy_uj does not exist (device removed or driver unloaded?)"),
+        "{err}"
+    );
+    assert!(
+        p1.read(2_500_000_000).is_err(),
+        "still gone: still an error, never 0 W"
+    );
+    // It comes back: readings resume over the real elapsed time (+3 J in 2 s since the last value).
+    std::fs::rename(&saved, &z1).unwrap();
+    std::fs::write(z1.join("energy_uj"), "7000000\n").unwrap();
+    let r = p1.read(3_000_000_000).unwrap().unwrap();
+    assert_eq!(
+        (r.joules, r.watts, r.interval_ns),
+        (Some(Joules(3.0)), Watts(1.5), 2_000_000_000)
+    );
+}
+
+/// Virtual time that runs late like a loaded machine, over a RAPL counter that moves every
+/// 976 µs by 117.12 mJ (120 W exactly). Every clock read costs 10 µs of virtual time and rewrites
+/// `energy_uj` in place with the counter's value at that instant, as the kernel computes it at the
+/// moment of the read. Wake-ups are late by 0–400 µs, and every 37th by 3 ms (a slow read).
+struct LateCounterClock {
+    now: u64,
+    wakeups: u64,
+    file: PathBuf,
+    /// The value in the file (written only when it changes: file writes are the test's cost).
+    shown: u64,
+}
+
+const UPDATE_NS: u64 = 976_000;
+const UJ_PER_UPDATE: u64 = 117_120;
+
+impl LateCounterClock {
+    fn publish(&mut self) {
+        let v = 1_000_000 + (self.now / UPDATE_NS) * UJ_PER_UPDATE;
+        if v != self.shown {
+            std::fs::write(&self.file, format!("{v}\n")).unwrap();
+            self.shown = v;
+        }
+    }
+}
+
+impl wattflip_agent::sensors::sampler::Timebase for LateCounterClock {
+    fn now(&mut self) -> (u64, i64) {
+        self.now += 10_000;
+        self.publish();
+        (self.now, 1_700_000_000_000_000_000 + self.now as i64)
+    }
+
+    fn sleep_until(&mut self, mono_ns: u64) {
+        self.wakeups += 1;
+        // A fixed pseudo-random lateness (Weyl sequence), so the test is the same on every run.
+        let late = if self.wakeups.is_multiple_of(37) {
+            3_000_000
+        } else {
+            (self.wakeups.wrapping_mul(0x9E37_79B9) >> 7) % 400_000
+        };
+        self.now = self.now.max(mono_ns) + late;
+        self.publish();
+    }
+}
+
+#[test]
+fn at_1khz_min_and_max_stay_within_10_percent_of_a_constant_120_w() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let (_tmp, root) = copy_fixture("rapl-only");
+    let file = root.join("class/powercap/intel-rapl:0/energy_uj");
+    let pkg = discover(&root)
+        .power
+        .into_iter()
+        .find(|s| s.describe().zone == "package-0")
+        .unwrap();
+    let mut clock = LateCounterClock {
+        now: 0,
+        wakeups: 0,
+        file,
+        shown: 0,
+    };
+    clock.publish();
+    let mut windows = Vec::new();
+    let stats = wattflip_agent::sensors::sampler::run_on(
+        vec![(pkg, Duration::from_millis(1))],
+        Duration::from_millis(100),
+        &mut clock,
+        Arc::new(AtomicBool::new(false)),
+        |b| {
+            let p = &b.power[0];
+            windows.push((p.watts.unwrap(), p.min_watts, p.max_watts, p.readings));
+            windows.len() < 10
+        },
+    );
+    assert_eq!(windows.len(), 10);
+    for (i, (mean, min, max, readings)) in windows.iter().enumerate() {
+        let (min, max) = (
+            min.expect("min over complete spans"),
+            max.expect("max over complete spans"),
+        );
+        // The mean is energy over time: off by at most one update (117 mJ) in a 100 ms window.
+        assert!(
+            (mean - 120.0).abs() <= 120.0 * 0.012,
+            "window {i}: mean {mean}"
+        );
+        assert!(
+            min >= 108.0 && max <= 132.0,
+            "window {i}: min {min} max {max} (truth 120 W)"
+        );
+        assert!(*readings >= 60, "window {i}: {readings} readings");
+    }
+    assert_eq!(stats.errors, 0);
+}
+
+#[test]
+fn a_zone_that_appears_after_start_up_is_rediscovered_once() {
+    use std::collections::HashSet;
+    let (_tmp, root) = copy_fixture("vanished-zone");
+    let z1 = root.join("class/powercap/intel-rapl:1");
+    let saved = root.join("saved-intel-rapl-1");
+    std::fs::rename(&z1, &saved).unwrap();
+    let d = discover(&root);
+    let mut known: HashSet<(String, String)> = d.power.iter().map(|p| p.describe()).map(|s| (s.source, s.zone)).collect();
+    assert_eq!(known, HashSet::from([("rapl".to_string(), "package-0".to_string())]));
+    assert!(wattflip_agent::sensors::rediscover(&root, &SensorKinds::default(), &known).is_empty());
+    // The driver brings the second package later.
+    std::fs::rename(&saved, &z1).unwrap();
+    let mut new = wattflip_agent::sensors::rediscover(&root, &SensorKinds::default(), &known);
+    assert_eq!(new.iter().map(|p| p.describe().zone).collect::<Vec<_>>(), vec!["package-1".to_string()]);
+    assert_eq!(new[0].read(0).unwrap(), None);
+    std::fs::write(z1.join("energy_uj"), "3500000\n").unwrap();
+    assert_eq!(new[0].read(500_000_000).unwrap().unwrap().watts, Watts(1.0));
+    known.insert(("rapl".into(), "package-1".into()));
+    assert!(wattflip_agent::sensors::rediscover(&root, &SensorKinds::default(), &known).is_empty());
 }

@@ -51,6 +51,8 @@ pub struct Hello {
     pub labels: BTreeMap<String, String>,
     pub inventory: v1::Inventory,
     pub time: UnixNanos,
+    /// `run`, `probe`, `governor`; empty from older agents.
+    pub session: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -206,6 +208,9 @@ impl TryFrom<v1::Hello> for Hello {
         for (i, d) in h.inventory.as_ref().map(|inv| inv.storage_devices.as_slice()).unwrap_or_default().iter().enumerate() {
             check_tag_value(&format!("hello.inventory.storage_devices[{i}].name"), &d.name)?;
         }
+        if !h.session.is_empty() {
+            check_tag_value("hello.session", &h.session)?;
+        }
         Ok(Hello {
             agent_id: h.agent_id,
             hostname: h.hostname,
@@ -214,6 +219,7 @@ impl TryFrom<v1::Hello> for Hello {
             labels,
             inventory: h.inventory.unwrap_or_default(),
             time: check_time("hello.time_ns", h.time_ns)?,
+            session: h.session,
         })
     }
 }

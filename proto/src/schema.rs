@@ -44,8 +44,12 @@ impl HostTags {
 /// Points describing the agent and its inventory, written when a Hello arrives.
 pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
     let inv = &h.inventory;
-    let mut pts = vec![tags
-        .point(AGENT, h.time.0)
+    let mut agent = tags.point(AGENT, h.time.0);
+    if !h.session.is_empty() {
+        // A tag, so the fleet overview can show the inventory of `run` connections only.
+        agent = agent.tag("session", h.session.clone());
+    }
+    let mut pts = vec![agent
         .string("hostname", h.hostname.clone())
         .string("version", h.agent_version.clone())
         .int("protocol_version", i64::from(h.protocol_version))
@@ -562,11 +566,15 @@ mod tests {
                 ..Default::default()
             }),
             time_ns: 5_000,
+            session: "run".into(),
             ..Default::default()
         };
         let h = Hello::try_from(h).unwrap();
         let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
         let (body, errs) = encode_all(&hello_points(&h, &tags));
+        // The session is a tag of the `agent` point only.
+        assert!(body.starts_with("agent,host=a1,session=run hostname=\"h1\","), "{body}");
+        assert_eq!(body.matches("session=").count(), 1, "{body}");
         assert!(errs.is_empty(), "{errs:?}");
         let lines: Vec<&str> = body.lines().filter(|l| l.starts_with("power_state_descriptor,")).collect();
         assert_eq!(

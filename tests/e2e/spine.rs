@@ -44,13 +44,15 @@ fn agent_to_influx_exact_points_and_watts() {
     );
     let mut agent = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", &TICKS.to_string()]);
 
-    // Once the first tick's temperatures are in InfluxDB, every counter has its baseline.
+    // Once the first tick's batch is stored (its ledger line on the agent's stderr: local, no
+    // round trip through the collector and InfluxDB, which under load can outlast all the ticks),
+    // every counter has its baseline and the advance lands in a later interval.
     let first = wait_for(Duration::from_secs(20), || {
-        influx
-            .try_rows(DB, &format!("SELECT count(celsius) FROM temperature WHERE host = '{HOST}'"))
-            .filter(|rows| !rows.is_empty())
+        std::fs::read_to_string(tmp.path().join("agent.stderr"))
+            .ok()
+            .filter(|e| e.lines().any(|l| l.contains("wattflip::ledger") && l.contains("stored")))
     });
-    assert!(first.is_some(), "no temperature reached InfluxDB; collector log:\n{}", collector.log());
+    assert!(first.is_some(), "the agent stored no batch; collector log:\n{}", collector.log());
     let before: Vec<u64> = ADVANCE
         .iter()
         .map(|(id, _, _)| std::fs::read_to_string(powercap.join(id).join("energy_uj")).unwrap().trim().parse().unwrap())

@@ -183,7 +183,7 @@ pub fn execute(
         }
     })();
     let batch = std::mem::take(&mut rec.lock().unwrap_or_else(|p| p.into_inner()).batch);
-    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, || command_hello(&cfg, runner, &clock));
+    let delivered = deliver(&rt, &cfg, &batch, out, name, collector, || command_hello(&cfg, runner, &clock, "governor"));
     let mut text = result?;
     text.push_str(&delivered?);
     Ok(text)

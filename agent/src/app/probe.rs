@@ -160,7 +160,7 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     );
     if let Some(url) = p.collector {
         let n = batches.len();
-        send_results(&url, &cfg, batches, &p.out)?;
+        send_results(&url, &cfg, batches, &p.out, "probe")?;
         println!("sent {full_rate} full-rate power samples ({} zones) in {} batches", measured.recording.len(), n.saturating_sub(1));
     }
     Ok(())
@@ -266,7 +266,7 @@ fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: 
     folder::write_ladder(&p.out, &l, &tags)?;
     println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
     if let Some(url) = &p.collector {
-        send_results(url, cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out)?;
+        send_results(url, cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out, "probe")?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 
 use super::schedule::{run_job, DeviceLocks};
 use super::session::{exporter_config, hello, RunError};
-use super::ticks::{monitor_loop, sample, split_by_rate, SamplerState};
+use super::ticks::{monitor_loop, rediscover, sample, split_by_rate, Rediscovery, SamplerState};
 pub use super::ticks::RunSummary;
 use crate::clock::Clock;
 use anyhow::Context as _;
@@ -21,6 +21,7 @@ use crate::export::grpc::{ExportSummary, Exporter};
 use crate::export::spool::Spool;
 use crate::export::telemetry::AgentMetrics;
 use crate::sensors::nvme_estimate::NvmeEstimate;
+use crate::sensors::offtick::OffTick;
 use crate::sensors::sampler::{run_on, RealTime, SamplerStats};
 use crate::sensors::{discover_all, Discovered};
 use std::future::Future;
@@ -122,6 +123,10 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     // Sources read faster than reporting move to windowed sampler threads, one per source, each
     // source on its own grid; the rest are read on the tick.
     let mut state = SamplerState::default();
+    let known = found.power.iter().map(|s| s.describe()).map(|d| (d.source, d.zone)).collect();
+    let kinds = crate::sensors::SensorKinds { ipmi: false, ..cfg.kinds.clone() };
+    let every = super::ticks::REDISCOVER_EVERY;
+    state.rediscovery = Some(Rediscovery { sysfs_root: cfg.sysfs_root.clone(), kinds, every, known, last_ns: clock.now().0 });
     let (fast_groups, slow) = split_by_rate(&cfg, std::mem::take(&mut found.power));
     for (s, period) in slow {
         found.power.push(s);
@@ -184,7 +189,9 @@ fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
         for d in &drives.drives {
             let Some(ctrl) = d.controller.as_ref().filter(|c| seen.insert(c.to_string())) else { continue };
             if let Some(e) = NvmeEstimate::new(nvme.clone(), ctrl, d.power_states.clone()) {
-                found.power.push(Box::new(e));
+                // nvme-cli runs on a worker of its own: a hung tool never holds up the tick.
+                let period = super::ticks::power_period(cfg, &e);
+                found.power.push(Box::new(OffTick::spawn(Box::new(e), period)));
             }
         }
     }
@@ -248,7 +255,10 @@ async fn tick_loop(
         let mut batch = pending_first.take().unwrap_or_default();
         // Sensor reads are short sysfs reads, but a BMC command can take a second: keep them off
         // the async workers' hot path.
-        tokio::task::block_in_place(|| sample(t.found, t.clock, &mut batch, t.state, summary, t.metrics));
+        tokio::task::block_in_place(|| {
+            rediscover(t.found, t.clock, &mut batch, t.state);
+            sample(t.found, t.clock, &mut batch, t.state, summary, t.metrics)
+        });
         summary.ticks += 1;
         if batch == v1::Batch::default() || tx.send(batch).await.is_err() {
             continue;

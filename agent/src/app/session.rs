@@ -29,7 +29,8 @@ pub enum RunError {
 }
 
 /// The Hello of this agent: identity, labels, inventory (sysfs block devices enriched by what
-/// nvme-cli/smartctl found, and the drive temperature sensors the SMART monitor reads).
+/// nvme-cli/smartctl found, and the drive temperature sensors the SMART monitor reads), as `run`
+/// sends it (session `run`: the collector shows this inventory as the host's).
 pub fn hello(
     cfg: &Config,
     found: &Discovered,
@@ -37,7 +38,19 @@ pub fn hello(
     drive_sensors: Vec<v1::TemperatureSensor>,
     clock: &Clock,
 ) -> v1::Hello {
-    let mut power_sources: Vec<v1::PowerSource> = found.power.iter().map(|s| s.describe()).collect();
+    let mut power_sources: Vec<v1::PowerSource> = found
+        .power
+        .iter()
+        .map(|s| {
+            let mut d = s.describe();
+            // A source read faster than it updates says so (its readings repeat).
+            let period = super::ticks::power_period(cfg, s.as_ref());
+            if let Some(note) = crate::sensors::sampler::rate_note(period, s.update_period()) {
+                d.note = if d.note.is_empty() { note } else { format!("{}; {note}", d.note) };
+            }
+            d
+        })
+        .collect();
     power_sources.extend(found.unusable_power.iter().cloned());
     let mut storage_devices = crate::drives::block::scan(&cfg.sysfs_root);
     drives.enrich(&mut storage_devices);
@@ -56,6 +69,7 @@ pub fn hello(
             drive_thermal_limits: drives.thermal_limits(),
         }),
         time_ns: clock.utc_now(),
+        session: "run".into(),
     }
 }
 
@@ -63,11 +77,15 @@ pub fn hello(
 /// identity and labels plus the drive inventory nvme-cli/smartctl give, power-state tables
 /// included, so those connections write the same `inventory` and `power_state_descriptor` points
 /// as `run` does instead of a drive list without its power states. Costs a few short tool calls,
-/// made only when something is sent.
-pub fn command_hello(cfg: &Config, runner: Arc<dyn CommandRunner>, clock: &Clock) -> v1::Hello {
+/// made only when something is sent. `session` names the command (`probe`, `governor`, `trace`),
+/// so the collector does not mistake this Hello, which lists no power sources or sensors, for the
+/// host's inventory.
+pub fn command_hello(cfg: &Config, runner: Arc<dyn CommandRunner>, clock: &Clock, session: &str) -> v1::Hello {
     let tools = DriveTools::probe(&cfg.drives, runner);
     let drives = DriveInventory::discover(&tools, &cfg.sysfs_root);
-    hello(cfg, &Discovered::default(), &drives, Vec::new(), clock)
+    let mut h = hello(cfg, &Discovered::default(), &drives, Vec::new(), clock);
+    h.session = session.into();
+    h
 }
 
 
@@ -120,11 +138,12 @@ pub async fn send(cfg: &Config, hello: v1::Hello, batches: Vec<v1::Batch>, timeo
     })
 }
 
-/// Streams batches of results to a collector and waits until all are acknowledged.
-pub fn send_results(url: &str, cfg: &Config, batches: Vec<v1::Batch>, kept_in: &std::path::Path) -> anyhow::Result<()> {
+/// Streams batches of results to a collector and waits until all are acknowledged; `session`
+/// names the command in its Hello (`probe`, `trace`).
+pub fn send_results(url: &str, cfg: &Config, batches: Vec<v1::Batch>, kept_in: &std::path::Path, session: &str) -> anyhow::Result<()> {
     let total = batches.len() as u64;
     let clock = Clock::new();
-    let hello = command_hello(cfg, Arc::new(wattflip_drives::SystemRunner::new()), &clock);
+    let hello = command_hello(cfg, Arc::new(wattflip_drives::SystemRunner::new()), &clock, session);
     let mut cfg = cfg.clone();
     cfg.collector.urls = vec![url.to_string()];
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;

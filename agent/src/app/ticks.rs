@@ -81,6 +81,42 @@ pub struct SamplerState {
     pub periods: Vec<Duration>,
     /// The tick (`sampling.interval`).
     pub tick: Duration,
+    /// Where and how often to look for power sources that appeared after start-up.
+    pub rediscovery: Option<Rediscovery>,
+}
+
+/// Sysfs sources found after start-up (a driver loaded late, a zone unreadable at start) join the
+/// tick: every `every`, the sysfs tree is scanned again for zones not sampled yet.
+pub struct Rediscovery {
+    pub sysfs_root: std::path::PathBuf,
+    pub kinds: crate::sensors::SensorKinds,
+    pub every: Duration,
+    /// `(source, zone)` of every source sampled (on the tick or by a fast sampler).
+    pub known: std::collections::HashSet<(String, String)>,
+    pub last_ns: u64,
+}
+
+/// How often sysfs is scanned again for new power sources.
+pub const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
+
+/// Adds the sysfs power sources that appeared since the last scan, read on the tick from now on,
+/// each announced by a `sensor_available` event. New sources reach the inventory at the next Hello.
+pub fn rediscover(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState) {
+    let Some(r) = state.rediscovery.as_mut() else { return };
+    let (mono, utc) = clock.now();
+    if mono.saturating_sub(r.last_ns) < u64::try_from(r.every.as_nanos()).unwrap_or(u64::MAX) {
+        return;
+    }
+    r.last_ns = mono;
+    for s in crate::sensors::rediscover(&r.sysfs_root, &r.kinds, &r.known) {
+        let d = s.describe();
+        tracing::info!(zone = %d.zone, path = %d.path, "new power source");
+        let msg = format!("new {} power source {} ({}), read every tick from now on", d.source, d.zone, d.path);
+        batch.events.push(crate::events::event(utc, "sensor_available", v1::Severity::Info, &d.zone, msg));
+        r.known.insert((d.source, d.zone));
+        found.power.push(s);
+        state.periods.push(state.tick);
+    }
 }
 
 /// The read interval of a power source: its `[sampling.power_intervals]` override, else
@@ -132,8 +168,11 @@ pub fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, stat
             state.last_read.insert(key.clone(), mono);
         }
         let started = Instant::now();
-        let r = s.read(mono);
+        // Stamped at the read's own instant: counters time themselves around their read.
+        let (at, r) = s.read_timed(&mut || clock.now().0);
+        let utc = utc.saturating_add(i64::try_from(at.saturating_sub(mono)).unwrap_or(i64::MAX));
         metrics.sensor_reads.record(&key, started.elapsed(), r.is_ok());
+        batch.events.extend(s.take_notices().into_iter().map(|n| crate::sensors::sampler::notice_event(n, &d.zone, utc)));
         match r {
             Ok(Some(r)) => {
                 last_error.remove(&key);

@@ -85,7 +85,7 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     let written = crate::report::folder::write_energy(&input, &only, &energy, &tags)?;
     println!("wrote {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     if let Some(url) = collector {
-        send_results(&url, &cfg, vec![crate::probes::convert::batch(&only, Some(&energy))], &input)?;
+        send_results(&url, &cfg, vec![crate::probes::convert::batch(&only, Some(&energy))], &input, "trace")?;
     }
     Ok(())
 }

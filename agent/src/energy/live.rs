@@ -90,8 +90,10 @@ impl PowerRecorder {
                 // never held across a sensor read, so a reader cannot delay the sampling grid.
                 sweep.clear();
                 for s in sensors.iter_mut() {
-                    let (mono, utc) = clock.now();
-                    sweep.push((utc, s.read(mono)));
+                    // Stamped at the read's own instant (the source times itself around the read).
+                    let (mono0, utc0) = clock.now();
+                    let (at, read) = s.read_timed(&mut || clock.now().0);
+                    sweep.push((utc0.saturating_add(i64::try_from(at.saturating_sub(mono0)).unwrap_or(i64::MAX)), read));
                 }
                 if let Ok(mut out) = shared.0.lock() {
                     for ((utc, read), z) in sweep.drain(..).zip(out.iter_mut()) {

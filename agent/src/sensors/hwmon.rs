@@ -10,6 +10,7 @@ use super::{
     TemperatureSensor,
 };
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use wattflip_proto::units::{Amperes, Celsius, MicroJoules, Volts, Watts};
 use wattflip_proto::v1;
 
@@ -81,6 +82,8 @@ pub struct HwmonPower {
     scope: String,
     input: PowerInput,
     shunt_ohms: f64,
+    /// How often the chip updates the channel (zero: unknown).
+    update: Duration,
 }
 
 impl HwmonPower {
@@ -107,6 +110,22 @@ impl PowerSensor for HwmonPower {
         }
     }
 
+    fn update_period(&self) -> Duration {
+        self.update
+    }
+
+    fn read_timed(&mut self, now: &mut dyn FnMut() -> u64) -> (u64, Result<Option<PowerReading>, SensorError>) {
+        // Counters are timed around the read like RAPL's; instantaneous values are stamped before.
+        let t0 = now();
+        if let PowerInput::Energy { counter, .. } = &mut self.input {
+            let cur = counter.read_int::<u64>("an unsigned integer (µJ)");
+            let t1 = now();
+            let t = t0 + t1.saturating_sub(t0) / 2;
+            return (t, cur.and_then(|c| self.account_energy(c, t)));
+        }
+        (t0, self.read(t0))
+    }
+
     fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
         match &mut self.input {
             PowerInput::Direct(p) => {
@@ -118,18 +137,26 @@ impl PowerSensor for HwmonPower {
                 let ma: i64 = amps.read_int("an integer (mA)")?;
                 Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0 }))
             }
-            PowerInput::Energy { counter, last } => {
+            PowerInput::Energy { counter, .. } => {
                 let cur: u64 = counter.read_int("an unsigned integer (µJ)")?;
-                let prev = last.replace((cur, now_ns));
-                let Some((prev_uj, prev_ns)) = prev else { return Ok(None) };
-                if cur < prev_uj {
-                    return Err(SensorError::CounterReset { path: counter.path().to_owned(), prev: prev_uj, cur });
-                }
-                let joules = MicroJoules(cur - prev_uj).to_joules();
-                let interval_ns = now_ns.saturating_sub(prev_ns);
-                Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns }))
+                self.account_energy(cur, now_ns)
             }
         }
+    }
+}
+
+impl HwmonPower {
+    /// Energy since the previous counter value; a decrease is a reset and skips one interval.
+    fn account_energy(&mut self, cur: u64, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
+        let PowerInput::Energy { counter, last } = &mut self.input else { return Ok(None) };
+        let prev = last.replace((cur, now_ns));
+        let Some((prev_uj, prev_ns)) = prev else { return Ok(None) };
+        if cur < prev_uj {
+            return Err(SensorError::CounterReset { path: counter.path().to_owned(), prev: prev_uj, cur });
+        }
+        let joules = MicroJoules(cur - prev_uj).to_joules();
+        let interval_ns = now_ns.saturating_sub(prev_ns);
+        Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns }))
     }
 }
 
@@ -148,11 +175,14 @@ fn chip_device(chip_dir: &Path, name: &str) -> String {
     }
 }
 
-/// Scope of a power channel from its label (PMBus labels `pin`, `pout1`...; hardware.md §2).
-fn power_scope(label: &str) -> &'static str {
-    match label {
-        l if l.starts_with("pin") => "psu_in",
-        l if l.starts_with("pout") => "psu_out",
+/// Scope of a power channel from its chip's driver and its label (docs/schema.md, "Scopes by
+/// source and hwmon driver"): the ACPI power meter measures the whole host (`wall`, like a BMC),
+/// PMBus labels `pin`/`pout*` are the PSU's input and output, anything else is one rail.
+pub fn power_scope(driver: &str, label: &str) -> &'static str {
+    match (driver, label) {
+        ("power_meter", _) => "wall",
+        (_, l) if l.starts_with("pin") => "psu_in",
+        (_, l) if l.starts_with("pout") => "psu_out",
         _ => "rail",
     }
 }
@@ -207,6 +237,22 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
     }
 }
 
+/// The zone name of channel `n`: the power channel's label when the chip labels power but not
+/// energy, so the zone keeps its name whichever attribute is read.
+fn power_label(chip: &Path, n: u32, energy_label: &str) -> String {
+    let has_power = ["input", "average"].iter().any(|k| chip.join(format!("power{n}_{k}")).exists());
+    if chip.join(format!("energy{n}_label")).exists() || !has_power {
+        return energy_label.to_string();
+    }
+    label(chip, "power", n)
+}
+
+/// How often the chip's values change: `update_interval` (ms) when the driver has it (INA226,
+/// INA3221, many PMBus chips), else unknown (zero).
+fn update_period(chip: &Path) -> Duration {
+    read_int::<u64>(&chip.join("update_interval"), HINT, "ms").map(Duration::from_millis).unwrap_or(Duration::ZERO)
+}
+
 fn label(chip: &Path, prefix: &str, n: u32) -> String {
     read_attr(&chip.join(format!("{prefix}{n}_label")), HINT).unwrap_or_else(|_| format!("{prefix}{n}"))
 }
@@ -219,31 +265,44 @@ fn shunt_ohms(chip: &Path, n: u32) -> f64 {
 }
 
 fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: &mut Discovered) {
+    let update = update_period(chip);
     let mut have_power = false;
+    // One zone per physical channel: an energy counter when the chip has one (exact joules over
+    // any interval), else power*_input, else power*_average.
+    let energy = channels(files, "energy", "_input");
+    for n in &energy {
+        let l = label(chip, "energy", *n);
+        have_power = true;
+        out.power.push(Box::new(HwmonPower {
+            zone: format!("{device}/{}", power_label(chip, *n, &l)),
+            scope: power_scope(name, &l).into(),
+            input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT), last: None },
+            shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, *n) } else { 0.0 },
+            update,
+        }));
+    }
     for file_suffix in ["_input", "_average"] {
         for n in channels(files, "power", file_suffix) {
-            // Prefer power*_input when a chip has both.
-            if file_suffix == "_average" && files.contains(&format!("power{n}_input")) {
+            // Prefer power*_input when a chip has both; skip a channel its energy counter covers.
+            if (file_suffix == "_average" && files.contains(&format!("power{n}_input"))) || energy.contains(&n) {
+                have_power |= energy.contains(&n);
                 continue;
             }
             have_power = true;
             let l = label(chip, "power", n);
+            // power*_average is averaged over power*_average_interval (ms): it changes no faster.
+            let period = match file_suffix {
+                "_average" => read_int::<u64>(&chip.join(format!("power{n}_average_interval")), HINT, "ms").map(Duration::from_millis).unwrap_or(update),
+                _ => update,
+            };
             out.power.push(Box::new(HwmonPower {
                 zone: format!("{device}/{l}"),
-                scope: power_scope(&l).into(),
+                scope: power_scope(name, &l).into(),
                 input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT)),
                 shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
+                update: period,
             }));
         }
-    }
-    for n in channels(files, "energy", "_input") {
-        let l = label(chip, "energy", n);
-        out.power.push(Box::new(HwmonPower {
-            zone: format!("{device}/{l}"),
-            scope: power_scope(&l).into(),
-            input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT), last: None },
-            shunt_ohms: 0.0,
-        }));
     }
     // Shunt monitors without a power attribute: INA3221 channels 1..3 pair in<n> (bus, mV) with
     // curr<n> (mA); INA2xx pairs in1 (bus) with curr1 (in0 is the shunt voltage).
@@ -265,6 +324,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
             scope: "rail".into(),
             input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT), amps: Attr::new(amps, HINT) },
             shunt_ohms: shunt_ohms(chip, n),
+            update,
         }));
     }
 }
@@ -281,8 +341,9 @@ mod tests {
             .collect();
         assert_eq!(channels(&files, "temp", "_input"), vec![1, 3, 10]);
         assert_eq!(channels(&files, "power", "_average"), vec![1]);
-        assert_eq!(power_scope("pin"), "psu_in");
-        assert_eq!(power_scope("pout2"), "psu_out");
-        assert_eq!(power_scope("vdd"), "rail");
+        assert_eq!(power_scope("pmbus", "pin"), "psu_in");
+        assert_eq!(power_scope("pmbus", "pout2"), "psu_out");
+        assert_eq!(power_scope("ina226", "vdd"), "rail");
+        assert_eq!(power_scope("power_meter", "power1"), "wall");
     }
 }

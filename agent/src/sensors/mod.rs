@@ -10,6 +10,7 @@ pub mod config;
 pub mod hwmon;
 pub mod ipmi;
 pub mod nvme_estimate;
+pub mod offtick;
 pub mod rapl;
 pub mod sampler;
 
@@ -64,16 +65,58 @@ pub enum SensorError {
     Command { command: String, message: String },
 }
 
+/// A change in a source's state worth an event: unavailable (with why), available again, or its
+/// readings flagged. Sources queue one per change; callers send them as events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// Event kind: `sensor_unavailable`, `sensor_available` or `sensor_flagged`.
+    pub kind: &'static str,
+    pub severity: v1::Severity,
+    pub message: String,
+}
+
+impl Notice {
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Notice { kind: "sensor_unavailable", severity: v1::Severity::Warning, message: message.into() }
+    }
+
+    pub fn available(message: impl Into<String>) -> Self {
+        Notice { kind: "sensor_available", severity: v1::Severity::Info, message: message.into() }
+    }
+
+    pub fn flagged(message: impl Into<String>) -> Self {
+        Notice { kind: "sensor_flagged", severity: v1::Severity::Warning, message: message.into() }
+    }
+}
+
 /// A source of power readings.
 pub trait PowerSensor: Send {
     fn describe(&self) -> v1::PowerSource;
     /// Reads at monotonic instant `now_ns`. Counter sources return `None` on their first read,
     /// which only sets the baseline.
     fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError>;
+    /// Reads with the instant taken by the source itself around the read: `now` returns the
+    /// monotonic time in ns, and a counter source calls it just before and just after its read and
+    /// uses the midpoint, so a late or slow read does not shift its interval. Returns the reading
+    /// and the instant it stands for.
+    fn read_timed(&mut self, now: &mut dyn FnMut() -> u64) -> (u64, Result<Option<PowerReading>, SensorError>) {
+        let t = now();
+        (t, self.read(t))
+    }
     /// Shortest useful time between reads (BMCs update about once per second); the sampler
     /// skips this source on ticks that come sooner.
     fn min_interval(&self) -> std::time::Duration {
         std::time::Duration::ZERO
+    }
+    /// How often the source's value changes (RAPL ≈ 1 ms, an INA226 its `update_interval`, a BMC
+    /// ≈ 1 s): reading faster only repeats values, and min/max are taken over spans no shorter
+    /// than this (see `sampler`). Zero when unknown.
+    fn update_period(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+    /// Changes of state since the last call, oldest first (each sent as one event).
+    fn take_notices(&mut self) -> Vec<Notice> {
+        Vec::new()
     }
 }
 
@@ -166,6 +209,26 @@ pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn Com
     d
 }
 
+/// The sysfs power sources (RAPL, hwmon) that exist now and are not in `known` (`(source, zone)`
+/// pairs): a zone whose driver loaded after start-up, or that was unreadable then and is readable
+/// now. External commands (IPMI) are not run here: their workers retry on their own.
+pub fn rediscover(sysfs_root: &Path, kinds: &SensorKinds, known: &std::collections::HashSet<(String, String)>) -> Vec<Box<dyn PowerSensor>> {
+    let mut d = Discovered::default();
+    if kinds.rapl {
+        rapl::discover(sysfs_root, &mut d);
+    }
+    if kinds.hwmon {
+        hwmon::discover(sysfs_root, &mut d);
+    }
+    d.power
+        .into_iter()
+        .filter(|s| {
+            let desc = s.describe();
+            !known.contains(&(desc.source, desc.zone))
+        })
+        .collect()
+}
+
 /// Reads a small sysfs attribute, mapping errors to [`SensorError`] with the path.
 pub(crate) fn read_attr(path: &Path, hint: &'static str) -> Result<String, SensorError> {
     match std::fs::read_to_string(path) {
@@ -183,22 +246,36 @@ pub(crate) fn read_int<T: std::str::FromStr>(path: &Path, hint: &'static str, ex
     s.parse().map_err(|_| SensorError::Parse { path: path.to_owned(), content: s, expected })
 }
 
+/// How often a kept-open attribute checks that its path still names the file it holds open.
+pub const RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A sysfs attribute kept open and re-read with `pread` at offset 0, so sampling at up to 1 kHz
-/// costs no open/close per reading (hardware.md §1.5). Any failure drops the descriptor, and the
-/// next read opens the file again (a driver reload replaces the attribute).
+/// costs no open/close per reading (hardware.md §1.5). A handle can go stale without any read
+/// failing: a file replaced by rename (a driver reload, a writer that renames) or removed keeps
+/// answering its old content forever. So the attribute:
+/// - drops the descriptor on any error (ENODEV, ESTALE, EIO...) and opens the path again next time;
+/// - every [`RECHECK`] (and whenever [`Attr::recheck_now`] asks), `stat`s the path and reopens when
+///   its inode changed; a path that is gone is an error (a gap), never the old value.
 pub(crate) struct Attr {
     path: PathBuf,
-    file: Option<std::fs::File>,
+    file: Option<(std::fs::File, (u64, u64))>,
     hint: &'static str,
+    checked: Option<std::time::Instant>,
+    recheck: std::time::Duration,
 }
 
 impl Attr {
     pub(crate) fn new(path: PathBuf, hint: &'static str) -> Self {
-        Attr { path, file: None, hint }
+        Attr { path, file: None, hint, checked: None, recheck: RECHECK }
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes the next read check the path's inode (a counter frozen while its siblings move).
+    pub(crate) fn recheck_now(&mut self) {
+        self.checked = None;
     }
 
     fn io_error(&self, e: std::io::Error) -> SensorError {
@@ -209,19 +286,46 @@ impl Attr {
         }
     }
 
+    fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt as _;
+        (m.dev(), m.ino())
+    }
+
+    /// The open file, reopened when the path now names another file.
+    fn file(&mut self) -> Result<&std::fs::File, SensorError> {
+        let due = self.checked.is_none_or(|t| t.elapsed() >= self.recheck);
+        if due && self.file.is_some() {
+            self.checked = Some(std::time::Instant::now());
+            match std::fs::metadata(&self.path) {
+                Ok(m) if self.file.as_ref().is_some_and(|(_, id)| *id == Self::identity(&m)) => {}
+                Ok(_) => self.file = None,
+                Err(e) => {
+                    self.file = None;
+                    return Err(self.io_error(e));
+                }
+            }
+        }
+        if self.file.is_none() {
+            let f = std::fs::File::open(&self.path).map_err(|e| self.io_error(e))?;
+            let id = f.metadata().map(|m| Self::identity(&m)).map_err(|e| self.io_error(e))?;
+            self.checked = Some(std::time::Instant::now());
+            self.file = Some((f, id));
+        }
+        match &self.file {
+            Some((f, _)) => Ok(f),
+            None => Err(SensorError::Missing { path: self.path.clone() }),
+        }
+    }
+
     pub(crate) fn read_int<T: std::str::FromStr>(&mut self, expected: &'static str) -> Result<T, SensorError> {
         use std::os::unix::fs::FileExt as _;
-        if self.file.is_none() {
-            self.file = Some(std::fs::File::open(&self.path).map_err(|e| self.io_error(e))?);
-        }
         let mut buf = [0u8; 64];
-        let n = match self.file.as_ref().map(|f| f.read_at(&mut buf, 0)) {
-            Some(Ok(n)) => n,
-            Some(Err(e)) => {
+        let n = match self.file()?.read_at(&mut buf, 0) {
+            Ok(n) => n,
+            Err(e) => {
                 self.file = None;
                 return Err(self.io_error(e));
             }
-            None => 0,
         };
         // No allocation on the hot path: parse straight from the buffer.
         match std::str::from_utf8(&buf[..n]).ok().and_then(|t| t.trim().parse().ok()) {

@@ -6,8 +6,18 @@
 //! the wire and InfluxDB small (hardware.md §4: "never stream raw samples") while the mean and the
 //! energy stay exact. A failing source degrades only itself. `app::run` starts one thread per
 //! source; a new way to aggregate a window is a field of the window aggregate built here.
+//!
+//! Honest at 1 kHz: each reading is stamped by the source around its own read (the midpoint of
+//! the instants before and after, [`PowerSensor::read_timed`]), so a late tick does not shrink or
+//! stretch an interval; and min/max are taken over spans of at least [`SPAN_UPDATES`] updates of
+//! the source ([`PowerSensor::update_period`]: RAPL ≈ 976 µs), never over single readings: a
+//! counter read every 1 ms that moves every 976 µs shows 0, 1 or 2 updates per reading, so
+//! per-reading power swings between 0 and 2× the truth while the span's mean is within
+//! 1/[`SPAN_UPDATES`] of it. Instantaneous sources (hwmon power, a BMC) hold their value between
+//! updates, so their readings are their own spans. A source read faster than it updates is named in
+//! the inventory ([`rate_note`]).
 use crate::clock::Clock;
-use crate::sensors::PowerSensor;
+use crate::sensors::{Notice, PowerSensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,34 +34,80 @@ pub struct SamplerStats {
     pub lateness_us: Vec<u32>,
 }
 
+/// Counter updates per min/max span: one update more or less moves a span's mean by ≤ 5 %.
+pub const SPAN_UPDATES: u32 = 20;
+
+/// What the inventory says about a source read every `period` that updates every `update`.
+pub fn rate_note(period: Duration, update: Duration) -> Option<String> {
+    (period < update).then(|| {
+        format!(
+            "read every {period:?} but the source updates every {update:?}: consecutive readings repeat; \
+             mean and energy are exact, min/max are over spans of at least {SPAN_UPDATES} updates"
+        )
+    })
+}
+
+/// The shortest span min/max are taken over for a source updating every `update`.
+pub fn span_ns(update: Duration) -> u64 {
+    u64::try_from(update.saturating_mul(SPAN_UPDATES).as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[derive(Default)]
 struct Agg {
     n: u64,
     sum_w: f64,
-    min_w: f64,
-    max_w: f64,
+    /// Min/max of the instantaneous readings of this window.
+    min_max: Option<(f64, f64)>,
     joules: f64,
     interval_ns: u64,
     counter: bool,
     last_utc: i64,
+    /// Counter sources: the window's completed spans (joules, ns), and the one still open. Spans
+    /// partition the window's energy (the open one joins the last at the close), so the window's
+    /// mean is a weighted mean of its spans and min ≤ mean ≤ max always holds.
+    spans: Vec<(f64, u64)>,
+    open: (f64, u64),
 }
 
 impl Agg {
-    fn add(&mut self, watts: f64, joules: Option<f64>, interval_ns: u64, utc: i64) {
-        if self.n == 0 {
-            self.min_w = watts;
-            self.max_w = watts;
-        }
+    fn add(&mut self, watts: f64, joules: Option<f64>, interval_ns: u64, utc: i64, span_min_ns: u64) {
         self.n += 1;
         self.sum_w += watts;
-        self.min_w = self.min_w.min(watts);
-        self.max_w = self.max_w.max(watts);
-        if let Some(j) = joules {
-            self.counter = true;
-            self.joules += j;
-            self.interval_ns += interval_ns;
+        match joules {
+            Some(j) => {
+                self.counter = true;
+                self.joules += j;
+                self.interval_ns += interval_ns;
+                self.open = (self.open.0 + j, self.open.1 + interval_ns);
+                if self.open.1 > 0 && self.open.1 >= span_min_ns {
+                    self.spans.push(std::mem::take(&mut self.open));
+                }
+            }
+            None => {
+                self.min_max = Some(match self.min_max {
+                    None => (watts, watts),
+                    Some((lo, hi)) => (lo.min(watts), hi.max(watts)),
+                });
+            }
         }
         self.last_utc = utc;
+    }
+
+    /// Min/max over the window's spans (counters) or readings (instantaneous); none for a counter
+    /// window that completed no span (shorter than the source's span).
+    fn extremes(&self) -> Option<(f64, f64)> {
+        if !self.counter {
+            return self.min_max;
+        }
+        let mut spans = self.spans.clone();
+        let last = spans.last_mut()?;
+        *last = (last.0 + self.open.0, last.1 + self.open.1);
+        spans.iter().filter(|s| s.1 > 0).map(|s| s.0 / (s.1 as f64 / 1e9)).fold(None, |acc, w| {
+            Some(match acc {
+                None => (w, w),
+                Some((lo, hi)) => (f64::min(lo, w), f64::max(hi, w)),
+            })
+        })
     }
 
     fn sample(&self, d: &v1::PowerSource) -> v1::PowerSample {
@@ -61,6 +117,8 @@ impl Agg {
         } else {
             (self.sum_w / self.n as f64, None, 0)
         };
+        // Min/max only when the window aggregates several readings.
+        let min_max = self.extremes().filter(|_| self.n > 1);
         v1::PowerSample {
             time_ns: self.last_utc,
             source: d.source.clone(),
@@ -70,12 +128,17 @@ impl Agg {
             watts: Some(watts),
             joules,
             interval_ns: i64::try_from(interval_ns).unwrap_or(i64::MAX),
-            min_watts: (self.n > 1).then_some(self.min_w),
-            max_watts: (self.n > 1).then_some(self.max_w),
+            min_watts: min_max.map(|m| m.0),
+            max_watts: min_max.map(|m| m.1),
             readings: u32::try_from(self.n).unwrap_or(u32::MAX),
             full_rate: false,
         }
     }
+}
+
+/// The event for a source's change of state.
+pub fn notice_event(n: Notice, zone: &str, time_ns: i64) -> v1::Event {
+    crate::events::event(time_ns, n.kind, n.severity, zone, n.message)
 }
 
 /// The sampler's time: monotonic ns since the sampler started (with the matching UTC ns), and a
@@ -140,6 +203,7 @@ pub fn run_on(
     let periods: Vec<u64> = sensors.iter().map(|(_, p)| u64::try_from(p.as_nanos()).unwrap_or(u64::MAX).max(1)).collect();
     let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
     let mut aggs: Vec<Agg> = descs.iter().map(|_| Agg::default()).collect();
+    let span_min: Vec<u64> = sensors.iter().map(|(s, _)| span_ns(s.update_period())).collect();
     let mut last_error: HashMap<usize, String> = HashMap::new();
     let mut events = Vec::new();
     let mut stats = SamplerStats::default();
@@ -176,12 +240,13 @@ pub fn run_on(
             // A source that fell behind (a slow BMC command, a stalled thread) skips the ticks it
             // missed rather than reading the same value several times in a row to catch up.
             due[i] = (now / periods[i] + 1).saturating_mul(periods[i]);
-            let (mono, utc) = time.now();
+            let (utc, result) = timed_read(s.as_mut(), time);
             stats.reads += 1;
-            match s.read(mono) {
+            events.extend(s.take_notices().into_iter().map(|n| notice_event(n, &descs[i].zone, utc)));
+            match result {
                 Ok(Some(r)) => {
                     last_error.remove(&i);
-                    aggs[i].add(r.watts.0, r.joules.map(|j| j.0), r.interval_ns, utc);
+                    aggs[i].add(r.watts.0, r.joules.map(|j| j.0), r.interval_ns, utc, span_min[i]);
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -189,14 +254,7 @@ pub fn run_on(
                     let msg = e.to_string();
                     if last_error.get(&i) != Some(&msg) {
                         tracing::warn!(zone = %descs[i].zone, "{msg}");
-                        events.push(v1::Event {
-                            time_ns: utc,
-                            kind: "sensor_error".into(),
-                            severity: v1::Severity::Warning as i32,
-                            device: descs[i].zone.clone(),
-                            message: msg.clone(),
-                            attributes: Default::default(),
-                        });
+                        events.push(crate::events::event(utc, "sensor_error", v1::Severity::Warning, &descs[i].zone, msg.clone()));
                         last_error.insert(i, msg);
                     }
                 }
@@ -210,6 +268,14 @@ pub fn run_on(
     stats
 }
 
+/// Reads `s` at its own instant: the UTC of that instant (on the monotonic clock, from the pair
+/// taken just before the read) and the reading.
+fn timed_read(s: &mut dyn PowerSensor, time: &mut dyn Timebase) -> (i64, Result<Option<crate::sensors::PowerReading>, crate::sensors::SensorError>) {
+    let (mono0, utc0) = time.now();
+    let (at, result) = s.read_timed(&mut || time.now().0);
+    (utc0.saturating_add(i64::try_from(at.saturating_sub(mono0)).unwrap_or(i64::MAX)), result)
+}
+
 /// p-th percentile (0..=100) of the lateness samples, in µs.
 pub fn percentile_us(v: &[u32], p: f64) -> u32 {
     if v.is_empty() {
@@ -219,4 +285,32 @@ pub fn percentile_us(v: &[u32], p: f64) -> u32 {
     s.sort_unstable();
     let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
     s[idx.min(s.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Energy that arrives in the window's last, incomplete span still counts in its min/max: the
+    /// open span joins the last complete one, so min ≤ mean ≤ max holds (a counter that wrapped
+    /// 2 ms before the window closed).
+    #[test]
+    fn a_trailing_partial_span_joins_the_last_one() {
+        let mut a = Agg::default();
+        for k in 0..10 {
+            a.add(0.0, Some(0.0), 2_000_000, k, 20_000_000);
+        }
+        a.add(250.0, Some(0.5), 2_000_000, 10, 20_000_000);
+        let s = a.sample(&v1::PowerSource::default());
+        assert_eq!(s.joules, Some(0.5));
+        assert_eq!(s.interval_ns, 22_000_000);
+        let mean = 0.5 / 0.022;
+        assert_eq!((s.watts, s.min_watts, s.max_watts), (Some(mean), Some(mean), Some(mean)));
+        // Too short a window for one span: no min/max rather than per-reading extremes.
+        let mut b = Agg::default();
+        b.add(0.0, Some(0.0), 2_000_000, 0, 20_000_000);
+        b.add(250.0, Some(0.5), 2_000_000, 1, 20_000_000);
+        let s = b.sample(&v1::PowerSource::default());
+        assert_eq!((s.min_watts, s.max_watts, s.readings), (None, None, 2));
+    }
 }

@@ -43,6 +43,7 @@ fn main() {
             drive_thermal_limits: vec![v1::DriveThermalLimits { device: "nvme0".into(), serial: "wf-serial-1".into(), warning_celsius: 70.0, critical_celsius: 85.0, namespaces: vec!["nvme0n1".into()] }],
         }),
         time_ns: T,
+        session: "run".into(),
     };
     let power = v1::Batch {
         agent_id: "node-1".into(),
