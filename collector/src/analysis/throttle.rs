@@ -1335,6 +1335,25 @@ mod tests {
         assert_eq!(stored(&d), vec![closed]);
     }
 
+    /// A record without counters (smartctl's NVMe log has none) between two nvme-cli records
+    /// that read the same: nothing moved. Read as zeros, the second record would look like a
+    /// TMT1 transition and the power drop after it like throttling.
+    #[test]
+    fn a_record_without_counters_neither_fires_nor_forgets_them() {
+        let mut d = detector(None);
+        let bare = |t: i64| Obs::Smart {
+            time_ns: T0 + t * S,
+            critical_warning: 0,
+            counters: [None; 5],
+            composite_celsius: None,
+        };
+        feed(
+            &mut d,
+            vec![smart(0, 3, 0), power(10, 10.0), power(20, 10.0), bare(30), smart(60, 3, 0), power(70, 8.5)],
+        );
+        assert_eq!(stored(&d), Vec::<ThrottleEvent>::new());
+    }
+
     #[test]
     fn critical_warning_bit_and_both_signals_merge() {
         let mut d = detector(Some(90.0));
