@@ -10,8 +10,14 @@ command -v influxd >/dev/null 2>&1 || packages+=(influxdb)
 command -v setpriv >/dev/null 2>&1 || packages+=(util-linux)
 command -v losetup >/dev/null 2>&1 || packages+=(mount)
 command -v mkfs.ext4 >/dev/null 2>&1 || packages+=(e2fsprogs)
-# The partitioned loop-device test (agent/uflip/tests/loopdev.rs) writes a partition table.
+# Drive-safety tests (agent/uflip/tests/loopdev.rs, issue 16): a partition table (sfdisk), a
+# LUKS header (cryptsetup), signatures and partitions (blkid, partx, findmnt: util-linux), and a
+# loop device over a FUSE file whose daemon is paused to stall IO (bindfs on fuse3).
 command -v sfdisk >/dev/null 2>&1 || packages+=(fdisk)
+command -v cryptsetup >/dev/null 2>&1 || packages+=(cryptsetup-bin)
+{ command -v blkid && command -v partx && command -v findmnt; } >/dev/null 2>&1 || packages+=(util-linux)
+command -v bindfs >/dev/null 2>&1 || packages+=(bindfs)
+command -v fusermount3 >/dev/null 2>&1 || packages+=(fuse3)
 # The browser test renders the HTML reports in headless Chromium.
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 # The fleet test (tests/e2e/fleet.rs) boots QEMU guests built from this machine's own kernel,

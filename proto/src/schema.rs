@@ -285,6 +285,15 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     if !r.background_class.is_empty() {
         p = p.string("background_class", r.background_class.clone());
     }
+    if let Some(cut) = r.energy_tail_cut {
+        p = p.boolean("energy_tail_cut", cut);
+    }
+    if let Some(g) = r.energy_gap_samples {
+        p = p.uint("energy_gap_samples", g);
+    }
+    if !r.energy_baseline_source.is_empty() {
+        p = p.string("energy_baseline_source", r.energy_baseline_source.clone());
+    }
     p
 }
 

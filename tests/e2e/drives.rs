@@ -57,6 +57,11 @@ fn fake_smartctl(dir: &Path) -> PathBuf {
 }
 
 fn config(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>) -> PathBuf {
+    config_with(dir, collector, nvme, smartctl, "")
+}
+
+/// [`config`] with more `[drives]` keys (`extra`, one per line).
+fn config_with(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>, extra: &str) -> PathBuf {
     let sys = dir.join("sys");
     std::fs::create_dir_all(&sys).unwrap();
     let smart = match smartctl {
@@ -68,7 +73,7 @@ fn config(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>) -> 
         &format!(
             "agent_id = \"{HOST}\"\n[collector]\nurl = \"{collector}\"\n[sampling]\ninterval = \"100ms\"\n\
              [sources]\nsysfs_root = \"{}\"\n[drives]\nnvme_path = \"{}\"\n{smart}smart_interval = \"1h\"\n\
-             timeout = \"10s\"\nstate_dir = \"{}\"\n{}",
+             timeout = \"10s\"\nstate_dir = \"{}\"\n{extra}{}",
             sys.display(),
             nvme.join("nvme").display(),
             dir.join("state").display(),
@@ -340,6 +345,150 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
         .map(|l| l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or(""))
         .collect();
     assert_eq!(outcomes, vec!["applied", "restored"], "{lp}");
+}
+
+/// Issue 16 point 6: while a sweep runs, a second command (`governor show`, another `governor
+/// sweep`) leaves its guard alone and names its pid; once the sweep is SIGKILLed, the next command
+/// restores the original state.
+#[test]
+fn a_second_governor_command_leaves_a_live_sweeps_guard_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nvme = fake_nvme(tmp.path(), "constructed-5ps-nvme-cli-2.3-id-ctrl.json", "constructed-nvme-cli-2.13-list.json", 1, "honour");
+    let cfg = config(tmp.path(), "https://127.0.0.1:1", &nvme, None);
+    let cfg_s = cfg.to_str().unwrap();
+    let power_value = nvme.join("state/power_value");
+    let state_file = tmp.path().join("state/wattflip-governor-nvme0-fid02.json");
+    let scratch = tmp.path().join("scratch.dat");
+    let out1 = tmp.path().join("out1");
+    let sweep = [
+        "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch.to_str().unwrap(), "--size", "64MiB", "--settle", "60s", "--config", cfg_s,
+        "--out", out1.to_str().unwrap(),
+    ];
+    let mut child = spawn_agent(tmp.path(), &sweep);
+    assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
+    // Writes of the original value (PS1): only a restore sends it (the sweep skips its original).
+    let calls = nvme.join("state/calls");
+    let restores = || std::fs::read_to_string(&calls).unwrap_or_default().lines().filter(|l| l.contains("set-feature") && l.contains("--value=1")).count();
+    let held = format!("/dev/nvme0 is held by another wattflip process (pid {} (alive)", child.id());
+
+    // `governor show` while the sweep runs: reads, restores nothing, says who holds the drive.
+    let out2 = tmp.path().join("out2");
+    let show = agent(&["governor", "show", "--device", "/dev/nvme0", "--config", cfg_s, "--out", out2.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&show.stderr);
+    assert!(show.status.success(), "{stderr}");
+    assert!(stderr.contains(&held), "{stderr}");
+    assert!(state_file.exists(), "the live sweep's state file was deleted");
+    assert_eq!(restores(), 0, "the second command restored under the live sweep");
+    let lp = std::fs::read_to_string(out2.join("governor-show.lp")).unwrap_or_default();
+    assert!(!lp.contains("outcome=restored"), "{lp}");
+
+    // A second sweep on the same drive is refused, naming the owner.
+    let out3 = tmp.path().join("out3");
+    let scratch2 = tmp.path().join("scratch2.dat");
+    let second = agent(&[
+        "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch2.to_str().unwrap(), "--size", "64MiB", "--settle", "1s", "--config", cfg_s, "--out",
+        out3.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second sweep ran on a held drive");
+    assert!(stderr.contains(&held), "{stderr}");
+    assert_eq!(restores(), 0, "the second sweep touched the held drive");
+    assert!(child.try_wait().unwrap().is_none(), "the first sweep did not survive");
+
+    // The owner dies without restoring; the next command restores.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out4 = tmp.path().join("out4");
+    let show = agent(&["governor", "show", "--device", "/dev/nvme0", "--config", cfg_s, "--out", out4.to_str().unwrap()]);
+    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
+    assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n");
+    assert!(!state_file.exists());
+}
+
+/// A FUSE mount (bindfs) whose daemon can be paused with SIGSTOP: IO of a loop device over a file
+/// on it then stalls in the kernel. Continued, unmounted and reaped on drop.
+struct PausableFuse {
+    mnt: PathBuf,
+    child: std::process::Child,
+}
+
+impl PausableFuse {
+    fn new(dir: &Path) -> PausableFuse {
+        let (src, mnt) = (dir.join("fuse-src"), dir.join("fuse-mnt"));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&mnt).unwrap();
+        let child = Command::new("bindfs").arg("-f").arg(&src).arg(&mnt).spawn().unwrap_or_else(|e| {
+            panic!("cannot run bindfs ({e}): install the Debian packages bindfs and fuse3 (tests/run.sh does)")
+        });
+        let mounted = || Command::new("findmnt").arg("-n").arg(&mnt).output().is_ok_and(|o| o.status.success());
+        assert!(wait_for(Duration::from_secs(10), || mounted().then_some(())).is_some(), "bindfs did not mount");
+        PausableFuse { mnt, child }
+    }
+    fn signal(&self, sig: &str) {
+        assert!(Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success());
+    }
+}
+
+impl Drop for PausableFuse {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.child.id().to_string()]).status();
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.mnt).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loop device detached on drop.
+struct LoopDev(PathBuf);
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.0).stderr(std::process::Stdio::null()).status();
+    }
+}
+
+/// Issue 16 point 7: a sweep whose target stops completing IO (a loop device over a bindfs file
+/// whose daemon is SIGSTOPped) ends as a device fault after `[drives] io_deadline_floor`, with the
+/// original power state restored while the IO is still stuck; the agent exits once the IO
+/// completes (the daemon continues): a thread in D state cannot be killed, only abandoned.
+#[test]
+fn a_sweep_whose_device_stops_completing_io_is_a_device_fault_and_restores() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fuse = PausableFuse::new(tmp.path());
+    let img = fuse.mnt.join("stall.img");
+    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let out = Command::new("losetup").args(["-f", "--show", "--direct-io=on"]).arg(&img).output().expect("losetup (mount package)");
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
+    let lo = LoopDev(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    let nvme = fake_nvme(tmp.path(), "constructed-5ps-nvme-cli-2.3-id-ctrl.json", "constructed-nvme-cli-2.13-list.json", 1, "honour");
+    let extra = format!("destroy_consent = [\"loop:{}\"]\nio_deadline_floor = \"1s\"\n", img.display());
+    let cfg = config_with(tmp.path(), "https://127.0.0.1:1", &nvme, None, &extra);
+    let power_value = nvme.join("state/power_value");
+    let state_file = tmp.path().join("state/wattflip-governor-nvme0-fid02.json");
+    let out1 = tmp.path().join("out1");
+    let args = [
+        "governor", "sweep", "--device", "/dev/nvme0", "--target", lo.0.to_str().unwrap(), "--size", "64MiB", "--settle", "1s", "--config",
+        cfg.to_str().unwrap(), "--out", out1.to_str().unwrap(),
+    ];
+    let mut child = spawn_agent(tmp.path(), &args);
+    assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
+    fuse.signal("-STOP");
+    let stopped = std::time::Instant::now();
+    // The deadline passes, the sweep reports a device fault and restores PS1, all while the IO
+    // is still stuck (the daemon is still stopped).
+    let stderr = || std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap_or_default();
+    let restored = wait_for(Duration::from_secs(60), || {
+        (std::fs::read_to_string(&power_value).ok().as_deref() == Some("1\n") && stderr().contains("device fault")).then_some(())
+    });
+    let took = stopped.elapsed();
+    fuse.signal("-CONT");
+    assert!(restored.is_some(), "no device fault and restore within 60 s; stderr:\n{}", stderr());
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let status = wait_child(&mut child, Duration::from_secs(60), tmp.path());
+    assert!(!status.success(), "a sweep ended by a device fault is not a success");
+    let err = stderr();
+    assert!(err.contains(&format!("on {} has not completed after", lo.0.display())), "{err}");
+    assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n");
+    assert!(!state_file.exists());
 }
 
 /// The constructed 5-state drive's model (id-ctrl `mn`, trimmed).

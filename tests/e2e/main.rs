@@ -8,6 +8,7 @@
 mod dashboards;
 mod drives;
 mod energy;
+mod energy_schedules;
 mod faults;
 mod grpc;
 mod ledger;

@@ -10,6 +10,13 @@
 //!   restore never overlaps a set on the same controller (§9: one admin command at a time);
 //! - after SIGKILL, a crash or power loss through [`recover`] at the next start.
 //!
+//! Ownership: the guard holds an exclusive `flock` on `<state file>.lock` for its whole life (the
+//! kernel drops it when the owner exits, however it exits). [`recover`] only touches a state file
+//! whose lock it can take, i.e. whose owner is gone; a live owner's file is left alone and reported
+//! as [`RestoreError::HeldByLiveOwner`] with the owner's pid. [`RestoreGuard::arm`] takes the same
+//! lock first, so two commands never change the same drive's knob at once. Lock files stay (they
+//! are empty; deleting a lock file would race with its next user).
+//!
 //! A state file is deleted only after read-back shows the original value. FID 02h is not
 //! persistent across a power cycle unless saved (§5.3) and we never save, so after a reboot the
 //! restore is a verified no-op. The serial is checked so a renamed controller (`nvme0` ↔ `nvme1`
@@ -49,6 +56,10 @@ pub struct StateRecord {
     pub created_unix_s: u64,
     /// Process that armed it.
     pub pid: u32,
+    /// That process's start time (clock ticks after boot, `/proc/PID/stat` field 22), so a reused
+    /// pid is not mistaken for the owner; 0 in files written before it was recorded.
+    #[serde(default)]
+    pub pid_start_ticks: u64,
 }
 
 /// A verified restore.
@@ -181,6 +192,23 @@ pub enum RestoreError {
         /// The state file.
         path: PathBuf,
     },
+    /// Another live process holds this drive's guard: it is changing the power state and will
+    /// restore it itself.
+    #[error(
+        "{device} is held by another wattflip process ({owner}), which is changing its power state \
+         and restores the original itself; wait for it to finish, or stop it (`kill -TERM <pid>`) \
+         so its guard restores; state file {path} is left alone"
+    )]
+    HeldByLiveOwner {
+        /// Controller node.
+        device: String,
+        /// "pid 1234 (alive, armed at 1764021600 s after the epoch)", or what is known.
+        owner: String,
+        /// Owner's pid, when its state file says.
+        pid: Option<u32>,
+        /// The state file.
+        path: PathBuf,
+    },
     /// The guard already restored (shutdown in progress): no more changes.
     #[error("{device}: the original state was already restored (shutdown in progress); not changing it again")]
     Finished {
@@ -197,6 +225,8 @@ struct Core {
     closing: bool,
     /// The original is verified back and the file is gone.
     restored: bool,
+    /// The ownership lock, held until the guard is gone (after its restore).
+    _lock: fs::File,
 }
 
 fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
@@ -249,6 +279,7 @@ impl RestoreGuard {
             source,
         })?;
         let path = state_file_path(state_dir, &device, knob.feature_id());
+        let lock = take_lock(&path, &device)?;
         if path.exists() {
             return Err(RestoreError::AlreadyArmed { device, path });
         }
@@ -284,6 +315,7 @@ impl RestoreGuard {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             pid: std::process::id(),
+            pid_start_ticks: start_ticks(Path::new("/proc/self/stat")).unwrap_or(0),
         };
         write_state_file(&path, &record)?;
         let core = Arc::new(Mutex::new(Core {
@@ -292,6 +324,7 @@ impl RestoreGuard {
             path,
             closing: false,
             restored: false,
+            _lock: lock,
         }));
         if let Some(registry) = registry {
             registry.register(&core);
@@ -426,6 +459,66 @@ fn restore_value(
     })
 }
 
+/// The lock file of a state file.
+pub fn lock_file_path(state_file: &Path) -> PathBuf {
+    state_file.with_extension("lock")
+}
+
+/// Process start time in clock ticks after boot: field 22 of `/proc/PID/stat` (after the `)` that
+/// closes the command name, which may itself contain spaces and parentheses).
+fn start_ticks(stat: &Path) -> Option<u64> {
+    let text = fs::read_to_string(stat).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    // After ")": field 3 (state) is the first; field 22 is the 20th.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Takes the exclusive ownership lock of `state_file` without waiting. When another process holds
+/// it, says who (from the state file it wrote).
+fn take_lock(state_file: &Path, device: &str) -> Result<fs::File, RestoreError> {
+    let lock_path = lock_file_path(state_file);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|source| RestoreError::Io {
+            path: lock_path.clone(),
+            source,
+        })?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(f),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            let record = read_record(state_file).ok();
+            let owner = match &record {
+                Some(r) => {
+                    let alive = r.pid_start_ticks != 0
+                        && start_ticks(Path::new(&format!("/proc/{}/stat", r.pid)))
+                            == Some(r.pid_start_ticks);
+                    format!(
+                        "pid {}{}, armed at {} s after the epoch",
+                        r.pid,
+                        if alive { " (alive)" } else { "" },
+                        r.created_unix_s
+                    )
+                }
+                None => format!("the holder of {}", lock_path.display()),
+            };
+            Err(RestoreError::HeldByLiveOwner {
+                device: device.to_string(),
+                owner,
+                pid: record.map(|r| r.pid),
+                path: state_file.to_path_buf(),
+            })
+        }
+        Err(e) => Err(RestoreError::Io {
+            path: lock_path,
+            source: e.into(),
+        }),
+    }
+}
+
 fn write_state_file(path: &Path, record: &StateRecord) -> Result<(), RestoreError> {
     let io_err = |source| RestoreError::Io {
         path: path.to_path_buf(),
@@ -532,7 +625,9 @@ pub struct Recovery {
 }
 
 /// At start-up: restores every state file left in `state_dir` by a crashed run, verifies, and
-/// removes the files whose original state is back. A missing directory means nothing to do.
+/// removes the files whose original state is back. A file whose owner is still alive (it holds the
+/// ownership lock) is left alone: its entry is [`RestoreError::HeldByLiveOwner`]. A missing
+/// directory means nothing to do.
 pub fn recover(state_dir: &Path, nvme: &NvmeCli) -> Result<Vec<Recovery>, RestoreError> {
     let entries = match fs::read_dir(state_dir) {
         Ok(e) => e,
@@ -562,8 +657,12 @@ pub fn recover(state_dir: &Path, nvme: &NvmeCli) -> Result<Vec<Recovery>, Restor
             .unwrap_or_default();
         if name.ends_with(".json.tmp") {
             // A crash between create and rename: nothing was changed yet (arm writes the file
-            // before the first set), so the half-written file can go.
-            let _ = fs::remove_file(&path);
+            // before the first set), so the half-written file can go, unless its owner is alive
+            // and about to rename it.
+            let state = path.with_extension("");
+            if take_lock(&state, "").is_ok() {
+                let _ = fs::remove_file(&path);
+            }
             continue;
         }
         if !name.ends_with(".json") {
@@ -580,7 +679,19 @@ pub fn recover(state_dir: &Path, nvme: &NvmeCli) -> Result<Vec<Recovery>, Restor
                 continue;
             }
         };
-        let result = recover_one(&path, &record, nvme);
+        // Held while restoring, so no new guard arms on the drive in between.
+        let result = take_lock(&path, &record.device).and_then(|_lock| {
+            // The owner may have finished (and removed the file) while we waited for nothing.
+            if !path.exists() {
+                return Ok(None);
+            }
+            recover_one(&path, &record, nvme).map(Some)
+        });
+        let result = match result {
+            Ok(None) => continue,
+            Ok(Some(r)) => Ok(r),
+            Err(e) => Err(e),
+        };
         out.push(Recovery {
             path,
             record: Some(record),

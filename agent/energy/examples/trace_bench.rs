@@ -7,14 +7,25 @@
 //! ```
 //!
 //! Defaults: 128 Mi f32 samples (512 MiB), 256 MB of CSV, 3 repetitions; the best repetition is
-//! reported (the machine is shared). To benchmark a new format, add a generator and a timed loop here.
+//! reported (the machine is shared). Also times the second pass of a trace import (the samples
+//! around the edges of 1,000 runs: 4 ranges of 6 ms each, `read_raw_samples`/`read_csv_samples`). To benchmark a new format, add a generator and a timed loop here.
 
 use std::io::{BufWriter, Write};
 use std::time::Instant;
 use wattflip_energy::{
-    integrate_csv, integrate_raw_streaming, CsvOptions, FixedRateIntegrator, Hertz, Nanos, Ohms,
-    SampleFormat, ShuntCircuit, Sidecar, Volts,
+    integrate_csv, integrate_raw_streaming, read_csv_samples, read_raw_samples, CsvOptions,
+    FixedRateIntegrator, Hertz, Nanos, Ohms, SampleFormat, ShuntCircuit, Sidecar, UnixNanos, Volts,
 };
+
+/// 1,000 runs spread over `span_ns`, 4 edge ranges of 6 ms each (what the import's second pass reads).
+fn edge_ranges(span_ns: i64) -> Vec<(UnixNanos, UnixNanos)> {
+    (0..4000i64)
+        .map(|i| {
+            let at = span_ns / 4001 * (i + 1);
+            (UnixNanos(at - 3_000_000), UnixNanos(at + 3_000_000))
+        })
+        .collect()
+}
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -110,6 +121,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.energy
     );
 
+    // ---- Second pass over the f32 file: the edge ranges, one seek each.
+    let mut timed = sidecar.clone();
+    timed.start = Some(UnixNanos(0));
+    let ranges = edge_ranges((s.samples as f64 / rate.0 * 1e9) as i64);
+    let (secs, got) = best_of(reps, || read_raw_samples(&data, &timed, &ranges));
+    let got: usize = got?.iter().map(Vec::len).sum();
+    println!(
+        "f32 2nd pass  : {:>8.3} s for {} edge ranges ({} samples)",
+        secs,
+        ranges.len(),
+        got
+    );
+
     // ---- CSV: "t_seconds,v_volts" lines, ~24 bytes each, 1 MHz timestamps with 6 decimals.
     let csv = dir.path().join("trace.csv");
     let mut written = 0u64;
@@ -144,6 +168,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.samples,
         secs,
         s.energy
+    );
+    let opts = CsvOptions {
+        time_origin: Some(UnixNanos(0)),
+        ..opts
+    };
+    let ranges = edge_ranges(lines as i64 * 1000);
+    let (secs2, got) = best_of(reps, || read_csv_samples(&csv, circuit, &opts, &ranges));
+    let got: usize = got?.iter().map(Vec::len).sum();
+    println!(
+        "CSV 2nd pass  : {:>8.1} MB/s  ({:.3} s for {} edge ranges, {} samples; import = both passes)",
+        written as f64 / secs2 / 1e6,
+        secs2,
+        ranges.len(),
+        got
     );
     Ok(())
 }

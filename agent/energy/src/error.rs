@@ -125,7 +125,7 @@ pub enum AnalysisError {
     #[error("power series has {len} timestamps but {powers} power values")]
     LengthMismatch { len: usize, powers: usize },
     /// Too few samples in the idle window before the run to estimate a baseline.
-    #[error("idle baseline window [{from_ns}, {to_ns}) ns holds {found} samples, need at least {needed}")]
+    #[error("no idle baseline: the window [{from_ns}, {to_ns}) ns before the run holds {found} samples, need at least {needed} (the probe's idle window is not in the trace, and the pause after the previous run is too short)")]
     NotEnoughBaseline {
         from_ns: i64,
         to_ns: i64,
@@ -133,13 +133,38 @@ pub enum AnalysisError {
         needed: usize,
     },
     /// The run's host timestamps lie outside the trace.
-    #[error("run [{first_submit_ns}, {last_complete_ns}] ns is not inside the trace [{trace_start_ns}, {trace_end_ns}] ns")]
+    #[error("not covered by the trace: run [{first_submit_ns}, {last_complete_ns}] ns, trace [{trace_start_ns}, {trace_end_ns}] ns")]
     RunOutsideTrace {
         first_submit_ns: i64,
         last_complete_ns: i64,
         trace_start_ns: i64,
         trace_end_ns: i64,
     },
+    /// No window above the threshold where the probe says the run started.
+    #[error("activity not found in the trace: no power above {threshold_w:.4} W (idle {baseline_w:.4} W) between {from_ns} and {to_ns} ns, around the run's first submit")]
+    NoActivity {
+        from_ns: i64,
+        to_ns: i64,
+        threshold_w: f64,
+        baseline_w: f64,
+    },
+    /// The trace was already active where the search for the run's start begins.
+    #[error("activity not found at the run's start: the trace is already at {watts:.4} W (threshold {threshold_w:.4} W) at {at_ns} ns, where the search begins, and the previous run's tail was not going on")]
+    ActivityInProgress {
+        at_ns: i64,
+        watts: f64,
+        threshold_w: f64,
+    },
+    /// The trace went idle long before the run's last IO completed.
+    #[error("activity in the trace ends at {end_ns} ns, more than {slack_ns} ns before the run's last completion at {last_complete_ns} ns")]
+    ActivityEndsEarly {
+        end_ns: i64,
+        last_complete_ns: i64,
+        slack_ns: i64,
+    },
+    /// The whole trace does not match the probe (wrong rate, time unit or origin): no run gets energy.
+    #[error("{0}")]
+    TraceMismatch(String),
     #[error("experiment has no values to classify")]
     NoValues,
     #[error(transparent)]

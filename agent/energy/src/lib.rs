@@ -10,6 +10,8 @@
 //! - [`series`]: `PowerSeries`, the validated input of every analysis.
 //! - [`idle`]: idle characterisation (baseline, period of regular idle work).
 //! - [`run`]: baseline, run start/end detection and the per-run `RunEnergy` record.
+//! - [`fine`]: run edges refined to the sample (second pass over the trace).
+//! - [`probe`]: a whole probe's runs: one idle baseline, neighbour-bounded runs, cut tails, plausibility.
 //! - [`background`]: Table 2 classes and the §11.6 pause rule.
 //! - [`stats`]: median, 1.4826·MAD, Spearman ρ.
 //! - [`error`]: `TraceError` (names file/line/column/key), `AnalysisError`, `ConfigError`.
@@ -18,7 +20,9 @@
 
 pub mod background;
 pub mod error;
+pub mod fine;
 pub mod idle;
+pub mod probe;
 pub mod run;
 pub mod series;
 pub mod stats;
@@ -30,14 +34,21 @@ pub use background::{
     BackgroundObservation, Classification, ClassifyConfig, IoMix, PauseConfig, ValueRuns,
 };
 pub use error::{AnalysisError, ConfigError, KeyProblem, TraceError};
+pub use fine::{CsvSamples, FineSamples, RawSamples};
 pub use idle::{characterise_idle, IdleConfig, IdleProfile};
+pub use probe::{
+    analyze_next_run, analyze_probe, analyze_probe_fine, PreviousRun, ProbeAnalysis,
+    MAX_UNMATCHED_FRACTION,
+};
 pub use run::{
-    analyze_run, analyze_run_with_baseline, Baseline, Efficiency, EndFound, RunDetectConfig,
-    RunEnergy, RunInfo, StartFound,
+    analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound,
+    RunDetectConfig, RunEnergy, RunInfo, StartFound, TimeBase,
 };
 pub use series::PowerSeries;
-pub use trace::csv::{integrate_csv, integrate_csv_reader, CsvOptions, TimeUnit};
-pub use trace::raw::{integrate_raw, integrate_raw_streaming, Sidecar, SidecarSyntax};
+pub use trace::csv::{integrate_csv, integrate_csv_reader, read_csv_samples, CsvOptions, TimeUnit};
+pub use trace::raw::{
+    integrate_raw, integrate_raw_streaming, read_raw_samples, Sidecar, SidecarSyntax,
+};
 pub use trace::{
     FixedRateIntegrator, PowerWindow, SampleFormat, ShuntCircuit, TimedIntegrator, TraceSummary,
     DEFAULT_WINDOW,

@@ -1,7 +1,9 @@
 //! A validated power series (strictly increasing UTC timestamps, finite watts) from any source: shunt
 //! trace windows, hwmon/INA2xx polls, RAPL deltas. Each sample holds its power until the next one; the
-//! last holds for the interval before it. Add constructors here for new sources; analyses take
-//! `&PowerSeries` only.
+//! last holds for the interval before it. A sample made from a trace window also carries that
+//! window's exact energy and its gap samples (NaN/∞, which carry no energy), so per-run energy and
+//! the trace total treat gaps alike (`docs/energy-method.md` §1). Add constructors here for new
+//! sources; analyses take `&PowerSeries` only.
 
 use crate::error::AnalysisError;
 use crate::trace::{PowerWindow, TraceSummary};
@@ -12,6 +14,11 @@ use crate::units::{Joules, Nanos, UnixNanos, Watts};
 pub struct PowerSeries {
     t: Vec<UnixNanos>,
     p: Vec<Watts>,
+    /// Per sample: its energy in J (gaps excluded); empty means `p·Δ` (no gaps).
+    e: Vec<f64>,
+    /// Per sample: gap samples inside its hold, and the time they cover (ns); empty means none.
+    gaps: Vec<u64>,
+    gap_ns: Vec<u64>,
 }
 
 impl PowerSeries {
@@ -41,7 +48,13 @@ impl PowerSeries {
                 });
             }
         }
-        Ok(PowerSeries { t, p })
+        Ok(PowerSeries {
+            t,
+            p,
+            e: Vec::new(),
+            gaps: Vec::new(),
+            gap_ns: Vec::new(),
+        })
     }
 
     /// Build from `(time, power)` pairs.
@@ -52,14 +65,61 @@ impl PowerSeries {
         PowerSeries::new(t, p)
     }
 
-    /// One sample per window (its mean power at the window start), anchored at `start`.
+    /// One sample per window (its mean power at the window start), anchored at `start`. Each sample
+    /// keeps its window's exact energy and gap count.
     pub fn from_windows(start: UnixNanos, windows: &[PowerWindow]) -> Result<Self, AnalysisError> {
-        PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))
+        Self::from_windows_of(start, windows, None)
+    }
+
+    /// Like [`from_windows`](Self::from_windows), knowing the window length: a stretch of windows
+    /// that were all gap (absent from `windows`) becomes gap time and gap samples of the window
+    /// before it, counted at that window's sample period.
+    pub fn from_windows_of(
+        start: UnixNanos,
+        windows: &[PowerWindow],
+        window: Option<Nanos>,
+    ) -> Result<Self, AnalysisError> {
+        let mut s =
+            PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))?;
+        let n = windows.len();
+        s.e = windows.iter().map(|w| w.energy.0).collect();
+        s.gaps = Vec::with_capacity(n);
+        s.gap_ns = Vec::with_capacity(n);
+        for (i, w) in windows.iter().enumerate() {
+            // Valid time of the window: energy / mean for both integrators (Σ P·Δ / mean P).
+            let valid = if w.mean.0 != 0.0 && w.energy.0.is_finite() {
+                w.energy.0 / w.mean.0 * 1e9
+            } else {
+                w.span.0 as f64 * w.samples as f64 / (w.samples + w.gap_samples).max(1) as f64
+            };
+            let period = if w.samples > 0 {
+                valid / w.samples as f64
+            } else {
+                0.0
+            };
+            let missing_ns = match (window, windows.get(i + 1)) {
+                (Some(len), Some(next)) => next.offset.0.saturating_sub(w.offset.0 + len.0) as f64,
+                _ => 0.0,
+            };
+            let missing = if period > 0.0 {
+                (missing_ns / period).round() as u64
+            } else {
+                0
+            };
+            s.gaps.push(w.gap_samples + missing);
+            s.gap_ns
+                .push((period * w.gap_samples as f64 + missing_ns).round() as u64);
+        }
+        Ok(s)
     }
 
     /// The summary's windows as a series; a trace without a UTC start is anchored at 0.
     pub fn from_trace(summary: &TraceSummary) -> Result<Self, AnalysisError> {
-        PowerSeries::from_windows(summary.start.unwrap_or(UnixNanos(0)), &summary.windows)
+        PowerSeries::from_windows_of(
+            summary.start.unwrap_or(UnixNanos(0)),
+            &summary.windows,
+            Some(summary.window),
+        )
     }
 
     pub fn len(&self) -> usize {
@@ -114,13 +174,33 @@ impl PowerSeries {
         self.t.partition_point(|x| *x < at)
     }
 
-    /// Energy of samples with index in `[from, to)`; with `minus`, of `P − minus` (may be negative).
-    pub(crate) fn energy_idx(&self, from: usize, to: usize, minus: Watts) -> Joules {
-        let mut wns = 0.0;
-        for i in from..to.min(self.len()) {
-            wns += (self.p[i].0 - minus.0) * self.dt_ns(i) as f64;
+    /// Energy of sample `i`'s hold in J (gap time carries none).
+    pub fn sample_energy(&self, i: usize) -> f64 {
+        match self.e.get(i) {
+            Some(e) => *e,
+            None => self.p[i].0 * self.dt_ns(i) as f64 * 1e-9,
         }
-        Joules(wns * 1e-9)
+    }
+
+    /// Gap samples inside sample `i`'s hold.
+    pub fn sample_gaps(&self, i: usize) -> u64 {
+        self.gaps.get(i).copied().unwrap_or(0)
+    }
+
+    /// Time of sample `i`'s hold covered by gaps (ns).
+    pub fn sample_gap_ns(&self, i: usize) -> u64 {
+        self.gap_ns.get(i).copied().unwrap_or(0)
+    }
+
+    /// Energy of samples with index in `[from, to)`; with `minus`, of `P − minus` over their valid
+    /// (non-gap) time (may be negative).
+    pub(crate) fn energy_idx(&self, from: usize, to: usize, minus: Watts) -> Joules {
+        let mut j = 0.0;
+        for i in from..to.min(self.len()) {
+            let valid = (self.dt_ns(i) - self.sample_gap_ns(i) as i64).max(0) as f64;
+            j += self.sample_energy(i) - minus.0 * valid * 1e-9;
+        }
+        Joules(j)
     }
 
     /// Energy of the samples whose timestamps lie in `[from, to)`.

@@ -272,7 +272,12 @@ fn step_from_idle_is_found_within_one_sample() {
         r.energy_above_idle
     );
     assert!(rel(r.mean_power.0, 3.0) < 1e-3);
-    assert_eq!(r.duration, Nanos(S as u64));
+    // Refined inside the edge samples from their energy above idle (±0.05 W noise on a 2 W step).
+    assert!(
+        (r.duration.0 as i64 - S).abs() <= 100_000,
+        "{:?}",
+        r.duration
+    );
     assert!(r.background_duration.0 <= MS as u64);
     assert!(r.energy_background.0.abs() < 0.01);
     // J/IO, J/MiB and J/MB from the total energy
@@ -309,6 +314,7 @@ fn step_is_found_when_the_host_clock_is_a_bit_off() {
 #[test]
 fn short_spikes_are_not_a_start() {
     // Idle spikes of one sample (periodic idle work) before the run; w = 3 ms needs three in a row.
+    // The host clock is 100 ms early; the start is searched within start_slack of the first submit.
     let s = series(6000, 0.02, 9, |t| {
         if (2 * S..3 * S).contains(&t) {
             3.0
@@ -324,12 +330,12 @@ fn short_spikes_are_not_a_start() {
     };
     let cfg = RunDetectConfig {
         min_duration: Nanos::from_millis(3),
-        start_slack: Nanos::ZERO,
+        start_slack: Nanos::from_millis(150),
         baseline_window: Nanos::from_millis(800),
         ..RunDetectConfig::default()
     };
     let r = analyze_run(&s, &run, &cfg).expect("analyze");
-    assert_eq!(r.start, UnixNanos(2 * S));
+    assert!((r.start.0 - 2 * S).abs() <= 100_000, "{}", r.start);
 }
 
 #[test]
@@ -417,15 +423,25 @@ fn trace_too_short_for_hold_says_so() {
 }
 
 #[test]
-fn a_run_invisible_in_power_uses_the_nominal_window() {
+fn a_run_invisible_in_power_gets_no_energy_and_says_why() {
     let s = series(6000, 0.05, 5, |_| 1.0);
-    let r = analyze_run(&s, &step_run(), &RunDetectConfig::default()).expect("analyze");
-    assert_eq!(
-        (r.start_found, r.end_found),
-        (StartFound::Nominal, EndFound::Nominal)
+    let e = analyze_run(&s, &step_run(), &RunDetectConfig::default()).expect_err("no activity");
+    assert!(
+        matches!(
+            e,
+            AnalysisError::NoActivity {
+                from_ns: 1_950_000_000,
+                to_ns: 2_050_000_000,
+                ..
+            }
+        ),
+        "{e}"
     );
-    assert_eq!((r.start, r.end), (UnixNanos(2 * S), UnixNanos(3 * S)));
-    assert!(rel(r.energy_total.0, 1.0) < 1e-2);
+    assert!(
+        e.to_string()
+            .starts_with("activity not found in the trace: no power above"),
+        "{e}"
+    );
 }
 
 #[test]

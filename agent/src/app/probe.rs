@@ -50,6 +50,10 @@ pub struct ProbeCli {
     /// Serial (or identity) of a block device whose data may be destroyed; repeatable.
     #[arg(long = "destroy-consent")]
     pub destroy_consent: Vec<String>,
+    /// Also write a consented device that carries a filesystem, LUKS, LVM, RAID or partition-table
+    /// signature (found by libblkid). Separate from --destroy-consent on purpose.
+    #[arg(long)]
+    pub overwrite_signatures: bool,
     /// Run only the read-only benchmarks (allowed on any device without consent).
     #[arg(long)]
     pub read_only: bool,
@@ -187,6 +191,7 @@ fn probe_args(
         emit_fio_iolog: p.emit_fio_iolog.clone(),
         io_trace: p.io_trace.clone(),
         destroy_consent: p.destroy_consent.clone(),
+        overwrite_signatures: p.overwrite_signatures,
         seed: p.seed,
         read_only: p.read_only,
         counts: None,

@@ -151,6 +151,7 @@ mod tests {
                 emit_fio_iolog: None,
                 io_trace: None,
                 destroy_consent: vec![],
+                overwrite_signatures: false,
                 seed: None,
                 read_only: false,
                 pause: crate::probes::PauseChoice::Plan,

@@ -63,23 +63,37 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     let mut report: wattflip_uflip::ProbeReport =
         serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
     if let Some(r) = run {
-        report.runs.retain(|x| x.run_id == r);
-        anyhow::ensure!(!report.runs.is_empty(), "--run {r}: no such run in {}", path.display());
+        anyhow::ensure!(report.runs.iter().any(|x| x.run_id == r), "--run {r}: no such run in {}", path.display());
     }
-    let (series, summary) = crate::energy::trace::import(&file, &csv)?;
-    let energy = crate::energy::analyze(
-        &report,
-        &series,
-        None,
-        &format!("trace:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
-        &wattflip_energy::RunDetectConfig::default(),
-        datasheet_w,
-    );
+    let (series, summary, mut fine) = crate::energy::trace::import(&file, &csv)?;
+    // The probe's idle window: the trace before its first run (at most 1 s, ending where the
+    // detector's start search begins; a format pass counts as a run, its IO is not idle);
+    // without it each run falls back to the idle before it.
+    let detect = wattflip_energy::RunDetectConfig::default();
+    let idle = report.runs.iter().filter(|r| r.status == wattflip_uflip::RunStatus::Ok).map(|r| r.start_ns).min().map(|first| {
+        let first = wattflip_energy::UnixNanos(i64::try_from(first).unwrap_or(i64::MAX));
+        (first.minus(wattflip_energy::Nanos::from_secs_f64(1.0)), first.minus(detect.start_slack))
+    });
+    let source = format!("trace:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+    let mut energy = crate::energy::analyze_trace(&report, &series, idle, &source, &detect, datasheet_w, fine.as_mut())
+        .with_context(|| format!("{}: second pass over the trace", file.display()))?;
     println!(
-        "{}: {} samples, {:.6} J over {:.3} s (mean {:.3} W)",
-        file.display(), summary.samples, summary.energy.0, summary.duration.as_secs_f64(), summary.mean_power.0
+        "{}: {} samples, {} gap samples, {:.6} J over {:.3} s (mean {:.3} W)",
+        file.display(), summary.samples, summary.gap_samples, summary.energy.0, summary.duration.as_secs_f64(), summary.mean_power.0
     );
+    if let Some(why) = &energy.refused {
+        anyhow::bail!("{}: {why}; nothing was written", file.display());
+    }
+    if let Some(r) = run {
+        // Every run was analysed (its neighbours bound it); only this one is kept.
+        energy.runs.retain(|x| x.run_id == r);
+        energy.skipped.retain(|x| x.0 == r);
+        report.runs.retain(|x| x.run_id == r);
+    }
     print!("{}", crate::energy::summary_table(&energy));
+    for w in &energy.warnings {
+        eprintln!("warning: {}: {w}", file.display());
+    }
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let only = wattflip_uflip::ProbeReport { runs: report.runs.iter().filter(|r| energy.for_run(r.run_id).is_some()).cloned().collect(), ..report.clone() };
     let written = crate::report::folder::write_energy(&input, &only, &energy, &tags)?;

@@ -8,7 +8,7 @@ use super::tools::tag_of;
 use crate::clock::Clock;
 use crate::events::event;
 use std::path::Path;
-use wattflip_drives::{recover, Knob, NvmeCli};
+use wattflip_drives::{recover, Knob, NvmeCli, RestoreError};
 use wattflip_proto::v1;
 use wattflip_proto::v1::PowerStateOutcome as Outcome;
 
@@ -103,6 +103,11 @@ pub fn recover_records(state_dir: &Path, nvme: &NvmeCli, rec: &mut ChangeLog) {
                 let knob = Knob::from_feature_id(rep.feature_id).unwrap_or(Knob::PowerState);
                 let detail = if knob == Knob::PowerState { detail } else { format!("{knob}: {detail}") };
                 rec.change_of(knob, &tag_of(&rep.device), &serial, rep.state, rep.state, rep.state, Outcome::Restored, detail);
+            }
+            // A live command owns that guard and restores it itself: not a failure, and not ours.
+            Err(e @ RestoreError::HeldByLiveOwner { .. }) => {
+                tracing::warn!("{e}");
+                rec.event("power_state_held", v1::Severity::Warning, &device, e.to_string());
             }
             Err(e) => {
                 tracing::error!("{e}");

@@ -33,6 +33,9 @@ pub struct DrivesConfig {
     pub sweep_patterns: Vec<SweepPattern>,
     /// Pause after each power-state change before measuring (entry latency, thermal settling).
     pub sweep_settle: Duration,
+    /// Shortest IO deadline of a sweep's measurements: an IO still in flight after
+    /// max(this, 100 × the longest IO so far) is a device fault; the sweep stops and restores.
+    pub io_deadline_floor: Duration,
 }
 
 impl Default for DrivesConfig {
@@ -48,6 +51,7 @@ impl Default for DrivesConfig {
             destroy_consent: Vec::new(),
             sweep_patterns: SweepPattern::defaults(),
             sweep_settle: Duration::from_secs(1),
+            io_deadline_floor: Duration::from_secs(30),
         }
     }
 }
@@ -64,6 +68,7 @@ pub struct RawDrives {
     pub destroy_consent: Option<Vec<String>>,
     pub sweep_patterns: Option<Vec<String>>,
     pub sweep_settle: Option<String>,
+    pub io_deadline_floor: Option<String>,
 }
 
 impl DrivesConfig {
@@ -85,6 +90,8 @@ impl DrivesConfig {
         let smart_interval =
             dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), Duration::from_secs(86_400));
         let sweep_settle = dur("drives.sweep_settle", r.sweep_settle, d.sweep_settle, Duration::ZERO, Duration::from_secs(3600));
+        let io_deadline_floor =
+            dur("drives.io_deadline_floor", r.io_deadline_floor, d.io_deadline_floor, Duration::from_secs(1), Duration::from_secs(3600));
         let mut tool = |key: &str, v: Option<String>, default: String| match v {
             Some(p) if p.trim().is_empty() || p.contains(char::is_whitespace) => {
                 l.problem(key, format!("`{p}` is not an executable name or path"));
@@ -129,6 +136,7 @@ impl DrivesConfig {
             destroy_consent,
             sweep_patterns,
             sweep_settle,
+            io_deadline_floor,
         }
     }
 }

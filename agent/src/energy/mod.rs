@@ -2,8 +2,12 @@
 //! probe, or an imported shunt trace) with the probe's runs and computes, with the
 //! `wattflip-energy` crate, each run's energy, idle baseline, background-work tail, J/MiB, J/IO
 //! and the background-work class of each experiment (the paper's Table 2). `live` records power
-//! while a probe runs; `trace` imports oscilloscope or data-logger files. A new way to obtain a
-//! power series only has to produce a `PowerSeries` and call [`analyze`].
+//! while a probe runs; `trace` imports oscilloscope or data-logger files. Both go through the energy
+//! crate's one probe analysis (`analyze_probe`: one idle baseline per probe, runs bounded by their
+//! neighbours, cut tails split, gaps counted, docs/energy-method.md §4): the live path through
+//! [`analyze`] / [`energy_of_recording`], imported traces through [`analyze_trace`] (edges refined
+//! to the sample, a trace that does not match the probe refused). A new way to obtain a power series
+//! only has to produce a `PowerSeries` and call [`analyze`].
 
 pub mod live;
 pub mod trace;
@@ -11,10 +15,10 @@ pub mod trace;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wattflip_energy::{
-    analyze_run, analyze_run_with_baseline, classify, Baseline, BackgroundObservation, ClassifyConfig, PowerSeries,
-    RunDetectConfig, RunInfo, UnixNanos, ValueRuns,
+    analyze_probe, analyze_probe_fine, classify, BackgroundObservation, BaselineSource, ClassifyConfig, FineSamples, PowerSeries,
+    ProbeAnalysis, RunDetectConfig, RunInfo, TimeBase, TraceError, UnixNanos, ValueRuns,
 };
-use wattflip_uflip::{ProbeReport, RunStatus};
+use wattflip_uflip::{ProbeReport, RunResult, RunStatus};
 
 /// The energy of one run, as stored next to the run's statistics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +52,17 @@ pub struct RunEnergyRecord {
     /// Robust spread of the baseline, 1.4826·MAD (W).
     #[serde(default)]
     pub idle_spread_w: Option<f64>,
+    /// Background work was still going on at the next run's first IO: the tail was cut there and
+    /// the energy split at that instant (interference); `background_s` is then a lower bound.
+    #[serde(default)]
+    pub tail_cut: bool,
+    /// Gap samples (NaN/∞ in the trace) inside the run; they carry no energy.
+    #[serde(default)]
+    pub gap_samples: u64,
+    /// The idle baseline used: `idle_window` (the probe's) or `local` (the idle before the run);
+    /// empty in records written before it was kept.
+    #[serde(default)]
+    pub baseline_source: String,
     /// Background-work class of the run's experiment (filled by [`analyze`]).
     pub background_class: String,
 }
@@ -128,6 +143,15 @@ pub struct ProbeEnergy {
     pub skipped: Vec<(usize, String)>,
     /// Experiment → (class code, the rule that decided).
     pub classes: BTreeMap<String, (String, String)>,
+    /// Gap samples (NaN/∞) in the whole series.
+    #[serde(default)]
+    pub gap_samples: u64,
+    /// Loud warnings of the analysis, with their numbers (some runs not covered, …).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Why the whole trace was refused (it does not match the probe); every run is then skipped.
+    #[serde(default)]
+    pub refused: Option<String>,
 }
 
 impl ProbeEnergy {
@@ -140,36 +164,67 @@ fn ns(t: u64) -> UnixNanos {
     UnixNanos(i64::try_from(t).unwrap_or(i64::MAX))
 }
 
-/// Analyses every measured run of `report` against `series`. With `idle`, every run uses that
-/// baseline (the idle characterisation before the probe, needed when runs follow each other
-/// closer than the baseline window); otherwise each run's own pre-run window is used.
-/// `datasheet_w` is the "datasheet watts" (an NVMe drive's PSD max power of its power state): each
-/// record then carries the ratio of that estimate × the run's duration to the measured energy.
+/// Analyses every measured run of `report` against `series` with the energy crate's probe analysis
+/// (docs/energy-method.md §4): one idle baseline for the whole probe from `idle` (its idle
+/// characterisation window), each run bounded by its neighbours, tails cut at the next run's first
+/// IO, gaps counted. Without a usable idle window each run falls back to the checked local
+/// baseline. `datasheet_w` is the "datasheet watts" (an NVMe drive's PSD max power of its power
+/// state): each record then carries the ratio of that estimate × the run's duration to the
+/// measured energy. The live path calls this directly; `trace import` through [`analyze_trace`].
 pub fn analyze(
     report: &ProbeReport,
     series: &PowerSeries,
-    idle: Option<&Baseline>,
+    idle: Option<(UnixNanos, UnixNanos)>,
     source: &str,
     cfg: &RunDetectConfig,
     datasheet_w: Option<f64>,
 ) -> ProbeEnergy {
-    let ok: Vec<_> = report.runs.iter().filter(|r| r.status == RunStatus::Ok && r.bench != "format").collect();
-    let mut out = ProbeEnergy::default();
-    let mut per_experiment: BTreeMap<String, BTreeMap<u64, (f64, Vec<BackgroundObservation>)>> = BTreeMap::new();
-    for (i, r) in ok.iter().enumerate() {
-        let info = RunInfo {
+    let (ok, infos) = measured_runs(report, datasheet_w);
+    records(&ok, analyze_probe(series, &infos, idle, cfg, TimeBase::Shared), series, source)
+}
+
+/// [`analyze`] for an imported shunt trace: the run edges are then refined to the sample by a
+/// second pass over the file (`fine`).
+pub fn analyze_trace(
+    report: &ProbeReport,
+    series: &PowerSeries,
+    idle: Option<(UnixNanos, UnixNanos)>,
+    source: &str,
+    cfg: &RunDetectConfig,
+    datasheet_w: Option<f64>,
+    fine: &mut dyn FineSamples,
+) -> Result<ProbeEnergy, TraceError> {
+    let (ok, infos) = measured_runs(report, datasheet_w);
+    Ok(records(&ok, analyze_probe_fine(series, &infos, idle, cfg, fine)?, series, source))
+}
+
+/// The probe's measured runs, in execution order, and what the analysis knows of each.
+fn measured_runs(report: &ProbeReport, datasheet_w: Option<f64>) -> (Vec<&RunResult>, Vec<RunInfo>) {
+    let ok: Vec<&RunResult> = report.runs.iter().filter(|r| r.status == RunStatus::Ok && r.bench != "format").collect();
+    let infos = ok
+        .iter()
+        .map(|r| RunInfo {
             first_submit: ns(r.start_ns),
             last_complete: ns(r.end_ns),
             bytes: r.io_count.saturating_mul(r.io_size_bytes),
             ios: r.io_count,
-            next_run_start: ok.get(i + 1).map(|n| ns(n.start_ns)),
+            next_run_start: None,
             datasheet_active: datasheet_w.map(wattflip_energy::Watts),
-        };
-        let result = match idle {
-            Some(b) => analyze_run_with_baseline(series, &info, b, cfg),
-            None => analyze_run(series, &info, cfg),
-        };
-        let e = match result {
+        })
+        .collect();
+    (ok, infos)
+}
+
+fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &str) -> ProbeEnergy {
+    let mut out = ProbeEnergy {
+        gap_samples: a.gap_samples,
+        refused: a.refused().map(str::to_string),
+        warnings: a.warnings.clone(),
+        ..Default::default()
+    };
+    let mut per_experiment = PerExperiment::new();
+    for (r, res) in ok.iter().zip(a.runs) {
+        let e = match res {
             Ok(e) => e,
             Err(err) => {
                 out.skipped.push((r.run_id, err.to_string()));
@@ -203,9 +258,25 @@ pub fn analyze(
             trace_start_ns: Some(e.start.0),
             trace_end_ns: Some(e.end.0),
             idle_spread_w: Some(e.baseline.spread.0),
+            tail_cut: e.tail_cut,
+            gap_samples: e.gap_samples,
+            baseline_source: match e.baseline_source {
+                BaselineSource::IdleWindow => "idle_window".into(),
+                BaselineSource::Local => "local".into(),
+            },
             background_class: String::new(),
         });
     }
+    classify_experiments(&mut out, per_experiment, series);
+    out
+}
+
+/// Runs per experiment and value, as the classifier takes them.
+type PerExperiment = BTreeMap<String, BTreeMap<u64, (f64, Vec<BackgroundObservation>)>>;
+
+/// The background-work class of each experiment (the paper's Table 2), set on its runs.
+fn classify_experiments(out: &mut ProbeEnergy, per_experiment: PerExperiment, series: &PowerSeries) {
+    // The classifier's resolution is the detector's (the series' period), not the refined edge.
     let ccfg = ClassifyConfig { sample_period: series.typical_period(), ..Default::default() };
     for (exp, values) in per_experiment {
         let values: Vec<ValueRuns> = values.into_values().map(|(value, runs)| ValueRuns { value, runs }).collect();
@@ -218,7 +289,25 @@ pub fn analyze(
             r.background_class = code.clone();
         }
     }
-    out
+}
+
+/// The live path after the recorder stopped: the chosen zone's readings against the probe's runs,
+/// with the idle window `[started − idle, started)` as the probe's baseline, and that window's
+/// characterisation. `None` when the readings are out of order.
+pub fn energy_of_recording(report: &ProbeReport, zone: &live::ZoneSeries, idle: std::time::Duration, datasheet_w: Option<f64>) -> Option<ProbeEnergy> {
+    let series = zone.series()?;
+    let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
+    let idle_from = UnixNanos(first.saturating_sub(i64::try_from(idle.as_nanos()).unwrap_or(0)));
+    let window = (idle_from, UnixNanos(first));
+    let mut energy = analyze(report, &series, Some(window), &zone.label(), &live_detect_config(), datasheet_w);
+    energy.idle = characterise_idle(&series, window.0, window.1, &zone.label());
+    Some(energy)
+}
+
+/// The detector for live recordings: the defaults, with an idle window of at least 3 readings (a
+/// short `--idle` at a slow `--power-interval`).
+pub fn live_detect_config() -> RunDetectConfig {
+    RunDetectConfig { min_baseline_samples: 3, ..RunDetectConfig::default() }
 }
 
 /// Plain-text energy table for the probe summary.
@@ -227,11 +316,15 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     let mut s = String::new();
     let source = e.runs.first().map(|r| r.source.as_str()).unwrap_or("-");
     let _ = writeln!(s, "Energy per run (source {source}; idle baseline subtracted in \"above idle\")");
-    let _ = writeln!(s, "{:<24} {:>10} {:>4} {:>10} {:>12} {:>10} {:>8} {:>10}  class", "experiment", "value", "rep", "total J", "above idle J", "bg J", "bg s", "J/MiB");
+    let _ = writeln!(
+        s,
+        "{:<24} {:>10} {:>4} {:>10} {:>12} {:>10} {:>8} {:>4} {:>6} {:>10}  class",
+        "experiment", "value", "rep", "total J", "above idle J", "bg J", "bg s", "cut", "gaps", "J/MiB"
+    );
     for r in &e.runs {
         let _ = writeln!(
             s,
-            "{:<24} {:>10} {:>4} {:>10.4} {:>12.4} {:>10.4} {:>8.3} {:>10}  {}",
+            "{:<24} {:>10} {:>4} {:>10.4} {:>12.4} {:>10.4} {:>8.3} {:>4} {:>6} {:>10}  {}",
             r.experiment,
             r.value,
             r.repetition,
@@ -239,9 +332,20 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
             r.energy_above_idle_j,
             r.background_energy_j,
             r.background_s,
+            if r.tail_cut { "yes" } else { "-" },
+            r.gap_samples,
             r.j_per_mib.map(|x| format!("{x:.4}")).unwrap_or_else(|| "-".into()),
             r.background_class
         );
+    }
+    if e.runs.iter().any(|r| r.tail_cut) {
+        let _ = writeln!(s, "cut: background work still going on at the next run's first IO; the energy is split there and bg s is a lower bound");
+    }
+    if e.gap_samples > 0 {
+        let _ = writeln!(s, "Gaps: {} samples (NaN) in the trace; they carry no energy, in the runs as in the total", e.gap_samples);
+    }
+    for w in &e.warnings {
+        let _ = writeln!(s, "warning: {w}");
     }
     for (run, why) in &e.skipped {
         let _ = writeln!(s, "run {run}: no energy: {why}");

@@ -1,10 +1,12 @@
 //! Imports an oscilloscope or data-logger shunt trace (CSV `time,V_shunt`, or raw little-endian
 //! f32/i16 with a sidecar file) as a power series, with the paper's formula
-//! E = (V_shunt/R)·(U − V_shunt)·Δt (ufip.md §11.1, hardware.md §4).
+//! E = (V_shunt/R)·(U − V_shunt)·Δt (ufip.md §11.1, hardware.md §4), and hands back the file as a
+//! source of its own samples for the second pass that refines run edges to the sample.
 
 use std::path::{Path, PathBuf};
 use wattflip_energy::{
-    integrate_csv, integrate_raw, CsvOptions, Nanos, Ohms, PowerSeries, ShuntCircuit, Sidecar, TimeUnit, TraceSummary, UnixNanos, Volts,
+    integrate_csv, integrate_raw, CsvOptions, CsvSamples, FineSamples, Nanos, Ohms, PowerSeries, RawSamples, ShuntCircuit, Sidecar, TimeUnit,
+    TraceSummary, UnixNanos, Volts,
 };
 
 /// How to read a CSV trace (a raw trace carries these in its sidecar).
@@ -34,22 +36,25 @@ pub enum ImportError {
 /// Window the trace is decimated to before analysis: 1 ms, the paper's time resolution.
 pub const WINDOW: Nanos = Nanos(1_000_000);
 
-pub fn import(file: &Path, csv: &CsvCircuit) -> Result<(PowerSeries, TraceSummary), ImportError> {
+/// The trace as 1 ms windows, its summary, and the file as a source of its samples (second pass).
+pub type Imported = (PowerSeries, TraceSummary, Box<dyn FineSamples>);
+
+pub fn import(file: &Path, csv: &CsvCircuit) -> Result<Imported, ImportError> {
     let is_csv = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    let summary = if is_csv {
+    let (summary, fine): (TraceSummary, Box<dyn FineSamples>) = if is_csv {
         let (Some(r), Some(u)) = (csv.shunt_ohms, csv.supply_volts) else {
             return Err(ImportError::MissingCircuit { file: file.to_owned() });
         };
         let circuit = ShuntCircuit::new(Ohms(r), Volts(u)).map_err(|e| ImportError::Config(e, file.to_owned()))?;
         let opts = CsvOptions { time_unit: csv.time_unit, time_origin: csv.time_origin_ns.map(UnixNanos), window: WINDOW, ..Default::default() };
-        integrate_csv(file, circuit, &opts)?
+        (integrate_csv(file, circuit, &opts)?, Box::new(CsvSamples { path: file.to_owned(), circuit, options: opts }))
     } else {
         let sidecar = Sidecar::find_beside(file)?;
-        integrate_raw(file, &sidecar, WINDOW)?
+        (integrate_raw(file, &sidecar, WINDOW)?, Box::new(RawSamples { path: file.to_owned(), sidecar }))
     };
     if summary.start.is_none() {
         return Err(ImportError::NoTimeBase { file: file.to_owned() });
     }
     let series = PowerSeries::from_trace(&summary).map_err(|e| ImportError::Series(e, file.to_owned()))?;
-    Ok((series, summary))
+    Ok((series, summary, fine))
 }

@@ -9,7 +9,7 @@
 //! people and for stores written before the per-target files; lookups use it only when its target
 //! is the one asked for.
 
-use super::{open_target, plan_options, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
+use super::{open_target_with, plan_options, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
 #[cfg(test)]
 use super::PauseChoice;
 use indicatif::ProgressBar;
@@ -136,7 +136,7 @@ pub fn apply_stored_calibration(a: &mut ProbeArgs) -> Option<(StoredCalibration,
 /// Runs the preparation runs only (SPE and the four SIO runs), derives IgnoreIO and IOCount per
 /// baseline, and stores them for this target in `<out>` (see the module docs); returns the file.
 pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, StoredCalibration, PathBuf), ProbeCmdError> {
-    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
+    let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
     let mut o = plan_options(a, target.size);
     o.benches = Vec::new();
     o.prepare = true;
@@ -175,6 +175,7 @@ mod tests {
             emit_fio_iolog: None,
             io_trace: None,
             destroy_consent: vec![],
+            overwrite_signatures: false,
             seed: None,
             read_only: false,
             pause: PauseChoice::Plan,

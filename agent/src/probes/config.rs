@@ -133,6 +133,8 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
                 emit_fio_iolog: None,
                 io_trace: None,
                 destroy_consent: r.destroy_consent.unwrap_or_default(),
+                // Scheduled probes never get the override: an operator passes it by hand.
+                overwrite_signatures: false,
                 seed: r.seed,
                 read_only: r.read_only.unwrap_or(false),
                 pause: super::PauseChoice::Plan,

@@ -69,6 +69,9 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         energy_start_found: e.map(|e| e.start_found.clone()).unwrap_or_default(),
         energy_end_found: e.map(|e| e.end_found.clone()).unwrap_or_default(),
         idle_spread_w: e.and_then(|e| e.idle_spread_w),
+        energy_tail_cut: e.map(|e| e.tail_cut),
+        energy_gap_samples: e.map(|e| e.gap_samples),
+        energy_baseline_source: e.map(|e| e.baseline_source.clone()).unwrap_or_default(),
     })
 }
 

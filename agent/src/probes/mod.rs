@@ -45,6 +45,8 @@ pub struct ProbeArgs {
     /// Write every IO's response time (uFLIP's DET files) as one CSV per run into this folder.
     pub io_trace: Option<PathBuf>,
     pub destroy_consent: Vec<String>,
+    /// Write a consented device although it carries a signature (`--overwrite-signatures`).
+    pub overwrite_signatures: bool,
     pub seed: Option<u64>,
     /// Run only the read-only benchmarks (allowed on any device, consent or not).
     pub read_only: bool,
@@ -268,17 +270,11 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
             return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: unmeasurable });
         }
     };
-    let Some(series) = zone.series() else {
+    let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
+    let Some(energy) = crate::energy::energy_of_recording(&report, zone, e.idle, datasheet) else {
         let note = format!("{}: samples out of order", zone.label());
         return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: false });
     };
-    let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
-    let idle_from = wattflip_energy::UnixNanos(first - i64::try_from(e.idle.as_nanos()).unwrap_or(0));
-    let baseline = wattflip_energy::Baseline::from_window(&series, idle_from, wattflip_energy::UnixNanos(first), 3);
-    let cfg = wattflip_energy::RunDetectConfig::default();
-    let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
-    let mut energy = crate::energy::analyze(&report, &series, baseline.as_ref().ok(), &zone.label(), &cfg, datasheet);
-    energy.idle = crate::energy::characterise_idle(&series, idle_from, wattflip_energy::UnixNanos(first), &zone.label());
     let power = Some(zone.clone());
     Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones, energy_unmeasurable: false })
 }
@@ -286,8 +282,16 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
 /// of `size` bytes, created with its parent folders. Shared by `probe` and `governor sweep`.
 pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result<uflip::Target, ProbeCmdError> {
+    open_target_with(path, size, destroy_consent, false)
+}
+
+/// [`open_target`] with the separate signature override (`--overwrite-signatures`): a consented
+/// device that carries a filesystem, LUKS, LVM, RAID or partition-table signature may be written.
+pub fn open_target_with(path: &Path, size: u64, destroy_consent: &[String], overwrite_signatures: bool) -> Result<uflip::Target, ProbeCmdError> {
     let opts = if path.exists() && is_block(path) {
-        TargetOptions::block(path, destroy_consent.to_vec())
+        let mut o = TargetOptions::block(path, destroy_consent.to_vec());
+        o.overwrite_signatures = overwrite_signatures;
+        o
     } else {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
@@ -301,7 +305,7 @@ pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result
 /// each pause comes from the target's stored tails in `a.out` and, given `live` power, from the
 /// tails measured during this probe ([`pauses`]).
 pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
-    let target = open_target(&a.target, a.size, &a.destroy_consent)?;
+    let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
     let options = plan_options(a, target.size);
     let planner = (a.pause == PauseChoice::Auto).then(|| {
         let stored = pauses::stored_tails(&a.out, &a.target).map(|t| t.0).unwrap_or_default();

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_energy::{
-    analyze_run_with_baseline, recommend_pause, recommend_pause_for_value, Baseline, BackgroundObservation, IoMix, Joules, Nanos,
-    PauseConfig, RunDetectConfig, RunInfo, UnixNanos, ValueRuns,
+    analyze_next_run, recommend_pause, recommend_pause_for_value, Baseline, BackgroundObservation, IoMix, Joules, Nanos,
+    PauseConfig, PreviousRun, RunDetectConfig, RunInfo, TimeBase, UnixNanos, ValueRuns,
 };
 use wattflip_uflip::{Pause, RunResult, RunSpec, RunStatus, TargetInfo};
 
@@ -229,11 +229,13 @@ pub struct LiveTails {
     pub detect: RunDetectConfig,
     baseline: Option<Baseline>,
     analysed: usize,
+    /// The last analysed run, which bounds the next one (as in the probe's own analysis).
+    previous: Option<PreviousRun>,
 }
 
 impl LiveTails {
     pub fn new(power: LivePower, prefer: Option<String>, idle: Duration) -> LiveTails {
-        LiveTails { power, prefer, idle, detect: RunDetectConfig::default(), baseline: None, analysed: 0 }
+        LiveTails { power, prefer, idle, detect: crate::energy::live_detect_config(), baseline: None, analysed: 0, previous: None }
     }
 
     /// Analyses every run of `done` whose tail has ended (a later run has started) and was not
@@ -269,7 +271,11 @@ impl LiveTails {
                 next_run_start: Some(ns(next.start_ns)),
                 datasheet_active: None,
             };
-            if let Ok(e) = analyze_run_with_baseline(&series, &info, baseline, &self.detect) {
+            // One step of the probe's analysis (energy crate `analyze_probe`): bounded by the run
+            // before it and by the next run's first IO, a cut tail split there.
+            let res = analyze_next_run(&series, &info, self.previous, Some(baseline), &self.detect, TimeBase::Shared);
+            self.previous = Some(PreviousRun::of(&info, &res));
+            if let Ok(e) = res {
                 into.add(&r.experiment, r.value, BackgroundObservation::from(&e));
             }
         }
@@ -372,6 +378,7 @@ mod tests {
         std::fs::write(&b, b"").unwrap();
         let info = |p: &Path| TargetInfo {
             path: p.to_owned(),
+            device: None,
             kind: wattflip_uflip::TargetKind::File,
             size: 0,
             logical_block_size: 512,
@@ -400,6 +407,9 @@ mod tests {
             trace_start_ns: None,
             trace_end_ns: None,
             idle_spread_w: None,
+            tail_cut: false,
+            gap_samples: 0,
+            baseline_source: "idle_window".into(),
             background_class: "S".into(),
         };
         let energy = |runs| ProbeEnergy { runs, ..Default::default() };

@@ -89,6 +89,7 @@ struct StateCtx {
     /// The state's datasheet maximum power (PSD MP).
     max_watts: Option<f64>,
     tail: Duration,
+    run: wattflip_uflip::RunOptions,
 }
 
 /// Per-run power of one state's runs: the zone's label, the per-run energy (existing per-run
@@ -102,7 +103,7 @@ struct RunPower {
 impl RunPower {
     /// Stops the recording and aligns it with the report. Problems become events, never zeros.
     fn align(p: StatePower, report: &wattflip_uflip::ProbeReport, max_watts: Option<f64>, tag: &str, rec: &mut ChangeLog) -> Option<RunPower> {
-        use wattflip_energy::{Baseline, RunDetectConfig, UnixNanos};
+        use wattflip_energy::{Baseline, UnixNanos};
         let zones = p.recorder.stop();
         let Some(zone) = crate::energy::live::pick(&zones, None) else {
             let labels = zones.iter().map(|z| format!("{} ({} samples, {} read errors)", z.label(), z.watts.len(), z.errors)).collect::<Vec<_>>();
@@ -116,7 +117,10 @@ impl RunPower {
         };
         let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
         let energy = match Baseline::from_window(&series, UnixNanos(p.started_ns), UnixNanos(first), 3) {
-            Ok(b) => Some(crate::energy::analyze(report, &series, Some(&b), &label, &RunDetectConfig::default(), max_watts)),
+            Ok(_) => {
+                let idle = (UnixNanos(p.started_ns), UnixNanos(first));
+                Some(crate::energy::analyze(report, &series, Some(idle), &label, &crate::energy::live_detect_config(), max_watts))
+            }
             Err(e) => {
                 rec.event(
                     "sweep_energy_skipped",
@@ -201,7 +205,8 @@ pub fn sweep(
         std::thread::sleep(args.settle);
         // Measured into a local recorder: the shared one stays free for a signal-driven restore.
         let mut local = ChangeLog::new(lock().clock);
-        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL) };
+        let run = wattflip_uflip::RunOptions { io_deadline_floor: host.drives.io_deadline_floor, ..Default::default() };
+        let ctx = StateCtx { state, max_watts: step.max_power.map(|w| w.0), tail: args.settle.min(MAX_POWER_TAIL), run };
         let measured = measure_state(s, &target, &plan, &args.patterns, &ctx, recording, &mut power, &mut local);
         lock().absorb(local);
         match measured {
@@ -264,7 +269,7 @@ fn measure_state(
         // The first read sets each counter's baseline at the start of the measurement.
         let _ = p.read(rec.clock.now().0);
     }
-    let report = wattflip_uflip::run(target, plan, &mut wattflip_uflip::NullObserver);
+    let report = wattflip_uflip::run_with(target, plan, &mut wattflip_uflip::NullObserver, &ctx.run);
     let run_power = match (recording, &report) {
         (Some(p), Ok(report)) => {
             std::thread::sleep(ctx.tail);
@@ -475,7 +480,8 @@ mod tests {
             .collect();
         assert_eq!(runs, want);
         assert!(rec.batch.probe_runs.iter().all(|r| r.mib_per_s > 0.0 && r.parameters["nvme_controller"] == "nvme0"));
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "state file removed after restore");
+        let json = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")).count();
+        assert_eq!(json, 0, "state file removed after restore (lock files stay)");
         // No power source here: the runs say nothing about power rather than zero, and one event says why.
         assert!(rec.batch.probe_runs.iter().all(|r| r.power_w.is_none() && r.energy_j.is_none() && r.energy_source.is_empty()));
         let states: Vec<(Option<u32>, Option<f64>, &str)> =
@@ -540,9 +546,14 @@ mod tests {
         assert!(gov.is_err(), "an empty table is refused");
         let id = wattflip_drives::nvme_cli::parse_id_ctrl(&fixture("nvme/constructed-5ps-nvme-cli-2.3-id-ctrl.json")).unwrap();
         let gov = Governor::power_state(NvmeCli::new(fake.clone()), "/dev/nvme0", id.power_states).unwrap();
-        let guard = RestoreGuard::arm(gov, &id.serial, dir.path(), None).unwrap();
+        let guard = RestoreGuard::arm(gov.clone(), &id.serial, dir.path(), None).unwrap();
         guard.set(2).unwrap();
-        std::mem::forget(guard); // as if SIGKILLed: no Drop, the state file stays
+        // As if SIGKILLed: no restore, the state file stays, and the kernel released the owner's
+        // lock (a forgotten guard would keep holding it, i.e. look alive).
+        let (path, left) = (guard.state_file(), std::fs::read(guard.state_file()).unwrap());
+        drop(guard);
+        gov.set(2).unwrap();
+        std::fs::write(&path, left).unwrap();
         assert_eq!(fake.feature("/dev/nvme0", 2), Some(2));
         fake.set_behaviour("/dev/nvme0", SetBehaviour::Honour);
         let mut rec = ChangeLog::new(Clock::new());

@@ -4,10 +4,15 @@
 //! ```text
 //! cargo run --release -p wattflip-uflip --example one_pattern -- \
 //!     --file /var/tmp/probe.img --size 1073741824 --pattern RR --io-size 4096 \
-//!     --io-count 4000 [--ignore-io 0] [--parallel 1] [--seed 1] [--iolog-dir DIR] [--iolog-only 1]
+//!     --io-count 4000 [--ignore-io 0] [--parallel 1] [--seed 1] [--iolog-dir DIR] [--iolog-only 1] \
+//!     [--trace-dir DIR] [--consent ID]
 //! ```
 //!
 //! `--iolog-only 1` writes the iolog(s) without issuing any IO, so fio can go first in a pair.
+//! `--trace-dir DIR` writes every IO's start and latency (the engine's per-IO trace CSV), so the
+//! script can compute the same statistics over the same span for both tools. `--consent ID` opens
+//! `--file` as a block device whose data may be destroyed (ID as `probe --destroy-consent` takes
+//! it, e.g. `loop:<backing file>`), so both tools can be compared without a filesystem between.
 //!
 //! Windows: random patterns cover the whole file (or slice p of D); sequential ones start at the
 //! slice's first byte and wrap inside it.
@@ -29,6 +34,8 @@ struct Args {
     seed: u64,
     iolog_dir: Option<PathBuf>,
     iolog_only: bool,
+    trace_dir: Option<PathBuf>,
+    consent: Option<String>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -43,6 +50,8 @@ fn parse() -> Result<Args, String> {
         seed: 1,
         iolog_dir: None,
         iolog_only: false,
+        trace_dir: None,
+        consent: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut it = argv.iter();
@@ -63,6 +72,8 @@ fn parse() -> Result<Args, String> {
             "--seed" => a.seed = num(v)?,
             "--iolog-dir" => a.iolog_dir = Some(PathBuf::from(v)),
             "--iolog-only" => a.iolog_only = num(v)? != 0,
+            "--trace-dir" => a.trace_dir = Some(PathBuf::from(v)),
+            "--consent" => a.consent = Some(v.clone()),
             _ => return Err(format!("unknown option {k}")),
         }
     }
@@ -80,7 +91,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let target = match Target::open(&TargetOptions::file(&a.file, a.size)) {
+    let opts = match &a.consent {
+        Some(id) => TargetOptions::block(&a.file, vec![id.clone()]),
+        None => TargetOptions::file(&a.file, a.size),
+    };
+    let target = match Target::open(&opts) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("one_pattern: {e}");
@@ -154,7 +169,7 @@ fn main() -> ExitCode {
         seed: a.seed,
         device_size: target.size,
         emit_fio_iolog: a.iolog_dir.clone(),
-        trace_dir: None,
+        trace_dir: a.trace_dir.clone(),
     };
     match run(&target, &plan, &mut NullObserver) {
         Ok(rep) => {
@@ -163,7 +178,7 @@ fn main() -> ExitCode {
                 "pattern": r.pattern, "io_size": r.io_size_bytes, "io_count": r.io_count, "parallel": d,
                 "status": r.status, "iops": r.iops, "mib_per_s": r.mib_per_s, "mean_us": r.mean_us,
                 "p50_us": r.p50_us, "p99_us": r.p99_us, "min_us": r.min_us, "max_us": r.max_us,
-                "iolog_files": r.iolog_files,
+                "iolog_files": r.iolog_files, "trace_file": r.trace_file,
             });
             println!("{out}");
             ExitCode::SUCCESS

@@ -1,8 +1,16 @@
 //! The IO engine (spec §3.3, §3.4, §9): executes one [`RunSpec`] on a [`Target`] with O_DIRECT
 //! (writes also O_DSYNC), synchronous `pread`/`pwrite` at queue depth 1 per process, timed with
 //! `CLOCK_MONOTONIC` (`Instant`) immediately around the call only. Pauses are busy-waits outside the
-//! timing; ParallelDegree runs D threads, each with its own fd, buffer and slice, released together
-//! by a `std::sync::Barrier`.
+//! timing; ParallelDegree runs D threads, each with its own buffer and slice of the probe's one
+//! checked handle (pread/pwrite carry their offset, so sharing it is safe), released together by a
+//! `std::sync::Barrier`.
+//!
+//! IO deadline: every worker publishes when its IO in flight started; the calling thread watches
+//! and, past the deadline, raises a stop flag and returns [`ProbeError::IoDeadline`] (a device
+//! fault). A thread blocked in `pread`/`pwrite` (D state) cannot be interrupted: it is left
+//! detached, issues no further IO once its call returns (the stop flag), and keeps its reference to
+//! the handle until then; the process can still report and exit, and the kernel finishes the exit
+//! of that thread when the device completes or fails the IO.
 //!
 //! Everything that can fail or allocate (address generation, fds, buffers) happens before the
 //! barrier, so the timed loop does nothing but IO and clock reads. To add a work kind, add a
@@ -16,10 +24,11 @@ use crate::plan::{Plan, RunSpec, Work};
 use crate::report::{LegResult, RunResult, RunStatus};
 use crate::stats::latency_stats;
 use crate::target::Target;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write as _;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::sync::Barrier;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// An IO buffer aligned for O_DIRECT without `unsafe`: a `Vec<u8>` over-allocated by `align` bytes
@@ -127,7 +136,7 @@ pub fn pause_between_runs(d: Duration) -> &'static str {
 /// One process's work, fully prepared before timing.
 struct Proc {
     ios: Vec<Io>,
-    file: File,
+    file: Arc<File>,
     buf: AlignedBuf,
     pause_io: Duration,
     burst_io: u64,
@@ -144,10 +153,24 @@ struct IoFailure {
     source: std::io::Error,
 }
 
+/// What a worker shares with the watchdog: when its IO in flight started (ns since the clock's
+/// origin + 1; 0 = none) and which IO it is (offset; length << 1 | write).
+#[derive(Default)]
+struct InFlight {
+    since: AtomicU64,
+    offset: AtomicU64,
+    len_mode: AtomicU64,
+}
+
+/// The calling thread's poll interval while workers run (outside the timed loop).
+const WATCH_TICK: Duration = Duration::from_millis(20);
+
 fn worker(
     p: &mut Proc,
     clock: &Clock,
     barrier: Option<&Barrier>,
+    flight: &InFlight,
+    stop: &AtomicBool,
 ) -> Result<Vec<Sample>, IoFailure> {
     let mut samples = Vec::with_capacity(p.ios.len());
     let mut filled_len = 0u64;
@@ -155,6 +178,9 @@ fn worker(
         b.wait();
     }
     for (i, io) in p.ios.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         let len = io.len as usize;
         if p.format_fill && io.len != filled_len {
             // §6.1: format data bytes are the IO size in sectors; refilled only when the size changes.
@@ -163,11 +189,18 @@ fn worker(
             filled_len = io.len;
         }
         let t0 = Instant::now();
+        flight.offset.store(io.offset, Ordering::Relaxed);
+        flight.len_mode.store(
+            io.len << 1 | u64::from(io.mode == Mode::Write),
+            Ordering::Relaxed,
+        );
+        flight.since.store(clock.rel_ns(t0) + 1, Ordering::Release);
         let r = match io.mode {
             Mode::Read => p.file.read_at(&mut p.buf.as_mut_slice()[..len], io.offset),
             Mode::Write => p.file.write_at(&p.buf.as_slice()[..len], io.offset),
         };
         let t1 = Instant::now();
+        flight.since.store(0, Ordering::Release);
         match r {
             Ok(n) if n == len => {}
             Ok(n) => {
@@ -303,12 +336,15 @@ fn checked_ios(p: &PatternSpec, target: &Target) -> Result<Vec<Io>, String> {
     Ok(ios)
 }
 
-/// Execute one run (no observer calls; `crate::run` does those).
+/// Execute one run on `handle` (the probe's one checked handle of `target`), every IO within
+/// `deadline` (no observer calls; `crate::run` does those).
 pub(crate) fn run_one(
     target: &Target,
+    handle: &Arc<File>,
     plan: &Plan,
     spec: &RunSpec,
     clock: &Clock,
+    deadline: Duration,
 ) -> Result<RunResult, ProbeError> {
     let mut result = base_result(spec, target);
     let lists = match io_lists(spec, target) {
@@ -344,23 +380,7 @@ pub(crate) fn run_one(
     let align = target.logical_block_size.max(4096) as usize;
     let mut procs = Vec::with_capacity(lists.len());
     for (p, (ios, pat)) in lists.into_iter().enumerate() {
-        let write = ios.iter().any(|io| io.mode == Mode::Write);
-        let mut flags = libc::O_DIRECT;
-        if write {
-            flags |= libc::O_DSYNC; // write-through, like FILE_FLAG_WRITE_THROUGH (§9)
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(write)
-            .custom_flags(flags)
-            .open(&target.path)
-            .map_err(|source| ProbeError::Open {
-                path: target.path.clone(),
-                write,
-                run: spec.index,
-                experiment: spec.experiment.clone(),
-                source,
-            })?;
+        let file = handle.clone();
         let max_len = ios.iter().map(|io| io.len).max().unwrap_or(0) as usize;
         let mut buf =
             AlignedBuf::new(max_len.max(align), align).map_err(|source| ProbeError::Buffer {
@@ -395,34 +415,14 @@ pub(crate) fn run_one(
         });
     }
 
-    let outcomes: Vec<Result<Vec<Sample>, IoFailure>> = if procs.len() == 1 {
-        procs.iter_mut().map(|p| worker(p, clock, None)).collect()
-    } else {
-        let barrier = Barrier::new(procs.len());
-        let joined: Vec<std::thread::Result<Result<Vec<Sample>, IoFailure>>> =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = procs
-                    .iter_mut()
-                    .map(|p| {
-                        let b = &barrier;
-                        s.spawn(move || worker(p, clock, Some(b)))
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join()).collect()
-            });
-        let mut v = Vec::with_capacity(joined.len());
-        for j in joined {
-            v.push(j.map_err(|_| ProbeError::WorkerPanicked { run: spec.index })?);
-        }
-        v
-    };
+    let (procs, outcomes) = run_workers(procs, clock, deadline, target, spec)?;
     let mut per_proc: Vec<Vec<Sample>> = Vec::with_capacity(outcomes.len());
     for o in outcomes {
         match o {
             Ok(s) => per_proc.push(s),
             Err(f) => {
                 return Err(ProbeError::Io {
-                    path: target.path.clone(),
+                    path: target.device.clone(),
                     run: spec.index,
                     experiment: spec.experiment.clone(),
                     offset: f.io.offset,
@@ -455,6 +455,95 @@ pub(crate) fn run_one(
     }
     // The pause after the run is the caller's (`run` asks its observer, §7 and §11.6).
     Ok(result)
+}
+
+type Outcome = Result<Vec<Sample>, IoFailure>;
+
+/// Run every process on its own thread (released together by a barrier when there are several)
+/// while this thread watches the IO deadline. Returns the processes (for the statistics) with
+/// their outcomes, in order; past the deadline, [`ProbeError::IoDeadline`] with the stuck thread
+/// left detached (module docs).
+fn run_workers(
+    procs: Vec<Proc>,
+    clock: &Clock,
+    deadline: Duration,
+    target: &Target,
+    spec: &RunSpec,
+) -> Result<(Vec<Proc>, Vec<Outcome>), ProbeError> {
+    let n = procs.len();
+    let barrier = (n > 1).then(|| Arc::new(Barrier::new(n)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flights: Vec<Arc<InFlight>> = (0..n).map(|_| Arc::new(InFlight::default())).collect();
+    let (tx, rx) = mpsc::channel::<(usize, Proc, Outcome)>();
+    let clock = *clock;
+    for (k, mut p) in procs.into_iter().enumerate() {
+        let (tx, barrier, stop_w, flight) = (
+            tx.clone(),
+            barrier.clone(),
+            stop.clone(),
+            flights[k].clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name(format!("uflip-io-{k}"))
+            .spawn(move || {
+                let out = worker(&mut p, &clock, barrier.as_deref(), &flight, &stop_w);
+                let _ = tx.send((k, p, out));
+            });
+        if let Err(source) = spawned {
+            // Workers already started wait at the barrier for ever, idle: no IO was issued.
+            stop.store(true, Ordering::Relaxed);
+            return Err(ProbeError::Spawn {
+                run: spec.index,
+                source,
+            });
+        }
+    }
+    drop(tx);
+    let mut done: Vec<Option<(Proc, Outcome)>> = (0..n).map(|_| None).collect();
+    let mut left = n;
+    while left > 0 {
+        match rx.recv_timeout(WATCH_TICK) {
+            Ok((k, p, out)) => {
+                done[k] = Some((p, out));
+                left -= 1;
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // A worker died without sending (panicked).
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(ProbeError::WorkerPanicked { run: spec.index })
+            }
+        }
+        let now = clock.rel_ns(Instant::now());
+        for (k, f) in flights.iter().enumerate() {
+            let since = f.since.load(Ordering::Acquire);
+            if since == 0 || done[k].is_some() {
+                continue;
+            }
+            let waited = Duration::from_nanos(now.saturating_sub(since - 1));
+            if waited > deadline {
+                stop.store(true, Ordering::Relaxed);
+                let lm = f.len_mode.load(Ordering::Relaxed);
+                return Err(ProbeError::IoDeadline {
+                    path: target.device.clone(),
+                    run: spec.index,
+                    experiment: spec.experiment.clone(),
+                    offset: f.offset.load(Ordering::Relaxed),
+                    len: lm >> 1,
+                    mode: if lm & 1 == 1 { Mode::Write } else { Mode::Read },
+                    waited,
+                    deadline,
+                });
+            }
+        }
+    }
+    let mut procs = Vec::with_capacity(n);
+    let mut outs = Vec::with_capacity(n);
+    for d in done.into_iter().flatten() {
+        procs.push(d.0);
+        outs.push(d.1);
+    }
+    Ok((procs, outs))
 }
 
 /// Statistics over the running phase (i ≥ IgnoreIO per process), §8.

@@ -55,6 +55,47 @@ pub enum ProbeError {
         /// OS error.
         source: std::io::Error,
     },
+    /// An IO did not complete within its deadline: a device fault. The probe stopped issuing IO.
+    #[error("device fault: {} of {len} B at offset {offset} on {path} has not completed after {} ms (deadline {} ms) in run {run} ({experiment}); the probe stopped issuing IO to it (the blocked IO thread stays in the kernel until the device completes or fails the IO): check the device (dmesg, SMART, its controller) before probing again", mode.as_str(), waited.as_millis(), deadline.as_millis())]
+    IoDeadline {
+        /// The device.
+        path: PathBuf,
+        /// Run index.
+        run: usize,
+        /// Experiment name.
+        experiment: String,
+        /// Byte offset of the stuck IO.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// Read or write.
+        mode: Mode,
+        /// How long it had been in flight when the watchdog gave up.
+        waited: std::time::Duration,
+        /// The deadline.
+        deadline: std::time::Duration,
+    },
+    /// Before a run, the open handle no longer named the checked and consented target.
+    /// The `Refusal` is the message itself.
+    #[error("stopped before run {run} ({experiment}) on {}: {}", refusal.device.display(), refusal.reasons_text())]
+    TargetChanged {
+        /// Run index that was not started.
+        run: usize,
+        /// Experiment name.
+        experiment: String,
+        /// What changed.
+        refusal: Refusal,
+    },
+    /// An IO thread could not be started.
+    #[error(
+        "cannot start an IO thread for run {run}: {source}; the system is out of threads or memory"
+    )]
+    Spawn {
+        /// Run index.
+        run: usize,
+        /// OS error.
+        source: std::io::Error,
+    },
     /// Writing an iolog or trace file failed.
     #[error("cannot write output file {path}: {source}; check that the directory is writable")]
     Output {

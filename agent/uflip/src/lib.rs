@@ -38,7 +38,7 @@ pub use plan::{
     RunSpec, ValueLists, Warning, Work,
 };
 pub use report::{summary_table, LegResult, ProbeReport, RunResult, RunStatus};
-pub use safety::{HostRoots, Refusal, RefusalReason};
+pub use safety::{CommandRunner, HostRoots, Refusal, RefusalReason, SystemRunner};
 pub use target::{Target, TargetError, TargetInfo, TargetKind, TargetOptions};
 
 /// Progress callbacks; the agent draws its progress bar from these.
@@ -85,13 +85,60 @@ pub fn plan(opts: &PlanOptions) -> Plan {
     build_plan(opts)
 }
 
-/// Execute `plan` on `target`. Write plans are refused up front unless the target is cleared for
-/// writes (files always are; block devices need consent and must pass every safety check). Runs
-/// the target cannot do (alignment, §9) come back `unsupported`; an IO error stops the probe.
+/// How a probe guards against a device that stops completing IO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOptions {
+    /// No IO deadline is ever shorter than this (generous: a healthy drive may stall for seconds
+    /// in garbage collection or a firmware hiccup).
+    pub io_deadline_floor: std::time::Duration,
+    /// The deadline is this many times the longest IO seen so far (calibration runs come first)
+    /// or [`RunOptions::calibrated_max_io`], when that is above the floor.
+    pub io_deadline_factor: u32,
+    /// The longest IO of a stored calibration of this device, if the caller has one.
+    pub calibrated_max_io: Option<std::time::Duration>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            io_deadline_floor: std::time::Duration::from_secs(30),
+            io_deadline_factor: 100,
+            calibrated_max_io: None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The deadline of each IO when the longest IO seen so far took `max_seen`.
+    pub fn io_deadline(&self, max_seen: std::time::Duration) -> std::time::Duration {
+        let longest = max_seen.max(self.calibrated_max_io.unwrap_or_default());
+        longest
+            .saturating_mul(self.io_deadline_factor)
+            .max(self.io_deadline_floor)
+    }
+}
+
+/// Execute `plan` on `target` with the default [`RunOptions`]; see [`run_with`].
 pub fn run(
     target: &Target,
     plan: &Plan,
     observer: &mut dyn Observer,
+) -> Result<ProbeReport, ProbeError> {
+    run_with(target, plan, observer, &RunOptions::default())
+}
+
+/// Execute `plan` on `target`. Write plans are refused up front unless the target is cleared for
+/// writes (files unless they back a loop device; block devices need consent and must pass every
+/// safety check on an exclusive handle). All IO goes through that one handle, and before every
+/// run [`Target::verify`] checks that it still names the checked device: otherwise the probe stops
+/// with [`ProbeError::TargetChanged`] and issues no further IO. An IO past its deadline
+/// ([`RunOptions`]) stops the probe with [`ProbeError::IoDeadline`]. Runs the target cannot do
+/// (alignment, §9) come back `unsupported`; an IO error stops the probe.
+pub fn run_with(
+    target: &Target,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+    options: &RunOptions,
 ) -> Result<ProbeReport, ProbeError> {
     if plan.device_size > target.size {
         return Err(ProbeError::PlanDoesNotFit {
@@ -100,15 +147,19 @@ pub fn run(
             target_size: target.size,
         });
     }
-    if plan.writes() {
+    let writes = plan.writes();
+    let handle = if writes {
         target
-            .ensure_writable()
-            .map_err(ProbeError::WritesRefused)?;
-    }
+            .open_for_writes()
+            .map_err(ProbeError::WritesRefused)?
+    } else {
+        target.handle().clone()
+    };
     let clock = engine::Clock::start();
     let started_ns = clock.utc_ns(std::time::Instant::now());
     observer.planned(plan.runs.len());
     let mut runs = Vec::with_capacity(plan.runs.len());
+    let mut max_seen = std::time::Duration::ZERO;
     // Each run records the pause that preceded it (none before the first): the pause exists for
     // the previous run's background work, and the run is what it protects.
     let mut before = (
@@ -119,8 +170,19 @@ pub fn run(
         "none",
     );
     for (i, spec) in plan.runs.iter().enumerate() {
+        target
+            .verify(&handle, writes)
+            .map_err(|refusal| ProbeError::TargetChanged {
+                run: spec.index,
+                experiment: spec.experiment.clone(),
+                refusal,
+            })?;
         observer.run_started(spec.index, spec);
-        let mut r = engine::run_one(target, plan, spec, &clock)?;
+        let deadline = options.io_deadline(max_seen);
+        let mut r = engine::run_one(target, &handle, plan, spec, &clock, deadline)?;
+        max_seen = max_seen.max(std::time::Duration::from_secs_f64(
+            (r.max_us.max(0.0) / 1e6).min(1e6),
+        ));
         let (p, method) = &before;
         r.parameters
             .insert("pause_before_us".into(), p.duration.as_micros().to_string());

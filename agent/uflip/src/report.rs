@@ -271,6 +271,7 @@ mod tests {
         let rep = ProbeReport {
             target: TargetInfo {
                 path: "/x".into(),
+                device: None,
                 kind: TargetKind::File,
                 size: 1,
                 logical_block_size: 512,

@@ -1,5 +1,8 @@
 //! Write-safety checks for block devices (spec §6.1 "device-state enforcement", brief §6): identity
-//! and destroy consent, mounts, partitions, filesystem signatures, exclusive-open busy test.
+//! and destroy consent, mounts, partitions, signatures (libblkid through the `blkid` tool, run on
+//! the open handle behind [`CommandRunner`]), loop backing files shared with a device in use, and
+//! for regular files: not the backing file of a loop device. The exclusive open and the per-run
+//! re-check of the open handle are [`crate::target::Target`]'s.
 //!
 //! Every host path is read under [`HostRoots`] (sysfs and procfs roots passed as values, never from
 //! globals), so tests run the same code on fixture trees. Every check adds a [`RefusalReason`]
@@ -10,9 +13,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::fs;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Where sysfs and procfs are mounted (tests pass fixture trees).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,16 +64,16 @@ pub enum RefusalReason {
     /// The target is itself a partition.
     #[error("it is a partition; wattflip only writes whole devices: give the parent device")]
     IsPartition,
-    /// A filesystem, swap, RAID/LVM or partition-table signature was found.
-    #[error("it carries a {kind} signature; if its content is really disposable, erase it with `wipefs -a` first")]
+    /// libblkid found a filesystem, LUKS, LVM, swap, RAID, ZFS, bcache or partition-table signature.
+    #[error("it carries a {kind} signature (found by libblkid); if its content is really disposable, erase it with `wipefs -a` first, or pass the separate signature override (`--overwrite-signatures`, TargetOptions.overwrite_signatures)")]
     Signature {
-        /// What was found ("ext2/3/4", "xfs", "btrfs", "swap", "GPT", "vfat", "MBR", "LVM2").
+        /// What libblkid reported ("ext4 filesystem", "crypto_LUKS crypto", "dos partition table").
         kind: String,
     },
-    /// The first 68 KiB could not be read to look for signatures.
-    #[error("its first 68 KiB could not be read to look for filesystem signatures ({error}); check permissions (run as root)")]
-    Unreadable {
-        /// OS error text.
+    /// The signature scan could not run, so nothing is known about the content.
+    #[error("its signatures could not be checked ({error}); install util-linux's `blkid` (Debian package util-linux) and run as root")]
+    SignatureScanFailed {
+        /// What went wrong.
         error: String,
     },
     /// Exclusive open failed: mounted, held by LVM/RAID/another process.
@@ -78,6 +81,36 @@ pub enum RefusalReason {
     Busy {
         /// OS error text.
         error: String,
+    },
+    /// A regular file that is the backing file of a loop device.
+    #[error("it is the backing file of {loop_dev}: writing it would write under that device (and whatever is mounted from it); detach it first (`losetup -d {loop_dev}`) or probe another file")]
+    BacksLoopDevice {
+        /// The loop device (`/dev/loopN`).
+        loop_dev: String,
+    },
+    /// A loop device whose backing file is also behind another loop device that is in use.
+    #[error("its backing file {backing} is also behind {other}, which is {state}; writing would corrupt what {other} serves: release {other} (unmount, close its users) or detach it first")]
+    SharedBackingFile {
+        /// The shared backing file.
+        backing: String,
+        /// The other loop device.
+        other: String,
+        /// "mounted on /mnt", "held by dm-0", "busy (exclusive open failed: …)".
+        state: String,
+    },
+    /// A loop device's backing file did not answer `stat`, so sharing cannot be ruled out.
+    #[error("whether it shares storage with {loop_dev} cannot be told: that device's backing file {backing} did not answer stat within 2 s (a stalled FUSE or NFS mount?); repair or detach {loop_dev} (`losetup -d {loop_dev}`) first")]
+    BackingUnanswered {
+        /// The loop device.
+        loop_dev: String,
+        /// Its backing file.
+        backing: String,
+    },
+    /// The open handle no longer names the device or file that was checked and consented to.
+    #[error("{detail}; the probe stopped and issued no further IO to it: find out what re-pointed or re-bound the target, then start the probe again")]
+    HandleChanged {
+        /// What changed.
+        detail: String,
     },
 }
 
@@ -105,6 +138,17 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+impl Refusal {
+    /// The reasons, joined with "; ".
+    pub fn reasons_text(&self) -> String {
+        self.reasons
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 /// What sysfs says about a block device.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct BlockInfo {
@@ -127,6 +171,17 @@ pub struct BlockInfo {
     pub partitions: Vec<(String, (u32, u32))>,
     /// Whether this node is itself a partition.
     pub is_partition: bool,
+    /// Loop devices: the backing file path the kernel reports.
+    #[serde(default)]
+    pub loop_backing: Option<String>,
+    /// `diskseq`: the kernel bumps it whenever new media is attached (a loop device re-bound to
+    /// another file), so it tells a re-bound device from the checked one without touching the
+    /// backing file (which may sit on a stalled FUSE or NFS mount).
+    #[serde(default)]
+    pub diskseq: Option<u64>,
+    /// Loop devices: `loop/autoclear` (set by `losetup -d` while the device is open).
+    #[serde(default)]
+    pub loop_autoclear: Option<bool>,
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -186,6 +241,9 @@ pub fn block_info(roots: &HostRoots, name: &str, dev: (u32, u32)) -> BlockInfo {
         // re-attachment of the same image (documented in docs/uflip-engine.md).
         read_trim(&base.join("loop/backing_file")).map(|b| format!("loop:{b}"))
     });
+    info.loop_backing = loop_backing_path(roots, name);
+    info.diskseq = read_trim(&base.join("diskseq")).and_then(|v| v.parse().ok());
+    info.loop_autoclear = read_trim(&base.join("loop/autoclear")).map(|v| v == "1");
     if let Ok(rd) = fs::read_dir(&base) {
         let mut parts: Vec<(String, (u32, u32))> = rd
             .filter_map(|e| e.ok())
@@ -232,47 +290,287 @@ pub fn mounts_of(roots: &HostRoots, devs: &[(u32, u32)], dev_path: &Path) -> Vec
     out
 }
 
-/// Recognise a filesystem, swap, LVM or partition-table signature in the first 68 KiB of a device.
-pub fn fs_signature(head: &[u8]) -> Option<&'static str> {
-    let at = |off: usize, magic: &[u8]| head.get(off..off + magic.len()) == Some(magic);
-    if at(1080, &[0x53, 0xEF]) {
-        return Some("ext2/3/4");
+/// Runs an external program behind a trait, so tests can inject what the host lacks.
+pub trait CommandRunner: Send + Sync + fmt::Debug {
+    /// Run `program` with `args`; `stdin` (a duplicate of an open handle) becomes its standard
+    /// input, otherwise it reads from /dev/null.
+    fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<fs::File>,
+    ) -> std::io::Result<std::process::Output>;
+}
+
+/// The real programs on `PATH`, each given [`SystemRunner::TIMEOUT`] to answer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemRunner;
+
+impl SystemRunner {
+    /// How long a program may take: blkid reading a device that stopped completing IO would
+    /// otherwise block the check for ever. The child is then left behind (it cannot be killed
+    /// while in D state) and reaped by nobody until the agent exits.
+    pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+}
+
+impl CommandRunner for SystemRunner {
+    fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<fs::File>,
+    ) -> std::io::Result<std::process::Output> {
+        let stdin = stdin.map_or_else(Stdio::null, Stdio::from);
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(stdin);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("uflip-runner".into())
+            .spawn(move || {
+                let _ = tx.send(cmd.output());
+            })?;
+        rx.recv_timeout(Self::TIMEOUT).unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{program} did not answer within {} s (the device does not complete IO?)",
+                    Self::TIMEOUT.as_secs()
+                ),
+            ))
+        })
     }
-    if at(0, b"XFSB") {
-        return Some("xfs");
+}
+
+/// Every signature libblkid finds on the open `handle` (`blkid -p -o export /dev/stdin` with the
+/// handle as standard input, so the scan reads the very file the probe writes, never a path that
+/// could have been re-pointed): filesystems, LUKS, LVM, swap, md, ZFS, bcache and partition
+/// tables. Empty when blkid finds nothing (exit 2); `Err` when the scan could not run.
+pub fn scan_signatures(
+    runner: &dyn CommandRunner,
+    handle: &fs::File,
+) -> Result<Vec<String>, String> {
+    let dup = handle
+        .try_clone()
+        .map_err(|e| format!("cannot duplicate the open handle for blkid: {e}"))?;
+    let out = runner
+        .run("blkid", &["-p", "-o", "export", "/dev/stdin"], Some(dup))
+        .map_err(|e| format!("cannot run blkid: {e}"))?;
+    match out.status.code() {
+        Some(0) => {}
+        // blkid: 2 = nothing found, 8 = several signatures that contradict each other.
+        Some(2) => return Ok(Vec::new()),
+        Some(8) => return Ok(vec!["ambivalent (several contradicting)".to_string()]),
+        _ => {
+            return Err(format!(
+                "blkid failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
     }
-    if at(65600, b"_BHRfS_M") {
-        return Some("btrfs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .map(str::to_string)
+    };
+    let mut found = Vec::new();
+    if let Some(t) = field("TYPE") {
+        let usage = field("USAGE").unwrap_or_else(|| "other".into());
+        found.push(format!("{t} ({usage})"));
     }
-    if at(4086, b"SWAPSPACE2") || at(4086, b"SWAP-SPACE") {
-        return Some("swap");
+    if let Some(pt) = field("PTTYPE") {
+        found.push(format!("{pt} partition table"));
     }
-    if at(512, b"EFI PART") || at(4096, b"EFI PART") {
-        return Some("GPT");
+    if found.is_empty() {
+        // Exit 0 without TYPE/PTTYPE (e.g. only a PART_ENTRY of a parent table): still something.
+        found.push("unnamed".to_string());
     }
-    if at(512 + 24, b"LVM2 001") || at(512, b"LABELONE") {
-        return Some("LVM2");
+    Ok(found)
+}
+
+/// How long a backing file may take to answer `stat` before it counts as unanswered.
+pub const STAT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `stat` of `path` that gives up after `timeout` (a file on a stalled FUSE or NFS mount blocks
+/// `stat` in the kernel; the helper thread is then left behind, blocked until the mount answers).
+/// `Ok(None)` when the file does not exist.
+fn stat_within(path: &Path, timeout: std::time::Duration) -> Result<Option<(u64, u64)>, ()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("uflip-stat".into())
+        .spawn(move || {
+            let _ = tx.send(fs::metadata(&p).ok().map(|m| (m.dev(), m.ino())));
+        })
+        .map_err(|_| ())?;
+    rx.recv_timeout(timeout).map_err(|_| ())
+}
+
+/// (device number, fstype) of the mount holding `path` (longest mount-point prefix in mountinfo).
+fn mount_of(roots: &HostRoots, path: &Path) -> Option<((u32, u32), String)> {
+    let text = fs::read_to_string(roots.procfs.join("self/mountinfo")).ok()?;
+    let mut best: Option<(usize, (u32, u32), String)> = None;
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let f: Vec<&str> = left.split(' ').collect();
+        let (Some(dev), Some(mp)) = (f.get(2).and_then(|s| parse_devnum(s)), f.get(4)) else {
+            continue;
+        };
+        let mp = mp.replace("\\040", " ");
+        if path.starts_with(&mp) && best.as_ref().is_none_or(|b| mp.len() >= b.0) {
+            let fstype = right.split(' ').next().unwrap_or("").to_string();
+            best = Some((mp.len(), dev, fstype));
+        }
     }
-    if at(510, &[0x55, 0xAA]) && (at(54, b"FAT1") || at(82, b"FAT32")) {
-        return Some("vfat");
+    best.map(|b| (b.1, b.2))
+}
+
+/// Whether a loop device's backing file is a given file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackingMatch {
+    /// The same file.
+    Same,
+    /// Its backing file did not answer `stat` within [`STAT_TIMEOUT`], so nobody can tell.
+    Unanswered {
+        /// The backing file path.
+        backing: String,
+    },
+}
+
+/// The backing file path of loop device `name` (without the kernel's " (deleted)" suffix).
+fn loop_backing_path(roots: &HostRoots, name: &str) -> Option<String> {
+    let b = read_trim(
+        &roots
+            .sysfs
+            .join("block")
+            .join(name)
+            .join("loop/backing_file"),
+    )?;
+    Some(b.strip_suffix(" (deleted)").unwrap_or(&b).to_string())
+}
+
+/// Loop devices (kernel names) whose backing file is the file at `path` with `(st_dev, st_ino)`,
+/// from `<sysfs>/block/loop*/loop/backing_file`. The same path matches at once; a backing file on
+/// another device number (and not on btrfs, whose files carry per-subvolume numbers) cannot be
+/// the file and is never touched; the rest are `stat`ed with a timeout.
+pub fn loops_backed_by(
+    roots: &HostRoots,
+    path: &Path,
+    dev_ino_of: (u64, u64),
+) -> Vec<(String, BackingMatch)> {
+    let Ok(rd) = fs::read_dir(roots.sysfs.join("block")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("loop"))
+        .collect();
+    names.sort();
+    let ours = split_dev(dev_ino_of.0);
+    let mut out = Vec::new();
+    for n in names {
+        let Some(b) = loop_backing_path(roots, &n) else {
+            continue;
+        };
+        let bp = Path::new(&b);
+        if bp == path {
+            out.push((n, BackingMatch::Same));
+            continue;
+        }
+        if let Some((dev, fstype)) = mount_of(roots, bp) {
+            if dev != ours && fstype != "btrfs" {
+                continue;
+            }
+        }
+        match stat_within(bp, STAT_TIMEOUT) {
+            Ok(Some(di)) if di == dev_ino_of => out.push((n, BackingMatch::Same)),
+            Ok(_) => {}
+            Err(()) => out.push((n, BackingMatch::Unanswered { backing: b })),
+        }
     }
-    if at(510, &[0x55, 0xAA]) {
-        return Some("MBR");
+    out
+}
+
+/// Whether loop device `name` is in use: mounted (itself or a partition), held by another block
+/// device (dm, md) or exclusively opened. `None` when idle.
+fn loop_in_use(roots: &HostRoots, name: &str) -> Option<String> {
+    let dev = read_trim(&roots.sysfs.join("block").join(name).join("dev"))
+        .and_then(|s| parse_devnum(&s))?;
+    let info = block_info(roots, name, dev);
+    let mut devs = vec![dev];
+    devs.extend(info.partitions.iter().map(|p| p.1));
+    let node = PathBuf::from("/dev").join(name);
+    if let Some((src, mp)) = mounts_of(roots, &devs, &node).into_iter().next() {
+        return Some(format!("mounted ({src} on {mp})"));
+    }
+    let mut holders = Vec::new();
+    for n in std::iter::once(name.to_string()).chain(info.partitions.iter().map(|p| p.0.clone())) {
+        let dir = if n == name {
+            roots.sysfs.join("block").join(name).join("holders")
+        } else {
+            roots
+                .sysfs
+                .join("block")
+                .join(name)
+                .join(&n)
+                .join("holders")
+        };
+        if let Ok(rd) = fs::read_dir(dir) {
+            holders.extend(
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            );
+        }
+    }
+    if !holders.is_empty() {
+        holders.sort();
+        return Some(format!("held by {}", holders.join(", ")));
+    }
+    // Only on the real /dev: an exclusive opener (another probe, mkfs) is visible nowhere else.
+    if roots.sysfs == Path::new("/sys") {
+        let same_dev = fs::metadata(&node)
+            .ok()
+            .filter(|m| m.file_type().is_block_device() && split_dev(m.rdev()) == dev);
+        if same_dev.is_some() {
+            if let Err(e) = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
+                .open(&node)
+            {
+                return Some(format!("busy (exclusive open failed: {e})"));
+            }
+        }
     }
     None
 }
 
-/// Bytes read for [`fs_signature`] (btrfs's magic ends at 65608).
-pub const SIGNATURE_BYTES: usize = 68 * 1024;
+/// What a write check needs besides the device facts.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteCheck<'a> {
+    /// sysfs/procfs roots.
+    pub roots: &'a HostRoots,
+    /// Destroy-consent identities.
+    pub consent: &'a [String],
+    /// Runs blkid.
+    pub runner: &'a dyn CommandRunner,
+    /// The separate override that lets a consented device carrying signatures be written.
+    pub overwrite_signatures: bool,
+}
 
-/// Run every check for writing `dev_path` (whose sysfs facts are `info`) with the given consent
-/// list. `Ok(identity)` when cleared; otherwise every reason found.
+/// Run every check for writing the block device open as `handle` (node `dev_path`, sysfs facts
+/// `info`). The exclusive open is the caller's ([`crate::Target`] opens its write handle with
+/// `O_EXCL`). `Ok(identity)` when cleared; otherwise every reason found.
 pub fn check_block_writable(
     dev_path: &Path,
+    handle: &fs::File,
     info: &BlockInfo,
-    roots: &HostRoots,
-    consent: &[String],
+    check: &WriteCheck<'_>,
 ) -> Result<String, Refusal> {
+    let roots = check.roots;
     let mut reasons = Vec::new();
     if info.is_partition {
         reasons.push(RefusalReason::IsPartition);
@@ -290,38 +588,58 @@ pub fn check_block_writable(
             partitions: info.partitions.iter().map(|p| p.0.clone()).collect(),
         });
     }
-    let mut head = Vec::with_capacity(SIGNATURE_BYTES);
-    match fs::File::open(dev_path)
-        .and_then(|f| f.take(SIGNATURE_BYTES as u64).read_to_end(&mut head))
-    {
-        Ok(_) => {
-            if let Some(kind) = fs_signature(&head) {
-                reasons.push(RefusalReason::Signature {
-                    kind: kind.to_string(),
-                });
-            }
-        }
-        Err(e) => reasons.push(RefusalReason::Unreadable {
-            error: e.to_string(),
-        }),
+    match scan_signatures(check.runner, handle) {
+        Ok(found) if !check.overwrite_signatures => reasons.extend(
+            found
+                .into_iter()
+                .map(|kind| RefusalReason::Signature { kind }),
+        ),
+        Ok(_) => {}
+        Err(error) => reasons.push(RefusalReason::SignatureScanFailed { error }),
     }
-    // O_EXCL on a block device fails with EBUSY while it is mounted or claimed (LVM, md, another
-    // O_EXCL holder). The check is a point-in-time one: the fd is closed again before probing.
-    if let Err(e) = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_EXCL)
-        .open(dev_path)
-    {
-        reasons.push(RefusalReason::Busy {
-            error: e.to_string(),
-        });
+    if let Some(backing) = &info.loop_backing {
+        match stat_within(Path::new(backing), STAT_TIMEOUT) {
+            Ok(Some(di)) => {
+                for (other, m) in loops_backed_by(roots, Path::new(backing), di) {
+                    if other == info.name {
+                        continue;
+                    }
+                    let other_dev = format!("/dev/{other}");
+                    match m {
+                        BackingMatch::Same => {
+                            if let Some(state) = loop_in_use(roots, &other) {
+                                reasons.push(RefusalReason::SharedBackingFile {
+                                    backing: backing.clone(),
+                                    other: other_dev,
+                                    state,
+                                });
+                            }
+                        }
+                        BackingMatch::Unanswered { backing } => {
+                            reasons.push(RefusalReason::BackingUnanswered {
+                                loop_dev: other_dev,
+                                backing,
+                            })
+                        }
+                    }
+                }
+            }
+            // A backing file that is gone (deleted) cannot be shared by path any more.
+            Ok(None) => {}
+            Err(()) => reasons.push(RefusalReason::BackingUnanswered {
+                loop_dev: dev_path.display().to_string(),
+                backing: backing.clone(),
+            }),
+        }
     }
     let identity = info.identity.clone();
     match &identity {
         None => reasons.push(RefusalReason::NoIdentity),
-        Some(id) if !consent.iter().any(|c| c == id) => reasons.push(RefusalReason::NoConsent {
-            identity: id.clone(),
-        }),
+        Some(id) if !check.consent.iter().any(|c| c == id) => {
+            reasons.push(RefusalReason::NoConsent {
+                identity: id.clone(),
+            })
+        }
         Some(_) => {}
     }
     match identity {
@@ -330,6 +648,40 @@ pub fn check_block_writable(
             device: dev_path.to_path_buf(),
             reasons,
         }),
+    }
+}
+
+/// Refusals for writing the regular file open as `handle`: it must not back a loop device.
+pub fn check_file_writable(
+    path: &Path,
+    handle: &fs::File,
+    roots: &HostRoots,
+) -> Result<(), Refusal> {
+    let meta = handle.metadata().map_err(|e| Refusal {
+        device: path.to_path_buf(),
+        reasons: vec![RefusalReason::HandleChanged {
+            detail: format!("fstat of the open file failed: {e}"),
+        }],
+    })?;
+    let reasons: Vec<RefusalReason> = loops_backed_by(roots, path, (meta.dev(), meta.ino()))
+        .into_iter()
+        .map(|(n, m)| match m {
+            BackingMatch::Same => RefusalReason::BacksLoopDevice {
+                loop_dev: format!("/dev/{n}"),
+            },
+            BackingMatch::Unanswered { backing } => RefusalReason::BackingUnanswered {
+                loop_dev: format!("/dev/{n}"),
+                backing,
+            },
+        })
+        .collect();
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal {
+            device: path.to_path_buf(),
+            reasons,
+        })
     }
 }
 
@@ -425,11 +777,13 @@ mod tests {
         let roots = f.roots();
         let info = block_info(&roots, "nvme0n1", (259, 0));
         let img = f.image(&[]);
+        let h = fs::File::open(&img).unwrap();
+        let consent = ["S5GXNX0T123456".to_string()];
         assert_eq!(
-            check_block_writable(&img, &info, &roots, &["S5GXNX0T123456".into()]).unwrap(),
+            check_block_writable(&img, &h, &info, &check(&roots, &consent)).unwrap(),
             "S5GXNX0T123456"
         );
-        let r = check_block_writable(&img, &info, &roots, &[]).unwrap_err();
+        let r = check_block_writable(&img, &h, &info, &check(&roots, &[])).unwrap_err();
         assert_eq!(
             r.reasons,
             vec![RefusalReason::NoConsent {
@@ -461,7 +815,9 @@ mod tests {
         head[510] = 0x55;
         head[511] = 0xAA;
         let img = f.image(&head);
-        let r = check_block_writable(&img, &info, &roots, &["S5GXNX0T123456".into()]).unwrap_err();
+        let h = fs::File::open(&img).unwrap();
+        let consent = ["S5GXNX0T123456".to_string()];
+        let r = check_block_writable(&img, &h, &info, &check(&roots, &consent)).unwrap_err();
         assert_eq!(
             r.reasons,
             vec![
@@ -472,29 +828,119 @@ mod tests {
                 RefusalReason::Partitioned {
                     partitions: vec!["nvme0n1p1".into()]
                 },
-                RefusalReason::Signature { kind: "MBR".into() },
+                RefusalReason::Signature {
+                    kind: "dos partition table".into()
+                },
             ]
         );
+        // The separate override lets the signature through, and only the signature.
+        let mut c = check(&roots, &consent);
+        c.overwrite_signatures = true;
+        let r = check_block_writable(&img, &h, &info, &c).unwrap_err();
+        assert_eq!(r.reasons.len(), 2, "{r}");
+        assert!(!r
+            .reasons
+            .iter()
+            .any(|x| matches!(x, RefusalReason::Signature { .. })));
+    }
+
+    fn check<'a>(roots: &'a HostRoots, consent: &'a [String]) -> WriteCheck<'a> {
+        WriteCheck {
+            roots,
+            consent,
+            runner: &SystemRunner,
+            overwrite_signatures: false,
+        }
+    }
+
+    /// Answers every command with a fixed exit code and output (or a spawn error).
+    #[derive(Debug)]
+    struct Fixed(Option<(i32, &'static str)>);
+
+    impl CommandRunner for Fixed {
+        fn run(
+            &self,
+            program: &str,
+            args: &[&str],
+            stdin: Option<fs::File>,
+        ) -> std::io::Result<std::process::Output> {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(program, "blkid");
+            assert_eq!(args, ["-p", "-o", "export", "/dev/stdin"]);
+            assert!(stdin.is_some(), "the scan must read the open handle");
+            let (code, out) = self.0.ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")
+            })?;
+            Ok(std::process::Output {
+                status: std::process::ExitStatus::from_raw(code << 8),
+                stdout: out.as_bytes().to_vec(),
+                stderr: b"boom".to_vec(),
+            })
+        }
     }
 
     #[test]
-    fn signatures() {
-        let mk = |off: usize, magic: &[u8]| {
-            let mut v = vec![0u8; SIGNATURE_BYTES];
-            v[off..off + magic.len()].copy_from_slice(magic);
-            v
+    fn signatures_from_blkid() {
+        let f = Fixture::new();
+        let img = f.image(&[]);
+        let h = fs::File::open(&img).unwrap();
+        // Real blkid on real signatures.
+        assert_eq!(
+            scan_signatures(&SystemRunner, &h).unwrap(),
+            Vec::<String>::new()
+        );
+        let mk = std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&img)
+            .status()
+            .expect("mkfs.ext4 is needed by this test: apt-get install e2fsprogs");
+        assert!(mk.success());
+        assert_eq!(
+            scan_signatures(&SystemRunner, &h).unwrap(),
+            vec!["ext4 (filesystem)".to_string()]
+        );
+        // Exit codes and output as blkid documents them.
+        let out = "DEVNAME=/dev/stdin\nTYPE=LVM2_member\nUSAGE=raid\nPTTYPE=gpt\n";
+        assert_eq!(
+            scan_signatures(&Fixed(Some((0, out))), &h).unwrap(),
+            vec![
+                "LVM2_member (raid)".to_string(),
+                "gpt partition table".to_string()
+            ]
+        );
+        assert_eq!(
+            scan_signatures(&Fixed(Some((2, ""))), &h).unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            scan_signatures(&Fixed(Some((8, ""))), &h).unwrap(),
+            vec!["ambivalent (several contradicting)".to_string()]
+        );
+        let e = scan_signatures(&Fixed(Some((4, ""))), &h).unwrap_err();
+        assert!(e.starts_with("blkid failed (exit status: 4): boom"), "{e}");
+        let e = scan_signatures(&Fixed(None), &h).unwrap_err();
+        assert_eq!(e, "cannot run blkid: No such file or directory");
+        // A scan that cannot run refuses, naming what to install.
+        let nvme = Fixture::new();
+        nvme_fixture(&nvme);
+        let roots = nvme.roots();
+        let info = block_info(&roots, "nvme0n1", (259, 0));
+        let consent = ["S5GXNX0T123456".to_string()];
+        let c = WriteCheck {
+            runner: &Fixed(None),
+            ..check(&roots, &consent)
         };
-        assert_eq!(fs_signature(&mk(1080, &[0x53, 0xEF])), Some("ext2/3/4"));
-        assert_eq!(fs_signature(&mk(0, b"XFSB")), Some("xfs"));
-        assert_eq!(fs_signature(&mk(65600, b"_BHRfS_M")), Some("btrfs"));
-        assert_eq!(fs_signature(&mk(4086, b"SWAPSPACE2")), Some("swap"));
-        assert_eq!(fs_signature(&mk(512, b"EFI PART")), Some("GPT"));
-        let mut fat = mk(82, b"FAT32");
-        fat[510] = 0x55;
-        fat[511] = 0xAA;
-        assert_eq!(fs_signature(&fat), Some("vfat"));
-        assert_eq!(fs_signature(&vec![0u8; SIGNATURE_BYTES]), None);
-        assert_eq!(fs_signature(&[0u8; 10]), None);
+        let r = check_block_writable(&img, &h, &info, &c).unwrap_err();
+        assert_eq!(
+            r.reasons,
+            vec![RefusalReason::SignatureScanFailed {
+                error: "cannot run blkid: No such file or directory".into()
+            }]
+        );
+        assert!(
+            r.to_string().contains("install util-linux's `blkid`"),
+            "{r}"
+        );
     }
 
     #[test]

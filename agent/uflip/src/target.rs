@@ -2,15 +2,25 @@
 //! a filesystem that supports O_DIRECT) or a whole block device (size, logical block size,
 //! model/serial from sysfs, write clearance from [`crate::safety`]).
 //!
+//! A target is opened ONCE: [`Target::open`] resolves the path and opens it, and every check runs on
+//! that open handle (`fstat` device number, the sysfs identity of that number, signatures read
+//! through it). All IO of a probe goes through the handle (block devices: a write handle re-opened
+//! from it with `O_EXCL`, which the kernel refuses while the device is mounted or held), never
+//! through the path again, and [`Target::verify`] checks before every run that the handle still
+//! names the consented device (re-bound loop device, detached device, re-pointed path).
+//!
 //! To add a target kind (e.g. an NVMe namespace by NSID): add a [`TargetKind`] variant, an `open_*`
-//! constructor filling [`Target`], and make [`Target::ensure_writable`] decide its write clearance.
+//! constructor filling [`Target`], and make [`Target::open_for_writes`] and [`Target::verify`]
+//! decide its write clearance.
 
-use crate::safety::{self, HostRoots, Refusal};
+use crate::safety::{self, CommandRunner, HostRoots, Refusal, RefusalReason, SystemRunner};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// File or block device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +43,7 @@ impl TargetKind {
 }
 
 /// How to open a target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct TargetOptions {
     /// File or device path.
     pub path: PathBuf,
@@ -41,10 +51,15 @@ pub struct TargetOptions {
     pub file_size: u64,
     /// Device identities (serial, wwid, `loop:<backing file>`) whose data may be destroyed.
     pub destroy_consent: Vec<String>,
+    /// The separate override for a consented device that carries a filesystem, LUKS, LVM, RAID or
+    /// partition-table signature (off: such a device is refused).
+    pub overwrite_signatures: bool,
     /// sysfs/procfs roots.
     pub roots: HostRoots,
     /// Override the detected logical block size (bytes).
     pub logical_block_size: Option<u64>,
+    /// Runs blkid for the signature scan.
+    pub runner: Arc<dyn CommandRunner>,
 }
 
 impl TargetOptions {
@@ -54,8 +69,10 @@ impl TargetOptions {
             path: path.into(),
             file_size: size,
             destroy_consent: Vec::new(),
+            overwrite_signatures: false,
             roots: HostRoots::default(),
             logical_block_size: None,
+            runner: Arc::new(SystemRunner),
         }
     }
     /// Options for a block device with a consent list.
@@ -64,8 +81,10 @@ impl TargetOptions {
             path: path.into(),
             file_size: 0,
             destroy_consent,
+            overwrite_signatures: false,
             roots: HostRoots::default(),
             logical_block_size: None,
+            runner: Arc::new(SystemRunner),
         }
     }
 }
@@ -112,13 +131,19 @@ pub enum TargetError {
         /// OS error.
         source: std::io::Error,
     },
+    /// The file would have to be filled (written) but may not be written.
+    #[error("{0}")]
+    Refused(Refusal),
 }
 
-/// An opened (stat'ed) target; files are opened again per run with O_DIRECT.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An opened target: the one handle every check and every IO of a probe goes through.
+#[derive(Debug, Clone)]
 pub struct Target {
-    /// Path.
+    /// Path as given.
     pub path: PathBuf,
+    /// What the open handle names: `/dev/<kernel name>` of its device number for a block device,
+    /// the file's path at open time for a file. Reports name this, not the path.
+    pub device: PathBuf,
     /// File or block.
     pub kind: TargetKind,
     /// Usable size in bytes.
@@ -137,19 +162,42 @@ pub struct Target {
     pub block: Option<safety::BlockInfo>,
     /// Consent list (kept to re-check right before writing).
     pub destroy_consent: Vec<String>,
+    /// The separate signature override (see [`TargetOptions::overwrite_signatures`]).
+    pub overwrite_signatures: bool,
     /// Host roots used for checks.
     pub roots: HostRoots,
+    /// (st_dev, st_ino) of the opened file, or (st_rdev, 0) of the opened block device.
+    handle_id: (u64, u64),
+    /// The handle opened once: read-only for block devices, read-write (O_DIRECT|O_DSYNC) for files.
+    handle: Arc<fs::File>,
+    /// Block devices: the exclusive write handle, once every write check passed on it; kept (and
+    /// so the exclusive claim) as long as the target, shared by its clones.
+    write_handle: Arc<std::sync::OnceLock<Arc<fs::File>>>,
+    runner: Arc<dyn CommandRunner>,
 }
 
 /// Default O_DIRECT alignment when the backing device cannot be found: 4096 is a multiple of every
 /// common logical block size (§9).
 pub const FALLBACK_BLOCK_SIZE: u64 = 4096;
 
+fn changed(device: &Path, detail: String) -> Refusal {
+    Refusal {
+        device: device.to_path_buf(),
+        reasons: vec![RefusalReason::HandleChanged { detail }],
+    }
+}
+
+/// The path the kernel gives for our own descriptor (`/proc/self/fd/N` is our own process's view,
+/// not host state, so it is not under [`HostRoots`]).
+fn fd_path(f: &fs::File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
+}
+
 impl Target {
-    /// Open a file or a block device (kind detected from the path).
+    /// Open a file or a block device (kind detected from the path; the path is resolved once).
     pub fn open(opts: &TargetOptions) -> Result<Target, TargetError> {
         match fs::metadata(&opts.path) {
-            Ok(m) if m.file_type().is_block_device() => Target::open_block(opts, m.rdev()),
+            Ok(m) if m.file_type().is_block_device() => Target::open_block(opts),
             Ok(m) if m.is_file() => Target::open_file(opts),
             Ok(_) => Err(TargetError::NotFileOrBlock {
                 path: opts.path.clone(),
@@ -169,39 +217,42 @@ impl Target {
             source,
         };
         let existed = path.exists();
-        let f = OpenOptions::new()
+        // The one handle: O_DIRECT (O_DSYNC for write-through writes, §9; no effect on reads).
+        // O_DIRECT support is a property of the filesystem: tmpfs rejects the open with EINVAL.
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .map_err(oerr)?;
-        let meta = f.metadata().map_err(oerr)?;
-        drop(f);
-        let dev = safety::split_dev(meta.dev());
-        let fstype = fs_type_of(&opts.roots, dev).unwrap_or_else(|| "unknown".to_string());
-        if RAM_FILESYSTEMS.contains(&fstype.as_str()) {
-            if !existed {
-                let _ = fs::remove_file(&path);
-            }
-            return Err(TargetError::DirectIoUnsupported { path, fstype });
-        }
-        // O_DIRECT support is a property of the filesystem: tmpfs rejects the open with EINVAL.
-        let direct = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DIRECT)
+            .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
             .open(&path);
-        let direct = match direct {
+        let direct = match opened {
             Ok(d) => d,
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 if !existed {
                     let _ = fs::remove_file(&path); // do not leave our empty file behind
                 }
+                let fstype = fs::metadata(path.parent().unwrap_or(Path::new(".")))
+                    .ok()
+                    .and_then(|m| fs_type_of(&opts.roots, safety::split_dev(m.dev())))
+                    .unwrap_or_else(|| "unknown".to_string());
                 return Err(TargetError::DirectIoUnsupported { path, fstype });
             }
             Err(e) => return Err(oerr(e)),
         };
+        let meta = direct.metadata().map_err(oerr)?;
+        if !meta.is_file() {
+            return Err(TargetError::NotFileOrBlock { path });
+        }
+        let dev = safety::split_dev(meta.dev());
+        let fstype = fs_type_of(&opts.roots, dev).unwrap_or_else(|| "unknown".to_string());
+        if RAM_FILESYSTEMS.contains(&fstype.as_str()) {
+            drop(direct);
+            if !existed {
+                let _ = fs::remove_file(&path);
+            }
+            return Err(TargetError::DirectIoUnsupported { path, fstype });
+        }
         let lbs = opts
             .logical_block_size
             .unwrap_or_else(|| file_block_size(&opts.roots, dev));
@@ -214,6 +265,9 @@ impl Target {
             return Err(TargetError::Empty { path });
         }
         if meta.len() < size {
+            // Filling writes: never into a file that backs a loop device.
+            safety::check_file_writable(&path, &direct, &opts.roots)
+                .map_err(TargetError::Refused)?;
             // Fill with real data (not a sparse file or fallocate's unwritten extents): reads of
             // holes never reach the device and would make read benchmarks meaningless.
             fill(&direct, meta.len() / lbs * lbs, size, lbs).map_err(|source| {
@@ -224,8 +278,10 @@ impl Target {
                 }
             })?;
         }
+        let device = fs::read_link(fd_path(&direct)).unwrap_or_else(|_| path.clone());
         Ok(Target {
             path,
+            device,
             kind: TargetKind::File,
             size,
             logical_block_size: lbs,
@@ -235,7 +291,12 @@ impl Target {
             identity: None,
             block: None,
             destroy_consent: opts.destroy_consent.clone(),
+            overwrite_signatures: opts.overwrite_signatures,
             roots: opts.roots.clone(),
+            handle_id: (meta.dev(), meta.ino()),
+            handle: Arc::new(direct),
+            write_handle: Arc::default(),
+            runner: opts.runner.clone(),
         })
     }
 
@@ -250,20 +311,32 @@ impl Target {
         block_info_at(path, roots, m.rdev()).identity
     }
 
-    fn open_block(opts: &TargetOptions, rdev: u64) -> Result<Target, TargetError> {
+    fn open_block(opts: &TargetOptions) -> Result<Target, TargetError> {
         let path = opts.path.clone();
-        let info = block_info_at(&path, &opts.roots, rdev);
-        let mut f = fs::File::open(&path).map_err(|source| TargetError::Open {
+        let oerr = |source| TargetError::Open {
             path: path.clone(),
             source,
-        })?;
+        };
+        // Read-only and shared: reads are allowed on any device; writes get their own exclusive
+        // handle re-opened from this one (open_for_writes).
+        let mut f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .map_err(oerr)?;
+        let meta = f.metadata().map_err(oerr)?;
+        if !meta.file_type().is_block_device() {
+            return Err(TargetError::NotFileOrBlock { path });
+        }
+        // Every fact below comes from the handle's device number, not from the path.
+        let info = block_info_at(&path, &opts.roots, meta.rdev());
+        let device = if info.name.is_empty() {
+            path.clone()
+        } else {
+            PathBuf::from("/dev").join(&info.name)
+        };
         // Seeking to the end of a block device yields its size, without an ioctl (and without unsafe).
-        let size = f
-            .seek(SeekFrom::End(0))
-            .map_err(|source| TargetError::Open {
-                path: path.clone(),
-                source,
-            })?;
+        let size = f.seek(SeekFrom::End(0)).map_err(oerr)?;
         let lbs = opts
             .logical_block_size
             .or(info.logical_block_size)
@@ -273,6 +346,7 @@ impl Target {
         }
         Ok(Target {
             path,
+            device,
             kind: TargetKind::Block,
             size: size / lbs * lbs,
             logical_block_size: lbs,
@@ -282,24 +356,207 @@ impl Target {
             identity: info.identity.clone(),
             block: Some(info),
             destroy_consent: opts.destroy_consent.clone(),
+            overwrite_signatures: opts.overwrite_signatures,
             roots: opts.roots.clone(),
+            handle_id: (meta.rdev(), 0),
+            handle: Arc::new(f),
+            write_handle: Arc::default(),
+            runner: opts.runner.clone(),
         })
     }
 
-    /// Whether writes are allowed right now: files always; block devices only after every check of
-    /// [`safety::check_block_writable`] passes (re-run at every call, so a mount made after
-    /// [`Target::open`] is still caught).
+    /// The handle opened by [`Target::open`] (read-only for block devices).
+    pub fn handle(&self) -> &Arc<fs::File> {
+        &self.handle
+    }
+
+    /// Whether writes are allowed right now: files unless they back a loop device; block devices
+    /// only after every check of [`safety::check_block_writable`] passes on an exclusive handle,
+    /// which the target then keeps (see [`Target::open_for_writes`]).
     pub fn ensure_writable(&self) -> Result<(), Refusal> {
-        match (&self.kind, &self.block) {
-            (TargetKind::File, _) => Ok(()),
-            (TargetKind::Block, Some(info)) => {
-                safety::check_block_writable(&self.path, info, &self.roots, &self.destroy_consent)
-                    .map(|_| ())
+        self.open_for_writes().map(|_| ())
+    }
+
+    /// The handle all IO of a writing probe goes through, after every write check passed on it.
+    /// Block devices: re-opened from the checked handle (`/proc/self/fd/N`, never the path) with
+    /// `O_RDWR|O_DIRECT|O_DSYNC|O_EXCL`; the target keeps it, so the exclusive claim lasts as long
+    /// as the target (across the probes of a sweep too): the device cannot be mounted, claimed or
+    /// re-bound under it. Later calls only [`Target::verify`] the kept handle.
+    pub fn open_for_writes(&self) -> Result<Arc<fs::File>, Refusal> {
+        if let Some(w) = self.write_handle.get() {
+            self.verify(w, true)?;
+            return Ok(w.clone());
+        }
+        self.verify(&self.handle, false)?;
+        let info = match (&self.kind, &self.block) {
+            (TargetKind::File, _) => {
+                safety::check_file_writable(&self.device, &self.handle, &self.roots)?;
+                return Ok(self.handle.clone());
             }
-            (TargetKind::Block, None) => Err(Refusal {
-                device: self.path.clone(),
-                reasons: vec![safety::RefusalReason::NoIdentity],
-            }),
+            (TargetKind::Block, Some(info)) => info,
+            (TargetKind::Block, None) => {
+                return Err(Refusal {
+                    device: self.device.clone(),
+                    reasons: vec![RefusalReason::NoIdentity],
+                })
+            }
+        };
+        let excl = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT | libc::O_DSYNC | libc::O_EXCL)
+            .open(fd_path(&self.handle));
+        let check = safety::WriteCheck {
+            roots: &self.roots,
+            consent: &self.destroy_consent,
+            runner: self.runner.as_ref(),
+            overwrite_signatures: self.overwrite_signatures,
+        };
+        let scan_on = excl.as_ref().unwrap_or(&self.handle);
+        let checked = safety::check_block_writable(&self.device, scan_on, info, &check);
+        match (excl, checked) {
+            (Ok(w), Ok(_)) => {
+                // The re-open went through our own descriptor, but make sure it is the same device.
+                self.verify(&w, true)?;
+                Ok(self.write_handle.get_or_init(|| Arc::new(w)).clone())
+            }
+            (Ok(_), Err(r)) => Err(r),
+            (Err(e), checked) => {
+                let mut reasons = checked.err().map(|r| r.reasons).unwrap_or_default();
+                reasons.push(RefusalReason::Busy {
+                    error: e.to_string(),
+                });
+                Err(Refusal {
+                    device: self.device.clone(),
+                    reasons,
+                })
+            }
+        }
+    }
+
+    /// Check, before a run, that `handle` still names the device or file that was checked: same
+    /// device number (or inode), same sysfs identity, a loop device still bound to the same backing
+    /// inode and not detached, the path not re-pointed elsewhere; with `writing`, also not mounted
+    /// and (files) not backing a loop device. A missing path is fine (udev re-creates links).
+    pub fn verify(&self, handle: &fs::File, writing: bool) -> Result<(), Refusal> {
+        let dev_name = self.device.display().to_string();
+        let meta = handle.metadata().map_err(|e| {
+            changed(
+                &self.device,
+                format!("fstat of the open handle of {dev_name} failed: {e}"),
+            )
+        })?;
+        match self.kind {
+            TargetKind::File => {
+                if (meta.dev(), meta.ino()) != self.handle_id {
+                    return Err(changed(
+                        &self.device,
+                        format!("the open handle no longer names {dev_name}"),
+                    ));
+                }
+                if let Ok(m) = fs::metadata(&self.path) {
+                    if (m.dev(), m.ino()) != self.handle_id {
+                        return Err(changed(
+                            &self.device,
+                            format!("{} now names another file than the {dev_name} the probe opened and checked", self.path.display()),
+                        ));
+                    }
+                }
+                if writing {
+                    safety::check_file_writable(&self.device, handle, &self.roots)?;
+                }
+                Ok(())
+            }
+            TargetKind::Block => {
+                let Some(info) = &self.block else {
+                    return Err(Refusal {
+                        device: self.device.clone(),
+                        reasons: vec![RefusalReason::NoIdentity],
+                    });
+                };
+                if (meta.rdev(), 0) != self.handle_id {
+                    return Err(changed(
+                        &self.device,
+                        format!("the open handle no longer names {dev_name}"),
+                    ));
+                }
+                let dev = info.dev;
+                let now = safety::block_name(&self.roots, dev)
+                    .map(|n| safety::block_info(&self.roots, &n, dev));
+                let Some(now) = now else {
+                    return Err(changed(
+                        &self.device,
+                        format!("{dev_name} (device {}:{}) is gone from sysfs", dev.0, dev.1),
+                    ));
+                };
+                if now.name != info.name || now.identity != info.identity {
+                    return Err(changed(
+                        &self.device,
+                        format!(
+                            "{dev_name} now identifies as {:?} ({}), not the checked and consented {:?}",
+                            now.identity.as_deref().unwrap_or("nothing"),
+                            now.name,
+                            info.identity.as_deref().unwrap_or("nothing")
+                        ),
+                    ));
+                }
+                if now.diskseq != info.diskseq || now.loop_backing != info.loop_backing {
+                    return Err(changed(
+                        &self.device,
+                        format!(
+                            "{dev_name} was re-bound: it now serves {} (disk sequence {}), not the checked {} (disk sequence {})",
+                            now.loop_backing.as_deref().unwrap_or("other media"),
+                            now.diskseq.map_or("?".into(), |d| d.to_string()),
+                            info.loop_backing.as_deref().unwrap_or("media"),
+                            info.diskseq.map_or("?".into(), |d| d.to_string()),
+                        ),
+                    ));
+                }
+                if info.loop_autoclear == Some(false) && now.loop_autoclear == Some(true) {
+                    return Err(changed(
+                        &self.device,
+                        format!("{dev_name} was detached (losetup -d) during the probe"),
+                    ));
+                }
+                if let Ok(m) = fs::metadata(&self.path) {
+                    let same = m.file_type().is_block_device() && m.rdev() == meta.rdev();
+                    if !same {
+                        let other = if m.file_type().is_block_device() {
+                            safety::block_name(&self.roots, safety::split_dev(m.rdev()))
+                                .map(|n| format!("/dev/{n}"))
+                                .unwrap_or_else(|| "another device".into())
+                        } else {
+                            "something else".into()
+                        };
+                        return Err(changed(
+                            &self.device,
+                            format!(
+                                "{} now points to {other}, not to {dev_name} which the probe opened and checked",
+                                self.path.display()
+                            ),
+                        ));
+                    }
+                }
+                if writing {
+                    let mut devs = vec![dev];
+                    devs.extend(now.partitions.iter().map(|p| p.1));
+                    let reasons: Vec<RefusalReason> =
+                        safety::mounts_of(&self.roots, &devs, &self.device)
+                            .into_iter()
+                            .map(|(source_dev, mount_point)| RefusalReason::Mounted {
+                                source_dev,
+                                mount_point,
+                            })
+                            .collect();
+                    if !reasons.is_empty() {
+                        return Err(Refusal {
+                            device: self.device.clone(),
+                            reasons,
+                        });
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -369,8 +626,12 @@ fn fill(f: &fs::File, from: u64, to: u64, lbs: u64) -> std::io::Result<()> {
 /// Summary of a target for reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetInfo {
-    /// Path.
+    /// Path as given.
     pub path: PathBuf,
+    /// The device (or file) the probe actually opened and wrote: `/dev/<kernel name>` of the
+    /// handle's device number (absent in reports written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<PathBuf>,
     /// "file"/"block".
     pub kind: TargetKind,
     /// Size in bytes.
@@ -392,6 +653,7 @@ impl From<&Target> for TargetInfo {
     fn from(t: &Target) -> Self {
         TargetInfo {
             path: t.path.clone(),
+            device: Some(t.device.clone()),
             kind: t.kind,
             size: t.size,
             logical_block_size: t.logical_block_size,

@@ -1,42 +1,68 @@
-//! Write-refusal paths exercised for real on loop devices (root only): an unpartitioned device with
-//! consent is written; one carrying a mounted ext4 is refused; one without consent is refused for
-//! writes but still runs read-only plans; a partitioned one is refused. Loop devices and mounts are
-//! always released by drop guards. Not root, or a missing tool (losetup, mkfs.ext4, sfdisk), is a
-//! failure that says what to install (`bash tests/run.sh` installs them and runs as root).
+//! Write safety exercised for real on loop devices (root; issue 16): an unpartitioned device with
+//! consent is written and the report names it; one carrying a mounted ext4, a partition table, a
+//! LUKS header, no consent, an image file behind a mounted loop device, a loop device sharing its
+//! image with a mounted one are refused; a symlink re-pointed and a loop device detached and
+//! re-bound while the probe runs stop it; a device that stops completing IO is a device fault.
+//! Every test checksums every device involved before and after. Loop devices, mounts and FUSE
+//! daemons are released by drop guards. A test that cannot set up its scenario FAILS and names
+//! what to install (tests/run.sh installs it).
 
-// Integration tests and their helpers: a panic with a message is the test's failure report
+// A panic is the failure report of these tests and their helpers
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 use wattflip_uflip::*;
 
 const MIB: u64 = 1 << 20;
 
-/// Fails the test, saying what to do, unless this runs as root with every `(tool, package)` on
-/// PATH. Never a silent pass: a test that cannot set up its loop device has not tested anything.
-fn require_root_and(tools: &[(&str, &str)]) {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    assert_eq!(
-        uid.as_deref(),
-        Some("0"),
-        "loop-device tests need root (they create and mount loop devices): run them as root, \
-         e.g. `sudo bash tests/run.sh`"
+/// Run a setup command; panic (fail the test) when it is missing or fails, naming the package.
+fn must(cmd: &mut Command, package: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("cannot run {cmd:?} ({e}): this test needs it; install the Debian package {package} (tests/run.sh does)")
+    });
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    for (tool, package) in tools {
-        assert!(
-            Command::new(tool).arg("--version").output().is_ok(),
-            "`{tool}` is missing: install Debian's `{package}` package (bash tests/run.sh does)"
-        );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn require_root() {
+    let uid = must(Command::new("id").arg("-u"), "coreutils");
+    assert_eq!(uid, "0", "the loop-device tests need root (losetup, mount)");
+}
+
+fn tmp_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("uflip-loop");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::canonicalize(dir).unwrap()
+}
+
+/// An image file removed on drop.
+struct Image(PathBuf);
+
+impl Image {
+    fn new(name: &str, size: u64) -> Image {
+        Image::in_dir(&tmp_dir(), name, size)
+    }
+    fn in_dir(dir: &Path, name: &str, size: u64) -> Image {
+        let p = dir.join(format!("{name}-{}.img", std::process::id()));
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(size).unwrap();
+        Image(p)
     }
 }
 
-const LOSETUP: (&str, &str) = ("losetup", "mount");
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
 
 /// A loop device detached on drop.
 struct LoopDev {
@@ -45,43 +71,58 @@ struct LoopDev {
 }
 
 impl LoopDev {
-    fn new(name: &str, size: u64, partscan: bool) -> LoopDev {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("uflip-loop");
-        std::fs::create_dir_all(&dir).unwrap();
-        let img = dir.join(format!("{name}-{}.img", std::process::id()));
-        let f = std::fs::File::create(&img).unwrap();
-        f.set_len(size).unwrap();
-        drop(f);
-        let img = std::fs::canonicalize(&img).unwrap();
-        let mut cmd = Command::new("losetup");
-        cmd.arg("-f").arg("--show");
-        if partscan {
-            cmd.arg("-P");
-        }
-        let out = cmd.arg(&img).output().unwrap();
-        assert!(
-            out.status.success(),
-            "losetup failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+    fn on(img: &Path, extra: &[&str]) -> LoopDev {
+        require_root();
+        let dev = must(
+            Command::new("losetup")
+                .args(["-f", "--show"])
+                .args(extra)
+                .arg(img),
+            "mount",
         );
-        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        LoopDev { dev, img }
+        LoopDev {
+            dev: PathBuf::from(dev),
+            img: img.to_path_buf(),
+        }
     }
     fn identity(&self) -> String {
         format!("loop:{}", self.img.display())
+    }
+    fn name(&self) -> String {
+        self.dev.file_name().unwrap().to_string_lossy().into_owned()
     }
 }
 
 impl Drop for LoopDev {
     fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
-        let _ = std::fs::remove_file(&self.img);
+        // Quiet: a device detached during its test (autoclear) is already gone.
+        let _ = Command::new("losetup")
+            .arg("-d")
+            .arg(&self.dev)
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
-/// A mount undone on drop (declared after the LoopDev so it drops first).
+/// A read-only mount undone on drop (declare it after the LoopDev so it drops first). Read-only,
+/// so the filesystem itself never changes the device and a checksum taken after mounting holds.
 struct Mount {
     dir: PathBuf,
+}
+
+impl Mount {
+    fn ro(dev: &Path, name: &str) -> Mount {
+        let dir = tmp_dir().join(format!("mnt-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        must(
+            Command::new("mount")
+                .args(["-o", "ro,noload"])
+                .arg(dev)
+                .arg(&dir),
+            "mount",
+        );
+        Mount { dir }
+    }
 }
 
 impl Drop for Mount {
@@ -91,24 +132,55 @@ impl Drop for Mount {
     }
 }
 
-fn small_write_plan(size: u64) -> Plan {
+fn mkfs_ext4(dev: &Path) {
+    must(
+        Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
+            .arg(dev),
+        "e2fsprogs",
+    );
+}
+
+/// Checksum (64-bit FNV-1a) of a whole file or device, read through the page cache like the
+/// loop driver's buffered IO.
+fn checksum(p: &Path) -> u64 {
+    let bytes = std::fs::read(p).unwrap();
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn write_plan(size: u64, pause: Duration) -> Plan {
     let mut o = PlanOptions::quick(size);
     o.values.granularity_io_sizes = vec![4096];
     o.counts.io_count = [8, 8, 8, 8];
     o.counts.ignore_io = [0; 4];
-    o.pause_between_runs = std::time::Duration::ZERO;
+    o.pause_between_runs = pause;
     plan(&o)
 }
 
+fn small_write_plan(size: u64) -> Plan {
+    write_plan(size, Duration::ZERO)
+}
+
+fn reasons_of(err: &ProbeError) -> Vec<RefusalReason> {
+    match err {
+        ProbeError::WritesRefused(r) => r.reasons.clone(),
+        ProbeError::TargetChanged { refusal, .. } => refusal.reasons.clone(),
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
 #[test]
-fn consented_unpartitioned_loop_device_is_written() {
-    require_root_and(&[LOSETUP]);
-    let lo = LoopDev::new("clean", 32 * MIB, false);
+fn consented_unpartitioned_loop_device_is_written_and_named_in_the_report() {
+    let img = Image::new("clean", 32 * MIB);
+    let lo = LoopDev::on(&img.0, &[]);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     assert_eq!(t.kind, TargetKind::Block);
     assert_eq!(t.size, 32 * MIB);
     assert_eq!(t.identity.as_deref(), Some(lo.identity().as_str()));
     assert_eq!(t.logical_block_size, 512);
+    assert_eq!(t.device, lo.dev);
     t.ensure_writable().unwrap();
     let p = small_write_plan(t.size);
     let rep = run(&t, &p, &mut NullObserver).unwrap();
@@ -118,6 +190,7 @@ fn consented_unpartitioned_loop_device_is_written() {
         .iter()
         .all(|r| r.status == RunStatus::Ok && r.target_kind == "block" && r.io_count == 8));
     assert_eq!(rep.target.identity.as_deref(), Some(lo.identity().as_str()));
+    assert_eq!(rep.target.device.as_deref(), Some(lo.dev.as_path()));
     // The SW run really wrote the device: its first block is no longer zeros.
     let sw = p.runs.iter().find(|r| r.pattern == "SW").unwrap();
     let Work::Pattern(ps) = &sw.work else {
@@ -130,8 +203,8 @@ fn consented_unpartitioned_loop_device_is_written() {
 
 #[test]
 fn loop_device_without_consent_is_refused_for_writes_only() {
-    require_root_and(&[LOSETUP]);
-    let lo = LoopDev::new("noconsent", 16 * MIB, false);
+    let img = Image::new("noconsent", 16 * MIB);
+    let lo = LoopDev::on(&img.0, &[]);
     let t = Target::open(&TargetOptions::block(
         &lo.dev,
         vec!["loop:/some/other.img".into()],
@@ -144,6 +217,7 @@ fn loop_device_without_consent_is_refused_for_writes_only() {
             identity: lo.identity()
         }]
     );
+    let before = checksum(&img.0);
     let p = small_write_plan(t.size);
     let err = run(&t, &p, &mut NullObserver).unwrap_err();
     let msg = err.to_string();
@@ -157,73 +231,55 @@ fn loop_device_without_consent_is_refused_for_writes_only() {
     let rep = run(&t, &p.read_only(), &mut NullObserver).unwrap();
     assert_eq!(rep.runs.len(), 2);
     assert!(rep.runs.iter().all(|r| r.status == RunStatus::Ok));
+    assert_eq!(checksum(&img.0), before);
 }
 
 #[test]
 fn loop_device_with_mounted_ext4_is_refused_even_with_consent() {
-    require_root_and(&[LOSETUP, ("mkfs.ext4", "e2fsprogs")]);
-    let lo = LoopDev::new("ext4", 32 * MIB, false);
-    let mk = Command::new("mkfs.ext4")
-        .arg("-q")
-        .arg("-F")
-        .arg(&lo.dev)
-        .output()
-        .expect("run mkfs.ext4");
-    assert!(
-        mk.status.success(),
-        "mkfs.ext4: {}",
-        String::from_utf8_lossy(&mk.stderr)
-    );
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("uflip-mnt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let st = Command::new("mount")
-        .arg(&lo.dev)
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount failed");
-    let _m = Mount { dir: dir.clone() };
+    let img = Image::new("ext4", 32 * MIB);
+    let lo = LoopDev::on(&img.0, &[]);
+    mkfs_ext4(&lo.dev);
+    let _m = Mount::ro(&lo.dev, "ext4");
+    let before = checksum(&img.0);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
-    let kinds: Vec<&str> = refusal
-        .reasons
-        .iter()
-        .map(|r| match r {
-            RefusalReason::Mounted { .. } => "mounted",
-            RefusalReason::Signature { .. } => "signature",
-            RefusalReason::Busy { .. } => "busy",
-            _ => "other",
-        })
-        .collect();
-    assert_eq!(kinds, vec!["mounted", "signature", "busy"], "{refusal}");
+    assert_eq!(refusal.reasons.len(), 3, "{refusal}");
     assert_eq!(
         refusal.reasons[0],
         RefusalReason::Mounted {
             source_dev: lo.dev.display().to_string(),
-            mount_point: dir.display().to_string()
+            mount_point: _m.dir.display().to_string()
         }
     );
     assert_eq!(
         refusal.reasons[1],
         RefusalReason::Signature {
-            kind: "ext2/3/4".into()
+            kind: "ext4 (filesystem)".into()
         }
+    );
+    assert!(
+        matches!(&refusal.reasons[2], RefusalReason::Busy { error } if error.contains("busy")),
+        "{refusal}"
     );
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
     assert!(err.to_string().contains("unmount it"), "{err}");
+    assert_eq!(checksum(&img.0), before);
 }
 
+/// Issue 16 point 8: this kernel has no partition-table parsers (no CONFIG_MSDOS_PARTITION), so
+/// after sfdisk writes the table, `partx -a` registers the partition the way the kernel would.
 #[test]
 fn partitioned_loop_device_is_refused() {
-    require_root_and(&[LOSETUP, ("sfdisk", "fdisk"), ("partx", "util-linux")]);
-    let lo = LoopDev::new("parted", 16 * MIB, true);
+    let img = Image::new("parted", 16 * MIB);
+    let lo = LoopDev::on(&img.0, &["-P"]);
     let mut sf = Command::new("sfdisk")
         .arg("-q")
         .arg(&lo.dev)
         .stdin(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap_or_else(|e| {
+            panic!("cannot run sfdisk ({e}): install the Debian package fdisk (tests/run.sh does)")
+        });
     {
         use std::io::Write;
         sf.stdin
@@ -233,35 +289,376 @@ fn partitioned_loop_device_is_refused() {
             .unwrap();
     }
     assert!(sf.wait().unwrap().success());
-    let _ = Command::new("udevadm").arg("settle").status();
-    // Some kernels do not register a loop device's partitions on sfdisk's BLKRRPART (seen on a
-    // 6.18 VM: /dev/loop0p1 never came); `partx -a` adds them through BLKPG (its error "busy"
-    // only means they are there already). Then poll sysfs for the partition, with a deadline.
-    let _ = Command::new("partx")
-        .arg("-a")
-        .arg(&lo.dev)
-        .stderr(std::process::Stdio::null())
-        .status();
-    let name = lo.dev.file_name().unwrap().to_string_lossy().to_string();
-    let part = Path::new("/sys/class/block").join(format!("{name}p1"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !part.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} did not appear within 10 s after sfdisk",
-            part.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    let name = lo.name();
+    let part = format!("{name}p1");
+    if !Path::new("/sys/block").join(&name).join(&part).exists() {
+        must(Command::new("partx").arg("-a").arg(&lo.dev), "util-linux");
     }
+    assert!(Path::new("/sys/block").join(&name).join(&part).exists());
+    let before = checksum(&img.0);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
     assert_eq!(
         refusal.reasons,
         vec![
             RefusalReason::Partitioned {
-                partitions: vec![format!("{name}p1")]
+                partitions: vec![part]
             },
-            RefusalReason::Signature { kind: "MBR".into() }
+            RefusalReason::Signature {
+                kind: "dos partition table".into()
+            }
         ]
+    );
+    let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert!(err.to_string().contains("wipefs -a"), "{err}");
+    assert_eq!(checksum(&img.0), before);
+}
+
+/// Issue 16 point 5: a LUKS header is refused with consent; the separate override clears it.
+#[test]
+fn luks_header_is_refused_unless_signatures_are_overridden() {
+    let img = Image::new("luks", 32 * MIB);
+    let lo = LoopDev::on(&img.0, &[]);
+    let mut fmt = Command::new("cryptsetup");
+    fmt.args([
+        "luksFormat",
+        "-q",
+        "--type",
+        "luks2",
+        "--pbkdf",
+        "pbkdf2",
+        "--pbkdf-force-iterations",
+        "1000",
+        "--key-file",
+        "-",
+    ])
+    .arg(&lo.dev)
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped());
+    let mut child = fmt.spawn().unwrap_or_else(|e| {
+        panic!("cannot run cryptsetup ({e}): install the Debian package cryptsetup-bin (tests/run.sh does)")
+    });
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"secret").unwrap();
+    }
+    assert!(
+        child.wait().unwrap().success(),
+        "cryptsetup luksFormat failed"
+    );
+    let before = checksum(&img.0);
+    let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
+    let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert_eq!(
+        reasons_of(&err),
+        vec![RefusalReason::Signature {
+            kind: "crypto_LUKS (crypto)".into()
+        }]
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&lo.dev.display().to_string()) && msg.contains("--overwrite-signatures"),
+        "{msg}"
+    );
+    assert_eq!(checksum(&img.0), before);
+    let mut o = TargetOptions::block(&lo.dev, vec![lo.identity()]);
+    o.overwrite_signatures = true;
+    let t = Target::open(&o).unwrap();
+    t.ensure_writable().unwrap();
+    // The cleared target keeps its exclusive claim: nobody else can open it for writing.
+    let other = Target::open(&o).unwrap().ensure_writable().unwrap_err();
+    assert!(
+        matches!(other.reasons.as_slice(), [RefusalReason::Busy { .. }]),
+        "{other}"
+    );
+    drop(t);
+    // The override does not replace consent.
+    let mut o = TargetOptions::block(&lo.dev, vec![]);
+    o.overwrite_signatures = true;
+    let r = Target::open(&o).unwrap().ensure_writable().unwrap_err();
+    assert_eq!(
+        r.reasons,
+        vec![RefusalReason::NoConsent {
+            identity: lo.identity()
+        }]
+    );
+}
+
+/// Issue 16 point 3: the image file behind a mounted loop device, given as a file target.
+#[test]
+fn image_file_behind_a_loop_device_is_refused() {
+    let img = Image::new("backing", 32 * MIB);
+    let lo = LoopDev::on(&img.0, &[]);
+    mkfs_ext4(&lo.dev);
+    let _m = Mount::ro(&lo.dev, "backing");
+    let before = checksum(&img.0);
+    let t = Target::open(&TargetOptions::file(&img.0, 0)).unwrap();
+    let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert_eq!(
+        reasons_of(&err),
+        vec![RefusalReason::BacksLoopDevice {
+            loop_dev: lo.dev.display().to_string()
+        }]
+    );
+    assert!(
+        err.to_string()
+            .contains(&format!("losetup -d {}", lo.dev.display())),
+        "{err}"
+    );
+    // Growing it would write too: refused at open.
+    let grow = Target::open(&TargetOptions::file(&img.0, 64 * MIB)).unwrap_err();
+    assert!(matches!(grow, TargetError::Refused(_)), "{grow}");
+    assert_eq!(checksum(&img.0), before);
+    assert_eq!(std::fs::metadata(&img.0).unwrap().len(), 32 * MIB);
+}
+
+/// Issue 16 point 4: a second loop device over an image whose filesystem is mounted through
+/// another loop device at an offset (the signature is not at the second device's start).
+#[test]
+fn loop_device_sharing_its_image_with_a_mounted_loop_device_is_refused() {
+    let img = Image::new("shared", 64 * MIB);
+    let inner = LoopDev::on(&img.0, &["-o", "16777216", "--sizelimit", "33554432"]);
+    mkfs_ext4(&inner.dev);
+    let _m = Mount::ro(&inner.dev, "shared");
+    let outer = LoopDev::on(&img.0, &[]);
+    let before = checksum(&img.0);
+    let t = Target::open(&TargetOptions::block(&outer.dev, vec![outer.identity()])).unwrap();
+    let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert_eq!(
+        reasons_of(&err),
+        vec![RefusalReason::SharedBackingFile {
+            backing: img.0.display().to_string(),
+            other: inner.dev.display().to_string(),
+            state: format!("mounted ({} on {})", inner.dev.display(), _m.dir.display()),
+        }]
+    );
+    assert_eq!(checksum(&img.0), before);
+}
+
+/// Issue 16 point 1: `--target L` with `L -> loopA` (consented); while the probe runs, a second
+/// thread re-points `L` at loopB (also consented and clean, so only the one-handle design keeps
+/// it safe). The probe stops before the next run, names what happened, and loopB is untouched.
+#[test]
+fn symlink_repointed_while_the_probe_runs_stops_it_and_spares_the_other_device() {
+    let (ia, ib) = (
+        Image::new("repoint-a", 16 * MIB),
+        Image::new("repoint-b", 16 * MIB),
+    );
+    let (a, b) = (LoopDev::on(&ia.0, &[]), LoopDev::on(&ib.0, &[]));
+    let link = tmp_dir().join(format!("target-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&a.dev, &link).unwrap();
+    let before_b = checksum(&ib.0);
+    let t = Target::open(&TargetOptions::block(
+        &link,
+        vec![a.identity(), b.identity()],
+    ))
+    .unwrap();
+    assert_eq!(t.device, a.dev);
+    let plan = write_plan(t.size, Duration::from_millis(300));
+    let (tmp, bdev) = (link.with_extension("new"), b.dev.clone());
+    let link2 = link.clone();
+    let repoint = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(450));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&bdev, &tmp).unwrap();
+        std::fs::rename(&tmp, &link2).unwrap(); // atomic, like `ln -sfn`
+    });
+    let err = run(&t, &plan, &mut NullObserver).unwrap_err();
+    repoint.join().unwrap();
+    let ProbeError::TargetChanged { run: stopped, .. } = &err else {
+        panic!("expected TargetChanged, got {err}")
+    };
+    assert!((1..plan.runs.len()).contains(stopped), "{err}");
+    assert_eq!(
+        reasons_of(&err),
+        vec![RefusalReason::HandleChanged {
+            detail: format!(
+                "{} now points to {}, not to {} which the probe opened and checked",
+                link.display(),
+                b.dev.display(),
+                a.dev.display()
+            )
+        }]
+    );
+    assert_eq!(checksum(&ib.0), before_b, "loopB was written");
+    let _ = std::fs::remove_file(&link);
+}
+
+/// Issue 16 point 2: while the probe runs, a second thread detaches the consented loop device and
+/// binds its name to another image holding ext4. The probe's open handle keeps the kernel from
+/// re-binding it, the probe notices the detach before its next run and stops, and the other
+/// image is unchanged.
+#[test]
+fn loop_device_detached_and_rebound_while_the_probe_runs_stops_it() {
+    let ia = Image::new("swap-a", 16 * MIB);
+    let ic = Image::new("swap-c", 16 * MIB);
+    mkfs_ext4(&ic.0);
+    let a = LoopDev::on(&ia.0, &[]);
+    let before_c = checksum(&ic.0);
+    let t = Target::open(&TargetOptions::block(&a.dev, vec![a.identity()])).unwrap();
+    let plan = write_plan(t.size, Duration::from_millis(300));
+    let (dev, other) = (a.dev.clone(), ic.0.clone());
+    let swap = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(450));
+        let d = Command::new("losetup")
+            .arg("-d")
+            .arg(&dev)
+            .output()
+            .unwrap();
+        let r = Command::new("losetup")
+            .arg(&dev)
+            .arg(&other)
+            .output()
+            .unwrap();
+        (d.status.success(), r.status.success())
+    });
+    let err = run(&t, &plan, &mut NullObserver).unwrap_err();
+    let (detached, rebound) = swap.join().unwrap();
+    assert!(detached, "losetup -d failed");
+    let reasons = reasons_of(&err);
+    let detail = match reasons.as_slice() {
+        [RefusalReason::HandleChanged { detail }] => detail.clone(),
+        other => panic!("{other:?}"),
+    };
+    if rebound {
+        assert!(detail.contains("was re-bound"), "{detail}");
+    } else {
+        assert_eq!(
+            detail,
+            format!(
+                "{} was detached (losetup -d) during the probe",
+                a.dev.display()
+            )
+        );
+    }
+    assert_eq!(checksum(&ic.0), before_c, "the other image was written");
+    drop(t);
+}
+
+/// A FUSE mount (bindfs) whose daemon can be paused: IO through a loop device over a file on it
+/// stalls in the kernel until the daemon continues. Continued and unmounted on drop.
+struct PausableFuse {
+    dir: PathBuf,
+    src: PathBuf,
+    pid: u32,
+    child: std::process::Child,
+}
+
+impl PausableFuse {
+    fn new() -> PausableFuse {
+        require_root();
+        let base = tmp_dir().join(format!("fuse-{}", std::process::id()));
+        let (src, dir) = (base.join("src"), base.join("mnt"));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        // -f: stay in the foreground, so the child is the daemon whose pid we pause.
+        let child = Command::new("bindfs")
+            .arg("-f")
+            .arg(&src)
+            .arg(&dir)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run bindfs ({e}): install the Debian packages bindfs and fuse3 (tests/run.sh does)")
+            });
+        let t = Instant::now();
+        let mounted = |d: &Path| {
+            Command::new("findmnt")
+                .arg("-n")
+                .arg(d)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        while !mounted(&dir) {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "bindfs did not mount {}",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        PausableFuse {
+            dir,
+            src,
+            pid: child.id(),
+            child,
+        }
+    }
+    fn signal(&self, sig: &str) {
+        must(
+            Command::new("kill").arg(sig).arg(self.pid.to_string()),
+            "procps",
+        );
+    }
+}
+
+impl Drop for PausableFuse {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-CONT")
+            .arg(self.pid.to_string())
+            .status();
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.dir)
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(self.src.parent().unwrap_or(&self.src));
+    }
+}
+
+/// Issue 16 point 7: a target whose IO stops completing (the FUSE daemon under its loop device is
+/// stopped with SIGSTOP). The probe gives up after the deadline, reports a device fault naming
+/// the device and the IO, and returns; the IO completes once the daemon continues.
+#[test]
+fn io_that_never_completes_is_a_device_fault_after_the_deadline() {
+    let fuse = PausableFuse::new();
+    let img = Image::in_dir(&fuse.dir, "stall", 16 * MIB);
+    let lo = LoopDev::on(&img.0, &["--direct-io=on"]);
+    let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
+    let plan = write_plan(t.size, Duration::from_millis(300));
+    let opts = RunOptions {
+        io_deadline_floor: Duration::from_secs(2),
+        io_deadline_factor: 100,
+        calibrated_max_io: None,
+    };
+    let (tx, rx) = mpsc::channel();
+    let t2 = t.clone();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let r = run_with(&t2, &plan, &mut NullObserver, &opts);
+        let _ = tx.send((r.map(|rep| rep.runs.len()), started.elapsed()));
+    });
+    std::thread::sleep(Duration::from_millis(450));
+    fuse.signal("-STOP");
+    let paused = Instant::now();
+    let got = rx.recv_timeout(Duration::from_secs(30));
+    let gave_up_after = paused.elapsed();
+    // Continue the daemon before any assertion: a failing test must not leave IO stuck.
+    fuse.signal("-CONT");
+    let (result, _) = got.expect("the probe did not return within 30 s of the device stalling");
+    let err = result.expect_err("the probe finished although its device stalled");
+    let ProbeError::IoDeadline {
+        path,
+        waited,
+        deadline,
+        ..
+    } = &err
+    else {
+        panic!("expected IoDeadline, got {err}")
+    };
+    assert_eq!(path, &lo.dev);
+    assert!(*deadline >= Duration::from_secs(2), "{err}");
+    assert!(*waited > *deadline, "{err}");
+    // Noticed within a few watchdog ticks of the deadline, not after some unrelated timeout.
+    assert!(
+        gave_up_after < *deadline + Duration::from_secs(5),
+        "{gave_up_after:?} {err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("device fault: ") && msg.contains("stopped issuing IO"),
+        "{msg}"
     );
 }

@@ -30,6 +30,15 @@ fn value(fake: &FakeNvme) -> Option<u32> {
     fake.feature("/dev/nvme0", FID_POWER_MANAGEMENT)
 }
 
+/// State files (lock files stay: they are empty and deleting them would race).
+fn json_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count()
+}
+
 fn read_record(path: &Path) -> StateRecord {
     serde_json::from_str(&std::fs::read_to_string(path).expect("state file")).expect("json")
 }
@@ -86,16 +95,28 @@ fn drop_restores_on_early_return_and_error() {
         assert_eq!(value(&fake), Some(0));
     } // dropped here
     assert_eq!(value(&fake), Some(1));
-    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    assert_eq!(json_files(dir.path()), 0);
 }
 
 #[test]
 fn refuses_to_arm_twice_or_from_a_non_operational_state() {
     let dir = tempfile::tempdir().expect("tmp");
     let (_, _, gov) = fake(0, SetBehaviour::Honour);
-    let _first = RestoreGuard::arm(gov.clone(), SERIAL, dir.path(), None).expect("arm");
-    let err = RestoreGuard::arm(gov, SERIAL, dir.path(), None).expect_err("armed twice");
-    assert!(matches!(err, RestoreError::AlreadyArmed { .. }));
+    let first = RestoreGuard::arm(gov.clone(), SERIAL, dir.path(), None).expect("arm");
+    // A live guard (here our own) holds the drive: a second arm names its owner.
+    let err = RestoreGuard::arm(gov.clone(), SERIAL, dir.path(), None).expect_err("armed twice");
+    assert!(
+        matches!(&err, RestoreError::HeldByLiveOwner { pid: Some(p), .. } if *p == std::process::id()),
+        "{err}"
+    );
+    assert!(err.to_string().contains("kill -TERM"), "{err}");
+    // A state file whose owner is gone must be recovered before arming again.
+    let path = first.state_file();
+    let leftover = std::fs::read(&path).expect("state file");
+    first.restore().expect("restore");
+    std::fs::write(&path, leftover).expect("write");
+    let err = RestoreGuard::arm(gov, SERIAL, dir.path(), None).expect_err("leftover");
+    assert!(matches!(err, RestoreError::AlreadyArmed { .. }), "{err}");
     assert!(err.to_string().contains("call recover()"));
 
     let dir2 = tempfile::tempdir().expect("tmp");
@@ -131,7 +152,7 @@ fn registry_restores_on_signal_and_blocks_further_changes() {
     let sets = fake.set_calls();
     drop(guard);
     assert_eq!(fake.set_calls(), sets, "drop does not restore twice");
-    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    assert_eq!(json_files(dir.path()), 0);
 }
 
 #[test]
@@ -202,6 +223,7 @@ fn recover_follows_the_serial_after_a_controller_rename() {
         original_state: 2,
         created_unix_s: 1_700_000_000,
         pid: 1,
+        pid_start_ticks: 0,
     };
     let path = state_file_path(dir.path(), "/dev/nvme1", 2);
     std::fs::write(&path, serde_json::to_string(&record).expect("json")).expect("write");
@@ -275,6 +297,7 @@ fn recover_edge_cases() {
         original_state: 1,
         created_unix_s: 0,
         pid: 1,
+        pid_start_ticks: 0,
     };
     std::fs::write(&corrupt, serde_json::to_string(&record).expect("json")).expect("write");
     let rec = recover(dir.path(), &nvme).expect("recover");

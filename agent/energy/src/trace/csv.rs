@@ -4,9 +4,10 @@
 //! decimal comma when the separator is `;` or tab. Errors name file, line and column. To accept another
 //! dialect, extend [`CsvOptions`] and `split_fields`; keep the per-line path allocation-free.
 
-use super::{ShuntCircuit, TimedIntegrator, TraceSummary, DEFAULT_WINDOW};
+use super::integrator::TimeBackwards;
+use super::{RangeCollector, ShuntCircuit, TimedIntegrator, TraceSummary, DEFAULT_WINDOW};
 use crate::error::TraceError;
-use crate::units::{Nanos, UnixNanos, Volts};
+use crate::units::{Nanos, UnixNanos, Volts, Watts};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -203,11 +204,38 @@ fn show(cell: &[u8]) -> String {
     }
 }
 
-struct Parser<'a> {
+/// Where parsed samples go: the integrator, or the collector of sample ranges (second pass).
+trait Sink {
+    fn push(&mut self, t: UnixNanos, p: Watts) -> Result<(), TimeBackwards>;
+    /// Nothing more is wanted: stop reading.
+    fn done(&self) -> bool {
+        false
+    }
+}
+
+impl Sink for TimedIntegrator {
+    #[inline]
+    fn push(&mut self, t: UnixNanos, p: Watts) -> Result<(), TimeBackwards> {
+        TimedIntegrator::push(self, t, p)
+    }
+}
+
+impl Sink for RangeCollector {
+    #[inline]
+    fn push(&mut self, t: UnixNanos, p: Watts) -> Result<(), TimeBackwards> {
+        RangeCollector::push(self, t, p);
+        Ok(())
+    }
+    fn done(&self) -> bool {
+        RangeCollector::done(self)
+    }
+}
+
+struct Parser<'a, K> {
     path: &'a Path,
     opts: CsvOptions,
     circuit: ShuntCircuit,
-    integ: TimedIntegrator,
+    integ: K,
     sep: Option<u8>,
     decimal_comma: bool,
     seen_data: bool,
@@ -217,7 +245,7 @@ struct Parser<'a> {
     need: usize,
 }
 
-impl Parser<'_> {
+impl<K: Sink> Parser<'_, K> {
     fn parse_err(&self, column: usize, name: &'static str, message: String) -> TraceError {
         TraceError::Parse {
             path: self.path.to_path_buf(),
@@ -327,7 +355,7 @@ impl Parser<'_> {
 
 /// Integrate a CSV trace from any reader; `path` is only used to name errors.
 pub fn integrate_csv_reader(
-    mut reader: impl Read,
+    reader: impl Read,
     path: &Path,
     circuit: ShuntCircuit,
     opts: &CsvOptions,
@@ -336,6 +364,39 @@ pub fn integrate_csv_reader(
         path: path.to_path_buf(),
         source,
     })?;
+    let integ = parse(reader, path, circuit, opts, integ)?;
+    let summary = integ.finish(opts.time_origin.is_some());
+    if summary.samples + summary.gap_samples == 0 {
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(summary)
+}
+
+/// The samples (UTC time, watts; NaN for gaps) whose times lie in each of `ranges`, read in one pass
+/// (the second pass of a trace import, for run edges refined to the sample).
+pub fn read_csv_samples(
+    path: impl AsRef<Path>,
+    circuit: ShuntCircuit,
+    opts: &CsvOptions,
+    ranges: &[(UnixNanos, UnixNanos)],
+) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
+    let path = path.as_ref();
+    let f = File::open(path).map_err(|source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(parse(f, path, circuit, opts, RangeCollector::new(ranges))?.finish())
+}
+
+fn parse<K: Sink>(
+    mut reader: impl Read,
+    path: &Path,
+    circuit: ShuntCircuit,
+    opts: &CsvOptions,
+    integ: K,
+) -> Result<K, TraceError> {
     let mut p = Parser {
         path,
         opts: *opts,
@@ -386,17 +447,11 @@ pub fn integrate_csv_reader(
         }
         buf.copy_within(upto..filled, 0);
         filled -= upto;
-        if eof {
+        if eof || p.integ.done() {
             break;
         }
     }
-    let summary = p.integ.finish(opts.time_origin.is_some());
-    if summary.samples + summary.gap_samples == 0 {
-        return Err(TraceError::Empty {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(summary)
+    Ok(p.integ)
 }
 
 /// Integrate a CSV trace file with the paper's formula.

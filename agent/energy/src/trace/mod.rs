@@ -9,6 +9,58 @@ pub mod raw;
 
 pub use integrator::{FixedRateIntegrator, TimedIntegrator};
 
+/// Collects the samples whose times fall in given ranges (sorted or not, may overlap), fed in time
+/// order: the second pass of an import, which reads only the samples around run edges.
+#[derive(Debug, Clone)]
+pub(crate) struct RangeCollector {
+    /// (from, to, index into `out`), sorted by `from`.
+    ranges: Vec<(i64, i64, usize)>,
+    next: usize,
+    active: Vec<(i64, usize)>,
+    out: Vec<Vec<(UnixNanos, f64)>>,
+}
+
+impl RangeCollector {
+    pub(crate) fn new(ranges: &[(UnixNanos, UnixNanos)]) -> Self {
+        let mut r: Vec<(i64, i64, usize)> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, (a, z))| (a.0, z.0, i))
+            .collect();
+        r.sort_unstable();
+        RangeCollector {
+            ranges: r,
+            next: 0,
+            active: Vec::new(),
+            out: vec![Vec::new(); ranges.len()],
+        }
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, t: UnixNanos, p: Watts) {
+        while self.next < self.ranges.len() && self.ranges[self.next].0 <= t.0 {
+            let (_, z, i) = self.ranges[self.next];
+            self.active.push((z, i));
+            self.next += 1;
+        }
+        if self.active.is_empty() {
+            return;
+        }
+        self.active.retain(|(z, _)| *z > t.0);
+        for (_, i) in &self.active {
+            self.out[*i].push((t, p.0));
+        }
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.next == self.ranges.len() && self.active.is_empty()
+    }
+
+    pub(crate) fn finish(self) -> Vec<Vec<(UnixNanos, f64)>> {
+        self.out
+    }
+}
+
 use crate::error::ConfigError;
 use crate::units::{Joules, Nanos, Ohms, UnixNanos, Volts, Watts};
 use serde::{Deserialize, Serialize};

@@ -387,6 +387,65 @@ pub fn integrate_raw_streaming(
     Ok(summary)
 }
 
+/// The samples (UTC time, watts; NaN for gaps) whose times lie in each of `ranges`, read with one
+/// seek per range (the second pass of a trace import, for run edges refined to the sample). Needs
+/// the sidecar's `start_time_utc_ns`; without it no range matches.
+pub fn read_raw_samples(
+    data: impl AsRef<Path>,
+    sidecar: &Sidecar,
+    ranges: &[(UnixNanos, UnixNanos)],
+) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
+    let path = data.as_ref();
+    let io = |source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(start) = sidecar.start else {
+        return Ok(vec![Vec::new(); ranges.len()]);
+    };
+    let mut f = File::open(path).map_err(io)?;
+    let sb = sidecar.format.bytes() as u64;
+    let total = f
+        .metadata()
+        .map_err(io)?
+        .len()
+        .saturating_sub(sidecar.header_bytes)
+        / sb;
+    let period = sidecar.sample_rate.period_ns();
+    let index = |t: UnixNanos| -> u64 {
+        let k = ((t.0 - start.0) as f64 / period).ceil();
+        if k <= 0.0 {
+            0
+        } else {
+            (k as u64).min(total)
+        }
+    };
+    let (k_scale, circuit) = (sidecar.scale.0, sidecar.circuit);
+    let mut out = Vec::with_capacity(ranges.len());
+    let mut buf = Vec::new();
+    for (from, to) in ranges {
+        let (k0, k1) = (index(*from), index(*to));
+        let mut v = Vec::new();
+        if k1 > k0 {
+            f.seek(SeekFrom::Start(sidecar.header_bytes + k0 * sb))
+                .map_err(io)?;
+            buf.resize(((k1 - k0) * sb) as usize, 0);
+            f.read_exact(&mut buf).map_err(io)?;
+            for (j, c) in buf.chunks_exact(sb as usize).enumerate() {
+                let x = match sidecar.format {
+                    SampleFormat::F32le => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+                    SampleFormat::I16le => i16::from_le_bytes([c[0], c[1]]) as f64,
+                };
+                let k = k0 + j as u64;
+                let t = UnixNanos(start.0 + (k as f64 * period).round() as i64);
+                v.push((t, circuit.power(Volts(k_scale * x)).0));
+            }
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
 /// Integrate a raw trace and keep every window in the summary.
 pub fn integrate_raw(
     data: impl AsRef<Path>,
