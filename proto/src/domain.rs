@@ -357,7 +357,10 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
         let f = |name: &str| format!("nvme_smart[{i}].{name}");
         utc(s.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
         tag_value(&s.device).map_err(|r| invalid(f("device"), r))?;
-        finite(s.composite_celsius).map_err(|r| invalid(f("composite_celsius"), r))?;
+        // Absent (None) is allowed: the drive or tool did not report it.
+        if let Some(c) = s.composite_celsius {
+            finite(c).map_err(|r| invalid(f("composite_celsius"), r))?;
+        }
     }
     for (i, s) in b.electrical.iter().enumerate() {
         let f = |name: &str| format!("electrical[{i}].{name}");
