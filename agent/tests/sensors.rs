@@ -146,8 +146,8 @@ fn block_inventory_skips_partitions_and_loops() {
     assert_eq!(d.model, "QEMU NVMe Ctrl");
     assert_eq!(d.serial, "WF-SERIAL-0001");
     assert_eq!(d.firmware, "7.2.0");
-    assert_eq!(d.capacity_bytes, 1_073_741_824);
-    assert_eq!(d.logical_block_size, 512);
+    assert_eq!(d.capacity_bytes, Some(1_073_741_824));
+    assert_eq!(d.logical_block_size, Some(512));
     assert_eq!(d.controller, "nvme0");
     assert_eq!(d.transport, "nvme");
 }

@@ -417,7 +417,8 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
         time("time_ns", s.time_ns)?;
         tag("device", &s.device)?;
         opt_tag("serial", &s.serial)?;
-        num("composite_celsius", s.composite_celsius)?;
+        // Absent (None) is allowed: the drive or tool did not report it.
+        opt_num("composite_celsius", s.composite_celsius)?;
         Ok(())
     }, Ok);
     let electrical = each("electrical", b.electrical, &mut rejected, |s| s.time_ns, |s| {

@@ -268,7 +268,12 @@ mod tests {
             events: vec![v1::Event { time_ns: 5, kind: "critical_warning".into(), severity: 3, message: "hot".into(), ..Default::default() }],
             probe_runs: Vec::new(),
             power_state_changes: Vec::new(),
-            nvme_smart: Vec::new(),
+            // Records take the reference path inside the fast encoder too: absent readings must
+            // leave the same (missing) fields in both.
+            nvme_smart: vec![
+                v1::NvmeSmart { time_ns: 9, device: "nvme0".into(), composite_celsius: Some(40.0), data_units_read: Some(0), ..Default::default() },
+                v1::NvmeSmart { time_ns: 10, device: "nvme0".into(), media_errors: Some(3), ..Default::default() },
+            ],
             electrical: Vec::new(),
             idle_profiles: Vec::new(),
         }
@@ -308,7 +313,9 @@ mod tests {
         assert_eq!(lines[6], "temperature,device=nvme1,host=a1,rack=r7,sensor=bad\\nsensor,source=hwmon celsius=49.85 1700000000000000002\n");
         assert_eq!(lines[7], "temperature,device=S1\\\\,host=a1,rack=r7,sensor=x,source=hwmon celsius=49.85 1700000000000000002\n");
         assert_eq!(lines[3], "power,host=a1,method=measured,rack=r7,rate=full,scope=rail,source=hwmon,zone=ina226/power1 watts=12.5,interval_ns=250000000i 1700000000000000001\n");
-        assert_eq!(lines.len(), 9, "4 power (the NaN one dropped), 4 temperature, 1 event");
+        assert_eq!(lines.len(), 11, "4 power (the NaN one dropped), 4 temperature, 1 event, 2 nvme_smart");
+        assert_eq!(lines[9], "nvme_smart,device=nvme0,host=a1,rack=r7 critical_warning=0i,composite_celsius=40,data_units_read=0i 9\n");
+        assert_eq!(lines[10], "nvme_smart,device=nvme0,host=a1,rack=r7 critical_warning=0i,media_errors=3i 10\n");
     }
 
     #[test]
@@ -320,6 +327,6 @@ mod tests {
         assert_eq!(fast, reference);
         assert!(fast.is_empty());
         assert_eq!(errors.len(), reference_errors.len());
-        assert_eq!(errors.len(), 10, "5 power, 4 temperature, 1 event");
+        assert_eq!(errors.len(), 12, "5 power, 4 temperature, 1 event, 2 nvme_smart");
     }
 }

@@ -43,5 +43,25 @@ impl v1::ProbeRun {
     }
 }
 
+impl v1::NvmeSmart {
+    /// The optional counters by their schema name, in field-number order: validated and encoded
+    /// from this one list. Absent means the drive or tool did not report it (or it was unreadable).
+    pub fn counters(&self) -> [(&'static str, Option<u64>); 11] {
+        [
+            ("data_units_read", self.data_units_read),
+            ("data_units_written", self.data_units_written),
+            ("warning_temp_time_min", self.warning_temp_time_min),
+            ("critical_temp_time_min", self.critical_temp_time_min),
+            ("thm_temp1_trans_count", self.thm_temp1_trans_count),
+            ("thm_temp2_trans_count", self.thm_temp2_trans_count),
+            ("thm_temp1_total_time_s", self.thm_temp1_total_time_s),
+            ("thm_temp2_total_time_s", self.thm_temp2_total_time_s),
+            ("power_on_hours", self.power_on_hours),
+            ("unsafe_shutdowns", self.unsafe_shutdowns),
+            ("media_errors", self.media_errors),
+        ]
+    }
+}
+
 /// Version of the wire protocol this build speaks (sent in `Hello.protocol_version`).
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -57,18 +57,19 @@ pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
         .int("power_sources", inv.power_sources.len() as i64)
         .int("temperature_sensors", inv.temperature_sensors.len() as i64)];
     for d in &inv.storage_devices {
-        pts.push(
-            tags.point(INVENTORY, h.time.0)
-                .tag("device", d.name.clone())
-                .tag("model", d.model.clone())
-                .tag("serial", d.serial.clone())
-                .uint("capacity_bytes", d.capacity_bytes)
-                .int("logical_block_size", i64::from(d.logical_block_size))
-                .string("firmware", d.firmware.clone())
-                .string("transport", d.transport.clone())
-                .boolean("rotational", d.rotational)
-                .int("power_states", d.power_states.len() as i64),
-        );
+        // Capacity, block size and rotation no source reported write no field (null), not 0/false.
+        let mut p = tags.point(INVENTORY, h.time.0).tag("device", d.name.clone()).tag("model", d.model.clone()).tag("serial", d.serial.clone());
+        if let Some(c) = d.capacity_bytes {
+            p = p.uint("capacity_bytes", c);
+        }
+        if let Some(b) = d.logical_block_size {
+            p = p.int("logical_block_size", i64::from(b));
+        }
+        p = p.string("firmware", d.firmware.clone()).string("transport", d.transport.clone());
+        if let Some(r) = d.rotational {
+            p = p.boolean("rotational", r);
+        }
+        pts.push(p.int("power_states", d.power_states.len() as i64));
         // The table itself, one point per state: a count alone cannot tell a dashboard what cap
         // PS2 is or which states the governor may choose.
         for ps in &d.power_states {
@@ -165,25 +166,7 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
         );
     }
     for s in &b.nvme_smart {
-        pts.push(
-            tags.point(NVME_SMART, s.time_ns)
-                .tag("device", s.device.clone())
-                .tag("serial", s.serial.clone())
-                .int("critical_warning", i64::from(s.critical_warning))
-                .float("composite_celsius", s.composite_celsius)
-                .int("percentage_used", i64::from(s.percentage_used))
-                .uint("data_units_read", s.data_units_read)
-                .uint("data_units_written", s.data_units_written)
-                .uint("warning_temp_time_min", s.warning_temp_time_min)
-                .uint("critical_temp_time_min", s.critical_temp_time_min)
-                .uint("thm_temp1_trans_count", s.thm_temp1_trans_count)
-                .uint("thm_temp2_trans_count", s.thm_temp2_trans_count)
-                .uint("thm_temp1_total_time_s", s.thm_temp1_total_time_s)
-                .uint("thm_temp2_total_time_s", s.thm_temp2_total_time_s)
-                .uint("power_on_hours", s.power_on_hours)
-                .uint("unsafe_shutdowns", s.unsafe_shutdowns)
-                .uint("media_errors", s.media_errors),
-        );
+        pts.push(nvme_smart_point(s, tags));
     }
     for e in &b.electrical {
         let mut p = tags.point(ELECTRICAL, e.time_ns).tag("source", e.source.clone()).tag("chip", e.chip.clone()).tag("channel", e.channel.clone());
@@ -198,6 +181,28 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
     for i in &b.idle_profiles {
         pts.push(idle_profile_point(i, tags));
     }
+}
+
+/// One SMART / health record. A reading the record leaves out (the drive or tool did not report
+/// it, or it could not be read) writes no field, so a query sees null rather than a measured 0.
+pub fn nvme_smart_point(s: &v1::NvmeSmart, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(NVME_SMART, s.time_ns)
+        .tag("device", s.device.clone())
+        .tag("serial", s.serial.clone())
+        .int("critical_warning", i64::from(s.critical_warning));
+    if let Some(c) = s.composite_celsius {
+        p = p.float("composite_celsius", c);
+    }
+    if let Some(u) = s.percentage_used {
+        p = p.int("percentage_used", i64::from(u));
+    }
+    for (name, v) in s.counters() {
+        if let Some(v) = v {
+            p = p.uint(name, v);
+        }
+    }
+    p
 }
 
 /// A device's idle characterisation, at the start of the idle window it was measured in.
@@ -475,6 +480,69 @@ mod tests {
     }
 
     #[test]
+    fn absent_smart_readings_write_no_field_and_a_reported_zero_stays() {
+        let smart = v1::NvmeSmart {
+            time_ns: 7_000,
+            device: "nvme0".into(),
+            serial: "S1".into(),
+            critical_warning: 0,
+            percentage_used: Some(0),
+            data_units_read: Some(0),
+            data_units_written: Some(12),
+            power_on_hours: Some(u64::MAX),
+            ..Default::default()
+        };
+        let b = v1::Batch { agent_id: "a1".into(), sequence: 1, nvme_smart: vec![smart, v1::NvmeSmart { time_ns: 8_000, device: "nvme1".into(), ..Default::default() }], ..Default::default() };
+        let b = convert_batch("a1", b).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&batch_points(&b, &tags));
+        assert!(errs.is_empty(), "{errs:?}");
+        // No composite, no TMT counters, no unsafe shutdowns: no such fields. Above i64::MAX a
+        // uint is a float (InfluxDB 1.x has no unsigned type).
+        assert_eq!(
+            body,
+            "nvme_smart,device=nvme0,host=a1,serial=S1 critical_warning=0i,percentage_used=0i,data_units_read=0i,data_units_written=12i,power_on_hours=18446744073709552000 7000\n\
+             nvme_smart,device=nvme1,host=a1 critical_warning=0i 8000\n"
+        );
+    }
+
+    #[test]
+    fn an_absent_composite_converts_and_a_nan_one_is_rejected() {
+        let s = |c: Option<f64>| v1::Batch { agent_id: "a1".into(), sequence: 1, nvme_smart: vec![v1::NvmeSmart { time_ns: 5, device: "nvme0".into(), composite_celsius: c, ..Default::default() }], ..Default::default() };
+        assert_eq!(convert_batch("a1", s(None)).unwrap().nvme_smart[0].composite_celsius, None);
+        assert_eq!(convert_batch("a1", s(Some(0.0))).unwrap().nvme_smart[0].composite_celsius, Some(0.0));
+        assert_eq!(convert_batch("a1", s(Some(f64::NAN))).unwrap_err().to_string(), "nvme_smart[0].composite_celsius: NaN is not a finite number");
+    }
+
+    #[test]
+    fn inventory_leaves_unknown_capacity_block_size_and_rotation_out() {
+        let h = v1::Hello {
+            agent_id: "a1".into(),
+            inventory: Some(v1::Inventory {
+                storage_devices: vec![
+                    v1::StorageDevice { name: "sda".into(), transport: "sata".into(), capacity_bytes: Some(4_000_787_030_016), logical_block_size: Some(4096), rotational: Some(false), ..Default::default() },
+                    v1::StorageDevice { name: "sdb".into(), transport: "sas".into(), ..Default::default() },
+                ],
+                ..Default::default()
+            }),
+            time_ns: 5_000,
+            ..Default::default()
+        };
+        let h = Hello::try_from(h).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&hello_points(&h, &tags));
+        assert!(errs.is_empty(), "{errs:?}");
+        let lines: Vec<&str> = body.lines().filter(|l| l.starts_with("inventory,")).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "inventory,device=sda,host=a1 capacity_bytes=4000787030016i,logical_block_size=4096i,firmware=\"\",transport=\"sata\",rotational=false,power_states=0i 5000",
+                "inventory,device=sdb,host=a1 firmware=\"\",transport=\"sas\",power_states=0i 5000",
+            ]
+        );
+    }
+
+    #[test]
     fn hello_writes_one_point_per_power_state() {
         let ps = |state: u32, max_watts: f64, operational: bool, entry: u32, exit: u32| v1::PowerStateDescriptor {
             state,
@@ -488,8 +556,8 @@ mod tests {
             model: "INTEL SSDPE2KX010T8".into(),
             serial: "PHLJ9041".into(),
             firmware: "VDV10131".into(),
-            capacity_bytes: 1_000_204_886_016,
-            logical_block_size: 512,
+            capacity_bytes: Some(1_000_204_886_016),
+            logical_block_size: Some(512),
             transport: "nvme".into(),
             power_states: states,
             ..Default::default()

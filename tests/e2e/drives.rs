@@ -90,6 +90,54 @@ fn s(v: &serde_json::Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }
 
+/// A smart-log that lacks counters (constructed from the QEMU capture: `power_on_hours`,
+/// `media_errors` and the TMT1 pair removed, `unsafe_shutdowns` printed as `"12.5"`, which is not
+/// a count): through the real agent, collector and influxd, the point has no such fields (a query
+/// returns null for them) and every field the log has is stored exactly, its printed zeros as 0.
+#[test]
+fn a_smart_log_without_some_counters_stores_no_such_fields() {
+    let influx = Influx::start();
+    let collector = Collector::start(&influx.url, DB);
+    let tmp = tempfile::tempdir().unwrap();
+    let nvme = fake_nvme(tmp.path(), "qemu-nvme-cli-2.3-id-ctrl.json", "qemu-nvme-cli-2.3-list.json", 0, "refuse");
+    let log = std::fs::read_to_string(nvme.join("smart-log.json")).unwrap();
+    let mut lines: Vec<&str> = log.lines().collect();
+    let before = lines.len();
+    lines.retain(|l| !["\"power_on_hours\"", "\"media_errors\"", "\"thm_temp1_trans_count\"", "\"thm_temp1_total_time\""].iter().any(|k| l.trim_start().starts_with(k)));
+    assert_eq!(before - lines.len(), 4, "fixture changed: the test removes four counters from {log}");
+    let log = lines.join("\n").replace("\"unsafe_shutdowns\":\"0\"", "\"unsafe_shutdowns\":\"12.5\"");
+    assert!(log.contains("\"unsafe_shutdowns\":\"12.5\""), "fixture changed: {log}");
+    std::fs::write(nvme.join("smart-log.json"), log).unwrap();
+    let cfg = config(tmp.path(), &collector.url, &nvme, None);
+
+    let mut child = spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
+    let status = wait_child(&mut child, Duration::from_secs(60), tmp.path());
+    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+    assert!(status.success(), "agent failed:\n{stderr}");
+
+    let rows = influx.rows(
+        DB,
+        &format!(
+            "SELECT critical_warning, composite_celsius, percentage_used, data_units_read, data_units_written, \
+             warning_temp_time_min, critical_temp_time_min, thm_temp2_trans_count, thm_temp2_total_time_s, \
+             power_on_hours, media_errors, thm_temp1_trans_count, thm_temp1_total_time_s, unsafe_shutdowns, serial \
+             FROM nvme_smart WHERE host = '{HOST}' AND device = 'nvme0'"
+        ),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}\ncollector log:\n{}", collector.log());
+    let r = &rows[0];
+    // Present in the log: critical_warning 2, 323 K = 49.85 °C, data_units_read "1", zeros.
+    let present: Vec<Option<f64>> = r[1..10].iter().map(serde_json::Value::as_f64).collect();
+    assert_eq!(present, vec![Some(2.0), Some(49.85), Some(0.0), Some(1.0), Some(0.0), Some(0.0), Some(0.0), Some(0.0), Some(0.0)]);
+    // Absent from the log, or unreadable: no field, so null, never 0.
+    assert_eq!(r[10..15].to_vec(), vec![serde_json::Value::Null; 5], "{r:?}");
+    assert_eq!(r[15].as_str(), Some("deadbeef"));
+    // The unreadable one is named in a drive_field event.
+    let rows = influx.rows(DB, &format!("SELECT attributes FROM event WHERE host = '{HOST}' AND kind = 'drive_field'"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][1].as_str(), Some("field=unsafe_shutdowns raw=\"12.5\" source=nvme_cli"));
+}
+
 #[test]
 fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     let influx = Influx::start();

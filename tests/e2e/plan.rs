@@ -125,7 +125,7 @@ fn collector_computes_energy_proportionality_from_ladders() {
             name: name.into(),
             model: "ACME-P1".into(),
             controller: "nvme0".into(),
-            capacity_bytes: cap,
+            capacity_bytes: Some(cap),
             ..Default::default()
         };
         let inventory = v1::Inventory {

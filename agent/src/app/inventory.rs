@@ -68,8 +68,14 @@ pub fn inventory_table(inv: &wattflip_proto::v1::Inventory, found: &mut crate::s
     for d in &inv.storage_devices {
         let _ = writeln!(
             s,
-            "  {:<12} {:<28} {:<20} {:>10.1}GB {:>6} {:<8}",
-            d.name, d.model, d.serial, d.capacity_bytes as f64 / 1e9, d.logical_block_size, d.transport
+            "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<8}",
+            d.name,
+            d.model,
+            d.serial,
+            // Unknown (no source reported it) shows as `?`, not as 0.
+            d.capacity_bytes.map_or("?".into(), |c| format!("{:.1}GB", c as f64 / 1e9)),
+            d.logical_block_size.map_or("?".into(), |b| b.to_string()),
+            d.transport
         );
     }
     let _ = writeln!(s, "Power sources ({})", inv.power_sources.len());

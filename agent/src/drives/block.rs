@@ -35,7 +35,8 @@ pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
             continue;
         }
         let dev = d.join("device");
-        let sectors: u64 = attr(&d.join("size")).parse().unwrap_or(0);
+        // Unreadable attributes are left out (absent on the wire), never guessed.
+        let sectors: Option<u64> = attr(&d.join("size")).parse().ok();
         let firmware = Some(attr(&dev.join("firmware_rev"))).filter(|s| !s.is_empty()).unwrap_or_else(|| attr(&dev.join("rev")));
         let controller = std::fs::read_link(&dev)
             .ok()
@@ -48,13 +49,46 @@ pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
             serial: attr(&dev.join("serial")),
             firmware,
             // The kernel's `size` is always in 512-byte sectors, whatever the logical block size.
-            capacity_bytes: sectors * 512,
-            logical_block_size: attr(&d.join("queue/logical_block_size")).parse().unwrap_or(512),
-            rotational: attr(&d.join("queue/rotational")) == "1",
+            capacity_bytes: sectors.map(|s| s.saturating_mul(512)),
+            logical_block_size: attr(&d.join("queue/logical_block_size")).parse().ok(),
+            rotational: match attr(&d.join("queue/rotational")).as_str() {
+                "1" => Some(true),
+                "0" => Some(false),
+                _ => None,
+            },
             power_states: Vec::new(),
             controller,
             name,
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sysfs tree laid out as the kernel does: `class/block/<name>` with `size` in 512-byte
+    /// sectors and `queue/*`. An attribute the kernel does not expose is left out, never guessed.
+    #[test]
+    fn unreadable_attributes_are_absent_not_zero() {
+        let root = tempfile::tempdir().unwrap();
+        let write = |rel: &str, v: &str| {
+            let p = root.path().join("class/block").join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        };
+        write("sda/size", "7814037168\n");
+        write("sda/queue/logical_block_size", "4096\n");
+        write("sda/queue/rotational", "1\n");
+        write("sda/device/model", "ST4000NM0035\n");
+        // sdb: no size, no queue attributes, an unreadable rotational value.
+        write("sdb/device/model", "X\n");
+        write("sdb/queue/rotational", "?\n");
+        let d = scan(root.path());
+        let names: Vec<&str> = d.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, vec!["sda", "sdb"]);
+        assert_eq!((d[0].capacity_bytes, d[0].logical_block_size, d[0].rotational), (Some(4_000_787_030_016), Some(4096), Some(true)));
+        assert_eq!((d[1].capacity_bytes, d[1].logical_block_size, d[1].rotational), (None, None, None));
+    }
 }

@@ -69,17 +69,14 @@ pub fn describe_warning(w: CriticalWarning) -> String {
     }
 }
 
+/// A 128-bit counter on the 64-bit wire: saturates (2^64 data units is 9.4 ZB, not reached).
 fn sat_u64(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-fn num<T: Into<u64>>(v: Option<T>) -> u64 {
-    v.map(Into::into).unwrap_or(0)
-}
-
-/// The `nvme_smart` record of an nvme-cli SMART log. The wire record has no "absent": a counter the
-/// log lacks or that could not be read goes out as 0; an unreadable one is also reported by
-/// [`DriveMonitor::poll`] as a `drive_field` event naming the field.
+/// The `nvme_smart` record of an nvme-cli SMART log. A counter the log lacks or that could not be
+/// read is left out of the record (absent on the wire, no field in the store); an unreadable one is
+/// also reported by [`DriveMonitor::poll`] as a `drive_field` event naming the field.
 pub fn smart_record(time_ns: i64, dev: &HealthDevice, log: &SmartLog) -> v1::NvmeSmart {
     let tm = &log.thermal_mgmt;
     v1::NvmeSmart {
@@ -87,24 +84,24 @@ pub fn smart_record(time_ns: i64, dev: &HealthDevice, log: &SmartLog) -> v1::Nvm
         device: dev.tag.clone(),
         serial: dev.serial.trim().to_string(),
         critical_warning: u32::from(log.critical_warning.0),
-        composite_celsius: log.composite.map(|c| c.0).unwrap_or(0.0),
-        percentage_used: log.percentage_used.map(u32::from).unwrap_or(0),
-        data_units_read: log.data_units_read.map(sat_u64).unwrap_or(0),
-        data_units_written: log.data_units_written.map(sat_u64).unwrap_or(0),
-        warning_temp_time_min: num(log.warning_temp_time_min),
-        critical_temp_time_min: num(log.critical_temp_time_min),
-        thm_temp1_trans_count: num(tm[0].transitions),
-        thm_temp2_trans_count: num(tm[1].transitions),
-        thm_temp1_total_time_s: num(tm[0].total_time_s),
-        thm_temp2_total_time_s: num(tm[1].total_time_s),
-        power_on_hours: log.power_on_hours.map(sat_u64).unwrap_or(0),
-        unsafe_shutdowns: log.unsafe_shutdowns.map(sat_u64).unwrap_or(0),
-        media_errors: log.media_errors.map(sat_u64).unwrap_or(0),
+        composite_celsius: log.composite.map(|c| c.0),
+        percentage_used: log.percentage_used.map(u32::from),
+        data_units_read: log.data_units_read.map(sat_u64),
+        data_units_written: log.data_units_written.map(sat_u64),
+        warning_temp_time_min: log.warning_temp_time_min.map(u64::from),
+        critical_temp_time_min: log.critical_temp_time_min.map(u64::from),
+        thm_temp1_trans_count: tm[0].transitions.map(u64::from),
+        thm_temp2_trans_count: tm[1].transitions.map(u64::from),
+        thm_temp1_total_time_s: tm[0].total_time_s.map(u64::from),
+        thm_temp2_total_time_s: tm[1].total_time_s.map(u64::from),
+        power_on_hours: log.power_on_hours.map(sat_u64),
+        unsafe_shutdowns: log.unsafe_shutdowns.map(sat_u64),
+        media_errors: log.media_errors.map(sat_u64),
     }
 }
 
 /// The `nvme_smart` record from smartctl's NVMe log, when nvme-cli is not available. smartctl ≤ 7.5
-/// has no thermal-management counters in JSON (§7.1): they stay 0.
+/// has no thermal-management counters in JSON (§7.1): they are absent, not 0.
 fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlReport) -> Option<v1::NvmeSmart> {
     let n = r.nvme.as_ref()?;
     Some(v1::NvmeSmart {
@@ -112,15 +109,15 @@ fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlRepo
         device: dev.tag.clone(),
         serial: dev.serial.trim().to_string(),
         critical_warning: u32::from(n.critical_warning.0),
-        composite_celsius: n.temperature.or(r.temperature).map(|c| c.0).unwrap_or(0.0),
-        percentage_used: n.percentage_used.map(u32::from).unwrap_or(0),
-        data_units_read: n.data_units_read.map(sat_u64).unwrap_or(0),
-        data_units_written: n.data_units_written.map(sat_u64).unwrap_or(0),
-        warning_temp_time_min: num(n.warning_temp_time_min),
-        critical_temp_time_min: num(n.critical_temp_time_min),
-        power_on_hours: n.power_on_hours.map(sat_u64).unwrap_or(0),
-        unsafe_shutdowns: n.unsafe_shutdowns.map(sat_u64).unwrap_or(0),
-        media_errors: n.media_errors.map(sat_u64).unwrap_or(0),
+        composite_celsius: n.temperature.or(r.temperature).map(|c| c.0),
+        percentage_used: n.percentage_used.map(u32::from),
+        data_units_read: n.data_units_read.map(sat_u64),
+        data_units_written: n.data_units_written.map(sat_u64),
+        warning_temp_time_min: n.warning_temp_time_min.map(u64::from),
+        critical_temp_time_min: n.critical_temp_time_min.map(u64::from),
+        power_on_hours: n.power_on_hours.map(sat_u64),
+        unsafe_shutdowns: n.unsafe_shutdowns.map(sat_u64),
+        media_errors: n.media_errors.map(sat_u64),
         ..Default::default()
     })
 }
@@ -393,9 +390,20 @@ mod tests {
                 device: "nvme0".into(),
                 serial: "deadbeef".into(),
                 critical_warning: 2,
-                composite_celsius: 49.85,
-                data_units_read: 1,
-                ..Default::default()
+                composite_celsius: Some(49.85),
+                // Printed as 0 by the drive: present and 0, unlike a counter the log lacks.
+                percentage_used: Some(0),
+                data_units_read: Some(1),
+                data_units_written: Some(0),
+                warning_temp_time_min: Some(0),
+                critical_temp_time_min: Some(0),
+                thm_temp1_trans_count: Some(0),
+                thm_temp2_trans_count: Some(0),
+                thm_temp1_total_time_s: Some(0),
+                thm_temp2_total_time_s: Some(0),
+                power_on_hours: Some(0),
+                unsafe_shutdowns: Some(0),
+                media_errors: Some(0),
             }]
         );
         assert_eq!(p.events.len(), 1);
@@ -431,7 +439,7 @@ mod tests {
         assert_eq!(p.temperature[0].source, "smartctl");
         // smartctl's NVMe log stands in for the SMART record.
         assert_eq!(p.nvme_smart.len(), 1);
-        assert_eq!((p.nvme_smart[0].critical_warning, p.nvme_smart[0].composite_celsius), (2, 50.0));
+        assert_eq!((p.nvme_smart[0].critical_warning, p.nvme_smart[0].composite_celsius), (2, Some(50.0)));
         let kinds: Vec<&str> = p.events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, vec!["sensor_error", "critical_warning"]);
         assert!(p.events[0].message.starts_with("nvme_cli: `nvme smart-log /dev/nvme0 -o json` failed with exit status 1"), "{}", p.events[0].message);
@@ -472,11 +480,16 @@ mod tests {
                 time_ns: 7,
                 device: "nvme0".into(),
                 serial: "deadbeef".into(),
-                composite_celsius: 35.0,
-                data_units_read: 2_025_034,
-                data_units_written: 1_969_459,
-                power_on_hours: 3149,
-                unsafe_shutdowns: 12,
+                composite_celsius: Some(35.0),
+                percentage_used: Some(0),
+                data_units_read: Some(2_025_034),
+                data_units_written: Some(1_969_459),
+                warning_temp_time_min: Some(0),
+                critical_temp_time_min: Some(0),
+                power_on_hours: Some(3149),
+                unsafe_shutdowns: Some(12),
+                media_errors: Some(0),
+                // smartctl prints no thermal-management counters: absent, not 0.
                 ..Default::default()
             }]
         );
@@ -515,8 +528,9 @@ mod tests {
         assert_eq!(e.len(), 1, "{:?}", p.events);
         assert_eq!(e[0].attributes.get("field").map(String::as_str), Some("power_on_hours"));
         assert_eq!(e[0].attributes.get("raw").map(String::as_str), Some("\"12.5\""));
-        assert_eq!(p.nvme_smart[0].power_on_hours, 0, "left out of the record (the wire has no absent value)");
-        assert_eq!(p.nvme_smart[0].data_units_read, 1, "the other fields are kept");
+        assert_eq!(p.nvme_smart[0].power_on_hours, None, "left out of the record: absent on the wire");
+        assert_eq!(p.nvme_smart[0].data_units_read, Some(1), "the other fields are kept");
+        assert_eq!(p.nvme_smart[0].unsafe_shutdowns, Some(0), "a printed 0 stays a 0");
         assert!(m.poll(&|| 2).events.iter().all(|e| e.kind != "drive_field"), "reported once");
     }
 

@@ -162,11 +162,15 @@ impl DriveInventory {
                     fill(&mut s.serial, &d.serial);
                     fill(&mut s.firmware, &d.firmware);
                     fill(&mut s.controller, &d.controller.as_deref().map(tag_of).unwrap_or_default());
-                    if s.capacity_bytes == 0 {
-                        s.capacity_bytes = d.capacity_bytes.unwrap_or(0);
+                    // sysfs first; the tools fill what it could not read (or read as 0).
+                    if s.capacity_bytes.unwrap_or(0) == 0 {
+                        s.capacity_bytes = d.capacity_bytes.or(s.capacity_bytes);
                     }
-                    if s.logical_block_size == 0 {
-                        s.logical_block_size = d.logical_block_size.unwrap_or(0);
+                    if s.logical_block_size.unwrap_or(0) == 0 {
+                        s.logical_block_size = d.logical_block_size.or(s.logical_block_size);
+                    }
+                    if s.rotational.is_none() {
+                        s.rotational = d.rotational;
                     }
                     if s.power_states.is_empty() {
                         s.power_states = states;
@@ -177,12 +181,11 @@ impl DriveInventory {
                     model: d.model.trim().to_string(),
                     serial: d.serial.trim().to_string(),
                     firmware: d.firmware.trim().to_string(),
-                    capacity_bytes: d.capacity_bytes.unwrap_or(0),
-                    logical_block_size: d.logical_block_size.unwrap_or(0),
+                    // What no tool reported stays absent (no field in the store), never 0/false.
+                    capacity_bytes: d.capacity_bytes,
+                    logical_block_size: d.logical_block_size,
                     transport: transport_name(&d.transport, d.controller.is_some()),
-                    // smartctl's rotation_rate (NVMe: never). The wire has no "unknown": a drive
-                    // that does not say goes out as not rotational, as do 0 capacity and block size.
-                    rotational: d.rotational.unwrap_or(false),
+                    rotational: d.rotational,
                     power_states: states,
                     controller: d.controller.as_deref().map(tag_of).unwrap_or_default(),
                 }),
@@ -295,7 +298,7 @@ mod tests {
         assert_eq!(devices.len(), 1);
         let d = &devices[0];
         assert_eq!((d.name.as_str(), d.model.as_str(), d.serial.as_str(), d.firmware.as_str()), ("sdb", "SEAGATE ST373453LC", "REDACTED", "DX10"));
-        assert_eq!((d.capacity_bytes, d.logical_block_size, d.rotational), (73_407_820_800, 512, true));
+        assert_eq!((d.capacity_bytes, d.logical_block_size, d.rotational), (Some(73_407_820_800), Some(512), Some(true)));
         assert_eq!(runner.remaining(), 0);
     }
 
@@ -313,6 +316,7 @@ mod tests {
         let d = &devices[0];
         assert_eq!((d.model.as_str(), d.serial.as_str(), d.firmware.as_str()), ("QEMU NVMe Ctrl", "deadbeef", "7.2.22"));
         assert_eq!(d.controller, "nvme0");
+        assert_eq!((d.capacity_bytes, d.logical_block_size, d.rotational), (Some(1_073_741_824), Some(512), Some(false)), "sysfs had none: the tools' values");
         assert_eq!(
             d.power_states,
             vec![v1::PowerStateDescriptor { state: 0, max_watts: 25.0, operational: true, entry_latency_us: 16, exit_latency_us: 4 }]
@@ -321,7 +325,9 @@ mod tests {
         let mut none = Vec::new();
         inv.enrich(&mut none);
         assert_eq!(none.len(), 1);
-        assert_eq!((none[0].name.as_str(), none[0].capacity_bytes, none[0].transport.as_str()), ("nvme0n1", 1_073_741_824, "nvme"));
+        assert_eq!((none[0].name.as_str(), none[0].capacity_bytes, none[0].transport.as_str()), ("nvme0n1", Some(1_073_741_824), "nvme"));
+        // nvme list's SectorSize; NVMe never rotates.
+        assert_eq!((none[0].logical_block_size, none[0].rotational), (Some(512), Some(false)));
         assert_eq!(
             inv.thermal_limits(),
             vec![v1::DriveThermalLimits {

@@ -599,10 +599,24 @@ impl Drop for PausableFuse {
             .arg("-CONT")
             .arg(self.pid.to_string())
             .status();
-        let _ = Command::new("fusermount3")
+        // Unmount, retrying while the loop device above still holds the image open (a stuck IO
+        // thread releases it only when its IO completes); lazily at last, and kill the daemon so
+        // that wait() can never hang the test run.
+        let t = Instant::now();
+        while !Command::new("fusermount3")
             .arg("-u")
             .arg(&self.dir)
+            .status()
+            .is_ok_and(|s| s.success())
+            && t.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&self.dir)
             .status();
+        let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(self.src.parent().unwrap_or(&self.src));
     }

@@ -66,12 +66,13 @@ pub fn ready_idle_gb_per_w(capacity_bytes: u64, idle_w: f64) -> Option<f64> {
 /// the namespaces of its NVMe controller (one controller, one power draw), else the device's own.
 pub fn drive_capacity_bytes(inventory: &v1::Inventory, device: &str) -> Option<u64> {
     let d = inventory.storage_devices.iter().find(|d| d.name == device)?;
+    // A namespace whose capacity is unknown makes the controller's total unknown, not smaller.
     let total = if d.controller.is_empty() {
         d.capacity_bytes
     } else {
         inventory.storage_devices.iter().filter(|o| o.controller == d.controller).map(|o| o.capacity_bytes).sum()
     };
-    (total > 0).then_some(total)
+    total.filter(|t| *t > 0)
 }
 
 /// Computes the metrics from the active-idle power and the measured levels.
@@ -212,7 +213,7 @@ mod tests {
 
     #[test]
     fn ready_idle_gb_per_w_from_the_inventory_capacity() {
-        let dev = |name: &str, ctrl: &str, cap: u64| v1::StorageDevice { name: name.into(), controller: ctrl.into(), capacity_bytes: cap, ..Default::default() };
+        let dev = |name: &str, ctrl: &str, cap: u64| v1::StorageDevice { name: name.into(), controller: ctrl.into(), capacity_bytes: Some(cap), ..Default::default() };
         let inv = v1::Inventory {
             storage_devices: vec![dev("nvme0n1", "nvme0", 1_500_000_000_000), dev("nvme0n2", "nvme0", 500_000_000_000), dev("nvme1n1", "nvme1", 960_000_000_000), dev("sda", "", 4_000_000_000_000), dev("loop0", "", 0)],
             ..Default::default()

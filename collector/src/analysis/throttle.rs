@@ -79,12 +79,13 @@ pub enum Obs {
         source: String,
         celsius: f64,
     },
-    /// SMART: critical warning and the thermal-management counters.
+    /// SMART: critical warning and the thermal-management counters. A counter or temperature the
+    /// record left out is `None`: never compared, never a 0.
     Smart {
         time_ns: i64,
         critical_warning: u32,
-        counters: [u64; 5],
-        composite_celsius: f64,
+        counters: [Option<u64>; 5],
+        composite_celsius: Option<f64>,
     },
     /// A probe run: throughput on a pattern key such as `SW/131072`, timed by its start and end.
     Run {
@@ -105,8 +106,8 @@ pub enum Thermal {
     },
     Smart {
         critical_warning: u32,
-        counters: [u64; 5],
-        composite_celsius: f64,
+        counters: [Option<u64>; 5],
+        composite_celsius: Option<f64>,
     },
 }
 
@@ -115,7 +116,7 @@ pub enum Thermal {
 struct ThermalState {
     temperature: BTreeMap<String, f64>,
     last_composite: Option<f64>,
-    counters: Option<[u64; 5]>,
+    counters: Option<[Option<u64>; 5]>,
     critical_temperature_bit: bool,
     hot: Option<Period>,
 }
@@ -182,13 +183,22 @@ impl ThermalState {
                 counters,
                 composite_celsius,
             } => {
-                let celsius = (*composite_celsius != 0.0)
-                    .then_some(*composite_celsius)
-                    .or(self.last_composite);
-                let moved = self
-                    .counters
-                    .is_some_and(|c| counters.iter().zip(c.iter()).any(|(now, was)| now > was));
-                self.counters = Some(*counters);
+                let celsius = composite_celsius.or(self.last_composite);
+                // Only a counter present in both records can have moved.
+                let moved = self.counters.is_some_and(|c| {
+                    counters
+                        .iter()
+                        .zip(c.iter())
+                        .any(|(now, was)| matches!((now, was), (Some(n), Some(w)) if n > w))
+                });
+                // A counter this record left out keeps its last known value for the next compare.
+                let mut kept = *counters;
+                if let Some(c) = self.counters {
+                    for (k, was) in kept.iter_mut().zip(c) {
+                        *k = k.or(was);
+                    }
+                }
+                self.counters = Some(kept);
                 let bit = critical_warning & 0x2 != 0;
                 let newly_set = bit && !self.critical_temperature_bit;
                 self.critical_temperature_bit = bit;
@@ -788,8 +798,8 @@ mod tests {
         Obs::Smart {
             time_ns: T0 + t * S,
             critical_warning: warning,
-            counters: [trans, 0, trans * 30, 0, 0],
-            composite_celsius: 80.0,
+            counters: [Some(trans), Some(0), Some(trans * 30), Some(0), Some(0)],
+            composite_celsius: Some(80.0),
         }
     }
     fn power(t: i64, w: f64) -> Obs {
@@ -1323,6 +1333,25 @@ mod tests {
         closed.duration_s = 60.0;
         closed.ongoing = false;
         assert_eq!(stored(&d), vec![closed]);
+    }
+
+    /// A record without counters (smartctl's NVMe log has none) between two nvme-cli records
+    /// that read the same: nothing moved. Read as zeros, the second record would look like a
+    /// TMT1 transition and the power drop after it like throttling.
+    #[test]
+    fn a_record_without_counters_neither_fires_nor_forgets_them() {
+        let mut d = detector(None);
+        let bare = |t: i64| Obs::Smart {
+            time_ns: T0 + t * S,
+            critical_warning: 0,
+            counters: [None; 5],
+            composite_celsius: None,
+        };
+        feed(
+            &mut d,
+            vec![smart(0, 3, 0), power(10, 10.0), power(20, 10.0), bare(30), smart(60, 3, 0), power(70, 8.5)],
+        );
+        assert_eq!(stored(&d), Vec::<ThrottleEvent>::new());
     }
 
     #[test]

@@ -22,8 +22,9 @@ fn main() {
                 model: "QEMU NVMe Ctrl".into(),
                 serial: "wf-serial-1".into(),
                 firmware: "8.0.0".into(),
-                capacity_bytes: 1 << 30,
-                logical_block_size: 512,
+                capacity_bytes: Some(1 << 30),
+                logical_block_size: Some(512),
+                rotational: Some(false),
                 transport: "nvme".into(),
                 power_states: vec![v1::PowerStateDescriptor { state: 0, max_watts: 25.0, operational: true, ..Default::default() }],
                 controller: "nvme0".into(),
@@ -114,7 +115,20 @@ fn main() {
             message: "temperature above threshold".into(),
             attributes: [("bits".into(), "2".into())].into(),
         }],
-        nvme_smart: vec![v1::NvmeSmart { time_ns: T, device: "nvme0".into(), serial: "wf-serial-1".into(), critical_warning: 2, composite_celsius: 50.0, ..Default::default() }],
+        // The second record reads 0 where the drive printed 0 (a 0 on the wire) and leaves out
+        // what it did not print: the encoders must write the one and omit the other.
+        nvme_smart: vec![
+            v1::NvmeSmart { time_ns: T, device: "nvme0".into(), serial: "wf-serial-1".into(), critical_warning: 2, composite_celsius: Some(50.0), ..Default::default() },
+            v1::NvmeSmart {
+                time_ns: T + 1,
+                device: "nvme0".into(),
+                serial: "wf-serial-1".into(),
+                percentage_used: Some(0),
+                data_units_read: Some(0),
+                media_errors: Some(u64::MAX),
+                ..Default::default()
+            },
+        ],
         ..Default::default()
     };
     let seeds = [("hello", Kind::Hello(hello)), ("batch-power", Kind::Batch(power)), ("batch-probe", Kind::Batch(probe)), ("batch-drives", Kind::Batch(drives))];
