@@ -214,7 +214,7 @@ fn scenario_1_one_bad_value_loses_only_itself() {
                 time_ns: t,
                 device: "nvme0".into(),
                 serial: "S1".into(),
-                composite_celsius: 45.0,
+                composite_celsius: Some(45.0),
                 ..Default::default()
             });
             *good.entry("nvme_smart").or_default() += 1;
