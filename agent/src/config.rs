@@ -75,9 +75,39 @@ pub fn system_hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// Largest config file read: configs are a few KiB; anything larger is a mistake (`/dev/zero`, a
+/// log named by accident), refused before it is read into memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads a config file that is a regular file (or a symlink to one) of at most
+/// [`MAX_CONFIG_BYTES`]: a device, FIFO or directory is refused without reading it, and a file
+/// that grows while it is read is cut off at the bound, so no config makes the agent read forever.
+pub fn read_bounded(file: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let meta = std::fs::metadata(file).map_err(|e| format!("cannot read the config file: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file (a device, FIFO or directory); give the path of a TOML file".into());
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!("is {} bytes; a config file may be at most {MAX_CONFIG_BYTES} bytes (1 MiB)", meta.len()));
+    }
+    let f = std::fs::File::open(file).map_err(|e| format!("cannot read the config file: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read the config file: {e}"))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("grew past {MAX_CONFIG_BYTES} bytes while it was read; a config file may be at most 1 MiB"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("is not UTF-8 text: {e}"))
+}
+
 impl Config {
+    /// Reads `file` (a regular file of at most [`MAX_CONFIG_BYTES`]; see [`read_bounded`]).
     pub fn from_file(file: &Path) -> Result<Config, ConfigError> {
-        Self::from_loader(Loader::from_file(file)?, true)
+        let text = read_bounded(file).map_err(|message| ConfigError {
+            file: file.to_owned(),
+            problems: vec![wattflip_infra::tomlcfg::Problem { path: String::new(), message }],
+        })?;
+        Self::from_loader(Loader::from_str(file, &text)?, true)
     }
 
     pub fn from_str(file: &Path, text: &str) -> Result<Config, ConfigError> {

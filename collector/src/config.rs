@@ -32,6 +32,8 @@ pub struct InfluxConfig {
     pub request_timeout: Duration,
     pub max_backoff: Duration,
     pub gzip: bool,
+    /// Where lines InfluxDB refused are kept (`wattflip-collector dead-letter list|replay`).
+    pub dead_letter_dir: PathBuf,
 }
 
 /// A credential. Its Debug output is redacted so it cannot leak into logs or errors.
@@ -61,6 +63,8 @@ pub struct Limits {
     pub agent_burst_points: f64,
     /// Sequences remembered per agent to acknowledge duplicates without rewriting them.
     pub dedup_window: usize,
+    /// A stream that sends no Hello within this long after it opened is closed.
+    pub hello_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +93,7 @@ struct RawInflux {
     request_timeout: Option<String>,
     max_backoff: Option<String>,
     gzip: Option<bool>,
+    dead_letter_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +102,7 @@ struct RawLimits {
     agent_points_per_second: Option<f64>,
     agent_burst_points: Option<f64>,
     dedup_window: Option<usize>,
+    hello_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -115,6 +121,8 @@ pub struct Overrides {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+pub const DEFAULT_DEAD_LETTER_DIR: &str = "/var/lib/wattflip-collector/dead-letter";
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Config {
     /// Loads `file` (if any) and applies `ov`. Errors list every problem with its key.
@@ -203,6 +211,7 @@ impl Config {
         let flush_interval = dur("influx.flush_interval", influx.flush_interval, Duration::from_secs(1));
         let request_timeout = dur("influx.request_timeout", influx.request_timeout, Duration::from_secs(10));
         let max_backoff = dur("influx.max_backoff", influx.max_backoff, Duration::from_secs(30));
+        let hello_timeout = dur("limits.hello_timeout", limits.hello_timeout, DEFAULT_HELLO_TIMEOUT);
         let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
         if max_message_bytes < 1024 {
             loader.problem("limits.max_message_bytes", "must be at least 1024");
@@ -261,9 +270,10 @@ impl Config {
                 request_timeout,
                 max_backoff,
                 gzip: influx.gzip.unwrap_or(true),
+                dead_letter_dir: influx.dead_letter_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DEAD_LETTER_DIR)),
             },
             sink,
-            limits: Limits { max_message_bytes, agent_points_per_second, agent_burst_points, dedup_window },
+            limits: Limits { max_message_bytes, agent_points_per_second, agent_burst_points, dedup_window, hello_timeout },
             // finish() succeeded, so from_raw returned a mode.
             tls: tls.unwrap_or(TlsMode::InsecurePlaintextLoopback),
             metrics_listen,
@@ -291,6 +301,8 @@ mod tests {
         assert_eq!(c.influx.flush_interval, Duration::from_secs(1));
         assert_eq!(c.tls, TlsMode::InsecurePlaintextLoopback);
         assert_eq!(c.limits.dedup_window, 4096);
+        assert_eq!(c.limits.hello_timeout, Duration::from_secs(10));
+        assert_eq!(c.influx.dead_letter_dir, PathBuf::from("/var/lib/wattflip-collector/dead-letter"));
         assert_eq!(c.sink, SinkKind::InfluxDb);
         assert_eq!(c.metrics_listen, None);
     }

@@ -36,6 +36,11 @@ struct Cli {
 enum Command {
     /// Check the config file and print every problem, then exit.
     CheckConfig,
+    /// Lines InfluxDB refused, kept in `influx.dead_letter_dir`.
+    DeadLetter {
+        #[command(subcommand)]
+        action: DeadLetterCommand,
+    },
     /// Capacity-planning answers from the measurements in InfluxDB.
     Plan {
         #[command(subcommand)]
@@ -46,6 +51,19 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long, global = true)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DeadLetterCommand {
+    /// Every refused line with its class and InfluxDB's reason, and the counts by class.
+    List,
+    /// Writes the lines again (after the cause is fixed); stored ones leave the store, lines
+    /// refused again stay. Exits 1 when some are still refused.
+    Replay {
+        /// Give up when InfluxDB is not writable for this long (a humantime duration).
+        #[arg(long, default_value = "60s")]
+        timeout: humantime::Duration,
     },
 }
 
@@ -102,8 +120,9 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    // `plan` only reads InfluxDB: without a config file it needs no listener TLS settings.
-    let plan_only = matches!(cli.command, Some(Command::Plan { .. })) && cli.config.is_none();
+    // `plan` and `dead-letter` only talk to InfluxDB: without a config file they need no
+    // listener TLS settings.
+    let plan_only = matches!(cli.command, Some(Command::Plan { .. } | Command::DeadLetter { .. })) && cli.config.is_none();
     let ov = Overrides {
         listen: cli.listen,
         influx_url: cli.influx_url,
@@ -118,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::Plan { plan, since, json }) => return run_plan(&cfg, plan, &since, json),
+        Some(Command::DeadLetter { action }) => return run_dead_letter(&cfg, action),
         None => {}
     }
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -130,6 +150,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!("collector stopped");
         Ok(())
     })
+}
+
+fn run_dead_letter(cfg: &Config, action: DeadLetterCommand) -> anyhow::Result<()> {
+    use wattflip_collector::sinks::influx::dead_letter::{replay, DeadLetterStore};
+    let store = DeadLetterStore::new(cfg.influx.dead_letter_dir.clone());
+    match action {
+        DeadLetterCommand::List => {
+            let mut by_class = std::collections::BTreeMap::<String, usize>::new();
+            let mut total = 0;
+            let files = store.files()?;
+            for f in &files {
+                for e in store.read(f)? {
+                    println!("{}\t{}\t{}\t{}", f.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), e.class, e.reason, e.line);
+                    *by_class.entry(e.class).or_default() += 1;
+                    total += 1;
+                }
+            }
+            let classes: Vec<String> = by_class.iter().map(|(c, n)| format!("{c}={n}")).collect();
+            println!("{total} line(s) in {} file(s) in {}{}{}", files.len(), store.dir().display(), if classes.is_empty() { "" } else { ": " }, classes.join(" "));
+            Ok(())
+        }
+        DeadLetterCommand::Replay { timeout } => {
+            let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            let r = rt.block_on(replay(&cfg.influx, timeout.into()))?;
+            let again: usize = r.still_refused.values().sum();
+            let classes: Vec<String> = r.still_refused.iter().map(|(c, n)| format!("{c}={n}")).collect();
+            println!("replayed {} file(s): {} line(s) stored, {again} refused again{}{}", r.files, r.stored, if classes.is_empty() { "" } else { ": " }, classes.join(" "));
+            anyhow::ensure!(again == 0, "{again} line(s) are still refused by InfluxDB and stay in {}; see `wattflip-collector dead-letter list`", store.dir().display());
+            Ok(())
+        }
+    }
 }
 
 fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow::Result<()> {

@@ -3,6 +3,7 @@
 //! To accept a new payload: add its domain type here, a `convert_*` function, and its points in
 //! `schema.rs`.
 
+use crate::lineproto::{check_tag_value as check_storable, TagValueProblem};
 use crate::units::{Celsius, Joules, UnixNanos, Watts};
 use crate::v1;
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
     "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "firmware", "bench",
-    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "state", "time", "rate",
+    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "state", "time", "rate", "field", "rule",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;
@@ -53,6 +54,8 @@ pub struct Hello {
     pub time: UnixNanos,
     /// `run`, `probe`, `governor`; empty from older agents.
     pub session: String,
+    /// Random per incarnation of the agent's spool: duplicates are recognised per (agent, epoch).
+    pub stream_epoch: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -133,22 +136,21 @@ pub fn check_tag_value(field: &str, v: &str) -> Result<(), InvalidField> {
     tag_value(v).map_err(|r| invalid(field, r))
 }
 
-// The checks below return only the reason; `convert_batch` names the field (`power[3].zone`) when
-// one fails. Formatting that name for every sample cost more than all the checks together.
+// The checks below return only the reason; `convert_batch_points` names the field
+// (`power[3].zone`) when one fails. Formatting that name for every sample cost more than all the
+// checks together.
 
 fn tag_value(v: &str) -> Result<(), String> {
-    if v.is_empty() {
-        return Err("is empty".into());
-    }
     if v.len() > 256 {
         return Err(format!("is {} bytes long; at most 256", v.len()));
     }
-    // ASCII strings (nearly all) are checked bytewise; others char by char (C1 controls).
-    let control = if v.is_ascii() { v.bytes().any(|b| b.is_ascii_control()) } else { v.chars().any(char::is_control) };
-    if control {
-        return Err("contains control characters".into());
+    // The storability rule itself lives with the encoding (`lineproto::check_tag_value`).
+    match check_storable(v) {
+        Ok(()) => Ok(()),
+        Err(TagValueProblem::Empty) => Err("is empty".into()),
+        Err(TagValueProblem::Control) => Err("contains control characters".into()),
+        Err(p) => Err(p.to_string()),
     }
-    Ok(())
 }
 
 /// Label keys: lowercase identifiers that do not collide with the schema's own tags.
@@ -220,12 +222,167 @@ impl TryFrom<v1::Hello> for Hello {
             inventory: h.inventory.unwrap_or_default(),
             time: check_time("hello.time_ns", h.time_ns)?,
             session: h.session,
+            stream_epoch: h.stream_epoch,
         })
     }
 }
 
-/// Converts a batch, checking that it belongs to `agent_id`.
+/// The rule a rejected point broke: the `reason` of its counters, Ack and `point_rejected` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// NaN or ±infinity.
+    NotFinite,
+    /// A finite number outside the physical range (temperature, negative energy or interval).
+    OutOfRange,
+    /// A tag value that cannot be stored exactly (empty, control characters, trailing backslash,
+    /// longer than 256 bytes).
+    BadTag,
+    /// Not a UTC timestamp in nanoseconds.
+    BadTime,
+    /// A value the point cannot be without (a power sample with neither watts nor joules).
+    Missing,
+    /// Values that contradict each other (ends before it starts, joules on a full-rate sample).
+    Inconsistent,
+    /// An enum left at its UNSPECIFIED value.
+    Unspecified,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 7] =
+        [Rule::NotFinite, Rule::OutOfRange, Rule::BadTag, Rule::BadTime, Rule::Missing, Rule::Inconsistent, Rule::Unspecified];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::NotFinite => "not_finite",
+            Rule::OutOfRange => "out_of_range",
+            Rule::BadTag => "bad_tag",
+            Rule::BadTime => "bad_time",
+            Rule::Missing => "missing",
+            Rule::Inconsistent => "inconsistent",
+            Rule::Unspecified => "unspecified",
+        }
+    }
+}
+
+/// One point of a batch refused by the checks: which field, its value, the rule and why. The rest
+/// of the batch is unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} = {value}: {reason}")]
+pub struct Rejection {
+    /// `temperature[3].celsius`: the payload, the point's index in the batch, the field.
+    pub field: String,
+    /// The offending value as text (at most 64 characters of a string value).
+    pub value: String,
+    pub rule: Rule,
+    pub reason: String,
+    /// The point's own timestamp when it has a valid one (the `point_rejected` event's time).
+    pub time_ns: Option<i64>,
+}
+
+impl Rejection {
+    /// The payload the point belonged to: `temperature` of `temperature[3].celsius`.
+    pub fn payload(&self) -> &str {
+        self.field.split('[').next().unwrap_or(&self.field)
+    }
+
+    /// The field without the index: `temperature.celsius`.
+    pub fn field_name(&self) -> String {
+        match self.field.split_once("].") {
+            Some((_, f)) => format!("{}.{f}", self.payload()),
+            None => self.field.clone(),
+        }
+    }
+}
+
+/// A converted batch: the points that passed, and one [`Rejection`] per point that did not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Converted {
+    pub batch: Batch,
+    pub rejected: Vec<Rejection>,
+}
+
+/// A failed check of one field, before the field's full name is formatted (only on failure).
+struct Bad {
+    name: &'static str,
+    value: String,
+    rule: Rule,
+    reason: String,
+}
+
+fn bad(name: &'static str, value: impl std::fmt::Display, rule: Rule, reason: impl Into<String>) -> Bad {
+    Bad { name, value: value.to_string(), rule, reason: reason.into() }
+}
+
+fn shown(v: &str) -> String {
+    match v.char_indices().nth(64) {
+        Some((cut, _)) => format!("{:?}…", &v[..cut]),
+        None => format!("{v:?}"),
+    }
+}
+
+fn tag(name: &'static str, v: &str) -> Result<(), Bad> {
+    tag_value(v).map_err(|r| bad(name, shown(v), Rule::BadTag, r))
+}
+
+fn opt_tag(name: &'static str, v: &str) -> Result<(), Bad> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    tag(name, v)
+}
+
+fn time(name: &'static str, t: i64) -> Result<UnixNanos, Bad> {
+    utc(t).map_err(|r| bad(name, t, Rule::BadTime, r))
+}
+
+fn num(name: &'static str, v: f64) -> Result<f64, Bad> {
+    finite(v).map_err(|r| bad(name, v, Rule::NotFinite, r))
+}
+
+fn opt_num(name: &'static str, v: Option<f64>) -> Result<Option<f64>, Bad> {
+    v.map(|v| num(name, v)).transpose()
+}
+
+/// Checks every point of `items` with `check`; a failing point is left out and recorded.
+fn each<T, U>(
+    payload: &str,
+    items: Vec<T>,
+    rejected: &mut Vec<Rejection>,
+    time_of: impl Fn(&T) -> i64,
+    check: impl Fn(&T) -> Result<(), Bad>,
+    convert: impl Fn(T) -> Result<U, Bad>,
+) -> Vec<U> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let t = time_of(&item);
+        match check(&item).and_then(|()| convert(item)) {
+            Ok(u) => out.push(u),
+            Err(b) => rejected.push(Rejection {
+                field: format!("{payload}[{i}].{}", b.name),
+                value: b.value,
+                rule: b.rule,
+                reason: b.reason,
+                time_ns: utc(t).ok().map(|u| u.0),
+            }),
+        }
+    }
+    out
+}
+
+/// Converts a batch, checking that it belongs to `agent_id`; the first invalid point fails the
+/// whole batch. For local output and tests; the collector uses [`convert_batch_points`].
 pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField> {
+    let c = convert_batch_points(agent_id, b)?;
+    match c.rejected.into_iter().next() {
+        Some(r) => Err(invalid(r.field, r.reason)),
+        None => Ok(c.batch),
+    }
+}
+
+/// Converts a batch point by point: an invalid point is left out and recorded in
+/// [`Converted::rejected`] with its field, value and rule, and the rest of the batch converts.
+/// Only a batch that is not this agent's, or has no sequence, fails as a whole.
+pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, InvalidField> {
     if b.agent_id != agent_id {
         return Err(invalid(
             "batch.agent_id",
@@ -235,150 +392,50 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
     if b.sequence == 0 {
         return Err(invalid("batch.sequence", "must be at least 1"));
     }
-    let mut power = Vec::with_capacity(b.power.len());
-    for (i, p) in b.power.into_iter().enumerate() {
-        let f = |name: &str| format!("power[{i}].{name}");
-        tag_value(&p.source).map_err(|r| invalid(f("source"), r))?;
-        tag_value(&p.zone).map_err(|r| invalid(f("zone"), r))?;
-        if !p.scope.is_empty() {
-            tag_value(&p.scope).map_err(|r| invalid(f("scope"), r))?;
-        }
-        let watts = p.watts.map(|w| finite(w).map_err(|r| invalid(f("watts"), r)).map(Watts)).transpose()?;
-        let joules = p.joules.map(|j| finite(j).map_err(|r| invalid(f("joules"), r)).map(Joules)).transpose()?;
-        if watts.is_none() && joules.is_none() {
-            return Err(invalid(f("watts"), "a power sample needs watts or joules"));
-        }
-        if joules.is_some_and(|j| j.0 < 0.0) {
-            return Err(invalid(f("joules"), "energy in an interval cannot be negative"));
-        }
-        // Full-rate points overlap the aggregate stream in time: joules on both would make
-        // SUM(joules) over a window count that energy twice.
-        if p.full_rate && joules.is_some() {
-            return Err(invalid(f("joules"), "a full-rate sample carries watts only (the window aggregates carry the joules)"));
-        }
-        power.push(PowerSample {
-            time: utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?,
-            method: method(p.method).map_err(|r| invalid(f("method"), r))?,
-            source: p.source,
-            zone: p.zone,
-            scope: p.scope,
-            watts,
-            joules,
-            interval_ns: u64::try_from(p.interval_ns)
-                .map_err(|_| invalid(f("interval_ns"), "cannot be negative"))?,
-            min_watts: p.min_watts.map(|w| finite(w).map_err(|r| invalid(f("min_watts"), r)).map(Watts)).transpose()?,
-            max_watts: p.max_watts.map(|w| finite(w).map_err(|r| invalid(f("max_watts"), r)).map(Watts)).transpose()?,
-            readings: p.readings,
-            full_rate: p.full_rate,
-        });
-    }
-    let mut temperature = Vec::with_capacity(b.temperature.len());
-    for (i, t) in b.temperature.into_iter().enumerate() {
-        let f = |name: &str| format!("temperature[{i}].{name}");
-        tag_value(&t.source).map_err(|r| invalid(f("source"), r))?;
-        tag_value(&t.device).map_err(|r| invalid(f("device"), r))?;
-        tag_value(&t.sensor).map_err(|r| invalid(f("sensor"), r))?;
-        let c = finite(t.celsius).map_err(|r| invalid(f("celsius"), r))?;
-        // Below absolute zero or above 500 °C is a decoding bug (K vs °C vs m°C), not a reading.
-        if !(-273.15..=500.0).contains(&c) {
-            return Err(invalid(f("celsius"), format!("{c} °C is outside -273.15..500; check the unit")));
-        }
-        temperature.push(TemperatureSample {
-            time: utc(t.time_ns).map_err(|r| invalid(f("time_ns"), r))?,
-            source: t.source,
-            device: t.device,
-            sensor: t.sensor,
-            celsius: Celsius(c),
-        });
-    }
-    for (i, r) in b.probe_runs.iter().enumerate() {
-        let f = |name: &str| format!("probe_runs[{i}].{name}");
-        tag_value(&r.run_id).map_err(|r| invalid(f("run_id"), r))?;
-        tag_value(&r.device).map_err(|r| invalid(f("device"), r))?;
-        tag_value(&r.bench).map_err(|r| invalid(f("bench"), r))?;
-        tag_value(&r.experiment).map_err(|r| invalid(f("experiment"), r))?;
-        tag_value(&r.pattern).map_err(|r| invalid(f("pattern"), r))?;
-        // Optional tag: absent (empty) when the agent does not know it, else a valid tag value.
-        if !r.firmware.is_empty() {
-            tag_value(&r.firmware).map_err(|r| invalid(f("firmware"), r))?;
-        }
-        utc(r.start_ns).map_err(|r| invalid(f("start_ns"), r))?;
-        utc(r.end_ns).map_err(|r| invalid(f("end_ns"), r))?;
-        if r.end_ns < r.start_ns {
-            return Err(invalid(f("end_ns"), "ends before it starts"));
-        }
-        for (name, v) in [
-            ("value", r.value),
-            ("mean_us", r.mean_us),
-            ("min_us", r.min_us),
-            ("max_us", r.max_us),
-            ("stddev_us", r.stddev_us),
-            ("p50_us", r.p50_us),
-            ("p95_us", r.p95_us),
-            ("p99_us", r.p99_us),
-            ("iops", r.iops),
-            ("mib_per_s", r.mib_per_s),
-        ] {
-            finite(v).map_err(|r| invalid(f(name), r))?;
-        }
-        for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
-            if let Some(v) = v {
-                finite(v).map_err(|r| invalid(f(name), r))?;
-            }
-        }
-        for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
-            if let Some(t) = t {
-                utc(t).map_err(|r| invalid(f(name), r))?;
-            }
-        }
-        if let (Some(s), Some(e)) = (r.energy_start_ns, r.energy_end_ns) {
-            if e < s {
-                return Err(invalid(f("energy_end_ns"), "the run ends in the power trace before it starts"));
-            }
-        }
-    }
-    for (i, c) in b.power_state_changes.iter().enumerate() {
-        let f = |name: &str| format!("power_state_changes[{i}].{name}");
-        utc(c.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
-        tag_value(&c.device).map_err(|r| invalid(f("device"), r))?;
+    let mut rejected = Vec::new();
+    let power = each("power", b.power, &mut rejected, |p| p.time_ns, |_| Ok(()), convert_power);
+    let temperature = each("temperature", b.temperature, &mut rejected, |t| t.time_ns, |_| Ok(()), convert_temperature);
+    let probe_runs = each("probe_runs", b.probe_runs, &mut rejected, |r| r.start_ns, check_probe_run, Ok);
+    let power_state_changes = each("power_state_changes", b.power_state_changes, &mut rejected, |c| c.time_ns, |c| {
+        time("time_ns", c.time_ns)?;
+        tag("device", &c.device)?;
         if v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default() == v1::PowerStateOutcome::Unspecified {
-            return Err(invalid(f("outcome"), "must be set"));
+            return Err(bad("outcome", c.outcome, Rule::Unspecified, "must be set"));
         }
-    }
-    for (i, e) in b.events.iter().enumerate() {
-        let f = |name: &str| format!("events[{i}].{name}");
-        utc(e.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
-        tag_value(&e.kind).map_err(|r| invalid(f("kind"), r))?;
+        Ok(())
+    }, Ok);
+    let events = each("events", b.events, &mut rejected, |e| e.time_ns, |e| {
+        time("time_ns", e.time_ns)?;
+        tag("kind", &e.kind)?;
+        opt_tag("device", &e.device)?;
         if v1::Severity::try_from(e.severity).unwrap_or_default() == v1::Severity::Unspecified {
-            return Err(invalid(f("severity"), "must be set"));
+            return Err(bad("severity", e.severity, Rule::Unspecified, "must be set"));
         }
-    }
-    for (i, s) in b.nvme_smart.iter().enumerate() {
-        let f = |name: &str| format!("nvme_smart[{i}].{name}");
-        utc(s.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
-        tag_value(&s.device).map_err(|r| invalid(f("device"), r))?;
+        Ok(())
+    }, Ok);
+    let nvme_smart = each("nvme_smart", b.nvme_smart, &mut rejected, |s| s.time_ns, |s| {
+        time("time_ns", s.time_ns)?;
+        tag("device", &s.device)?;
+        opt_tag("serial", &s.serial)?;
         // Absent (None) is allowed: the drive or tool did not report it.
-        if let Some(c) = s.composite_celsius {
-            finite(c).map_err(|r| invalid(f("composite_celsius"), r))?;
-        }
-    }
-    for (i, s) in b.electrical.iter().enumerate() {
-        let f = |name: &str| format!("electrical[{i}].{name}");
-        utc(s.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
-        tag_value(&s.source).map_err(|r| invalid(f("source"), r))?;
-        tag_value(&s.chip).map_err(|r| invalid(f("chip"), r))?;
-        tag_value(&s.channel).map_err(|r| invalid(f("channel"), r))?;
+        opt_num("composite_celsius", s.composite_celsius)?;
+        Ok(())
+    }, Ok);
+    let electrical = each("electrical", b.electrical, &mut rejected, |s| s.time_ns, |s| {
+        time("time_ns", s.time_ns)?;
+        tag("source", &s.source)?;
+        tag("chip", &s.chip)?;
+        tag("channel", &s.channel)?;
         match (s.volts, s.amperes) {
-            (Some(v), None) => finite(v).map(drop).map_err(|r| invalid(f("volts"), r))?,
-            (None, Some(a)) => finite(a).map(drop).map_err(|r| invalid(f("amperes"), r))?,
-            _ => return Err(invalid(f("volts"), "exactly one of volts and amperes must be set")),
+            (Some(v), None) => num("volts", v).map(drop),
+            (None, Some(a)) => num("amperes", a).map(drop),
+            (v, a) => Err(bad("volts", format!("{v:?}/{a:?}"), Rule::Missing, "exactly one of volts and amperes must be set")),
         }
-    }
-    for (i, p) in b.idle_profiles.iter().enumerate() {
-        let f = |name: &str| format!("idle_profiles[{i}].{name}");
-        utc(p.time_ns).map_err(|r| invalid(f("time_ns"), r))?;
-        tag_value(&p.device).map_err(|r| invalid(f("device"), r))?;
-        tag_value(&p.model).map_err(|r| invalid(f("model"), r))?;
+    }, Ok);
+    let idle_profiles = each("idle_profiles", b.idle_profiles, &mut rejected, |p| p.time_ns, |p| {
+        time("time_ns", p.time_ns)?;
+        tag("device", &p.device)?;
+        tag("model", &p.model)?;
         for (name, v) in [("window_s", Some(p.window_s)), ("median_w", Some(p.median_w)), ("spread_w", Some(p.spread_w))]
             .into_iter()
             .chain([
@@ -387,23 +444,114 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
                 ("activity_energy_j", p.activity_energy_j),
             ])
         {
-            if let Some(v) = v {
-                finite(v).map_err(|r| invalid(f(name), r))?;
-            }
+            opt_num(name, v)?;
+        }
+        Ok(())
+    }, Ok);
+    Ok(Converted {
+        batch: Batch {
+            agent_id: b.agent_id,
+            sequence: b.sequence,
+            power,
+            temperature,
+            probe_runs,
+            power_state_changes,
+            events,
+            nvme_smart,
+            electrical,
+            idle_profiles,
+        },
+        rejected,
+    })
+}
+
+fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
+    tag("source", &p.source)?;
+    tag("zone", &p.zone)?;
+    opt_tag("scope", &p.scope)?;
+    let watts = opt_num("watts", p.watts)?.map(Watts);
+    let joules = opt_num("joules", p.joules)?.map(Joules);
+    if watts.is_none() && joules.is_none() {
+        return Err(bad("watts", "none", Rule::Missing, "a power sample needs watts or joules"));
+    }
+    if let Some(j) = joules.filter(|j| j.0 < 0.0) {
+        return Err(bad("joules", j.0, Rule::OutOfRange, "energy in an interval cannot be negative"));
+    }
+    // Full-rate points overlap the aggregate stream in time: joules on both would make
+    // SUM(joules) over a window count that energy twice.
+    if let Some(j) = joules.filter(|_| p.full_rate) {
+        return Err(bad("joules", j.0, Rule::Inconsistent, "a full-rate sample carries watts only (the window aggregates carry the joules)"));
+    }
+    Ok(PowerSample {
+        time: time("time_ns", p.time_ns)?,
+        method: method(p.method).map_err(|r| bad("method", p.method, Rule::Unspecified, r))?,
+        watts,
+        joules,
+        interval_ns: u64::try_from(p.interval_ns).map_err(|_| bad("interval_ns", p.interval_ns, Rule::OutOfRange, "cannot be negative"))?,
+        min_watts: opt_num("min_watts", p.min_watts)?.map(Watts),
+        max_watts: opt_num("max_watts", p.max_watts)?.map(Watts),
+        readings: p.readings,
+        full_rate: p.full_rate,
+        source: p.source,
+        zone: p.zone,
+        scope: p.scope,
+    })
+}
+
+fn convert_temperature(t: v1::TemperatureSample) -> Result<TemperatureSample, Bad> {
+    tag("source", &t.source)?;
+    tag("device", &t.device)?;
+    tag("sensor", &t.sensor)?;
+    let c = num("celsius", t.celsius)?;
+    // Below absolute zero or above 500 °C is a decoding bug (K vs °C vs m°C), not a reading.
+    if !(-273.15..=500.0).contains(&c) {
+        return Err(bad("celsius", c, Rule::OutOfRange, format!("{c} °C is outside -273.15..500; check the unit")));
+    }
+    Ok(TemperatureSample { time: time("time_ns", t.time_ns)?, source: t.source, device: t.device, sensor: t.sensor, celsius: Celsius(c) })
+}
+
+fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
+    tag("run_id", &r.run_id)?;
+    tag("device", &r.device)?;
+    opt_tag("model", &r.model)?;
+    tag("bench", &r.bench)?;
+    tag("experiment", &r.experiment)?;
+    tag("pattern", &r.pattern)?;
+    // Optional tag: absent (empty) when the agent does not know it, else a valid tag value.
+    opt_tag("firmware", &r.firmware)?;
+    time("start_ns", r.start_ns)?;
+    time("end_ns", r.end_ns)?;
+    if r.end_ns < r.start_ns {
+        return Err(bad("end_ns", r.end_ns, Rule::Inconsistent, "ends before it starts"));
+    }
+    for (name, v) in [
+        ("value", r.value),
+        ("mean_us", r.mean_us),
+        ("min_us", r.min_us),
+        ("max_us", r.max_us),
+        ("stddev_us", r.stddev_us),
+        ("p50_us", r.p50_us),
+        ("p95_us", r.p95_us),
+        ("p99_us", r.p99_us),
+        ("iops", r.iops),
+        ("mib_per_s", r.mib_per_s),
+    ] {
+        num(name, v)?;
+    }
+    for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
+        opt_num(name, v)?;
+    }
+    for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
+        if let Some(t) = t {
+            time(name, t)?;
         }
     }
-    Ok(Batch {
-        agent_id: b.agent_id,
-        sequence: b.sequence,
-        power,
-        temperature,
-        probe_runs: b.probe_runs,
-        power_state_changes: b.power_state_changes,
-        events: b.events,
-        nvme_smart: b.nvme_smart,
-        electrical: b.electrical,
-        idle_profiles: b.idle_profiles,
-    })
+    if let (Some(s), Some(e)) = (r.energy_start_ns, r.energy_end_ns) {
+        if e < s {
+            return Err(bad("energy_end_ns", e, Rule::Inconsistent, "the run ends in the power trace before it starts"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -483,11 +631,47 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_point_is_left_out_alone_with_its_field_value_and_rule() {
+        let t = |i: i64, c: f64| v1::TemperatureSample {
+            time_ns: 1_700_000_000_000_000_000 + i,
+            source: "hwmon".into(),
+            device: "nvme0".into(),
+            sensor: "Composite".into(),
+            celsius: c,
+        };
+        let mut b = batch(vec![sample()]);
+        b.temperature = vec![t(0, 41.0), t(1, 600.0), t(2, 42.0)];
+        b.events.push(v1::Event { time_ns: 7, kind: "k".into(), severity: 0, ..Default::default() });
+        b.power.push(v1::PowerSample { zone: "end\\".into(), ..sample() });
+        let c = convert_batch_points("a1", b).unwrap();
+        assert_eq!(c.batch.temperature.iter().map(|t| t.celsius.0).collect::<Vec<_>>(), [41.0, 42.0]);
+        assert_eq!(c.batch.power.len(), 1);
+        assert_eq!(c.batch.events.len(), 0);
+        let got: Vec<(&str, &str, Rule, Option<i64>)> =
+            c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule, r.time_ns)).collect();
+        assert_eq!(
+            got,
+            [
+                ("power[1].zone", "\"end\\\\\"", Rule::BadTag, Some(1_700_000_000_000_000_000)),
+                ("temperature[1].celsius", "600", Rule::OutOfRange, Some(1_700_000_000_000_000_001)),
+                ("events[0].severity", "0", Rule::Unspecified, Some(7)),
+            ]
+        );
+        assert_eq!(c.rejected[1].field_name(), "temperature.celsius");
+        assert_eq!(c.rejected[1].to_string(), "temperature[1].celsius = 600: 600 °C is outside -273.15..500; check the unit");
+        // The strict form fails on the first.
+        assert_eq!(convert_batch("a1", batch(vec![v1::PowerSample { zone: "end\\".into(), ..sample() }])).unwrap_err().field, "power[0].zone");
+    }
+
+    #[test]
     fn labels_are_bounded_and_cannot_shadow_schema_tags() {
         assert!(check_label("rack", "r12").is_ok());
         assert_eq!(check_label("host", "x").unwrap_err().field, "labels.host");
         assert!(check_label("Rack", "x").is_err());
         assert!(check_label("rack", "").is_err());
+        let e = check_label("site", "end\\").unwrap_err();
+        assert_eq!(e.field, "labels.site");
+        assert!(e.reason.starts_with("ends in a backslash"), "{}", e.reason);
         assert!(check_agent_id("id", "node-1.dc_2").is_ok());
         assert!(check_agent_id("id", "node 1").is_err());
     }

@@ -167,14 +167,9 @@ impl BatchEncoder {
         }
         if s.interval_ns > 0 {
             field(out, "interval_ns");
-            // Point::uint: above i64::MAX a float, since InfluxDB 1.x has no unsigned type.
-            match i64::try_from(s.interval_ns) {
-                Ok(i) => {
-                    push_int(out, i);
-                    out.push('i');
-                }
-                Err(_) => push_float(out, s.interval_ns as f64),
-            }
+            // Point::uint: always an integer (saturating), so the field's type never changes.
+            push_int(out, i64::try_from(s.interval_ns).unwrap_or(i64::MAX));
+            out.push('i');
         }
         if let (Some(lo), Some(hi)) = (s.min_watts, s.max_watts) {
             field(out, "min_watts");
@@ -313,7 +308,7 @@ mod tests {
             "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n"
         );
         assert_eq!(lines[1], "power,host=a1,method=measured,rack=r7,source=hwmon,zone=ina3221\\ ch\\ 1 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n");
-        assert_eq!(lines[2], "power,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=18446744073709552000 1700000000000000001\n");
+        assert_eq!(lines[2], "power,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=9223372036854775807i 1700000000000000001\n");
         assert_eq!(lines[5], "temperature,device=coretemp\\,isa\\=0,host=a1,rack=r7,sensor=Package\\ id\\ 0,source=hwmon celsius=49.85 1700000000000000002\n");
         assert_eq!(lines[6], "temperature,device=nvme1,host=a1,rack=r7,sensor=bad\\nsensor,source=hwmon celsius=49.85 1700000000000000002\n");
         assert_eq!(lines[7], "temperature,device=S1\\\\,host=a1,rack=r7,sensor=x,source=hwmon celsius=49.85 1700000000000000002\n");

@@ -14,6 +14,38 @@ pub enum FieldValue {
     Bool(bool),
 }
 
+/// Why a tag value cannot be stored exactly as given. InfluxDB 1.x refuses every escaping of a
+/// value that ends in a backslash (`k=a\\` and `k=a\\\\` alike: `invalid tag format`, verified on
+/// 1.6.7), and line breaks would be stored as the two characters `\n`; anything else (spaces,
+/// commas, `=`, quotes, inner backslashes, any Unicode) round-trips exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TagValueProblem {
+    #[error("is empty (line protocol cannot carry an empty tag value)")]
+    Empty,
+    #[error("ends in a backslash, which InfluxDB 1.x refuses however it is escaped; remove or replace the trailing `\\`")]
+    TrailingBackslash,
+    #[error("contains control characters (line breaks, tabs, ...), which cannot be stored as given")]
+    Control,
+}
+
+/// Whether `v` can be stored as a tag value exactly, character for character. Pure, cheap (a byte
+/// scan for ASCII): the collector checks every tag of every point with it and the agent's
+/// `check-config` checks its labels and id with it, so a value is refused up front, with its key
+/// named, instead of making InfluxDB refuse every point that carries it.
+pub fn check_tag_value(v: &str) -> Result<(), TagValueProblem> {
+    if v.is_empty() {
+        return Err(TagValueProblem::Empty);
+    }
+    let control = if v.is_ascii() { v.bytes().any(|b| b.is_ascii_control()) } else { v.chars().any(char::is_control) };
+    if control {
+        return Err(TagValueProblem::Control);
+    }
+    if v.ends_with('\\') {
+        return Err(TagValueProblem::TrailingBackslash);
+    }
+    Ok(())
+}
+
 /// Errors that make a point unencodable. Each names the measurement and key.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LineError {
@@ -63,12 +95,11 @@ impl Point {
         self.field(key, FieldValue::Integer(v))
     }
 
-    /// Unsigned counters: InfluxDB 1.x has no unsigned type, so values above i64::MAX become floats.
+    /// Unsigned counters: InfluxDB 1.x has no unsigned type. The field stays an integer whatever
+    /// the value (a float for large values would conflict with the field's type and make InfluxDB
+    /// refuse the point): values above i64::MAX, which no real counter reaches, saturate.
     pub fn uint(self, key: impl Into<String>, v: u64) -> Self {
-        match i64::try_from(v) {
-            Ok(i) => self.field(key, FieldValue::Integer(i)),
-            Err(_) => self.field(key, FieldValue::Float(v as f64)),
-        }
+        self.field(key, FieldValue::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
     }
 
     pub fn string(self, key: impl Into<String>, v: impl Into<String>) -> Self {
@@ -286,7 +317,7 @@ mod tests {
             .boolean("ok", true);
         assert_eq!(
             line(&p),
-            "power,host=a,zone=package-0 watts=12.5,whole=3,count=-7i,big=18446744073709552000,ok=true 1700000000123456789\n"
+            "power,host=a,zone=package-0 watts=12.5,whole=3,count=-7i,big=9223372036854775807i,ok=true 1700000000123456789\n"
         );
     }
 
@@ -318,6 +349,20 @@ mod tests {
         assert_eq!(err, LineError::NoFields { measurement: "m".into() });
         // A refused point leaves nothing half-written behind.
         assert_eq!(out, "keep\n");
+    }
+
+    #[test]
+    fn tag_values_are_storable_exactly_or_refused() {
+        // Values written to InfluxDB 1.6.7 with this module's escaping and read back unchanged.
+        for ok in ["a\\,b", "a\\ b", "a\\=b", "a\\\\b", "a\\b", "\\a", "é ü", "a\"b", "a'b", "x\\\\\\,y"] {
+            assert_eq!(check_tag_value(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(check_tag_value("end\\"), Err(TagValueProblem::TrailingBackslash));
+        assert_eq!(check_tag_value("\\"), Err(TagValueProblem::TrailingBackslash));
+        assert_eq!(check_tag_value("a\\\\"), Err(TagValueProblem::TrailingBackslash));
+        assert_eq!(check_tag_value(""), Err(TagValueProblem::Empty));
+        assert_eq!(check_tag_value("a\nb"), Err(TagValueProblem::Control));
+        assert_eq!(check_tag_value("a\u{85}b"), Err(TagValueProblem::Control));
     }
 
     #[test]

@@ -498,10 +498,11 @@ mod tests {
         let (body, errs) = encode_all(&batch_points(&b, &tags));
         assert!(errs.is_empty(), "{errs:?}");
         // No composite, no TMT counters, no unsafe shutdowns: no such fields. Above i64::MAX a
-        // uint is a float (InfluxDB 1.x has no unsigned type).
+        // uint saturates and stays an integer (InfluxDB 1.x has no unsigned type; a float would
+        // conflict with the field's type).
         assert_eq!(
             body,
-            "nvme_smart,device=nvme0,host=a1,serial=S1 critical_warning=0i,percentage_used=0i,data_units_read=0i,data_units_written=12i,power_on_hours=18446744073709552000 7000\n\
+            "nvme_smart,device=nvme0,host=a1,serial=S1 critical_warning=0i,percentage_used=0i,data_units_read=0i,data_units_written=12i,power_on_hours=9223372036854775807i 7000\n\
              nvme_smart,device=nvme1,host=a1 critical_warning=0i 8000\n"
         );
     }

@@ -39,7 +39,7 @@ fn batch(id: &str, seq: u64, watts: f64) -> AgentMessage {
 }
 
 #[test]
-fn health_acks_and_invalid_argument_naming_the_field() {
+fn health_acks_and_rejections_naming_the_field() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, "wf_grpc");
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -60,11 +60,14 @@ fn health_acks_and_invalid_argument_naming_the_field() {
         let a1 = acks.next().await.unwrap().unwrap();
         let a2 = acks.next().await.unwrap().unwrap();
         assert_eq!((a1.durable_sequence, a2.durable_sequence), (1, 2));
-        let err = tokio::time::timeout(Duration::from_secs(10), acks.next()).await.unwrap().unwrap().unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument);
-        assert_eq!(err.message(), "batch 3: power[0].watts: NaN is not a finite number");
-        assert_eq!(err.metadata().get("wattflip-rejected-sequence").unwrap().to_str().unwrap(), "3");
+        assert_eq!((a1.points_stored, a2.points_stored), (1, 1));
+        // A bad point is left out alone and counted: its batch is acknowledged, not refused.
+        let a3 = tokio::time::timeout(Duration::from_secs(10), acks.next()).await.unwrap().unwrap().unwrap();
+        assert_eq!((a3.durable_sequence, a3.points_stored), (3, 0));
+        assert_eq!(a3.points_rejected, [("not_finite".to_string(), 1)].into_iter().collect());
     });
+    let events = influx.rows("wf_grpc", "SELECT message FROM event WHERE host = 'grpc-1' AND kind = 'point_rejected'");
+    assert_eq!(events[0][1].as_str().unwrap(), "batch 3: power[0].watts = NaN: NaN is not a finite number; the point was left out, the rest of the batch stored");
     // Acknowledged means stored.
     let rows = influx.rows("wf_grpc", "SELECT watts FROM power WHERE host = 'grpc-1'");
     let watts: Vec<f64> = rows.iter().map(|r| r[1].as_f64().unwrap()).collect();

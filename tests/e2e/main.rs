@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod dashboards;
+mod delivery;
+mod delivery_agent;
 mod drives;
 mod energy;
 mod energy_schedules;

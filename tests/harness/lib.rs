@@ -336,11 +336,18 @@ impl Collector {
     pub fn start_with(port: u16, influx_url: &str, db: &str, extra: &str) -> Collector {
         let dir = tempfile::Builder::new().prefix("wf-collector-").tempdir().expect("tempdir");
         let cfg = dir.path().join("collector.toml");
+        // Lines InfluxDB refuses are kept in the collector's temp dir (`extra` may name its own:
+        // its first lines, before any `[section]`, belong to `[influx]`).
+        let dead_letter = if extra.contains("dead_letter_dir") {
+            String::new()
+        } else {
+            format!("dead_letter_dir = \"{}\"\n", dir.path().join("dead-letter").display())
+        };
         std::fs::write(
             &cfg,
             format!(
                 "listen = \"127.0.0.1:{port}\"\n[influx]\nurl = \"{influx_url}\"\ndatabase = \"{db}\"\n\
-                 flush_interval = \"100ms\"\nmax_backoff = \"500ms\"\n{extra}"
+                 flush_interval = \"100ms\"\nmax_backoff = \"500ms\"\n{dead_letter}{extra}"
             ),
         )
         .expect("write collector.toml");
@@ -363,6 +370,20 @@ impl Collector {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("collector.log")).unwrap_or_default()
+    }
+
+    /// The collector's config file (for its subcommands, e.g. `dead-letter list`).
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("collector.toml")
+    }
+
+    /// Peak resident memory of the collector process so far (VmHWM, KiB).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("read /proc/<collector>/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
+            .expect("VmHWM in /proc/<pid>/status")
     }
 
     /// SIGKILL: no drain, no goodbye (fault tests).

@@ -195,6 +195,7 @@ fn probe_args(
         seed: p.seed,
         read_only: p.read_only,
         counts: None,
+        stop: None,
         pause: pause_choice(p)?,
     })
 }

@@ -4,7 +4,7 @@
 //! UTC, so intervals never jump with NTP. What happens on a tick is in `ticks`; a new task that
 //! runs beside sampling is spawned in [`run`] and stopped in [`finish`].
 
-use super::schedule::{run_job, DeviceLocks};
+use super::schedule::{run_job, DeviceLocks, JobStop};
 use super::session::{exporter_config, hello, RunError};
 use super::ticks::{monitor_loop, rediscover, sample, split_by_rate, Rediscovery, SamplerState};
 pub use super::ticks::RunSummary;
@@ -39,26 +39,43 @@ pub struct RunOptions {
     pub samples: Option<u64>,
 }
 
-/// The spool (with the next sequence it allows) or the in-memory backlog. Sequences start no
-/// lower than the UTC microsecond, so they also rise across restarts without a spool.
-fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64), RunError> {
+/// The spool (with the next sequence it allows and its stream epoch) or the in-memory backlog (a
+/// random epoch per start: its batches do not outlive the process). Sequences start no lower than
+/// the UTC microsecond, so they also rise across restarts without a spool. What recovery found
+/// goes into `first`, the first batch sent: damage with the exact number of batches lost, and
+/// files that cannot be segments.
+fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64, u64), RunError> {
     let utc_us = u64::try_from(clock.utc_now() / 1000).unwrap_or(1);
     let Some(sc) = &cfg.spool else {
-        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us));
+        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us, rand::random()));
     };
     let (spool, rec) = Spool::open(sc.clone(), utc_us)?;
-    tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, "spool opened");
-    if rec.truncated_bytes > 0 {
+    tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, epoch = rec.epoch, "spool opened");
+    if rec.truncated_bytes > 0 || !rec.damaged.is_empty() {
+        let segments: std::collections::BTreeSet<String> =
+            rec.truncated_segments.iter().chain(rec.damaged.iter().map(|d| &d.0)).map(|p| p.display().to_string()).collect();
+        let damaged_bytes: u64 = rec.damaged.iter().map(|d| d.2).sum();
         let msg = format!(
-            "the spool had a corrupt or torn tail: {} byte(s) cut from {}",
+            "the spool was damaged: {} batch(es) lost ({} damaged record region(s) skipped, {damaged_bytes} byte(s); a corrupt or torn tail of {} byte(s) cut) in {}; every intact record was kept",
+            rec.lost_batches,
+            rec.damaged.len(),
             rec.truncated_bytes,
-            rec.truncated_segments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            segments.into_iter().collect::<Vec<_>>().join(", ")
         );
+        tracing::warn!("{msg}");
         let mut e = event(clock.utc_now(), "spool_truncated", v1::Severity::Warning, "", msg);
         e.attributes.insert("truncated_bytes".into(), rec.truncated_bytes.to_string());
+        e.attributes.insert("damaged_bytes".into(), damaged_bytes.to_string());
+        e.attributes.insert("lost_batches".into(), rec.lost_batches.to_string());
         first.events.push(e);
     }
-    Ok((Box::new(spool), rec.next_sequence))
+    for (path, why) in &rec.foreign {
+        let msg = format!("{} in the spool folder is not a spool segment and was skipped: {why}; move it elsewhere", path.display());
+        let mut e = event(clock.utc_now(), "spool_foreign_file", v1::Severity::Warning, "", msg);
+        e.attributes.insert("path".into(), path.display().to_string());
+        first.events.push(e);
+    }
+    Ok((Box::new(spool), rec.next_sequence, rec.epoch))
 }
 
 /// `run --config FILE [--samples N]`: the agent until SIGTERM/SIGINT (or N ticks, delivered).
@@ -87,9 +104,10 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     // The first batch carries what start-up found: a truncated spool, restored power states,
     // unusable sources.
     let mut first = v1::Batch::default();
-    let (backlog, first_sequence) = open_backlog(&cfg, &clock, &mut first)?;
+    let (backlog, first_sequence, epoch) = open_backlog(&cfg, &clock, &mut first)?;
     let Startup { mut found, drives, monitor } = startup(&cfg, &clock, &mut first);
-    let hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
+    let mut hello = hello(&cfg, &found, &drives, monitor.describe(), &clock);
+    hello.stream_epoch = epoch;
     tracing::info!(
         agent = %cfg.agent_id,
         power = found.power.len(),
@@ -102,7 +120,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     let exporter = Exporter::new(exporter_config(&cfg, tls), hello, backlog, first_sequence, metrics.clone());
     let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
     // Scheduled probes feed the same exporter; they stop when sampling stops.
-    let (jobs_stop, jobs_stop_rx) = watch::channel(false);
+    let (jobs_stop, jobs_stop_rx) = watch::channel(JobStop::Run);
     let locks = DeviceLocks::default();
     let jobs: Vec<_> = cfg
         .probes
@@ -138,7 +156,8 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     tokio::pin!(shutdown);
     let ticks = Ticks { found: &mut found, clock: &clock, state: &mut state, metrics: &metrics };
     let stopped = tick_loop(ticks, &opts, first, &tx, &mut summary, shutdown.as_mut()).await;
-    let _ = jobs_stop.send(true);
+    // A signal halts a probe in flight (its completed runs are kept); a bounded run lets it end.
+    let _ = jobs_stop.send(if stopped { JobStop::Halt } else { JobStop::Finish });
     let tasks = Tasks { fast, jobs, monitor_stop, monitor_task, tx, stop_tx, export_task, metrics_stop };
     Ok(finish(tasks, stopped, summary, shutdown).await)
 }
@@ -291,10 +310,13 @@ async fn finish(t: Tasks, stopped: bool, mut summary: RunSummary, shutdown: std:
             summary.sensor_errors += s.errors;
         }
     }
-    if !stopped {
-        // A probe in flight finishes and is delivered before a bounded run (--samples) ends.
-        for j in t.jobs {
+    // A probe in flight finishes and is delivered before a bounded run (--samples) ends; on a
+    // signal its IO stops (between two IOs) and its completed runs are handed over to be spooled.
+    for j in t.jobs {
+        if !stopped {
             let _ = j.await;
+        } else if tokio::time::timeout(std::time::Duration::from_secs(10), j).await.is_err() {
+            tracing::warn!("a scheduled probe did not stop within 10 s of the signal; its runs are lost");
         }
     }
     let _ = t.monitor_stop.send(true);

@@ -64,9 +64,24 @@ fn event_batch(kind: &str, severity: v1::Severity, device: &str, message: String
     v1::Batch { events: vec![event(time_ns, kind, severity, device, message)], ..Default::default() }
 }
 
-/// Runs one job forever (until `stop`), sending each probe's results to `out`.
-pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: mpsc::Sender<v1::Batch>, mut stop: watch::Receiver<bool>) {
+/// What the agent asks of its scheduled probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStop {
+    /// Keep running the schedule.
+    Run,
+    /// Start no new probe; one in flight runs to its end (a bounded `run --samples N`).
+    Finish,
+    /// Start no new probe and stop the one in flight between two IOs (SIGTERM): its completed
+    /// runs are kept.
+    Halt,
+}
+
+/// Runs one job until `stop` leaves [`JobStop::Run`], sending each probe's results to `out`.
+pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: mpsc::Sender<v1::Batch>, mut stop: watch::Receiver<JobStop>) {
     loop {
+        if *stop.borrow() != JobStop::Run {
+            return;
+        }
         let Some(when) = next_fire(&job, &agent_id, Utc::now()) else {
             tracing::warn!(probe = %job.name, "schedule has no future fire time; not scheduling it");
             return;
@@ -83,28 +98,21 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             _ = stop.changed() => return,
         };
         tracing::info!(probe = %job.name, target = %job.args.target.display(), "scheduled probe starting");
-        let args = job.args.clone();
-        let energy = job.energy.clone();
-        let keep = job.keep_results;
-        let name = job.name.clone();
-        let host = agent_id.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let mut args = args;
-            // Read at every fire: a calibration made after the agent started is picked up.
-            if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
-                tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
+        // Raised when the agent stops: the probe's IO stops between two IOs.
+        let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = start_probe(&job, &agent_id, halt.clone());
+        tokio::pin!(task);
+        let result = tokio::select! {
+            r = &mut task => r,
+            // The guard `wait_for` returns is dropped inside: it must not live across an await.
+            _ = async { stop.wait_for(|s| *s == JobStop::Halt).await.is_ok() } => {
+                tracing::warn!(probe = %job.name, "the agent is stopping: stopping the scheduled probe's IO; its completed runs are kept");
+                halt.store(true, std::sync::atomic::Ordering::Relaxed);
+                (&mut task).await
             }
-            let probe_host = probes::Host { clock: Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
-            let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", &probe_host)?;
-            if keep {
-                let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
-                let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };
-                crate::report::folder::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
-            }
-            Ok::<_, probes::ProbeCmdError>(m)
-        })
-        .await;
+        };
         drop(guard);
+        let stopping = halt.load(std::sync::atomic::Ordering::Relaxed);
         let batches = match result {
             Ok(Ok(m)) => {
                 match &m.energy {
@@ -113,6 +121,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
                 }
                 convert::batches(&m)
             }
+            Ok(Err(probes::ProbeCmdError::Probe(wattflip_uflip::ProbeError::Interrupted(report)))) => interrupted(&job, *report),
             Ok(Err(e)) => {
                 tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
                 vec![event_batch("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
@@ -124,7 +133,59 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
                 return;
             }
         }
+        if stopping {
+            return;
+        }
     }
+}
+
+/// Runs one fire of `job` on a blocking thread; `halt` stops its IO.
+fn start_probe(job: &ProbeJob, agent_id: &str, halt: Arc<std::sync::atomic::AtomicBool>) -> tokio::task::JoinHandle<Result<probes::Measured, probes::ProbeCmdError>> {
+    let mut args = job.args.clone();
+    args.stop = Some(halt);
+    let energy = job.energy.clone();
+    let keep = job.keep_results;
+    let name = job.name.clone();
+    let host = agent_id.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut args = args;
+        // Read at every fire: a calibration made after the agent started is picked up.
+        if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
+            tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
+        }
+        let probe_host = probes::Host { clock: Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
+        let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", &probe_host)?;
+        if keep {
+            let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
+            let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };
+            crate::report::folder::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
+        }
+        Ok::<_, probes::ProbeCmdError>(m)
+    })
+}
+
+/// The batches of a probe stopped by the agent's shutdown: its completed runs, each marked
+/// `interrupted` in its parameters, and a `probe_interrupted` event saying how many were kept.
+fn interrupted(job: &ProbeJob, mut report: wattflip_uflip::ProbeReport) -> Vec<v1::Batch> {
+    for r in &mut report.runs {
+        r.parameters.insert("interrupted".into(), "true".into());
+    }
+    let kept = report.runs.len();
+    let msg = format!(
+        "probe {} was stopped by the agent's shutdown; its IO stopped between two IOs and its {kept} completed run(s) are kept (run_id prefix {})",
+        job.name, report.started_ns
+    );
+    tracing::warn!(probe = %job.name, runs = kept, "{msg}");
+    let device = job.args.target.display().to_string();
+    let mut e = event(i64::try_from(report.ended_ns).unwrap_or(i64::MAX), "probe_interrupted", v1::Severity::Warning, &device, msg);
+    e.attributes.insert("runs_kept".into(), kept.to_string());
+    e.attributes.insert("probe_id".into(), report.started_ns.to_string());
+    let m = probes::Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: "the probe was interrupted".into(), energy_unmeasurable: false };
+    let mut batches = convert::batches(&m);
+    if let Some(first) = batches.first_mut() {
+        first.events.push(e);
+    }
+    batches
 }
 
 #[cfg(test)]
@@ -156,6 +217,7 @@ mod tests {
                 read_only: false,
                 pause: crate::probes::PauseChoice::Plan,
                 counts: None,
+                stop: None,
             },
             keep_results: false,
             energy: None,

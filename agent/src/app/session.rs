@@ -70,6 +70,8 @@ pub fn hello(
         }),
         time_ns: clock.utc_now(),
         session: "run".into(),
+        // `run` sets its spool's epoch; one-shot commands send no spooled batches.
+        stream_epoch: 0,
     }
 }
 

@@ -109,7 +109,10 @@ impl Exporter {
     }
 
     fn enqueue(&mut self, mut b: v1::Batch, now_ns: i64) {
-        if self.dropped_unreported > 0 {
+        // The count is reported by the first batch that is stored: a batch carrying it that fails
+        // to store takes the report with it, so the count stays (plus that batch) for the next.
+        let reporting = self.dropped_unreported;
+        if reporting > 0 {
             b.events.push(v1::Event {
                 time_ns: now_ns,
                 kind: "backlog_dropped".into(),
@@ -121,7 +124,6 @@ impl Exporter {
                 ),
                 attributes: [("dropped_batches".to_string(), self.dropped_unreported.to_string())].into(),
             });
-            self.dropped_unreported = 0;
         }
         b.agent_id = self.cfg.agent_id.clone();
         b.sequence = self.next_seq;
@@ -135,6 +137,7 @@ impl Exporter {
                 tracing::debug!(target: "wattflip::ledger", sequence = seq, power, temperature, probe_runs, "stored");
                 AgentMetrics::add(&self.metrics.batches_stored, 1);
                 AgentMetrics::add(&self.metrics.samples_stored, samples);
+                self.dropped_unreported -= reporting;
                 if dropped.batches > 0 {
                     self.dropped(dropped);
                 }
@@ -154,6 +157,14 @@ impl Exporter {
         AgentMetrics::add(&self.metrics.batches_acked, n.batches);
         AgentMetrics::add(&self.metrics.samples_acked, n.samples);
         self.metrics.backlog_batches.store(self.backlog.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// On shutdown: what is already waiting in the input (a stopped probe's runs, the last
+    /// samples) goes to the backlog (the spool keeps it for the next start) instead of being lost.
+    fn store_waiting(&mut self, input: &mut mpsc::Receiver<Payload>, now_ns: &impl Fn() -> i64) {
+        while let Ok(b) = input.try_recv() {
+            self.enqueue(b, now_ns());
+        }
     }
 
     fn finish(mut self) -> ExportSummary {
@@ -176,7 +187,11 @@ impl Exporter {
                 break;
             }
             match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut backoff, &mut tick).await {
-                Session::Done | Session::Stop => break,
+                Session::Done => break,
+                Session::Stop => {
+                    self.store_waiting(&mut input, &now_ns);
+                    break;
+                }
                 Session::Lost(why) => {
                     AgentMetrics::add(&self.metrics.connect_retries, 1);
                     let wait = backoff.next_delay();
@@ -195,7 +210,10 @@ impl Exporter {
                                 None => input_open = false,
                             },
                             _ = tick.tick() => self.backlog.maintain(),
-                            _ = shutdown.changed() => return self.finish(),
+                            _ = shutdown.changed() => {
+                                self.store_waiting(&mut input, &now_ns);
+                                return self.finish();
+                            }
                         }
                     }
                 }
@@ -279,12 +297,13 @@ impl Exporter {
                 ack = acks.message() => match ack {
                     Ok(Some(a)) => {
                         backoff.reset();
+                        report_ack(&a);
                         self.ack(a.durable_sequence);
                     }
                     Ok(None) => return Session::Lost("the collector closed the stream".into()),
                     Err(status) => {
                         if status.code() == tonic::Code::InvalidArgument {
-                            self.drop_rejected(&status);
+                            self.note_rejected(&status);
                         }
                         return Session::Lost(format!("{}: {}", status.code(), status.message()));
                     }
@@ -295,8 +314,10 @@ impl Exporter {
         }
     }
 
-    /// A batch the collector calls invalid would be refused forever: drop it, loudly.
-    fn drop_rejected(&mut self, status: &tonic::Status) {
+    /// A batch the collector refuses as a whole (not its agent id, no sequence: invalid points
+    /// alone are left out by the collector and acknowledged) is kept: nothing leaves the backlog
+    /// unless acknowledged. It is counted and logged, and sent again after the backoff.
+    fn note_rejected(&mut self, status: &tonic::Status) {
         let seq = status
             .metadata()
             .get(REJECTED_SEQUENCE)
@@ -304,13 +325,31 @@ impl Exporter {
             .and_then(|v| v.parse::<u64>().ok());
         match seq {
             Some(seq) => {
-                self.backlog.remove(seq);
                 self.summary.rejected += 1;
                 AgentMetrics::add(&self.metrics.batches_rejected, 1);
-                tracing::error!(sequence = seq, "the collector rejected a batch, dropped: {}", status.message());
+                tracing::error!(sequence = seq, "the collector refused a batch; it stays in the backlog and is sent again: {}", status.message());
             }
             None => tracing::error!("the collector rejected the stream: {}", status.message()),
         }
+    }
+}
+
+/// Logs what an Ack says the collector left out (rejected points are also in `point_rejected`
+/// events, dead-lettered ones in its dead-letter store).
+fn report_ack(a: &v1::Ack) {
+    if !a.points_rejected.is_empty() || !a.points_dead_lettered.is_empty() {
+        let by = |m: &std::collections::HashMap<String, u64>| {
+            let mut v: Vec<String> = m.iter().map(|(k, n)| format!("{k}={n}")).collect();
+            v.sort();
+            v.join(" ")
+        };
+        tracing::warn!(
+            sequence = a.durable_sequence,
+            stored = a.points_stored,
+            rejected = %by(&a.points_rejected),
+            dead_lettered = %by(&a.points_dead_lettered),
+            "the collector stored the batch without some points"
+        );
     }
 }
 

@@ -1,5 +1,6 @@
 //! Getting data off the host. `grpc` streams batches to the collector(s) with acknowledgements;
-//! `backlog` holds them until acknowledged, in memory or in the durable disk `spool`; `telemetry`
+//! `backlog` holds them until acknowledged, in memory or in the durable disk `spool` (its files'
+//! format and recovery in `segment`); `telemetry`
 //! counts what happens for `GET /metrics`; `config` checks `[collector]` and `[spool]`. A new
 //! sink gets a module here, takes a `Box<dyn Backlog>` like `grpc` does, its settings in
 //! `config`, and is started by `app::run` and `app::session`.
@@ -7,5 +8,6 @@
 pub mod backlog;
 pub mod config;
 pub mod grpc;
+pub mod segment;
 pub mod spool;
 pub mod telemetry;

@@ -2,19 +2,27 @@
 //! back for every (re)send, so nothing sampled is lost to a collector outage or an agent restart.
 //!
 //! Layout: `<dir>/<first sequence, 20 digits>.seg` segment files, each a run of records
-//! `len: u32 LE | crc32(payload): u32 LE | payload` where the payload is the prost-encoded
-//! `wattflip.v1.Batch` (which carries its sequence). A segment is closed (fsynced) when the next
-//! record would pass `segment_bytes`; a segment whose records are all acknowledged is deleted,
-//! except the newest, whose name and last record tell a restarted agent where sequences go on.
-//! When the total passes `max_bytes` the oldest segment is deleted and its unacknowledged batches
-//! counted as dropped. At start-up every segment is checked record by record: a torn or corrupt
-//! record ends that segment, which is truncated there (logged and counted, never fatal).
+//! `magic "WFB2" | len: u32 LE | crc32(payload): u32 LE | payload` where the payload is the
+//! prost-encoded `wattflip.v1.Batch` (which carries its sequence). A segment is closed (fsynced)
+//! when the next record would pass `segment_bytes`; a segment whose records are all acknowledged is
+//! deleted, except the newest, whose name and last record tell a restarted agent where sequences go
+//! on. When the total passes `max_bytes` the oldest segment is deleted and its unacknowledged
+//! batches counted as dropped. `<dir>/epoch` holds the spool's stream epoch (random, made with the
+//! spool): the collector tells a new spool's reused sequence numbers from resends by it.
+//!
+//! At start-up every segment is checked record by record with bounded memory (positioned reads, one
+//! record at a time): a corrupt record is skipped and reading resumes at the next magic that starts
+//! a valid record, so only the damaged record is lost; the number lost is exact from the gap in
+//! sequence numbers. A torn tail is truncated. Files that cannot be segments (a directory, a FIFO,
+//! a symlink, a name that is not a sequence, a file larger than any segment) are left alone and
+//! reported, never opened. Segments of the first format (no magic) are still read, a corrupt record
+//! ending such a segment as before. To change the format, change the magic.
 //!
 //! Reads use positioned reads on the segment files, served from the page cache in the normal case
-//! (a record is read back right after it was appended). To change the format, bump the file
-//! extension so old spools are not misread.
+//! (a record is read back right after it was appended).
 
 use crate::export::backlog::{samples_of, Backlog, BacklogError, Count};
+use crate::export::segment::{frame, list, lost_in, open_checked, scan, segment_path, Rec, HEADER, MAX_RECORD};
 use prost::Message as _;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -24,10 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use wattflip_proto::v1;
 
-const HEADER: u64 = 8;
-/// Larger than any batch the collector accepts: a length beyond it is corruption, not data.
-const MAX_RECORD: u32 = 64 << 20;
-const EXT: &str = "seg";
+const EPOCH_FILE: &str = "epoch";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncPolicy {
@@ -54,16 +59,17 @@ pub struct Recovery {
     /// Bytes cut off corrupt or torn segment tails.
     pub truncated_bytes: u64,
     pub truncated_segments: Vec<PathBuf>,
+    /// Damaged records skipped in the middle of segments: (segment, offset, bytes).
+    pub damaged: Vec<(PathBuf, u64, u64)>,
+    /// Stored batches lost to damage, counted exactly from the gaps in their sequence numbers
+    /// (a torn or corrupt tail adds what the next segment's first sequence shows was there).
+    pub lost_batches: u64,
+    /// Files in the spool folder that cannot be segments, left alone: (path, why).
+    pub foreign: Vec<(PathBuf, String)>,
     /// The first sequence a new batch may use.
     pub next_sequence: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    seq: u64,
-    offset: u64,
-    len: u32,
-    samples: u32,
+    /// The spool's stream epoch (see the module docs).
+    pub epoch: u64,
 }
 
 #[derive(Debug)]
@@ -88,66 +94,57 @@ fn io<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> 
     move |source| BacklogError::Io { path: path.to_owned(), what, source }
 }
 
-fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
-    dir.join(format!("{first_seq:020}.{EXT}"))
-}
-
-/// Parses the records of one segment's bytes; returns them and the length of the good prefix.
-fn scan(bytes: &[u8]) -> (Vec<Rec>, u64) {
-    let mut recs = Vec::new();
-    let mut off = 0usize;
-    while bytes.len() - off >= HEADER as usize {
-        let len = u32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]]);
-        let crc = u32::from_le_bytes([bytes[off + 4], bytes[off + 5], bytes[off + 6], bytes[off + 7]]);
-        let start = off + HEADER as usize;
-        let Some(end) = start.checked_add(len as usize).filter(|e| len <= MAX_RECORD && *e <= bytes.len()) else { break };
-        let payload = &bytes[start..end];
-        if crc32fast::hash(payload) != crc {
-            break;
-        }
-        let Ok(b) = v1::Batch::decode(payload) else { break };
-        recs.push(Rec { seq: b.sequence, offset: off as u64, len, samples: samples_of(&b) as u32 });
-        off = end;
-    }
-    (recs, off as u64)
-}
-
 impl Spool {
     /// Opens (or creates) the spool and recovers what it holds. `min_next` is a lower bound for
     /// the next sequence (the agent passes the UTC microsecond so sequences also rise across a
     /// wiped spool).
     pub fn open(cfg: SpoolConfig, min_next: u64) -> Result<(Spool, Recovery), BacklogError> {
         std::fs::create_dir_all(&cfg.dir).map_err(io(&cfg.dir, "cannot create the directory"))?;
-        let mut names: Vec<(u64, PathBuf)> = std::fs::read_dir(&cfg.dir)
-            .map_err(io(&cfg.dir, "cannot list the directory"))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == EXT))
-            .filter_map(|p| Some((p.file_stem()?.to_str()?.parse::<u64>().ok()?, p)))
-            .collect();
-        names.sort();
         let mut rec = Recovery { next_sequence: min_next.max(1), ..Default::default() };
+        // A segment never exceeds this: it rotates before passing `segment_bytes`, and its first
+        // record may be up to MAX_RECORD.
+        let largest = cfg.segment_bytes.saturating_add(HEADER + u64::from(MAX_RECORD));
+        let (mut names, foreign) = list(&cfg.dir, largest).map_err(io(&cfg.dir, "cannot list the directory"))?;
+        rec.foreign = foreign;
+        names.sort();
         let mut segments = VecDeque::new();
         let mut last_seq = 0u64;
+        let mut unknown_tail = false;
         for (first, path) in names {
-            let bytes = std::fs::read(&path).map_err(io(&path, "cannot read a segment"))?;
-            let (mut recs, good) = scan(&bytes);
+            let Some((f, len)) = open_checked(&path, largest).map_err(io(&path, "cannot open a segment"))? else {
+                rec.foreign.push((path.clone(), "it changed into something that cannot be a segment".into()));
+                continue;
+            };
+            let mut s = scan(&f, len);
+            // A torn or corrupt tail before this segment: its first sequence shows how many were lost.
+            if unknown_tail && last_seq > 0 && first > last_seq + 1 {
+                rec.lost_batches += first - last_seq - 1;
+            }
+            unknown_tail = false;
             // Sequences must rise across segments too; anything else is a stale or foreign record.
-            let keep = recs.iter().take_while(|r| r.seq > last_seq).count();
-            let good = if keep < recs.len() { recs[keep].offset } else { good };
-            recs.truncate(keep);
-            if good < bytes.len() as u64 {
-                let cut = bytes.len() as u64 - good;
-                tracing::warn!(segment = %path.display(), bytes = cut, kept = recs.len(), "spool: corrupt or torn tail truncated");
+            let keep = s.recs.iter().take_while(|r| r.seq > last_seq).count();
+            let good = if keep < s.recs.len() { s.recs[keep].offset } else { s.good_end };
+            s.recs.truncate(keep);
+            s.damaged.retain(|&(off, _)| off < good);
+            rec.lost_batches += lost_in(&s, first.saturating_sub(1).max(last_seq));
+            for &(off, n) in &s.damaged {
+                tracing::warn!(segment = %path.display(), offset = off, bytes = n, "spool: damaged record skipped, reading resumed after it");
+                rec.damaged.push((path.clone(), off, n));
+            }
+            if good < len {
+                let cut = len - good;
+                tracing::warn!(segment = %path.display(), bytes = cut, kept = s.recs.len(), "spool: corrupt or torn tail truncated");
                 OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(good)).map_err(io(&path, "cannot truncate a corrupt tail"))?;
                 rec.truncated_bytes += cut;
                 rec.truncated_segments.push(path.clone());
+                unknown_tail = true;
             }
-            if let Some(r) = recs.last() {
+            if let Some(r) = s.recs.last() {
                 last_seq = r.seq;
             }
             rec.next_sequence = rec.next_sequence.max(first).max(last_seq + 1);
-            rec.records += recs.len() as u64;
-            segments.push_back(Segment { path, bytes: good, recs: recs.into() });
+            rec.records += s.recs.len() as u64;
+            segments.push_back(Segment { path, bytes: good, recs: s.recs.into() });
         }
         // Empty segments other than the newest carry nothing.
         while segments.len() > 1 && segments.front().is_some_and(|s| s.recs.is_empty()) {
@@ -155,7 +152,10 @@ impl Spool {
                 let _ = std::fs::remove_file(&s.path);
             }
         }
-        if segments.is_empty() {
+        rec.epoch = epoch(&cfg.dir, segments.is_empty())?;
+        // Appends go to a current-format segment: a first-format newest one is left as it is.
+        let newest_is_legacy = segments.back().is_some_and(|s: &Segment| s.recs.front().is_some_and(|r| r.legacy));
+        if segments.is_empty() || newest_is_legacy {
             let path = segment_path(&cfg.dir, rec.next_sequence);
             segments.push_back(Segment { path, bytes: 0, recs: VecDeque::new() });
         }
@@ -208,9 +208,27 @@ impl Spool {
     fn read(&self, seg: &Segment, r: Rec) -> Result<v1::Batch, String> {
         let f = File::open(&seg.path).map_err(|e| format!("cannot open {}: {e}", seg.path.display()))?;
         let mut buf = vec![0u8; r.len as usize];
-        f.read_exact_at(&mut buf, r.offset + HEADER).map_err(|e| format!("cannot read {}: {e}", seg.path.display()))?;
+        f.read_exact_at(&mut buf, r.payload_offset()).map_err(|e| format!("cannot read {}: {e}", seg.path.display()))?;
         v1::Batch::decode(buf.as_slice()).map_err(|e| format!("{} at offset {}: {e}", seg.path.display(), r.offset))
     }
+}
+
+/// The spool's stream epoch: kept while the spool holds segments, made anew (random) with a new
+/// spool, so a spool that was lost never passes its successor's sequence numbers as its own.
+fn epoch(dir: &Path, new_spool: bool) -> Result<u64, BacklogError> {
+    let path = dir.join(EPOCH_FILE);
+    if !new_spool {
+        let kept = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        if let Some(e) = kept {
+            return Ok(e);
+        }
+    }
+    let e = rand::random::<u64>();
+    let tmp = dir.join(format!(".{EPOCH_FILE}.tmp"));
+    std::fs::write(&tmp, format!("{e}\n")).map_err(io(&tmp, "cannot write the epoch"))?;
+    File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp, "cannot fsync the epoch"))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path, "cannot write the epoch"))?;
+    Ok(e)
 }
 
 /// Makes a created or deleted segment name durable; best effort (some filesystems refuse).
@@ -229,10 +247,7 @@ impl Backlog for Spool {
         if active_bytes > 0 && active_bytes + frame_len > self.cfg.segment_bytes {
             self.rotate(b.sequence)?;
         }
-        let mut frame = Vec::with_capacity(frame_len as usize);
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        frame.extend_from_slice(&payload);
+        let frame = frame(len, &payload);
         let last = self.segments.len() - 1;
         let path = self.segments[last].path.clone();
         if let Err(e) = self.active.write_all(&frame) {
@@ -241,7 +256,7 @@ impl Backlog for Spool {
             return Err(io(&path, "cannot append a batch")(e));
         }
         let seg = &mut self.segments[last];
-        seg.recs.push_back(Rec { seq: b.sequence, offset: seg.bytes, len, samples: samples_of(&b) as u32 });
+        seg.recs.push_back(Rec { seq: b.sequence, offset: seg.bytes, len, samples: samples_of(&b) as u32, legacy: false });
         seg.bytes += frame_len;
         self.total_bytes += frame_len;
         self.unsynced = true;
@@ -327,6 +342,7 @@ impl Drop for Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     fn cfg(dir: &Path, max: u64, seg: u64) -> SpoolConfig {
         SpoolConfig { dir: dir.to_owned(), max_bytes: max, segment_bytes: seg, sync: SyncPolicy::EveryBatch }
@@ -342,8 +358,11 @@ mod tests {
     }
 
     fn segs(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".seg"))
+            .collect();
         v.sort();
         v
     }
@@ -352,15 +371,17 @@ mod tests {
     fn survives_a_restart_and_continues_the_sequence() {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 100).unwrap();
-        assert_eq!(r, Recovery { next_sequence: 100, ..Default::default() });
+        assert_eq!(r, Recovery { next_sequence: 100, epoch: r.epoch, ..Default::default() });
+        let epoch = r.epoch;
         for q in 100..105 {
             assert_eq!(s.push(batch(q)).unwrap(), Count::default());
         }
         assert_eq!(s.ack(101), Count { batches: 2, samples: 2 });
         drop(s);
         let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 7).unwrap();
-        // Acknowledgements are not persisted: all five come back, the next sequence is 105.
-        assert_eq!((r.records, r.next_sequence, r.truncated_bytes), (5, 105, 0));
+        // Acknowledgements are not persisted: all five come back, the next sequence is 105; the
+        // spool is the same incarnation, so its epoch stays.
+        assert_eq!((r.records, r.next_sequence, r.truncated_bytes, r.epoch), (5, 105, 0, epoch));
         let got: Vec<u64> = std::iter::successors(s.next_after(0), |b| s.next_after(b.sequence)).map(|b| b.sequence).collect();
         assert_eq!(got, vec![100, 101, 102, 103, 104]);
         assert_eq!(s.next_after(102).unwrap(), batch(103));
@@ -421,6 +442,84 @@ mod tests {
         drop(s);
         let (_, r) = Spool::open(cfg(dir.path(), 6 * one, 2 * one), 1).unwrap();
         assert_eq!(r.next_sequence, 8);
+    }
+
+    /// One flipped byte in the middle of a segment (in a record's length, where resync by length
+    /// is impossible) and a half-written last record: only the two damaged records are lost, the
+    /// intact records after the first are kept and counted exactly.
+    #[test]
+    fn a_corrupt_record_is_skipped_and_reading_resumes_at_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 20), 1).unwrap();
+        for q in 1..=10 {
+            s.push(batch(q)).unwrap();
+        }
+        drop(s);
+        let path = segment_path(dir.path(), 1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let rec_len = bytes.len() / 10;
+        bytes[4 * rec_len + 5] ^= 0xff; // record 5's length
+        bytes.truncate(bytes.len() - 3); // record 10 half-written
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 20), 1).unwrap();
+        assert_eq!(r.records, 8);
+        assert_eq!(r.lost_batches, 1, "record 5; the torn tail is not counted (no later sequence shows it)");
+        assert_eq!(r.damaged, vec![(path.clone(), 4 * rec_len as u64, rec_len as u64)]);
+        assert_eq!(r.truncated_bytes, rec_len as u64 - 3);
+        let got: Vec<u64> = std::iter::successors(s.next_after(0), |b| s.next_after(b.sequence)).map(|b| b.sequence).collect();
+        assert_eq!(got, vec![1, 2, 3, 4, 6, 7, 8, 9]);
+        assert_eq!(r.next_sequence, 10);
+    }
+
+    /// A directory, a FIFO, a 20 GB sparse file and a badly named file, all `*.seg`: skipped and
+    /// reported, never opened; the real segments are read.
+    #[test]
+    fn foreign_files_are_skipped_without_opening_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        s.push(batch(1)).unwrap();
+        drop(s);
+        std::fs::create_dir(dir.path().join(format!("{:020}.seg", 5))).unwrap();
+        let fifo = dir.path().join(format!("{:020}.seg", 6));
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo (coreutils) is needed");
+        let sparse = dir.path().join(format!("{:020}.seg", 7));
+        std::fs::File::create(&sparse).unwrap().set_len(20 << 30).unwrap();
+        std::fs::write(dir.path().join("x.seg"), b"").unwrap();
+        let t = std::time::Instant::now();
+        let (mut s, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(5), "no hang: {:?}", t.elapsed());
+        let why: Vec<(String, &str)> =
+            r.foreign.iter().map(|(p, w)| (p.file_name().unwrap().to_string_lossy().into_owned(), w.split(',').next().unwrap())).collect();
+        assert_eq!(
+            why,
+            [
+                (format!("{:020}.seg", 5), "it is a directory"),
+                (format!("{:020}.seg", 6), "it is not a regular file (a FIFO"),
+                (format!("{:020}.seg", 7), "it is 21474836480 bytes"),
+                ("x.seg".to_string(), "its name is not a sequence number"),
+            ]
+        );
+        assert_eq!((r.records, r.next_sequence), (1, 2));
+        assert_eq!(s.next_after(0).unwrap().sequence, 1);
+    }
+
+    #[test]
+    fn a_new_spool_gets_a_new_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        drop(s);
+        let (s, b) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        drop(s);
+        assert_eq!(a.epoch, b.epoch, "same spool, same epoch");
+        // The spool is lost (segments gone): the next incarnation is told apart.
+        for f in std::fs::read_dir(dir.path()).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().is_some_and(|x| x == "seg") {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+        let (_, c) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        assert_ne!(c.epoch, a.epoch);
     }
 
     #[test]

@@ -180,6 +180,7 @@ mod tests {
             read_only: false,
             pause: PauseChoice::Plan,
             counts: None,
+            stop: None,
         }
     }
 

@@ -139,6 +139,7 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
                 read_only: r.read_only.unwrap_or(false),
                 pause: super::PauseChoice::Plan,
                 counts: None,
+                stop: None,
             },
         });
     }

@@ -54,6 +54,9 @@ pub struct ProbeArgs {
     pub pause: PauseChoice,
     /// Per-baseline IOCount/IgnoreIO from an earlier calibration of this target (`calibrate`).
     pub counts: Option<uflip::BaselineTable>,
+    /// Set by the agent when it shuts down: the probe stops between two IOs and the runs that
+    /// completed come back in `ProbeError::Interrupted`. None: runs to the end.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// How long to pause between runs (`--pause`).
@@ -323,8 +326,12 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTa
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     let mut progress = Progress { bar, planner };
-    let report = uflip::run(&target, &plan, &mut progress)?;
+    let report = match &a.stop {
+        Some(stop) => uflip::run_until(&target, &plan, &mut progress, stop),
+        None => uflip::run(&target, &plan, &mut progress),
+    };
     progress.bar.finish_and_clear();
+    let report = report?;
     Ok(report)
 }
 

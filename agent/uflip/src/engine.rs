@@ -345,6 +345,7 @@ pub(crate) fn run_one(
     spec: &RunSpec,
     clock: &Clock,
     deadline: Duration,
+    halt: &AtomicBool,
 ) -> Result<RunResult, ProbeError> {
     let mut result = base_result(spec, target);
     let lists = match io_lists(spec, target) {
@@ -415,7 +416,7 @@ pub(crate) fn run_one(
         });
     }
 
-    let (procs, outcomes) = run_workers(procs, clock, deadline, target, spec)?;
+    let (procs, outcomes) = run_workers(procs, clock, deadline, target, spec, halt)?;
     let mut per_proc: Vec<Vec<Sample>> = Vec::with_capacity(outcomes.len());
     for o in outcomes {
         match o {
@@ -469,6 +470,7 @@ fn run_workers(
     deadline: Duration,
     target: &Target,
     spec: &RunSpec,
+    halt: &AtomicBool,
 ) -> Result<(Vec<Proc>, Vec<Outcome>), ProbeError> {
     let n = procs.len();
     let barrier = (n > 1).then(|| Arc::new(Barrier::new(n)));
@@ -513,6 +515,12 @@ fn run_workers(
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(ProbeError::WorkerPanicked { run: spec.index })
             }
+        }
+        // The caller asked to stop (the agent is shutting down): the workers see the stop flag
+        // before their next IO; the run is abandoned.
+        if halt.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+            return Err(ProbeError::Stopped { run: spec.index });
         }
         let now = clock.rel_ns(Instant::now());
         for (k, f) in flights.iter().enumerate() {

@@ -9,6 +9,16 @@ use std::path::PathBuf;
 /// Errors returned by [`crate::run`].
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
+    /// A stop was requested (the agent is shutting down): the run in progress was abandoned
+    /// between two IOs.
+    #[error("run {run} stopped: the probe was asked to stop")]
+    Stopped {
+        /// Run index.
+        run: usize,
+    },
+    /// The probe was stopped before its end; the runs that completed are kept in the report.
+    #[error("the probe was stopped after {} completed run(s); they are kept, marked interrupted", .0.runs.len())]
+    Interrupted(Box<crate::report::ProbeReport>),
     /// The plan writes but the target is not cleared for writes.
     /// The `Refusal` is the message itself, not a cause, so it is not chained as a source.
     #[error("{0}; or run only the read-only benchmarks (`--read-only`, `Plan::read_only`)")]

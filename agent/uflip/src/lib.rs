@@ -140,6 +140,29 @@ pub fn run_with(
     observer: &mut dyn Observer,
     options: &RunOptions,
 ) -> Result<ProbeReport, ProbeError> {
+    run_with_stop(target, plan, observer, options, &std::sync::atomic::AtomicBool::new(false))
+}
+
+/// [`run`], stopping early when `stop` becomes true (the agent's SIGTERM).
+pub fn run_until(
+    target: &Target,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<ProbeReport, ProbeError> {
+    run_with_stop(target, plan, observer, &RunOptions::default(), stop)
+}
+
+/// [`run_with`], stopping early when `stop` becomes true: the IO workers check it before every
+/// IO and the watching thread within a tick, so IO stops at once. The run in progress is
+/// abandoned; the completed runs come back in [`ProbeError::Interrupted`].
+pub fn run_with_stop(
+    target: &Target,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+    options: &RunOptions,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<ProbeReport, ProbeError> {
     if plan.device_size > target.size {
         return Err(ProbeError::PlanDoesNotFit {
             path: target.path.clone(),
@@ -169,7 +192,12 @@ pub fn run_with(
         },
         "none",
     );
+    let mut interrupted = false;
     for (i, spec) in plan.runs.iter().enumerate() {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
         target
             .verify(&handle, writes)
             .map_err(|refusal| ProbeError::TargetChanged {
@@ -179,7 +207,14 @@ pub fn run_with(
             })?;
         observer.run_started(spec.index, spec);
         let deadline = options.io_deadline(max_seen);
-        let mut r = engine::run_one(target, &handle, plan, spec, &clock, deadline)?;
+        let mut r = match engine::run_one(target, &handle, plan, spec, &clock, deadline, stop) {
+            Ok(r) => r,
+            Err(ProbeError::Stopped { .. }) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         max_seen = max_seen.max(std::time::Duration::from_secs_f64(
             (r.max_us.max(0.0) / 1e6).min(1e6),
         ));
@@ -202,14 +237,18 @@ pub fn run_with(
         }
         runs.push(r);
     }
-    Ok(ProbeReport {
+    let report = ProbeReport {
         target: TargetInfo::from(target),
         seed: plan.seed,
         started_ns,
         ended_ns: clock.utc_ns(std::time::Instant::now()),
         engine_version: env!("CARGO_PKG_VERSION").to_string(),
         runs,
-    })
+    };
+    if interrupted {
+        return Err(ProbeError::Interrupted(Box::new(report)));
+    }
+    Ok(report)
 }
 
 /// Calibrate every baseline from the SIO preparation runs of a report (§6.2, §6.3): returns a

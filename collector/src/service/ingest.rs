@@ -1,24 +1,31 @@
-//! `Ingest.Stream`: one task per agent connection. The first message must be a `Hello` whose
-//! agent id is the one the client certificate vouches for (mutual TLS; `permission_denied`
-//! otherwise); each `Batch` must carry that id too, is checked and converted to domain types at
-//! this boundary (bad ones end the stream with `invalid_argument` naming the field and the
-//! sequence), passes the agent's rate limit (`resource_exhausted`), is turned into points by the
-//! shared schema, queued on the writer, and acknowledged in order once the store holds all of it.
-//! A sequence already made durable (per-agent window) is acknowledged without being written again.
+//! `Ingest.Stream`: one task per agent connection. The first message must be a `Hello`, within
+//! `limits.hello_timeout` (`deadline_exceeded` otherwise), whose agent id is the one the client
+//! certificate vouches for (mutual TLS; `permission_denied` otherwise); each `Batch` must carry that
+//! id too, passes the agent's rate limit (`resource_exhausted`), and is checked point by point at
+//! this boundary: an invalid point is left out alone, counted by rule (metric
+//! `points_rejected_total`) and reported in an `event` of kind `point_rejected` naming the field,
+//! value and rule, written with the batch. The rest is turned into points by the shared schema,
+//! queued on the writer, and acknowledged in order once every line is stored or dead-lettered; the
+//! Ack says how many points were stored, rejected and dead-lettered, by reason. A sequence already
+//! made durable (per agent id and stream epoch, so a new spool's reused numbers are new data) is
+//! acknowledged as a duplicate without being written again.
 //! Every batch also feeds the fleet-wide throttling detector (`analysis::throttle`, shared by all
 //! streams so its state survives reconnects) and the energy-proportionality analysis; their
 //! points are written with the batch.
 
 use crate::analysis::throttle::ThrottleDetector;
 use crate::service::guard::{Dedup, RateLimiter};
-use crate::sinks::influx::WriterHandle;
+use crate::sinks::influx::{JobOutcome, WriterHandle};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use wattflip_proto::domain::{Rejection, Rule};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use wattflip_infra::telemetry::LabelledCounter;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
-use wattflip_proto::domain::{convert_batch, Hello};
+use wattflip_proto::domain::{convert_batch_points, Hello};
 use wattflip_proto::lineproto::Point;
 use wattflip_proto::encoder::BatchEncoder;
 use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags};
@@ -38,8 +45,14 @@ pub struct IngestStats {
     pub samples_received: AtomicU64,
     pub batches_duplicate: AtomicU64,
     pub batches_rate_limited: AtomicU64,
+    /// Agent points stored (acknowledged as in the store).
+    pub points_stored: AtomicU64,
+    /// Agent points left out by the checks, by rule (`out_of_range`, `bad_tag`, ...).
+    pub points_rejected: LabelledCounter,
+    /// Agent points InfluxDB refused, kept in the dead-letter store, by class.
+    pub points_dead_lettered: LabelledCounter,
     /// Refused connections and streams by reason (tls_handshake, no_identity, hello_agent_id,
-    /// batch_agent_id).
+    /// batch_agent_id, hello_timeout).
     pub agents_rejected: LabelledCounter,
 }
 
@@ -59,18 +72,37 @@ pub struct IngestService {
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
     throttle: Arc<Mutex<ThrottleDetector>>,
+    hello_timeout: Duration,
 }
 
 impl IngestService {
     pub fn new(writer: WriterHandle, stats: Arc<IngestStats>, identity: IdentitySource, rate: RateLimiter, dedup: Dedup) -> Self {
-        IngestService { writer, stats, identity, rate: Arc::new(rate), dedup: Arc::new(dedup), throttle: Arc::default() }
+        IngestService {
+            writer,
+            stats,
+            identity,
+            rate: Arc::new(rate),
+            dedup: Arc::new(dedup),
+            throttle: Arc::default(),
+            hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
+        }
+    }
+
+    /// A stream that sends no Hello within `t` is closed (`limits.hello_timeout`).
+    pub fn with_hello_timeout(mut self, t: Duration) -> Self {
+        self.hello_timeout = t;
+        self
     }
 }
 
 /// What the acknowledging task does next, in arrival order.
 enum Pending {
-    /// Acknowledge `seq` once `done` completes, then remember it as durable for `agent`.
-    Ack { seq: u64, done: oneshot::Receiver<()>, agent: Arc<str> },
+    /// Acknowledge `seq` once `done` completes, then remember it as durable under `key` (agent id
+    /// and stream epoch). The job's first `agent_lines` lines are the agent's points; `rejected`
+    /// counts the points the checks left out, by rule.
+    Ack { seq: u64, done: oneshot::Receiver<JobOutcome>, key: Arc<str>, agent_lines: usize, rejected: BTreeMap<&'static str, u64> },
+    /// A batch already durable: acknowledged as a duplicate, nothing written.
+    Duplicate { seq: u64 },
     Fail(Status),
 }
 
@@ -81,6 +113,7 @@ struct Ctx {
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
     throttle: Arc<Mutex<ThrottleDetector>>,
+    hello_timeout: Duration,
 }
 
 #[tonic::async_trait]
@@ -113,7 +146,7 @@ impl Ingest for IngestService {
         // which is back-pressure through HTTP/2 flow control to the agent.
         let (pend_tx, pend_rx) = mpsc::channel(64);
         self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
-        let ctx = Ctx { writer: self.writer.clone(), stats: self.stats.clone(), rate: self.rate.clone(), dedup: self.dedup.clone(), throttle: self.throttle.clone() };
+        let ctx = Ctx { writer: self.writer.clone(), stats: self.stats.clone(), rate: self.rate.clone(), dedup: self.dedup.clone(), throttle: self.throttle.clone(), hello_timeout: self.hello_timeout };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
         tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified));
         Ok(Response::new(ReceiverStream::new(out_rx)))
@@ -128,14 +161,32 @@ async fn acknowledge(
 ) {
     while let Some(p) = pending.recv().await {
         let msg = match p {
-            Pending::Ack { seq, done, agent } => match done.await {
-                Ok(()) => {
-                    dedup.record(&agent, seq);
+            Pending::Ack { seq, done, key, agent_lines, rejected } => match done.await {
+                Ok(outcome) => {
+                    dedup.record(&key, seq);
                     stats.batches_acked.fetch_add(1, Ordering::Relaxed);
-                    Ok(Ack { durable_sequence: seq })
+                    // Lines past the agent's own are the collector's (rejection events, analyses).
+                    let mut dead: BTreeMap<&'static str, u64> = BTreeMap::new();
+                    for &(_, class) in outcome.refused.iter().filter(|(i, _)| *i < agent_lines) {
+                        stats.points_dead_lettered.inc(class);
+                        *dead.entry(class).or_default() += 1;
+                    }
+                    let stored = (agent_lines as u64).saturating_sub(dead.values().sum());
+                    stats.points_stored.fetch_add(stored, Ordering::Relaxed);
+                    Ok(Ack {
+                        durable_sequence: seq,
+                        points_stored: stored,
+                        points_rejected: rejected.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                        points_dead_lettered: dead.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                        duplicate: false,
+                    })
                 }
                 Err(_) => Err(Status::unavailable("collector is shutting down; resend unacknowledged batches")),
             },
+            Pending::Duplicate { seq } => {
+                stats.batches_acked.fetch_add(1, Ordering::Relaxed);
+                Ok(Ack { durable_sequence: seq, duplicate: true, ..Default::default() })
+            }
             Pending::Fail(s) => Err(s),
         };
         let stop = msg.is_err();
@@ -185,8 +236,18 @@ async fn receive(
     peer: String,
     certified: Option<String>,
 ) {
-    let Ctx { writer, stats, rate, dedup, throttle } = ctx;
-    let hello = match inbound.message().await {
+    let Ctx { writer, stats, rate, dedup, throttle, hello_timeout } = ctx;
+    let first = match tokio::time::timeout(hello_timeout, inbound.message()).await {
+        Ok(m) => m,
+        Err(_) => {
+            stats.agents_rejected.inc("hello_timeout");
+            tracing::warn!(%peer, "closed a stream that sent no Hello within {hello_timeout:?} (limits.hello_timeout)");
+            let m = format!("no Hello within {hello_timeout:?}; a stream starts with a Hello");
+            let _ = pending.send(Pending::Fail(Status::deadline_exceeded(m))).await;
+            return;
+        }
+    };
+    let hello = match first {
         Ok(Some(AgentMessage { kind: Some(Kind::Hello(h)) })) => h,
         Ok(Some(_)) => {
             let _ = pending.send(reject(&stats, None, "the first message of a stream must be a Hello".into())).await;
@@ -211,6 +272,8 @@ async fn receive(
         return;
     }
     let agent: Arc<str> = Arc::from(hello.agent_id.as_str());
+    // Durable sequences are remembered per spool incarnation: a new epoch's numbers are new data.
+    let dedup_key: Arc<str> = Arc::from(format!("{}#{}", hello.agent_id, hello.stream_epoch));
     let tags = HostTags { host: hello.agent_id.clone(), labels: hello.labels.clone() };
     let encoder = BatchEncoder::new(&tags);
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
@@ -256,13 +319,11 @@ async fn receive(
             let _ = pending.send(deny(&stats, "batch_agent_id", m)).await;
             return;
         }
-        if dedup.is_durable(&agent, seq) {
+        if dedup.is_durable(&dedup_key, seq) {
             // Written before, but the acknowledgement was lost: acknowledge, do not rewrite.
             stats.batches_duplicate.fetch_add(1, Ordering::Relaxed);
-            let (tx, done) = oneshot::channel();
-            let _ = tx.send(());
             last_seq = seq;
-            if pending.send(Pending::Ack { seq, done, agent: agent.clone() }).await.is_err() {
+            if pending.send(Pending::Duplicate { seq }).await.is_err() {
                 return;
             }
             continue;
@@ -282,8 +343,8 @@ async fn receive(
             let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
             return;
         }
-        let batch = match convert_batch(&hello.agent_id, batch) {
-            Ok(b) => b,
+        let converted = match convert_batch_points(&hello.agent_id, batch) {
+            Ok(c) => c,
             Err(e) => {
                 tracing::warn!(agent = %hello.agent_id, seq, "rejected batch: {e}");
                 let _ = pending.send(reject(&stats, Some(seq), format!("batch {seq}: {e}"))).await;
@@ -291,15 +352,28 @@ async fn receive(
             }
         };
         last_seq = seq;
-        stats.samples_received.fetch_add(samples as u64, Ordering::Relaxed);
+        let batch = converted.batch;
+        stats.samples_received.fetch_add((batch.power.len() + batch.temperature.len()) as u64, Ordering::Relaxed);
+        let mut rejected: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for r in &converted.rejected {
+            stats.points_rejected.inc(r.rule.as_str());
+            *rejected.entry(r.rule.as_str()).or_default() += 1;
+        }
+        if let Some(first) = converted.rejected.first() {
+            tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(),
+                "left out invalid points, stored the rest of the batch; first: {first}");
+        }
         let mut lines = Vec::new();
         for e in encoder.encode(&batch, &mut lines) {
             // Domain checks make this unreachable (the ingest_message fuzz target asserts it);
-            // count it rather than fail the batch.
+            // counted as a rejected point rather than failing the batch.
             stats.points_unencodable.fetch_add(1, Ordering::Relaxed);
+            stats.points_rejected.inc("unencodable");
+            *rejected.entry("unencodable").or_default() += 1;
             tracing::error!("dropping an unencodable point: {e}");
         }
-        let mut points = Vec::new();
+        let agent_lines = lines.len();
+        let mut points = rejection_events(&converted.rejected, seq, &tags);
         for e in lock(&throttle).observe_batch(&hello.agent_id, &batch) {
             stats.throttle_events.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
@@ -310,10 +384,43 @@ async fn receive(
         points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &tags, &hello.inventory));
         lines.extend(encode(&points, &stats));
         let Ok(done) = writer.write(lines).await else { return };
-        if pending.send(Pending::Ack { seq, done, agent: agent.clone() }).await.is_err() {
+        if pending.send(Pending::Ack { seq, done, key: dedup_key.clone(), agent_lines, rejected }).await.is_err() {
             return;
         }
     }
+}
+
+/// One `event` of kind `point_rejected` per field and rule among a batch's rejected points, with
+/// their exact `count`, the first one's field path, value and reason. Stamped with the first such
+/// point's own time (else the collector's clock) and tagged by field and rule, so a resent batch
+/// overwrites its events instead of adding to them, and two groups of one batch never collide.
+fn rejection_events(rejected: &[Rejection], seq: u64, tags: &HostTags) -> Vec<Point> {
+    let mut groups: BTreeMap<(String, Rule), Vec<&Rejection>> = BTreeMap::new();
+    for r in rejected {
+        groups.entry((r.field_name(), r.rule)).or_default().push(r);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(1);
+    groups
+        .into_iter()
+        .map(|((field, rule), rs)| {
+            let first = rs[0];
+            let more = if rs.len() > 1 { format!(" (and {} more in this batch)", rs.len() - 1) } else { String::new() };
+            let mut p = Point::new(wattflip_proto::schema::EVENT, first.time_ns.unwrap_or(now)).tag("host", tags.host.clone());
+            for (k, v) in &tags.labels {
+                p = p.tag(k.clone(), v.clone());
+            }
+            p.tag("kind", "point_rejected")
+                .tag("severity", "warning")
+                .tag("field", field.clone())
+                .tag("rule", rule.as_str())
+                .string("message", format!("batch {seq}: {first}{more}; the point was left out, the rest of the batch stored"))
+                .string("attributes", format!("field={field} rule={} value={} sequence={seq}", rule.as_str(), first.value))
+                .int("count", rs.len() as i64)
+        })
+        .collect()
 }
 
 /// The detector lock; a panic elsewhere must not stop ingestion, so a poisoned lock is taken as is.

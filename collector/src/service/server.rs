@@ -78,7 +78,8 @@ pub async fn serve(
         identity,
         RateLimiter::new(l.agent_points_per_second, l.agent_burst_points),
         Dedup::new(l.dedup_window),
-    );
+    )
+    .with_hello_timeout(l.hello_timeout);
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
     reporter.set_serving::<IngestServer<IngestService>>().await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },

@@ -44,6 +44,7 @@ fn main() {
         }),
         time_ns: T,
         session: "run".into(),
+        stream_epoch: 1,
     };
     let power = v1::Batch {
         agent_id: "node-1".into(),

@@ -1,6 +1,8 @@
-//! InfluxDB sink: the writer task (batching, gzip, retries, acknowledgement on durability). Line
+//! InfluxDB sink: the writer task (batching, gzip, retries, acknowledgement on durability) and
+//! the dead-letter store of the lines InfluxDB refused (`dead_letter`). Line
 //! encoding and the schema live in `wattflip_proto::{lineproto, schema}`, shared with the agent.
 
+pub mod dead_letter;
 pub mod writer;
 
 #[cfg(test)]
@@ -8,4 +10,4 @@ mod fake_server;
 #[cfg(test)]
 mod writer_tests;
 
-pub use writer::{spawn, spawn_null, SinkStats, WriterHandle};
+pub use writer::{spawn, spawn_null, JobOutcome, SinkStats, WriterHandle};

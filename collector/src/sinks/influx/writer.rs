@@ -1,13 +1,18 @@
 //! The InfluxDB writer task: gathers encoded lines from all agent streams, posts them in requests
 //! of at most `batch_lines` lines (flushed at least every `flush_interval`), gzip-compressed, and
-//! completes each job only when InfluxDB has accepted every one of its lines. Network errors, 5xx,
-//! 429 and auth failures are retried with capped exponential backoff and jitter (never dropped);
-//! 404 "database not found" creates the database; 413 splits the request; a 400 (malformed line,
-//! field type conflict, `partial write`) is logged with the offending line and counted, never
+//! completes each job only when every one of its lines is either stored or in the dead-letter
+//! store, telling the job which lines were refused and why. Network errors, 5xx, 429 and auth
+//! failures are retried with capped exponential backoff and jitter (never dropped); 404 "database
+//! not found" creates the database; 413 splits the request. A 400 (malformed line, field type
+//! conflict, `partial write`) names only some of the lines it refused (influxd 1.6 reports the first
+//! type conflict only, and hides parse errors behind a conflict): the lines it names are
+//! dead-lettered and the rest is written again (idempotent: same points, same timestamps); when it
+//! names none, the request is halved until each refused line stands alone. A refused line is never
 //! retried unchanged (`influx-grafana-ansible.md` §3). To support another store that speaks line
 //! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
 
 use crate::config::{InfluxApi, InfluxConfig};
+use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
 use wattflip_infra::Backoff;
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -21,7 +26,10 @@ use tokio::time::Instant;
 #[derive(Debug, Default)]
 pub struct SinkStats {
     pub lines_written: AtomicU64,
+    /// Lines InfluxDB refused (all of them are in the dead-letter store).
     pub lines_rejected: AtomicU64,
+    /// The same lines by class (`type_conflict`, `parse_error`, `refused`).
+    pub lines_dead_lettered: wattflip_infra::telemetry::LabelledCounter,
     pub requests: AtomicU64,
     pub retries: AtomicU64,
     pub databases_created: AtomicU64,
@@ -32,7 +40,15 @@ pub struct SinkStats {
 struct Job {
     lines: Vec<String>,
     written: usize,
-    done: Option<oneshot::Sender<()>>,
+    refused: Vec<(usize, &'static str)>,
+    done: Option<oneshot::Sender<JobOutcome>>,
+}
+
+/// What became of a job's lines: all are stored but `refused`, which are in the dead-letter store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// Index of each refused line in the job, and its class (`type_conflict`, `parse_error`, `refused`).
+    pub refused: Vec<(usize, &'static str)>,
 }
 
 /// Handle used by streams to queue lines.
@@ -51,14 +67,14 @@ impl WriterHandle {
     /// Queues `lines` (each ending in `\n`). The receiver completes when all are durable; it is
     /// dropped without completing if the collector stops first, so the batch is never acknowledged.
     /// Waits when the writer is saturated, which is the back-pressure that reaches the agents.
-    pub async fn write(&self, lines: Vec<String>) -> Result<oneshot::Receiver<()>, WriterClosed> {
+    pub async fn write(&self, lines: Vec<String>) -> Result<oneshot::Receiver<JobOutcome>, WriterClosed> {
         let (done, rx) = oneshot::channel();
         let Some(tx) = self.tx.as_ref().filter(|_| !lines.is_empty()) else {
             self.stats.lines_written.fetch_add(lines.len() as u64, Ordering::Relaxed);
-            let _ = done.send(());
+            let _ = done.send(JobOutcome::default());
             return Ok(rx);
         };
-        tx.send(Job { lines, written: 0, done: Some(done) })
+        tx.send(Job { lines, written: 0, refused: Vec::new(), done: Some(done) })
             .await
             .map_err(|_| WriterClosed)?;
         Ok(rx)
@@ -72,13 +88,14 @@ pub fn spawn(
     stats: Arc<SinkStats>,
     shutdown: watch::Receiver<bool>,
 ) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+    let dead = DeadLetterStore::new(cfg.dead_letter_dir.clone());
     let (tx, rx) = mpsc::channel(256);
     let client = reqwest::Client::builder()
         .timeout(cfg.request_timeout)
         .build()
         .unwrap_or_else(|_| reqwest::Client::new());
     let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
-    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new() };
+    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new(), dead };
     (handle, tokio::spawn(writer.run()))
 }
 
@@ -99,8 +116,8 @@ enum PostError {
     NoDatabase,
     /// The body is larger than the server accepts: split it.
     TooLarge,
-    /// Bad data: logged and counted, not retried.
-    Rejected { lines: u64, reason: String },
+    /// Bad data (400): InfluxDB's answer, which names some of the lines it refused.
+    Rejected { body: String },
 }
 
 /// How many offending lines a rejection log shows, and how much of each: a conflict can hit every
@@ -122,29 +139,52 @@ pub struct Offending {
 /// names a measurement, a field and the type sent, which the matching lines carry. Other
 /// rejections (e.g. `points beyond retention policy`) name no line: `count` is then 0.
 pub fn offending_lines(body: &str, lines: &[&str]) -> Offending {
-    // The 1.x body is `{"error":"..."}`; the quotes inside are JSON-escaped.
-    let err = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| body.to_owned());
-    let conflict = parse_conflict(&err);
     let mut out = Offending::default();
-    for line in lines.iter().map(|l| l.trim_end_matches('\n')) {
-        let hit = err.contains(&format!("unable to parse '{line}'"))
-            || conflict.as_ref().is_some_and(|(field, measurement, kind)| {
-                line_has_field_of_type(line, measurement, field, kind)
+    for line in offending_indices(body, lines).into_iter().map(|i| lines[i].trim_end_matches('\n')) {
+        out.count += 1;
+        if out.shown.len() < SHOWN_LINES {
+            out.shown.push(match line.char_indices().nth(SHOWN_CHARS) {
+                Some((cut, _)) => format!("{}…", &line[..cut]),
+                None => line.to_owned(),
             });
-        if hit {
-            out.count += 1;
-            if out.shown.len() < SHOWN_LINES {
-                out.shown.push(match line.char_indices().nth(SHOWN_CHARS) {
-                    Some((cut, _)) => format!("{}…", &line[..cut]),
-                    None => line.to_owned(),
-                });
-            }
         }
     }
     out
+}
+
+/// The text of InfluxDB's answer: the 1.x body is `{"error":"..."}`, with the quotes inside
+/// JSON-escaped.
+pub fn error_text(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| body.to_owned())
+}
+
+/// Indices of the lines of `lines` that the 400 answer `body` names (see [`offending_lines`]).
+pub fn offending_indices(body: &str, lines: &[&str]) -> Vec<usize> {
+    let err = error_text(body);
+    let conflict = parse_conflict(&err);
+    lines
+        .iter()
+        .map(|l| l.trim_end_matches('\n'))
+        .enumerate()
+        .filter(|(_, line)| {
+            err.contains(&format!("unable to parse '{line}'"))
+                || conflict.as_ref().is_some_and(|(field, measurement, kind)| line_has_field_of_type(line, measurement, field, kind))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// What the answer says about one line it names: its own `unable to parse '<line>': why` part, or
+/// the whole answer (a type conflict names the field, not the line).
+fn reason_for(err: &str, line: &str) -> String {
+    let head = format!("unable to parse '{line}'");
+    match err.split('\n').find(|part| part.contains(&head)) {
+        Some(part) => part.trim_start_matches("partial write: ").to_string(),
+        None => err.to_string(),
+    }
 }
 
 /// (field, measurement, type sent) from `input field "f" on measurement "m" is type t`.
@@ -272,20 +312,7 @@ impl Endpoint {
         let body = resp.text().await.unwrap_or_default();
         let body = body.trim();
         match status.as_u16() {
-            400 | 422 => {
-                // 1.x: "partial write: ... dropped=N" means the good lines are stored.
-                let dropped = body
-                    .rsplit("dropped=")
-                    .next()
-                    .filter(|_| body.contains("dropped="))
-                    .and_then(|s| s.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().ok());
-                let found = offending_lines(body, lines);
-                let reason = match found.shown.as_slice() {
-                    [] => body.to_string(),
-                    shown => format!("{body}; {} offending line(s) in the request, first: {}", found.count, shown.join(" | ")),
-                };
-                Err(PostError::Rejected { lines: lines_rejected(dropped, body, lines.len()), reason })
-            }
+            400 | 422 => Err(PostError::Rejected { body: body.to_string() }),
             404 if body.contains("database not found") => Err(PostError::NoDatabase),
             413 => Err(PostError::TooLarge),
             s => Err(PostError::Retry { reason: format!("InfluxDB answered {s}: {body}"), after: retry_after }),
@@ -304,14 +331,6 @@ impl Endpoint {
         } else {
             Err(format!("InfluxDB answered {status}: {}", body.trim()))
         }
-    }
-}
-
-/// Lines lost to a 400: `dropped=N` of a 1.x partial write (the others are stored), else all.
-fn lines_rejected(dropped: Option<u64>, body: &str, sent: usize) -> u64 {
-    match dropped {
-        Some(n) if body.contains("partial write") => n.max(1),
-        _ => sent as u64,
     }
 }
 
@@ -334,7 +353,11 @@ struct Writer {
     rx: mpsc::Receiver<Job>,
     shutdown: watch::Receiver<bool>,
     pending: VecDeque<Job>,
+    dead: DeadLetterStore,
 }
+
+/// Where a line being written came from: its job (index in `pending`) and its index in that job.
+type Origin = (usize, usize);
 
 impl Writer {
     fn unwritten(&self) -> usize {
@@ -387,12 +410,13 @@ impl Writer {
             }
             // Moved out, not cloned: a job's lines are not read again once taken (on shutdown the
             // job is dropped unacknowledged and the agent resends it).
-            let mut lines: Vec<String> = Vec::with_capacity(n);
+            let mut lines: Vec<(Origin, String)> = Vec::with_capacity(n);
             for &(i, a, b) in &chunk {
-                lines.extend(self.pending[i].lines[a..b].iter_mut().map(std::mem::take));
+                lines.extend((a..b).map(|k| ((i, k), std::mem::take(&mut self.pending[i].lines[k]))));
             }
-            if !self.write_with_retry(lines).await {
-                return false;
+            let Some(refused) = self.write_with_retry(lines).await else { return false };
+            for ((i, k), class) in refused {
+                self.pending[i].refused.push((k, class));
             }
             for &(i, _, b) in &chunk {
                 self.pending[i].written = b;
@@ -400,7 +424,8 @@ impl Writer {
             while self.pending.front().is_some_and(|j| j.written == j.lines.len()) {
                 if let Some(mut j) = self.pending.pop_front() {
                     if let Some(done) = j.done.take() {
-                        let _ = done.send(());
+                        j.refused.sort_unstable();
+                        let _ = done.send(JobOutcome { refused: j.refused });
                     }
                 }
             }
@@ -408,15 +433,56 @@ impl Writer {
         true
     }
 
-    /// Posts `lines` until InfluxDB has taken them (or rejected bad ones); false on shutdown.
-    async fn write_with_retry(&mut self, lines: Vec<String>) -> bool {
-        // A stack of pieces: a 413 splits a piece in two.
-        let mut pieces: Vec<Vec<String>> = vec![lines];
+    /// Keeps `bad` in the dead-letter store; on success records them as refused. False (and
+    /// nothing recorded) when the store cannot take them.
+    fn dead_letter(&self, bad: &[(Origin, String)], err: &str, refused: &mut Vec<(Origin, &'static str)>) -> bool {
+        let entries: Vec<_> = bad
+            .iter()
+            .map(|(_, l)| {
+                let line = l.trim_end_matches('\n');
+                let reason = reason_for(err, line);
+                DeadLetterStore::entry(class_of(&reason), &reason, line)
+            })
+            .collect();
+        match self.dead.append(&entries) {
+            Ok(file) => {
+                self.stats.lines_rejected.fetch_add(bad.len() as u64, Ordering::Relaxed);
+                for ((origin, _), e) in bad.iter().zip(&entries) {
+                    let class = class_of(&e.reason);
+                    self.stats.lines_dead_lettered.inc(class);
+                    refused.push((*origin, class));
+                }
+                let shown: Vec<String> = entries.iter().take(SHOWN_LINES).map(|e| e.line.chars().take(SHOWN_CHARS).collect()).collect();
+                tracing::error!(
+                    rejected_lines = bad.len(),
+                    file = %file.display(),
+                    "InfluxDB refused data, kept in the dead-letter store (fix the cause, then `wattflip-collector dead-letter replay`): {err}; first: {}",
+                    shown.join(" | ")
+                );
+                true
+            }
+            Err(e) => {
+                // Nothing refused may vanish: the lines stay unacknowledged and are tried again.
+                tracing::error!("{e}; InfluxDB refused {} line(s), which stay unacknowledged until they can be kept", bad.len());
+                false
+            }
+        }
+    }
+
+    /// Posts `lines` until each is stored or dead-lettered; returns the dead-lettered ones, None on
+    /// shutdown.
+    async fn write_with_retry(&mut self, lines: Vec<(Origin, String)>) -> Option<Vec<(Origin, &'static str)>> {
+        // A stack of pieces: a 413, or a 400 that names no line, splits a piece in two.
+        let mut pieces: Vec<Vec<(Origin, String)>> = vec![lines];
+        let mut refused = Vec::new();
         // 100 ms doubling up to `influx.max_backoff` (a lower max caps the first step too).
         let cap = self.endpoint.cfg.max_backoff;
         let mut backoff = Backoff::new(Duration::from_millis(100).min(cap), cap);
         while let Some(piece) = pieces.pop() {
-            let refs: Vec<&str> = piece.iter().map(String::as_str).collect();
+            if piece.is_empty() {
+                continue;
+            }
+            let refs: Vec<&str> = piece.iter().map(|(_, l)| l.as_str()).collect();
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             let started = Instant::now();
             let result = self.endpoint.post(&refs).await;
@@ -426,14 +492,36 @@ impl Writer {
                     backoff.reset();
                     self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
                 }
-                Err(PostError::Rejected { lines, reason }) => {
+                Err(PostError::Rejected { body }) => {
                     backoff.reset();
-                    self.stats.lines_rejected.fetch_add(lines, Ordering::Relaxed);
-                    self.stats
-                        .lines_written
-                        .fetch_add((piece.len() as u64).saturating_sub(lines), Ordering::Relaxed);
-                    // Bad data stays bad: retrying it would block every later batch behind it.
-                    tracing::error!(rejected_lines = lines, "InfluxDB rejected data (not retried; fix the sender of these points): {reason}");
+                    let named = if piece.len() == 1 { vec![0] } else { offending_indices(&body, &refs) };
+                    if named.is_empty() {
+                        // Nothing to go by: halve until each refused line stands alone.
+                        let mut a = piece;
+                        let b = a.split_off(a.len() / 2);
+                        pieces.push(b);
+                        pieces.push(a);
+                        continue;
+                    }
+                    let (mut bad, mut rest) = (Vec::with_capacity(named.len()), Vec::with_capacity(piece.len() - named.len()));
+                    let mut next = named.iter().peekable();
+                    for (k, item) in piece.into_iter().enumerate() {
+                        if next.next_if(|&&i| i == k).is_some() {
+                            bad.push(item);
+                        } else {
+                            rest.push(item);
+                        }
+                    }
+                    if self.dead_letter(&bad, &error_text(&body), &mut refused) {
+                        // The answer may not name every refused line: write the others again.
+                        pieces.push(rest);
+                    } else {
+                        rest.append(&mut bad);
+                        pieces.push(rest);
+                        if !self.pause(&mut backoff, None).await {
+                            return None;
+                        }
+                    }
                 }
                 Err(PostError::TooLarge) if piece.len() > 1 => {
                     let mut a = piece;
@@ -443,8 +531,13 @@ impl Writer {
                     pieces.push(a);
                 }
                 Err(PostError::TooLarge) => {
-                    self.stats.lines_rejected.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("InfluxDB refused a single line as too large (413); raise max-body-size: {}", piece[0].trim_end());
+                    let err = "InfluxDB refused a single line as too large (413); raise its max-body-size, then replay";
+                    if !self.dead_letter(&piece, err, &mut refused) {
+                        pieces.push(piece);
+                        if !self.pause(&mut backoff, None).await {
+                            return None;
+                        }
+                    }
                 }
                 Err(PostError::NoDatabase) => {
                     match self.endpoint.create_database().await {
@@ -455,7 +548,7 @@ impl Writer {
                         Err(e) => {
                             tracing::warn!("cannot create database {}: {e}", self.endpoint.cfg.database);
                             if !self.pause(&mut backoff, None).await {
-                                return false;
+                                return None;
                             }
                         }
                     }
@@ -466,12 +559,12 @@ impl Writer {
                     tracing::warn!(attempt = backoff.attempt(), "InfluxDB write failed, will retry: {reason}");
                     pieces.push(piece);
                     if !self.pause(&mut backoff, after).await {
-                        return false;
+                        return None;
                     }
                 }
             }
         }
-        true
+        Some(refused)
     }
 
     /// Sleeps the next backoff delay (jittered), or InfluxDB's Retry-After (capped); false on

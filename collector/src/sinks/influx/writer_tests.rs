@@ -21,7 +21,18 @@ fn cfg(url: &str) -> InfluxConfig {
         request_timeout: Duration::from_secs(5),
         max_backoff: Duration::from_millis(50),
         gzip: true,
+        // Kept (not deleted on drop): the writer task may outlive the test's locals.
+        dead_letter_dir: tempfile::tempdir().unwrap().keep().join("dead-letter"),
     }
+}
+
+fn dead_letters(c: &InfluxConfig) -> Vec<(String, String)> {
+    let store = super::dead_letter::DeadLetterStore::new(c.dead_letter_dir.clone());
+    let mut out = Vec::new();
+    for f in store.files().unwrap() {
+        out.extend(store.read(&f).unwrap().into_iter().map(|e| (e.class, e.line)));
+    }
+    out
 }
 
 fn lines(prefix: &str, n: usize) -> Vec<String> {
@@ -75,7 +86,7 @@ async fn retries_5xx_and_creates_a_missing_database() {
 }
 
 #[tokio::test]
-async fn partial_write_is_counted_and_not_retried() {
+async fn a_type_conflict_is_dead_lettered_and_the_rest_written_again() {
     let srv = start(vec![(
         400,
         "{\"error\":\"partial write: field type conflict: input field \\\"v\\\" on measurement \\\"m\\\" is type string, already exists as type float dropped=1\"}",
@@ -83,12 +94,38 @@ async fn partial_write_is_counted_and_not_retried() {
     .await;
     let stats = Arc::new(SinkStats::default());
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let (h, _task) = spawn(cfg(&srv.url), stats.clone(), rx);
-    let done = h.write(lines("c", 3)).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), done).await.unwrap().unwrap();
-    assert_eq!(srv.received.lock().unwrap().len(), 1);
+    let c = cfg(&srv.url);
+    let (h, _task) = spawn(c.clone(), stats.clone(), rx);
+    let sent = vec!["m,t=c v=0 0\n".to_string(), "m,t=c v=\"x\" 1\n".to_string(), "m,t=c v=2 2\n".to_string()];
+    let done = h.write(sent).await.unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), done).await.unwrap().unwrap();
+    assert_eq!(outcome.refused, vec![(1, "type_conflict")]);
+    let rec = srv.received.lock().unwrap().clone();
+    assert_eq!(rec.len(), 2, "the refused line is never sent again; the others are");
+    assert_eq!(rec[1].body, "m,t=c v=0 0\nm,t=c v=2 2\n");
     assert_eq!(stats.lines_rejected.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.lines_dead_lettered.get("type_conflict"), 1);
     assert_eq!(stats.lines_written.load(Ordering::Relaxed), 2);
+    assert_eq!(dead_letters(&c), vec![("type_conflict".to_string(), "m,t=c v=\"x\" 1".to_string())]);
+}
+
+#[tokio::test]
+async fn an_answer_that_names_no_line_is_bisected_to_the_refused_one() {
+    const BEYOND: &str = "{\"error\":\"partial write: points beyond retention policy dropped=1\"}";
+    // [0..4] refused → [0,1] refused → [0] ok, [1] refused alone → [2,3] ok.
+    let srv = start(vec![(400, BEYOND), (400, BEYOND), (204, ""), (400, BEYOND), (204, "")]).await;
+    let stats = Arc::new(SinkStats::default());
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let c = cfg(&srv.url);
+    let (h, _task) = spawn(InfluxConfig { batch_lines: 10, ..c.clone() }, stats.clone(), rx);
+    let done = h.write(lines("r", 4)).await.unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), done).await.unwrap().unwrap();
+    assert_eq!(outcome.refused, vec![(1, "refused")]);
+    let bodies: Vec<String> = srv.received.lock().unwrap().iter().map(|r| r.body.clone()).collect();
+    assert_eq!(bodies.len(), 5);
+    assert_eq!(bodies[4], "m,t=r v=2 2\nm,t=r v=3 3\n");
+    assert_eq!(stats.lines_written.load(Ordering::Relaxed), 3);
+    assert_eq!(dead_letters(&c), vec![("refused".to_string(), "m,t=r v=1 1".to_string())]);
 }
 
 #[tokio::test]
@@ -134,18 +171,24 @@ async fn unparsable_line_is_logged_by_its_text_and_counted() {
     let _guard = tracing::subscriber::set_default(subscriber);
     let stats = Arc::new(SinkStats::default());
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let (h, _task) = spawn(cfg(&srv.url), stats.clone(), rx);
+    let c = cfg(&srv.url);
+    let (h, _task) = spawn(c.clone(), stats.clone(), rx);
     let sent = vec!["m,t=e v=0 0\n".to_string(), "m,t=e v=\"open 1\n".to_string(), "m,t=e v=2 2\n".to_string()];
     let done = h.write(sent).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), done).await.unwrap().unwrap();
-    assert_eq!(srv.received.lock().unwrap().len(), 1, "a 400 is not retried");
+    let outcome = tokio::time::timeout(Duration::from_secs(5), done).await.unwrap().unwrap();
+    assert_eq!(outcome.refused, vec![(1, "parse_error")]);
+    assert_eq!(srv.received.lock().unwrap().len(), 2, "the unparsable line is not sent again");
     assert_eq!(stats.lines_rejected.load(Ordering::Relaxed), 1);
     assert_eq!(stats.lines_written.load(Ordering::Relaxed), 2);
     let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-    let expected = "ERROR wattflip_collector::sinks::influx::writer: InfluxDB rejected data (not retried; fix the sender of these points): \
-        {\"error\":\"partial write: unable to parse 'm,t=e v=\\\"open 1': unbalanced quotes dropped=1\"}; \
-        1 offending line(s) in the request, first: m,t=e v=\"open 1 rejected_lines=1\n";
-    assert!(log.ends_with(expected), "the log names the offending line:\n{log}\nwanted:\n{expected}");
+    let file = super::dead_letter::DeadLetterStore::new(c.dead_letter_dir.clone()).files().unwrap()[0].display().to_string();
+    let expected = format!(
+        "ERROR wattflip_collector::sinks::influx::writer: InfluxDB refused data, kept in the dead-letter store (fix the cause, then \
+         `wattflip-collector dead-letter replay`): partial write: unable to parse 'm,t=e v=\"open 1': unbalanced quotes dropped=1; \
+         first: m,t=e v=\"open 1 rejected_lines=1 file={file}\n"
+    );
+    assert!(log.ends_with(&expected), "the log names the offending line:\n{log}\nwanted:\n{expected}");
+    assert_eq!(dead_letters(&c), vec![("parse_error".to_string(), "m,t=e v=\"open 1".to_string())]);
 }
 
 #[test]
