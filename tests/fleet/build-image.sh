@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the fleet test's guest image from this machine's own packages: Debian's kernel and its
-# nvme + NIC modules, busybox (static), nvme-cli, smartctl and the wattflip-agent binary with the
+# nvme + NIC modules, busybox (static), nvme-cli, smartctl, blkid and the wattflip-agent binary with the
 # shared libraries ldd lists, plus tests/fleet/init and tests/fleet/scenario.sh.
 #
 #   tests/fleet/build-image.sh OUTDIR AGENT_BINARY
@@ -52,6 +52,9 @@ nvme=$(command -v nvme 2>/dev/null || true)
 [ -n "$nvme" ] || die "nvme not found; install nvme-cli"
 smartctl=$(command -v smartctl 2>/dev/null || true)
 [ -n "$smartctl" ] || die "smartctl not found; install smartmontools"
+# The probe checks a device for signatures with libblkid's blkid before it writes (issue 16).
+blkid=$(command -v blkid 2>/dev/null || { [ -x /sbin/blkid ] && echo /sbin/blkid; } || true)
+[ -n "$blkid" ] || die "blkid not found; install util-linux"
 
 # Kernel modules in load order: nvme (with crc-t10dif, crc64-rocksoft, t10-pi, nvme-core) and the
 # NIC QEMU's user networking is given (-nic user,model=e1000). `modprobe --show-depends` prints
@@ -72,7 +75,7 @@ libs_of() {
   ldd "$1" | awk '/=> \// { print $3 } /^[[:space:]]*\/[^ ]+ \(/ { print $1 }'
 }
 libs=()
-for b in "$nvme" "$smartctl" "$agent"; do
+for b in "$nvme" "$smartctl" "$blkid" "$agent"; do
   while read -r l; do
     [ -n "$l" ] || continue
     case " ${libs[*]:-} " in *" $l "*) continue ;; esac
@@ -80,7 +83,7 @@ for b in "$nvme" "$smartctl" "$agent"; do
   done < <(libs_of "$b")
 done
 
-inputs=("$0" "$here/init" "$here/scenario.sh" "$kernel" "$busybox" "$nvme" "$smartctl" "$agent" "${modules[@]}" "${libs[@]}")
+inputs=("$0" "$here/init" "$here/scenario.sh" "$kernel" "$busybox" "$nvme" "$smartctl" "$blkid" "$agent" "${modules[@]}" "${libs[@]}")
 hash=$( { echo "kver=$kver"; printf '%s\n' "${inputs[@]}"; cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
 dest=$outdir/$hash
 
@@ -114,6 +117,7 @@ install_file() { # SRC DEST-IN-IMAGE [mode]
 install_file "$busybox" /bin/busybox
 install_file "$nvme" /usr/sbin/nvme
 install_file "$smartctl" /usr/sbin/smartctl
+install_file "$blkid" /usr/sbin/blkid
 # Debug builds carry hundreds of MB of debug info; the guest needs none of it.
 if command -v strip >/dev/null 2>&1; then
   strip --strip-debug -o "$root/usr/bin/wattflip-agent" "$agent"
