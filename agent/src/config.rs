@@ -20,9 +20,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
 use wattflip_infra::tls::{RawTls, TlsMode};
 use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
+use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -68,11 +68,7 @@ struct RawMetrics {
 
 /// The host name from the kernel (no libc call, no extra crate).
 pub fn system_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "localhost".into())
 }
 
 /// Largest config file read: configs are a few KiB; anything larger is a mistake (`/dev/zero`, a
@@ -103,10 +99,8 @@ pub fn read_bounded(file: &Path) -> Result<String, String> {
 impl Config {
     /// Reads `file` (a regular file of at most [`MAX_CONFIG_BYTES`]; see [`read_bounded`]).
     pub fn from_file(file: &Path) -> Result<Config, ConfigError> {
-        let text = read_bounded(file).map_err(|message| ConfigError {
-            file: file.to_owned(),
-            problems: vec![wattflip_infra::tomlcfg::Problem { path: String::new(), message }],
-        })?;
+        let text = read_bounded(file)
+            .map_err(|message| ConfigError { file: file.to_owned(), problems: vec![wattflip_infra::tomlcfg::Problem { path: String::new(), message }] })?;
         Self::from_loader(Loader::from_str(file, &text)?, true)
     }
 
@@ -329,10 +323,7 @@ mod tests {
                     "sampling.power_intervals.ipmi",
                     "100ms is shorter than 1s: a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz"
                 ),
-                (
-                    "sampling.power_intervals.nvme_estimate",
-                    "`often` is not a duration (expected number at 0); write e.g. `500ms`, `5s` or `2m`"
-                ),
+                ("sampling.power_intervals.nvme_estimate", "`often` is not a duration (expected number at 0); write e.g. `500ms`, `5s` or `2m`"),
             ]
         );
     }
@@ -443,7 +434,10 @@ mod tests {
                 ("probes[0].io_sizes[1]", "1000 bytes is not a multiple of 512 (a sector); O_DIRECT IO needs sector-aligned IO sizes"),
                 ("probes[0].io_sizes[2]", "0 bytes: an IO needs at least one 512-byte sector"),
                 ("probes[0].io_sizes[3]", "4096 is listed twice; each value is one point of the experiment"),
-                ("probes[0].io_sizes[4]", "`big` is not a size (couldn't parse \"big\" into a ByteSize, cannot parse float from empty string); write e.g. 1GiB or 512MiB"),
+                (
+                    "probes[0].io_sizes[4]",
+                    "`big` is not a size (couldn't parse \"big\" into a ByteSize, cannot parse float from empty string); write e.g. 1GiB or 512MiB"
+                ),
                 ("probes[0].io_sizes[5]", "-512 is negative; IO sizes are sizes in bytes"),
                 ("probes[0].io_sizes[6]", "true is not a size; write e.g. \"4KiB\" or a number of bytes"),
                 ("probes[0].io_shifts", "\"512\" is not a list; write e.g. [1, 4, 16]"),
@@ -461,7 +455,10 @@ mod tests {
                 ("probes[0].ignore_io", "[1] is not a table; write e.g. { SR = 128, RR = 256, SW = 128, RW = 512 }"),
                 ("probes[1].values", "`spec` contradicts quick = true (the quick plan has the quick values); remove one of them"),
                 ("probes[1].partitions", "has no effect: it is the value list of partitioning, which this probe does not run (add it to bench)"),
-                ("probes[1].ignore_io.RW", "IgnoreIO 128 is not below IOCount 128 for RW (counts not set here are the quick profile's); raise io_count.RW or lower ignore_io.RW"),
+                (
+                    "probes[1].ignore_io.RW",
+                    "IgnoreIO 128 is not below IOCount 128 for RW (counts not set here are the quick profile's); raise io_count.RW or lower ignore_io.RW"
+                ),
             ]
         );
     }
@@ -492,10 +489,7 @@ mod tests {
         let err = parse("[drives]\nsmart_interval = \"10ms\"\nnvme_path = \"\"\nsweep_patterns = [\"XX:4KiB\", \"SR\"]\nbogus = 1\n[tls]\ninsecure_plaintext_loopback_only = true\n")
             .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            vec!["drives.bogus", "drives.smart_interval", "drives.nvme_path", "drives.sweep_patterns[0]", "drives.sweep_patterns[1]"]
-        );
+        assert_eq!(paths, vec!["drives.bogus", "drives.smart_interval", "drives.nvme_path", "drives.sweep_patterns[0]", "drives.sweep_patterns[1]"]);
     }
 
     #[test]
@@ -506,10 +500,7 @@ mod tests {
         )
         .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            vec!["collector.urll", "sources.rapl", "agent_id", "labels.host", "sampling.interval", "buffer.max_batches", "extra"]
-        );
+        assert_eq!(paths, vec!["collector.urll", "sources.rapl", "agent_id", "labels.host", "sampling.interval", "buffer.max_batches", "extra"]);
         assert!(err.to_string().starts_with("agent.toml: 7 problem(s):"));
     }
 }
@@ -526,7 +517,9 @@ mod example {
         let dir = tempfile::tempdir().unwrap();
         let pem = dir.path().join("x.pem");
         std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
-        let text = std::fs::read_to_string(&p).unwrap().replace("/etc/wattflip-agent/ca.pem", &pem.display().to_string())
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("/etc/wattflip-agent/ca.pem", &pem.display().to_string())
             .replace("/etc/wattflip-agent/agent.pem", &pem.display().to_string())
             .replace("/etc/wattflip-agent/agent.key", &pem.display().to_string());
         let c = super::Config::from_str(&p, &text).unwrap();

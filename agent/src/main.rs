@@ -88,8 +88,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Probe(p) => probe::command(*p),
         Command::Trace(t) => trace::command(t),
         Command::Governor(g) => governor::command(g),
-        Command::Report { input, influx_url, influx_db, host, since, output } => {
-            report::command(input, influx_url, influx_db, host, since, output)
-        }
+        Command::Report { input, influx_url, influx_db, host, since, output } => report::command(input, influx_url, influx_db, host, since, output),
     }
 }

@@ -19,11 +19,7 @@ use wattflip_uflip::{ProbeReport, RunStatus};
 fn live_recording_at_1khz_gives_each_runs_known_energy() {
     let text = include_str!("../../tests/fixtures/energy/quick-report.json");
     let report: ProbeReport = serde_json::from_str(text).expect("fixture report");
-    let runs: Vec<_> = report
-        .runs
-        .iter()
-        .filter(|r| r.status == RunStatus::Ok)
-        .collect();
+    let runs: Vec<_> = report.runs.iter().filter(|r| r.status == RunStatus::Ok).collect();
     let first = i64::try_from(report.started_ns).expect("ns");
     let t0 = first - S;
     let sched = Schedule {
@@ -62,62 +58,33 @@ fn live_recording_at_1khz_gives_each_runs_known_energy() {
         watts: (0..n)
             .map(|k| {
                 let k = k as i64;
-                model.energy(k * MS, (k + 1) * MS) / 1e-3
-                    + 0.004 * (((k * 7919) % 9) as f64 / 4.0 - 1.0)
+                model.energy(k * MS, (k + 1) * MS) / 1e-3 + 0.004 * (((k * 7919) % 9) as f64 / 4.0 - 1.0)
             })
             .collect(),
         interval_ns: vec![0; n],
         ..Default::default()
     };
-    let e = wattflip_agent::energy::energy_of_recording(
-        &report,
-        &zone,
-        std::time::Duration::from_secs(1),
-        None,
-    )
-    .expect("readings in order");
+    let e = wattflip_agent::energy::energy_of_recording(&report, &zone, std::time::Duration::from_secs(1), None).expect("readings in order");
     assert!(e.skipped.is_empty(), "{:?}", e.skipped);
     assert_eq!(e.runs.len(), runs.len());
     let mut problems = Vec::new();
     for ((r, t), m) in runs.iter().zip(&truths).zip(&e.runs) {
         assert_eq!(m.run_id, r.run_id);
         let err = (m.energy_j - t.energy) / t.energy;
-        let limit = if t.end - t.start >= 100 * MS {
-            0.01
-        } else {
-            0.05
-        };
+        let limit = if t.end - t.start >= 100 * MS { 0.01 } else { 0.05 };
         if err.abs() > limit {
-            problems.push(format!(
-                "run {}: {} J vs truth {} J ({:+.3} %)",
-                r.run_id,
-                m.energy_j,
-                t.energy,
-                err * 100.0
-            ));
+            problems.push(format!("run {}: {} J vs truth {} J ({:+.3} %)", r.run_id, m.energy_j, t.energy, err * 100.0));
         }
-        let (s, z) = (
-            m.trace_start_ns.expect("start") - t0,
-            m.trace_end_ns.expect("end") - t0,
-        );
+        let (s, z) = (m.trace_start_ns.expect("start") - t0, m.trace_end_ns.expect("end") - t0);
         if (s - t.start).abs() > MS || (z - t.end).abs() > MS {
-            problems.push(format!(
-                "run {}: [{s}, {z}) vs truth [{}, {})",
-                r.run_id, t.start, t.end
-            ));
+            problems.push(format!("run {}: [{s}, {z}) vs truth [{}, {})", r.run_id, t.start, t.end));
         }
         if m.tail_cut != t.cut {
-            problems.push(format!(
-                "run {}: tail_cut {} vs truth {}",
-                r.run_id, m.tail_cut, t.cut
-            ));
+            problems.push(format!("run {}: tail_cut {} vs truth {}", r.run_id, m.tail_cut, t.cut));
         }
         assert_eq!(m.baseline_source, "idle_window");
         assert!((m.idle_baseline_w - 6.0).abs() < 0.005, "{m:?}");
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(
-        truths.iter().any(|t| t.cut),
-        "the schedule has a tail cut by the next run"
-    );
+    assert!(truths.iter().any(|t| t.cut), "the schedule has a tail cut by the next run");
 }

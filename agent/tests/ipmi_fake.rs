@@ -31,17 +31,10 @@ fn fake_ipmitool_fails_transiently_hangs_then_answers() {
     )
     .unwrap();
     let program = dir.path().join("fake-ipmitool").display().to_string();
-    let runner: Arc<dyn wattflip_drives::CommandRunner> =
-        Arc::new(wattflip_drives::SystemRunner::new());
+    let runner: Arc<dyn wattflip_drives::CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
     let mut d = Discovered::default();
     // A 1 s command timeout, and a 1 s read period once it answers.
-    ipmi::discover_with_period(
-        runner,
-        &program,
-        Duration::from_secs(1),
-        Duration::from_millis(200),
-        &mut d,
-    );
+    ipmi::discover_with_period(runner, &program, Duration::from_secs(1), Duration::from_millis(200), &mut d);
     assert!(d.unavailable.is_empty(), "{:?}", d.unavailable);
     assert_eq!(d.power.len(), 1);
     let s = &mut d.power[0];
@@ -60,15 +53,8 @@ fn fake_ipmitool_fails_transiently_hangs_then_answers() {
     // Backoff 0.5–1 s, 1–2 s, the 1 s timeout, 2–4 s: the BMC's answers arrive, in order.
     assert_eq!(got, vec![Watts(319.0), Watts(197.0)]);
     // The hung child never held up a read: reads only take the worker's newest answer.
-    assert!(
-        slowest < Duration::from_millis(100),
-        "a read took {slowest:?}"
-    );
-    let notices: Vec<(&str, String)> = s
-        .take_notices()
-        .into_iter()
-        .map(|n| (n.kind, n.message))
-        .collect();
+    assert!(slowest < Duration::from_millis(100), "a read took {slowest:?}");
+    let notices: Vec<(&str, String)> = s.take_notices().into_iter().map(|n| (n.kind, n.message)).collect();
     assert_eq!(
         notices,
         vec![

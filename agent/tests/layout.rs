@@ -13,18 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// Layers from the top (0) down: a file may import its own layer's files (without a cycle) and
 /// lower layers. `main.rs` is the binary and sits above everything.
-const LAYERS: &[(&str, u32)] = &[
-    ("app", 1),
-    ("config", 2),
-    ("report", 3),
-    ("probes", 4),
-    ("drives", 5),
-    ("energy", 5),
-    ("export", 5),
-    ("sensors", 6),
-    ("clock", 6),
-    ("events", 6),
-];
+const LAYERS: &[(&str, u32)] =
+    &[("app", 1), ("config", 2), ("report", 3), ("probes", 4), ("drives", 5), ("energy", 5), ("export", 5), ("sensors", 6), ("clock", 6), ("events", 6)];
 
 /// The bound on imports that run upward (a lower layer reaching a higher one).
 const MAX_UPWARD: usize = 2;
@@ -283,12 +273,7 @@ fn layer(file: &Path) -> Option<u32> {
 
 /// One cycle through the graph, if any (depth-first search; the cycle in file order).
 fn find_cycle(graph: &BTreeMap<PathBuf, Vec<PathBuf>>) -> Option<Vec<PathBuf>> {
-    fn visit(
-        n: &PathBuf,
-        graph: &BTreeMap<PathBuf, Vec<PathBuf>>,
-        state: &mut BTreeMap<PathBuf, u8>,
-        stack: &mut Vec<PathBuf>,
-    ) -> Option<Vec<PathBuf>> {
+    fn visit(n: &PathBuf, graph: &BTreeMap<PathBuf, Vec<PathBuf>>, state: &mut BTreeMap<PathBuf, u8>, stack: &mut Vec<PathBuf>) -> Option<Vec<PathBuf>> {
         state.insert(n.clone(), 1);
         stack.push(n.clone());
         for m in graph.get(n).into_iter().flatten() {
@@ -332,11 +317,7 @@ fn graph(e: &BTreeMap<(PathBuf, PathBuf), String>) -> BTreeMap<PathBuf, Vec<Path
 }
 
 fn show(cycle: &[PathBuf], e: &BTreeMap<(PathBuf, PathBuf), String>) -> String {
-    cycle
-        .windows(2)
-        .map(|w| format!("{} --({})--> {}", w[0].display(), e[&(w[0].clone(), w[1].clone())], w[1].display()))
-        .collect::<Vec<_>>()
-        .join("\n  ")
+    cycle.windows(2).map(|w| format!("{} --({})--> {}", w[0].display(), e[&(w[0].clone(), w[1].clone())], w[1].display())).collect::<Vec<_>>().join("\n  ")
 }
 
 #[test]
@@ -352,18 +333,10 @@ fn no_import_cycle_among_the_agents_files() {
 #[test]
 fn imports_run_down_the_layers() {
     let c = load();
-    let unplaced: BTreeSet<String> = c
-        .code
-        .keys()
-        .filter(|f| layer(f).is_none())
-        .map(|f| f.iter().next().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let unplaced: BTreeSet<String> = c.code.keys().filter(|f| layer(f).is_none()).map(|f| f.iter().next().unwrap().to_string_lossy().into_owned()).collect();
     assert!(unplaced.is_empty(), "top-level modules not in LAYERS of agent/tests/layout.rs: {unplaced:?}; place each at its layer");
-    let upward: Vec<String> = edges(&c)
-        .into_iter()
-        .filter(|((a, b), _)| layer(b) < layer(a))
-        .map(|((a, b), p)| format!("{} -> {} ({p})", a.display(), b.display()))
-        .collect();
+    let upward: Vec<String> =
+        edges(&c).into_iter().filter(|((a, b), _)| layer(b) < layer(a)).map(|((a, b), p)| format!("{} -> {} ({p})", a.display(), b.display())).collect();
     println!("upward imports ({}):\n  {}", upward.len(), upward.join("\n  "));
     assert!(upward.len() <= MAX_UPWARD, "{} imports run upward (at most {MAX_UPWARD}):\n  {}", upward.len(), upward.join("\n  "));
 }
@@ -371,8 +344,7 @@ fn imports_run_down_the_layers() {
 #[test]
 fn no_source_file_over_600_lines() {
     let c = load();
-    let long: Vec<String> =
-        c.lines.iter().filter(|(_, n)| **n > MAX_LINES).map(|(f, n)| format!("{} ({n} lines)", f.display())).collect();
+    let long: Vec<String> = c.lines.iter().filter(|(_, n)| **n > MAX_LINES).map(|(f, n)| format!("{} ({n} lines)", f.display())).collect();
     assert!(long.is_empty(), "agent/src files over {MAX_LINES} lines: {}; split them by concern", long.join(", "));
 }
 
@@ -381,9 +353,7 @@ fn long_functions(code: &str, max: usize) -> Vec<(String, usize, usize)> {
     let lines: Vec<&str> = code.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let mut words = line.split_whitespace().skip_while(|w| {
-            w.starts_with("pub") || ["async", "const", "unsafe", "extern"].contains(w)
-        });
+        let mut words = line.split_whitespace().skip_while(|w| w.starts_with("pub") || ["async", "const", "unsafe", "extern"].contains(w));
         if words.next() != Some("fn") {
             continue;
         }
@@ -423,10 +393,7 @@ fn no_function_over_80_lines() {
 fn the_parser_reads_groups_super_and_skips_comments_strings_and_tests() {
     assert_eq!(
         parse_paths("{a::B, c::{D, e::F}}; x"),
-        vec![vec!["a", "B"], vec!["c", "D"], vec!["c", "e", "F"]]
-            .into_iter()
-            .map(|v| v.into_iter().map(String::from).collect::<Vec<_>>())
-            .collect::<Vec<_>>()
+        vec![vec!["a", "B"], vec!["c", "D"], vec!["c", "e", "F"]].into_iter().map(|v| v.into_iter().map(String::from).collect::<Vec<_>>()).collect::<Vec<_>>()
     );
     let code = code_of("use crate::a::B; // crate::c::D\nlet s = \"crate::e\";\n#[cfg(test)]\nmod tests {\n use crate::f;\n}\n");
     assert_eq!(paths_after(&code, "crate::"), vec![vec!["a".to_string(), "B".to_string()]]);

@@ -16,12 +16,7 @@ fn fixture(scenario: &str) -> PathBuf {
 /// A writable copy of a fixture, so a test can advance counters.
 fn copy_fixture(scenario: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(fixture(scenario))
-        .arg(dir.path())
-        .status()
-        .unwrap();
+    let status = std::process::Command::new("cp").arg("-a").arg(fixture(scenario)).arg(dir.path()).status().unwrap();
     assert!(status.success());
     let root = dir.path().join("sys");
     (dir, root)
@@ -33,7 +28,13 @@ fn discover(root: &Path) -> Discovered {
 }
 
 fn zones(d: &Discovered) -> Vec<(String, String)> {
-    d.power.iter().map(|p| { let s = p.describe(); (s.zone, s.scope) }).collect()
+    d.power
+        .iter()
+        .map(|p| {
+            let s = p.describe();
+            (s.zone, s.scope)
+        })
+        .collect()
 }
 
 #[test]
@@ -168,10 +169,7 @@ fn pmbus_psu_input_and_output_power() {
     let mut d = discover(&fixture("pmbus-psu"));
     assert_eq!(
         power_readings(&mut d),
-        vec![
-            ("pmbus-1-0058/pin".to_string(), "psu_in".to_string(), Watts(230.0), 0.0),
-            ("pmbus-1-0058/pout1".into(), "psu_out".into(), Watts(207.5), 0.0),
-        ]
+        vec![("pmbus-1-0058/pin".to_string(), "psu_in".to_string(), Watts(230.0), 0.0), ("pmbus-1-0058/pout1".into(), "psu_out".into(), Watts(207.5), 0.0),]
     );
 }
 
@@ -234,26 +232,14 @@ fn sampler_reads_each_source_on_its_own_grid() {
     use std::time::Duration;
     let rapl = discover(&fixture("rapl-only")).power.into_iter().filter(|s| s.describe().zone == "package-0");
     let hwmon = discover(&fixture("ina226")).power;
-    let sensors: Vec<_> = rapl
-        .map(|s| (s, Duration::from_millis(10)))
-        .chain(hwmon.into_iter().map(|s| (s, Duration::from_millis(1))))
-        .collect();
+    let sensors: Vec<_> = rapl.map(|s| (s, Duration::from_millis(10))).chain(hwmon.into_iter().map(|s| (s, Duration::from_millis(1)))).collect();
     let mut windows = Vec::new();
-    let stats = wattflip_agent::sensors::sampler::run_on(
-        sensors,
-        Duration::from_millis(100),
-        &mut VirtualTime(0),
-        Arc::new(AtomicBool::new(false)),
-        |b| {
-            windows.push(
-                b.power
-                    .iter()
-                    .map(|p| (p.source.clone(), p.zone.clone(), p.readings, p.watts.unwrap(), p.joules, p.interval_ns, p.time_ns))
-                    .collect::<Vec<_>>(),
-            );
-            windows.len() < 3
-        },
-    );
+    let stats = wattflip_agent::sensors::sampler::run_on(sensors, Duration::from_millis(100), &mut VirtualTime(0), Arc::new(AtomicBool::new(false)), |b| {
+        windows.push(
+            b.power.iter().map(|p| (p.source.clone(), p.zone.clone(), p.readings, p.watts.unwrap(), p.joules, p.interval_ns, p.time_ns)).collect::<Vec<_>>(),
+        );
+        windows.len() < 3
+    });
     const T0: i64 = 1_700_000_000_000_000_000;
     // Window [0, 100 ms): RAPL at 10 ms reads at 0, 10 .. 90 ms, the first read only setting the
     // counter's baseline; hwmon at 1 ms reads at 0 .. 99 ms. A fixture counter does not move.
@@ -321,16 +307,7 @@ fn ina3221_every_channel_voltage_and_current() {
     let a = |ch: &str, x: f64| (chip.clone(), ch.to_string(), Electrical::Amperes(Amperes(x)));
     assert_eq!(
         electrical_readings(&mut d),
-        vec![
-            v("SSD 12V", 12.0),
-            v("SSD 5V", 5.0),
-            v("SSD 3V3", 3.3),
-            v("in4", 0.14),
-            a("curr1", 0.5),
-            a("curr2", 1.0),
-            a("curr3", 0.0),
-            a("curr4", 1.5),
-        ]
+        vec![v("SSD 12V", 12.0), v("SSD 5V", 5.0), v("SSD 3V3", 3.3), v("in4", 0.14), a("curr1", 0.5), a("curr2", 1.0), a("curr3", 0.0), a("curr4", 1.5),]
     );
 }
 
@@ -376,32 +353,18 @@ fn mmio_and_msr_packages_are_two_zones_and_one_package_scope() {
     let mmio = d.power[4].describe();
     assert_eq!(mmio.note, "package-0 through MMIO (intel-rapl-mmio:0); the MSR zone package-0 is the same package and the one fleet sums use");
     // Exactly one zone per package has scope `package`: a fleet SUM over it counts 850 J once.
-    assert_eq!(
-        d.power
-            .iter()
-            .filter(|p| p.describe().scope == "package")
-            .count(),
-        1
-    );
+    assert_eq!(d.power.iter().filter(|p| p.describe().scope == "package").count(), 1);
 }
 
 #[test]
 fn lone_mmio_package_is_the_package() {
     let (_tmp, root) = copy_fixture("rapl-mmio-msr");
     let pc = root.join("class/powercap");
-    for z in [
-        "intel-rapl:0",
-        "intel-rapl:0:0",
-        "intel-rapl:0:1",
-        "intel-rapl:1",
-    ] {
+    for z in ["intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1", "intel-rapl:1"] {
         std::fs::remove_dir_all(pc.join(z)).unwrap();
     }
     let d = discover(&root);
-    assert_eq!(
-        scopes(&d),
-        vec![("mmio:package-0".to_string(), "package".to_string(), true)]
-    );
+    assert_eq!(scopes(&d), vec![("mmio:package-0".to_string(), "package".to_string(), true)]);
     assert_eq!(d.power[0].describe().note, "");
 }
 
@@ -410,25 +373,16 @@ fn power_and_energy_of_one_rail_are_one_zone_read_from_the_counter() {
     let (_tmp, root) = copy_fixture("power-energy-rail");
     let chip = root.join("class/hwmon/hwmon0");
     let mut d = discover(&root);
-    assert_eq!(
-        scopes(&d),
-        vec![("ina238-1-0040/power1".to_string(), "rail".to_string(), true)]
-    );
+    assert_eq!(scopes(&d), vec![("ina238-1-0040/power1".to_string(), "rail".to_string(), true)]);
     let z = &mut d.power[0];
-    assert_eq!(
-        z.describe().path,
-        chip.join("energy1_input").display().to_string()
-    );
+    assert_eq!(z.describe().path, chip.join("energy1_input").display().to_string());
     assert_eq!(z.update_period(), std::time::Duration::from_millis(1));
     assert_eq!(z.read(0).unwrap(), None);
     // 12 W for 0.5 s: 6 J, whatever power1_input says at that instant.
     std::fs::write(chip.join("energy1_input"), "5006000000\n").unwrap();
     std::fs::write(chip.join("power1_input"), "99000000\n").unwrap();
     let r = z.read(500_000_000).unwrap().unwrap();
-    assert_eq!(
-        (r.joules, r.watts, r.interval_ns),
-        (Some(Joules(6.0)), Watts(12.0), 500_000_000)
-    );
+    assert_eq!((r.joules, r.watts, r.interval_ns), (Some(Joules(6.0)), Watts(12.0), 500_000_000));
 }
 
 #[test]
@@ -437,41 +391,15 @@ fn acpi_power_meter_is_a_whole_host_meter_not_a_rail() {
     assert_eq!(
         power_readings(&mut d),
         vec![
-            (
-                "power_meter-ACPI000D:00/power1".to_string(),
-                "wall".to_string(),
-                Watts(372.0),
-                0.0
-            ),
-            (
-                "pmbus-1-0058/pin".into(),
-                "psu_in".into(),
-                Watts(398.0),
-                0.0
-            ),
-            (
-                "pmbus-1-0058/pout1".into(),
-                "psu_out".into(),
-                Watts(360.0),
-                0.0
-            ),
-            (
-                "ina226-0-0040/power1".into(),
-                "rail".into(),
-                Watts(38.9),
-                0.002
-            ),
+            ("power_meter-ACPI000D:00/power1".to_string(), "wall".to_string(), Watts(372.0), 0.0),
+            ("pmbus-1-0058/pin".into(), "psu_in".into(), Watts(398.0), 0.0),
+            ("pmbus-1-0058/pout1".into(), "psu_out".into(), Watts(360.0), 0.0),
+            ("ina226-0-0040/power1".into(), "rail".into(), Watts(38.9), 0.002),
         ]
     );
     // power1_average changes once per power1_average_interval (1000 ms).
-    assert_eq!(
-        d.power[0].update_period(),
-        std::time::Duration::from_secs(1)
-    );
-    assert_eq!(
-        d.power[3].update_period(),
-        std::time::Duration::from_millis(2)
-    );
+    assert_eq!(d.power[0].update_period(), std::time::Duration::from_secs(1));
+    assert_eq!(d.power[3].update_period(), std::time::Duration::from_millis(2));
 }
 
 /// Replaces `path` the way a driver reload or a renaming writer does: a new inode behind the path.
@@ -486,11 +414,7 @@ fn a_replaced_counter_is_read_again_not_frozen_at_zero() {
     let (_tmp, root) = copy_fixture("replaced-file");
     let pkg = root.join("class/powercap/intel-rapl:0/energy_uj");
     let mut d = discover(&root);
-    let z = d
-        .power
-        .iter_mut()
-        .find(|p| p.describe().zone == "package-0")
-        .unwrap();
+    let z = d.power.iter_mut().find(|p| p.describe().zone == "package-0").unwrap();
     assert_eq!(z.read(0).unwrap(), None);
     std::fs::write(&pkg, "2000000\n").unwrap(); // in place: +1 J
     assert_eq!(z.read(1_000_000_000).unwrap().unwrap().watts, Watts(1.0));
@@ -509,11 +433,7 @@ fn a_replaced_hwmon_attribute_is_read_again() {
     let (_tmp, root) = copy_fixture("replaced-file");
     let attr = root.join("class/hwmon/hwmon0/power1_input");
     let mut d = discover(&root);
-    let p = d
-        .power
-        .iter_mut()
-        .find(|p| p.describe().source == "hwmon")
-        .unwrap();
+    let p = d.power.iter_mut().find(|p| p.describe().source == "hwmon").unwrap();
     assert_eq!(p.read(0).unwrap().unwrap().watts, Watts(18.0));
     replace_by_rename(&attr, "21500000\n");
     std::thread::sleep(wattflip_agent::sensors::RECHECK + std::time::Duration::from_millis(20));
@@ -526,11 +446,7 @@ fn a_vanished_zone_is_an_error_and_a_gap_then_comes_back() {
     let z1 = root.join("class/powercap/intel-rapl:1");
     let saved = root.join("saved-intel-rapl-1");
     let mut d = discover(&root);
-    let p1 = d
-        .power
-        .iter_mut()
-        .find(|p| p.describe().zone == "package-1")
-        .unwrap();
+    let p1 = d.power.iter_mut().find(|p| p.describe().zone == "package-1").unwrap();
     assert_eq!(p1.read(0).unwrap(), None);
     std::fs::write(z1.join("energy_uj"), "4000000\n").unwrap();
     assert_eq!(p1.read(1_000_000_000).unwrap().unwrap().watts, Watts(1.0));
@@ -539,22 +455,13 @@ fn a_vanished_zone_is_an_error_and_a_gap_then_comes_back() {
     std::fs::rename(&z1, &saved).unwrap();
     std::thread::sleep(wattflip_agent::sensors::RECHECK + std::time::Duration::from_millis(20));
     let err = p1.read(2_000_000_000).unwrap_err().to_string();
-    assert!(
-        err.ends_with("intel-rapl:1/energy_uj does not exist (device removed or driver unloaded?)"),
-        "{err}"
-    );
-    assert!(
-        p1.read(2_500_000_000).is_err(),
-        "still gone: still an error, never 0 W"
-    );
+    assert!(err.ends_with("intel-rapl:1/energy_uj does not exist (device removed or driver unloaded?)"), "{err}");
+    assert!(p1.read(2_500_000_000).is_err(), "still gone: still an error, never 0 W");
     // It comes back: readings resume over the real elapsed time (+3 J in 2 s since the last value).
     std::fs::rename(&saved, &z1).unwrap();
     std::fs::write(z1.join("energy_uj"), "7000000\n").unwrap();
     let r = p1.read(3_000_000_000).unwrap().unwrap();
-    assert_eq!(
-        (r.joules, r.watts, r.interval_ns),
-        (Some(Joules(3.0)), Watts(1.5), 2_000_000_000)
-    );
+    assert_eq!((r.joules, r.watts, r.interval_ns), (Some(Joules(3.0)), Watts(1.5), 2_000_000_000));
 }
 
 /// Virtual time that runs late like a loaded machine, over a RAPL counter that moves every
@@ -592,11 +499,7 @@ impl wattflip_agent::sensors::sampler::Timebase for LateCounterClock {
     fn sleep_until(&mut self, mono_ns: u64) {
         self.wakeups += 1;
         // A fixed pseudo-random lateness (Weyl sequence), so the test is the same on every run.
-        let late = if self.wakeups.is_multiple_of(37) {
-            3_000_000
-        } else {
-            (self.wakeups.wrapping_mul(0x9E37_79B9) >> 7) % 400_000
-        };
+        let late = if self.wakeups.is_multiple_of(37) { 3_000_000 } else { (self.wakeups.wrapping_mul(0x9E37_79B9) >> 7) % 400_000 };
         self.now = self.now.max(mono_ns) + late;
         self.publish();
     }
@@ -609,17 +512,8 @@ fn at_1khz_min_and_max_stay_within_10_percent_of_a_constant_120_w() {
     use std::time::Duration;
     let (_tmp, root) = copy_fixture("rapl-only");
     let file = root.join("class/powercap/intel-rapl:0/energy_uj");
-    let pkg = discover(&root)
-        .power
-        .into_iter()
-        .find(|s| s.describe().zone == "package-0")
-        .unwrap();
-    let mut clock = LateCounterClock {
-        now: 0,
-        wakeups: 0,
-        file,
-        shown: 0,
-    };
+    let pkg = discover(&root).power.into_iter().find(|s| s.describe().zone == "package-0").unwrap();
+    let mut clock = LateCounterClock { now: 0, wakeups: 0, file, shown: 0 };
     clock.publish();
     let mut windows = Vec::new();
     let stats = wattflip_agent::sensors::sampler::run_on(
@@ -635,19 +529,10 @@ fn at_1khz_min_and_max_stay_within_10_percent_of_a_constant_120_w() {
     );
     assert_eq!(windows.len(), 10);
     for (i, (mean, min, max, readings)) in windows.iter().enumerate() {
-        let (min, max) = (
-            min.expect("min over complete spans"),
-            max.expect("max over complete spans"),
-        );
+        let (min, max) = (min.expect("min over complete spans"), max.expect("max over complete spans"));
         // The mean is energy over time: off by at most one update (117 mJ) in a 100 ms window.
-        assert!(
-            (mean - 120.0).abs() <= 120.0 * 0.012,
-            "window {i}: mean {mean}"
-        );
-        assert!(
-            min >= 108.0 && max <= 132.0,
-            "window {i}: min {min} max {max} (truth 120 W)"
-        );
+        assert!((mean - 120.0).abs() <= 120.0 * 0.012, "window {i}: mean {mean}");
+        assert!(min >= 108.0 && max <= 132.0, "window {i}: min {min} max {max} (truth 120 W)");
         assert!(*readings >= 60, "window {i}: {readings} readings");
     }
     assert_eq!(stats.errors, 0);

@@ -316,7 +316,8 @@ mod tests {
         assert_eq!(err.problems.len(), 1);
         assert_eq!(err.problems[0].path, "listen");
         assert!(err.problems[0].message.starts_with("`0.0.0.0:50051` is not a loopback address"));
-        let c = load("listen = \"[::1]:1\"\nsink = \"null\"\n[tls]\ninsecure_plaintext_loopback_only = true\n[metrics]\nlisten = \"127.0.0.1:9464\"\n").unwrap();
+        let c =
+            load("listen = \"[::1]:1\"\nsink = \"null\"\n[tls]\ninsecure_plaintext_loopback_only = true\n[metrics]\nlisten = \"127.0.0.1:9464\"\n").unwrap();
         assert_eq!(c.sink, SinkKind::Null);
         assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
     }
@@ -328,10 +329,7 @@ mod tests {
         )
         .unwrap_err();
         let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            vec!["influx.databse", "listen", "influx.url", "influx.batch_lines", "influx.flush_interval", "bogus"]
-        );
+        assert_eq!(paths, vec!["influx.databse", "listen", "influx.url", "influx.batch_lines", "influx.flush_interval", "bogus"]);
     }
 
     #[test]

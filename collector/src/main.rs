@@ -123,12 +123,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // `plan` and `dead-letter` only talk to InfluxDB: without a config file they need no
     // listener TLS settings.
     let plan_only = matches!(cli.command, Some(Command::Plan { .. } | Command::DeadLetter { .. })) && cli.config.is_none();
-    let ov = Overrides {
-        listen: cli.listen,
-        influx_url: cli.influx_url,
-        influx_db: cli.influx_db,
-        insecure_loopback: cli.insecure_loopback || plan_only,
-    };
+    let ov = Overrides { listen: cli.listen, influx_url: cli.influx_url, influx_db: cli.influx_db, insecure_loopback: cli.insecure_loopback || plan_only };
     let cfg = Config::load(cli.config.as_deref(), &ov)?;
     match cli.command {
         Some(Command::CheckConfig) => {
@@ -142,9 +137,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(cfg.listen)
-            .await
-            .with_context(|| format!("cannot listen on {} (is another collector running?)", cfg.listen))?;
+        let listener =
+            tokio::net::TcpListener::bind(cfg.listen).await.with_context(|| format!("cannot listen on {} (is another collector running?)", cfg.listen))?;
         let stats = Arc::new(Stats::default());
         serve(cfg, listener, shutdown_signal(), stats, Duration::from_secs(10)).await?;
         tracing::info!("collector stopped");
@@ -168,7 +162,13 @@ fn run_dead_letter(cfg: &Config, action: DeadLetterCommand) -> anyhow::Result<()
                 }
             }
             let classes: Vec<String> = by_class.iter().map(|(c, n)| format!("{c}={n}")).collect();
-            println!("{total} line(s) in {} file(s) in {}{}{}", files.len(), store.dir().display(), if classes.is_empty() { "" } else { ": " }, classes.join(" "));
+            println!(
+                "{total} line(s) in {} file(s) in {}{}{}",
+                files.len(),
+                store.dir().display(),
+                if classes.is_empty() { "" } else { ": " },
+                classes.join(" ")
+            );
             Ok(())
         }
         DeadLetterCommand::Replay { timeout } => {
@@ -176,8 +176,18 @@ fn run_dead_letter(cfg: &Config, action: DeadLetterCommand) -> anyhow::Result<()
             let r = rt.block_on(replay(&cfg.influx, timeout.into()))?;
             let again: usize = r.still_refused.values().sum();
             let classes: Vec<String> = r.still_refused.iter().map(|(c, n)| format!("{c}={n}")).collect();
-            println!("replayed {} file(s): {} line(s) stored, {again} refused again{}{}", r.files, r.stored, if classes.is_empty() { "" } else { ": " }, classes.join(" "));
-            anyhow::ensure!(again == 0, "{again} line(s) are still refused by InfluxDB and stay in {}; see `wattflip-collector dead-letter list`", store.dir().display());
+            println!(
+                "replayed {} file(s): {} line(s) stored, {again} refused again{}{}",
+                r.files,
+                r.stored,
+                if classes.is_empty() { "" } else { ": " },
+                classes.join(" ")
+            );
+            anyhow::ensure!(
+                again == 0,
+                "{again} line(s) are still refused by InfluxDB and stay in {}; see `wattflip-collector dead-letter list`",
+                store.dir().display()
+            );
             Ok(())
         }
     }

@@ -19,24 +19,11 @@ pub enum PlanError {
     #[error("InfluxDB rejected {query:?}: {message}")]
     Query { query: String, message: String },
     #[error("unknown model `{model}`: no inventory or probe data for it in the last {since}; models seen: {seen}")]
-    UnknownModel {
-        model: String,
-        since: String,
-        seen: String,
-    },
+    UnknownModel { model: String, since: String, seen: String },
     #[error("no governor sweep of model `{model}` in power state {state} in the last {since}; states measured: {measured}. Run `wattflip-agent governor sweep` on one of these drives first")]
-    NoSweepState {
-        model: String,
-        state: u32,
-        since: String,
-        measured: String,
-    },
+    NoSweepState { model: String, state: u32, since: String, measured: String },
     #[error("no {what} in the last {since}: {hint}")]
-    NoData {
-        what: String,
-        since: String,
-        hint: String,
-    },
+    NoData { what: String, since: String, hint: String },
     #[error("--mix {file}: {message}")]
     Mix { file: String, message: String },
     #[error("--workload `{0}`: write PATTERN:SIZE, e.g. RR:4KiB or SW:128KiB")]
@@ -69,11 +56,7 @@ impl Series {
         self.values.get(i)?.get(self.col(name)?)?.as_f64()
     }
     pub fn s(&self, i: usize, name: &str) -> Option<String> {
-        self.values
-            .get(i)?
-            .get(self.col(name)?)?
-            .as_str()
-            .map(str::to_string)
+        self.values.get(i)?.get(self.col(name)?)?.as_str().map(str::to_string)
     }
 }
 
@@ -84,11 +67,7 @@ pub fn lit(s: &str) -> String {
 
 impl Influx {
     pub fn new(url: &str, db: &str) -> Self {
-        Influx {
-            url: url.trim_end_matches('/').to_string(),
-            db: db.to_string(),
-            client: reqwest::Client::new(),
-        }
+        Influx { url: url.trim_end_matches('/').to_string(), db: db.to_string(), client: reqwest::Client::new() }
     }
 
     pub async fn query(&self, q: &str) -> Result<Vec<Series>, PlanError> {
@@ -98,59 +77,31 @@ impl Influx {
             .query(&[("db", self.db.as_str()), ("q", q), ("epoch", "ns")])
             .send()
             .await
-            .map_err(|e| PlanError::Http {
-                url: self.url.clone(),
-                message: e.without_url().to_string(),
-            })?;
-        let body = resp.text().await.map_err(|e| PlanError::Http {
-            url: self.url.clone(),
-            message: e.without_url().to_string(),
-        })?;
+            .map_err(|e| PlanError::Http { url: self.url.clone(), message: e.without_url().to_string() })?;
+        let body = resp.text().await.map_err(|e| PlanError::Http { url: self.url.clone(), message: e.without_url().to_string() })?;
         let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| PlanError::Http {
             url: self.url.clone(),
-            message: format!(
-                "not a JSON answer ({e}): {}",
-                body.chars().take(200).collect::<String>()
-            ),
+            message: format!("not a JSON answer ({e}): {}", body.chars().take(200).collect::<String>()),
         })?;
         let err = v.pointer("/results/0/error").or_else(|| v.get("error"));
         if let Some(e) = err {
-            return Err(PlanError::Query {
-                query: q.to_string(),
-                message: e.as_str().unwrap_or_default().to_string(),
-            });
+            return Err(PlanError::Query { query: q.to_string(), message: e.as_str().unwrap_or_default().to_string() });
         }
-        let series = v
-            .pointer("/results/0/series")
-            .and_then(|s| s.as_array())
-            .cloned()
-            .unwrap_or_default();
+        let series = v.pointer("/results/0/series").and_then(|s| s.as_array()).cloned().unwrap_or_default();
         Ok(series
             .into_iter()
             .map(|s| Series {
                 tags: s
                     .get("tags")
                     .and_then(|t| t.as_object())
-                    .map(|o| {
-                        o.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                            .collect()
-                    })
+                    .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
                     .unwrap_or_default(),
                 columns: s
                     .get("columns")
                     .and_then(|c| c.as_array())
-                    .map(|c| {
-                        c.iter()
-                            .filter_map(|x| x.as_str().map(str::to_string))
-                            .collect()
-                    })
+                    .map(|c| c.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
                     .unwrap_or_default(),
-                values: s
-                    .get("values")
-                    .and_then(|v| v.as_array())
-                    .map(|rows| rows.iter().filter_map(|r| r.as_array().cloned()).collect())
-                    .unwrap_or_default(),
+                values: s.get("values").and_then(|v| v.as_array()).map(|rows| rows.iter().filter_map(|r| r.as_array().cloned()).collect()).unwrap_or_default(),
             })
             .collect())
     }
@@ -181,11 +132,7 @@ impl Influx {
         if seen == "none" {
             return empty_window(since);
         }
-        PlanError::UnknownModel {
-            model: model.into(),
-            since: since.into(),
-            seen,
-        }
+        PlanError::UnknownModel { model: model.into(), since: since.into(), seen }
     }
 
     /// Number of distinct drives of `model` in the inventory: (host, serial), or (host, device)
@@ -223,14 +170,7 @@ fn count_drives(series: &[Series]) -> usize {
         .iter()
         .map(|s| {
             let serial = tag(s, "serial");
-            (
-                tag(s, "host"),
-                if serial.is_empty() {
-                    format!("device:{}", tag(s, "device"))
-                } else {
-                    serial
-                },
-            )
+            (tag(s, "host"), if serial.is_empty() { format!("device:{}", tag(s, "device")) } else { serial })
         })
         .collect();
     drives.len()
@@ -286,16 +226,10 @@ pub fn parse_mix(file: &str, text: &str) -> Result<BTreeMap<String, f64>, PlanEr
     struct Mix {
         mix: BTreeMap<String, f64>,
     }
-    let m: Mix = toml::from_str(text).map_err(|e| PlanError::Mix {
-        file: file.into(),
-        message: e.to_string(),
-    })?;
+    let m: Mix = toml::from_str(text).map_err(|e| PlanError::Mix { file: file.into(), message: e.to_string() })?;
     let total: f64 = m.mix.values().sum();
     if m.mix.is_empty() || total <= 0.0 || m.mix.values().any(|w| *w < 0.0 || !w.is_finite()) {
-        return Err(PlanError::Mix {
-            file: file.into(),
-            message: "[mix] needs non-negative weights with a positive sum".into(),
-        });
+        return Err(PlanError::Mix { file: file.into(), message: "[mix] needs non-negative weights with a positive sum".into() });
     }
     Ok(m.mix.into_iter().map(|(k, w)| (k, w / total)).collect())
 }
@@ -308,13 +242,7 @@ pub fn power_cap_query(model: &str, since: &str) -> String {
     )
 }
 
-pub async fn power_cap(
-    db: &Influx,
-    model: &str,
-    state: u32,
-    mix: Option<BTreeMap<String, f64>>,
-    since: &str,
-) -> Result<PowerCapPlan, PlanError> {
+pub async fn power_cap(db: &Influx, model: &str, state: u32, mix: Option<BTreeMap<String, f64>>, since: &str) -> Result<PowerCapPlan, PlanError> {
     let rows = db.query(&power_cap_query(model, since)).await?;
     let drives = db.drive_count(model, since).await?;
     let s = rows.into_iter().next().unwrap_or_default();
@@ -324,9 +252,7 @@ pub async fn power_cap(
     // (pattern, state) → (watts, MiB/s) samples
     let mut by: BTreeMap<(String, u32), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for i in 0..s.values.len() {
-        let (Some(exp), Some(st), Some(tp)) =
-            (s.s(i, "experiment"), s.f(i, "value"), s.f(i, "mib_per_s"))
-        else {
+        let (Some(exp), Some(st), Some(tp)) = (s.s(i, "experiment"), s.f(i, "value"), s.f(i, "mib_per_s")) else {
             continue;
         };
         let pattern = exp.trim_start_matches("governor_sweep/").to_string();
@@ -338,46 +264,23 @@ pub async fn power_cap(
     }
     let states: std::collections::BTreeSet<u32> = by.keys().map(|k| k.1).collect();
     if !states.contains(&state) {
-        let measured = if states.is_empty() {
-            "none".into()
-        } else {
-            states
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        return Err(PlanError::NoSweepState {
-            model: model.into(),
-            state,
-            since: since.into(),
-            measured,
-        });
+        let measured = if states.is_empty() { "none".into() } else { states.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ") };
+        return Err(PlanError::NoSweepState { model: model.into(), state, since: since.into(), measured });
     }
     // The uncapped reference is the lowest-numbered (highest-power) state measured.
     let base_state = *states.iter().next().unwrap_or(&0);
     let patterns: Vec<String> = {
-        let mut p: Vec<String> = by
-            .keys()
-            .filter(|k| k.1 == state)
-            .map(|k| k.0.clone())
-            .collect();
+        let mut p: Vec<String> = by.keys().filter(|k| k.1 == state).map(|k| k.0.clone()).collect();
         p.dedup();
         p
     };
     let weights: BTreeMap<String, f64> = match mix {
         Some(m) => m,
-        None => patterns
-            .iter()
-            .map(|p| (p.clone(), 1.0 / patterns.len() as f64))
-            .collect(),
+        None => patterns.iter().map(|p| (p.clone(), 1.0 / patterns.len() as f64)).collect(),
     };
     let mut out = Vec::new();
     for (pattern, weight) in &weights {
-        let (Some(base), Some(capped)) = (
-            by.get(&(pattern.clone(), base_state)),
-            by.get(&(pattern.clone(), state)),
-        ) else {
+        let (Some(base), Some(capped)) = (by.get(&(pattern.clone(), base_state)), by.get(&(pattern.clone(), state))) else {
             return Err(PlanError::NoData {
                 what: format!("governor sweep of `{pattern}` for model {model} in states {base_state} and {state}"),
                 since: since.into(),
@@ -388,9 +291,7 @@ pub async fn power_cap(
             return Err(PlanError::NoData {
                 what: format!("energy for the `{pattern}` sweep runs of model {model}"),
                 since: since.into(),
-                hint:
-                    "run the sweep with a power source recorded (RAPL, hwmon, a drive rail monitor)"
-                        .into(),
+                hint: "run the sweep with a power source recorded (RAPL, hwmon, a drive rail monitor)".into(),
             });
         };
         let (bt, ct) = (mean(&base.1).unwrap_or(0.0), mean(&capped.1).unwrap_or(0.0));
@@ -403,11 +304,7 @@ pub async fn power_cap(
             saved_w_per_drive: bw - cw,
             base_mib_per_s: bt,
             capped_mib_per_s: ct,
-            throughput_lost_pct: if bt > 0.0 {
-                100.0 * (bt - ct) / bt
-            } else {
-                0.0
-            },
+            throughput_lost_pct: if bt > 0.0 { 100.0 * (bt - ct) / bt } else { 0.0 },
         });
     }
     if drives == 0 {
@@ -418,60 +315,27 @@ pub async fn power_cap(
             hint: "the fleet size comes from the agents' inventory: run `wattflip-agent run` on the hosts with these drives".into(),
         });
     }
-    let fleet_saved_w = drives as f64
-        * out
-            .iter()
-            .map(|p| p.weight * p.saved_w_per_drive)
-            .sum::<f64>();
+    let fleet_saved_w = drives as f64 * out.iter().map(|p| p.weight * p.saved_w_per_drive).sum::<f64>();
     let throughput_lost_pct = out.iter().map(|p| p.weight * p.throughput_lost_pct).sum();
-    Ok(PowerCapPlan {
-        model: model.into(),
-        state,
-        drives,
-        patterns: out,
-        fleet_saved_w,
-        throughput_lost_pct,
-    })
+    Ok(PowerCapPlan { model: model.into(), state, drives, patterns: out, fleet_saved_w, throughput_lost_pct })
 }
 
 pub fn power_cap_table(p: &PowerCapPlan) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Power cap: {} drives of model {} in power state {}",
-        p.drives, p.model, p.state
-    );
+    let _ = writeln!(s, "Power cap: {} drives of model {} in power state {}", p.drives, p.model, p.state);
     let _ = writeln!(
         s,
         "{:<14} {:>7} {:>9} {:>9} {:>10} {:>11} {:>11} {:>8}",
-        "pattern",
-        "weight",
-        "base W",
-        "capped W",
-        "saved W",
-        "base MiB/s",
-        "capped MiB/s",
-        "lost %"
+        "pattern", "weight", "base W", "capped W", "saved W", "base MiB/s", "capped MiB/s", "lost %"
     );
     for r in &p.patterns {
         let _ = writeln!(
             s,
             "{:<14} {:>7.3} {:>9.3} {:>9.3} {:>10.3} {:>11.1} {:>11.1} {:>8.2}",
-            r.pattern,
-            r.weight,
-            r.base_w,
-            r.capped_w,
-            r.saved_w_per_drive,
-            r.base_mib_per_s,
-            r.capped_mib_per_s,
-            r.throughput_lost_pct
+            r.pattern, r.weight, r.base_w, r.capped_w, r.saved_w_per_drive, r.base_mib_per_s, r.capped_mib_per_s, r.throughput_lost_pct
         );
     }
-    let _ = writeln!(
-        s,
-        "Fleet power saved: {:.3} W; throughput lost for this mix: {:.2} %",
-        p.fleet_saved_w, p.throughput_lost_pct
-    );
+    let _ = writeln!(s, "Fleet power saved: {:.3} W; throughput lost for this mix: {:.2} %", p.fleet_saved_w, p.throughput_lost_pct);
     s
 }
 
@@ -520,17 +384,11 @@ pub struct BudgetPlan {
 }
 
 /// Tags of `power` and `agent` points that are not labels.
-const NOT_LABELS: &[&str] = &[
-    "host", "source", "zone", "scope", "method", "rate", "session",
-];
+const NOT_LABELS: &[&str] = &["host", "source", "zone", "scope", "method", "rate", "session"];
 
 /// Per bucket and zone, every scope: the host's tier is chosen in Rust ([`points::host_tier`]).
 pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {
-    let group = if group_by == "host" {
-        String::new()
-    } else {
-        format!(", \"{group_by}\"")
-    };
+    let group = if group_by == "host" { String::new() } else { format!(", \"{group_by}\"") };
     format!(
         "SELECT mean(\"watts\") FROM \"power\" WHERE {} AND time > now() - {since} \
          GROUP BY time({bucket}), \"host\", \"zone\", \"scope\"{group} fill(none)",
@@ -541,11 +399,7 @@ pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {
 /// Every host known in the window (its Hellos) with its group label, so a host without power
 /// data is listed as missing rather than silently absent.
 pub fn budget_hosts_query(since: &str, group_by: &str) -> String {
-    let group = if group_by == "host" {
-        String::new()
-    } else {
-        format!(", \"{group_by}\"")
-    };
+    let group = if group_by == "host" { String::new() } else { format!(", \"{group_by}\"") };
     format!("SELECT last(\"version\") FROM \"agent\" WHERE time > now() - {since} GROUP BY \"host\"{group}")
 }
 
@@ -554,19 +408,14 @@ pub fn check_budget(budget_w: f64) -> Result<(), PlanError> {
     if budget_w.is_finite() && budget_w > 0.0 {
         Ok(())
     } else {
-        Err(PlanError::Input(format!(
-            "--budget-w {budget_w}: the budget must be a positive, finite number of watts"
-        )))
+        Err(PlanError::Input(format!("--budget-w {budget_w}: the budget must be a positive, finite number of watts")))
     }
 }
 
 /// The labels hosts carry (tag keys of `agent` and `power` other than the standard ones).
 async fn labels(db: &Influx) -> Result<Vec<String>, PlanError> {
     let mut out = std::collections::BTreeSet::new();
-    for q in [
-        "SHOW TAG KEYS FROM \"agent\"",
-        "SHOW TAG KEYS FROM \"power\"",
-    ] {
+    for q in ["SHOW TAG KEYS FROM \"agent\"", "SHOW TAG KEYS FROM \"power\""] {
         for s in db.query(q).await? {
             for row in &s.values {
                 if let Some(k) = row.first().and_then(|v| v.as_str()) {
@@ -585,30 +434,16 @@ async fn labels(db: &Influx) -> Result<Vec<String>, PlanError> {
 /// per bucket, and the group's peak is the maximum of that coincident total (not the sum of the
 /// hosts' own peaks). Every host the window knows (power or Hello) is counted or listed as
 /// missing with the reason.
-pub async fn budget(
-    db: &Influx,
-    group_by: &str,
-    budget_w: f64,
-    bucket: &str,
-    since: &str,
-) -> Result<BudgetPlan, PlanError> {
+pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, since: &str) -> Result<BudgetPlan, PlanError> {
     check_budget(budget_w)?;
     if group_by.is_empty() || group_by.contains(['"', '\\']) {
-        return Err(PlanError::Input(format!(
-            "--group-by `{group_by}`: name a label (rack, site, …) or `host`"
-        )));
+        return Err(PlanError::Input(format!("--group-by `{group_by}`: name a label (rack, site, …) or `host`")));
     }
     if group_by != "host" {
         let labels = labels(db).await?;
         if !labels.iter().any(|l| l == group_by) {
-            let known = if labels.is_empty() {
-                "none (group by `host`)".to_string()
-            } else {
-                labels.join(", ")
-            };
-            return Err(PlanError::Input(format!(
-                "--group-by `{group_by}`: no host has the label `{group_by}`; labels: {known}"
-            )));
+            let known = if labels.is_empty() { "none (group by `host`)".to_string() } else { labels.join(", ") };
+            return Err(PlanError::Input(format!("--group-by `{group_by}`: no host has the label `{group_by}`; labels: {known}")));
         }
     }
     let group_of = |tags: &BTreeMap<String, String>| -> String {
@@ -616,26 +451,17 @@ pub async fn budget(
         if group_by == "host" {
             host
         } else {
-            tags.get(group_by)
-                .filter(|g| !g.is_empty())
-                .cloned()
-                .unwrap_or_else(|| format!("(no {group_by})"))
+            tags.get(group_by).filter(|g| !g.is_empty()).cloned().unwrap_or_else(|| format!("(no {group_by})"))
         }
     };
     // (group, host) → scope → time → watts summed over zones.
-    let mut power: BTreeMap<(String, String), BTreeMap<String, BTreeMap<i64, f64>>> =
-        BTreeMap::new();
+    let mut power: BTreeMap<(String, String), BTreeMap<String, BTreeMap<i64, f64>>> = BTreeMap::new();
     for s in db.query(&budget_query(bucket, since, group_by)).await? {
         let host = s.tags.get("host").cloned().unwrap_or_default();
         let scope = s.tags.get("scope").cloned().unwrap_or_default();
-        let by_time = power
-            .entry((group_of(&s.tags), host))
-            .or_default()
-            .entry(scope)
-            .or_default();
+        let by_time = power.entry((group_of(&s.tags), host)).or_default().entry(scope).or_default();
         for i in 0..s.values.len() {
-            let (Some(t), Some(w)) = (s.values[i].first().and_then(|v| v.as_i64()), s.f(i, "mean"))
-            else {
+            let (Some(t), Some(w)) = (s.values[i].first().and_then(|v| v.as_i64()), s.f(i, "mean")) else {
                 continue;
             };
             *by_time.entry(t).or_default() += w;
@@ -643,10 +469,7 @@ pub async fn budget(
     }
     let mut known: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
     for s in db.query(&budget_hosts_query(since, group_by)).await? {
-        known
-            .entry(group_of(&s.tags))
-            .or_default()
-            .insert(s.tags.get("host").cloned().unwrap_or_default());
+        known.entry(group_of(&s.tags)).or_default().insert(s.tags.get("host").cloned().unwrap_or_default());
     }
     for (g, h) in power.keys() {
         known.entry(g.clone()).or_default().insert(h.clone());
@@ -664,18 +487,12 @@ pub async fn budget(
         let (mut counted, mut missing) = (Vec::new(), Vec::new());
         for host in hosts {
             let Some(scopes) = power.get(&(group.clone(), host.clone())) else {
-                missing.push(MissingHost {
-                    host,
-                    reason: format!("no power data in the last {since}"),
-                });
+                missing.push(MissingHost { host, reason: format!("no power data in the last {since}") });
                 continue;
             };
             let Some((tier, used)) = points::host_tier(scopes.keys().map(String::as_str)) else {
                 let have: Vec<&str> = scopes.keys().map(String::as_str).collect();
-                missing.push(MissingHost {
-                    host,
-                    reason: format!("only scopes {}: none is host-level", have.join(", ")),
-                });
+                missing.push(MissingHost { host, reason: format!("only scopes {}: none is host-level", have.join(", ")) });
                 continue;
             };
             let mut own: BTreeMap<i64, f64> = BTreeMap::new();
@@ -688,15 +505,9 @@ pub async fn budget(
                 *totals.entry(*t).or_default() += w;
             }
             let peak_w = own.values().copied().fold(f64::NEG_INFINITY, f64::max);
-            counted.push(HostPower {
-                host,
-                tier: tier.name.into(),
-                scopes: used.iter().map(|s| s.to_string()).collect(),
-                peak_w,
-            });
+            counted.push(HostPower { host, tier: tier.name.into(), scopes: used.iter().map(|s| s.to_string()).collect(), peak_w });
         }
-        let peak_w = (!totals.is_empty())
-            .then(|| totals.values().copied().fold(f64::NEG_INFINITY, f64::max));
+        let peak_w = (!totals.is_empty()).then(|| totals.values().copied().fold(f64::NEG_INFINITY, f64::max));
         let coverage = coverage_line(&counted, &missing);
         groups.push(GroupBudget {
             group,
@@ -709,15 +520,7 @@ pub async fn budget(
             coverage,
         });
     }
-    Ok(BudgetPlan {
-        group_by: group_by.into(),
-        budget_w,
-        precedence: points::HOST_TIERS
-            .iter()
-            .map(|t| t.name.to_string())
-            .collect(),
-        groups,
-    })
+    Ok(BudgetPlan { group_by: group_by.into(), budget_w, precedence: points::HOST_TIERS.iter().map(|t| t.name.to_string()).collect(), groups })
 }
 
 fn coverage_line(counted: &[HostPower], missing: &[MissingHost]) -> String {
@@ -729,19 +532,12 @@ fn coverage_line(counted: &[HostPower], missing: &[MissingHost]) -> String {
         }
     }
     let tiers: Vec<String> = by_tier.iter().map(|(t, n)| format!("{t} {n}")).collect();
-    let mut s = format!(
-        "{} of {} hosts counted",
-        counted.len(),
-        counted.len() + missing.len()
-    );
+    let mut s = format!("{} of {} hosts counted", counted.len(), counted.len() + missing.len());
     if !tiers.is_empty() {
         let _ = write!(s, " ({})", tiers.join(", "));
     }
     if !missing.is_empty() {
-        let m: Vec<String> = missing
-            .iter()
-            .map(|m| format!("{} ({})", m.host, m.reason))
-            .collect();
+        let m: Vec<String> = missing.iter().map(|m| format!("{} ({})", m.host, m.reason)).collect();
         let _ = write!(s, "; missing: {}", m.join(", "));
     }
     s
@@ -749,32 +545,14 @@ fn coverage_line(counted: &[HostPower], missing: &[MissingHost]) -> String {
 
 pub fn budget_table(p: &BudgetPlan) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Power budget {:.1} W per {} (per host: {})",
-        p.budget_w,
-        p.group_by,
-        p.precedence.join(" > ")
-    );
-    let _ = writeln!(
-        s,
-        "{:<20} {:>6} {:>10} {:>11}  status",
-        p.group_by, "hosts", "peak W", "headroom W"
-    );
+    let _ = writeln!(s, "Power budget {:.1} W per {} (per host: {})", p.budget_w, p.group_by, p.precedence.join(" > "));
+    let _ = writeln!(s, "{:<20} {:>6} {:>10} {:>11}  status", p.group_by, "hosts", "peak W", "headroom W");
     for g in &p.groups {
         let (peak, headroom, status) = match (g.peak_w, g.headroom_w) {
-            (Some(p), Some(h)) => (
-                format!("{p:.1}"),
-                format!("{h:.1}"),
-                if g.exceeds { "EXCEEDS" } else { "ok" },
-            ),
+            (Some(p), Some(h)) => (format!("{p:.1}"), format!("{h:.1}"), if g.exceeds { "EXCEEDS" } else { "ok" }),
             _ => ("-".to_string(), "-".to_string(), "no host power"),
         };
-        let _ = writeln!(
-            s,
-            "{:<20} {:>6} {:>10} {:>11}  {status}",
-            g.group, g.hosts, peak, headroom
-        );
+        let _ = writeln!(s, "{:<20} {:>6} {:>10} {:>11}  {status}", g.group, g.hosts, peak, headroom);
         let _ = writeln!(s, "  {}", g.coverage);
     }
     s
@@ -797,9 +575,7 @@ pub struct CapacityPlan {
 
 /// `RR:4KiB` → ("RR", 4096).
 pub fn parse_workload(w: &str) -> Result<(String, u64), PlanError> {
-    let (p, size) = w
-        .split_once(':')
-        .ok_or_else(|| PlanError::Workload(w.into()))?;
+    let (p, size) = w.split_once(':').ok_or_else(|| PlanError::Workload(w.into()))?;
     let p = p.to_ascii_uppercase();
     if !["SR", "RR", "SW", "RW"].contains(&p.as_str()) {
         return Err(PlanError::Workload(w.into()));
@@ -825,20 +601,12 @@ pub fn capacity_query(model: &str, pattern: &str, since: &str) -> String {
     )
 }
 
-pub async fn capacity(
-    db: &Influx,
-    model: &str,
-    budget_w: f64,
-    workload: &str,
-    since: &str,
-) -> Result<CapacityPlan, PlanError> {
+pub async fn capacity(db: &Influx, model: &str, budget_w: f64, workload: &str, since: &str) -> Result<CapacityPlan, PlanError> {
     check_budget(budget_w)?;
     let (pattern, size) = parse_workload(workload)?;
     let series = db.query(&capacity_query(model, &pattern, since)).await?;
     let s = series.into_iter().next().unwrap_or_default();
-    let rows: Vec<usize> = (0..s.values.len())
-        .filter(|&i| s.f(i, "value") == Some(size as f64))
-        .collect();
+    let rows: Vec<usize> = (0..s.values.len()).filter(|&i| s.f(i, "value") == Some(size as f64)).collect();
     if rows.is_empty() {
         if db.drive_count(model, since).await? == 0 && s.values.is_empty() {
             return Err(db.unknown_model(model, since).await);
@@ -857,20 +625,8 @@ pub async fn capacity(
             hint: "the probes ran without a power source; record one (hwmon/PMBus drive rail, RAPL) or import a shunt trace".into(),
         });
     };
-    let tp = mean(
-        &rows
-            .iter()
-            .filter_map(|&i| s.f(i, "mib_per_s"))
-            .collect::<Vec<_>>(),
-    )
-    .unwrap_or(0.0);
-    let iops = mean(
-        &rows
-            .iter()
-            .filter_map(|&i| s.f(i, "iops"))
-            .collect::<Vec<_>>(),
-    )
-    .unwrap_or(0.0);
+    let tp = mean(&rows.iter().filter_map(|&i| s.f(i, "mib_per_s")).collect::<Vec<_>>()).unwrap_or(0.0);
+    let iops = mean(&rows.iter().filter_map(|&i| s.f(i, "iops")).collect::<Vec<_>>()).unwrap_or(0.0);
     let drives = drives_within(budget_w, w);
     Ok(CapacityPlan {
         model: model.into(),
@@ -891,11 +647,7 @@ pub async fn capacity(
 pub fn drives_within(budget_w: f64, watts_per_drive: f64) -> u64 {
     let q = budget_w / watts_per_drive;
     let nearest = q.round();
-    let n = if (q - nearest).abs() <= 1e-9 * nearest.abs().max(1.0) {
-        nearest
-    } else {
-        q.floor()
-    };
+    let n = if (q - nearest).abs() <= 1e-9 * nearest.abs().max(1.0) { nearest } else { q.floor() };
     n.max(0.0) as u64
 }
 
@@ -918,10 +670,7 @@ mod tests {
         assert!(parse_mix("m.toml", "[mix]\n").is_err());
         assert!(parse_mix("m.toml", "[mixx]\na = 1\n").is_err());
         assert_eq!(parse_workload("rr:4KiB").unwrap(), ("RR".to_string(), 4096));
-        assert_eq!(
-            parse_workload("SW:1MiB").unwrap(),
-            ("SW".to_string(), 1 << 20)
-        );
+        assert_eq!(parse_workload("SW:1MiB").unwrap(), ("SW".to_string(), 1 << 20));
         assert!(parse_workload("XX:4KiB").is_err());
         assert!(parse_workload("RR").is_err());
     }
@@ -930,9 +679,7 @@ mod tests {
     fn run_power_prefers_the_measured_mean_over_energy_per_duration() {
         use serde_json::{json, Value};
         let s = Series {
-            columns: ["time", "power_w", "energy_j", "duration_s"]
-                .map(String::from)
-                .to_vec(),
+            columns: ["time", "power_w", "energy_j", "duration_s"].map(String::from).to_vec(),
             values: vec![
                 vec![json!(1), json!(5.25), json!(6.0), json!(1.0)],
                 vec![json!(2), Value::Null, json!(6.0), json!(2.0)],
@@ -940,10 +687,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert_eq!(
-            (run_watts(&s, 0), run_watts(&s, 1), run_watts(&s, 2)),
-            (Some(5.25), Some(3.0), None)
-        );
+        assert_eq!((run_watts(&s, 0), run_watts(&s, 1), run_watts(&s, 2)), (Some(5.25), Some(3.0), None));
     }
 
     #[test]
@@ -963,43 +707,23 @@ mod tests {
 
     #[test]
     fn coverage_names_tiers_and_missing_hosts() {
-        let h = |host: &str, tier: &str| HostPower {
-            host: host.into(),
-            tier: tier.into(),
-            scopes: Vec::new(),
-            peak_w: 1.0,
-        };
-        let counted = [
-            h("a", "RAPL + NVMe estimate"),
-            h("b", "host meter"),
-            h("c", "host meter"),
-        ];
-        let missing = [MissingHost {
-            host: "d".into(),
-            reason: "no power data in the last 30d".into(),
-        }];
-        assert_eq!(coverage_line(&counted, &missing), "3 of 4 hosts counted (host meter 2, RAPL + NVMe estimate 1); missing: d (no power data in the last 30d)");
+        let h = |host: &str, tier: &str| HostPower { host: host.into(), tier: tier.into(), scopes: Vec::new(), peak_w: 1.0 };
+        let counted = [h("a", "RAPL + NVMe estimate"), h("b", "host meter"), h("c", "host meter")];
+        let missing = [MissingHost { host: "d".into(), reason: "no power data in the last 30d".into() }];
         assert_eq!(
-            coverage_line(&[], &missing),
-            "0 of 1 hosts counted; missing: d (no power data in the last 30d)"
+            coverage_line(&counted, &missing),
+            "3 of 4 hosts counted (host meter 2, RAPL + NVMe estimate 1); missing: d (no power data in the last 30d)"
         );
+        assert_eq!(coverage_line(&[], &missing), "0 of 1 hosts counted; missing: d (no power data in the last 30d)");
     }
 
     #[test]
     fn namespaces_of_one_controller_are_one_drive() {
         let inv = |host: &str, serial: &str, device: &str| Series {
-            tags: [("host", host), ("serial", serial), ("device", device)]
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .into(),
+            tags: [("host", host), ("serial", serial), ("device", device)].map(|(k, v)| (k.to_string(), v.to_string())).into(),
             ..Default::default()
         };
-        let series = [
-            inv("h1", "S1", "nvme0n1"),
-            inv("h1", "S1", "nvme0n2"),
-            inv("h2", "S1", "nvme0n1"),
-            inv("h1", "", "sda"),
-            inv("h1", "", "sdb"),
-        ];
+        let series = [inv("h1", "S1", "nvme0n1"), inv("h1", "S1", "nvme0n2"), inv("h2", "S1", "nvme0n1"), inv("h1", "", "sda"), inv("h1", "", "sdb")];
         assert_eq!(count_drives(&series), 4);
     }
 }

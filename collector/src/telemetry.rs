@@ -17,12 +17,31 @@ pub fn render(s: &Stats) -> String {
         .counter("wattflip_collector_batches_rate_limited_total", "Batches refused by the per-agent rate limit.", i.batches_rate_limited.load(Relaxed))
         .counter("wattflip_collector_samples_received_total", "Power and temperature samples accepted.", i.samples_received.load(Relaxed))
         .counter("wattflip_collector_points_stored_total", "Agent points acknowledged as stored.", i.points_stored.load(Relaxed))
-        .labelled_counter("wattflip_collector_points_rejected_total", "Agent points left out by the checks, by rule; each is in a point_rejected event.", "reason", &i.points_rejected)
-        .labelled_counter("wattflip_collector_points_dead_lettered_total", "Agent points InfluxDB refused, kept in the dead-letter store, by class.", "reason", &i.points_dead_lettered)
+        .labelled_counter(
+            "wattflip_collector_points_rejected_total",
+            "Agent points left out by the checks, by rule; each is in a point_rejected event.",
+            "reason",
+            &i.points_rejected,
+        )
+        .labelled_counter(
+            "wattflip_collector_points_dead_lettered_total",
+            "Agent points InfluxDB refused, kept in the dead-letter store, by class.",
+            "reason",
+            &i.points_dead_lettered,
+        )
         .labelled_counter("wattflip_collector_agents_rejected_total", "Connections and streams refused, by reason.", "reason", &i.agents_rejected)
         .counter("wattflip_collector_lines_written_total", "Line-protocol lines the store accepted.", k.lines_written.load(Relaxed))
-        .counter("wattflip_collector_lines_rejected_total", "Lines the store refused as bad data (HTTP 400), all dead-lettered.", k.lines_rejected.load(Relaxed))
-        .labelled_counter("wattflip_collector_lines_dead_lettered_total", "Lines in the dead-letter store, by class (agent points and the collector's own).", "reason", &k.lines_dead_lettered)
+        .counter(
+            "wattflip_collector_lines_rejected_total",
+            "Lines the store refused as bad data (HTTP 400), all dead-lettered.",
+            k.lines_rejected.load(Relaxed),
+        )
+        .labelled_counter(
+            "wattflip_collector_lines_dead_lettered_total",
+            "Lines in the dead-letter store, by class (agent points and the collector's own).",
+            "reason",
+            &k.lines_dead_lettered,
+        )
         .counter("wattflip_collector_influx_requests_total", "Write requests to InfluxDB.", k.requests.load(Relaxed))
         .counter("wattflip_collector_influx_retries_total", "Write requests retried after an error.", k.retries.load(Relaxed))
         .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency)

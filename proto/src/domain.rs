@@ -10,8 +10,28 @@ use std::collections::BTreeMap;
 
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[
-    "host", "source", "zone", "scope", "method", "device", "sensor", "model", "serial", "firmware", "bench",
-    "experiment", "pattern", "kind", "severity", "outcome", "trigger", "state", "time", "rate", "field", "rule",
+    "host",
+    "source",
+    "zone",
+    "scope",
+    "method",
+    "device",
+    "sensor",
+    "model",
+    "serial",
+    "firmware",
+    "bench",
+    "experiment",
+    "pattern",
+    "kind",
+    "severity",
+    "outcome",
+    "trigger",
+    "state",
+    "time",
+    "rate",
+    "field",
+    "rule",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;
@@ -248,8 +268,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    pub const ALL: [Rule; 7] =
-        [Rule::NotFinite, Rule::OutOfRange, Rule::BadTag, Rule::BadTime, Rule::Missing, Rule::Inconsistent, Rule::Unspecified];
+    pub const ALL: [Rule; 7] = [Rule::NotFinite, Rule::OutOfRange, Rule::BadTag, Rule::BadTime, Rule::Missing, Rule::Inconsistent, Rule::Unspecified];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -384,10 +403,7 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
 /// Only a batch that is not this agent's, or has no sequence, fails as a whole.
 pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, InvalidField> {
     if b.agent_id != agent_id {
-        return Err(invalid(
-            "batch.agent_id",
-            format!("`{}` differs from the stream's Hello agent id `{agent_id}`", b.agent_id),
-        ));
+        return Err(invalid("batch.agent_id", format!("`{}` differs from the stream's Hello agent id `{agent_id}`", b.agent_id)));
     }
     if b.sequence == 0 {
         return Err(invalid("batch.sequence", "must be at least 1"));
@@ -396,58 +412,90 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
     let power = each("power", b.power, &mut rejected, |p| p.time_ns, |_| Ok(()), convert_power);
     let temperature = each("temperature", b.temperature, &mut rejected, |t| t.time_ns, |_| Ok(()), convert_temperature);
     let probe_runs = each("probe_runs", b.probe_runs, &mut rejected, |r| r.start_ns, check_probe_run, Ok);
-    let power_state_changes = each("power_state_changes", b.power_state_changes, &mut rejected, |c| c.time_ns, |c| {
-        time("time_ns", c.time_ns)?;
-        tag("device", &c.device)?;
-        if v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default() == v1::PowerStateOutcome::Unspecified {
-            return Err(bad("outcome", c.outcome, Rule::Unspecified, "must be set"));
-        }
-        Ok(())
-    }, Ok);
-    let events = each("events", b.events, &mut rejected, |e| e.time_ns, |e| {
-        time("time_ns", e.time_ns)?;
-        tag("kind", &e.kind)?;
-        opt_tag("device", &e.device)?;
-        if v1::Severity::try_from(e.severity).unwrap_or_default() == v1::Severity::Unspecified {
-            return Err(bad("severity", e.severity, Rule::Unspecified, "must be set"));
-        }
-        Ok(())
-    }, Ok);
-    let nvme_smart = each("nvme_smart", b.nvme_smart, &mut rejected, |s| s.time_ns, |s| {
-        time("time_ns", s.time_ns)?;
-        tag("device", &s.device)?;
-        opt_tag("serial", &s.serial)?;
-        // Absent (None) is allowed: the drive or tool did not report it.
-        opt_num("composite_celsius", s.composite_celsius)?;
-        Ok(())
-    }, Ok);
-    let electrical = each("electrical", b.electrical, &mut rejected, |s| s.time_ns, |s| {
-        time("time_ns", s.time_ns)?;
-        tag("source", &s.source)?;
-        tag("chip", &s.chip)?;
-        tag("channel", &s.channel)?;
-        match (s.volts, s.amperes) {
-            (Some(v), None) => num("volts", v).map(drop),
-            (None, Some(a)) => num("amperes", a).map(drop),
-            (v, a) => Err(bad("volts", format!("{v:?}/{a:?}"), Rule::Missing, "exactly one of volts and amperes must be set")),
-        }
-    }, Ok);
-    let idle_profiles = each("idle_profiles", b.idle_profiles, &mut rejected, |p| p.time_ns, |p| {
-        time("time_ns", p.time_ns)?;
-        tag("device", &p.device)?;
-        tag("model", &p.model)?;
-        for (name, v) in [("window_s", Some(p.window_s)), ("median_w", Some(p.median_w)), ("spread_w", Some(p.spread_w))]
-            .into_iter()
-            .chain([
+    let power_state_changes = each(
+        "power_state_changes",
+        b.power_state_changes,
+        &mut rejected,
+        |c| c.time_ns,
+        |c| {
+            time("time_ns", c.time_ns)?;
+            tag("device", &c.device)?;
+            if v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default() == v1::PowerStateOutcome::Unspecified {
+                return Err(bad("outcome", c.outcome, Rule::Unspecified, "must be set"));
+            }
+            Ok(())
+        },
+        Ok,
+    );
+    let events = each(
+        "events",
+        b.events,
+        &mut rejected,
+        |e| e.time_ns,
+        |e| {
+            time("time_ns", e.time_ns)?;
+            tag("kind", &e.kind)?;
+            opt_tag("device", &e.device)?;
+            if v1::Severity::try_from(e.severity).unwrap_or_default() == v1::Severity::Unspecified {
+                return Err(bad("severity", e.severity, Rule::Unspecified, "must be set"));
+            }
+            Ok(())
+        },
+        Ok,
+    );
+    let nvme_smart = each(
+        "nvme_smart",
+        b.nvme_smart,
+        &mut rejected,
+        |s| s.time_ns,
+        |s| {
+            time("time_ns", s.time_ns)?;
+            tag("device", &s.device)?;
+            opt_tag("serial", &s.serial)?;
+            // Absent (None) is allowed: the drive or tool did not report it.
+            opt_num("composite_celsius", s.composite_celsius)?;
+            Ok(())
+        },
+        Ok,
+    );
+    let electrical = each(
+        "electrical",
+        b.electrical,
+        &mut rejected,
+        |s| s.time_ns,
+        |s| {
+            time("time_ns", s.time_ns)?;
+            tag("source", &s.source)?;
+            tag("chip", &s.chip)?;
+            tag("channel", &s.channel)?;
+            match (s.volts, s.amperes) {
+                (Some(v), None) => num("volts", v).map(drop),
+                (None, Some(a)) => num("amperes", a).map(drop),
+                (v, a) => Err(bad("volts", format!("{v:?}/{a:?}"), Rule::Missing, "exactly one of volts and amperes must be set")),
+            }
+        },
+        Ok,
+    );
+    let idle_profiles = each(
+        "idle_profiles",
+        b.idle_profiles,
+        &mut rejected,
+        |p| p.time_ns,
+        |p| {
+            time("time_ns", p.time_ns)?;
+            tag("device", &p.device)?;
+            tag("model", &p.model)?;
+            for (name, v) in [("window_s", Some(p.window_s)), ("median_w", Some(p.median_w)), ("spread_w", Some(p.spread_w))].into_iter().chain([
                 ("activity_period_s", p.activity_period_s),
                 ("activity_correlation", p.activity_correlation),
                 ("activity_energy_j", p.activity_energy_j),
-            ])
-        {
-            opt_num(name, v)?;
-        }
-        Ok(())
-    }, Ok);
+            ]) {
+                opt_num(name, v)?;
+            }
+            Ok(())
+        },
+        Ok,
+    );
     Ok(Converted {
         batch: Batch {
             agent_id: b.agent_id,
@@ -619,13 +667,7 @@ mod tests {
         s.time_ns = 0;
         assert_eq!(convert_batch("a1", batch(vec![s])).unwrap_err().field, "power[0].time_ns");
         let mut b = batch(vec![]);
-        b.temperature.push(v1::TemperatureSample {
-            time_ns: 5,
-            source: "hwmon".into(),
-            device: "nvme0".into(),
-            sensor: "Composite".into(),
-            celsius: 49850.0,
-        });
+        b.temperature.push(v1::TemperatureSample { time_ns: 5, source: "hwmon".into(), device: "nvme0".into(), sensor: "Composite".into(), celsius: 49850.0 });
         let e = convert_batch("a1", b).unwrap_err();
         assert_eq!(e.field, "temperature[0].celsius");
     }
@@ -647,8 +689,7 @@ mod tests {
         assert_eq!(c.batch.temperature.iter().map(|t| t.celsius.0).collect::<Vec<_>>(), [41.0, 42.0]);
         assert_eq!(c.batch.power.len(), 1);
         assert_eq!(c.batch.events.len(), 0);
-        let got: Vec<(&str, &str, Rule, Option<i64>)> =
-            c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule, r.time_ns)).collect();
+        let got: Vec<(&str, &str, Rule, Option<i64>)> = c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule, r.time_ns)).collect();
         assert_eq!(
             got,
             [

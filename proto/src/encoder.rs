@@ -104,11 +104,7 @@ const TEMPERATURE_SLOTS: &[&str] = &["source", "device", "sensor"];
 
 impl BatchEncoder {
     pub fn new(tags: &HostTags) -> BatchEncoder {
-        BatchEncoder {
-            power: Template::new(POWER, tags, POWER_SLOTS),
-            temperature: Template::new(TEMPERATURE, tags, TEMPERATURE_SLOTS),
-            tags: tags.clone(),
-        }
+        BatchEncoder { power: Template::new(POWER, tags, POWER_SLOTS), temperature: Template::new(TEMPERATURE, tags, TEMPERATURE_SLOTS), tags: tags.clone() }
     }
 
     /// Appends one line (ending in `\n`) per point of `b` to `lines`, in `batch_points` order;
@@ -139,9 +135,8 @@ impl BatchEncoder {
     }
 
     fn power_line(&self, s: &PowerSample, out: &mut String) -> bool {
-        let fields_finite = [s.watts.map(|w| w.0), s.joules.map(|j| j.0), s.min_watts.map(|w| w.0), s.max_watts.map(|w| w.0)]
-            .iter()
-            .all(|v| v.is_none_or(f64::is_finite));
+        let fields_finite =
+            [s.watts.map(|w| w.0), s.joules.map(|j| j.0), s.min_watts.map(|w| w.0), s.max_watts.map(|w| w.0)].iter().all(|v| v.is_none_or(f64::is_finite));
         if !fields_finite || (s.watts.is_none() && s.joules.is_none()) {
             return false;
         }
@@ -308,7 +303,10 @@ mod tests {
             "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n"
         );
         assert_eq!(lines[1], "power,host=a1,method=measured,rack=r7,source=hwmon,zone=ina3221\\ ch\\ 1 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n");
-        assert_eq!(lines[2], "power,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=9223372036854775807i 1700000000000000001\n");
+        assert_eq!(
+            lines[2],
+            "power,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=9223372036854775807i 1700000000000000001\n"
+        );
         assert_eq!(lines[5], "temperature,device=coretemp\\,isa\\=0,host=a1,rack=r7,sensor=Package\\ id\\ 0,source=hwmon celsius=49.85 1700000000000000002\n");
         assert_eq!(lines[6], "temperature,device=nvme1,host=a1,rack=r7,sensor=bad\\nsensor,source=hwmon celsius=49.85 1700000000000000002\n");
         assert_eq!(lines[7], "temperature,device=S1\\\\,host=a1,rack=r7,sensor=x,source=hwmon celsius=49.85 1700000000000000002\n");

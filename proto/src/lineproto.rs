@@ -158,11 +158,7 @@ impl FieldValue {
         match self {
             FieldValue::Float(f) => {
                 if !f.is_finite() {
-                    return Err(LineError::NotFinite {
-                        measurement: measurement.into(),
-                        field: key.into(),
-                        value: *f,
-                    });
+                    return Err(LineError::NotFinite { measurement: measurement.into(), field: key.into(), value: *f });
                 }
                 // Rust prints the shortest representation that round-trips, and integral floats
                 // without a dot ("3"), which InfluxDB reads as a float because there is no `i`.
@@ -263,7 +259,8 @@ mod tests {
 
     #[test]
     fn push_float_is_display_exact_and_as_short() {
-        let mut specials = vec![0.0, -0.0, 1.0, 3.0, 0.1, 49.85, 1e-5, 1e-6, 1e15, 1e16, 1e17, 1e21, 123456789.125, f64::MIN_POSITIVE, f64::MAX, f64::MIN, 5e-324];
+        let mut specials =
+            vec![0.0, -0.0, 1.0, 3.0, 0.1, 49.85, 1e-5, 1e-6, 1e15, 1e16, 1e17, 1e21, 123456789.125, f64::MIN_POSITIVE, f64::MAX, f64::MIN, 5e-324];
         // A deterministic spread over all exponents and mantissas (xorshift bit patterns).
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..200_000 {
@@ -298,9 +295,7 @@ mod tests {
     #[test]
     fn escapes_every_element_like_the_reference() {
         // The example verified on InfluxDB 1.6.7 (influx-grafana-ansible.md §2).
-        let p = Point::new("esc m,x", 5)
-            .tag("tag k=1", "va,l u=e")
-            .string("fi=eld", "say \"hi\" \\ back");
+        let p = Point::new("esc m,x", 5).tag("tag k=1", "va,l u=e").string("fi=eld", "say \"hi\" \\ back");
         assert_eq!(line(&p), "esc\\ m\\,x,tag\\ k\\=1=va\\,l\\ u\\=e fi\\=eld=\"say \\\"hi\\\" \\\\ back\" 5\n");
     }
 
@@ -315,21 +310,13 @@ mod tests {
             .int("count", -7)
             .uint("big", u64::MAX)
             .boolean("ok", true);
-        assert_eq!(
-            line(&p),
-            "power,host=a,zone=package-0 watts=12.5,whole=3,count=-7i,big=9223372036854775807i,ok=true 1700000000123456789\n"
-        );
+        assert_eq!(line(&p), "power,host=a,zone=package-0 watts=12.5,whole=3,count=-7i,big=9223372036854775807i,ok=true 1700000000123456789\n");
     }
 
     #[test]
     fn line_breaks_and_a_trailing_backslash_cannot_break_the_line() {
         let mut out = String::new();
-        Point::new("event", 1)
-            .tag("device", "nvme0\n")
-            .tag("serial", "S1\\")
-            .string("message", "line 1\r\nline \"2\" \\ end")
-            .write_line(&mut out)
-            .unwrap();
+        Point::new("event", 1).tag("device", "nvme0\n").tag("serial", "S1\\").string("message", "line 1\r\nline \"2\" \\ end").write_line(&mut out).unwrap();
         assert_eq!(out, "event,device=nvme0\\n,serial=S1\\\\ message=\"line 1\\r\\nline \\\"2\\\" \\\\ end\" 1\n");
         assert_eq!(out.matches('\n').count(), 1);
     }
@@ -367,11 +354,7 @@ mod tests {
 
     #[test]
     fn encode_all_keeps_good_points() {
-        let pts = vec![
-            Point::new("a", 1).float("v", 1.0),
-            Point::new("b", 2).float("v", f64::NAN),
-            Point::new("c", 3).int("v", 2),
-        ];
+        let pts = vec![Point::new("a", 1).float("v", 1.0), Point::new("b", 2).float("v", f64::NAN), Point::new("c", 3).int("v", 2)];
         let (body, errs) = encode_all(&pts);
         assert_eq!(body, "a v=1 1\nc v=2i 3\n");
         assert_eq!(errs.len(), 1);

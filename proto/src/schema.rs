@@ -100,12 +100,8 @@ pub fn batch_points(b: &Batch, tags: &HostTags) -> Vec<Point> {
 
 /// One power sample's point.
 pub fn power_point(s: &PowerSample, tags: &HostTags) -> Point {
-    let mut p = tags
-        .point(POWER, s.time.0)
-        .tag("source", s.source.clone())
-        .tag("zone", s.zone.clone())
-        .tag("scope", s.scope.clone())
-        .tag("method", s.method.as_str());
+    let mut p =
+        tags.point(POWER, s.time.0).tag("source", s.source.clone()).tag("zone", s.zone.clone()).tag("scope", s.scope.clone()).tag("method", s.method.as_str());
     if s.full_rate {
         p = p.tag("rate", FULL_RATE);
     }
@@ -218,11 +214,8 @@ pub fn idle_profile_point(i: &v1::IdleProfile, tags: &HostTags) -> Point {
         .int("samples", i64::from(i.samples))
         .float("median_w", i.median_w)
         .float("spread_w", i.spread_w);
-    for (name, v) in [
-        ("activity_period_s", i.activity_period_s),
-        ("activity_correlation", i.activity_correlation),
-        ("activity_energy_j", i.activity_energy_j),
-    ] {
+    for (name, v) in [("activity_period_s", i.activity_period_s), ("activity_correlation", i.activity_correlation), ("activity_energy_j", i.activity_energy_j)]
+    {
         if let Some(v) = v {
             p = p.float(name, v);
         }
@@ -425,7 +418,12 @@ mod tests {
             volts,
             amperes,
         };
-        let b = v1::Batch { agent_id: "a1".into(), sequence: 1, electrical: vec![e(1_000, "SSD 12V", Some(12.0), None), e(1_000, "curr1", None, Some(0.5))], ..Default::default() };
+        let b = v1::Batch {
+            agent_id: "a1".into(),
+            sequence: 1,
+            electrical: vec![e(1_000, "SSD 12V", Some(12.0), None), e(1_000, "curr1", None, Some(0.5))],
+            ..Default::default()
+        };
         let b = convert_batch("a1", b).unwrap();
         let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
         let (body, errs) = encode_all(&batch_points(&b, &tags));
@@ -492,7 +490,12 @@ mod tests {
             power_on_hours: Some(u64::MAX),
             ..Default::default()
         };
-        let b = v1::Batch { agent_id: "a1".into(), sequence: 1, nvme_smart: vec![smart, v1::NvmeSmart { time_ns: 8_000, device: "nvme1".into(), ..Default::default() }], ..Default::default() };
+        let b = v1::Batch {
+            agent_id: "a1".into(),
+            sequence: 1,
+            nvme_smart: vec![smart, v1::NvmeSmart { time_ns: 8_000, device: "nvme1".into(), ..Default::default() }],
+            ..Default::default()
+        };
         let b = convert_batch("a1", b).unwrap();
         let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
         let (body, errs) = encode_all(&batch_points(&b, &tags));
@@ -509,7 +512,12 @@ mod tests {
 
     #[test]
     fn an_absent_composite_converts_and_a_nan_one_is_rejected() {
-        let s = |c: Option<f64>| v1::Batch { agent_id: "a1".into(), sequence: 1, nvme_smart: vec![v1::NvmeSmart { time_ns: 5, device: "nvme0".into(), composite_celsius: c, ..Default::default() }], ..Default::default() };
+        let s = |c: Option<f64>| v1::Batch {
+            agent_id: "a1".into(),
+            sequence: 1,
+            nvme_smart: vec![v1::NvmeSmart { time_ns: 5, device: "nvme0".into(), composite_celsius: c, ..Default::default() }],
+            ..Default::default()
+        };
         assert_eq!(convert_batch("a1", s(None)).unwrap().nvme_smart[0].composite_celsius, None);
         assert_eq!(convert_batch("a1", s(Some(0.0))).unwrap().nvme_smart[0].composite_celsius, Some(0.0));
         assert_eq!(convert_batch("a1", s(Some(f64::NAN))).unwrap_err().to_string(), "nvme_smart[0].composite_celsius: NaN is not a finite number");
@@ -521,7 +529,14 @@ mod tests {
             agent_id: "a1".into(),
             inventory: Some(v1::Inventory {
                 storage_devices: vec![
-                    v1::StorageDevice { name: "sda".into(), transport: "sata".into(), capacity_bytes: Some(4_000_787_030_016), logical_block_size: Some(4096), rotational: Some(false), ..Default::default() },
+                    v1::StorageDevice {
+                        name: "sda".into(),
+                        transport: "sata".into(),
+                        capacity_bytes: Some(4_000_787_030_016),
+                        logical_block_size: Some(4096),
+                        rotational: Some(false),
+                        ..Default::default()
+                    },
                     v1::StorageDevice { name: "sdb".into(), transport: "sas".into(), ..Default::default() },
                 ],
                 ..Default::default()

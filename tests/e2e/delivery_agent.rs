@@ -46,10 +46,7 @@ fn plain(s: &str) -> String {
 fn ledger(dir: &Path) -> BTreeMap<u64, (u64, u64)> {
     let stderr = plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
     let mut m = BTreeMap::new();
-    for line in stderr
-        .lines()
-        .filter(|l| l.contains("wattflip::ledger") && l.contains("stored"))
-    {
+    for line in stderr.lines().filter(|l| l.contains("wattflip::ledger") && l.contains("stored")) {
         let field = |k: &str| -> u64 {
             line.split_whitespace()
                 .find_map(|w| w.strip_prefix(&format!("{k}=")))
@@ -62,11 +59,7 @@ fn ledger(dir: &Path) -> BTreeMap<u64, (u64, u64)> {
 }
 
 fn count(influx: &Influx, db: &str, q: &str) -> u64 {
-    influx
-        .rows(db, q)
-        .first()
-        .and_then(|r| r[1].as_u64())
-        .unwrap_or(0)
+    influx.rows(db, q).first().and_then(|r| r[1].as_u64()).unwrap_or(0)
 }
 
 /// (offset, length) of every record of a current-format segment: `"WFB2" | len | crc | payload`.
@@ -84,11 +77,7 @@ fn records(bytes: &[u8]) -> Vec<(usize, usize)> {
 }
 
 fn segments(spool: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(spool)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
+    let mut v: Vec<_> = std::fs::read_dir(spool).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "seg")).collect();
     v.sort();
     v
 }
@@ -103,23 +92,9 @@ fn scenario_4_a_corrupt_spool_record_loses_only_itself() {
     let port = free_port();
     // First run: no collector yet, so everything stays in the spool.
     let cfg = agent_cfg(dir, &sys, "s4-agent", &format!("https://127.0.0.1:{port}"));
-    let mut a = spawn_agent(
-        dir,
-        &[
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--samples",
-            "100000",
-        ],
-    );
-    let spooled = wait_for(Duration::from_secs(30), || {
-        (ledger(dir).len() >= 40).then_some(())
-    });
-    assert!(
-        spooled.is_some(),
-        "the agent spooled 40 batches within 30 s"
-    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]);
+    let spooled = wait_for(Duration::from_secs(30), || (ledger(dir).len() >= 40).then_some(()));
+    assert!(spooled.is_some(), "the agent spooled 40 batches within 30 s");
     signal(&a, "TERM");
     // It stops with its batches unacknowledged (exit status 1 says so); they stay in the spool.
     wait_child(&mut a, Duration::from_secs(20), dir);
@@ -140,16 +115,9 @@ fn scenario_4_a_corrupt_spool_record_loses_only_itself() {
     let influx = Influx::start();
     let db = "wf_s4";
     let _c = Collector::start_on(port, &influx.url, db);
-    let mut a = spawn_agent(
-        dir,
-        &["run", "--config", cfg.to_str().unwrap(), "--samples", "5"],
-    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "5"]);
     let st = wait_child(&mut a, Duration::from_secs(60), dir);
-    assert!(
-        st.success(),
-        "second run:\n{}",
-        std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()
-    );
+    assert!(st.success(), "second run:\n{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
     let all = ledger(dir);
     let (mut power, mut temperature) = (0, 0);
     for (seq, (p, t)) in &all {
@@ -159,36 +127,12 @@ fn scenario_4_a_corrupt_spool_record_loses_only_itself() {
         }
     }
     let w = "host = 's4-agent'";
-    assert_eq!(
-        count(
-            &influx,
-            db,
-            &format!("SELECT COUNT(watts) FROM power WHERE {w}")
-        ),
-        power,
-        "every intact batch, once"
-    );
-    assert_eq!(
-        count(
-            &influx,
-            db,
-            &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")
-        ),
-        temperature
-    );
-    let ev = influx.rows(
-        db,
-        &format!("SELECT attributes FROM event WHERE {w} AND kind = 'spool_truncated'"),
-    );
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")), power, "every intact batch, once");
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature);
+    let ev = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'spool_truncated'"));
     assert_eq!(ev.len(), 1, "the event reached InfluxDB");
     let attrs = ev[0][1].as_str().unwrap();
-    assert_eq!(
-        attrs,
-        format!(
-            "damaged_bytes={k_len} lost_batches=1 truncated_bytes={}",
-            half.len()
-        )
-    );
+    assert_eq!(attrs, format!("damaged_bytes={k_len} lost_batches=1 truncated_bytes={}", half.len()));
 }
 
 /// Unmounts on drop.
@@ -209,21 +153,8 @@ fn scenario_5_a_full_spool_counts_every_lost_batch() {
     let dir = tmp.path();
     let spool = dir.join("spool");
     std::fs::create_dir_all(&spool).unwrap();
-    let st = Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=512k",
-            "wf-s5",
-            spool.to_str().unwrap(),
-        ])
-        .status()
-        .expect("mount");
-    assert!(
-        st.success(),
-        "mounting a 512 KiB tmpfs needs root (mount from util-linux)"
-    );
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=512k", "wf-s5", spool.to_str().unwrap()]).status().expect("mount");
+    assert!(st.success(), "mounting a 512 KiB tmpfs needs root (mount from util-linux)");
     let _mnt = Tmpfs(spool.clone());
     let port = free_port();
     let url = format!("https://127.0.0.1:{port}");
@@ -237,29 +168,10 @@ fn scenario_5_a_full_spool_counts_every_lost_batch() {
             pki().agent_tls("s5-agent")
         ),
     );
-    let mut a = spawn_agent(
-        dir,
-        &[
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--samples",
-            "100000",
-        ],
-    );
-    let lost_lines = |dir: &Path| {
-        plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default())
-            .matches("batch lost")
-            .count()
-    };
-    let full = wait_for(Duration::from_secs(120), || {
-        (lost_lines(dir) >= 300).then_some(())
-    });
-    assert!(
-        full.is_some(),
-        "the spool filled up within 120 s:\n{}",
-        std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()
-    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]);
+    let lost_lines = |dir: &Path| plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()).matches("batch lost").count();
+    let full = wait_for(Duration::from_secs(120), || (lost_lines(dir) >= 300).then_some(()));
+    assert!(full.is_some(), "the spool filled up within 120 s:\n{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
     let influx = Influx::start();
     let db = "wf_s5";
     let _c = Collector::start_on(port, &influx.url, db);
@@ -271,55 +183,25 @@ fn scenario_5_a_full_spool_counts_every_lost_batch() {
         let last_lost = log.rfind("batch lost")?;
         let last_stored = log.rfind("wattflip::ledger")?;
         let power: u64 = ledger(dir).values().map(|v| v.0).sum();
-        (last_stored > last_lost
-            && count(
-                &influx,
-                db,
-                &format!("SELECT COUNT(watts) FROM power WHERE {w}"),
-            ) == power)
-            .then_some(())
+        (last_stored > last_lost && count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")) == power).then_some(())
     });
     assert!(settled.is_some(), "the agent delivered its spool");
     signal(&a, "TERM");
     wait_child(&mut a, Duration::from_secs(20), dir);
     // What was stored after the last check and not yet sent is in the spool: a bounded run
     // delivers it.
-    let mut a = spawn_agent(
-        dir,
-        &["run", "--config", cfg.to_str().unwrap(), "--samples", "2"],
-    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "2"]);
     let st = wait_child(&mut a, Duration::from_secs(60), dir);
     assert!(st.success(), "the spool was delivered");
     let lost = lost_lines(dir) as u64;
     let power: u64 = ledger(dir).values().map(|v| v.0).sum();
-    assert_eq!(
-        count(
-            &influx,
-            db,
-            &format!("SELECT COUNT(watts) FROM power WHERE {w}")
-        ),
-        power,
-        "every stored batch arrived"
-    );
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")), power, "every stored batch arrived");
     let reported: u64 = influx
-        .rows(
-            db,
-            &format!("SELECT attributes FROM event WHERE {w} AND kind = 'backlog_dropped'"),
-        )
+        .rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'backlog_dropped'"))
         .iter()
-        .map(|r| {
-            r[1].as_str()
-                .unwrap()
-                .strip_prefix("dropped_batches=")
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-        })
+        .map(|r| r[1].as_str().unwrap().strip_prefix("dropped_batches=").unwrap().parse::<u64>().unwrap())
         .sum();
-    assert_eq!(
-        reported, lost,
-        "every lost batch counted in events that reached InfluxDB"
-    );
+    assert_eq!(reported, lost, "every lost batch counted in events that reached InfluxDB");
 }
 
 /// Scenario 6: a directory, a FIFO and a 20 GB sparse file named like segments. The agent starts
@@ -332,70 +214,41 @@ fn scenario_6_odd_files_in_the_spool_are_skipped_with_an_event() {
     std::fs::create_dir_all(&spool).unwrap();
     std::fs::create_dir(spool.join(format!("{:020}.seg", 1))).unwrap();
     let fifo = spool.join(format!("{:020}.seg", 2));
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo (coreutils)")
-        .success());
-    std::fs::File::create(spool.join(format!("{:020}.seg", 3)))
-        .unwrap()
-        .set_len(20 << 30)
-        .unwrap();
+    assert!(Command::new("mkfifo").arg(&fifo).status().expect("mkfifo (coreutils)").success());
+    std::fs::File::create(spool.join(format!("{:020}.seg", 3))).unwrap().set_len(20 << 30).unwrap();
     let influx = Influx::start();
     let db = "wf_s6";
     let c = Collector::start(&influx.url, db);
     let cfg = agent_cfg(dir, &sys, "s6-agent", &c.url);
     let started = std::time::Instant::now();
-    let mut a = spawn_agent(
-        dir,
-        &["run", "--config", cfg.to_str().unwrap(), "--samples", "10"],
-    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "10"]);
     let mut peak_kib = 0u64;
     let st = loop {
         if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/status", a.id())) {
             if let Some(v) = s.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
-                peak_kib =
-                    peak_kib.max(v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0));
+                peak_kib = peak_kib.max(v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0));
             }
         }
         if let Some(st) = a.try_wait().unwrap() {
             break st;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the agent hangs"
-        );
+        assert!(started.elapsed() < Duration::from_secs(60), "the agent hangs");
         std::thread::sleep(Duration::from_millis(50));
     };
     let stderr = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
     assert!(st.success(), "{stderr}");
-    eprintln!(
-        "scenario 6: agent peak RSS {peak_kib} KiB, run took {:?}",
-        started.elapsed()
-    );
+    eprintln!("scenario 6: agent peak RSS {peak_kib} KiB, run took {:?}", started.elapsed());
     assert!(peak_kib < 200 * 1024, "bounded memory: {peak_kib} KiB");
     let all = ledger(dir);
     let power: u64 = all.values().map(|v| v.0).sum();
     let w = "host = 's6-agent'";
-    assert_eq!(
-        count(
-            &influx,
-            db,
-            &format!("SELECT COUNT(watts) FROM power WHERE {w}")
-        ),
-        power
-    );
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")), power);
     let paths: Vec<String> = influx
-        .rows(
-            db,
-            &format!("SELECT attributes FROM event WHERE {w} AND kind = 'spool_foreign_file'"),
-        )
+        .rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'spool_foreign_file'"))
         .iter()
         .map(|r| r[1].as_str().unwrap().to_string())
         .collect();
-    let mut want: Vec<String> = (1..=3)
-        .map(|i| format!("path={}", spool.join(format!("{i:020}.seg")).display()))
-        .collect();
+    let mut want: Vec<String> = (1..=3).map(|i| format!("path={}", spool.join(format!("{i:020}.seg")).display())).collect();
     want.sort();
     let mut got = paths.clone();
     got.sort();
@@ -409,36 +262,18 @@ fn scenario_6_odd_files_in_the_spool_are_skipped_with_an_event() {
 fn scenario_9_a_config_that_is_not_a_small_regular_file_is_refused() {
     let agent = bin("wattflip-agent", "wattflip-agent");
     let t = std::time::Instant::now();
-    let out = Command::new(&agent)
-        .args(["check-config", "--config", "/dev/zero"])
-        .output()
-        .unwrap();
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "no endless read: {:?}",
-        t.elapsed()
-    );
+    let out = Command::new(&agent).args(["check-config", "--config", "/dev/zero"]).output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "no endless read: {:?}", t.elapsed());
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("/dev/zero") && err.contains("is not a regular file"),
-        "{err}"
-    );
+    assert!(err.contains("/dev/zero") && err.contains("is not a regular file"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.toml");
     std::fs::write(&big, format!("# {}\n", "x".repeat(2 << 20))).unwrap();
-    let out = Command::new(&agent)
-        .args(["run", "--config"])
-        .arg(&big)
-        .output()
-        .unwrap();
+    let out = Command::new(&agent).args(["run", "--config"]).arg(&big).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("big.toml")
-            && err.contains("a config file may be at most 1048576 bytes (1 MiB)"),
-        "{err}"
-    );
+    assert!(err.contains("big.toml") && err.contains("a config file may be at most 1048576 bytes (1 MiB)"), "{err}");
 }
 
 /// Scenario 8: SIGTERM while a scheduled probe writes its target. Probe IO stops at once (checked
@@ -451,10 +286,7 @@ fn scenario_8_sigterm_during_a_probe_keeps_its_completed_runs() {
     let influx = Influx::start();
     let db = "wf_s8";
     let c = Collector::start(&influx.url, db);
-    let scratch = tempfile::Builder::new()
-        .prefix("wf-s8-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
+    let scratch = tempfile::Builder::new().prefix("wf-s8-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let body = std::fs::read_to_string(agent_cfg(dir, &sys, "s8-agent", &c.url)).unwrap();
     let cfg = agent_config(
         dir,
@@ -463,32 +295,15 @@ fn scenario_8_sigterm_during_a_probe_keeps_its_completed_runs() {
             scratch.path().join("scratch.dat").display()
         ),
     );
-    let mut a = spawn_agent(
-        dir,
-        &[
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--samples",
-            "100000",
-        ],
-    );
-    let log =
-        |dir: &Path| plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]);
+    let log = |dir: &Path| plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
     // After one whole probe, wait for the next to be under way.
     let busy = wait_for(Duration::from_secs(60), || {
         let l = log(dir);
-        let (started, finished) = (
-            l.matches("scheduled probe starting").count(),
-            l.matches("scheduled probe finished").count(),
-        );
+        let (started, finished) = (l.matches("scheduled probe starting").count(), l.matches("scheduled probe finished").count());
         (finished >= 1 && started > finished).then_some(())
     });
-    assert!(
-        busy.is_some(),
-        "a scheduled probe was under way within 60 s:\n{}",
-        log(dir)
-    );
+    assert!(busy.is_some(), "a scheduled probe was under way within 60 s:\n{}", log(dir));
     // Let a few of its runs complete.
     std::thread::sleep(Duration::from_millis(150));
     let t = std::time::Instant::now();
@@ -496,10 +311,7 @@ fn scenario_8_sigterm_during_a_probe_keeps_its_completed_runs() {
     wait_child(&mut a, Duration::from_secs(20), dir);
     let stop_s = t.elapsed().as_secs_f64();
     eprintln!("scenario 8: agent exited {stop_s:.2} s after SIGTERM");
-    assert!(
-        stop_s < 3.0,
-        "probe IO and the agent stop promptly: {stop_s:.2} s"
-    );
+    assert!(stop_s < 3.0, "probe IO and the agent stop promptly: {stop_s:.2} s");
     let l = log(dir);
     assert!(l.contains("stopping the scheduled probe's IO"), "{l}");
     let kept: u64 = l
@@ -511,49 +323,21 @@ fn scenario_8_sigterm_during_a_probe_keeps_its_completed_runs() {
     eprintln!("scenario 8: {kept} completed run(s) kept");
     assert!(kept >= 1, "some runs completed before the signal");
     // Next start: the spooled runs and the event are sent.
-    let mut a = spawn_agent(
-        dir,
-        &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"],
-    );
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
     wait_child(&mut a, Duration::from_secs(60), dir);
     let w = "host = 's8-agent'";
-    let ev = influx.rows(
-        db,
-        &format!("SELECT attributes FROM event WHERE {w} AND kind = 'probe_interrupted'"),
-    );
+    let ev = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'probe_interrupted'"));
     assert_eq!(ev.len(), 1, "the event reached InfluxDB");
     let attrs = ev[0][1].as_str().unwrap().to_string();
     assert!(attrs.contains(&format!("runs_kept={kept}")), "{attrs}");
-    let probe_id = attrs
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("probe_id="))
-        .unwrap()
-        .to_string();
-    let runs = influx.rows(
-        db,
-        &format!("SELECT run_id FROM probe_run WHERE {w} AND run_id =~ /^{probe_id}-/"),
-    );
-    assert_eq!(
-        runs.len() as u64,
-        kept,
-        "every completed run of the interrupted probe, once"
-    );
+    let probe_id = attrs.split_whitespace().find_map(|w| w.strip_prefix("probe_id=")).unwrap().to_string();
+    let runs = influx.rows(db, &format!("SELECT run_id FROM probe_run WHERE {w} AND run_id =~ /^{probe_id}-/"));
+    assert_eq!(runs.len() as u64, kept, "every completed run of the interrupted probe, once");
     // And nothing of what the agent spooled is missing: probe runs in InfluxDB = ledger.
     let ledger_runs: u64 = log(dir)
         .lines()
         .filter(|x| x.contains("wattflip::ledger") && x.contains("stored"))
-        .filter_map(|x| {
-            x.split_whitespace()
-                .find_map(|w| w.strip_prefix("probe_runs="))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
+        .filter_map(|x| x.split_whitespace().find_map(|w| w.strip_prefix("probe_runs=")).and_then(|v| v.parse::<u64>().ok()))
         .sum();
-    assert_eq!(
-        count(
-            &influx,
-            db,
-            &format!("SELECT COUNT(mean_us) FROM probe_run WHERE {w}")
-        ),
-        ledger_runs
-    );
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(mean_us) FROM probe_run WHERE {w}")), ledger_runs);
 }

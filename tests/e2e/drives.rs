@@ -103,7 +103,9 @@ fn a_smart_log_without_some_counters_stores_no_such_fields() {
     let log = std::fs::read_to_string(nvme.join("smart-log.json")).unwrap();
     let mut lines: Vec<&str> = log.lines().collect();
     let before = lines.len();
-    lines.retain(|l| !["\"power_on_hours\"", "\"media_errors\"", "\"thm_temp1_trans_count\"", "\"thm_temp1_total_time\""].iter().any(|k| l.trim_start().starts_with(k)));
+    lines.retain(|l| {
+        !["\"power_on_hours\"", "\"media_errors\"", "\"thm_temp1_trans_count\"", "\"thm_temp1_total_time\""].iter().any(|k| l.trim_start().starts_with(k))
+    });
     assert_eq!(before - lines.len(), 4, "fixture changed: the test removes four counters from {log}");
     let log = lines.join("\n").replace("\"unsafe_shutdowns\":\"0\"", "\"unsafe_shutdowns\":\"12.5\"");
     assert!(log.contains("\"unsafe_shutdowns\":\"12.5\""), "fixture changed: {log}");
@@ -157,16 +159,11 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     let series = influx.series(DB, &format!("SELECT celsius FROM temperature WHERE host = '{HOST}' GROUP BY source, device, sensor"));
     let got: Vec<(String, String, String, usize, f64)> = series
         .iter()
-        .map(|(t, rows)| {
-            (s(&t["source"]).into(), s(&t["device"]).into(), s(&t["sensor"]).into(), rows.len(), rows[0][1].as_f64().unwrap())
-        })
+        .map(|(t, rows)| (s(&t["source"]).into(), s(&t["device"]).into(), s(&t["sensor"]).into(), rows.len(), rows[0][1].as_f64().unwrap()))
         .collect();
     assert_eq!(
         got,
-        vec![
-            ("nvme_cli".into(), "nvme0".into(), "Composite".into(), 1, 49.85),
-            ("smartctl".into(), "nvme0".into(), "Composite".into(), 1, 50.0),
-        ],
+        vec![("nvme_cli".into(), "nvme0".into(), "Composite".into(), 1, 49.85), ("smartctl".into(), "nvme0".into(), "Composite".into(), 1, 50.0),],
         "collector log:\n{}",
         collector.log()
     );
@@ -190,10 +187,8 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     );
     assert_eq!(rows[0][2].as_str(), Some("critical"));
     // Inventory from nvme-cli (no sysfs): identity and the single 25 W power state.
-    let rows = influx.rows(
-        DB,
-        &format!("SELECT serial, firmware, capacity_bytes, power_states, transport FROM inventory WHERE host = '{HOST}' AND device = 'nvme0n1'"),
-    );
+    let rows = influx
+        .rows(DB, &format!("SELECT serial, firmware, capacity_bytes, power_states, transport FROM inventory WHERE host = '{HOST}' AND device = 'nvme0n1'"));
     assert_eq!(rows.len(), 1);
     assert_eq!(
         (rows[0][1].as_str(), rows[0][2].as_str(), rows[0][3].as_i64(), rows[0][4].as_i64(), rows[0][5].as_str()),
@@ -210,38 +205,41 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     );
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(
-        (
-            rows[0][1].as_f64(),
-            rows[0][2].as_bool(),
-            rows[0][3].as_i64(),
-            rows[0][4].as_i64(),
-            rows[0][5].as_str(),
-            rows[0][6].as_str(),
-            rows[0][7].as_str()
-        ),
+        (rows[0][1].as_f64(), rows[0][2].as_bool(), rows[0][3].as_i64(), rows[0][4].as_i64(), rows[0][5].as_str(), rows[0][6].as_str(), rows[0][7].as_str()),
         (Some(25.0), Some(true), Some(16), Some(4), Some("deadbeef"), Some("QEMU NVMe Ctrl"), Some("0"))
     );
     let rows = influx.rows(DB, &format!("SELECT temperature_sensors FROM agent WHERE host = '{HOST}'"));
     assert_eq!(rows[0][1].as_i64(), Some(2));
     // The datasheet estimate: PS0's 25 W, labelled estimated (read at most every 10 s: once here).
-    let rows = influx.rows(DB, &format!("SELECT watts FROM power WHERE host = '{HOST}' AND source = 'nvme_estimate' AND method = 'estimated' AND scope = 'drive' AND zone = 'nvme0'"));
+    let rows = influx.rows(
+        DB,
+        &format!("SELECT watts FROM power WHERE host = '{HOST}' AND source = 'nvme_estimate' AND method = 'estimated' AND scope = 'drive' AND zone = 'nvme0'"),
+    );
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0][1].as_f64(), Some(25.0));
 
     // A power-state change on QEMU is refused (0x410e): recorded, and the state is intact.
     let out_dir = tmp.path().join("out");
     let out = agent(&[
-        "governor", "set", "--device", "/dev/nvme0", "--state", "0", "--config", cfg_s, "--collector", &collector.url, "--out",
+        "governor",
+        "set",
+        "--device",
+        "/dev/nvme0",
+        "--state",
+        "0",
+        "--config",
+        cfg_s,
+        "--collector",
+        &collector.url,
+        "--out",
         out_dir.to_str().unwrap(),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a refused change is a failed command");
     assert!(stderr.contains("/dev/nvme0: PS0 was not applied: refused 0: NVMe status 0x410e"), "{stderr}");
     assert_eq!(std::fs::read_to_string(nvme.join("state/power_value")).unwrap(), "0\n");
-    let rows = influx.rows(
-        DB,
-        &format!("SELECT from_state, to_state, observed_state, serial, outcome FROM power_state WHERE host = '{HOST}' AND device = 'nvme0'"),
-    );
+    let rows =
+        influx.rows(DB, &format!("SELECT from_state, to_state, observed_state, serial, outcome FROM power_state WHERE host = '{HOST}' AND device = 'nvme0'"));
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(
         (rows[0][1].as_i64(), rows[0][2].as_i64(), rows[0][3].as_i64(), rows[0][4].as_str(), rows[0][5].as_str()),
@@ -254,10 +252,7 @@ fn drive_temperatures_smart_warning_and_a_refused_change_reach_influx() {
     assert!(lp.starts_with(&format!("power_state,device=nvme0,host={HOST},outcome=refused ")), "{lp}");
     // The governor's Hello carries the real drive inventory too: its power-state table is the
     // second one written for nvme0n1 (before it, `governor` Hellos had no power states).
-    let rows = influx.rows(
-        DB,
-        &format!("SELECT max_watts, state FROM power_state_descriptor WHERE host = '{HOST}' AND device = 'nvme0n1'"),
-    );
+    let rows = influx.rows(DB, &format!("SELECT max_watts, state FROM power_state_descriptor WHERE host = '{HOST}' AND device = 'nvme0n1'"));
     let got: Vec<(Option<f64>, Option<&str>)> = rows.iter().map(|r| (r[1].as_f64(), r[2].as_str())).collect();
     assert_eq!(got, vec![(Some(25.0), Some("0")); 2], "{rows:?}");
 
@@ -293,8 +288,20 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
     let scratch = tmp.path().join("scratch.dat");
     let sweep_args = |out: &str| -> Vec<String> {
         [
-            "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch.to_str().unwrap(), "--size", "64MiB", "--settle", "60s",
-            "--config", cfg.to_str().unwrap(), "--out", out,
+            "governor",
+            "sweep",
+            "--device",
+            "/dev/nvme0",
+            "--target",
+            scratch.to_str().unwrap(),
+            "--size",
+            "64MiB",
+            "--settle",
+            "60s",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out,
         ]
         .map(String::from)
         .to_vec()
@@ -339,11 +346,8 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
     assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n");
     assert!(!state_file.exists());
     let lp = std::fs::read_to_string(out3.join("governor-sweep.lp")).unwrap();
-    let outcomes: Vec<&str> = lp
-        .lines()
-        .filter(|l| l.starts_with("power_state,"))
-        .map(|l| l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or(""))
-        .collect();
+    let outcomes: Vec<&str> =
+        lp.lines().filter(|l| l.starts_with("power_state,")).map(|l| l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("")).collect();
     assert_eq!(outcomes, vec!["applied", "restored"], "{lp}");
 }
 
@@ -361,8 +365,20 @@ fn a_second_governor_command_leaves_a_live_sweeps_guard_alone() {
     let scratch = tmp.path().join("scratch.dat");
     let out1 = tmp.path().join("out1");
     let sweep = [
-        "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch.to_str().unwrap(), "--size", "64MiB", "--settle", "60s", "--config", cfg_s,
-        "--out", out1.to_str().unwrap(),
+        "governor",
+        "sweep",
+        "--device",
+        "/dev/nvme0",
+        "--target",
+        scratch.to_str().unwrap(),
+        "--size",
+        "64MiB",
+        "--settle",
+        "60s",
+        "--config",
+        cfg_s,
+        "--out",
+        out1.to_str().unwrap(),
     ];
     let mut child = spawn_agent(tmp.path(), &sweep);
     assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
@@ -386,7 +402,19 @@ fn a_second_governor_command_leaves_a_live_sweeps_guard_alone() {
     let out3 = tmp.path().join("out3");
     let scratch2 = tmp.path().join("scratch2.dat");
     let second = agent(&[
-        "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch2.to_str().unwrap(), "--size", "64MiB", "--settle", "1s", "--config", cfg_s, "--out",
+        "governor",
+        "sweep",
+        "--device",
+        "/dev/nvme0",
+        "--target",
+        scratch2.to_str().unwrap(),
+        "--size",
+        "64MiB",
+        "--settle",
+        "1s",
+        "--config",
+        cfg_s,
+        "--out",
         out3.to_str().unwrap(),
     ]);
     let stderr = String::from_utf8_lossy(&second.stderr);
@@ -417,9 +445,12 @@ impl PausableFuse {
         let (src, mnt) = (dir.join("fuse-src"), dir.join("fuse-mnt"));
         std::fs::create_dir_all(&src).unwrap();
         std::fs::create_dir_all(&mnt).unwrap();
-        let child = Command::new("bindfs").arg("-f").arg(&src).arg(&mnt).spawn().unwrap_or_else(|e| {
-            panic!("cannot run bindfs ({e}): install the Debian packages bindfs and fuse3 (tests/run.sh does)")
-        });
+        let child = Command::new("bindfs")
+            .arg("-f")
+            .arg(&src)
+            .arg(&mnt)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run bindfs ({e}): install the Debian packages bindfs and fuse3 (tests/run.sh does)"));
         let mounted = || Command::new("findmnt").arg("-n").arg(&mnt).output().is_ok_and(|o| o.status.success());
         assert!(wait_for(Duration::from_secs(10), || mounted().then_some(())).is_some(), "bindfs did not mount");
         PausableFuse { mnt, child }
@@ -466,8 +497,20 @@ fn a_sweep_whose_device_stops_completing_io_is_a_device_fault_and_restores() {
     let state_file = tmp.path().join("state/wattflip-governor-nvme0-fid02.json");
     let out1 = tmp.path().join("out1");
     let args = [
-        "governor", "sweep", "--device", "/dev/nvme0", "--target", lo.0.to_str().unwrap(), "--size", "64MiB", "--settle", "1s", "--config",
-        cfg.to_str().unwrap(), "--out", out1.to_str().unwrap(),
+        "governor",
+        "sweep",
+        "--device",
+        "/dev/nvme0",
+        "--target",
+        lo.0.to_str().unwrap(),
+        "--size",
+        "64MiB",
+        "--settle",
+        "1s",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out1.to_str().unwrap(),
     ];
     let mut child = spawn_agent(tmp.path(), &args);
     assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
@@ -529,8 +572,24 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
     let out_dir = tmp.path().join("out");
     let scratch = tmp.path().join("scratch.dat");
     let out = agent(&[
-        "governor", "sweep", "--device", "/dev/nvme0", "--target", scratch.to_str().unwrap(), "--size", "64MiB", "--patterns",
-        "SW:128KiB,RR:4KiB", "--settle", "200ms", "--config", cfg_s, "--collector", &collector.url, "--out", out_dir.to_str().unwrap(),
+        "governor",
+        "sweep",
+        "--device",
+        "/dev/nvme0",
+        "--target",
+        scratch.to_str().unwrap(),
+        "--size",
+        "64MiB",
+        "--patterns",
+        "SW:128KiB,RR:4KiB",
+        "--settle",
+        "200ms",
+        "--config",
+        cfg_s,
+        "--collector",
+        &collector.url,
+        "--out",
+        out_dir.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
@@ -540,8 +599,7 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
 
     // The states visited, in order, and the restore.
     let rows = influx.rows(db, &format!("SELECT from_state, to_state, observed_state, outcome FROM power_state WHERE host = '{HOST}'"));
-    let got: Vec<(i64, i64, i64, &str)> =
-        rows.iter().map(|r| (r[1].as_i64().unwrap(), r[2].as_i64().unwrap(), r[3].as_i64().unwrap(), s(&r[4]))).collect();
+    let got: Vec<(i64, i64, i64, &str)> = rows.iter().map(|r| (r[1].as_i64().unwrap(), r[2].as_i64().unwrap(), r[3].as_i64().unwrap(), s(&r[4]))).collect();
     assert_eq!(got, vec![(1, 0, 0, "applied"), (0, 1, 1, "applied"), (1, 2, 2, "applied"), (2, 1, 1, "restored")], "{}", collector.log());
 
     // One row per state and pattern, with the state, its datasheet watts and the measured rail.
@@ -582,7 +640,10 @@ fn a_completed_governor_sweep_reaches_influx_with_per_state_power_and_answers_pl
     assert_eq!(got, want);
     // Every sweep run carries the controller's firmware revision (id-ctrl FR) as its tag.
     let fw = influx.series(db, &format!("SELECT count(duration_s) FROM probe_run WHERE host = '{HOST}' AND bench = 'governor_sweep' GROUP BY firmware"));
-    assert_eq!(fw.iter().map(|(t, r)| (t["firmware"].as_str().unwrap().to_string(), r[0][1].as_i64())).collect::<Vec<_>>(), vec![("1B2QEXM7".to_string(), Some(6))]);
+    assert_eq!(
+        fw.iter().map(|(t, r)| (t["firmware"].as_str().unwrap().to_string(), r[0][1].as_i64())).collect::<Vec<_>>(),
+        vec![("1B2QEXM7".to_string(), Some(6))]
+    );
     for r in &rows {
         // A flat rail per state: energy is its power × the run, to within a few 5 ms samples.
         let (e, secs, w) = (r[11].as_f64().unwrap(), r[12].as_f64().unwrap(), r[7].as_f64().unwrap());

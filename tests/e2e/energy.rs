@@ -27,12 +27,28 @@ fn f(v: &serde_json::Value) -> f64 {
 fn live_power_during_a_probe_gives_energy_per_run() {
     let dir = disk_dir();
     let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
-    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-live\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("energy-live")));
+    let cfg =
+        agent_config(dir.path(), &format!("agent_id = \"energy-live\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("energy-live")));
     let out = dir.path().join("out");
     let o = agent(&[
-        "probe", "--quick", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
-        "--out", out.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--power-zone", "ina3221-0-0041/SSD 12V",
-        "--power-interval", "1ms", "--idle", "300ms", "--tail", "300ms",
+        "probe",
+        "--quick",
+        "--size",
+        "128MiB",
+        "--target",
+        dir.path().join("s.dat").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+        "--power-zone",
+        "ina3221-0-0041/SSD 12V",
+        "--power-interval",
+        "1ms",
+        "--idle",
+        "300ms",
+        "--tail",
+        "300ms",
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
@@ -76,13 +92,31 @@ fn live_power_during_a_probe_gives_energy_per_run() {
 fn pause_auto_sets_each_pause_from_the_tails_measured_so_far() {
     let dir = disk_dir();
     let (_sys_tmp, sys) = sysfs_tree(&["ina3221"]);
-    let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-pause\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("energy-pause")));
+    let cfg =
+        agent_config(dir.path(), &format!("agent_id = \"energy-pause\"\n[sources]\nsysfs_root = \"{}\"\n{}", sys.display(), pki().agent_tls("energy-pause")));
     let out = dir.path().join("out");
     let probe = |target: &str| {
         let o = agent(&[
-            "probe", "--quick", "--size", "128MiB", "--target", dir.path().join(target).to_str().unwrap(), "--out", out.to_str().unwrap(),
-            "--config", cfg.to_str().unwrap(), "--power-zone", "ina3221-0-0041/SSD 12V", "--power-interval", "1ms", "--idle", "300ms",
-            "--tail", "300ms", "--pause", "auto",
+            "probe",
+            "--quick",
+            "--size",
+            "128MiB",
+            "--target",
+            dir.path().join(target).to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+            "--power-zone",
+            "ina3221-0-0041/SSD 12V",
+            "--power-interval",
+            "1ms",
+            "--idle",
+            "300ms",
+            "--tail",
+            "300ms",
+            "--pause",
+            "auto",
         ]);
         let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
@@ -110,19 +144,37 @@ fn pause_auto_sets_each_pause_from_the_tails_measured_so_far() {
     let (stdout, got) = probe("s.dat");
     assert!(stdout.contains("--pause auto: no tails of "), "{stdout}");
     let mut want: Vec<&str> = reads.to_vec();
-    want.extend(["RW 32768.0 10000 fallback", "RW 131072.0 100000 experiment", "SW 4096.0 100000 experiment", "SW 32768.0 10000 fallback", "SW 131072.0 100000 experiment"]);
+    want.extend([
+        "RW 32768.0 10000 fallback",
+        "RW 131072.0 100000 experiment",
+        "SW 4096.0 100000 experiment",
+        "SW 32768.0 10000 fallback",
+        "SW 131072.0 100000 experiment",
+    ]);
     assert_eq!(got, want);
     assert_eq!(std::fs::read_dir(out.join("tails")).unwrap().count(), 1, "one tails file, for s.dat");
     // Second probe of s.dat: every value's tail is stored.
     let (stdout, got) = probe("s.dat");
     assert!(stdout.contains("--pause auto: per-run pauses from the background tails in "), "{stdout}");
     let mut want: Vec<&str> = reads.to_vec();
-    want.extend(["RW 32768.0 100000 measured", "RW 131072.0 100000 measured", "SW 4096.0 100000 measured", "SW 32768.0 100000 measured", "SW 131072.0 100000 measured"]);
+    want.extend([
+        "RW 32768.0 100000 measured",
+        "RW 131072.0 100000 measured",
+        "SW 4096.0 100000 measured",
+        "SW 32768.0 100000 measured",
+        "SW 131072.0 100000 measured",
+    ]);
     assert_eq!(got, want);
     // Another target in the same folder never takes s.dat's tails.
     let (_, got) = probe("t.dat");
     let mut want: Vec<&str> = reads.to_vec();
-    want.extend(["RW 32768.0 10000 fallback", "RW 131072.0 100000 experiment", "SW 4096.0 100000 experiment", "SW 32768.0 10000 fallback", "SW 131072.0 100000 experiment"]);
+    want.extend([
+        "RW 32768.0 10000 fallback",
+        "RW 131072.0 100000 experiment",
+        "SW 4096.0 100000 experiment",
+        "SW 32768.0 10000 fallback",
+        "SW 131072.0 100000 experiment",
+    ]);
     assert_eq!(got, want);
     assert_eq!(std::fs::read_dir(out.join("tails")).unwrap().count(), 2);
 }
@@ -140,9 +192,26 @@ fn probe_streams_full_rate_power_around_its_runs_into_influx() {
     let out = dir.path().join("out");
     let zone = "ina3221-0-0041/SSD 12V";
     let o = agent(&[
-        "probe", "--quick", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
-        "--out", out.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "--collector", &collector.url,
-        "--power-zone", zone, "--power-interval", "2ms", "--idle", "300ms", "--tail", "300ms",
+        "probe",
+        "--quick",
+        "--size",
+        "128MiB",
+        "--target",
+        dir.path().join("s.dat").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+        "--collector",
+        &collector.url,
+        "--power-zone",
+        zone,
+        "--power-interval",
+        "2ms",
+        "--idle",
+        "300ms",
+        "--tail",
+        "300ms",
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
@@ -201,10 +270,8 @@ fn probe_streams_full_rate_power_around_its_runs_into_influx() {
     assert_eq!(f(get("window_s")), 0.3);
     assert_eq!(f(get("median_w")), 6.0);
     assert_eq!(f(get("spread_w")), 0.0);
-    let in_window = influx.rows(
-        "wf_full_rate",
-        &format!("SELECT count(watts) FROM power WHERE rate = 'full' AND zone = '{zone}' AND time >= {t} AND time < {probe_start}"),
-    );
+    let in_window = influx
+        .rows("wf_full_rate", &format!("SELECT count(watts) FROM power WHERE rate = 'full' AND zone = '{zone}' AND time >= {t} AND time < {probe_start}"));
     assert_eq!(get("samples").as_u64(), in_window[0][1].as_u64(), "samples of the idle window");
     // A flat rail has no periodic idle activity: no such fields, never zeros.
     for absent in ["activity_period_s", "activity_correlation", "activity_energy_j"] {
@@ -273,7 +340,10 @@ fn scheduled_probes_in_run_mode_carry_energy_per_run_into_influx() {
         );
         let before = influx.rows(
             "wf_sched_energy",
-            &format!("SELECT count(watts) FROM power WHERE host = 'sched-energy' AND rate = 'full' AND time >= {} AND time < {first_start}", first_start - 300_000_000),
+            &format!(
+                "SELECT count(watts) FROM power WHERE host = 'sched-energy' AND rate = 'full' AND time >= {} AND time < {first_start}",
+                first_start - 300_000_000
+            ),
         );
         assert!(!span.is_empty() && span[0][1].as_u64().unwrap() > 0, "probe {probe}: no full-rate power");
         assert_eq!((f(&span[0][2]), f(&span[0][3])), (6.0, 6.0), "probe {probe}");
@@ -291,10 +361,8 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     let dir = disk_dir();
     let out = dir.path().join("out");
     // A real probe report, whose runs are then laid out 2 s apart so the trace can show them.
-    let o = agent(&[
-        "probe", "--quick", "--no-power", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(),
-        "--out", out.to_str().unwrap(),
-    ]);
+    let o =
+        agent(&["probe", "--quick", "--no-power", "--size", "128MiB", "--target", dir.path().join("s.dat").to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let t0: i64 = 1_790_000_000_000_000_000; // 2026-09-21, a fixed origin
@@ -336,8 +404,23 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     let collector = Collector::start(&influx.url, "wf_energy");
     let cfg = agent_config(dir.path(), &format!("agent_id = \"energy-trace\"\n{}", pki().agent_tls("energy-trace")));
     let o = agent(&[
-        "trace", "import", trace.to_str().unwrap(), "--in", out.to_str().unwrap(), "--shunt-ohms", "0.1", "--supply-volts", "12",
-        "--time-origin-ns", &t0.to_string(), "--datasheet-w", "6", "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
+        "trace",
+        "import",
+        trace.to_str().unwrap(),
+        "--in",
+        out.to_str().unwrap(),
+        "--shunt-ohms",
+        "0.1",
+        "--supply-volts",
+        "12",
+        "--time-origin-ns",
+        &t0.to_string(),
+        "--datasheet-w",
+        "6",
+        "--collector",
+        &collector.url,
+        "--config",
+        cfg.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
@@ -380,8 +463,17 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     // none here), 1.5 × the imported 0.3 s tail after an SW run of the same value; nothing
     // before the first run.
     let o = agent(&[
-        "probe", "--quick", "--no-power", "--pause", "auto", "--size", "128MiB",
-        "--target", dir.path().join("s.dat").to_str().unwrap(), "--out", out.to_str().unwrap(),
+        "probe",
+        "--quick",
+        "--no-power",
+        "--pause",
+        "auto",
+        "--size",
+        "128MiB",
+        "--target",
+        dir.path().join("s.dat").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
@@ -446,8 +538,24 @@ fn rapl_only_host_reports_drive_energy_as_not_measurable() {
     let target = dir.path().join("s.dat");
     let probe = |out: &Path, extra: &[&str]| {
         let mut args = vec![
-            "probe", "--quick", "--size", "128MiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
-            "--config", cfg.to_str().unwrap(), "--collector", &collector.url, "--power-interval", "5ms", "--idle", "200ms", "--tail", "200ms",
+            "probe",
+            "--quick",
+            "--size",
+            "128MiB",
+            "--target",
+            target.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+            "--collector",
+            &collector.url,
+            "--power-interval",
+            "5ms",
+            "--idle",
+            "200ms",
+            "--tail",
+            "200ms",
         ];
         args.extend_from_slice(extra);
         let o = agent(&args);
@@ -475,10 +583,7 @@ fn rapl_only_host_reports_drive_energy_as_not_measurable() {
     assert!(influx.rows("wf_rapl_only", "SELECT count(energy_j) FROM probe_run").is_empty());
     assert!(influx.rows("wf_rapl_only", "SELECT count(idle_baseline_w) FROM probe_run").is_empty());
     assert!(influx.rows("wf_rapl_only", "SELECT count(median_w) FROM idle_profile").is_empty());
-    let events = influx.rows(
-        "wf_rapl_only",
-        "SELECT message, device, severity FROM event WHERE host = 'rapl-only' AND kind = 'energy_not_measurable'",
-    );
+    let events = influx.rows("wf_rapl_only", "SELECT message, device, severity FROM event WHERE host = 'rapl-only' AND kind = 'energy_not_measurable'");
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0][1].as_str(), Some(note));
     assert_eq!((events[0][2].as_str(), events[0][3].as_str()), (Some("file:s.dat"), Some("info")));

@@ -15,18 +15,11 @@ use truth::{Schedule, MS, S};
 use wattflip_e2e::*;
 
 fn agent(args: &[&str]) -> std::process::Output {
-    Command::new(bin("wattflip-agent", "wattflip-agent"))
-        .args(args)
-        .output()
-        .expect("run the agent")
+    Command::new(bin("wattflip-agent", "wattflip-agent")).args(args).output().expect("run the agent")
 }
 
 fn jsonl(p: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
 }
 
 fn f(v: &serde_json::Value) -> f64 {
@@ -41,34 +34,14 @@ struct Probe {
 }
 
 fn probe(extra: &[&str]) -> Probe {
-    let dir = tempfile::Builder::new()
-        .prefix("wf-sched-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("tempdir");
+    let dir = tempfile::Builder::new().prefix("wf-sched-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let out = dir.path().join("out");
     let target = dir.path().join("s.dat");
-    let mut args = vec![
-        "probe",
-        "--no-power",
-        "--size",
-        "128MiB",
-        "--target",
-        target.to_str().expect("utf-8"),
-        "--out",
-        out.to_str().expect("utf-8"),
-    ];
+    let mut args = vec!["probe", "--no-power", "--size", "128MiB", "--target", target.to_str().expect("utf-8"), "--out", out.to_str().expect("utf-8")];
     args.extend_from_slice(extra);
     let o = agent(&args);
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("report.json")).expect("report.json"),
-    )
-    .expect("report");
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report.json")).expect("report");
     let runs = report["runs"]
         .as_array()
         .expect("runs")
@@ -76,19 +49,10 @@ fn probe(extra: &[&str]) -> Probe {
         .filter(|r| r["status"]["state"] == "ok" && r["bench"] != "format")
         .map(|r| {
             let i = |k: &str| r[k].as_i64().unwrap_or_else(|| panic!("{k}: {r}"));
-            (
-                r["run_id"].as_u64().expect("run_id"),
-                i("start_ns"),
-                i("end_ns"),
-                r["pattern"].as_str().expect("pattern").to_string(),
-            )
+            (r["run_id"].as_u64().expect("run_id"), i("start_ns"), i("end_ns"), r["pattern"].as_str().expect("pattern").to_string())
         })
         .collect();
-    Probe {
-        _dir: dir,
-        out,
-        runs,
-    }
+    Probe { _dir: dir, out, runs }
 }
 
 /// The trace's origin: 1 s (the probe's idle window) before the first run.
@@ -120,12 +84,7 @@ fn schedule(p: &Probe) -> Schedule {
             value: 0.0,
         })
         .collect();
-    let mut s = Schedule {
-        idle_w: 2.4,
-        runs,
-        lead: S,
-        trail: 2 * S,
-    };
+    let mut s = Schedule { idle_w: 2.4, runs, lead: S, trail: 2 * S };
     s.avoid_ambiguous_tails();
     s
 }
@@ -133,11 +92,7 @@ fn schedule(p: &Probe) -> Schedule {
 /// Writes the trace as raw f32 with a sidecar saying `rate_hz`; returns its path.
 fn write_f32(dir: &Path, trace: &truth::Trace, t0: i64, rate_hz: f64) -> PathBuf {
     let path = dir.join("scope.f32");
-    let bytes: Vec<u8> = trace
-        .volts
-        .iter()
-        .flat_map(|v| (*v as f32).to_le_bytes())
-        .collect();
+    let bytes: Vec<u8> = trace.volts.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect();
     std::fs::write(&path, bytes).expect("write trace");
     let sidecar = format!(
         "{{\"format\": \"f32le\", \"sample_rate_hz\": {rate_hz}, \"shunt_ohms\": {}, \"supply_volts\": {}, \"start_time_utc_ns\": {t0}}}",
@@ -148,13 +103,7 @@ fn write_f32(dir: &Path, trace: &truth::Trace, t0: i64, rate_hz: f64) -> PathBuf
 }
 
 fn import(p: &Probe, trace: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "trace",
-        "import",
-        trace.to_str().expect("utf-8"),
-        "--in",
-        p.out.to_str().expect("utf-8"),
-    ];
+    let mut args = vec!["trace", "import", trace.to_str().expect("utf-8"), "--in", p.out.to_str().expect("utf-8")];
     args.extend_from_slice(extra);
     agent(&args)
 }
@@ -169,23 +118,12 @@ fn check_schedule(label: &str, extra: &[&str], want_cut: bool) {
     let file = write_f32(p.out.parent().expect("dir"), &trace, t0, 100_000.0);
     let o = import(&p, &file, &[]);
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{label}: {stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{label}: {stdout}{}", String::from_utf8_lossy(&o.stderr));
     let energy = jsonl(&p.out.join("energy.jsonl"));
-    assert_eq!(
-        energy.len(),
-        p.runs.len(),
-        "{label}: every run has its energy\n{stdout}"
-    );
+    assert_eq!(energy.len(), p.runs.len(), "{label}: every run has its energy\n{stdout}");
     let mut problems = Vec::new();
     for ((id, ..), t) in p.runs.iter().zip(&truths) {
-        let e = energy
-            .iter()
-            .find(|e| e["run_id"].as_u64() == Some(*id))
-            .unwrap_or_else(|| panic!("run {id}"));
+        let e = energy.iter().find(|e| e["run_id"].as_u64() == Some(*id)).unwrap_or_else(|| panic!("run {id}"));
         let span = t.end - t.start;
         let err = (f(&e["energy_j"]) - t.energy) / t.energy;
         let limit = if span >= 100 * MS {
@@ -196,29 +134,14 @@ fn check_schedule(label: &str, extra: &[&str], want_cut: bool) {
             0.08
         };
         if err.abs() > limit {
-            problems.push(format!(
-                "run {id}: {} J vs truth {} J ({:+.3} %, span {} ms)",
-                e["energy_j"],
-                t.energy,
-                err * 100.0,
-                span / 1_000_000
-            ));
+            problems.push(format!("run {id}: {} J vs truth {} J ({:+.3} %, span {} ms)", e["energy_j"], t.energy, err * 100.0, span / 1_000_000));
         }
-        let (s, z) = (
-            e["trace_start_ns"].as_i64().expect("start") - t0,
-            e["trace_end_ns"].as_i64().expect("end") - t0,
-        );
+        let (s, z) = (e["trace_start_ns"].as_i64().expect("start") - t0, e["trace_end_ns"].as_i64().expect("end") - t0);
         if (s - t.start).abs() > 200_000 || (z - t.end).abs() > 200_000 {
-            problems.push(format!(
-                "run {id}: [{s}, {z}) vs truth [{}, {})",
-                t.start, t.end
-            ));
+            problems.push(format!("run {id}: [{s}, {z}) vs truth [{}, {})", t.start, t.end));
         }
         if e["tail_cut"].as_bool() != Some(t.cut) {
-            problems.push(format!(
-                "run {id}: tail_cut {} vs truth {}",
-                e["tail_cut"], t.cut
-            ));
+            problems.push(format!("run {id}: tail_cut {} vs truth {}", e["tail_cut"], t.cut));
         }
         let bg = (f(&e["background_s"]) * 1e9) as i64;
         if (bg - t.tail).abs() > (t.tail / 20).max(MS) {
@@ -226,42 +149,14 @@ fn check_schedule(label: &str, extra: &[&str], want_cut: bool) {
         }
         assert_eq!(e["baseline_source"], "idle_window", "{e}");
     }
-    assert!(
-        problems.is_empty(),
-        "{label}:\n{}\n{stdout}",
-        problems.join("\n")
-    );
-    assert_eq!(
-        truths.iter().any(|t| t.cut),
-        want_cut,
-        "{label}: a tail cut by the next run in the schedule"
-    );
-    let gaps: u64 = energy
-        .iter()
-        .map(|e| e["gap_samples"].as_u64().expect("gap_samples"))
-        .sum();
-    let in_runs: u64 = trace
-        .gaps
-        .iter()
-        .filter(|(a, z)| truths.iter().any(|t| *a >= t.start && *z <= t.end))
-        .map(|(a, z)| ((z - a) / 10_000) as u64)
-        .sum();
+    assert!(problems.is_empty(), "{label}:\n{}\n{stdout}", problems.join("\n"));
+    assert_eq!(truths.iter().any(|t| t.cut), want_cut, "{label}: a tail cut by the next run in the schedule");
+    let gaps: u64 = energy.iter().map(|e| e["gap_samples"].as_u64().expect("gap_samples")).sum();
+    let in_runs: u64 = trace.gaps.iter().filter(|(a, z)| truths.iter().any(|t| *a >= t.start && *z <= t.end)).map(|(a, z)| ((z - a) / 10_000) as u64).sum();
     assert_eq!(gaps, in_runs, "{label}: gap samples inside runs");
-    assert!(
-        stdout.contains(&format!(
-            "{} gap samples",
-            trace.volts.iter().filter(|v| v.is_nan()).count()
-        )),
-        "{label}: {stdout}"
-    );
+    assert!(stdout.contains(&format!("{} gap samples", trace.volts.iter().filter(|v| v.is_nan()).count())), "{label}: {stdout}");
     // Measured tails feed --pause auto.
-    assert!(
-        std::fs::read_dir(p.out.join("tails"))
-            .expect("tails/")
-            .count()
-            == 1,
-        "{label}"
-    );
+    assert!(std::fs::read_dir(p.out.join("tails")).expect("tails/").count() == 1, "{label}");
 }
 
 #[test]
@@ -271,11 +166,7 @@ fn imported_trace_on_the_quick_schedule_10ms_pauses() {
 
 #[test]
 fn imported_trace_on_the_small_granularity_schedule() {
-    check_schedule(
-        "--values small",
-        &["--bench", "granularity", "--values", "small"],
-        true,
-    );
+    check_schedule("--values small", &["--bench", "granularity", "--values", "small"], true);
 }
 
 #[test]
@@ -290,15 +181,8 @@ fn bad_traces_are_refused_and_nothing_is_written() {
     let file = write_f32(&dir, &trace, t0, 50_000.0);
     let o = import(&p, &file, &[]);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success(),
-        "half rate accepted: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(
-        stderr.contains("trace does not match the probe") && stderr.contains("sample_rate_hz"),
-        "{stderr}"
-    );
+    assert!(!o.status.success(), "half rate accepted: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(stderr.contains("trace does not match the probe") && stderr.contains("sample_rate_hz"), "{stderr}");
     // A CSV in milliseconds read as seconds.
     let slow = truth::sample(&sched, &model, 10_000.0, 0.0002, 0, 8);
     let csv = dir.join("scope.csv");
@@ -313,32 +197,14 @@ fn bad_traces_are_refused_and_nothing_is_written() {
     args.extend_from_slice(&["--time-origin-ns", &origin_arg]);
     let o = import(&p, &csv, &args);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success(),
-        "ms CSV as seconds accepted: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(
-        stderr.contains("trace does not match the probe") && stderr.contains("--time-unit"),
-        "{stderr}"
-    );
-    assert!(
-        !p.out.join("energy.jsonl").exists(),
-        "energy.jsonl written for a refused trace"
-    );
-    assert!(
-        !p.out.join("tails").exists(),
-        "tails/ written for a refused trace"
-    );
+    assert!(!o.status.success(), "ms CSV as seconds accepted: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(stderr.contains("trace does not match the probe") && stderr.contains("--time-unit"), "{stderr}");
+    assert!(!p.out.join("energy.jsonl").exists(), "energy.jsonl written for a refused trace");
+    assert!(!p.out.join("tails").exists(), "tails/ written for a refused trace");
     // The same CSV with --time-unit ms is fine.
     args.extend_from_slice(&["--time-unit", "ms"]);
     let o = import(&p, &csv, &args);
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(jsonl(&p.out.join("energy.jsonl")).len(), p.runs.len());
     std::fs::remove_file(p.out.join("energy.jsonl")).expect("rm");
     // A trace that ends in the middle of the probe: the later runs are "not covered by the trace"
@@ -349,21 +215,11 @@ fn bad_traces_are_refused_and_nothing_is_written() {
     let file = write_f32(&dir, &short, t0, 100_000.0);
     let o = import(&p, &file, &[]);
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let covered: Vec<u64> = jsonl(&p.out.join("energy.jsonl"))
-        .iter()
-        .map(|e| e["run_id"].as_u64().expect("id"))
-        .collect();
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let covered: Vec<u64> = jsonl(&p.out.join("energy.jsonl")).iter().map(|e| e["run_id"].as_u64().expect("id")).collect();
     let want: Vec<u64> = p.runs.iter().take(6).map(|r| r.0).collect();
     assert_eq!(covered, want, "{stdout}");
     for (id, ..) in p.runs.iter().skip(6) {
-        assert!(
-            stdout.contains(&format!("run {id}: no energy: not covered by the trace")),
-            "{stdout}"
-        );
+        assert!(stdout.contains(&format!("run {id}: no energy: not covered by the trace")), "{stdout}");
     }
 }

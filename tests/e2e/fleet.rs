@@ -83,11 +83,7 @@ fn build_image(agent: &Path) -> (PathBuf, PathBuf) {
         String::from_utf8_lossy(&o.stderr)
     );
     let get = |k: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| panic!("{} printed no {k} line:\n{stdout}", script.display()))
+        stdout.lines().find_map(|l| l.strip_prefix(k)).map(PathBuf::from).unwrap_or_else(|| panic!("{} printed no {k} line:\n{stdout}", script.display()))
     };
     (get("KERNEL="), get("INITRD="))
 }
@@ -197,12 +193,8 @@ impl Guest {
             cmd.arg("-bios").arg(qboot);
         }
         let log = std::fs::File::create(dir.join("qemu.log")).expect("qemu.log");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("dup log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", qemu.display()));
+        let child =
+            cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("dup log")).stderr(log).spawn().unwrap_or_else(|e| panic!("start {}: {e}", qemu.display()));
         Guest { spec, dir, child, exit: None }
     }
 
@@ -349,9 +341,7 @@ fn leftover_processes(root: &Path) -> Vec<(u32, char, String)> {
         let mut f = rest.split_whitespace();
         let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
         let ppid: u32 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let cmd = std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim().to_string())
-            .unwrap_or_default();
+        let cmd = std::fs::read(e.path().join("cmdline")).map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim().to_string()).unwrap_or_default();
         let cwd = std::fs::read_link(e.path().join("cwd")).ok();
         parent.insert(pid, ppid);
         info.insert(pid, (state, cmd, cwd));
@@ -443,10 +433,7 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
         if let Some(e) = events.iter().find(|e| e.1.contains("value=6")) {
             break (set_at.elapsed(), e.clone());
         }
-        assert!(
-            !ev.guest(qmp_id).serial().contains("WF-STEP-RC live"),
-            "fleet-c's live run ended without reporting the QMP warning; events: {events:?}"
-        );
+        assert!(!ev.guest(qmp_id).serial().contains("WF-STEP-RC live"), "fleet-c's live run ended without reporting the QMP warning; events: {events:?}");
         std::thread::sleep(Duration::from_millis(50));
     };
     let (latency, qmp_event) = seen;
@@ -506,8 +493,7 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
     }
 
     // ---- InfluxDB ------------------------------------------------------------------------------
-    let hosts: Vec<String> =
-        influx.rows(DB, "SHOW TAG VALUES FROM \"agent\" WITH KEY = \"host\"").iter().map(|r| s(&r[1]).to_string()).collect();
+    let hosts: Vec<String> = influx.rows(DB, "SHOW TAG VALUES FROM \"agent\" WITH KEY = \"host\"").iter().map(|r| s(&r[1]).to_string()).collect();
     assert_eq!(hosts, vec!["fleet-a", "fleet-b", "fleet-c"]);
 
     for g in &ev.guests {
@@ -520,10 +506,8 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
                  WHERE host = '{id}' AND device = 'nvme0n1'"
             ),
         );
-        let got: Vec<(&str, &str, i64, i64, &str, bool)> = rows
-            .iter()
-            .map(|r| (s(&r[1]), s(&r[2]), r[3].as_i64().unwrap(), r[4].as_i64().unwrap(), s(&r[5]), r[6].as_bool().unwrap()))
-            .collect();
+        let got: Vec<(&str, &str, i64, i64, &str, bool)> =
+            rows.iter().map(|r| (s(&r[1]), s(&r[2]), r[3].as_i64().unwrap(), r[4].as_i64().unwrap(), s(&r[5]), r[6].as_bool().unwrap())).collect();
         let one = (serial, "QEMU NVMe Ctrl", (g.spec.size_mib << 20) as i64, 512, "nvme", false);
         // One Hello per connection, in time order: run, probe, governor, run (+ the live run).
         let runs = if g.spec.scenario == "qmp" { 5 } else { 4 };
@@ -539,8 +523,7 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
         // whole degrees as K − 273 = 50. nvme-cli reports Kelvin, which the agent stores exactly as
         // K − 273.15 = 49.85, and hwmon reports millidegrees (K − 273.15) × 1000 = 49850 → 49.85
         // (hardware.md §8.1, docs/schema.md). These exact values are the correct ones.
-        let series =
-            influx.series(DB, &format!("SELECT celsius FROM temperature WHERE host = '{id}' GROUP BY source, device, sensor"));
+        let series = influx.series(DB, &format!("SELECT celsius FROM temperature WHERE host = '{id}' GROUP BY source, device, sensor"));
         let got: Vec<(&str, &str, &str, Vec<f64>)> = series
             .iter()
             .map(|(t, rows)| {
@@ -551,11 +534,7 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
             .collect();
         assert_eq!(
             got,
-            vec![
-                ("hwmon", "nvme0", "Composite", vec![49.85]),
-                ("nvme_cli", "nvme0", "Composite", vec![49.85]),
-                ("smartctl", "nvme0", "Composite", vec![50.0]),
-            ],
+            vec![("hwmon", "nvme0", "Composite", vec![49.85]), ("nvme_cli", "nvme0", "Composite", vec![49.85]), ("smartctl", "nvme0", "Composite", vec![50.0]),],
             "{id}: temperatures"
         );
 
@@ -567,27 +546,18 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
                  AND bench = 'granularity' GROUP BY pattern"
             ),
         );
-        let got: Vec<PatternRuns> = series
-            .iter()
-            .map(|(t, rows)| (s(&t["pattern"]), rows.iter().map(|r| (r[1].as_i64().unwrap(), s(&r[2]), s(&r[3]))).collect()))
-            .collect();
+        let got: Vec<PatternRuns> =
+            series.iter().map(|(t, rows)| (s(&t["pattern"]), rows.iter().map(|r| (r[1].as_i64().unwrap(), s(&r[2]), s(&r[3]))).collect())).collect();
         let runs = |p: &'static str, e: &'static str| (p, vec![(4096, "block", e), (32768, "block", e), (131072, "block", e)]);
         assert_eq!(
             got,
-            vec![
-                runs("RR", "granularity/RR"),
-                runs("RW", "granularity/RW"),
-                runs("SR", "granularity/SR"),
-                runs("SW", "granularity/SW")
-            ],
+            vec![runs("RR", "granularity/RR"), runs("RW", "granularity/RW"), runs("SR", "granularity/SR"), runs("SW", "granularity/SW")],
             "{id}: probe_run"
         );
 
         // The refused power-state change: recorded, and the drive stayed in PS0.
-        let rows = influx.rows(
-            DB,
-            &format!("SELECT from_state, to_state, observed_state, serial, outcome FROM power_state WHERE host = '{id}' AND device = 'nvme0'"),
-        );
+        let rows =
+            influx.rows(DB, &format!("SELECT from_state, to_state, observed_state, serial, outcome FROM power_state WHERE host = '{id}' AND device = 'nvme0'"));
         let got: Vec<(i64, i64, i64, &str, &str)> =
             rows.iter().map(|r| (r[1].as_i64().unwrap(), r[2].as_i64().unwrap(), r[3].as_i64().unwrap(), s(&r[4]), s(&r[5]))).collect();
         assert_eq!(got, vec![(0, 0, 0, serial, "refused")], "{id}: power_state");

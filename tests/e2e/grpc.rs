@@ -12,9 +12,7 @@ fn now_ns() -> i64 {
 }
 
 fn hello(id: &str) -> AgentMessage {
-    AgentMessage {
-        kind: Some(Kind::Hello(v1::Hello { agent_id: id.into(), time_ns: now_ns(), ..Default::default() })),
-    }
+    AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: id.into(), time_ns: now_ns(), ..Default::default() })) }
 }
 
 fn batch(id: &str, seq: u64, watts: f64) -> AgentMessage {
@@ -47,11 +45,7 @@ fn health_acks_and_rejections_naming_the_field() {
         let id = pki().issue("grpc-1", &["grpc-1"], None);
         let channel = pki().channel(&collector.url, Some(id)).await.unwrap();
         let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-        let h = health
-            .check(tonic_health::pb::HealthCheckRequest { service: "wattflip.v1.Ingest".into() })
-            .await
-            .unwrap()
-            .into_inner();
+        let h = health.check(tonic_health::pb::HealthCheckRequest { service: "wattflip.v1.Ingest".into() }).await.unwrap().into_inner();
         assert_eq!(h.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
 
         let mut client = IngestClient::new(channel);
@@ -67,7 +61,10 @@ fn health_acks_and_rejections_naming_the_field() {
         assert_eq!(a3.points_rejected, [("not_finite".to_string(), 1)].into_iter().collect());
     });
     let events = influx.rows("wf_grpc", "SELECT message FROM event WHERE host = 'grpc-1' AND kind = 'point_rejected'");
-    assert_eq!(events[0][1].as_str().unwrap(), "batch 3: power[0].watts = NaN: NaN is not a finite number; the point was left out, the rest of the batch stored");
+    assert_eq!(
+        events[0][1].as_str().unwrap(),
+        "batch 3: power[0].watts = NaN: NaN is not a finite number; the point was left out, the rest of the batch stored"
+    );
     // Acknowledged means stored.
     let rows = influx.rows("wf_grpc", "SELECT watts FROM power WHERE host = 'grpc-1'");
     let watts: Vec<f64> = rows.iter().map(|r| r[1].as_f64().unwrap()).collect();
@@ -83,11 +80,19 @@ fn check_config_reports_every_problem_with_its_key() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("agent.toml: 7 problem(s):"), "{err}");
-    for key in ["tls.ca_file: is required: mutual TLS is on by default", "tls.key_file: is required", "collector.urll: unknown key", "agent_id: `a b` may contain only", "collector.url: `ftp://x` must start", "sampling.interval: `often` is not a duration"] {
+    for key in [
+        "tls.ca_file: is required: mutual TLS is on by default",
+        "tls.key_file: is required",
+        "collector.urll: unknown key",
+        "agent_id: `a b` may contain only",
+        "collector.url: `ftp://x` must start",
+        "sampling.interval: `often` is not a duration",
+    ] {
         assert!(err.contains(key), "missing {key:?} in:\n{err}");
     }
     let ccfg = dir.path().join("collector.toml");
-    std::fs::write(&ccfg, "[influx]\nurl = \"http://127.0.0.1:1\"\nbatch_lines = 0\napi = \"v3\"\n[limit]\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap();
+    std::fs::write(&ccfg, "[influx]\nurl = \"http://127.0.0.1:1\"\nbatch_lines = 0\napi = \"v3\"\n[limit]\n[tls]\ninsecure_plaintext_loopback_only = true\n")
+        .unwrap();
     let out = Command::new(bin("wattflip-collector", "wattflip-collector")).args(["--config"]).arg(&ccfg).arg("check-config").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -99,10 +104,7 @@ fn check_config_reports_every_problem_with_its_key() {
 #[test]
 fn rapl_permission_denied_names_the_file_and_the_fix() {
     // Root reads any file, so as root the check runs the agent as `nobody` through setpriv.
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let is_root = std::fs::read_to_string("/proc/self/status").unwrap().lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
     let (tmp, sys) = sysfs_tree(&["permission-denied"]);
     let energy = sys.join("class/powercap/intel-rapl:0/energy_uj");
     let chmod = |flag: &str, paths: &[&std::path::Path], mode: &str| {

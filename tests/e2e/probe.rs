@@ -30,10 +30,22 @@ fn quick_probe_through_the_collector_into_influx() {
     let cfg = agent_config(dir.path(), &format!("agent_id = \"probe-node\"\n[labels]\nrack = \"r3\"\n{}", pki().agent_tls("probe-node")));
     let target = dir.path().join("scratch.dat");
     let o = agent(&[
-        "probe", "--quick", "--size", "256MiB",
-        "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
-        "--collector", &collector.url, "--config", cfg.to_str().unwrap(),
-        "--io-trace", out.join("trace").to_str().unwrap(), "--emit-fio-iolog", out.join("iolog").to_str().unwrap(),
+        "probe",
+        "--quick",
+        "--size",
+        "256MiB",
+        "--target",
+        target.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--collector",
+        &collector.url,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--io-trace",
+        out.join("trace").to_str().unwrap(),
+        "--emit-fio-iolog",
+        out.join("iolog").to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
@@ -69,10 +81,7 @@ fn quick_probe_through_the_collector_into_influx() {
         let values: Vec<f64> = rows.iter().map(|r| r[4].as_f64().unwrap()).collect();
         assert_eq!(values, vec![4096.0, 32768.0, 131072.0], "pattern {pattern}");
         for r in rows {
-            let local = runs
-                .iter()
-                .find(|l| l["pattern"] == pattern && l["value"].as_f64() == r[4].as_f64())
-                .unwrap();
+            let local = runs.iter().find(|l| l["pattern"] == pattern && l["value"].as_f64() == r[4].as_f64()).unwrap();
             assert_eq!(r[1].as_f64(), local["mean_us"].as_f64(), "{pattern} mean_us");
             assert_eq!(r[2].as_f64(), local["p99_us"].as_f64());
             assert_eq!(r[3].as_f64(), local["iops"].as_f64());
@@ -88,17 +97,11 @@ fn all_nine_micro_benchmarks_on_a_file() {
     let dir = disk_dir();
     let out = dir.path().join("out");
     let target = dir.path().join("scratch.dat");
-    let o = agent(&[
-        "probe", "--bench", "all", "--repetitions", "1", "--size", "1GiB",
-        "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap(),
-    ]);
+    let o = agent(&["probe", "--bench", "all", "--repetitions", "1", "--size", "1GiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let runs = jsonl(&out.join("runs.jsonl"));
     let benches: BTreeSet<&str> = runs.iter().map(|r| r["bench"].as_str().unwrap()).collect();
-    assert_eq!(
-        benches,
-        ["alignment", "bursts", "granularity", "locality", "mix", "order", "parallelism", "partitioning", "pause"].into_iter().collect()
-    );
+    assert_eq!(benches, ["alignment", "bursts", "granularity", "locality", "mix", "order", "parallelism", "partitioning", "pause"].into_iter().collect());
     let experiments: BTreeSet<&str> = runs.iter().map(|r| r["experiment"].as_str().unwrap()).collect();
     assert_eq!(experiments.len(), 34, "{experiments:?}");
     // uFLIP's order: read-only experiments (1–15) come before any write.
@@ -150,10 +153,7 @@ fn scheduled_probes_in_run_mode_never_overlap_on_a_device() {
 }
 
 fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    std::fs::read_to_string("/proc/self/status").unwrap().lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
 /// Detaches the loop device on drop.
@@ -167,10 +167,7 @@ impl Drop for Loop {
 #[test]
 fn the_cli_refuses_to_write_a_device_without_consent() {
     assert!(is_root(), "this test creates a loop device: run it as root, e.g. `sudo bash tests/run.sh`");
-    assert!(
-        Command::new("losetup").arg("--version").output().is_ok(),
-        "losetup is missing: install Debian's `mount` package (bash tests/run.sh does)"
-    );
+    assert!(Command::new("losetup").arg("--version").output().is_ok(), "losetup is missing: install Debian's `mount` package (bash tests/run.sh does)");
     let dir = disk_dir();
     let img = dir.path().join("disk.img");
     std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();

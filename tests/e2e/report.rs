@@ -106,7 +106,9 @@ fn probe_reports_local_and_from_influx_render_in_chromium() {
     assert!(html.contains("<tr><td class=l>granularity/SW</td><td class=l>GWP</td><td>3</td><td>1.600</td>"), "{html}");
     assert!(html.contains("<tr><td class=l>granularity/RW</td><td class=l>S</td><td>3</td><td>0.600</td>"), "{html}");
     // Power of the probe window: one line per channel of the host (7 RAPL zones, 1 hwmon meter).
-    let channels = fleet.influx.series(&fleet.db, &format!("SELECT count(\"watts\") FROM \"power\" WHERE \"host\" = '{host}' AND {window} GROUP BY \"source\", \"zone\", \"scope\""));
+    let channels = fleet
+        .influx
+        .series(&fleet.db, &format!("SELECT count(\"watts\") FROM \"power\" WHERE \"host\" = '{host}' AND {window} GROUP BY \"source\", \"zone\", \"scope\""));
     assert_eq!(channels.len(), 8);
     assert!(html.contains("<tr><th class=l>power channels</th><td class=l>8</td></tr>"), "{html}");
     assert!(html.contains("<tr><td class=l>rapl psys (psys)</td>"));

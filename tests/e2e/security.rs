@@ -131,10 +131,7 @@ fn rate_limit_answers_resource_exhausted() {
         assert_eq!(acks.next().await.unwrap().unwrap().durable_sequence, 1);
         let e = acks.next().await.unwrap().unwrap_err();
         assert_eq!(e.code(), tonic::Code::ResourceExhausted);
-        assert_eq!(
-            e.message(),
-            "agent `eager` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch 2"
-        );
+        assert_eq!(e.message(), "agent `eager` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch 2");
     });
     let rows = influx.rows("wf_rate", "SELECT count(celsius) FROM temperature WHERE host = 'eager'");
     assert_eq!(rows[0][1].as_i64(), Some(3));

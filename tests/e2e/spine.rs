@@ -48,15 +48,11 @@ fn agent_to_influx_exact_points_and_watts() {
     // round trip through the collector and InfluxDB, which under load can outlast all the ticks),
     // every counter has its baseline and the advance lands in a later interval.
     let first = wait_for(Duration::from_secs(20), || {
-        std::fs::read_to_string(tmp.path().join("agent.stderr"))
-            .ok()
-            .filter(|e| e.lines().any(|l| l.contains("wattflip::ledger") && l.contains("stored")))
+        std::fs::read_to_string(tmp.path().join("agent.stderr")).ok().filter(|e| e.lines().any(|l| l.contains("wattflip::ledger") && l.contains("stored")))
     });
     assert!(first.is_some(), "the agent stored no batch; collector log:\n{}", collector.log());
-    let before: Vec<u64> = ADVANCE
-        .iter()
-        .map(|(id, _, _)| std::fs::read_to_string(powercap.join(id).join("energy_uj")).unwrap().trim().parse().unwrap())
-        .collect();
+    let before: Vec<u64> =
+        ADVANCE.iter().map(|(id, _, _)| std::fs::read_to_string(powercap.join(id).join("energy_uj")).unwrap().trim().parse().unwrap()).collect();
     for ((id, _, add), old) in ADVANCE.iter().zip(&before) {
         let max: u64 = std::fs::read_to_string(powercap.join(id).join("max_energy_range_uj")).unwrap().trim().parse().unwrap();
         let new = (old + add) % max;
@@ -69,9 +65,7 @@ fn agent_to_influx_exact_points_and_watts() {
 
     // RAPL: one point per zone per tick after the baseline; energy sums to exactly the advance.
     for (_, zone, add) in ADVANCE {
-        let q = format!(
-            "SELECT watts, joules, interval_ns FROM power WHERE host = '{HOST}' AND source = 'rapl' AND zone = '{zone}'"
-        );
+        let q = format!("SELECT watts, joules, interval_ns FROM power WHERE host = '{HOST}' AND source = 'rapl' AND zone = '{zone}'");
         let rows = influx.rows(DB, &q);
         assert_eq!(rows.len(), TICKS - 1, "zone {zone}");
         let mut total = 0.0;
@@ -91,10 +85,7 @@ fn agent_to_influx_exact_points_and_watts() {
     assert!(rows.iter().all(|r| f(&r[1]) == 125.0), "{rows:?}");
 
     // Temperatures: four good sensors × TICKS, the garbage one only as an event.
-    let series = influx.series(
-        DB,
-        &format!("SELECT count(celsius), max(celsius) FROM temperature WHERE host = '{HOST}' GROUP BY device, sensor"),
-    );
+    let series = influx.series(DB, &format!("SELECT count(celsius), max(celsius) FROM temperature WHERE host = '{HOST}' GROUP BY device, sensor"));
     let got: Vec<(String, String, f64, f64)> = series
         .iter()
         .map(|(t, rows)| (t["device"].as_str().unwrap().to_string(), t["sensor"].as_str().unwrap().to_string(), f(&rows[0][1]), f(&rows[0][2])))
@@ -197,7 +188,9 @@ fn voltage_and_current_channels_are_their_own_points() {
     // The collector's writer flushes on its own schedule: wait until the last tick is in.
     let all_in = wait_for(Duration::from_secs(20), || q("curr4", "amperes").first().filter(|r| r[1].as_i64() == Some(3)).cloned());
     assert!(all_in.is_some(), "{}", collector.log());
-    for (channel, field, value) in [("SSD 12V", "volts", 12.0), ("SSD 3V3", "volts", 3.3), ("in4", "volts", 0.14), ("curr2", "amperes", 1.0), ("curr4", "amperes", 1.5)] {
+    for (channel, field, value) in
+        [("SSD 12V", "volts", 12.0), ("SSD 3V3", "volts", 3.3), ("in4", "volts", 0.14), ("curr2", "amperes", 1.0), ("curr4", "amperes", 1.5)]
+    {
         let r = q(channel, field);
         assert_eq!(r.len(), 1, "{channel}: {r:?}\n{}", collector.log());
         assert_eq!((r[0][1].as_i64(), f(&r[0][2]), f(&r[0][3])), (Some(3), value, value), "{channel}: {r:?}");

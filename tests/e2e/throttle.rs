@@ -20,20 +20,13 @@ fn hello() -> AgentMessage {
         critical_celsius: critical,
         namespaces: vec![format!("nvme{n}n1")],
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
     AgentMessage {
         kind: Some(Kind::Hello(v1::Hello {
             agent_id: HOST.into(),
             time_ns: now,
             inventory: Some(v1::Inventory {
-                drive_thermal_limits: vec![
-                    limits(0, 70.0, 80.0),
-                    limits(1, 70.0, 80.0),
-                    limits(2, 70.0, 80.0),
-                ],
+                drive_thermal_limits: vec![limits(0, 70.0, 80.0), limits(1, 70.0, 80.0), limits(2, 70.0, 80.0)],
                 ..Default::default()
             }),
             ..Default::default()
@@ -63,29 +56,11 @@ fn run(n: u32, t: i64, mib_per_s: f64, joules: f64) -> v1::ProbeRun {
 }
 
 fn temp(n: u32, t: i64, celsius: f64) -> v1::TemperatureSample {
-    v1::TemperatureSample {
-        time_ns: t,
-        source: "nvme_cli".into(),
-        device: format!("nvme{n}"),
-        sensor: "Composite".into(),
-        celsius,
-    }
+    v1::TemperatureSample { time_ns: t, source: "nvme_cli".into(), device: format!("nvme{n}"), sensor: "Composite".into(), celsius }
 }
 
-fn batch(
-    seq: u64,
-    probe_runs: Vec<v1::ProbeRun>,
-    temperature: Vec<v1::TemperatureSample>,
-) -> AgentMessage {
-    AgentMessage {
-        kind: Some(Kind::Batch(v1::Batch {
-            agent_id: HOST.into(),
-            sequence: seq,
-            probe_runs,
-            temperature,
-            ..Default::default()
-        })),
-    }
+fn batch(seq: u64, probe_runs: Vec<v1::ProbeRun>, temperature: Vec<v1::TemperatureSample>) -> AgentMessage {
+    AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: HOST.into(), sequence: seq, probe_runs, temperature, ..Default::default() })) }
 }
 
 /// One stream: a Hello, then `batches`; returns the acknowledged sequences.
@@ -96,34 +71,17 @@ fn stream(collector: &Collector, batches: Vec<AgentMessage>) -> Vec<u64> {
         let channel = pki().channel(&collector.url, Some(id)).await.unwrap();
         let n = batches.len();
         let msgs: Vec<AgentMessage> = std::iter::once(hello()).chain(batches).collect();
-        let mut acks = IngestClient::new(channel)
-            .stream(tokio_stream::iter(msgs))
-            .await
-            .unwrap()
-            .into_inner();
+        let mut acks = IngestClient::new(channel).stream(tokio_stream::iter(msgs)).await.unwrap().into_inner();
         let mut seqs = Vec::new();
         for _ in 0..n {
-            let a = tokio::time::timeout(std::time::Duration::from_secs(20), acks.next())
-                .await
-                .expect("ack in time");
+            let a = tokio::time::timeout(std::time::Duration::from_secs(20), acks.next()).await.expect("ack in time");
             seqs.push(a.expect("an ack").expect("acknowledged").durable_sequence);
         }
         seqs
     })
 }
 
-type Row = (
-    String,
-    String,
-    String,
-    f64,
-    f64,
-    f64,
-    f64,
-    Option<f64>,
-    f64,
-    bool,
-);
+type Row = (String, String, String, f64, f64, f64, f64, Option<f64>, f64, bool);
 
 fn events(influx: &Influx) -> Vec<Row> {
     let rows = influx.rows(
@@ -134,26 +92,11 @@ fn events(influx: &Influx) -> Vec<Row> {
         ),
     );
     let f = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
-    let s = |v: &serde_json::Value| {
-        v.as_str()
-            .unwrap_or_else(|| panic!("not a string: {v}"))
-            .to_string()
-    };
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_string();
     rows.iter()
         .map(|r| {
             assert_eq!(s(&r[2]), "temperature", "trigger of {r:?}");
-            (
-                s(&r[1]),
-                s(&r[3]),
-                s(&r[4]),
-                f(&r[5]),
-                f(&r[6]),
-                f(&r[7]),
-                f(&r[8]),
-                r[9].as_f64(),
-                f(&r[10]),
-                r[11].as_bool().unwrap(),
-            )
+            (s(&r[1]), s(&r[3]), s(&r[4]), f(&r[5]), f(&r[6]), f(&r[7]), f(&r[8]), r[9].as_f64(), f(&r[10]), r[11].as_bool().unwrap())
         })
         .collect()
 }
@@ -162,10 +105,7 @@ fn events(influx: &Influx) -> Vec<Row> {
 fn temperature_over_the_warning_threshold_with_a_throughput_drop_is_a_throttle_event_in_influx() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, DB);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
     let t0 = (now / S) * S - 600 * S;
 
     // nvme0: 1000 MiB/s at 8 W, 60 °C; then 72.5 °C (warning 70) at +10 s, still 73 °C at +140 s
@@ -175,119 +115,26 @@ fn temperature_over_the_warning_threshold_with_a_throughput_drop_is_a_throttle_e
     let acked = stream(
         &collector,
         vec![
-            batch(
-                1,
-                vec![
-                    run(0, t0, 1000.0, 8.0),
-                    run(2, t0, 1000.0, 8.0),
-                    run(1, t0, 1000.0, 8.0),
-                    run(1, t0 + 20 * S, 800.0, 8.0),
-                ],
-                Vec::new(),
-            ),
-            batch(
-                2,
-                Vec::new(),
-                vec![temp(0, t0 + 2 * S, 60.0), temp(2, t0 + 2 * S, 60.0)],
-            ),
-            batch(
-                3,
-                vec![
-                    run(0, t0 + 20 * S, 850.0, 7.0),
-                    run(2, t0 + 20 * S, 901.0, 8.0),
-                ],
-                vec![temp(0, t0 + 10 * S, 72.5), temp(2, t0 + 10 * S, 72.5)],
-            ),
-            batch(
-                4,
-                Vec::new(),
-                vec![temp(0, t0 + 140 * S, 73.0), temp(2, t0 + 140 * S, 73.0)],
-            ),
+            batch(1, vec![run(0, t0, 1000.0, 8.0), run(2, t0, 1000.0, 8.0), run(1, t0, 1000.0, 8.0), run(1, t0 + 20 * S, 800.0, 8.0)], Vec::new()),
+            batch(2, Vec::new(), vec![temp(0, t0 + 2 * S, 60.0), temp(2, t0 + 2 * S, 60.0)]),
+            batch(3, vec![run(0, t0 + 20 * S, 850.0, 7.0), run(2, t0 + 20 * S, 901.0, 8.0)], vec![temp(0, t0 + 10 * S, 72.5), temp(2, t0 + 10 * S, 72.5)]),
+            batch(4, Vec::new(), vec![temp(0, t0 + 140 * S, 73.0), temp(2, t0 + 140 * S, 73.0)]),
         ],
     );
     assert_eq!(acked, vec![1, 2, 3, 4]);
     // Acknowledged means stored: the episode, still ongoing, with both drops (8 → 7 W is 12.5 %),
     // lasting until the end of its last drop so far.
-    let ongoing = (
-        "nvme0".to_string(),
-        "throughput+power".to_string(),
-        "SW/131072".to_string(),
-        72.5,
-        70.0,
-        80.0,
-        15.0,
-        Some(12.5),
-        11.0,
-        true,
-    );
-    assert_eq!(
-        events(&influx),
-        vec![ongoing],
-        "collector log:\n{}",
-        collector.log()
-    );
+    let ongoing = ("nvme0".to_string(), "throughput+power".to_string(), "SW/131072".to_string(), 72.5, 70.0, 80.0, 15.0, Some(12.5), 11.0, true);
+    assert_eq!(events(&influx), vec![ongoing], "collector log:\n{}", collector.log());
 
     // The agent reconnects; nvme0 cools below the warning threshold at t0 + 160 s: the episode
     // ends, rewritten in place with its duration. nvme1's temperatures arrive in this stream,
     // newest first: hot from +10 s to +30 s, settled by the reading at +150 s.
-    let nvme1 = vec![
-        temp(1, t0 + 150 * S, 60.0),
-        temp(1, t0 + 30 * S, 65.0),
-        temp(1, t0 + 10 * S, 75.0),
-        temp(1, t0 + 2 * S, 60.0),
-    ];
-    assert_eq!(
-        stream(
-            &collector,
-            vec![batch(
-                5,
-                Vec::new(),
-                [
-                    vec![temp(0, t0 + 160 * S, 65.0), temp(2, t0 + 160 * S, 65.0)],
-                    nvme1
-                ]
-                .concat()
-            )]
-        ),
-        vec![5]
-    );
-    let closed = (
-        "nvme0".to_string(),
-        "throughput+power".to_string(),
-        "SW/131072".to_string(),
-        72.5,
-        70.0,
-        80.0,
-        15.0,
-        Some(12.5),
-        150.0,
-        false,
-    );
-    let runs_first = (
-        "nvme1".to_string(),
-        "throughput".to_string(),
-        "SW/131072".to_string(),
-        75.0,
-        70.0,
-        80.0,
-        20.0,
-        None,
-        20.0,
-        false,
-    );
-    assert_eq!(
-        events(&influx),
-        vec![closed, runs_first],
-        "collector log:\n{}",
-        collector.log()
-    );
-    let rows = influx.rows(
-        DB,
-        &format!("SELECT count(mib_per_s) FROM probe_run WHERE host = '{HOST}'"),
-    );
-    assert_eq!(
-        rows[0][1].as_i64(),
-        Some(6),
-        "the runs themselves are stored too"
-    );
+    let nvme1 = vec![temp(1, t0 + 150 * S, 60.0), temp(1, t0 + 30 * S, 65.0), temp(1, t0 + 10 * S, 75.0), temp(1, t0 + 2 * S, 60.0)];
+    assert_eq!(stream(&collector, vec![batch(5, Vec::new(), [vec![temp(0, t0 + 160 * S, 65.0), temp(2, t0 + 160 * S, 65.0)], nvme1].concat())]), vec![5]);
+    let closed = ("nvme0".to_string(), "throughput+power".to_string(), "SW/131072".to_string(), 72.5, 70.0, 80.0, 15.0, Some(12.5), 150.0, false);
+    let runs_first = ("nvme1".to_string(), "throughput".to_string(), "SW/131072".to_string(), 75.0, 70.0, 80.0, 20.0, None, 20.0, false);
+    assert_eq!(events(&influx), vec![closed, runs_first], "collector log:\n{}", collector.log());
+    let rows = influx.rows(DB, &format!("SELECT count(mib_per_s) FROM probe_run WHERE host = '{HOST}'"));
+    assert_eq!(rows[0][1].as_i64(), Some(6), "the runs themselves are stored too");
 }

@@ -67,10 +67,7 @@ pub const RAPL_WATTS: [&[(&str, &str, u64)]; 2] = [
 pub const COUNTER_PERIOD: Duration = Duration::from_millis(10);
 
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_nanos() as i64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_nanos() as i64
 }
 
 /// The filled fleet; everything stops on drop.
@@ -97,15 +94,8 @@ fn advance_counters(trees: Vec<PathBuf>, stop: Arc<AtomicBool>) -> std::thread::
     for (powercap, watts) in trees.iter().zip(RAPL_WATTS) {
         for (dir, _, w) in watts {
             let path = powercap.join(dir).join("energy_uj");
-            let start: u64 = std::fs::read_to_string(&path)
-                .expect("fixture counter")
-                .trim()
-                .parse()
-                .expect("integer counter");
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .expect("open the fixture counter for writing");
+            let start: u64 = std::fs::read_to_string(&path).expect("fixture counter").trim().parse().expect("integer counter");
+            let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open the fixture counter for writing");
             zones.push((file, start, *w));
         }
     }
@@ -116,8 +106,7 @@ fn advance_counters(trees: Vec<PathBuf>, stop: Arc<AtomicBool>) -> std::thread::
             for (file, start, w) in &zones {
                 // The counters never reach max_energy_range_uj in a test (2.6e11 µJ): the value
                 // only grows, so the rewritten text is never shorter than the old one.
-                file.write_all_at(format!("{}\n", start + w * us).as_bytes(), 0)
-                    .expect("write counter in place");
+                file.write_all_at(format!("{}\n", start + w * us).as_bytes(), 0).expect("write counter in place");
             }
             std::thread::sleep(COUNTER_PERIOD);
         }
@@ -135,23 +124,10 @@ impl Fleet {
         let mut configs = Vec::new();
         // The counters move before any agent reads them: an interval of the agent's never sees a
         // counter that has not started yet.
-        let roots: Vec<(tempfile::TempDir, PathBuf)> = (0..HOSTS.len())
-            .map(|i| {
-                if i == 0 {
-                    sysfs_tree(&["two-sockets", "hwmon"])
-                } else {
-                    sysfs_tree(&["two-sockets"])
-                }
-            })
-            .collect();
+        let roots: Vec<(tempfile::TempDir, PathBuf)> =
+            (0..HOSTS.len()).map(|i| if i == 0 { sysfs_tree(&["two-sockets", "hwmon"]) } else { sysfs_tree(&["two-sockets"]) }).collect();
         let stop = Arc::new(AtomicBool::new(false));
-        let advancer = advance_counters(
-            roots
-                .iter()
-                .map(|(_, sys)| sys.join("class/powercap"))
-                .collect(),
-            stop.clone(),
-        );
+        let advancer = advance_counters(roots.iter().map(|(_, sys)| sys.join("class/powercap")).collect(), stop.clone());
         for ((host, rack), (tmp, sys)) in HOSTS.into_iter().zip(roots) {
             let cfg = agent_config(
                 tmp.path(),
@@ -165,38 +141,20 @@ impl Fleet {
             );
             // A fixed number of ticks (20 s), so each agent ends by itself once the collector has
             // acknowledged everything; the probe runs inside this window.
-            agents.push(spawn_agent(
-                tmp.path(),
-                &[
-                    "run",
-                    "--config",
-                    cfg.to_str().expect("utf-8 path"),
-                    "--samples",
-                    "80",
-                ],
-            ));
+            agents.push(spawn_agent(tmp.path(), &["run", "--config", cfg.to_str().expect("utf-8 path"), "--samples", "80"]));
             configs.push(cfg);
             dirs.push(tmp);
         }
 
         // The real probe on the first host, streamed to the collector while the agents sample.
-        let probe_dir = tempfile::Builder::new()
-            .prefix("wf-probe-")
-            .tempdir()
-            .expect("tempdir");
+        let probe_dir = tempfile::Builder::new().prefix("wf-probe-").tempdir().expect("tempdir");
         let probe_out = probe_dir.path().join("out");
         let scratch = probe_dir.path().join("scratch.dat");
         // Every agent streams before the probe starts: its first power points are in InfluxDB.
         for (host, _) in HOSTS {
             let q = format!("SELECT count(watts) FROM power WHERE host = '{host}'");
-            let streaming = wait_for(Duration::from_secs(30), || {
-                influx.try_rows(db, &q).filter(|r| !r.is_empty())
-            });
-            assert!(
-                streaming.is_some(),
-                "{host} sent no power point within 30 s:\n{}",
-                collector.log()
-            );
+            let streaming = wait_for(Duration::from_secs(30), || influx.try_rows(db, &q).filter(|r| !r.is_empty()));
+            assert!(streaming.is_some(), "{host} sent no power point within 30 s:\n{}", collector.log());
         }
         let mut probe = spawn_agent(
             probe_dir.path(),
@@ -214,35 +172,19 @@ impl Fleet {
             ],
         );
         let status = wait_child(&mut probe, Duration::from_secs(300), probe_dir.path());
-        let err =
-            std::fs::read_to_string(probe_dir.path().join("agent.stderr")).unwrap_or_default();
-        assert!(
-            status.success(),
-            "probe --quick --collector failed:\n{err}\ncollector log:\n{}",
-            collector.log()
-        );
+        let err = std::fs::read_to_string(probe_dir.path().join("agent.stderr")).unwrap_or_default();
+        assert!(status.success(), "probe --quick --collector failed:\n{err}\ncollector log:\n{}", collector.log());
         let _ = std::fs::remove_file(&scratch);
         for (agent, dir) in agents.iter_mut().zip(&dirs) {
             let status = wait_child(agent, Duration::from_secs(60), dir.path());
             let err = std::fs::read_to_string(dir.path().join("agent.stderr")).unwrap_or_default();
             assert!(status.success(), "agent run failed:\n{err}");
-            assert!(
-                err.contains("80 ticks"),
-                "agent run did not sample 80 ticks:\n{err}"
-            );
+            assert!(err.contains("80 ticks"), "agent run did not sample 80 ticks:\n{err}");
         }
         stop.store(true, Ordering::Relaxed);
         advancer.join().expect("counter thread");
         dirs.push(probe_dir);
-        let mut fleet = Fleet {
-            influx,
-            collector,
-            db: db.to_string(),
-            probe_out,
-            started_ns,
-            ended_ns: 0,
-            _dirs: dirs,
-        };
+        let mut fleet = Fleet { influx, collector, db: db.to_string(), probe_out, started_ns, ended_ns: 0, _dirs: dirs };
         seed(&fleet);
         fleet.ended_ns = now_ns();
         fleet
@@ -269,18 +211,9 @@ pub fn seed_runs(t0: i64) -> Vec<(&'static str, u64, i64, f64, f64, f64)> {
     out
 }
 
-fn seeded_probe_run(
-    pattern: &str,
-    kib: u64,
-    start: i64,
-    energy: f64,
-    above: f64,
-    tail: f64,
-) -> v1::ProbeRun {
+fn seeded_probe_run(pattern: &str, kib: u64, start: i64, energy: f64, above: f64, tail: f64) -> v1::ProbeRun {
     let io_count = 1024u64;
-    let mean_us = if pattern.starts_with('S') { 20.0 } else { 90.0 }
-        + 2.0 * kib as f64
-        + if pattern.ends_with('W') { 15.0 } else { 0.0 };
+    let mean_us = if pattern.starts_with('S') { 20.0 } else { 90.0 } + 2.0 * kib as f64 + if pattern.ends_with('W') { 15.0 } else { 0.0 };
     let iops = 1e6 / mean_us;
     v1::ProbeRun {
         run_id: format!("seed-{pattern}-{kib}"),
@@ -330,15 +263,9 @@ pub fn seed(fleet: &Fleet) {
     let runs = seed_runs(t0);
 
     // 1. Through the real collector: the wire format carries these already.
-    let mut batch = v1::Batch {
-        agent_id: host.into(),
-        sequence: 1,
-        ..Default::default()
-    };
+    let mut batch = v1::Batch { agent_id: host.into(), sequence: 1, ..Default::default() };
     for &(pattern, kib, start, energy, above, tail) in &runs {
-        batch
-            .probe_runs
-            .push(seeded_probe_run(pattern, kib, start, energy, above, tail));
+        batch.probe_runs.push(seeded_probe_run(pattern, kib, start, energy, above, tail));
     }
     for i in 0..4u64 {
         batch.nvme_smart.push(v1::NvmeSmart {
@@ -358,20 +285,8 @@ pub fn seed(fleet: &Fleet) {
         });
     }
     for (i, (from, to, observed, outcome, detail)) in [
-        (
-            0,
-            2,
-            2,
-            v1::PowerStateOutcome::Applied,
-            "governor sweep: state 2 (8 W cap) set and read back",
-        ),
-        (
-            2,
-            0,
-            0,
-            v1::PowerStateOutcome::Restored,
-            "restore guard: original state 0 put back",
-        ),
+        (0, 2, 2, v1::PowerStateOutcome::Applied, "governor sweep: state 2 (8 W cap) set and read back"),
+        (2, 0, 0, v1::PowerStateOutcome::Restored, "restore guard: original state 0 put back"),
     ]
     .into_iter()
     .enumerate()
@@ -391,21 +306,10 @@ pub fn seed(fleet: &Fleet) {
 
     // 2. The governor sweep and load ladders, as the agent's `governor sweep` and `probe --ladder`
     //    send them; the collector derives `energy_proportionality(_level)` from the ladders.
-    let mut batch = v1::Batch {
-        agent_id: host.into(),
-        sequence: 2,
-        ..Default::default()
-    };
-    for (state, watts, seq, rand) in [
-        (0u8, 18.5, 2000.0, 410.0),
-        (1, 15.2, 1250.0, 405.0),
-        (2, 8.9, 600.0, 398.0),
-    ] {
+    let mut batch = v1::Batch { agent_id: host.into(), sequence: 2, ..Default::default() };
+    for (state, watts, seq, rand) in [(0u8, 18.5, 2000.0, 410.0), (1, 15.2, 1250.0, 405.0), (2, 8.9, 600.0, 398.0)] {
         for (pattern, size, mibs) in [("SW", "128KiB", seq), ("RR", "4KiB", rand)] {
-            let start = t0
-                + 20_000_000_000
-                + i64::from(state) * 2_000_000_000
-                + i64::from(pattern == "RR") * 1_000_000_000;
+            let start = t0 + 20_000_000_000 + i64::from(state) * 2_000_000_000 + i64::from(pattern == "RR") * 1_000_000_000;
             let w = if pattern == "RR" { watts * 0.7 } else { watts };
             batch.probe_runs.push(v1::ProbeRun {
                 run_id: format!("{t0}-sweep-{state}-{pattern}"),
@@ -436,14 +340,7 @@ pub fn seed(fleet: &Fleet) {
     let (idle, peak) = (3.1, 11.6);
     // The rail ladders are one random (RR: the collector derives IOPS/W) and one sequential (SW:
     // MiB/s per W), so every efficiency column of the dashboards has data.
-    for (k, (pattern, scope, offset)) in [
-        ("RR", "rail", 0.0),
-        ("SW", "rail", 0.0),
-        ("RR", "psys", 90.0),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, (pattern, scope, offset)) in [("RR", "rail", 0.0), ("SW", "rail", 0.0), ("RR", "psys", 90.0)].into_iter().enumerate() {
         let bump = if pattern == "SW" { 0.08 } else { 0.0 };
         for (i, level) in (10..=100).step_by(10).enumerate() {
             let u = f64::from(level) / 100.0;
@@ -481,11 +378,7 @@ pub fn seed(fleet: &Fleet) {
     //     the controller): on the second host so the first host's power channels stay those of
     //     its fixture.
     let (host2, rack2) = HOSTS[1];
-    let mut batch = v1::Batch {
-        agent_id: host2.into(),
-        sequence: 1,
-        ..Default::default()
-    };
+    let mut batch = v1::Batch { agent_id: host2.into(), sequence: 1, ..Default::default() };
     for i in 0..4 {
         batch.power.push(v1::PowerSample {
             time_ns: t0 + i * 10_000_000_000,
@@ -503,11 +396,7 @@ pub fn seed(fleet: &Fleet) {
     //     STALE_AGE_NS before the fleet started, as an agent that has since gone away sent them.
     let (stale, stale_rack) = STALE_HOST;
     let stale_t = fleet.started_ns - STALE_AGE_NS;
-    let mut batch = v1::Batch {
-        agent_id: stale.into(),
-        sequence: 1,
-        ..Default::default()
-    };
+    let mut batch = v1::Batch { agent_id: stale.into(), sequence: 1, ..Default::default() };
     for i in 0..3 {
         batch.temperature.push(v1::TemperatureSample {
             time_ns: stale_t + i * 1_000_000_000,
@@ -517,15 +406,7 @@ pub fn seed(fleet: &Fleet) {
             celsius: 41.0,
         });
     }
-    send_as(
-        &fleet.collector.url,
-        stale,
-        stale_rack,
-        stale_t,
-        batch,
-        1,
-        "run",
-    );
+    send_as(&fleet.collector.url, stale, stale_rack, stale_t, batch, 1, "run");
 
     // 3. Line protocol straight to InfluxDB: the fixtures cannot make a drive throttle, so this one
     //    measurement is seeded. The point comes from the collector's own schema function, so a
@@ -544,10 +425,7 @@ pub fn seed(fleet: &Fleet) {
         duration_s: 12.0,
         ongoing: false,
     };
-    let tags = HostTags {
-        host: host.into(),
-        labels: [("rack".to_string(), rack.to_string())].into(),
-    };
+    let tags = HostTags { host: host.into(), labels: [("rack".to_string(), rack.to_string())].into() };
     let pts = vec![throttle_event_point(&event, &tags)];
     let (body, errs) = wattflip_proto::lineproto::encode_all(&pts);
     assert!(errs.is_empty(), "seed line protocol: {errs:?}");
@@ -558,12 +436,7 @@ pub fn seed(fleet: &Fleet) {
         .send()
         .expect("write seed line protocol");
     let status = resp.status().as_u16();
-    assert_eq!(
-        status,
-        204,
-        "seed line protocol refused: {}",
-        resp.text().unwrap_or_default()
-    );
+    assert_eq!(status, 204, "seed line protocol refused: {}", resp.text().unwrap_or_default());
 }
 
 /// Sends one batch as `host` (with its labels, so the points get the same tags as the real
@@ -579,15 +452,7 @@ fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batc
 }
 
 /// Like [`send_through_collector`], with the Hello stamped `hello_ns` (the `agent` point's time).
-fn send_as(
-    url: &str,
-    host: &str,
-    rack: &str,
-    hello_ns: i64,
-    batch: v1::Batch,
-    seq: u64,
-    session: &str,
-) {
+fn send_as(url: &str, host: &str, rack: &str, hello_ns: i64, batch: v1::Batch, seq: u64, session: &str) {
     use tokio_stream::StreamExt as _;
     use v1::agent_message::Kind;
     let hello = v1::Hello {
@@ -600,34 +465,14 @@ fn send_as(
         session: session.into(),
         ..Default::default()
     };
-    let msgs = vec![
-        v1::AgentMessage {
-            kind: Some(Kind::Hello(hello)),
-        },
-        v1::AgentMessage {
-            kind: Some(Kind::Batch(batch)),
-        },
-    ];
+    let msgs = vec![v1::AgentMessage { kind: Some(Kind::Hello(hello)) }, v1::AgentMessage { kind: Some(Kind::Batch(batch)) }];
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     rt.block_on(async {
         let identity = pki().issue(&format!("seed-{host}"), &[host], None);
-        let channel = pki()
-            .channel(url, Some(identity))
-            .await
-            .expect("connect to the collector");
+        let channel = pki().channel(url, Some(identity)).await.expect("connect to the collector");
         let mut client = v1::ingest_client::IngestClient::new(channel);
-        let mut acks = client
-            .stream(tokio_stream::iter(msgs))
-            .await
-            .expect("open the ingest stream")
-            .into_inner();
-        let ack = tokio::time::timeout(Duration::from_secs(20), acks.next())
-            .await
-            .expect("ack within 20 s");
-        assert_eq!(
-            ack.expect("a reply").expect("no error").durable_sequence,
-            seq,
-            "seed batch acknowledged"
-        );
+        let mut acks = client.stream(tokio_stream::iter(msgs)).await.expect("open the ingest stream").into_inner();
+        let ack = tokio::time::timeout(Duration::from_secs(20), acks.next()).await.expect("ack within 20 s");
+        assert_eq!(ack.expect("a reply").expect("no error").durable_sequence, seq, "seed batch acknowledged");
     });
 }

@@ -62,7 +62,12 @@ impl Pki {
     /// The collector config's `[tls]` section.
     pub fn collector_tls(&self) -> String {
         let d = self.dir.path();
-        format!("[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n", self.ca().display(), d.join("collector.pem").display(), d.join("collector.key").display())
+        format!(
+            "[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            self.ca().display(),
+            d.join("collector.pem").display(),
+            d.join("collector.key").display()
+        )
     }
 
     /// An agent config's `[tls]` section with a certificate for `agent_id` (its DNS SAN).
@@ -220,20 +225,12 @@ impl Influx {
         let conf_path = d.join("influxdb.conf");
         std::fs::write(&conf_path, conf).expect("write influxdb.conf");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(d.join("influxd.log")).expect("log file");
-        Command::new(influxd_path())
-            .arg("-config")
-            .arg(&conf_path)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start influxd")
+        Command::new(influxd_path()).arg("-config").arg(&conf_path).stdout(Stdio::null()).stderr(log).spawn().expect("start influxd")
     }
 
     fn wait_ready(&mut self) {
         let ping = format!("{}/ping", self.url);
-        let ok = wait_for(Duration::from_secs(30), || {
-            reqwest::blocking::get(&ping).ok().filter(|r| r.status().as_u16() == 204).map(|_| ())
-        });
+        let ok = wait_for(Duration::from_secs(30), || reqwest::blocking::get(&ping).ok().filter(|r| r.status().as_u16() == 204).map(|_| ()));
         if ok.is_none() {
             let log = std::fs::read_to_string(self._dir.path().join("influxd.log")).unwrap_or_default();
             stop(&mut self.child);
@@ -244,11 +241,8 @@ impl Influx {
     /// Runs an InfluxQL query; returns the JSON answer (timestamps in ns). Panics on HTTP errors
     /// or an `error` in the answer, so a test never passes on a failed query.
     pub fn query(&self, db: &str, q: &str) -> serde_json::Value {
-        let resp = reqwest::blocking::Client::new()
-            .get(format!("{}/query", self.url))
-            .query(&[("db", db), ("q", q), ("epoch", "ns")])
-            .send()
-            .expect("query InfluxDB");
+        let resp =
+            reqwest::blocking::Client::new().get(format!("{}/query", self.url)).query(&[("db", db), ("q", q), ("epoch", "ns")]).send().expect("query InfluxDB");
         let v: serde_json::Value = resp.json().expect("JSON answer");
         if let Some(e) = v.pointer("/results/0/error").or_else(|| v.get("error")) {
             panic!("query {q:?} failed: {e}");
@@ -258,11 +252,7 @@ impl Influx {
 
     /// Like [`Influx::rows`] but `None` on any error (for polling before the database exists).
     pub fn try_rows(&self, db: &str, q: &str) -> Option<Vec<Vec<serde_json::Value>>> {
-        let resp = reqwest::blocking::Client::new()
-            .get(format!("{}/query", self.url))
-            .query(&[("db", db), ("q", q), ("epoch", "ns")])
-            .send()
-            .ok()?;
+        let resp = reqwest::blocking::Client::new().get(format!("{}/query", self.url)).query(&[("db", db), ("q", q), ("epoch", "ns")]).send().ok()?;
         let v: serde_json::Value = resp.json().ok()?;
         if v.pointer("/results/0/error").is_some() || v.get("error").is_some() {
             return None;
@@ -338,11 +328,8 @@ impl Collector {
         let cfg = dir.path().join("collector.toml");
         // Lines InfluxDB refuses are kept in the collector's temp dir (`extra` may name its own:
         // its first lines, before any `[section]`, belong to `[influx]`).
-        let dead_letter = if extra.contains("dead_letter_dir") {
-            String::new()
-        } else {
-            format!("dead_letter_dir = \"{}\"\n", dir.path().join("dead-letter").display())
-        };
+        let dead_letter =
+            if extra.contains("dead_letter_dir") { String::new() } else { format!("dead_letter_dir = \"{}\"\n", dir.path().join("dead-letter").display()) };
         std::fs::write(
             &cfg,
             format!(
@@ -414,12 +401,7 @@ pub fn sysfs_tree(scenarios: &[&str]) -> (tempfile::TempDir, PathBuf) {
     std::fs::create_dir_all(&root).expect("mkdir");
     for s in scenarios {
         let src = fixtures().join("sysfs").join(s).join("sys");
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(format!("{}/.", src.display()))
-            .arg(&root)
-            .status()
-            .expect("cp");
+        let status = Command::new("cp").arg("-a").arg(format!("{}/.", src.display())).arg(&root).status().expect("cp");
         assert!(status.success(), "copy fixture {s}");
     }
     (dir, root)
@@ -459,10 +441,7 @@ pub fn wait_child(child: &mut Child, timeout: Duration, dir: &Path) -> std::proc
         None => {
             let _ = child.kill();
             let _ = child.wait();
-            panic!(
-                "agent did not finish within {timeout:?}; stderr:\n{}",
-                std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()
-            );
+            panic!("agent did not finish within {timeout:?}; stderr:\n{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default());
         }
     }
 }

@@ -81,28 +81,22 @@ impl CommandOutput {
             return Ok(self);
         }
         let hint = Hint::from_stderr(&self.stderr);
-        Err(CommandError::Failed {
-            command: self.command_line(),
-            exit: self.exit,
-            stderr: self.stderr,
-            hint,
-        })
+        Err(CommandError::Failed { command: self.command_line(), exit: self.exit, stderr: self.stderr, hint })
     }
 }
 
 /// Joins argv for messages, quoting arguments that contain spaces or quotes.
 pub fn command_line(argv: &[String]) -> String {
     argv.iter()
-        .map(|a| {
-            if a.is_empty()
-                || a.chars()
-                    .any(|c| c.is_whitespace() || c == '\'' || c == '"')
-            {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            } else {
-                a.clone()
-            }
-        })
+        .map(
+            |a| {
+                if a.is_empty() || a.chars().any(|c| c.is_whitespace() || c == '\'' || c == '"') {
+                    format!("'{}'", a.replace('\'', "'\\''"))
+                } else {
+                    a.clone()
+                }
+            },
+        )
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -137,10 +131,7 @@ impl Hint {
             Hint::NoNvme
         } else if lower.contains("no such file or directory") || lower.contains("no such device") {
             Hint::NoSuchDevice
-        } else if lower.contains("unrecognized option")
-            || lower.contains("invalid option")
-            || lower.contains("unknown option")
-        {
+        } else if lower.contains("unrecognized option") || lower.contains("invalid option") || lower.contains("unknown option") {
             Hint::UnknownOption
         } else {
             Hint::None
@@ -151,14 +142,10 @@ impl Hint {
 impl fmt::Display for Hint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Hint::NeedsCapSysAdmin => f.write_str(
-                "needs CAP_SYS_ADMIN: run as root or grant the capability (CAP_SYS_RAWIO is not enough)",
-            ),
+            Hint::NeedsCapSysAdmin => f.write_str("needs CAP_SYS_ADMIN: run as root or grant the capability (CAP_SYS_RAWIO is not enough)"),
             Hint::NoSuchDevice => f.write_str("the device node does not exist: rescan drives before retrying"),
             Hint::NoNvme => f.write_str("no NVMe controller is visible: nothing to do on this host"),
-            Hint::UnknownOption => f.write_str(
-                "this tool version does not know an option: check `nvme version` / `smartctl --version`",
-            ),
+            Hint::UnknownOption => f.write_str("this tool version does not know an option: check `nvme version` / `smartctl --version`"),
             Hint::Nvme(status) => write!(f, "NVMe status {status}: {}", status.advice()),
             Hint::None => f.write_str("see the tool's stderr above"),
         }
@@ -234,10 +221,7 @@ impl CommandError {
     /// The NVMe status in a [`CommandError::Failed`], if nvme-cli printed one.
     pub fn nvme_status(&self) -> Option<NvmeStatus> {
         match self {
-            CommandError::Failed {
-                hint: Hint::Nvme(s),
-                ..
-            } => Some(*s),
+            CommandError::Failed { hint: Hint::Nvme(s), .. } => Some(*s),
             _ => None,
         }
     }
@@ -263,21 +247,14 @@ pub struct Tool {
 
 impl fmt::Debug for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tool")
-            .field("program", &self.program)
-            .field("timeout", &self.timeout)
-            .finish()
+        f.debug_struct("Tool").field("program", &self.program).field("timeout", &self.timeout).finish()
     }
 }
 
 impl Tool {
     /// `program` (looked up on PATH) with [`DEFAULT_TIMEOUT`].
     pub fn new(runner: Arc<dyn CommandRunner>, program: impl Into<String>) -> Self {
-        Tool {
-            runner,
-            program: program.into(),
-            timeout: DEFAULT_TIMEOUT,
-        }
+        Tool { runner, program: program.into(), timeout: DEFAULT_TIMEOUT }
     }
 
     /// Uses another executable (absolute path, or a fake in tests).
@@ -357,14 +334,9 @@ impl CommandRunner for SystemRunner {
             .spawn()
             .map_err(|source| {
                 if source.kind() == io::ErrorKind::NotFound {
-                    CommandError::NotFound {
-                        command: command.clone(),
-                    }
+                    CommandError::NotFound { command: command.clone() }
                 } else {
-                    CommandError::Spawn {
-                        command: command.clone(),
-                        source,
-                    }
+                    CommandError::Spawn { command: command.clone(), source }
                 }
             })?;
         let pgid = child.id();
@@ -408,11 +380,7 @@ impl CommandRunner for SystemRunner {
                 let _ = child.kill();
                 let _ = child.wait();
                 let (_, stderr) = collect(&rx, Duration::from_millis(200));
-                return Err(CommandError::Timeout {
-                    command,
-                    timeout,
-                    stderr,
-                });
+                return Err(CommandError::Timeout { command, timeout, stderr });
             }
             std::thread::sleep(nap.min(timeout - elapsed));
             nap = (nap * 2).min(Duration::from_millis(20));
@@ -420,30 +388,19 @@ impl CommandRunner for SystemRunner {
 
         // The pipes close when every process holding them is gone. Give leftovers of the group
         // the rest of the deadline, then kill them.
-        let remaining = timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(100));
+        let remaining = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(100));
         let (streams, done) = collect_all(&rx, remaining);
         if !done {
             kill_process_group(pgid);
             let (_, stderr) = collect(&rx, Duration::from_millis(200));
-            return Err(CommandError::Timeout {
-                command,
-                timeout,
-                stderr,
-            });
+            return Err(CommandError::Timeout { command, timeout, stderr });
         }
         let exit = match (status.code(), status.signal()) {
             (Some(code), _) => Exit::Code(code),
             (None, Some(sig)) => Exit::Signal(sig),
             (None, None) => Exit::Code(-1),
         };
-        Ok(CommandOutput {
-            argv: argv.to_vec(),
-            exit,
-            stdout: streams.0,
-            stderr: streams.1,
-        })
+        Ok(CommandOutput { argv: argv.to_vec(), exit, stdout: streams.0, stderr: streams.1 })
     }
 }
 
@@ -493,18 +450,10 @@ mod tests {
 
     #[test]
     fn hints() {
+        assert_eq!(Hint::from_stderr("open: Permission denied\n"), Hint::NeedsCapSysAdmin);
+        assert_eq!(Hint::from_stderr("Failed to scan topology: No such file or directory\n"), Hint::NoNvme);
         assert_eq!(
-            Hint::from_stderr("open: Permission denied\n"),
-            Hint::NeedsCapSysAdmin
-        );
-        assert_eq!(
-            Hint::from_stderr("Failed to scan topology: No such file or directory\n"),
-            Hint::NoNvme
-        );
-        assert_eq!(
-            Hint::from_stderr(
-                "NVMe status: Feature Not Changeable: The Feature Identifier is not able to be changed(0x410e)\n"
-            ),
+            Hint::from_stderr("NVMe status: Feature Not Changeable: The Feature Identifier is not able to be changed(0x410e)\n"),
             Hint::Nvme(NvmeStatus(0x410e))
         );
     }

@@ -41,24 +41,12 @@ impl SourceView {
 
     /// smartctl: identity and its best temperature reading.
     pub fn smartctl(r: &SmartctlReport) -> Self {
-        SourceView {
-            source: "smartctl".into(),
-            model: r.model.clone(),
-            serial: r.serial.clone(),
-            firmware: r.firmware.clone(),
-            temperature: r.temperature,
-        }
+        SourceView { source: "smartctl".into(), model: r.model.clone(), serial: r.serial.clone(), firmware: r.firmware.clone(), temperature: r.temperature }
     }
 
     /// hwmon (the kernel's nvme hwmon device): a temperature only.
     pub fn hwmon(temperature: Celsius) -> Self {
-        SourceView {
-            source: "hwmon".into(),
-            model: None,
-            serial: None,
-            firmware: None,
-            temperature: Some(temperature),
-        }
+        SourceView { source: "hwmon".into(), model: None, serial: None, firmware: None, temperature: Some(temperature) }
     }
 }
 
@@ -92,24 +80,12 @@ pub enum Disagreement {
 impl fmt::Display for Disagreement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Disagreement::Identity {
-                field,
-                reference,
-                other,
-            } => write!(
-                f,
-                "{field}: {} says {:?} but {} says {:?}",
-                other.0, other.1, reference.0, reference.1
-            ),
-            Disagreement::Temperature {
-                reference,
-                other,
-                delta,
-            } => write!(
-                f,
-                "temperature: {} reads {} but {} reads {}: {:+.2} °C apart",
-                other.0, other.1, reference.0, reference.1, delta
-            ),
+            Disagreement::Identity { field, reference, other } => {
+                write!(f, "{field}: {} says {:?} but {} says {:?}", other.0, other.1, reference.0, reference.1)
+            }
+            Disagreement::Temperature { reference, other, delta } => {
+                write!(f, "temperature: {} reads {} but {} reads {}: {:+.2} °C apart", other.0, other.1, reference.0, reference.1, delta)
+            }
         }
     }
 }
@@ -125,43 +101,24 @@ fn normalised(s: &str) -> String {
 /// Sources that do not report a field are not compared on it. `tolerance` in °C.
 pub fn cross_check(views: &[SourceView], tolerance: f64) -> Vec<Disagreement> {
     let mut out = Vec::new();
-    let identity: [(&'static str, Getter); 3] = [
-        ("model", |v| v.model.as_ref()),
-        ("serial", |v| v.serial.as_ref()),
-        ("firmware", |v| v.firmware.as_ref()),
-    ];
+    let identity: [(&'static str, Getter); 3] = [("model", |v| v.model.as_ref()), ("serial", |v| v.serial.as_ref()), ("firmware", |v| v.firmware.as_ref())];
     for (field, get) in identity {
-        let mut reported = views.iter().filter_map(|v| {
-            get(v)
-                .map(|s| normalised(s))
-                .filter(|s| !s.is_empty())
-                .map(|s| (v.source.clone(), s))
-        });
+        let mut reported = views.iter().filter_map(|v| get(v).map(|s| normalised(s)).filter(|s| !s.is_empty()).map(|s| (v.source.clone(), s)));
         let Some(reference) = reported.next() else {
             continue;
         };
         for other in reported {
             if other.1 != reference.1 {
-                out.push(Disagreement::Identity {
-                    field,
-                    reference: reference.clone(),
-                    other,
-                });
+                out.push(Disagreement::Identity { field, reference: reference.clone(), other });
             }
         }
     }
-    let mut temps = views
-        .iter()
-        .filter_map(|v| v.temperature.map(|t| (v.source.clone(), t)));
+    let mut temps = views.iter().filter_map(|v| v.temperature.map(|t| (v.source.clone(), t)));
     if let Some(reference) = temps.next() {
         for other in temps {
             let delta = other.1.value() - reference.1.value();
             if delta.abs() > tolerance {
-                out.push(Disagreement::Temperature {
-                    reference: reference.clone(),
-                    other,
-                    delta,
-                });
+                out.push(Disagreement::Temperature { reference: reference.clone(), other, delta });
             }
         }
     }
@@ -173,31 +130,15 @@ mod tests {
     use super::*;
 
     fn view(source: &str, serial: &str, model: &str, t: Option<f64>) -> SourceView {
-        SourceView {
-            source: source.into(),
-            model: Some(model.into()),
-            serial: Some(serial.into()),
-            firmware: None,
-            temperature: t.map(Celsius),
-        }
+        SourceView { source: source.into(), model: Some(model.into()), serial: Some(serial.into()), firmware: None, temperature: t.map(Celsius) }
     }
 
     #[test]
     fn rounding_between_tools_is_not_a_disagreement() {
         // 323 K: nvme-cli 49.85, smartctl 50 (K − 273), hwmon 49.85.
         let v = [
-            view(
-                "nvme-cli",
-                "S1",
-                "Samsung SSD 970 EVO Plus 250GB  ",
-                Some(49.85),
-            ),
-            view(
-                "smartctl",
-                "S1",
-                "Samsung SSD 970 EVO Plus 250GB",
-                Some(50.0),
-            ),
+            view("nvme-cli", "S1", "Samsung SSD 970 EVO Plus 250GB  ", Some(49.85)),
+            view("smartctl", "S1", "Samsung SSD 970 EVO Plus 250GB", Some(50.0)),
             view("hwmon", "", "", Some(49.85)),
         ];
         assert_eq!(cross_check(&v, DEFAULT_TEMPERATURE_TOLERANCE), []);
@@ -207,20 +148,12 @@ mod tests {
     fn names_the_source_and_the_difference() {
         let mut hw = view("hwmon", "", "", Some(3100.0 - 273.15));
         hw.model = None;
-        let v = [
-            view("nvme-cli", "S1", "WDC  WUH721816ALE6L4", Some(36.85)),
-            view("smartctl", "S2", "WDC WUH721816ALE6L4", Some(37.0)),
-            hw,
-        ];
+        let v = [view("nvme-cli", "S1", "WDC  WUH721816ALE6L4", Some(36.85)), view("smartctl", "S2", "WDC WUH721816ALE6L4", Some(37.0)), hw];
         let d = cross_check(&v, DEFAULT_TEMPERATURE_TOLERANCE);
         assert_eq!(
             d,
             [
-                Disagreement::Identity {
-                    field: "serial",
-                    reference: ("nvme-cli".into(), "S1".into()),
-                    other: ("smartctl".into(), "S2".into()),
-                },
+                Disagreement::Identity { field: "serial", reference: ("nvme-cli".into(), "S1".into()), other: ("smartctl".into(), "S2".into()) },
                 Disagreement::Temperature {
                     reference: ("nvme-cli".into(), Celsius(36.85)),
                     other: ("hwmon".into(), Celsius(3100.0 - 273.15)),
@@ -228,32 +161,14 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(
-            d[0].to_string(),
-            "serial: smartctl says \"S2\" but nvme-cli says \"S1\""
-        );
-        assert_eq!(
-            d[1].to_string(),
-            "temperature: hwmon reads 2826.85 °C but nvme-cli reads 36.85 °C: +2790.00 °C apart"
-        );
+        assert_eq!(d[0].to_string(), "serial: smartctl says \"S2\" but nvme-cli says \"S1\"");
+        assert_eq!(d[1].to_string(), "temperature: hwmon reads 2826.85 °C but nvme-cli reads 36.85 °C: +2790.00 °C apart");
     }
 
     #[test]
     fn a_single_source_or_missing_fields_compare_nothing() {
-        assert_eq!(
-            cross_check(&[view("smartctl", "S", "M", Some(40.0))], 2.0),
-            []
-        );
-        let none = SourceView {
-            source: "hwmon".into(),
-            model: None,
-            serial: None,
-            firmware: None,
-            temperature: None,
-        };
-        assert_eq!(
-            cross_check(&[none, view("smartctl", "S", "M", Some(40.0))], 2.0),
-            []
-        );
+        assert_eq!(cross_check(&[view("smartctl", "S", "M", Some(40.0))], 2.0), []);
+        let none = SourceView { source: "hwmon".into(), model: None, serial: None, firmware: None, temperature: None };
+        assert_eq!(cross_check(&[none, view("smartctl", "S", "M", Some(40.0))], 2.0), []);
     }
 }

@@ -15,11 +15,7 @@ use std::time::Duration;
 /// A scripted reply.
 #[derive(Debug, Clone)]
 enum Reply {
-    Output {
-        code: i32,
-        stdout: String,
-        stderr: String,
-    },
+    Output { code: i32, stdout: String, stderr: String },
     Timeout,
 }
 
@@ -38,14 +34,7 @@ impl ScriptedRunner {
 
     /// Expect `argv` next; reply with exit `code`, `stdout`, `stderr`.
     pub fn expect(&self, argv: &[&str], code: i32, stdout: &str, stderr: &str) -> &Self {
-        self.push(
-            argv,
-            Reply::Output {
-                code,
-                stdout: stdout.into(),
-                stderr: stderr.into(),
-            },
-        )
+        self.push(argv, Reply::Output { code, stdout: stdout.into(), stderr: stderr.into() })
     }
 
     /// Expect `argv` next; reply as if the deadline passed.
@@ -72,43 +61,14 @@ impl ScriptedRunner {
 
 impl CommandRunner for ScriptedRunner {
     fn run(&self, argv: &[String], timeout: Duration) -> Result<CommandOutput, CommandError> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(argv.to_vec());
-        let next = self
-            .script
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front();
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(argv.to_vec());
+        let next = self.script.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
         let command = command_line(argv);
         match next {
-            None => Err(CommandError::Unscripted {
-                command,
-                expected: "nothing more".into(),
-            }),
-            Some((want, _)) if want != argv => Err(CommandError::Unscripted {
-                command,
-                expected: command_line(&want),
-            }),
-            Some((_, Reply::Timeout)) => Err(CommandError::Timeout {
-                command,
-                timeout,
-                stderr: String::new(),
-            }),
-            Some((
-                _,
-                Reply::Output {
-                    code,
-                    stdout,
-                    stderr,
-                },
-            )) => Ok(CommandOutput {
-                argv: argv.to_vec(),
-                exit: Exit::Code(code),
-                stdout,
-                stderr,
-            }),
+            None => Err(CommandError::Unscripted { command, expected: "nothing more".into() }),
+            Some((want, _)) if want != argv => Err(CommandError::Unscripted { command, expected: command_line(&want) }),
+            Some((_, Reply::Timeout)) => Err(CommandError::Timeout { command, timeout, stderr: String::new() }),
+            Some((_, Reply::Output { code, stdout, stderr })) => Ok(CommandOutput { argv: argv.to_vec(), exit: Exit::Code(code), stdout, stderr }),
         }
     }
 }
@@ -149,8 +109,7 @@ pub struct FakeNvme {
     state: Mutex<FakeState>,
 }
 
-const NOT_CHANGEABLE: &str =
-    "NVMe status: Feature Not Changeable: The Feature Identifier is not able to be changed(0x410e)\n";
+const NOT_CHANGEABLE: &str = "NVMe status: Feature Not Changeable: The Feature Identifier is not able to be changed(0x410e)\n";
 const INVALID_FIELD: &str = "NVMe status: Invalid Field in Command: A reserved coded value or an unsupported value in a defined field(0x4002)\n";
 
 impl FakeNvme {
@@ -168,28 +127,13 @@ impl FakeNvme {
     /// Adds a controller (`/dev/nvme0`) answering `id-ctrl` with `id_ctrl_json`, FID 02h starting
     /// at `power_value`. `npss` is read from the JSON (PS > npss gets Invalid Field, like a real
     /// controller).
-    pub fn with_controller(
-        self,
-        device: &str,
-        id_ctrl_json: &str,
-        power_value: u32,
-        behaviour: SetBehaviour,
-    ) -> Self {
-        let npss = crate::nvme_cli::parse_id_ctrl(id_ctrl_json)
-            .map(|i| i.npss)
-            .unwrap_or(0);
+    pub fn with_controller(self, device: &str, id_ctrl_json: &str, power_value: u32, behaviour: SetBehaviour) -> Self {
+        let npss = crate::nvme_cli::parse_id_ctrl(id_ctrl_json).map(|i| i.npss).unwrap_or(0);
         let mut features = BTreeMap::new();
         features.insert(crate::nvme_cli::FID_POWER_MANAGEMENT, power_value);
-        self.lock().controllers.insert(
-            device.to_string(),
-            FakeController {
-                id_ctrl_json: id_ctrl_json.to_string(),
-                smart_log_json: String::new(),
-                npss,
-                features,
-                behaviour,
-            },
-        );
+        self.lock()
+            .controllers
+            .insert(device.to_string(), FakeController { id_ctrl_json: id_ctrl_json.to_string(), smart_log_json: String::new(), npss, features, behaviour });
         self
     }
 
@@ -224,10 +168,7 @@ impl FakeNvme {
 
     /// Current value of a feature.
     pub fn feature(&self, device: &str, fid: u8) -> Option<u32> {
-        self.lock()
-            .controllers
-            .get(device)
-            .and_then(|c| c.features.get(&fid).copied())
+        self.lock().controllers.get(device).and_then(|c| c.features.get(&fid).copied())
     }
 
     /// Number of `set-feature` calls received.
@@ -262,9 +203,7 @@ impl FakeNvme {
             st.set_calls += 1;
         }
         let Some(c) = st.controllers.get_mut(dev) else {
-            return err(&format!(
-                "Failed to open {dev}: No such file or directory\n"
-            ));
+            return err(&format!("Failed to open {dev}: No such file or directory\n"));
         };
         if c.behaviour == SetBehaviour::PermissionDenied {
             return err(&format!("{sub}: Permission denied\n"));
@@ -281,22 +220,14 @@ impl FakeNvme {
                 };
                 let (label, shown) = match opts.sel {
                     3 => {
-                        let caps = if c.behaviour == SetBehaviour::Refuse {
-                            0
-                        } else {
-                            4
-                        };
+                        let caps = if c.behaviour == SetBehaviour::Refuse { 0 } else { 4 };
                         ("Supported capabilities", caps)
                     }
                     1 => ("Default", 0),
                     2 => ("Saved", 0),
                     _ => ("Current", value),
                 };
-                ok(format!(
-                    "get-feature:{fid:#04x} ({}), {label} value:{}\n",
-                    feature_name(fid),
-                    c_hex(shown)
-                ))
+                ok(format!("get-feature:{fid:#04x} ({}), {label} value:{}\n", feature_name(fid), c_hex(shown)))
             }
             "set-feature" => {
                 let (Some(fid), Some(value)) = (opts.fid, opts.value) else {
@@ -305,9 +236,7 @@ impl FakeNvme {
                 if !c.features.contains_key(&fid) {
                     return err(INVALID_FIELD);
                 }
-                if fid == crate::nvme_cli::FID_POWER_MANAGEMENT
-                    && (value & 0x1f) > u32::from(c.npss)
-                {
+                if fid == crate::nvme_cli::FID_POWER_MANAGEMENT && (value & 0x1f) > u32::from(c.npss) {
                     return err(INVALID_FIELD);
                 }
                 match c.behaviour {
@@ -317,11 +246,7 @@ impl FakeNvme {
                     }
                     SetBehaviour::Ignore | SetBehaviour::PermissionDenied => {}
                 }
-                ok(format!(
-                    "set-feature:{fid:#04x} ({}), value:{}, cdw12:00000000, save:0\n",
-                    feature_name(fid),
-                    c_hex(value)
-                ))
+                ok(format!("set-feature:{fid:#04x} ({}), value:{}, cdw12:00000000, save:0\n", feature_name(fid), c_hex(value)))
             }
             _ => err(&format!("fake nvme: {sub} not emulated\n")),
         }
@@ -365,10 +290,7 @@ fn parse_opts(args: &[String]) -> Opts {
             Some((k, v)) => (k, Some(v.to_string())),
             None => (a, None),
         };
-        let takes = matches!(
-            key,
-            "--feature-id" | "-f" | "--value" | "-v" | "-V" | "--sel" | "-s"
-        );
+        let takes = matches!(key, "--feature-id" | "-f" | "--value" | "-v" | "-V" | "--sel" | "-s");
         let val = if takes && val.is_none() {
             i += 1;
             args.get(i).cloned()
@@ -401,11 +323,6 @@ impl CommandRunner for FakeNvme {
             return Err(CommandError::EmptyArgv);
         }
         let (code, stdout, stderr) = self.dispatch(argv);
-        Ok(CommandOutput {
-            argv: argv.to_vec(),
-            exit: Exit::Code(code),
-            stdout,
-            stderr,
-        })
+        Ok(CommandOutput { argv: argv.to_vec(), exit: Exit::Code(code), stdout, stderr })
     }
 }

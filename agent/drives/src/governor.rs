@@ -8,10 +8,7 @@
 //!
 //! To add a knob (e.g. OCP C7h), add a [`Knob`] variant with its FID, masks and validation.
 
-use crate::nvme_cli::{
-    FeatureCapabilities, FeatureSelect, IdCtrl, NvmeCli, NvmeError, NvmeStatus, PowerState,
-    FID_INTEL_POWER_GOVERNOR, FID_POWER_MANAGEMENT,
-};
+use crate::nvme_cli::{FeatureCapabilities, FeatureSelect, IdCtrl, NvmeCli, NvmeError, NvmeStatus, PowerState, FID_INTEL_POWER_GOVERNOR, FID_POWER_MANAGEMENT};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -95,9 +92,7 @@ impl IntelGovernorMode {
 /// Models known to implement FID C6h: the DC P3500/P3600/P3700/P3608 family (SPDK cites the
 /// P3700 spec). Other Intel/Solidigm models are undocumented (hardware.md §5.3, §12), so they are
 /// not on the list; add a prefix here only after verifying on hardware.
-const INTEL_C6_MODEL_PREFIXES: &[&str] = &[
-    "SSDPE2MD", "SSDPEDMD", "SSDPE2ME", "SSDPEDME", "SSDPE2MX", "SSDPEDMX", "SSDPECME",
-];
+const INTEL_C6_MODEL_PREFIXES: &[&str] = &["SSDPE2MD", "SSDPEDMD", "SSDPE2ME", "SSDPEDME", "SSDPE2MX", "SSDPEDMX", "SSDPECME"];
 
 /// A request the governor will not send.
 #[derive(Debug, thiserror::Error)]
@@ -116,9 +111,7 @@ pub enum GovernorError {
         operational: String,
     },
     /// The state is not in the PSD table (PS > NPSS).
-    #[error(
-        "{controller}: PS{state} does not exist (the drive has PS0..=PS{max}); read id-ctrl again"
-    )]
+    #[error("{controller}: PS{state} does not exist (the drive has PS0..=PS{max}); read id-ctrl again")]
     NoSuchState {
         /// Controller node.
         controller: String,
@@ -208,25 +201,10 @@ impl fmt::Display for SetOutcome {
             SetOutcome::Applied { previous, current } => {
                 write!(f, "applied: {previous} -> {current}")
             }
-            SetOutcome::Refused {
-                requested,
-                status,
-                message,
-            } => {
-                write!(
-                    f,
-                    "refused {requested}: NVMe status {status} ({message}): {}",
-                    status.advice()
-                )
+            SetOutcome::Refused { requested, status, message } => {
+                write!(f, "refused {requested}: NVMe status {status} ({message}): {}", status.advice())
             }
-            SetOutcome::Ignored {
-                requested,
-                previous,
-                observed,
-            } => write!(
-                f,
-                "ignored: requested {requested}, was {previous}, read-back shows {observed}"
-            ),
+            SetOutcome::Ignored { requested, previous, observed } => write!(f, "ignored: requested {requested}, was {previous}, read-back shows {observed}"),
             SetOutcome::Failed { requested, error } => {
                 write!(f, "failed to set {requested}: {error}")
             }
@@ -245,64 +223,34 @@ pub struct Governor {
 
 impl Governor {
     /// FID 02h power states of `controller` (`/dev/nvme0`), with its PSD table from id-ctrl.
-    pub fn power_state(
-        nvme: NvmeCli,
-        controller: impl Into<String>,
-        power_states: Vec<PowerState>,
-    ) -> Result<Self, GovernorError> {
+    pub fn power_state(nvme: NvmeCli, controller: impl Into<String>, power_states: Vec<PowerState>) -> Result<Self, GovernorError> {
         let controller = controller.into();
         if power_states.is_empty() {
             return Err(GovernorError::NoPowerStates { controller });
         }
-        Ok(Governor {
-            nvme,
-            controller,
-            knob: Knob::PowerState,
-            power_states,
-        })
+        Ok(Governor { nvme, controller, knob: Knob::PowerState, power_states })
     }
 
     /// Intel FID C6h, only for allow-listed models.
-    pub fn intel_power_governor(
-        nvme: NvmeCli,
-        controller: impl Into<String>,
-        id: &IdCtrl,
-    ) -> Result<Self, GovernorError> {
+    pub fn intel_power_governor(nvme: NvmeCli, controller: impl Into<String>, id: &IdCtrl) -> Result<Self, GovernorError> {
         let controller = controller.into();
         if !Self::intel_supported(id) {
-            return Err(GovernorError::IntelUnsupported {
-                controller,
-                model: id.model.clone(),
-                vid: id.vid,
-            });
+            return Err(GovernorError::IntelUnsupported { controller, model: id.model.clone(), vid: id.vid });
         }
-        Ok(Governor {
-            nvme,
-            controller,
-            knob: Knob::IntelPowerGovernor,
-            power_states: id.power_states.clone(),
-        })
+        Ok(Governor { nvme, controller, knob: Knob::IntelPowerGovernor, power_states: id.power_states.clone() })
     }
 
     /// Whether FID C6h is allow-listed for this controller.
     pub fn intel_supported(id: &IdCtrl) -> bool {
         let model = id.model.trim();
-        let model = model
-            .strip_prefix("INTEL")
-            .map(str::trim_start)
-            .unwrap_or(model);
+        let model = model.strip_prefix("INTEL").map(str::trim_start).unwrap_or(model);
         id.vid == 0x8086 && INTEL_C6_MODEL_PREFIXES.iter().any(|p| model.starts_with(p))
     }
 
     /// For restoring a recorded value: no PSD table needed, no validation (the value was read
     /// from the drive itself).
     pub(crate) fn for_restore(nvme: NvmeCli, controller: impl Into<String>, knob: Knob) -> Self {
-        Governor {
-            nvme,
-            controller: controller.into(),
-            knob,
-            power_states: Vec::new(),
-        }
+        Governor { nvme, controller: controller.into(), knob, power_states: Vec::new() }
     }
 
     /// The knob.
@@ -324,11 +272,7 @@ impl Governor {
 
     /// The whole feature value (DW0), e.g. PS and WH for FID 02h.
     pub fn read_raw(&self) -> Result<u32, NvmeError> {
-        self.nvme.get_feature(
-            &self.controller,
-            self.knob.feature_id(),
-            FeatureSelect::Current,
-        )
+        self.nvme.get_feature(&self.controller, self.knob.feature_id(), FeatureSelect::Current)
     }
 
     /// The current state (PS, or the governor mode).
@@ -338,13 +282,7 @@ impl Governor {
 
     /// SEL = 3 capabilities (changeable, saveable). QEMU reports 0 for FID 02h.
     pub fn capabilities(&self) -> Result<FeatureCapabilities, NvmeError> {
-        self.nvme
-            .get_feature(
-                &self.controller,
-                self.knob.feature_id(),
-                FeatureSelect::Supported,
-            )
-            .map(FeatureCapabilities)
+        self.nvme.get_feature(&self.controller, self.knob.feature_id(), FeatureSelect::Supported).map(FeatureCapabilities)
     }
 
     /// Checks a target without touching the drive.
@@ -352,37 +290,16 @@ impl Governor {
         match self.knob {
             Knob::IntelPowerGovernor => match IntelGovernorMode::from_value(target) {
                 Some(_) if target <= 0xff => Ok(()),
-                _ => Err(GovernorError::BadIntelMode {
-                    controller: self.controller.clone(),
-                    value: target,
-                }),
+                _ => Err(GovernorError::BadIntelMode { controller: self.controller.clone(), value: target }),
             },
             Knob::PowerState => {
                 let max = self.power_states.iter().map(|p| p.index).max().unwrap_or(0);
-                let Some(ps) = self
-                    .power_states
-                    .iter()
-                    .find(|p| u32::from(p.index) == target)
-                else {
-                    return Err(GovernorError::NoSuchState {
-                        controller: self.controller.clone(),
-                        state: target,
-                        max,
-                    });
+                let Some(ps) = self.power_states.iter().find(|p| u32::from(p.index) == target) else {
+                    return Err(GovernorError::NoSuchState { controller: self.controller.clone(), state: target, max });
                 };
                 if !ps.operational {
-                    let operational = self
-                        .power_states
-                        .iter()
-                        .filter(|p| p.operational)
-                        .map(|p| format!("PS{}", p.index))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    return Err(GovernorError::NonOperational {
-                        controller: self.controller.clone(),
-                        state: target,
-                        operational,
-                    });
+                    let operational = self.power_states.iter().filter(|p| p.operational).map(|p| format!("PS{}", p.index)).collect::<Vec<_>>().join(", ");
+                    return Err(GovernorError::NonOperational { controller: self.controller.clone(), state: target, operational });
                 }
                 Ok(())
             }
@@ -401,12 +318,7 @@ impl Governor {
         let target = target & mask;
         let before = match self.read_raw() {
             Ok(v) => v,
-            Err(error) => {
-                return SetOutcome::Failed {
-                    requested: target,
-                    error,
-                }
-            }
+            Err(error) => return SetOutcome::Failed { requested: target, error },
         };
         let value = (before & self.knob.keep()) | target;
         self.write_and_check(value, before & mask)
@@ -416,39 +328,23 @@ impl Governor {
     pub(crate) fn write_and_check(&self, value: u32, previous: u32) -> SetOutcome {
         let mask = self.knob.mask();
         let requested = value & mask;
-        if let Err(error) = self
-            .nvme
-            .set_feature(&self.controller, self.knob.feature_id(), value)
-        {
+        if let Err(error) = self.nvme.set_feature(&self.controller, self.knob.feature_id(), value) {
             return match error.nvme_status() {
                 Some(status) => {
                     let message = match &error {
-                        NvmeError::Command(crate::command::CommandError::Failed {
-                            stderr, ..
-                        }) => NvmeStatus::from_stderr(stderr)
-                            .map(|(_, m)| m)
-                            .unwrap_or_default(),
+                        NvmeError::Command(crate::command::CommandError::Failed { stderr, .. }) => {
+                            NvmeStatus::from_stderr(stderr).map(|(_, m)| m).unwrap_or_default()
+                        }
                         _ => String::new(),
                     };
-                    SetOutcome::Refused {
-                        requested,
-                        status,
-                        message,
-                    }
+                    SetOutcome::Refused { requested, status, message }
                 }
                 None => SetOutcome::Failed { requested, error },
             };
         }
         match self.read_raw() {
-            Ok(now) if now & mask == requested => SetOutcome::Applied {
-                previous,
-                current: requested,
-            },
-            Ok(now) => SetOutcome::Ignored {
-                requested,
-                previous,
-                observed: now & mask,
-            },
+            Ok(now) if now & mask == requested => SetOutcome::Applied { previous, current: requested },
+            Ok(now) => SetOutcome::Ignored { requested, previous, observed: now & mask },
             Err(error) => SetOutcome::Failed { requested, error },
         }
     }

@@ -118,11 +118,7 @@ pub fn discover(d: &Discovery) -> Inventory {
             Ok(l) => listed = l,
             Err(e) => problems.push(e.to_string()),
         }
-        let mut controllers: Vec<String> = scan
-            .controllers
-            .iter()
-            .map(|c| format!("/dev/{}", c.name))
-            .collect();
+        let mut controllers: Vec<String> = scan.controllers.iter().map(|c| format!("/dev/{}", c.name)).collect();
         controllers.extend(listed.iter().filter_map(|n| n.controller.clone()));
         controllers.sort();
         controllers.dedup();
@@ -145,14 +141,11 @@ pub fn discover(d: &Discovery) -> Inventory {
                         problems.push(format!("smartctl cannot open {}: {err}", dev.name));
                         continue;
                     }
-                    let known = drives.iter().any(|drv| {
-                        drv.controller.as_deref() == Some(dev.name.as_str()) || drv.name == dev.name
-                    });
+                    let known = drives.iter().any(|drv| drv.controller.as_deref() == Some(dev.name.as_str()) || drv.name == dev.name);
                     if known {
                         continue;
                     }
-                    let device_type =
-                        (!dev.device_type.is_empty()).then_some(dev.device_type.as_str());
+                    let device_type = (!dev.device_type.is_empty()).then_some(dev.device_type.as_str());
                     match smartctl.report(&dev.name, device_type) {
                         Ok(r) => drives.push(drive_from_smartctl(&r)),
                         Err(e) => problems.push(e.to_string()),
@@ -167,18 +160,9 @@ pub fn discover(d: &Discovery) -> Inventory {
 
 /// Merges sysfs controllers, `nvme list` namespaces and id-ctrl results (keyed by controller
 /// node, e.g. `/dev/nvme0`). Pure: tested with fixtures.
-pub fn merge_nvme(
-    sysfs: &[SysfsController],
-    listed: &[ListedNamespace],
-    id_ctrls: &BTreeMap<String, IdCtrl>,
-) -> Vec<Drive> {
+pub fn merge_nvme(sysfs: &[SysfsController], listed: &[ListedNamespace], id_ctrls: &BTreeMap<String, IdCtrl>) -> Vec<Drive> {
     let mut drives: Vec<Drive> = Vec::new();
-    let states = |ctrl: &str| {
-        id_ctrls
-            .get(ctrl)
-            .map(|id| id.power_states.clone())
-            .unwrap_or_default()
-    };
+    let states = |ctrl: &str| id_ctrls.get(ctrl).map(|id| id.power_states.clone()).unwrap_or_default();
     for c in sysfs {
         let ctrl = format!("/dev/{}", c.name);
         let id = id_ctrls.get(&ctrl);
@@ -198,11 +182,7 @@ pub fn merge_nvme(
             capacity_bytes: id.and_then(id_capacity),
             logical_block_size: None,
             rotational: Some(false),
-            transport: c
-                .transport
-                .as_deref()
-                .map(Transport::parse)
-                .unwrap_or(Transport::Unknown),
+            transport: c.transport.as_deref().map(Transport::parse).unwrap_or(Transport::Unknown),
             power_states: states(&ctrl),
             warning_temperature: id.and_then(IdCtrl::warning_temperature),
             critical_temperature: id.and_then(IdCtrl::critical_temperature),
@@ -221,13 +201,8 @@ pub fn merge_nvme(
             let l = listed.iter().find(|l| l.device_path == name);
             drives.push(Drive {
                 name,
-                capacity_bytes: ns
-                    .capacity_bytes
-                    .or_else(|| l.and_then(|l| l.capacity_bytes))
-                    .or(if single { base.capacity_bytes } else { None }),
-                logical_block_size: ns
-                    .logical_block_size
-                    .or_else(|| l.and_then(|l| l.sector_size)),
+                capacity_bytes: ns.capacity_bytes.or_else(|| l.and_then(|l| l.capacity_bytes)).or(if single { base.capacity_bytes } else { None }),
+                logical_block_size: ns.logical_block_size.or_else(|| l.and_then(|l| l.sector_size)),
                 ..base.clone()
             });
         }
@@ -236,10 +211,7 @@ pub fn merge_nvme(
         if drives.iter().any(|d| d.name == l.device_path) {
             continue;
         }
-        let controller = l
-            .controller
-            .clone()
-            .or_else(|| controller_of(&l.device_path));
+        let controller = l.controller.clone().or_else(|| controller_of(&l.device_path));
         let id = controller.as_deref().and_then(|c| id_ctrls.get(c));
         let or_id = |s: &str, f: fn(&IdCtrl) -> &String| {
             if s.is_empty() {
@@ -256,11 +228,7 @@ pub fn merge_nvme(
             capacity_bytes: l.capacity_bytes,
             logical_block_size: l.sector_size,
             rotational: Some(false),
-            transport: l
-                .transport
-                .as_deref()
-                .map(Transport::parse)
-                .unwrap_or(Transport::Unknown),
+            transport: l.transport.as_deref().map(Transport::parse).unwrap_or(Transport::Unknown),
             power_states: controller.as_deref().map(states).unwrap_or_default(),
             warning_temperature: id.and_then(IdCtrl::warning_temperature),
             critical_temperature: id.and_then(IdCtrl::critical_temperature),
@@ -287,11 +255,7 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
         capacity_bytes: r.capacity_bytes,
         logical_block_size: r.logical_block_size,
         rotational: r.rotational(),
-        transport: if nvme {
-            Transport::Unknown
-        } else {
-            Transport::parse(&r.device.protocol)
-        },
+        transport: if nvme { Transport::Unknown } else { Transport::parse(&r.device.protocol) },
         power_states: Vec::new(),
         warning_temperature: None,
         critical_temperature: None,

@@ -34,11 +34,7 @@ pub struct FieldProblem {
 
 impl fmt::Display for FieldProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "field `{}` = {} left out: {}; save the output as a fixture and extend the parser",
-            self.field, self.raw, self.reason
-        )
+        write!(f, "field `{}` = {} left out: {}; save the output as a fixture and extend the parser", self.field, self.raw, self.reason)
     }
 }
 
@@ -60,21 +56,13 @@ impl Problems {
 }
 
 fn problem(field: &str, raw: &str, reason: impl Into<String>) -> FieldProblem {
-    FieldProblem {
-        field: field.to_string(),
-        raw: raw.trim().to_string(),
-        reason: reason.into(),
-    }
+    FieldProblem { field: field.to_string(), raw: raw.trim().to_string(), reason: reason.into() }
 }
 
 /// A whole non-negative number in any of the spellings above. `Err` says why not.
 pub(crate) fn u128_from_text(text: &str) -> Result<u128, String> {
     let t = text.trim();
-    let t = t
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(t)
-        .trim();
+    let t = t.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(t).trim();
     if t.is_empty() {
         return Err("empty".into());
     }
@@ -90,10 +78,7 @@ pub(crate) fn u128_from_text(text: &str) -> Result<u128, String> {
         return whole_f64(f);
     }
     // Separators a locale may have inserted: , ' space, NBSP, narrow NBSP. `.` is handled below.
-    let kept: String = t
-        .chars()
-        .filter(|c| !matches!(c, ',' | '\'' | ' ' | '\u{a0}' | '\u{202f}'))
-        .collect();
+    let kept: String = t.chars().filter(|c| !matches!(c, ',' | '\'' | ' ' | '\u{a0}' | '\u{202f}')).collect();
     let grouped = kept.len() != t.len();
     let dots = kept.matches('.').count();
     let digits = match dots {
@@ -105,9 +90,7 @@ pub(crate) fn u128_from_text(text: &str) -> Result<u128, String> {
             if frac.bytes().all(|b| b == b'0') {
                 int.to_string()
             } else if frac.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(format!(
-                    "not a whole number (fraction .{frac}) or an ambiguous locale grouping"
-                ));
+                return Err(format!("not a whole number (fraction .{frac}) or an ambiguous locale grouping"));
             } else {
                 return Err("not a number".into());
             }
@@ -115,10 +98,7 @@ pub(crate) fn u128_from_text(text: &str) -> Result<u128, String> {
         // Several dots: only a valid grouping (`1.234.567`) is accepted.
         _ => {
             let groups: Vec<&str> = kept.split('.').collect();
-            let valid = !grouped
-                && !groups[0].is_empty()
-                && groups[0].len() <= 3
-                && groups[1..].iter().all(|g| g.len() == 3);
+            let valid = !grouped && !groups[0].is_empty() && groups[0].len() <= 3 && groups[1..].iter().all(|g| g.len() == 3);
             if !valid {
                 return Err("not a number (mixed or misplaced separators)".into());
             }
@@ -150,27 +130,16 @@ fn raw_number(field: &str, raw: &str) -> Result<Option<u128>, FieldProblem> {
     if raw.trim() == "null" {
         return Ok(None);
     }
-    u128_from_text(raw)
-        .map(Some)
-        .map_err(|why| problem(field, raw, why))
+    u128_from_text(raw).map(Some).map_err(|why| problem(field, raw, why))
 }
 
 /// Narrows a whole number to `T`, or a problem naming the range.
 fn fit<T: TryFrom<u128>>(field: &str, raw: &str, v: u128) -> Result<T, FieldProblem> {
-    T::try_from(v).map_err(|_| {
-        problem(
-            field,
-            raw,
-            format!("out of range for {}", std::any::type_name::<T>()),
-        )
-    })
+    T::try_from(v).map_err(|_| problem(field, raw, format!("out of range for {}", std::any::type_name::<T>())))
 }
 
 /// `key` of a raw object as a whole number of type `T`.
-pub(crate) fn raw_num<T: TryFrom<u128>>(
-    obj: &RawObject,
-    key: &str,
-) -> Result<Option<T>, FieldProblem> {
+pub(crate) fn raw_num<T: TryFrom<u128>>(obj: &RawObject, key: &str) -> Result<Option<T>, FieldProblem> {
     let Some(raw) = obj.get(key) else {
         return Ok(None);
     };
@@ -181,8 +150,7 @@ pub(crate) fn raw_num<T: TryFrom<u128>>(
 }
 
 pub(crate) fn raw_value(obj: &RawObject, key: &str) -> Option<Value> {
-    obj.get(key)
-        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+    obj.get(key).and_then(|raw| serde_json::from_str(raw.get()).ok())
 }
 
 /// A whole number from a parsed value (number or numeric string), named `field` in problems.
@@ -205,11 +173,7 @@ pub(crate) fn num_of<T: TryFrom<u128>>(field: &str, v: &Value) -> Result<Option<
 }
 
 /// `obj.key` as a whole number; `path` names the object in problems (`""` for the root).
-pub(crate) fn field_num<T: TryFrom<u128>>(
-    obj: &Value,
-    path: &str,
-    key: &str,
-) -> Result<Option<T>, FieldProblem> {
+pub(crate) fn field_num<T: TryFrom<u128>>(obj: &Value, path: &str, key: &str) -> Result<Option<T>, FieldProblem> {
     match obj.get(key) {
         None => Ok(None),
         Some(v) => num_of(&join(path, key), v),
@@ -226,11 +190,7 @@ pub(crate) fn field_i64(obj: &Value, path: &str, key: &str) -> Result<Option<i64
         Value::Null => Ok(None),
         Value::Number(n) => n
             .as_i64()
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-                    .map(|f| f as i64)
-            })
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
             .map(Some)
             .ok_or_else(|| problem(&field, &v.to_string(), "not a whole number")),
         Value::String(s) => {
@@ -239,8 +199,7 @@ pub(crate) fn field_i64(obj: &Value, path: &str, key: &str) -> Result<Option<i64
                 None => (false, s.trim()),
             };
             let n = u128_from_text(body).map_err(|why| problem(&field, &v.to_string(), why))?;
-            let n = i64::try_from(n)
-                .map_err(|_| problem(&field, &v.to_string(), "out of range for i64"))?;
+            let n = i64::try_from(n).map_err(|_| problem(&field, &v.to_string(), "out of range for i64"))?;
             Ok(Some(if neg { -n } else { n }))
         }
         _ => Err(problem(&field, &v.to_string(), "not a number")),
@@ -275,10 +234,7 @@ mod tests {
         assert_eq!(u128_from_text("\"1 234 567\""), Ok(1_234_567));
         assert_eq!(u128_from_text("\"1\u{202f}234\""), Ok(1234));
         assert_eq!(u128_from_text("0x410e"), Ok(0x410e));
-        assert_eq!(
-            u128_from_text("340282366920938463463374607431768211455"),
-            Ok(u128::MAX)
-        );
+        assert_eq!(u128_from_text("340282366920938463463374607431768211455"), Ok(u128::MAX));
     }
 
     #[test]
@@ -306,19 +262,14 @@ mod tests {
 
     #[test]
     fn problems_name_the_field_and_the_raw_text() {
-        let obj: RawObject =
-            serde_json::from_str(r#"{"a": "12.5", "b": 300, "c": null}"#).unwrap_or_default();
+        let obj: RawObject = serde_json::from_str(r#"{"a": "12.5", "b": 300, "c": null}"#).unwrap_or_default();
         let e = raw_num::<u64>(&obj, "a").err();
-        assert_eq!(
-            e.map(|p| (p.field, p.raw)),
-            Some(("a".to_string(), "\"12.5\"".to_string()))
-        );
+        assert_eq!(e.map(|p| (p.field, p.raw)), Some(("a".to_string(), "\"12.5\"".to_string())));
         let e = raw_num::<u8>(&obj, "b").err().map(|p| p.reason);
         assert_eq!(e.as_deref(), Some("out of range for u8"));
         assert_eq!(raw_num::<u8>(&obj, "c"), Ok(None));
         assert_eq!(raw_num::<u8>(&obj, "missing"), Ok(None));
-        let v: Value =
-            serde_json::from_str(r#"{"t": -5, "f": 310.0, "s": "-7"}"#).unwrap_or(Value::Null);
+        let v: Value = serde_json::from_str(r#"{"t": -5, "f": 310.0, "s": "-7"}"#).unwrap_or(Value::Null);
         assert_eq!(field_i64(&v, "", "t"), Ok(Some(-5)));
         assert_eq!(field_i64(&v, "", "f"), Ok(Some(310)));
         assert_eq!(field_i64(&v, "", "s"), Ok(Some(-7)));

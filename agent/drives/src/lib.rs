@@ -37,20 +37,13 @@ pub mod sysfs;
 pub mod thermal;
 pub mod units;
 
-pub use command::{
-    CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, Tool, DEFAULT_TIMEOUT,
-};
+pub use command::{CommandError, CommandOutput, CommandRunner, Exit, SystemRunner, Tool, DEFAULT_TIMEOUT};
 pub use crosscheck::{cross_check, Disagreement, SourceView};
 pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome};
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
 pub use jsonutil::FieldProblem;
-pub use nvme_cli::{
-    CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus,
-    PowerManagement, PowerState, SmartLog,
-};
-pub use restore::{
-    recover, Recovery, RestoreError, RestoreGuard, RestoreRegistry, RestoreReport, StateRecord,
-};
+pub use nvme_cli::{CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus, PowerManagement, PowerState, SmartLog};
+pub use restore::{recover, Recovery, RestoreError, RestoreGuard, RestoreRegistry, RestoreReport, StateRecord};
 pub use smartctl::{Smartctl, SmartctlError, SmartctlExit, SmartctlReport};
 pub use sweep::{plan_sweep, StepPurpose, SweepError, SweepOrder, SweepPlan, SweepStep};
 pub use thermal::ThermalSnapshot;

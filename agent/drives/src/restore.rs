@@ -130,9 +130,7 @@ pub enum RestoreError {
     #[error(transparent)]
     Governor(#[from] GovernorError),
     /// nvme-cli failed while arming or restoring.
-    #[error(
-        "{device}: {source}; state file {path} is kept and recover() will retry at the next start"
-    )]
+    #[error("{device}: {source}; state file {path} is kept and recover() will retry at the next start")]
     Nvme {
         /// Controller node.
         device: String,
@@ -242,64 +240,34 @@ pub struct RestoreGuard {
 impl std::fmt::Debug for RestoreGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let core = lock(&self.core);
-        f.debug_struct("RestoreGuard")
-            .field("record", &core.record)
-            .field("path", &core.path)
-            .finish()
+        f.debug_struct("RestoreGuard").field("record", &core.record).field("path", &core.path).finish()
     }
 }
 
 /// The state file path for a controller and feature.
 pub fn state_file_path(state_dir: &Path, device: &str, feature_id: u8) -> PathBuf {
-    let base: String = device
-        .rsplit('/')
-        .next()
-        .unwrap_or(device)
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    state_dir.join(format!(
-        "{STATE_FILE_PREFIX}{base}-fid{feature_id:02x}.json"
-    ))
+    let base: String = device.rsplit('/').next().unwrap_or(device).chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    state_dir.join(format!("{STATE_FILE_PREFIX}{base}-fid{feature_id:02x}.json"))
 }
 
 impl RestoreGuard {
     /// Reads the current value, writes the state file, registers with `registry` (if given).
     /// Nothing is changed on the drive.
-    pub fn arm(
-        governor: Governor,
-        serial: &str,
-        state_dir: &Path,
-        registry: Option<&RestoreRegistry>,
-    ) -> Result<Self, RestoreError> {
+    pub fn arm(governor: Governor, serial: &str, state_dir: &Path, registry: Option<&RestoreRegistry>) -> Result<Self, RestoreError> {
         let device = governor.controller().to_string();
         let knob = governor.knob();
-        fs::create_dir_all(state_dir).map_err(|source| RestoreError::Io {
-            path: state_dir.into(),
-            source,
-        })?;
+        fs::create_dir_all(state_dir).map_err(|source| RestoreError::Io { path: state_dir.into(), source })?;
         let path = state_file_path(state_dir, &device, knob.feature_id());
         let lock = take_lock(&path, &device)?;
         if path.exists() {
             return Err(RestoreError::AlreadyArmed { device, path });
         }
-        let original_value = governor.read_raw().map_err(|source| RestoreError::Nvme {
-            device: device.clone(),
-            path: path.clone(),
-            source,
-        })?;
+        let original_value = governor.read_raw().map_err(|source| RestoreError::Nvme { device: device.clone(), path: path.clone(), source })?;
         let original_state = original_value & knob.mask();
         if knob == Knob::PowerState {
-            if let Some(ps) = governor
-                .power_states()
-                .iter()
-                .find(|p| u32::from(p.index) == original_state)
-            {
+            if let Some(ps) = governor.power_states().iter().find(|p| u32::from(p.index) == original_state) {
                 if !ps.operational {
-                    return Err(RestoreError::OriginalNotRestorable {
-                        device,
-                        state: original_state,
-                    });
+                    return Err(RestoreError::OriginalNotRestorable { device, state: original_state });
                 }
             }
         }
@@ -310,22 +278,12 @@ impl RestoreGuard {
             feature_id: knob.feature_id(),
             original_value,
             original_state,
-            created_unix_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            created_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             pid: std::process::id(),
             pid_start_ticks: start_ticks(Path::new("/proc/self/stat")).unwrap_or(0),
         };
         write_state_file(&path, &record)?;
-        let core = Arc::new(Mutex::new(Core {
-            governor,
-            record,
-            path,
-            closing: false,
-            restored: false,
-            _lock: lock,
-        }));
+        let core = Arc::new(Mutex::new(Core { governor, record, path, closing: false, restored: false, _lock: lock }));
         if let Some(registry) = registry {
             registry.register(&core);
         }
@@ -347,9 +305,7 @@ impl RestoreGuard {
     pub fn set(&self, target: u32) -> Result<SetOutcome, RestoreError> {
         let core = lock(&self.core);
         if core.closing {
-            return Err(RestoreError::Finished {
-                device: core.record.device.clone(),
-            });
+            return Err(RestoreError::Finished { device: core.record.device.clone() });
         }
         Ok(core.governor.set(target)?)
     }
@@ -397,66 +353,31 @@ fn restore_core(core: &mut Core) -> Result<RestoreReport, RestoreError> {
 }
 
 /// Puts `record.original_value` back on `governor`'s controller, verifies, removes `path`.
-fn restore_value(
-    governor: &Governor,
-    record: &StateRecord,
-    path: &Path,
-) -> Result<RestoreReport, RestoreError> {
+fn restore_value(governor: &Governor, record: &StateRecord, path: &Path) -> Result<RestoreReport, RestoreError> {
     let knob = governor.knob();
     let device = governor.controller().to_string();
     let mask = knob.mask();
     let expected = record.original_value & mask;
-    let nvme_err = |source| RestoreError::Nvme {
-        device: device.clone(),
-        path: path.to_path_buf(),
-        source,
-    };
+    let nvme_err = |source| RestoreError::Nvme { device: device.clone(), path: path.to_path_buf(), source };
     let current = governor.read_raw().map_err(nvme_err)?;
     let wrote = current & mask != expected;
     if wrote {
         match governor.write_and_check(record.original_value, current & mask) {
             SetOutcome::Applied { .. } => {}
-            SetOutcome::Refused { status, .. } => {
-                return Err(RestoreError::Refused {
-                    device,
-                    knob,
-                    original: expected,
-                    status,
-                    path: path.to_path_buf(),
-                })
-            }
-            SetOutcome::Ignored { observed, .. } => {
-                return Err(RestoreError::NotVerified {
-                    device,
-                    knob,
-                    expected,
-                    observed,
-                    path: path.to_path_buf(),
-                })
-            }
+            SetOutcome::Refused { status, .. } => return Err(RestoreError::Refused { device, knob, original: expected, status, path: path.to_path_buf() }),
+            SetOutcome::Ignored { observed, .. } => return Err(RestoreError::NotVerified { device, knob, expected, observed, path: path.to_path_buf() }),
             SetOutcome::Failed { error, .. } => return Err(nvme_err(error)),
         }
     }
     match fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(RestoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+        Err(source) => return Err(RestoreError::Io { path: path.to_path_buf(), source }),
     }
     if let Some(dir) = path.parent() {
         let _ = sync_dir(dir);
     }
-    Ok(RestoreReport {
-        device,
-        feature_id: record.feature_id,
-        state: expected,
-        wrote,
-        state_file: path.to_path_buf(),
-    })
+    Ok(RestoreReport { device, feature_id: record.feature_id, state: expected, wrote, state_file: path.to_path_buf() })
 }
 
 /// The lock file of a state file.
@@ -483,51 +404,27 @@ fn take_lock(state_file: &Path, device: &str) -> Result<fs::File, RestoreError> 
         .create(true)
         .truncate(false)
         .open(&lock_path)
-        .map_err(|source| RestoreError::Io {
-            path: lock_path.clone(),
-            source,
-        })?;
+        .map_err(|source| RestoreError::Io { path: lock_path.clone(), source })?;
     match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(f),
         Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
             let record = read_record(state_file).ok();
             let owner = match &record {
                 Some(r) => {
-                    let alive = r.pid_start_ticks != 0
-                        && start_ticks(Path::new(&format!("/proc/{}/stat", r.pid)))
-                            == Some(r.pid_start_ticks);
-                    format!(
-                        "pid {}{}, armed at {} s after the epoch",
-                        r.pid,
-                        if alive { " (alive)" } else { "" },
-                        r.created_unix_s
-                    )
+                    let alive = r.pid_start_ticks != 0 && start_ticks(Path::new(&format!("/proc/{}/stat", r.pid))) == Some(r.pid_start_ticks);
+                    format!("pid {}{}, armed at {} s after the epoch", r.pid, if alive { " (alive)" } else { "" }, r.created_unix_s)
                 }
                 None => format!("the holder of {}", lock_path.display()),
             };
-            Err(RestoreError::HeldByLiveOwner {
-                device: device.to_string(),
-                owner,
-                pid: record.map(|r| r.pid),
-                path: state_file.to_path_buf(),
-            })
+            Err(RestoreError::HeldByLiveOwner { device: device.to_string(), owner, pid: record.map(|r| r.pid), path: state_file.to_path_buf() })
         }
-        Err(e) => Err(RestoreError::Io {
-            path: lock_path,
-            source: e.into(),
-        }),
+        Err(e) => Err(RestoreError::Io { path: lock_path, source: e.into() }),
     }
 }
 
 fn write_state_file(path: &Path, record: &StateRecord) -> Result<(), RestoreError> {
-    let io_err = |source| RestoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let json = serde_json::to_vec_pretty(record).map_err(|e| RestoreError::Io {
-        path: path.to_path_buf(),
-        source: io::Error::other(e),
-    })?;
+    let io_err = |source| RestoreError::Io { path: path.to_path_buf(), source };
+    let json = serde_json::to_vec_pretty(record).map_err(|e| RestoreError::Io { path: path.to_path_buf(), source: io::Error::other(e) })?;
     let tmp = path.with_extension("json.tmp");
     let mut f = fs::File::create(&tmp).map_err(io_err)?;
     f.write_all(&json).map_err(io_err)?;
@@ -565,9 +462,7 @@ pub struct RestoreRegistry {
 
 impl std::fmt::Debug for RestoreRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RestoreRegistry")
-            .field("pending", &self.pending())
-            .finish()
+        f.debug_struct("RestoreRegistry").field("pending", &self.pending()).finish()
     }
 }
 
@@ -586,10 +481,7 @@ impl RestoreRegistry {
     /// Guards that are alive and not yet restored.
     pub fn pending(&self) -> usize {
         let list = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        list.iter()
-            .filter_map(Weak::upgrade)
-            .filter(|c| !lock(c).restored)
-            .count()
+        list.iter().filter_map(Weak::upgrade).filter(|c| !lock(c).restored).count()
     }
 
     /// Restores every pending guard (waiting for an in-flight set on the same controller to
@@ -632,29 +524,17 @@ pub fn recover(state_dir: &Path, nvme: &NvmeCli) -> Result<Vec<Recovery>, Restor
     let entries = match fs::read_dir(state_dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(RestoreError::Io {
-                path: state_dir.into(),
-                source,
-            })
-        }
+        Err(source) => return Err(RestoreError::Io { path: state_dir.into(), source }),
     };
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(STATE_FILE_PREFIX))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(STATE_FILE_PREFIX)))
         .collect();
     paths.sort();
     let mut out = Vec::new();
     for path in paths {
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.ends_with(".json.tmp") {
             // A crash between create and rename: nothing was changed yet (arm writes the file
             // before the first set), so the half-written file can go, unless its owner is alive
@@ -671,11 +551,7 @@ pub fn recover(state_dir: &Path, nvme: &NvmeCli) -> Result<Vec<Recovery>, Restor
         let record = match read_record(&path) {
             Ok(r) => r,
             Err(e) => {
-                out.push(Recovery {
-                    path,
-                    record: None,
-                    result: Err(e),
-                });
+                out.push(Recovery { path, record: None, result: Err(e) });
                 continue;
             }
         };
@@ -692,42 +568,23 @@ pub fn recover(state_dir: &Path, nvme: &NvmeCli) -> Result<Vec<Recovery>, Restor
             Ok(Some(r)) => Ok(r),
             Err(e) => Err(e),
         };
-        out.push(Recovery {
-            path,
-            record: Some(record),
-            result,
-        });
+        out.push(Recovery { path, record: Some(record), result });
     }
     Ok(out)
 }
 
 fn read_record(path: &Path) -> Result<StateRecord, RestoreError> {
-    let text = fs::read_to_string(path).map_err(|source| RestoreError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let record: StateRecord = serde_json::from_str(&text).map_err(|e| RestoreError::Corrupt {
-        path: path.into(),
-        detail: e.to_string(),
-    })?;
+    let text = fs::read_to_string(path).map_err(|source| RestoreError::Io { path: path.into(), source })?;
+    let record: StateRecord = serde_json::from_str(&text).map_err(|e| RestoreError::Corrupt { path: path.into(), detail: e.to_string() })?;
     if record.format != FORMAT {
-        return Err(RestoreError::Corrupt {
-            path: path.into(),
-            detail: format!("unknown format {}", record.format),
-        });
+        return Err(RestoreError::Corrupt { path: path.into(), detail: format!("unknown format {}", record.format) });
     }
     Ok(record)
 }
 
-fn recover_one(
-    path: &Path,
-    record: &StateRecord,
-    nvme: &NvmeCli,
-) -> Result<RestoreReport, RestoreError> {
-    let knob = Knob::from_feature_id(record.feature_id).ok_or_else(|| RestoreError::Corrupt {
-        path: path.into(),
-        detail: format!("feature {:#04x} is not a governor knob", record.feature_id),
-    })?;
+fn recover_one(path: &Path, record: &StateRecord, nvme: &NvmeCli) -> Result<RestoreReport, RestoreError> {
+    let knob = Knob::from_feature_id(record.feature_id)
+        .ok_or_else(|| RestoreError::Corrupt { path: path.into(), detail: format!("feature {:#04x} is not a governor knob", record.feature_id) })?;
     let device = locate(path, record, nvme)?;
     let governor = Governor::for_restore(nvme.clone(), device, knob);
     restore_value(&governor, record, path)
@@ -746,21 +603,12 @@ fn locate(path: &Path, record: &StateRecord, nvme: &NvmeCli) -> Result<String, R
         Err(_) => String::new(),
     };
     if let Ok(list) = nvme.list() {
-        if let Some(ctrl) = list
-            .iter()
-            .find(|n| n.serial == record.serial)
-            .and_then(|n| n.controller.clone())
-        {
+        if let Some(ctrl) = list.iter().find(|n| n.serial == record.serial).and_then(|n| n.controller.clone()) {
             return Ok(ctrl);
         }
     }
     if found.is_empty() {
         return Ok(record.device.clone());
     }
-    Err(RestoreError::SerialMismatch {
-        device: record.device.clone(),
-        expected: record.serial.clone(),
-        found,
-        path: path.into(),
-    })
+    Err(RestoreError::SerialMismatch { device: record.device.clone(), expected: record.serial.clone(), found, path: path.into() })
 }

@@ -7,9 +7,7 @@
 //! [`SmartctlReport`] and its parser, with a fixture per smartctl version.
 
 use crate::command::{command_line, CommandError, CommandRunner, Tool};
-use crate::jsonutil::{
-    field_i64, field_num, field_str, num_of, raw_num, raw_value, FieldProblem, Problems, RawObject,
-};
+use crate::jsonutil::{field_i64, field_num, field_str, num_of, raw_num, raw_value, FieldProblem, Problems, RawObject};
 use crate::nvme_cli::CriticalWarning;
 use crate::units::Celsius;
 use serde::Deserialize;
@@ -77,10 +75,7 @@ impl fmt::Display for SmartctlExit {
             "error log has entries",
             "self-test log has errors",
         ];
-        let set: Vec<&str> = (0..8)
-            .filter(|b| self.0 & (1 << b) != 0)
-            .map(|b| names[b])
-            .collect();
+        let set: Vec<&str> = (0..8).filter(|b| self.0 & (1 << b) != 0).map(|b| names[b]).collect();
         if set.is_empty() {
             write!(f, "exit 0")
         } else {
@@ -256,9 +251,7 @@ impl SmartctlReport {
     pub fn rotational(&self) -> Option<bool> {
         match self.rotation_rate_rpm {
             Some(rpm) => Some(rpm != 0),
-            None if self.nvme.is_some() || self.device.protocol.eq_ignore_ascii_case("nvme") => {
-                Some(false)
-            }
+            None if self.nvme.is_some() || self.device.protocol.eq_ignore_ascii_case("nvme") => Some(false),
             None => None,
         }
     }
@@ -278,21 +271,15 @@ pub struct Smartctl {
 impl Smartctl {
     /// `smartctl` from PATH with [`crate::DEFAULT_TIMEOUT`].
     pub fn new(runner: Arc<dyn CommandRunner>) -> Self {
-        Smartctl {
-            tool: Tool::new(runner, "smartctl"),
-        }
+        Smartctl { tool: Tool::new(runner, "smartctl") }
     }
     /// Another executable.
     pub fn with_program(self, program: impl Into<String>) -> Self {
-        Smartctl {
-            tool: self.tool.with_program(program),
-        }
+        Smartctl { tool: self.tool.with_program(program) }
     }
     /// Another deadline.
     pub fn with_timeout(self, timeout: Duration) -> Self {
-        Smartctl {
-            tool: self.tool.with_timeout(timeout),
-        }
+        Smartctl { tool: self.tool.with_timeout(timeout) }
     }
 
     /// Runs smartctl; any exit code is `Ok` (its bits are drive health, §7.2), a signal is not.
@@ -304,10 +291,7 @@ impl Smartctl {
                 .into_success()
                 .err()
                 .map(SmartctlError::from)
-                .unwrap_or_else(|| SmartctlError::Parse {
-                    command: command_line(&argv),
-                    detail: "killed".into(),
-                }));
+                .unwrap_or_else(|| SmartctlError::Parse { command: command_line(&argv), detail: "killed".into() }));
         }
         Ok((out.stdout, out.stderr, out.argv))
     }
@@ -319,11 +303,7 @@ impl Smartctl {
     }
 
     /// `smartctl --json -a [-d TYPE] DEV`.
-    pub fn report(
-        &self,
-        device: &str,
-        device_type: Option<&str>,
-    ) -> Result<SmartctlReport, SmartctlError> {
+    pub fn report(&self, device: &str, device_type: Option<&str>) -> Result<SmartctlReport, SmartctlError> {
         let command = format!("{} --json -a {device}", self.tool.program());
         if !device.starts_with("/dev/") {
             return Err(SmartctlError::CallFailed {
@@ -353,16 +333,10 @@ struct Envelope {
 type Envelope3 = (SmartctlExit, Vec<SmartctlMessage>, Option<(u32, u32)>);
 
 fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3, SmartctlError> {
-    let env: Envelope = serde_json::from_value(root.clone()).map_err(|e| SmartctlError::Parse {
-        command: command.into(),
-        detail: e.to_string(),
-    })?;
+    let env: Envelope = serde_json::from_value(root.clone()).map_err(|e| SmartctlError::Parse { command: command.into(), detail: e.to_string() })?;
     let sc = env.smartctl.unwrap_or(Value::Null);
     let exit = field_num::<u8>(&sc, "smartctl", "exit_status")
-        .map_err(|p| SmartctlError::Parse {
-            command: command.into(),
-            detail: p.to_string(),
-        })?
+        .map_err(|p| SmartctlError::Parse { command: command.into(), detail: p.to_string() })?
         .map(SmartctlExit)
         .unwrap_or_default();
     let messages: Vec<SmartctlMessage> = sc
@@ -370,27 +344,18 @@ fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .map(|m| SmartctlMessage {
-                    string: field_str(m, "string").unwrap_or_default(),
-                    severity: field_str(m, "severity").unwrap_or_default(),
-                })
+                .map(|m| SmartctlMessage { string: field_str(m, "string").unwrap_or_default(), severity: field_str(m, "severity").unwrap_or_default() })
                 .collect()
         })
         .unwrap_or_default();
-    let version = sc.get("version").and_then(Value::as_array).and_then(|v| {
-        Some((
-            num_of::<u32>("smartctl.version[0]", v.first()?).ok()??,
-            num_of::<u32>("smartctl.version[1]", v.get(1)?).ok()??,
-        ))
-    });
+    let version = sc
+        .get("version")
+        .and_then(Value::as_array)
+        .and_then(|v| Some((num_of::<u32>("smartctl.version[0]", v.first()?).ok()??, num_of::<u32>("smartctl.version[1]", v.get(1)?).ok()??)));
     let has_error = messages.iter().any(|m| m.severity == "error");
     if exit.is_call_failure() || has_error {
-        let mut text: Vec<String> = messages
-            .iter()
-            .filter(|m| m.severity == "error")
-            .chain(messages.iter().filter(|m| m.severity != "error"))
-            .map(|m| m.string.clone())
-            .collect();
+        let mut text: Vec<String> =
+            messages.iter().filter(|m| m.severity == "error").chain(messages.iter().filter(|m| m.severity != "error")).map(|m| m.string.clone()).collect();
         if text.is_empty() && !stderr.trim().is_empty() {
             text.push(stderr.trim().to_string());
         }
@@ -405,32 +370,16 @@ fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3
         } else {
             "no data this cycle: check the device still exists"
         };
-        return Err(SmartctlError::CallFailed {
-            command: command.into(),
-            exit,
-            messages: joined,
-            advice,
-        });
+        return Err(SmartctlError::CallFailed { command: command.into(), exit, messages: joined, advice });
     }
     Ok((exit, messages, version))
 }
 
 /// Parses `smartctl --scan-open --json`.
-pub fn parse_scan(
-    stdout: &str,
-    stderr: &str,
-    command: &str,
-) -> Result<Vec<ScannedDevice>, SmartctlError> {
-    let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse {
-        command: command.into(),
-        detail: format!("not JSON: {e}"),
-    })?;
+pub fn parse_scan(stdout: &str, stderr: &str, command: &str) -> Result<Vec<ScannedDevice>, SmartctlError> {
+    let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse { command: command.into(), detail: format!("not JSON: {e}") })?;
     envelope_check(&root, stderr, command)?;
-    Ok(root
-        .get("devices")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(scanned).collect())
-        .unwrap_or_default())
+    Ok(root.get("devices").and_then(Value::as_array).map(|a| a.iter().map(scanned).collect()).unwrap_or_default())
 }
 
 fn scanned(d: &Value) -> ScannedDevice {
@@ -444,15 +393,8 @@ fn scanned(d: &Value) -> ScannedDevice {
 }
 
 /// Parses `smartctl --json -a` (or `-H -A`, `-x`) for NVMe and ATA.
-pub fn parse_report(
-    stdout: &str,
-    stderr: &str,
-    command: &str,
-) -> Result<SmartctlReport, SmartctlError> {
-    let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse {
-        command: command.into(),
-        detail: format!("not JSON: {e}"),
-    })?;
+pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<SmartctlReport, SmartctlError> {
+    let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse { command: command.into(), detail: format!("not JSON: {e}") })?;
     let (exit, messages, version) = envelope_check(&root, stderr, command)?;
     let mut pr = Problems::default();
     let nvme = nvme_log(stdout, command, &mut pr)?;
@@ -473,10 +415,7 @@ pub fn parse_report(
     } else {
         // smartctl's own fallback order for ATA: 194, then 190; the lowest raw byte, accepted if
         // 0 < t < 128 (§7.1). Older smartctl builds may omit `temperature` entirely.
-        for (id, origin) in [
-            (194u8, TemperatureOrigin::Attribute194),
-            (190, TemperatureOrigin::Attribute190),
-        ] {
+        for (id, origin) in [(194u8, TemperatureOrigin::Attribute194), (190, TemperatureOrigin::Attribute190)] {
             if let Some(a) = ata_attributes.iter().find(|a| a.id == id) {
                 let t = a.raw_value & 0xff;
                 if t > 0 && t < 128 {
@@ -499,10 +438,8 @@ pub fn parse_report(
             }
         })
         .filter(|m| !m.is_empty());
-    let firmware = field_str(&root, "firmware_version")
-        .or_else(|| field_str(&root, "scsi_revision"))
-        .or_else(|| field_str(&root, "revision"))
-        .filter(|f| !f.is_empty());
+    let firmware =
+        field_str(&root, "firmware_version").or_else(|| field_str(&root, "scsi_revision")).or_else(|| field_str(&root, "revision")).filter(|f| !f.is_empty());
     let user_capacity = match root.get("user_capacity") {
         Some(u) => pr.take(field_num::<u64>(u, "user_capacity", "bytes")),
         None => None,
@@ -510,13 +447,8 @@ pub fn parse_report(
     // smartctl prints no user_capacity for an NVMe device whose namespace it did not read
     // (DC drives with several namespaces, `-d nvme` on the controller node); the controller's
     // TNVMCAP is the drive's capacity then.
-    let capacity_bytes = user_capacity.or_else(|| {
-        pr.take(field_num::<u64>(&root, "", "nvme_total_capacity"))
-            .filter(|c| *c != 0)
-    });
-    let logical_block_size = pr
-        .take(field_num::<u32>(&root, "", "logical_block_size"))
-        .filter(|b| *b != 0);
+    let capacity_bytes = user_capacity.or_else(|| pr.take(field_num::<u64>(&root, "", "nvme_total_capacity")).filter(|c| *c != 0));
+    let logical_block_size = pr.take(field_num::<u32>(&root, "", "logical_block_size")).filter(|b| *b != 0);
     let rotation_rate_rpm = pr.take(field_num::<u32>(&root, "", "rotation_rate"));
     let power_on_hours = match root.get("power_on_time") {
         Some(p) => pr.take(field_num::<u64>(p, "power_on_time", "hours")),
@@ -540,10 +472,7 @@ pub fn parse_report(
         capacity_bytes,
         logical_block_size,
         rotation_rate_rpm,
-        smart_passed: root
-            .get("smart_status")
-            .and_then(|s| s.get("passed"))
-            .and_then(Value::as_bool),
+        smart_passed: root.get("smart_status").and_then(|s| s.get("passed")).and_then(Value::as_bool),
         temperature,
         temperature_origin,
         power_on_hours,
@@ -556,20 +485,13 @@ pub fn parse_report(
 
 /// The NVMe log read as raw text so 128-bit counters keep every digit. smartctl writes a number
 /// when < 2^53, else a number plus a `KEY_s` string (`json.cpp set_unsafe_le128`): prefer `KEY_s`.
-fn nvme_log(
-    stdout: &str,
-    command: &str,
-    pr: &mut Problems,
-) -> Result<Option<SmartctlNvmeLog>, SmartctlError> {
+fn nvme_log(stdout: &str, command: &str, pr: &mut Problems) -> Result<Option<SmartctlNvmeLog>, SmartctlError> {
     #[derive(Deserialize)]
     struct Outer {
         #[serde(default)]
         nvme_smart_health_information_log: Option<RawObject>,
     }
-    let outer: Outer = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse {
-        command: command.into(),
-        detail: e.to_string(),
-    })?;
+    let outer: Outer = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse { command: command.into(), detail: e.to_string() })?;
     let Some(log) = outer.nvme_smart_health_information_log else {
         return Ok(None);
     };
@@ -586,26 +508,16 @@ fn nvme_log(
     let media_errors = big("media_errors");
     let error_log_entries = big("num_err_log_entries");
     let temperature = match raw_value(&log, "temperature") {
-        Some(v) => pr
-            .take(field_i64(
-                &serde_json::json!({ "temperature": v }),
-                "nvme_smart_health_information_log",
-                "temperature",
-            ))
-            .map(Celsius::from_whole_celsius),
+        Some(v) => {
+            pr.take(field_i64(&serde_json::json!({ "temperature": v }), "nvme_smart_health_information_log", "temperature")).map(Celsius::from_whole_celsius)
+        }
         None => None,
     };
     let sensors = match raw_value(&log, "temperature_sensors") {
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_i64().map(Celsius::from_whole_celsius))
-            .collect(),
+        Some(Value::Array(a)) => a.iter().map(|v| v.as_i64().map(Celsius::from_whole_celsius)).collect(),
         _ => Vec::new(),
     };
-    let critical_warning = pr
-        .take(raw_num::<u8>(&log, "critical_warning"))
-        .map(CriticalWarning)
-        .unwrap_or_default();
+    let critical_warning = pr.take(raw_num::<u8>(&log, "critical_warning")).map(CriticalWarning).unwrap_or_default();
     Ok(Some(SmartctlNvmeLog {
         critical_warning,
         temperature,
@@ -625,11 +537,7 @@ fn nvme_log(
 }
 
 fn ata_attributes(root: &Value, pr: &mut Problems) -> Vec<AtaAttribute> {
-    let Some(table) = root
-        .get("ata_smart_attributes")
-        .and_then(|a| a.get("table"))
-        .and_then(Value::as_array)
-    else {
+    let Some(table) = root.get("ata_smart_attributes").and_then(|a| a.get("table")).and_then(Value::as_array) else {
         return Vec::new();
     };
     let mut out = Vec::new();

@@ -64,9 +64,7 @@ pub enum SweepError {
     #[error("no operational power state to sweep: read id-ctrl again")]
     NoOperationalStates,
     /// The original state is not in the table.
-    #[error(
-        "the original state PS{0} is not in the power-state table: re-read it before planning"
-    )]
+    #[error("the original state PS{0} is not in the power-state table: re-read it before planning")]
     OriginalUnknown(u8),
     /// The original state is non-operational: the sweep could not end there.
     #[error("the original state PS{0} is non-operational: a sweep cannot return to it")]
@@ -74,19 +72,12 @@ pub enum SweepError {
 }
 
 /// Plans a sweep over the operational states of `states`, ending with `original`.
-pub fn plan_sweep(
-    states: &[PowerState],
-    original: u8,
-    order: SweepOrder,
-) -> Result<SweepPlan, SweepError> {
+pub fn plan_sweep(states: &[PowerState], original: u8, order: SweepOrder) -> Result<SweepPlan, SweepError> {
     let mut visit: Vec<&PowerState> = states.iter().filter(|p| p.operational).collect();
     if visit.is_empty() {
         return Err(SweepError::NoOperationalStates);
     }
-    let orig = states
-        .iter()
-        .find(|p| p.index == original)
-        .ok_or(SweepError::OriginalUnknown(original))?;
+    let orig = states.iter().find(|p| p.index == original).ok_or(SweepError::OriginalUnknown(original))?;
     if !orig.operational {
         return Err(SweepError::OriginalNonOperational(original));
     }
@@ -100,18 +91,7 @@ pub fn plan_sweep(
             pb.total_cmp(&pa).then(a.index.cmp(&b.index))
         }),
     }
-    let mut steps: Vec<SweepStep> = visit
-        .iter()
-        .map(|p| SweepStep {
-            state: p.index,
-            purpose: StepPurpose::Measure,
-            max_power: p.max_power,
-        })
-        .collect();
-    steps.push(SweepStep {
-        state: original,
-        purpose: StepPurpose::Restore,
-        max_power: orig.max_power,
-    });
+    let mut steps: Vec<SweepStep> = visit.iter().map(|p| SweepStep { state: p.index, purpose: StepPurpose::Measure, max_power: p.max_power }).collect();
+    steps.push(SweepStep { state: original, purpose: StepPurpose::Restore, max_power: orig.max_power });
     Ok(SweepPlan { original, steps })
 }

@@ -48,9 +48,7 @@ pub struct SysfsController {
 
 /// A sysfs file that could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "{path}: {source}; check that the sysfs root is right and readable (it needs no privileges)"
-)]
+#[error("{path}: {source}; check that the sysfs root is right and readable (it needs no privileges)")]
 pub struct SysfsError {
     /// The file or directory.
     pub path: PathBuf,
@@ -76,18 +74,12 @@ pub fn scan_nvme(sysfs_root: &Path) -> SysfsScan {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return scan,
         Err(source) => {
-            scan.problems.push(SysfsError {
-                path: class,
-                source,
-            });
+            scan.problems.push(SysfsError { path: class, source });
             return scan;
         }
     };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| is_controller_name(n))
-        .collect();
+    let mut names: Vec<String> =
+        entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| is_controller_name(n)).collect();
     names.sort_by_key(|n| natural_key(n));
     for name in names {
         match read_controller(&class.join(&name), &name) {
@@ -99,8 +91,7 @@ pub fn scan_nvme(sysfs_root: &Path) -> SysfsScan {
 }
 
 fn is_controller_name(n: &str) -> bool {
-    n.strip_prefix("nvme")
-        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    n.strip_prefix("nvme").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `nvme10` sorts after `nvme9`.
@@ -109,19 +100,11 @@ fn natural_key(n: &str) -> (usize, String) {
 }
 
 fn read_trimmed(path: &Path) -> Result<String, SysfsError> {
-    fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .map_err(|source| SysfsError {
-            path: path.to_path_buf(),
-            source,
-        })
+    fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|source| SysfsError { path: path.to_path_buf(), source })
 }
 
 fn read_optional(path: &Path) -> Option<String> {
-    fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 fn read_controller(dir: &Path, name: &str) -> Result<SysfsController, SysfsError> {
@@ -129,32 +112,18 @@ fn read_controller(dir: &Path, name: &str) -> Result<SysfsController, SysfsError
     let serial = read_trimmed(&dir.join("serial"))?;
     let firmware = read_optional(&dir.join("firmware_rev")).unwrap_or_default();
     let mut namespaces = Vec::new();
-    let entries = fs::read_dir(dir).map_err(|source| SysfsError {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut ns_names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter_map(|n| head_name(&n).map(|_| n))
-        .collect();
+    let entries = fs::read_dir(dir).map_err(|source| SysfsError { path: dir.to_path_buf(), source })?;
+    let mut ns_names: Vec<String> =
+        entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter_map(|n| head_name(&n).map(|_| n)).collect();
     ns_names.sort_by_key(|n| natural_key(n));
     for sysfs_name in ns_names {
         let ns_dir = dir.join(&sysfs_name);
-        let capacity_bytes = read_optional(&ns_dir.join("size"))
-            .and_then(|s| s.parse::<u64>().ok())
-            .and_then(|sectors| sectors.checked_mul(512));
-        let logical_block_size = read_optional(&ns_dir.join("queue").join("logical_block_size"))
-            .and_then(|s| s.parse().ok());
+        let capacity_bytes = read_optional(&ns_dir.join("size")).and_then(|s| s.parse::<u64>().ok()).and_then(|sectors| sectors.checked_mul(512));
+        let logical_block_size = read_optional(&ns_dir.join("queue").join("logical_block_size")).and_then(|s| s.parse().ok());
         let Some(name) = head_name(&sysfs_name) else {
             continue;
         };
-        namespaces.push(SysfsNamespace {
-            name,
-            sysfs_name,
-            capacity_bytes,
-            logical_block_size,
-        });
+        namespaces.push(SysfsNamespace { name, sysfs_name, capacity_bytes, logical_block_size });
     }
     Ok(SysfsController {
         name: name.to_string(),

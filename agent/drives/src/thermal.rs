@@ -60,9 +60,7 @@ impl ThermalSnapshot {
         ThermalSnapshot {
             source: ThermalSource::Smartctl,
             composite: report.temperature,
-            sensors: nvme
-                .map(|n| sensors(n.sensors.iter().copied()))
-                .unwrap_or_default(),
+            sensors: nvme.map(|n| sensors(n.sensors.iter().copied())).unwrap_or_default(),
             temperature_warning: nvme.is_some_and(|n| n.critical_warning.temperature()),
             warning_temp_time_min: nvme.and_then(|n| n.warning_temp_time_min),
             critical_temp_time_min: nvme.and_then(|n| n.critical_temp_time_min),
@@ -72,13 +70,10 @@ impl ThermalSnapshot {
 
     /// The highest of composite and sensors.
     pub fn hottest(&self) -> Option<Celsius> {
-        self.composite
-            .into_iter()
-            .chain(self.sensors.iter().map(|(_, c)| *c))
-            .fold(None, |acc: Option<Celsius>, c| match acc {
-                Some(a) if a.0 >= c.0 => Some(a),
-                _ => Some(c),
-            })
+        self.composite.into_iter().chain(self.sensors.iter().map(|(_, c)| *c)).fold(None, |acc: Option<Celsius>, c| match acc {
+            Some(a) if a.0 >= c.0 => Some(a),
+            _ => Some(c),
+        })
     }
 
     /// Did the drive throttle (or sit above its thresholds) between `earlier` and `self`?
@@ -109,7 +104,5 @@ impl ThermalSnapshot {
 }
 
 fn sensors(it: impl Iterator<Item = Option<Celsius>>) -> Vec<(u8, Celsius)> {
-    it.enumerate()
-        .filter_map(|(i, c)| Some((u8::try_from(i + 1).ok()?, c?)))
-        .collect()
+    it.enumerate().filter_map(|(i, c)| Some((u8::try_from(i + 1).ok()?, c?))).collect()
 }

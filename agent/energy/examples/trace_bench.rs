@@ -13,8 +13,8 @@
 use std::io::{BufWriter, Write};
 use std::time::Instant;
 use wattflip_energy::{
-    integrate_csv, integrate_raw_streaming, read_csv_samples, read_raw_samples, CsvOptions,
-    FixedRateIntegrator, Hertz, Nanos, Ohms, SampleFormat, ShuntCircuit, Sidecar, UnixNanos, Volts,
+    integrate_csv, integrate_raw_streaming, read_csv_samples, read_raw_samples, CsvOptions, FixedRateIntegrator, Hertz, Nanos, Ohms, SampleFormat,
+    ShuntCircuit, Sidecar, UnixNanos, Volts,
 };
 
 /// 1,000 runs spread over `span_ns`, 4 edge ranges of 6 ms each (what the import's second pass reads).
@@ -29,11 +29,7 @@ fn edge_ranges(span_ns: i64) -> Vec<(UnixNanos, UnixNanos)> {
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn best_of<T>(reps: u64, mut f: impl FnMut() -> T) -> (f64, T) {
@@ -57,23 +53,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let window = Nanos::from_millis(1);
 
     // A 4096-sample pattern (0.05–0.15 V) repeated: deterministic and cheap to generate.
-    let pattern: Vec<f32> = (0..4096)
-        .map(|i| 0.1 + 0.05 * ((i as f32) * 0.01).sin())
-        .collect();
+    let pattern: Vec<f32> = (0..4096).map(|i| 0.1 + 0.05 * ((i as f32) * 0.01).sin()).collect();
     let pattern_bytes: Vec<u8> = pattern.iter().flat_map(|v| v.to_le_bytes()).collect();
 
     // ---- f32 from memory: the kernel alone, 256 KiB chunks (what the file reader feeds it).
-    let chunk: Vec<u8> = pattern_bytes
-        .iter()
-        .copied()
-        .cycle()
-        .take(256 * 1024)
-        .collect();
+    let chunk: Vec<u8> = pattern_bytes.iter().copied().cycle().take(256 * 1024).collect();
     let chunks = (samples * 4).div_ceil(chunk.len() as u64);
     let (secs, e_mem) = best_of(reps, || {
-        let mut it =
-            FixedRateIntegrator::new(circuit, SampleFormat::F32le, Volts(1.0), rate, window)
-                .map_err(|e| e.to_string())?;
+        let mut it = FixedRateIntegrator::new(circuit, SampleFormat::F32le, Volts(1.0), rate, window).map_err(|e| e.to_string())?;
         for _ in 0..chunks {
             it.push_bytes(&chunk);
             let _ = it.drain_windows();
@@ -81,13 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok::<_, String>(it.finish(None).energy)
     });
     let n_mem = chunks * chunk.len() as u64 / 4;
-    println!(
-        "f32 in memory : {:>8.1} M samples/s  ({} samples, {:.3} s, energy {})",
-        n_mem as f64 / secs / 1e6,
-        n_mem,
-        secs,
-        e_mem?
-    );
+    println!("f32 in memory : {:>8.1} M samples/s  ({} samples, {:.3} s, energy {})", n_mem as f64 / secs / 1e6, n_mem, secs, e_mem?);
 
     // ---- f32 from a file (page cache after the first pass).
     let data = dir.path().join("trace.f32");
@@ -101,10 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         w.flush()?;
     }
-    std::fs::write(
-        dir.path().join("trace.f32.json"),
-        br#"{"format": "f32le", "sample_rate_hz": 1000000, "shunt_ohms": 0.1, "supply_volts": 12.0}"#,
-    )?;
+    std::fs::write(dir.path().join("trace.f32.json"), br#"{"format": "f32le", "sample_rate_hz": 1000000, "shunt_ohms": 0.1, "supply_volts": 12.0}"#)?;
     let sidecar = Sidecar::find_beside(&data)?;
     let (secs, s) = best_of(reps, || {
         let mut windows = 0u64;
@@ -127,12 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ranges = edge_ranges((s.samples as f64 / rate.0 * 1e9) as i64);
     let (secs, got) = best_of(reps, || read_raw_samples(&data, &timed, &ranges));
     let got: usize = got?.iter().map(Vec::len).sum();
-    println!(
-        "f32 2nd pass  : {:>8.3} s for {} edge ranges ({} samples)",
-        secs,
-        ranges.len(),
-        got
-    );
+    println!("f32 2nd pass  : {:>8.3} s for {} edge ranges ({} samples)", secs, ranges.len(), got);
 
     // ---- CSV: "t_seconds,v_volts" lines, ~24 bytes each, 1 MHz timestamps with 6 decimals.
     let csv = dir.path().join("trace.csv");
@@ -154,10 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         w.flush()?;
     }
-    let opts = CsvOptions {
-        window,
-        ..CsvOptions::default()
-    };
+    let opts = CsvOptions { window, ..CsvOptions::default() };
     let (secs, s) = best_of(reps, || integrate_csv(&csv, circuit, &opts));
     let s = s?;
     println!(
@@ -169,10 +139,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         secs,
         s.energy
     );
-    let opts = CsvOptions {
-        time_origin: Some(UnixNanos(0)),
-        ..opts
-    };
+    let opts = CsvOptions { time_origin: Some(UnixNanos(0)), ..opts };
     let ranges = edge_ranges(lines as i64 * 1000);
     let (secs2, got) = best_of(reps, || read_csv_samples(&csv, circuit, &opts, &ranges));
     let got: usize = got?.iter().map(Vec::len).sum();

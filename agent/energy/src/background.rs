@@ -62,11 +62,7 @@ pub struct BackgroundObservation {
 
 impl From<&RunEnergy> for BackgroundObservation {
     fn from(r: &RunEnergy) -> Self {
-        BackgroundObservation {
-            duration: r.background_duration,
-            energy: r.energy_background,
-            run_energy: r.energy_total,
-        }
+        BackgroundObservation { duration: r.background_duration, energy: r.energy_background, run_energy: r.energy_total }
     }
 }
 
@@ -134,10 +130,7 @@ pub struct Classification {
 /// 5. **S** otherwise.
 ///
 /// d(v) is the median background duration over the repetitions of value v.
-pub fn classify(
-    values: &[ValueRuns],
-    cfg: &ClassifyConfig,
-) -> Result<Classification, AnalysisError> {
+pub fn classify(values: &[ValueRuns], cfg: &ClassifyConfig) -> Result<Classification, AnalysisError> {
     if !(cfg.ns_energy_fraction.is_finite() && cfg.ns_energy_fraction >= 0.0) {
         return Err(ConfigError::new("ns_energy_fraction", "must be a finite number ≥ 0").into());
     }
@@ -166,74 +159,31 @@ pub fn classify(
     let max_d = ds.iter().copied().fold(0.0, f64::max);
     let min_d = ds.iter().copied().fold(f64::INFINITY, f64::min);
     let med_d = stats::median(&ds).unwrap_or(0.0);
-    let ns_limit = cfg
-        .min_duration
-        .0
-        .max(cfg.sample_period.0.saturating_mul(3)) as f64;
-    let done = |class, reason: String| Classification {
-        class,
-        durations: durations.clone(),
-        spearman,
-        energy_fraction,
-        reason,
-    };
+    let ns_limit = cfg.min_duration.0.max(cfg.sample_period.0.saturating_mul(3)) as f64;
+    let done = |class, reason: String| Classification { class, durations: durations.clone(), spearman, energy_fraction, reason };
     if longest <= cfg.sample_period.0 {
-        return Ok(done(
-            BackgroundClass::NoExcursion,
-            format!(
-                "no run's tail exceeded one sample period ({})",
-                cfg.sample_period
-            ),
-        ));
+        return Ok(done(BackgroundClass::NoExcursion, format!("no run's tail exceeded one sample period ({})", cfg.sample_period)));
     }
     if max_d <= ns_limit {
-        return Ok(done(
-            BackgroundClass::NotSignificant,
-            format!(
-                "max d(v) {} ≤ {}",
-                Nanos(max_d as u64),
-                Nanos(ns_limit as u64)
-            ),
-        ));
+        return Ok(done(BackgroundClass::NotSignificant, format!("max d(v) {} ≤ {}", Nanos(max_d as u64), Nanos(ns_limit as u64))));
     }
     if energy_fraction < cfg.ns_energy_fraction {
         return Ok(done(
             BackgroundClass::NotSignificant,
-            format!(
-                "background energy {:.3} % < {:.3} % of run energy",
-                100.0 * energy_fraction,
-                100.0 * cfg.ns_energy_fraction
-            ),
+            format!("background energy {:.3} % < {:.3} % of run energy", 100.0 * energy_fraction, 100.0 * cfg.ns_energy_fraction),
         ));
     }
-    let ratio = if min_d > 0.0 {
-        max_d / min_d
-    } else {
-        f64::INFINITY
-    };
-    if durations.len() >= cfg.gwp_min_values
-        && spearman.is_some_and(|r| r >= cfg.gwp_min_spearman)
-        && ratio >= cfg.gwp_min_ratio
-    {
+    let ratio = if min_d > 0.0 { max_d / min_d } else { f64::INFINITY };
+    if durations.len() >= cfg.gwp_min_values && spearman.is_some_and(|r| r >= cfg.gwp_min_spearman) && ratio >= cfg.gwp_min_ratio {
         return Ok(done(
             BackgroundClass::GrowsWithParameter,
-            format!(
-                "ρ = {:.3} over {} values, max/min = {ratio:.2}",
-                spearman.unwrap_or(0.0),
-                durations.len()
-            ),
+            format!("ρ = {:.3} over {} values, max/min = {ratio:.2}", spearman.unwrap_or(0.0), durations.len()),
         ));
     }
     if med_d >= cfg.extended_min.0 as f64 {
-        return Ok(done(
-            BackgroundClass::Extended,
-            format!("median d(v) {} ≥ {}", Nanos(med_d as u64), cfg.extended_min),
-        ));
+        return Ok(done(BackgroundClass::Extended, format!("median d(v) {} ≥ {}", Nanos(med_d as u64), cfg.extended_min)));
     }
-    Ok(done(
-        BackgroundClass::Small,
-        format!("median d(v) {} < {}", Nanos(med_d as u64), cfg.extended_min),
-    ))
+    Ok(done(BackgroundClass::Small, format!("median d(v) {} < {}", Nanos(med_d as u64), cfg.extended_min)))
 }
 
 /// Whether a run only reads (no background work is expected, §11.5) or includes writes.
@@ -259,11 +209,7 @@ pub struct PauseConfig {
 
 impl Default for PauseConfig {
     fn default() -> Self {
-        PauseConfig {
-            min_pause: Nanos(100_000_000),
-            factor: 1.5,
-            return_to_idle: Nanos(0),
-        }
+        PauseConfig { min_pause: Nanos(100_000_000), factor: 1.5, return_to_idle: Nanos(0) }
     }
 }
 
@@ -273,19 +219,14 @@ pub fn recommend_pause(bg_duration: Nanos, mix: IoMix, cfg: &PauseConfig) -> Nan
         IoMix::ReadOnly => cfg.min_pause,
         IoMix::WithWrites => {
             let scaled = Nanos::from_secs_f64(cfg.factor.max(0.0) * bg_duration.as_secs_f64());
-            cfg.min_pause
-                .max(Nanos(scaled.0.saturating_add(cfg.return_to_idle.0)))
+            cfg.min_pause.max(Nanos(scaled.0.saturating_add(cfg.return_to_idle.0)))
         }
     }
 }
 
 /// Pause for one (device, experiment, value) from its calibration repetitions: the rule applied to
 /// the longest observed tail (conservative: a pause must cover every repetition).
-pub fn recommend_pause_for_value(
-    runs: &[BackgroundObservation],
-    mix: IoMix,
-    cfg: &PauseConfig,
-) -> Nanos {
+pub fn recommend_pause_for_value(runs: &[BackgroundObservation], mix: IoMix, cfg: &PauseConfig) -> Nanos {
     let longest = runs.iter().map(|r| r.duration).max().unwrap_or(Nanos(0));
     recommend_pause(longest, mix, cfg)
 }
@@ -301,91 +242,37 @@ mod tests {
     use super::*;
 
     fn obs(d_ms: u64, e_bg: f64, e_run: f64) -> BackgroundObservation {
-        BackgroundObservation {
-            duration: Nanos::from_millis(d_ms),
-            energy: Joules(e_bg),
-            run_energy: Joules(e_run),
-        }
+        BackgroundObservation { duration: Nanos::from_millis(d_ms), energy: Joules(e_bg), run_energy: Joules(e_run) }
     }
 
     fn exp(ds: &[(f64, u64)], e_bg: f64) -> Vec<ValueRuns> {
-        ds.iter()
-            .map(|&(v, d)| ValueRuns {
-                value: v,
-                runs: vec![obs(d, e_bg, 3.0); 3],
-            })
-            .collect()
+        ds.iter().map(|&(v, d)| ValueRuns { value: v, runs: vec![obs(d, e_bg, 3.0); 3] }).collect()
     }
 
     fn class(v: &[ValueRuns]) -> BackgroundClass {
-        classify(v, &ClassifyConfig::default())
-            .map(|c| c.class)
-            .unwrap_or(BackgroundClass::NoExcursion)
+        classify(v, &ClassifyConfig::default()).map(|c| c.class).unwrap_or(BackgroundClass::NoExcursion)
     }
 
     #[test]
     fn each_rule() {
-        assert_eq!(
-            class(&exp(&[(1.0, 0), (2.0, 1)], 0.0)),
-            BackgroundClass::NoExcursion
-        );
-        assert_eq!(
-            class(&exp(&[(1.0, 2), (2.0, 3)], 0.1)),
-            BackgroundClass::NotSignificant
-        );
+        assert_eq!(class(&exp(&[(1.0, 0), (2.0, 1)], 0.0)), BackgroundClass::NoExcursion);
+        assert_eq!(class(&exp(&[(1.0, 2), (2.0, 3)], 0.1)), BackgroundClass::NotSignificant);
         // long but tiny in energy: 0.01 J of 3 J
-        assert_eq!(
-            class(&exp(&[(1.0, 500), (2.0, 500)], 0.01)),
-            BackgroundClass::NotSignificant
-        );
-        assert_eq!(
-            class(&exp(&[(1.0, 100), (2.0, 200), (4.0, 400), (8.0, 800)], 0.5)),
-            BackgroundClass::GrowsWithParameter
-        );
+        assert_eq!(class(&exp(&[(1.0, 500), (2.0, 500)], 0.01)), BackgroundClass::NotSignificant);
+        assert_eq!(class(&exp(&[(1.0, 100), (2.0, 200), (4.0, 400), (8.0, 800)], 0.5)), BackgroundClass::GrowsWithParameter);
         // growing but only 3 values: not GWP; median 200 ms -> S
-        assert_eq!(
-            class(&exp(&[(1.0, 100), (2.0, 200), (4.0, 400)], 0.5)),
-            BackgroundClass::Small
-        );
-        assert_eq!(
-            class(&exp(
-                &[(1.0, 3000), (2.0, 3100), (4.0, 2900), (8.0, 3000)],
-                2.0
-            )),
-            BackgroundClass::Extended
-        );
-        assert_eq!(
-            classify(&[], &ClassifyConfig::default()),
-            Err(AnalysisError::NoValues)
-        );
+        assert_eq!(class(&exp(&[(1.0, 100), (2.0, 200), (4.0, 400)], 0.5)), BackgroundClass::Small);
+        assert_eq!(class(&exp(&[(1.0, 3000), (2.0, 3100), (4.0, 2900), (8.0, 3000)], 2.0)), BackgroundClass::Extended);
+        assert_eq!(classify(&[], &ClassifyConfig::default()), Err(AnalysisError::NoValues));
     }
 
     #[test]
     fn pauses() {
         let cfg = PauseConfig::default();
-        assert_eq!(
-            recommend_pause(Nanos::from_millis(2000), IoMix::ReadOnly, &cfg),
-            Nanos::from_millis(100)
-        );
-        assert_eq!(
-            recommend_pause(Nanos::from_millis(10), IoMix::WithWrites, &cfg),
-            Nanos::from_millis(100)
-        );
-        assert_eq!(
-            recommend_pause(Nanos::from_millis(2000), IoMix::WithWrites, &cfg),
-            Nanos::from_millis(3000)
-        );
-        let cfg = PauseConfig {
-            return_to_idle: Nanos::from_millis(250),
-            ..cfg
-        };
-        assert_eq!(
-            recommend_pause_for_value(
-                &[obs(100, 0.0, 1.0), obs(400, 0.0, 1.0)],
-                IoMix::WithWrites,
-                &cfg
-            ),
-            Nanos::from_millis(850)
-        );
+        assert_eq!(recommend_pause(Nanos::from_millis(2000), IoMix::ReadOnly, &cfg), Nanos::from_millis(100));
+        assert_eq!(recommend_pause(Nanos::from_millis(10), IoMix::WithWrites, &cfg), Nanos::from_millis(100));
+        assert_eq!(recommend_pause(Nanos::from_millis(2000), IoMix::WithWrites, &cfg), Nanos::from_millis(3000));
+        let cfg = PauseConfig { return_to_idle: Nanos::from_millis(250), ..cfg };
+        assert_eq!(recommend_pause_for_value(&[obs(100, 0.0, 1.0), obs(400, 0.0, 1.0)], IoMix::WithWrites, &cfg), Nanos::from_millis(850));
     }
 }

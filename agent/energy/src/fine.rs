@@ -17,10 +17,7 @@ use std::path::PathBuf;
 
 /// A trace that can hand back its samples (UTC time, watts, NaN for gaps) in given time ranges.
 pub trait FineSamples {
-    fn fetch(
-        &mut self,
-        ranges: &[(UnixNanos, UnixNanos)],
-    ) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError>;
+    fn fetch(&mut self, ranges: &[(UnixNanos, UnixNanos)]) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError>;
 }
 
 /// A raw f32/i16 trace with its sidecar.
@@ -30,10 +27,7 @@ pub struct RawSamples {
 }
 
 impl FineSamples for RawSamples {
-    fn fetch(
-        &mut self,
-        ranges: &[(UnixNanos, UnixNanos)],
-    ) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
+    fn fetch(&mut self, ranges: &[(UnixNanos, UnixNanos)]) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
         read_raw_samples(&self.path, &self.sidecar, ranges)
     }
 }
@@ -46,10 +40,7 @@ pub struct CsvSamples {
 }
 
 impl FineSamples for CsvSamples {
-    fn fetch(
-        &mut self,
-        ranges: &[(UnixNanos, UnixNanos)],
-    ) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
+    fn fetch(&mut self, ranges: &[(UnixNanos, UnixNanos)]) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
         read_csv_samples(&self.path, self.circuit, &self.options, ranges)
     }
 }
@@ -72,10 +63,7 @@ struct Fine {
 
 impl Fine {
     fn new(v: &[(UnixNanos, f64)]) -> Fine {
-        Fine {
-            t: v.iter().map(|x| x.0 .0).collect(),
-            p: v.iter().map(|x| x.1).collect(),
-        }
+        Fine { t: v.iter().map(|x| x.0 .0).collect(), p: v.iter().map(|x| x.1).collect() }
     }
     fn hold(&self, k: usize) -> i64 {
         if k + 1 < self.t.len() {
@@ -175,31 +163,13 @@ pub(crate) fn refine(
         let Some([noise, s, e, c]) = it.next() else {
             break;
         };
-        refine_one(
-            series,
-            r,
-            ctx,
-            (k, min_spread),
-            &Fine::new(noise),
-            &Fine::new(s),
-            &Fine::new(e),
-            &Fine::new(c),
-        );
+        refine_one(series, r, ctx, (k, min_spread), &Fine::new(noise), &Fine::new(s), &Fine::new(e), &Fine::new(c));
     }
     Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
-fn refine_one(
-    series: &PowerSeries,
-    r: &mut RunEnergy,
-    ctx: &EdgeContext,
-    (k, min_spread): (f64, f64),
-    noise: &Fine,
-    s: &Fine,
-    e: &Fine,
-    c: &Fine,
-) {
+fn refine_one(series: &PowerSeries, r: &mut RunEnergy, ctx: &EdgeContext, (k, min_spread): (f64, f64), noise: &Fine, s: &Fine, e: &Fine, c: &Fine) {
     let idle: Vec<f64> = noise.p.iter().copied().filter(|p| p.is_finite()).collect();
     let Some((b_s, sigma)) = stats::median_and_sigma(&idle) else {
         return;
@@ -256,10 +226,7 @@ fn refine_one(
     r.mean_power = r.energy_total.over(r.duration).unwrap_or(Watts(0.0));
     r.efficiency_total = Efficiency::new(r.energy_total, run.bytes, run.ios);
     r.efficiency_above_idle = Efficiency::new(r.energy_above_idle, run.bytes, run.ios);
-    r.datasheet_ratio = r
-        .datasheet_estimate
-        .filter(|_| total > 0.0)
-        .map(|d| d.0 / total);
+    r.datasheet_ratio = r.datasheet_estimate.filter(|_| total > 0.0).map(|d| d.0 / total);
     r.gap_samples = gaps;
     r.gap_duration = Nanos(u64::try_from(gap_ns).unwrap_or(0));
     r.sample_period = Nanos(u64::try_from(period).unwrap_or(0));
@@ -284,10 +251,7 @@ fn span(series: &PowerSeries, from: i64, to: i64, fine: &[&Fine]) -> (f64, u64, 
         }
         let (a, z) = (w0.max(from), w1.min(to));
         // A fetched range covering the whole window, so the samples are all there.
-        let cover = fine.iter().find(|f| {
-            f.t.first().is_some_and(|x| *x <= w0)
-                && f.t.last().is_some_and(|x| *x + f.hold(f.t.len() - 1) >= w1)
-        });
+        let cover = fine.iter().find(|f| f.t.first().is_some_and(|x| *x <= w0) && f.t.last().is_some_and(|x| *x + f.hold(f.t.len() - 1) >= w1));
         match cover {
             Some(f) => {
                 let (x, y, z2) = f.energy(a, z);

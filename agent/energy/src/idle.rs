@@ -24,11 +24,7 @@ pub struct IdleConfig {
 
 impl Default for IdleConfig {
     fn default() -> Self {
-        IdleConfig {
-            min_correlation: 0.3,
-            max_points: 8192,
-            min_samples: 10,
-        }
+        IdleConfig { min_correlation: 0.3, max_points: 8192, min_samples: 10 }
     }
 }
 
@@ -44,34 +40,18 @@ pub struct IdleProfile {
 
 /// Characterise the idle samples with timestamps in `[from, to)` (record ≥ 10 s after ≥ 30 s without
 /// IO, §11.2). Samples are assumed evenly spaced at the series' typical period.
-pub fn characterise_idle(
-    series: &PowerSeries,
-    from: UnixNanos,
-    to: UnixNanos,
-    cfg: &IdleConfig,
-) -> Result<IdleProfile, AnalysisError> {
+pub fn characterise_idle(series: &PowerSeries, from: UnixNanos, to: UnixNanos, cfg: &IdleConfig) -> Result<IdleProfile, AnalysisError> {
     if !(cfg.min_correlation.is_finite() && cfg.min_correlation > 0.0) {
         return Err(ConfigError::new("min_correlation", "must be a finite number > 0").into());
     }
     let baseline = Baseline::from_window(series, from, to, cfg.min_samples)?;
-    let xs: Vec<f64> = series
-        .powers_between(from, to)
-        .iter()
-        .map(|w| w.0)
-        .collect();
+    let xs: Vec<f64> = series.powers_between(from, to).iter().map(|w| w.0).collect();
     let block = xs.len().div_ceil(cfg.max_points.max(16));
-    let ys: Vec<f64> = xs
-        .chunks(block)
-        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
-        .collect();
+    let ys: Vec<f64> = xs.chunks(block).map(|c| c.iter().sum::<f64>() / c.len() as f64).collect();
     let step_ns = series.typical_period().0 as f64 * block as f64;
     let (lag, r) = autocorrelation_period(&ys);
     let found = lag.filter(|_| r >= cfg.min_correlation);
-    Ok(IdleProfile {
-        baseline,
-        spike_period: found.map(|l| Nanos((l as f64 * step_ns).round() as u64)),
-        spike_correlation: found.map(|_| r),
-    })
+    Ok(IdleProfile { baseline, spike_period: found.map(|l| Nanos((l as f64 * step_ns).round() as u64)), spike_correlation: found.map(|_| r) })
 }
 
 /// The lag of the highest autocorrelation peak after the first zero crossing, and its value.
@@ -130,30 +110,15 @@ mod tests {
 
     #[test]
     fn periodic_idle_work_is_found() {
-        let p = characterise_idle(
-            &idle(true),
-            UnixNanos(0),
-            UnixNanos(i64::MAX),
-            &IdleConfig::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let p = characterise_idle(&idle(true), UnixNanos(0), UnixNanos(i64::MAX), &IdleConfig::default()).unwrap_or_else(|e| panic!("{e}"));
         let period = p.spike_period.unwrap_or_default();
-        assert!(
-            (period.0 as i64 - 500_000_000).abs() <= 2_000_000,
-            "{period}"
-        );
+        assert!((period.0 as i64 - 500_000_000).abs() <= 2_000_000, "{period}");
         assert!((p.baseline.median.0 - 0.5).abs() < 0.01);
     }
 
     #[test]
     fn flat_idle_has_no_period() {
-        let p = characterise_idle(
-            &idle(false),
-            UnixNanos(0),
-            UnixNanos(i64::MAX),
-            &IdleConfig::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let p = characterise_idle(&idle(false), UnixNanos(0), UnixNanos(i64::MAX), &IdleConfig::default()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.spike_period, None);
     }
 }

@@ -30,29 +30,18 @@ pub mod trace;
 pub mod units;
 
 pub use background::{
-    classify, interferes, recommend_pause, recommend_pause_for_value, BackgroundClass,
-    BackgroundObservation, Classification, ClassifyConfig, IoMix, PauseConfig, ValueRuns,
+    classify, interferes, recommend_pause, recommend_pause_for_value, BackgroundClass, BackgroundObservation, Classification, ClassifyConfig, IoMix,
+    PauseConfig, ValueRuns,
 };
 pub use error::{AnalysisError, ConfigError, KeyProblem, TraceError};
 pub use fine::{CsvSamples, FineSamples, RawSamples};
 pub use idle::{characterise_idle, IdleConfig, IdleProfile};
-pub use probe::{
-    analyze_next_run, analyze_probe, analyze_probe_fine, PreviousRun, ProbeAnalysis,
-    MAX_UNMATCHED_FRACTION,
-};
+pub use probe::{analyze_next_run, analyze_probe, analyze_probe_fine, PreviousRun, ProbeAnalysis, MAX_UNMATCHED_FRACTION};
 pub use run::{
-    analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound,
-    RunDetectConfig, RunEnergy, RunInfo, StartFound, TimeBase,
+    analyze_run, analyze_run_with_baseline, Baseline, BaselineSource, Efficiency, EndFound, RunDetectConfig, RunEnergy, RunInfo, StartFound, TimeBase,
 };
 pub use series::PowerSeries;
 pub use trace::csv::{integrate_csv, integrate_csv_reader, read_csv_samples, CsvOptions, TimeUnit};
-pub use trace::raw::{
-    integrate_raw, integrate_raw_streaming, read_raw_samples, Sidecar, SidecarSyntax,
-};
-pub use trace::{
-    FixedRateIntegrator, PowerWindow, SampleFormat, ShuntCircuit, TimedIntegrator, TraceSummary,
-    DEFAULT_WINDOW,
-};
-pub use units::{
-    Hertz, Joules, JoulesPerIo, JoulesPerMb, JoulesPerMib, Nanos, Ohms, UnixNanos, Volts, Watts,
-};
+pub use trace::raw::{integrate_raw, integrate_raw_streaming, read_raw_samples, Sidecar, SidecarSyntax};
+pub use trace::{FixedRateIntegrator, PowerWindow, SampleFormat, ShuntCircuit, TimedIntegrator, TraceSummary, DEFAULT_WINDOW};
+pub use units::{Hertz, Joules, JoulesPerIo, JoulesPerMb, JoulesPerMib, Nanos, Ohms, UnixNanos, Volts, Watts};

@@ -6,10 +6,7 @@
 
 use crate::error::{AnalysisError, TraceError};
 use crate::fine::{refine, EdgeContext, FineSamples};
-use crate::run::{
-    analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy,
-    RunInfo, TimeBase,
-};
+use crate::run::{analyze_run_bounded, analyze_run_local, Baseline, BaselineSource, RunDetectConfig, RunEnergy, RunInfo, TimeBase};
 use crate::series::PowerSeries;
 use crate::units::{Nanos, UnixNanos};
 
@@ -51,16 +48,8 @@ pub struct PreviousRun {
 impl PreviousRun {
     pub fn of(run: &RunInfo, result: &Result<RunEnergy, AnalysisError>) -> PreviousRun {
         match result {
-            Ok(e) => PreviousRun {
-                last_complete: run.last_complete,
-                end: e.end.max(e.activity_end),
-                tail_cut: e.tail_cut,
-            },
-            Err(_) => PreviousRun {
-                last_complete: run.last_complete,
-                end: run.last_complete,
-                tail_cut: false,
-            },
+            Ok(e) => PreviousRun { last_complete: run.last_complete, end: e.end.max(e.activity_end), tail_cut: e.tail_cut },
+            Err(_) => PreviousRun { last_complete: run.last_complete, end: run.last_complete, tail_cut: false },
         }
     }
 }
@@ -81,12 +70,9 @@ pub fn analyze_next_run(
     match baseline {
         Some(b) => analyze_run_bounded(series, run, (lower, split), b, cfg, time_base),
         // The split instant needs the previous run's baseline; without one there is none.
-        None if split => Err(AnalysisError::NotEnoughBaseline {
-            from_ns: run.first_submit.0,
-            to_ns: run.first_submit.0,
-            found: 0,
-            needed: cfg.min_baseline_samples,
-        }),
+        None if split => {
+            Err(AnalysisError::NotEnoughBaseline { from_ns: run.first_submit.0, to_ns: run.first_submit.0, found: 0, needed: cfg.min_baseline_samples })
+        }
         None => analyze_run_local(series, run, lower, cfg, time_base),
     }
 }
@@ -106,15 +92,8 @@ pub const MIN_LAG: Nanos = Nanos(5_000_000);
 /// The shift (ns, trace relative to the probe) at which the trace's activity (samples above the
 /// idle threshold) best covers the runs' IO time, with the covered fractions as aligned and at that
 /// shift; `None` when the trace matches best (within [`MIN_GAIN`]) as aligned.
-fn best_lag(
-    series: &PowerSeries,
-    runs: &[RunInfo],
-    b: &Baseline,
-    cfg: &RunDetectConfig,
-) -> Option<(i64, f64, f64)> {
-    let period = i64::try_from(series.typical_period().0)
-        .ok()
-        .filter(|p| *p > 0)?;
+fn best_lag(series: &PowerSeries, runs: &[RunInfo], b: &Baseline, cfg: &RunDetectConfig) -> Option<(i64, f64, f64)> {
+    let period = i64::try_from(series.typical_period().0).ok().filter(|p| *p > 0)?;
     let max_lag = i64::try_from(MAX_LAG.0).ok()? / period;
     let from = runs.first()?.first_submit.0 - (max_lag + 1) * period;
     let to = runs.iter().map(|r| r.last_complete.0).max()? + (max_lag + 1) * period;
@@ -136,10 +115,7 @@ fn best_lag(
         active[k + 1] = active[k] + u32::from(on);
     }
     let idx = |at: i64| (((at - from) / period).max(0) as usize).min(n);
-    let total: i64 = runs
-        .iter()
-        .map(|r| (idx(r.last_complete.0) - idx(r.first_submit.0)) as i64)
-        .sum();
+    let total: i64 = runs.iter().map(|r| (idx(r.last_complete.0) - idx(r.first_submit.0)) as i64).sum();
     if total <= 0 {
         return None;
     }
@@ -147,22 +123,16 @@ fn best_lag(
         let c: i64 = runs
             .iter()
             .map(|r| {
-                let (a, z) = (
-                    idx(r.first_submit.0 + lag * period),
-                    idx(r.last_complete.0 + lag * period),
-                );
+                let (a, z) = (idx(r.first_submit.0 + lag * period), idx(r.last_complete.0 + lag * period));
                 i64::from(active[z]) - i64::from(active[a.min(z)])
             })
             .sum();
         c as f64 / total as f64
     };
     let at_zero = covered(0);
-    let (lag, best) = (-max_lag..=max_lag)
-        .map(|l| (l, covered(l)))
-        .fold((0, at_zero), |m, x| if x.1 > m.1 + 1e-12 { x } else { m });
+    let (lag, best) = (-max_lag..=max_lag).map(|l| (l, covered(l))).fold((0, at_zero), |m, x| if x.1 > m.1 + 1e-12 { x } else { m });
     let lag_ns = lag * period;
-    (lag_ns.unsigned_abs() > MIN_LAG.0 && best - at_zero > MIN_GAIN)
-        .then_some((lag_ns, at_zero, best))
+    (lag_ns.unsigned_abs() > MIN_LAG.0 && best - at_zero > MIN_GAIN).then_some((lag_ns, at_zero, best))
 }
 
 /// Analyse `runs` (in execution order, `next_run_start` is ignored and set from the next run)
@@ -179,51 +149,31 @@ pub fn analyze_probe(
     time_base: TimeBase,
 ) -> ProbeAnalysis {
     let mut warnings = Vec::new();
-    let baseline = idle.and_then(|(from, to)| {
-        match Baseline::from_window(series, from, to, cfg.min_baseline_samples) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                warnings.push(format!(
-                    "the probe's idle window is not usable ({e}); each run uses the idle stretch before it"
-                ));
-                None
-            }
+    let baseline = idle.and_then(|(from, to)| match Baseline::from_window(series, from, to, cfg.min_baseline_samples) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            warnings.push(format!("the probe's idle window is not usable ({e}); each run uses the idle stretch before it"));
+            None
         }
     });
     let gap_samples = (0..series.len()).map(|i| series.sample_gaps(i)).sum();
     let mut out = Vec::with_capacity(runs.len());
     let mut prev: Option<PreviousRun> = None;
     for (i, r) in runs.iter().enumerate() {
-        let info = RunInfo {
-            next_run_start: runs.get(i + 1).map(|x| x.first_submit),
-            ..*r
-        };
+        let info = RunInfo { next_run_start: runs.get(i + 1).map(|x| x.first_submit), ..*r };
         let res = analyze_next_run(series, &info, prev, baseline.as_ref(), cfg, time_base);
         prev = Some(PreviousRun::of(r, &res));
         out.push(res);
     }
     // Plausibility of the whole trace against the probe.
-    let covered = out
-        .iter()
-        .filter(|r| !matches!(r, Err(AnalysisError::RunOutsideTrace { .. })))
-        .count();
+    let covered = out.iter().filter(|r| !matches!(r, Err(AnalysisError::RunOutsideTrace { .. }))).count();
     let unmatched = out
         .iter()
-        .filter(|r| {
-            matches!(
-                r,
-                Err(AnalysisError::NoActivity { .. }
-                    | AnalysisError::ActivityInProgress { .. }
-                    | AnalysisError::ActivityEndsEarly { .. })
-            )
-        })
+        .filter(|r| matches!(r, Err(AnalysisError::NoActivity { .. } | AnalysisError::ActivityInProgress { .. } | AnalysisError::ActivityEndsEarly { .. })))
         .count();
     let span = |a: i64, z: i64| (z - a) as f64 / 1e9;
     let (trace_from, trace_to) = (series.first_time().0, series.end_time().0);
-    let (runs_from, runs_to) = (
-        runs.iter().map(|r| r.first_submit.0).min().unwrap_or(0),
-        runs.iter().map(|r| r.last_complete.0).max().unwrap_or(0),
-    );
+    let (runs_from, runs_to) = (runs.iter().map(|r| r.first_submit.0).min().unwrap_or(0), runs.iter().map(|r| r.last_complete.0).max().unwrap_or(0));
     let numbers = format!(
         "the trace covers {:.3} s from {trace_from} ns, the probe's runs {:.3} s from {runs_from} ns",
         span(trace_from, trace_to),
@@ -240,10 +190,7 @@ pub fn analyze_probe(
         Some(format!(
             "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); check sample_rate_hz (a wrong rate stretches the trace), --time-unit and the time origin (--time-origin-ns, start_time_utc_ns)"
         ))
-    } else if let Some((lag, at_zero, best)) = baseline
-        .as_ref()
-        .and_then(|b| best_lag(series, runs, b, cfg))
-    {
+    } else if let Some((lag, at_zero, best)) = baseline.as_ref().and_then(|b| best_lag(series, runs, b, cfg)) {
         Some(format!(
             "trace does not match the probe: its activity covers {:.0} % of the runs' IO time as aligned, {:.0} % when shifted by {:+.1} ms ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), sample_rate_hz and --time-unit",
             at_zero * 100.0,
@@ -254,28 +201,15 @@ pub fn analyze_probe(
         None
     };
     if let Some(why) = refuse {
-        out = runs
-            .iter()
-            .map(|_| Err(AnalysisError::TraceMismatch(why.clone())))
-            .collect();
+        out = runs.iter().map(|_| Err(AnalysisError::TraceMismatch(why.clone()))).collect();
     } else if unmatched > 0 {
-        warnings.push(format!(
-            "{unmatched} of the {covered} runs inside the trace show no activity where the probe ran them; they get no energy"
-        ));
+        warnings.push(format!("{unmatched} of the {covered} runs inside the trace show no activity where the probe ran them; they get no energy"));
     }
     if covered < runs.len() && covered > 0 {
-        warnings.push(format!(
-            "{} of {} runs are not covered by the trace ({numbers})",
-            runs.len() - covered,
-            runs.len()
-        ));
+        warnings.push(format!("{} of {} runs are not covered by the trace ({numbers})", runs.len() - covered, runs.len()));
     }
     ProbeAnalysis {
-        baseline_source: if baseline.is_some() {
-            BaselineSource::IdleWindow
-        } else {
-            BaselineSource::Local
-        },
+        baseline_source: if baseline.is_some() { BaselineSource::IdleWindow } else { BaselineSource::Local },
         baseline,
         runs: out,
         gap_samples,
@@ -309,12 +243,7 @@ pub fn analyze_probe_fine(
             limit: runs.get(i + 1).map_or(i64::MAX, |n| n.first_submit.0),
         });
     }
-    let mut refs: Vec<Option<(&mut RunEnergy, EdgeContext)>> = a
-        .runs
-        .iter_mut()
-        .zip(ctx)
-        .map(|(r, c)| r.as_mut().ok().map(|r| (r, c)))
-        .collect();
+    let mut refs: Vec<Option<(&mut RunEnergy, EdgeContext)>> = a.runs.iter_mut().zip(ctx).map(|(r, c)| r.as_mut().ok().map(|r| (r, c))).collect();
     refine(series, &mut refs, (cfg.k, cfg.min_spread.0), source)?;
     Ok(a)
 }

@@ -23,32 +23,12 @@ pub struct Baseline {
 
 impl Baseline {
     /// Baseline of the samples with timestamps in `[from, to)`; needs at least `min_samples`.
-    pub fn from_window(
-        series: &PowerSeries,
-        from: UnixNanos,
-        to: UnixNanos,
-        min_samples: usize,
-    ) -> Result<Baseline, AnalysisError> {
-        let ps: Vec<f64> = series
-            .powers_between(from, to)
-            .iter()
-            .map(|w| w.0)
-            .collect();
+    pub fn from_window(series: &PowerSeries, from: UnixNanos, to: UnixNanos, min_samples: usize) -> Result<Baseline, AnalysisError> {
+        let ps: Vec<f64> = series.powers_between(from, to).iter().map(|w| w.0).collect();
         let needed = min_samples.max(1);
         match stats::median_and_sigma(&ps) {
-            Some((m, s)) if ps.len() >= needed => Ok(Baseline {
-                median: Watts(m),
-                spread: Watts(s),
-                samples: ps.len(),
-                from,
-                to,
-            }),
-            _ => Err(AnalysisError::NotEnoughBaseline {
-                from_ns: from.0,
-                to_ns: to.0,
-                found: ps.len(),
-                needed,
-            }),
+            Some((m, s)) if ps.len() >= needed => Ok(Baseline { median: Watts(m), spread: Watts(s), samples: ps.len(), from, to }),
+            _ => Err(AnalysisError::NotEnoughBaseline { from_ns: from.0, to_ns: to.0, found: ps.len(), needed }),
         }
     }
 }
@@ -98,19 +78,13 @@ impl Default for RunDetectConfig {
 impl RunDetectConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.k.is_finite() && self.k > 0.0) {
-            return Err(ConfigError::new(
-                "k",
-                format!("must be > 0, got {}", self.k),
-            ));
+            return Err(ConfigError::new("k", format!("must be > 0, got {}", self.k)));
         }
         if self.baseline_window.0 == 0 {
             return Err(ConfigError::new("baseline_window", "must be > 0"));
         }
         if !(self.min_spread.0.is_finite() && self.min_spread.0 >= 0.0) {
-            return Err(ConfigError::new(
-                "min_spread",
-                "must be a finite number ≥ 0",
-            ));
+            return Err(ConfigError::new("min_spread", "must be a finite number ≥ 0"));
         }
         Ok(())
     }
@@ -265,11 +239,7 @@ impl RunEnergy {
 
 /// Analyse one run on its own, taking the baseline from the idle window just before it (the
 /// checked local fallback of [`analyze_probe`](crate::probe::analyze_probe)).
-pub fn analyze_run(
-    series: &PowerSeries,
-    run: &RunInfo,
-    cfg: &RunDetectConfig,
-) -> Result<RunEnergy, AnalysisError> {
+pub fn analyze_run(series: &PowerSeries, run: &RunInfo, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
     analyze_run_local(series, run, None, cfg, TimeBase::Imported)
 }
 
@@ -300,20 +270,8 @@ pub(crate) fn analyze_run_local(
 /// is bounded by `run.next_run_start`; the start search by `first_submit − start_slack` only (use
 /// [`analyze_probe`](crate::probe::analyze_probe) for a whole probe: it also bounds each start by
 /// the previous run).
-pub fn analyze_run_with_baseline(
-    series: &PowerSeries,
-    run: &RunInfo,
-    baseline: &Baseline,
-    cfg: &RunDetectConfig,
-) -> Result<RunEnergy, AnalysisError> {
-    analyze_run_bounded(
-        series,
-        run,
-        (None, false),
-        baseline,
-        cfg,
-        TimeBase::Imported,
-    )
+pub fn analyze_run_with_baseline(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
+    analyze_run_bounded(series, run, (None, false), baseline, cfg, TimeBase::Imported)
 }
 
 fn check_covered(series: &PowerSeries, run: &RunInfo) -> Result<(), AnalysisError> {
@@ -321,10 +279,7 @@ fn check_covered(series: &PowerSeries, run: &RunInfo) -> Result<(), AnalysisErro
         return Err(AnalysisError::EmptySeries);
     }
     let trace_end = series.end_time();
-    if run.last_complete < run.first_submit
-        || run.first_submit < series.first_time()
-        || run.last_complete > trace_end
-    {
+    if run.last_complete < run.first_submit || run.first_submit < series.first_time() || run.last_complete > trace_end {
         return Err(AnalysisError::RunOutsideTrace {
             first_submit_ns: run.first_submit.0,
             last_complete_ns: run.last_complete.0,
@@ -337,10 +292,7 @@ fn check_covered(series: &PowerSeries, run: &RunInfo) -> Result<(), AnalysisErro
 
 /// Index of the sample whose hold contains `at` (0 before the first sample).
 pub(crate) fn sample_at(series: &PowerSeries, at: i64) -> usize {
-    series
-        .times()
-        .partition_point(|x| x.0 <= at)
-        .saturating_sub(1)
+    series.times().partition_point(|x| x.0 <= at).saturating_sub(1)
 }
 
 /// End of sample `i`'s hold.
@@ -370,14 +322,7 @@ fn split_level(series: &PowerSeries, at: i64) -> f64 {
 /// part before `from` is valued at `from_level` W and removed; inside the one holding `to`, the
 /// part after `to` is valued at `to_level` W and removed, or with `to_split` the run keeps
 /// `to_split · (to − sample start)`.
-fn span_energy(
-    series: &PowerSeries,
-    from: i64,
-    from_level: f64,
-    to: i64,
-    to_level: f64,
-    to_split: Option<f64>,
-) -> (f64, u64, f64) {
+fn span_energy(series: &PowerSeries, from: i64, from_level: f64, to: i64, to_level: f64, to_split: Option<f64>) -> (f64, u64, f64) {
     if to <= from {
         return (0.0, 0, 0.0);
     }
@@ -412,18 +357,9 @@ fn span_energy(
 }
 
 /// Mean power of the samples in `idx` that lie outside the idle band, or `fallback`.
-fn level_of(
-    series: &PowerSeries,
-    idx: std::ops::Range<usize>,
-    b: f64,
-    band: f64,
-    fallback: f64,
-) -> f64 {
+fn level_of(series: &PowerSeries, idx: std::ops::Range<usize>, b: f64, band: f64, fallback: f64) -> f64 {
     let p = series.powers();
-    let v: Vec<f64> = idx
-        .filter(|&i| i < p.len() && (p[i].0 - b).abs() > band)
-        .map(|i| p[i].0)
-        .collect();
+    let v: Vec<f64> = idx.filter(|&i| i < p.len() && (p[i].0 - b).abs() > band).map(|i| p[i].0).collect();
     if v.is_empty() {
         fallback
     } else {
@@ -445,28 +381,20 @@ pub(crate) fn analyze_run_bounded(
     time_base: TimeBase,
 ) -> Result<RunEnergy, AnalysisError> {
     match detect(series, run, lower, split_start, baseline, cfg) {
-        Err(
-            AnalysisError::NoActivity { .. }
-            | AnalysisError::ActivityInProgress { .. }
-            | AnalysisError::ActivityEndsEarly { .. },
-        ) if time_base == TimeBase::Shared => nominal(series, run, baseline, cfg),
+        Err(AnalysisError::NoActivity { .. } | AnalysisError::ActivityInProgress { .. } | AnalysisError::ActivityEndsEarly { .. })
+            if time_base == TimeBase::Shared =>
+        {
+            nominal(series, run, baseline, cfg)
+        }
         other => other,
     }
 }
 
 /// The run over its host window `[first_submit, last_complete)`, edge samples shared in proportion.
-fn nominal(
-    series: &PowerSeries,
-    run: &RunInfo,
-    baseline: &Baseline,
-    cfg: &RunDetectConfig,
-) -> Result<RunEnergy, AnalysisError> {
+fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
     let (start, end) = (run.first_submit.0, run.last_complete.0);
     let p = series.powers();
-    let (from_level, to_level) = (
-        p[sample_at(series, start)].0,
-        p[sample_at(series, (end - 1).max(start))].0,
-    );
+    let (from_level, to_level) = (p[sample_at(series, start)].0, p[sample_at(series, (end - 1).max(start))].0);
     let (total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
     let b = baseline.median.0;
     let s = baseline.spread.0.max(cfg.min_spread.0);
@@ -501,9 +429,7 @@ fn nominal(
         efficiency_total: Efficiency::new(energy_total, run.bytes, run.ios),
         efficiency_above_idle: Efficiency::new(energy_above_idle, run.bytes, run.ios),
         datasheet_estimate,
-        datasheet_ratio: datasheet_estimate
-            .filter(|_| total > 0.0)
-            .map(|e| e.0 / total),
+        datasheet_ratio: datasheet_estimate.filter(|_| total > 0.0).map(|e| e.0 / total),
         sample_period: series.typical_period(),
         tail_cut: false,
         gap_samples,
@@ -530,23 +456,14 @@ fn detect(
     let band = cfg.k * s;
     let threshold = b + band;
     let period = series.typical_period();
-    let need = if period.0 == 0 {
-        1
-    } else {
-        cfg.min_duration.0.div_ceil(period.0).max(1) as usize
-    };
+    let need = if period.0 == 0 { 1 } else { cfg.min_duration.0.div_ceil(period.0).max(1) as usize };
     let ns = |d: Nanos| i64::try_from(d.0).unwrap_or(i64::MAX);
     let limit = run.next_run_start.map_or(i64::MAX, |x| x.0);
     let (first, last) = (run.first_submit.0, run.last_complete.0);
 
     // Start (§4 step 2), bounded below by the previous run.
     let (start, start_level, a, start_found) = if split_start {
-        (
-            first,
-            split_level(series, first),
-            sample_at(series, first),
-            StartFound::SplitAtFirstSubmit,
-        )
+        (first, split_level(series, first), sample_at(series, first), StartFound::SplitAtFirstSubmit)
     } else {
         let slack_from = first.saturating_sub(ns(cfg.start_slack));
         // Bounded by the previous run's end: the sample before the bound may hold the end of its
@@ -568,34 +485,20 @@ fn detect(
             }
         }
         let Some(a) = found else {
-            return Err(AnalysisError::NoActivity {
-                from_ns: lower,
-                to_ns: search_to,
-                threshold_w: threshold,
-                baseline_w: b,
-            });
+            return Err(AnalysisError::NoActivity { from_ns: lower, to_ns: search_to, threshold_w: threshold, baseline_w: b });
         };
         if a == i0 && i0 > 0 && !after_previous && p[i0 - 1].0 > threshold && t[i0 - 1].0 < lower {
-            return Err(AnalysisError::ActivityInProgress {
-                at_ns: lower,
-                watts: p[i0 - 1].0,
-                threshold_w: threshold,
-            });
+            return Err(AnalysisError::ActivityInProgress { at_ns: lower, watts: p[i0 - 1].0, threshold_w: threshold });
         }
         // Refine inside the edge windows: the energy above idle of the window before and of the
         // first active one, divided by the active level above idle, is the time the run was on in
         // them (a step from idle to the run's level; resolves far below one window).
         let level = level_of(series, a + 1..a + 4, b, band, p[a].0);
-        let lo = if a > 0 && hold_end(series, a - 1) > lower {
-            a - 1
-        } else {
-            a
-        };
+        let lo = if a > 0 && hold_end(series, a - 1) > lower { a - 1 } else { a };
         let mut excess = 0.0;
         for (j, tj) in t.iter().enumerate().take(a + 1).skip(lo) {
             let w0 = tj.0.max(lower);
-            let frac =
-                (hold_end(series, j) - w0) as f64 / (hold_end(series, j) - tj.0).max(1) as f64;
+            let frac = (hold_end(series, j) - w0) as f64 / (hold_end(series, j) - tj.0).max(1) as f64;
             excess += (series.sample_energy(j) - b * valid_s(series, j)) * frac;
         }
         let on_ns = (excess / (level - b) * 1e9).max(0.0);
@@ -632,13 +535,7 @@ fn detect(
     // Refine like the start: the energy above idle of the last active window (and of the window
     // after it, when that one ends before the next run) over the tail's own level.
     let refine_end = |last_out: usize| -> i64 {
-        let level = level_of(
-            series,
-            last_out.saturating_sub(3).max(a)..last_out,
-            b,
-            band,
-            p[last_out].0,
-        );
+        let level = level_of(series, last_out.saturating_sub(3).max(a)..last_out, b, band, p[last_out].0);
         let mut excess = series.sample_energy(last_out) - b * valid_s(series, last_out);
         let mut latest = hold_end(series, last_out);
         if last_out + 1 < n && hold_end(series, last_out + 1) <= limit {
@@ -673,11 +570,7 @@ fn detect(
     };
     let end = end.max(start);
     if end < last.saturating_sub(ns(cfg.end_slack)) {
-        return Err(AnalysisError::ActivityEndsEarly {
-            end_ns: end,
-            last_complete_ns: last,
-            slack_ns: ns(cfg.end_slack),
-        });
+        return Err(AnalysisError::ActivityEndsEarly { end_ns: end, last_complete_ns: last, slack_ns: ns(cfg.end_slack) });
     }
     let (total, gap_samples, gap_ns) = span_energy(series, start, start_level, end, b, end_split);
     let duration = Nanos(u64::try_from(end - start).unwrap_or(0));
@@ -686,22 +579,14 @@ fn detect(
     let energy_above_idle = Joules(total - b * valid);
     let bg_from = start.max(last);
     let energy_background = if bg_from < end {
-        let from_level = if bg_from == start {
-            start_level
-        } else {
-            p[sample_at(series, bg_from)].0
-        };
+        let from_level = if bg_from == start { start_level } else { p[sample_at(series, bg_from)].0 };
         let (e, _, g) = span_energy(series, bg_from, from_level, end, b, end_split);
         Joules(e - b * ((end - bg_from) as f64 - g).max(0.0) * 1e-9)
     } else {
         Joules(0.0)
     };
-    let datasheet_estimate = run
-        .datasheet_active
-        .map(|w| w.times(run.last_complete.since(run.first_submit)));
-    let datasheet_ratio = datasheet_estimate
-        .filter(|_| energy_total.0 > 0.0)
-        .map(|e| e.0 / energy_total.0);
+    let datasheet_estimate = run.datasheet_active.map(|w| w.times(run.last_complete.since(run.first_submit)));
+    let datasheet_ratio = datasheet_estimate.filter(|_| energy_total.0 > 0.0).map(|e| e.0 / energy_total.0);
     Ok(RunEnergy {
         run: *run,
         start: UnixNanos(start),
@@ -726,10 +611,6 @@ fn detect(
         gap_samples,
         gap_duration: Nanos(gap_ns.round() as u64),
         baseline_source: BaselineSource::IdleWindow,
-        activity_end: UnixNanos(if tail_cut {
-            end
-        } else {
-            hold_end(series, last_out).max(end)
-        }),
+        activity_end: UnixNanos(if tail_cut { end } else { hold_end(series, last_out).max(end) }),
     })
 }

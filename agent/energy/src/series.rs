@@ -25,42 +25,24 @@ impl PowerSeries {
     /// Build from parallel vectors, checking order and finiteness.
     pub fn new(t: Vec<UnixNanos>, p: Vec<Watts>) -> Result<Self, AnalysisError> {
         if t.len() != p.len() {
-            return Err(AnalysisError::LengthMismatch {
-                len: t.len(),
-                powers: p.len(),
-            });
+            return Err(AnalysisError::LengthMismatch { len: t.len(), powers: p.len() });
         }
         if t.is_empty() {
             return Err(AnalysisError::EmptySeries);
         }
         for i in 0..t.len() {
             if !p[i].0.is_finite() {
-                return Err(AnalysisError::NotFinite {
-                    index: i,
-                    watts: p[i].0,
-                });
+                return Err(AnalysisError::NotFinite { index: i, watts: p[i].0 });
             }
             if i > 0 && t[i] <= t[i - 1] {
-                return Err(AnalysisError::NotIncreasing {
-                    index: i,
-                    t_ns: t[i].0,
-                    previous_ns: t[i - 1].0,
-                });
+                return Err(AnalysisError::NotIncreasing { index: i, t_ns: t[i].0, previous_ns: t[i - 1].0 });
             }
         }
-        Ok(PowerSeries {
-            t,
-            p,
-            e: Vec::new(),
-            gaps: Vec::new(),
-            gap_ns: Vec::new(),
-        })
+        Ok(PowerSeries { t, p, e: Vec::new(), gaps: Vec::new(), gap_ns: Vec::new() })
     }
 
     /// Build from `(time, power)` pairs.
-    pub fn from_samples(
-        samples: impl IntoIterator<Item = (UnixNanos, Watts)>,
-    ) -> Result<Self, AnalysisError> {
+    pub fn from_samples(samples: impl IntoIterator<Item = (UnixNanos, Watts)>) -> Result<Self, AnalysisError> {
         let (t, p) = samples.into_iter().unzip();
         PowerSeries::new(t, p)
     }
@@ -74,13 +56,8 @@ impl PowerSeries {
     /// Like [`from_windows`](Self::from_windows), knowing the window length: a stretch of windows
     /// that were all gap (absent from `windows`) becomes gap time and gap samples of the window
     /// before it, counted at that window's sample period.
-    pub fn from_windows_of(
-        start: UnixNanos,
-        windows: &[PowerWindow],
-        window: Option<Nanos>,
-    ) -> Result<Self, AnalysisError> {
-        let mut s =
-            PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))?;
+    pub fn from_windows_of(start: UnixNanos, windows: &[PowerWindow], window: Option<Nanos>) -> Result<Self, AnalysisError> {
+        let mut s = PowerSeries::from_samples(windows.iter().map(|w| (start.plus(w.offset), w.mean)))?;
         let n = windows.len();
         s.e = windows.iter().map(|w| w.energy.0).collect();
         s.gaps = Vec::with_capacity(n);
@@ -92,34 +69,21 @@ impl PowerSeries {
             } else {
                 w.span.0 as f64 * w.samples as f64 / (w.samples + w.gap_samples).max(1) as f64
             };
-            let period = if w.samples > 0 {
-                valid / w.samples as f64
-            } else {
-                0.0
-            };
+            let period = if w.samples > 0 { valid / w.samples as f64 } else { 0.0 };
             let missing_ns = match (window, windows.get(i + 1)) {
                 (Some(len), Some(next)) => next.offset.0.saturating_sub(w.offset.0 + len.0) as f64,
                 _ => 0.0,
             };
-            let missing = if period > 0.0 {
-                (missing_ns / period).round() as u64
-            } else {
-                0
-            };
+            let missing = if period > 0.0 { (missing_ns / period).round() as u64 } else { 0 };
             s.gaps.push(w.gap_samples + missing);
-            s.gap_ns
-                .push((period * w.gap_samples as f64 + missing_ns).round() as u64);
+            s.gap_ns.push((period * w.gap_samples as f64 + missing_ns).round() as u64);
         }
         Ok(s)
     }
 
     /// The summary's windows as a series; a trace without a UTC start is anchored at 0.
     pub fn from_trace(summary: &TraceSummary) -> Result<Self, AnalysisError> {
-        PowerSeries::from_windows_of(
-            summary.start.unwrap_or(UnixNanos(0)),
-            &summary.windows,
-            Some(summary.window),
-        )
+        PowerSeries::from_windows_of(summary.start.unwrap_or(UnixNanos(0)), &summary.windows, Some(summary.window))
     }
 
     pub fn len(&self) -> usize {
@@ -161,11 +125,7 @@ impl PowerSeries {
 
     /// Median spacing between samples (0 for a single sample).
     pub fn typical_period(&self) -> Nanos {
-        let d: Vec<f64> = self
-            .t
-            .windows(2)
-            .map(|w| (w[1].0 - w[0].0) as f64)
-            .collect();
+        let d: Vec<f64> = self.t.windows(2).map(|w| (w[1].0 - w[0].0) as f64).collect();
         Nanos(crate::stats::median(&d).unwrap_or(0.0) as u64)
     }
 
@@ -205,11 +165,7 @@ impl PowerSeries {
 
     /// Energy of the samples whose timestamps lie in `[from, to)`.
     pub fn energy_between(&self, from: UnixNanos, to: UnixNanos) -> Joules {
-        self.energy_idx(
-            self.index_at_or_after(from),
-            self.index_at_or_after(to),
-            Watts(0.0),
-        )
+        self.energy_idx(self.index_at_or_after(from), self.index_at_or_after(to), Watts(0.0))
     }
 
     /// Powers of the samples whose timestamps lie in `[from, to)`.
@@ -226,25 +182,17 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert_eq!(
-            PowerSeries::new(vec![], vec![]),
-            Err(AnalysisError::EmptySeries)
-        );
+        assert_eq!(PowerSeries::new(vec![], vec![]), Err(AnalysisError::EmptySeries));
         assert!(matches!(
             PowerSeries::from_samples([(UnixNanos(1), Watts(1.0)), (UnixNanos(1), Watts(1.0))]),
             Err(AnalysisError::NotIncreasing { index: 1, .. })
         ));
-        assert!(matches!(
-            PowerSeries::from_samples([(UnixNanos(1), Watts(f64::NAN))]),
-            Err(AnalysisError::NotFinite { index: 0, .. })
-        ));
+        assert!(matches!(PowerSeries::from_samples([(UnixNanos(1), Watts(f64::NAN))]), Err(AnalysisError::NotFinite { index: 0, .. })));
     }
 
     #[test]
     fn constant_two_watts_for_one_and_a_half_seconds() {
-        let s =
-            PowerSeries::from_samples((0..1500).map(|i| (UnixNanos(i * 1_000_000), Watts(2.0))))
-                .unwrap_or_default();
+        let s = PowerSeries::from_samples((0..1500).map(|i| (UnixNanos(i * 1_000_000), Watts(2.0)))).unwrap_or_default();
         let e = s.energy_between(UnixNanos(0), UnixNanos(i64::MAX));
         assert!((e.0 - 3.0).abs() < 3.0 * 1e-12, "{e}");
         assert_eq!(s.end_time(), UnixNanos(1_500_000_000));

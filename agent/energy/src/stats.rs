@@ -109,14 +109,8 @@ mod tests {
 
     #[test]
     fn spearman_monotone_ties_constant() {
-        assert_eq!(
-            spearman(&[1.0, 2.0, 3.0, 4.0], &[1.0, 4.0, 9.0, 16.0]),
-            Some(1.0)
-        );
-        assert_eq!(
-            spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]),
-            Some(-1.0)
-        );
+        assert_eq!(spearman(&[1.0, 2.0, 3.0, 4.0], &[1.0, 4.0, 9.0, 16.0]), Some(1.0));
+        assert_eq!(spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]), Some(-1.0));
         assert_eq!(spearman(&[1.0, 2.0, 3.0], &[5.0, 5.0, 5.0]), None);
         let r = spearman(&[1.0, 2.0, 3.0, 4.0], &[1.0, 1.0, 2.0, 3.0]).unwrap_or_default();
         assert!(r > 0.9 && r < 1.0, "{r}");

@@ -63,11 +63,7 @@ fn constant_two_watts_for_one_and_a_half_seconds_is_three_joules_raw_f32() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bytes: Vec<u8> = (0..1500).flat_map(|_| 0.25f32.to_le_bytes()).collect();
     let data = write_file(dir.path(), "const.f32", &bytes);
-    write_file(
-        dir.path(),
-        "const.f32.json",
-        br#"{"format": "f32le", "sample_rate_hz": 1000, "shunt_ohms": 0.5, "supply_volts": 4.25}"#,
-    );
+    write_file(dir.path(), "const.f32.json", br#"{"format": "f32le", "sample_rate_hz": 1000, "shunt_ohms": 0.5, "supply_volts": 4.25}"#);
     let sc = Sidecar::find_beside(&data).expect("sidecar");
     let s = integrate_raw(&data, &sc, Nanos::from_millis(100)).expect("integrate");
     assert!(rel(s.energy.0, 3.0) < 1e-12, "{}", s.energy);
@@ -108,12 +104,8 @@ fn csv_in_milliseconds_with_origin_and_no_header() {
         csv.push_str(&format!("{};2.5e-1\r\n", i));
     }
     let p = write_file(dir.path(), "ms.csv", csv.as_bytes());
-    let opts = CsvOptions {
-        time_unit: TimeUnit::Millis,
-        time_origin: Some(UnixNanos(1_700_000_000 * S)),
-        window: Nanos::from_millis(10),
-        ..CsvOptions::default()
-    };
+    let opts =
+        CsvOptions { time_unit: TimeUnit::Millis, time_origin: Some(UnixNanos(1_700_000_000 * S)), window: Nanos::from_millis(10), ..CsvOptions::default() };
     let s = integrate_csv(&p, circuit(), &opts).expect("integrate");
     assert!(rel(s.energy.0, 3.0) < 1e-12);
     assert_eq!(s.start, Some(UnixNanos(1_700_000_000 * S)));
@@ -148,17 +140,8 @@ fn raw_i16_with_scale_and_offset_and_header_bytes() {
 
 #[test]
 fn streaming_integrator_keeps_constant_memory_and_matches_the_oneshot_total() {
-    let mut it = FixedRateIntegrator::new(
-        circuit(),
-        SampleFormat::F32le,
-        Volts(1.0),
-        Hertz(1e6),
-        Nanos::from_millis(1),
-    )
-    .expect("integrator");
-    let chunk: Vec<u8> = (0..65_536)
-        .flat_map(|i| (0.2f32 + (i % 100) as f32 * 1e-3).to_le_bytes())
-        .collect();
+    let mut it = FixedRateIntegrator::new(circuit(), SampleFormat::F32le, Volts(1.0), Hertz(1e6), Nanos::from_millis(1)).expect("integrator");
+    let chunk: Vec<u8> = (0..65_536).flat_map(|i| (0.2f32 + (i % 100) as f32 * 1e-3).to_le_bytes()).collect();
     let mut windows = 0usize;
     let mut expected = 0.0f64;
     for _ in 0..40 {
@@ -175,22 +158,13 @@ fn streaming_integrator_keeps_constant_memory_and_matches_the_oneshot_total() {
     let s = it.finish(None);
     windows += s.windows.len();
     assert_eq!(windows, (40 * 65_536usize).div_ceil(1000));
-    assert!(
-        rel(s.energy.0, expected) < 1e-9,
-        "{} vs {expected}",
-        s.energy
-    );
+    assert!(rel(s.energy.0, expected) < 1e-9, "{} vs {expected}", s.energy);
     assert!(s.min_power.0 < s.mean_power.0 && s.mean_power.0 < s.max_power.0);
 }
 
 #[test]
 fn fixture_scope_csv_semicolon_decimal_comma_is_two_joules() {
-    let s = integrate_csv(
-        fixtures().join("scope-semicolon-2J.csv"),
-        circuit(),
-        &CsvOptions::default(),
-    )
-    .expect("integrate");
+    let s = integrate_csv(fixtures().join("scope-semicolon-2J.csv"), circuit(), &CsvOptions::default()).expect("integrate");
     assert!(rel(s.energy.0, 2.0) < 1e-12, "{}", s.energy);
     assert_eq!(s.samples, 1000);
 }
@@ -203,19 +177,9 @@ fn fixture_i16_step_energy_and_boundaries() {
     assert!(rel(s.energy.0, 2.546875) < 1e-12, "{}", s.energy);
     let series = PowerSeries::from_trace(&s).expect("series");
     let t0 = 1_700_000_000 * S;
-    let run = RunInfo {
-        first_submit: UnixNanos(t0 + S),
-        last_complete: UnixNanos(t0 + 1500 * MS),
-        bytes: 0,
-        ios: 0,
-        next_run_start: None,
-        datasheet_active: None,
-    };
-    let cfg = RunDetectConfig {
-        baseline_window: Nanos::from_millis(900),
-        hold: Nanos::from_millis(400),
-        ..RunDetectConfig::default()
-    };
+    let run =
+        RunInfo { first_submit: UnixNanos(t0 + S), last_complete: UnixNanos(t0 + 1500 * MS), bytes: 0, ios: 0, next_run_start: None, datasheet_active: None };
+    let cfg = RunDetectConfig { baseline_window: Nanos::from_millis(900), hold: Nanos::from_millis(400), ..RunDetectConfig::default() };
     let r = analyze_run(&series, &run, &cfg).expect("analyze");
     assert_eq!(r.start, UnixNanos(t0 + S));
     assert_eq!(r.end, UnixNanos(t0 + 1500 * MS));
@@ -229,13 +193,7 @@ fn fixture_i16_step_energy_and_boundaries() {
 
 /// Idle 1.0 W ± 0.05, 3.0 W ± 0.05 for [2.000, 3.000) s, 1 kHz, 6 s.
 fn step_series() -> PowerSeries {
-    series(6000, 0.05, 7, |t| {
-        if (2 * S..3 * S).contains(&t) {
-            3.0
-        } else {
-            1.0
-        }
-    })
+    series(6000, 0.05, 7, |t| if (2 * S..3 * S).contains(&t) { 3.0 } else { 1.0 })
 }
 
 fn step_run() -> RunInfo {
@@ -259,25 +217,13 @@ fn step_from_idle_is_found_within_one_sample() {
     assert!((r.end.0 - 3 * S).abs() <= MS, "end {}", r.end);
     assert!((r.baseline.median.0 - 1.0).abs() < 0.01, "{:?}", r.baseline);
     // uniform ±0.05: σ = 0.0289, 1.4826·MAD ≈ 1.4826 · 0.025 = 0.037
-    assert!(
-        (r.baseline.spread.0 - 0.037).abs() < 0.006,
-        "{:?}",
-        r.baseline
-    );
+    assert!((r.baseline.spread.0 - 0.037).abs() < 0.006, "{:?}", r.baseline);
     assert_eq!(r.baseline.samples, 1000); // [0.95, 1.95) s
     assert!(rel(r.energy_total.0, 3.0) < 1e-3, "{}", r.energy_total);
-    assert!(
-        rel(r.energy_above_idle.0, 2.0) < 1e-3,
-        "{}",
-        r.energy_above_idle
-    );
+    assert!(rel(r.energy_above_idle.0, 2.0) < 1e-3, "{}", r.energy_above_idle);
     assert!(rel(r.mean_power.0, 3.0) < 1e-3);
     // Refined inside the edge samples from their energy above idle (±0.05 W noise on a 2 W step).
-    assert!(
-        (r.duration.0 as i64 - S).abs() <= 100_000,
-        "{:?}",
-        r.duration
-    );
+    assert!((r.duration.0 as i64 - S).abs() <= 100_000, "{:?}", r.duration);
     assert!(r.background_duration.0 <= MS as u64);
     assert!(r.energy_background.0.abs() < 0.01);
     // J/IO, J/MiB and J/MB from the total energy
@@ -296,17 +242,9 @@ fn step_from_idle_is_found_within_one_sample() {
 fn step_is_found_when_the_host_clock_is_a_bit_off() {
     let s = step_series();
     for skew in [-20 * MS, -3 * MS, 4 * MS, 30 * MS] {
-        let run = RunInfo {
-            first_submit: UnixNanos(2 * S + skew),
-            last_complete: UnixNanos(3 * S + skew),
-            ..step_run()
-        };
+        let run = RunInfo { first_submit: UnixNanos(2 * S + skew), last_complete: UnixNanos(3 * S + skew), ..step_run() };
         let r = analyze_run(&s, &run, &RunDetectConfig::default()).expect("analyze");
-        assert!(
-            (r.start.0 - 2 * S).abs() <= MS,
-            "skew {skew}: start {}",
-            r.start
-        );
+        assert!((r.start.0 - 2 * S).abs() <= MS, "skew {skew}: start {}", r.start);
         assert!((r.end.0 - 3 * S).abs() <= MS, "skew {skew}: end {}", r.end);
     }
 }
@@ -324,10 +262,7 @@ fn short_spikes_are_not_a_start() {
             1.0
         }
     });
-    let run = RunInfo {
-        first_submit: UnixNanos(1900 * MS),
-        ..step_run()
-    };
+    let run = RunInfo { first_submit: UnixNanos(1900 * MS), ..step_run() };
     let cfg = RunDetectConfig {
         min_duration: Nanos::from_millis(3),
         start_slack: Nanos::from_millis(150),
@@ -346,11 +281,7 @@ fn step_in_a_100khz_shunt_trace_through_the_whole_pipeline() {
     let mut noise = Noise(11);
     let bytes: Vec<u8> = (0..5 * fs)
         .flat_map(|i| {
-            let v = if (2 * fs..3 * fs).contains(&i) {
-                0.25
-            } else {
-                0.125
-            };
+            let v = if (2 * fs..3 * fs).contains(&i) { 0.25 } else { 0.125 };
             ((v + noise.next(0.002)) as f32).to_le_bytes()
         })
         .collect();
@@ -364,21 +295,11 @@ fn step_in_a_100khz_shunt_trace_through_the_whole_pipeline() {
     let sc = Sidecar::load(side).expect("sidecar");
     let s = integrate_raw(&data, &sc, DEFAULT_WINDOW).expect("integrate");
     let expected = 4.0 * 1.03125 + 2.0;
-    assert!(
-        rel(s.energy.0, expected) < 1e-3,
-        "{} vs {expected}",
-        s.energy
-    );
+    assert!(rel(s.energy.0, expected) < 1e-3, "{} vs {expected}", s.energy);
     let series = PowerSeries::from_trace(&s).expect("series");
     let t0 = 1_000_000_000_000i64;
-    let run = RunInfo {
-        first_submit: UnixNanos(t0 + 2 * S),
-        last_complete: UnixNanos(t0 + 3 * S),
-        bytes: 0,
-        ios: 0,
-        next_run_start: None,
-        datasheet_active: None,
-    };
+    let run =
+        RunInfo { first_submit: UnixNanos(t0 + 2 * S), last_complete: UnixNanos(t0 + 3 * S), bytes: 0, ios: 0, next_run_start: None, datasheet_active: None };
     let r = analyze_run(&series, &run, &RunDetectConfig::default()).expect("analyze");
     assert!((r.start.0 - (t0 + 2 * S)).abs() <= MS, "start {}", r.start);
     assert!((r.end.0 - (t0 + 3 * S)).abs() <= MS, "end {}", r.end);
@@ -393,10 +314,7 @@ fn tail_cut_by_the_next_run_is_interference() {
         t if (3 * S..5 * S).contains(&t) => 1.6,
         _ => 1.0,
     });
-    let run = RunInfo {
-        next_run_start: Some(UnixNanos(4 * S)),
-        ..step_run()
-    };
+    let run = RunInfo { next_run_start: Some(UnixNanos(4 * S)), ..step_run() };
     let r = analyze_run(&s, &run, &RunDetectConfig::default()).expect("analyze");
     assert_eq!(r.end_found, EndFound::NextRunStarted);
     assert!(r.interference());
@@ -410,13 +328,7 @@ fn tail_cut_by_the_next_run_is_interference() {
 
 #[test]
 fn trace_too_short_for_hold_says_so() {
-    let s = series(3500, 0.05, 5, |t| {
-        if (2 * S..3 * S).contains(&t) {
-            3.0
-        } else {
-            1.0
-        }
-    });
+    let s = series(3500, 0.05, 5, |t| if (2 * S..3 * S).contains(&t) { 3.0 } else { 1.0 });
     let r = analyze_run(&s, &step_run(), &RunDetectConfig::default()).expect("analyze");
     assert_eq!(r.end_found, EndFound::TraceEnded);
     assert!((r.end.0 - 3 * S).abs() <= MS);
@@ -426,56 +338,19 @@ fn trace_too_short_for_hold_says_so() {
 fn a_run_invisible_in_power_gets_no_energy_and_says_why() {
     let s = series(6000, 0.05, 5, |_| 1.0);
     let e = analyze_run(&s, &step_run(), &RunDetectConfig::default()).expect_err("no activity");
-    assert!(
-        matches!(
-            e,
-            AnalysisError::NoActivity {
-                from_ns: 1_950_000_000,
-                to_ns: 2_050_000_000,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    assert!(
-        e.to_string()
-            .starts_with("activity not found in the trace: no power above"),
-        "{e}"
-    );
+    assert!(matches!(e, AnalysisError::NoActivity { from_ns: 1_950_000_000, to_ns: 2_050_000_000, .. }), "{e}");
+    assert!(e.to_string().starts_with("activity not found in the trace: no power above"), "{e}");
 }
 
 #[test]
 fn analysis_errors_name_the_problem() {
     let s = series(1000, 0.05, 5, |_| 1.0);
-    let late = RunInfo {
-        first_submit: UnixNanos(2 * S),
-        ..step_run()
-    };
-    assert!(matches!(
-        analyze_run(&s, &late, &RunDetectConfig::default()),
-        Err(AnalysisError::RunOutsideTrace { .. })
-    ));
-    let early = RunInfo {
-        first_submit: UnixNanos(5 * MS),
-        last_complete: UnixNanos(500 * MS),
-        ..step_run()
-    };
+    let late = RunInfo { first_submit: UnixNanos(2 * S), ..step_run() };
+    assert!(matches!(analyze_run(&s, &late, &RunDetectConfig::default()), Err(AnalysisError::RunOutsideTrace { .. })));
+    let early = RunInfo { first_submit: UnixNanos(5 * MS), last_complete: UnixNanos(500 * MS), ..step_run() };
     let e = analyze_run(&s, &early, &RunDetectConfig::default()).expect_err("no baseline");
-    assert!(
-        matches!(
-            e,
-            AnalysisError::NotEnoughBaseline {
-                found: 0,
-                needed: 10,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    let bad = RunDetectConfig {
-        k: -1.0,
-        ..RunDetectConfig::default()
-    };
+    assert!(matches!(e, AnalysisError::NotEnoughBaseline { found: 0, needed: 10, .. }), "{e}");
+    let bad = RunDetectConfig { k: -1.0, ..RunDetectConfig::default() };
     let e = analyze_run(&step_series(), &step_run(), &bad).expect_err("bad k");
     assert!(e.to_string().starts_with("k:"), "{e}");
 }
@@ -493,18 +368,10 @@ fn run_with_tail(tail_ms: i64, seed: u64) -> RunEnergy {
     });
     let r = analyze_run(&s, &step_run(), &RunDetectConfig::default()).expect("analyze");
     assert_eq!(r.end_found, EndFound::ReturnedToIdle);
-    assert!(
-        (r.background_duration.0 as i64 - tail_ms * MS).abs() <= MS,
-        "tail {tail_ms} ms measured {}",
-        r.background_duration
-    );
+    assert!((r.background_duration.0 as i64 - tail_ms * MS).abs() <= MS, "tail {tail_ms} ms measured {}", r.background_duration);
     // tail energy above idle: 0.6 W × tail (noise averages out to well under 1 %)
     let expected = 0.6 * tail_ms as f64 / 1000.0;
-    assert!(
-        (r.energy_background.0 - expected).abs() <= 0.01 * expected.max(0.01),
-        "{} vs {expected}",
-        r.energy_background
-    );
+    assert!((r.energy_background.0 - expected).abs() <= 0.01 * expected.max(0.01), "{} vs {expected}", r.energy_background);
     r
 }
 
@@ -514,14 +381,7 @@ fn experiment(tail_ms: impl Fn(f64) -> i64) -> Vec<ValueRuns> {
         .enumerate()
         .map(|(i, &v)| ValueRuns {
             value: v,
-            runs: (0..3)
-                .map(|rep| {
-                    BackgroundObservation::from(&run_with_tail(
-                        tail_ms(v),
-                        (i * 3 + rep) as u64 + 1,
-                    ))
-                })
-                .collect(),
+            runs: (0..3).map(|rep| BackgroundObservation::from(&run_with_tail(tail_ms(v), (i * 3 + rep) as u64 + 1))).collect(),
         })
         .collect()
 }
@@ -546,10 +406,7 @@ fn small_tail_of_three_hundred_milliseconds() {
     let v = experiment(|_| 300);
     let pause = recommend_pause_for_value(&v[0].runs, IoMix::WithWrites, &PauseConfig::default());
     assert!((pause.0 as i64 - 450 * MS).abs() <= 2 * MS, "{pause}");
-    assert_eq!(
-        recommend_pause_for_value(&v[0].runs, IoMix::ReadOnly, &PauseConfig::default()),
-        Nanos::from_millis(100)
-    );
+    assert_eq!(recommend_pause_for_value(&v[0].runs, IoMix::ReadOnly, &PauseConfig::default()), Nanos::from_millis(100));
 }
 
 #[test]
@@ -578,80 +435,30 @@ fn no_tail_is_none() {
 #[test]
 fn csv_bad_number_names_file_line_and_column() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let p = write_file(
-        dir.path(),
-        "bad.csv",
-        b"time,V\n0.000,0.25\n0.001,0.25\n0.002,0.2x5\n0.003,0.25\n",
-    );
+    let p = write_file(dir.path(), "bad.csv", b"time,V\n0.000,0.25\n0.001,0.25\n0.002,0.2x5\n0.003,0.25\n");
     let e = integrate_csv(&p, circuit(), &CsvOptions::default()).expect_err("bad number");
     let msg = e.to_string();
-    assert!(
-        matches!(
-            e,
-            TraceError::Parse {
-                line: 4,
-                column: 2,
-                ..
-            }
-        ),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("bad.csv:4:") && msg.contains("column 2 (V_shunt)") && msg.contains("0.2x5"),
-        "{msg}"
-    );
+    assert!(matches!(e, TraceError::Parse { line: 4, column: 2, .. }), "{msg}");
+    assert!(msg.contains("bad.csv:4:") && msg.contains("column 2 (V_shunt)") && msg.contains("0.2x5"), "{msg}");
 
     let p = write_file(dir.path(), "badtime.csv", b"0.000,0.25\n1.0.0,0.25\n");
     let e = integrate_csv(&p, circuit(), &CsvOptions::default()).expect_err("bad time");
-    assert!(
-        matches!(
-            e,
-            TraceError::Parse {
-                line: 2,
-                column: 1,
-                column_name: "time",
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, TraceError::Parse { line: 2, column: 1, column_name: "time", .. }), "{e}");
 
     let p = write_file(dir.path(), "short.csv", b"0.000,0.25\n0.001\n");
     let e = integrate_csv(&p, circuit(), &CsvOptions::default()).expect_err("missing column");
-    assert!(
-        matches!(
-            e,
-            TraceError::MissingColumn {
-                line: 2,
-                needed: 2,
-                found: 1,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, TraceError::MissingColumn { line: 2, needed: 2, found: 1, .. }), "{e}");
 
     let p = write_file(dir.path(), "back.csv", b"0.002,0.25\n0.001,0.25\n");
     let e = integrate_csv(&p, circuit(), &CsvOptions::default()).expect_err("backwards");
-    assert!(
-        matches!(e, TraceError::TimeBackwards { line: 2, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, TraceError::TimeBackwards { line: 2, .. }), "{e}");
 
     let p = write_file(dir.path(), "empty.csv", b"# nothing\ntime,V\n");
     let e = integrate_csv(&p, circuit(), &CsvOptions::default()).expect_err("empty");
     assert!(matches!(e, TraceError::Empty { .. }), "{e}");
 
-    let e = integrate_csv(
-        dir.path().join("absent.csv"),
-        circuit(),
-        &CsvOptions::default(),
-    )
-    .expect_err("absent");
-    assert!(
-        matches!(e, TraceError::Io { .. }) && e.to_string().contains("absent.csv"),
-        "{e}"
-    );
+    let e = integrate_csv(dir.path().join("absent.csv"), circuit(), &CsvOptions::default()).expect_err("absent");
+    assert!(matches!(e, TraceError::Io { .. }) && e.to_string().contains("absent.csv"), "{e}");
 }
 
 #[test]
@@ -664,23 +471,8 @@ fn csv_line_numbers_survive_block_boundaries() {
     }
     writeln!(f, "1.000000,oops").expect("write");
     drop(f);
-    let e = integrate_csv(
-        dir.path().join("big.csv"),
-        circuit(),
-        &CsvOptions::default(),
-    )
-    .expect_err("bad");
-    assert!(
-        matches!(
-            e,
-            TraceError::Parse {
-                line: 100_001,
-                column: 2,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    let e = integrate_csv(dir.path().join("big.csv"), circuit(), &CsvOptions::default()).expect_err("bad");
+    assert!(matches!(e, TraceError::Parse { line: 100_001, column: 2, .. }), "{e}");
 }
 
 #[test]
@@ -695,63 +487,30 @@ fn sidecar_problems_name_file_and_every_key() {
     for k in ["format", "shunt_ohms", "shunt_ohm"] {
         assert!(keys.contains(&k), "{k} missing from {msg}");
     }
-    assert!(
-        msg.contains("bad-sidecar.json") && msg.contains("key `shunt_ohms`: missing"),
-        "{msg}"
-    );
+    assert!(msg.contains("bad-sidecar.json") && msg.contains("key `shunt_ohms`: missing"), "{msg}");
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let p = write_file(
-        dir.path(),
-        "noscale.toml",
-        b"format = \"i16le\"\nsample_rate_hz = 1e3\nshunt_ohms = 0.1\nsupply_volts = 0\n",
-    );
+    let p = write_file(dir.path(), "noscale.toml", b"format = \"i16le\"\nsample_rate_hz = 1e3\nshunt_ohms = 0.1\nsupply_volts = 0\n");
     let msg = Sidecar::load(&p).expect_err("no scale").to_string();
-    assert!(
-        msg.contains("noscale.toml") && msg.contains("key `scale`: missing"),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("key `supply_volts`: must be a finite number > 0"),
-        "{msg}"
-    );
+    assert!(msg.contains("noscale.toml") && msg.contains("key `scale`: missing"), "{msg}");
+    assert!(msg.contains("key `supply_volts`: must be a finite number > 0"), "{msg}");
 
     let p = write_file(dir.path(), "syntax.json", b"{\"format\": ");
     let e = Sidecar::load(&p).expect_err("syntax");
-    assert!(
-        matches!(e, TraceError::SidecarSyntax { .. }) && e.to_string().contains("syntax.json"),
-        "{e}"
-    );
+    assert!(matches!(e, TraceError::SidecarSyntax { .. }) && e.to_string().contains("syntax.json"), "{e}");
 
     let e = Sidecar::find_beside(dir.path().join("lonely.f32")).expect_err("no sidecar");
-    assert!(
-        matches!(e, TraceError::NoSidecar { .. }) && e.to_string().contains("lonely.json"),
-        "{e}"
-    );
+    assert!(matches!(e, TraceError::NoSidecar { .. }) && e.to_string().contains("lonely.json"), "{e}");
 }
 
 #[test]
 fn raw_trace_with_a_partial_sample_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = write_file(dir.path(), "odd.f32", &[0u8; 10]);
-    let sc = Sidecar::parse(
-        r#"{"format": "f32le", "sample_rate_hz": 10, "shunt_ohms": 1, "supply_volts": 5}"#,
-        SidecarSyntax::Json,
-        Path::new("inline.json"),
-    )
-    .expect("sidecar");
+    let sc = Sidecar::parse(r#"{"format": "f32le", "sample_rate_hz": 10, "shunt_ohms": 1, "supply_volts": 5}"#, SidecarSyntax::Json, Path::new("inline.json"))
+        .expect("sidecar");
     let e = integrate_raw(&data, &sc, DEFAULT_WINDOW).expect_err("truncated");
-    assert!(
-        matches!(
-            e,
-            TraceError::TruncatedSample {
-                bytes: 10,
-                sample_bytes: 4,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, TraceError::TruncatedSample { bytes: 10, sample_bytes: 4, .. }), "{e}");
     assert!(e.to_string().contains("odd.f32"));
 }
 

@@ -33,8 +33,7 @@ enum Format {
 
 /// Write the trace in `format` under `dir` and import it like `trace import` (1 ms windows).
 fn import(trace: &Trace, format: Format, dir: &Path) -> (PowerSeries, Box<dyn FineSamples>) {
-    let circuit =
-        ShuntCircuit::new(Ohms(trace.shunt_ohms), Volts(trace.supply_volts)).expect("circuit");
+    let circuit = ShuntCircuit::new(Ohms(trace.shunt_ohms), Volts(trace.supply_volts)).expect("circuit");
     let summary: (TraceSummary, Box<dyn FineSamples>) = match format {
         Format::Csv => {
             let path = dir.join("trace.csv");
@@ -45,65 +44,32 @@ fn import(trace: &Trace, format: Format, dir: &Path) -> (PowerSeries, Box<dyn Fi
             }
             f.flush().expect("flush");
             drop(f);
-            let opts = CsvOptions {
-                time_origin: Some(UnixNanos(T0)),
-                ..Default::default()
-            };
+            let opts = CsvOptions { time_origin: Some(UnixNanos(T0)), ..Default::default() };
             let summary = integrate_csv(&path, circuit, &opts).expect("csv import");
-            (
-                summary,
-                Box::new(CsvSamples {
-                    path,
-                    circuit,
-                    options: opts,
-                }) as Box<dyn FineSamples>,
-            )
+            (summary, Box::new(CsvSamples { path, circuit, options: opts }) as Box<dyn FineSamples>)
         }
         Format::F32 | Format::I16 => {
             let path = dir.join("trace.bin");
             let (name, scale, bytes): (&str, f64, Vec<u8>) = if format == Format::F32 {
-                (
-                    "f32le",
-                    1.0,
-                    trace
-                        .volts
-                        .iter()
-                        .flat_map(|v| (*v as f32).to_le_bytes())
-                        .collect(),
-                )
+                ("f32le", 1.0, trace.volts.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect())
             } else {
                 // i16 has no NaN: a gap is written as the most negative count and flagged by the
                 // generator; here gaps are rare, so they are written as that count and counted
                 // as data (the test then expects no gaps for i16).
                 let scale = 1.0 / 65536.0;
-                (
-                    "i16le",
-                    scale,
-                    trace
-                        .volts
-                        .iter()
-                        .flat_map(|v| ((v / scale).round() as i16).to_le_bytes())
-                        .collect(),
-                )
+                ("i16le", scale, trace.volts.iter().flat_map(|v| ((v / scale).round() as i16).to_le_bytes()).collect())
             };
             std::fs::write(&path, bytes).expect("write raw");
             let sidecar = format!(
                 "format = \"{name}\"\nsample_rate_hz = {}\nshunt_ohms = {}\nsupply_volts = {}\nscale = {scale:e}\nstart_time_utc_ns = {T0}\n",
                 trace.rate, trace.shunt_ohms, trace.supply_volts
             );
-            let sc = Sidecar::parse(&sidecar, SidecarSyntax::Toml, &dir.join("trace.toml"))
-                .expect("sidecar");
+            let sc = Sidecar::parse(&sidecar, SidecarSyntax::Toml, &dir.join("trace.toml")).expect("sidecar");
             let summary = integrate_raw(&path, &sc, DEFAULT_WINDOW).expect("raw import");
-            (
-                summary,
-                Box::new(RawSamples { path, sidecar: sc }) as Box<dyn FineSamples>,
-            )
+            (summary, Box::new(RawSamples { path, sidecar: sc }) as Box<dyn FineSamples>)
         }
     };
-    (
-        PowerSeries::from_trace(&summary.0).expect("series"),
-        summary.1,
-    )
+    (PowerSeries::from_trace(&summary.0).expect("series"), summary.1)
 }
 
 fn run_infos(s: &Schedule) -> Vec<RunInfo> {
@@ -133,27 +99,13 @@ struct Worst {
 /// Analyse and check every run against the targets of issue 14.
 fn check_case(label: &str, sched: &Schedule, format: Format, gaps: usize, seed: u64) -> Worst {
     let model = sched.model(seed);
-    let trace = truth::sample(
-        sched,
-        &model,
-        RATE,
-        NOISE_V,
-        if format == Format::I16 { 0 } else { gaps },
-        seed,
-    );
+    let trace = truth::sample(sched, &model, RATE, NOISE_V, if format == Format::I16 { 0 } else { gaps }, seed);
     let truths = sched.truth(&model, &trace.gaps);
     let dir = tempfile::tempdir().expect("tempdir");
     let (series, mut fine) = import(&trace, format, dir.path());
     let runs = run_infos(sched);
     let idle = (UnixNanos(T0), UnixNanos(T0 + sched.lead - 50 * MS));
-    let a = analyze_probe_fine(
-        &series,
-        &runs,
-        Some(idle),
-        &RunDetectConfig::default(),
-        fine.as_mut(),
-    )
-    .expect("second pass");
+    let a = analyze_probe_fine(&series, &runs, Some(idle), &RunDetectConfig::default(), fine.as_mut()).expect("second pass");
     assert_eq!(a.baseline_source, BaselineSource::IdleWindow, "{label}");
     let mut w = Worst::default();
     let mut problems = Vec::new();
@@ -172,27 +124,14 @@ fn check_case(label: &str, sched: &Schedule, format: Format, gaps: usize, seed: 
     for w in a.runs.windows(2) {
         if let [Ok(x), Ok(y)] = w {
             if x.tail_cut && x.end != y.start {
-                problems.push(format!(
-                    "cut at {} but the next run starts at {}",
-                    x.end.0 - T0,
-                    y.start.0 - T0
-                ));
+                problems.push(format!("cut at {} but the next run starts at {}", x.end.0 - T0, y.start.0 - T0));
             }
             if x.end > y.start {
-                problems.push(format!(
-                    "run ending at {} overlaps the next from {}",
-                    x.end.0 - T0,
-                    y.start.0 - T0
-                ));
+                problems.push(format!("run ending at {} overlaps the next from {}", x.end.0 - T0, y.start.0 - T0));
             }
         }
     }
-    let gap_total: u64 = a
-        .runs
-        .iter()
-        .filter_map(|r| r.as_ref().ok())
-        .map(|r| r.gap_samples)
-        .sum();
+    let gap_total: u64 = a.runs.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.gap_samples).sum();
     let gap_truth: u64 = trace
         .gaps
         .iter()
@@ -200,33 +139,17 @@ fn check_case(label: &str, sched: &Schedule, format: Format, gaps: usize, seed: 
         .map(|(g0, g1)| ((g1 - g0) as f64 * RATE / 1e9).round() as u64)
         .sum();
     if gap_total != gap_truth {
-        problems.push(format!(
-            "gap samples in runs: {gap_total}, truth {gap_truth}"
-        ));
+        problems.push(format!("gap samples in runs: {gap_total}, truth {gap_truth}"));
     }
     let trace_gaps: u64 = trace.volts.iter().filter(|v| v.is_nan()).count() as u64;
     if a.gap_samples != trace_gaps {
-        problems.push(format!(
-            "gap samples in the trace: {}, truth {trace_gaps}",
-            a.gap_samples
-        ));
+        problems.push(format!("gap samples in the trace: {}, truth {trace_gaps}", a.gap_samples));
     }
-    assert!(
-        problems.is_empty(),
-        "{label} ({format:?}, seed {seed}):\n{}",
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "{label} ({format:?}, seed {seed}):\n{}", problems.join("\n"));
     w
 }
 
-fn check_run(
-    i: usize,
-    r: &RunEnergy,
-    t: &Truth,
-    run: &truth::Run,
-    w: &mut Worst,
-    problems: &mut Vec<String>,
-) {
+fn check_run(i: usize, r: &RunEnergy, t: &Truth, run: &truth::Run, w: &mut Worst, problems: &mut Vec<String>) {
     let (start, end) = (r.start.0 - T0, r.end.0 - T0);
     let span = t.end - t.start;
     let err = (r.energy_total.0 - t.energy) / t.energy;
@@ -258,21 +181,14 @@ fn check_run(
     w.start_ns = w.start_ns.max(ds);
     w.end_ns = w.end_ns.max(de);
     if ds > 200_000 || de > 200_000 {
-        problems.push(format!(
-            "run {i}: start {start} end {end}, truth {} {} (Δ {ds} / {de} ns); run {:?}",
-            t.start, t.end, run
-        ));
+        problems.push(format!("run {i}: start {start} end {end}, truth {} {} (Δ {ds} / {de} ns); run {:?}", t.start, t.end, run));
     }
     if r.tail_cut != t.cut {
         problems.push(format!("run {i}: tail_cut {}, truth {}", r.tail_cut, t.cut));
     }
     let bg = r.background_duration.0 as i64;
     if (bg - t.tail).abs() > (t.tail / 20).max(MS) {
-        problems.push(format!(
-            "run {i}: tail {} ms, truth {} ms",
-            bg as f64 / 1e6,
-            t.tail as f64 / 1e6
-        ));
+        problems.push(format!("run {i}: tail {} ms, truth {} ms", bg as f64 / 1e6, t.tail as f64 / 1e6));
     }
     w.runs += 1;
 }
@@ -283,8 +199,7 @@ fn random_cases(format: Format, cases: u64, seed0: u64) {
     for c in 0..cases {
         let seed = seed0 + c;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let sched =
-            truth::random_schedule(&mut rng, 8, (5.0, 2000.0), (10.0, 3000.0), (0.5, 3000.0));
+        let sched = truth::random_schedule(&mut rng, 8, (5.0, 2000.0), (10.0, 3000.0), (0.5, 3000.0));
         let w = check_case("random schedule", &sched, format, 3, seed);
         all.energy_long = all.energy_long.max(w.energy_long);
         all.energy_short = all.energy_short.max(w.energy_short);
@@ -292,7 +207,14 @@ fn random_cases(format: Format, cases: u64, seed0: u64) {
         all.end_ns = all.end_ns.max(w.end_ns);
         all.runs += w.runs;
     }
-    eprintln!("{format:?}: {} runs, worst energy error {:.3} % (≥ 100 ms), {:.3} % (≥ 10 ms), start {} µs, end {} µs", all.runs, all.energy_long * 100.0, all.energy_short * 100.0, all.start_ns / 1000, all.end_ns / 1000);
+    eprintln!(
+        "{format:?}: {} runs, worst energy error {:.3} % (≥ 100 ms), {:.3} % (≥ 10 ms), start {} µs, end {} µs",
+        all.runs,
+        all.energy_long * 100.0,
+        all.energy_short * 100.0,
+        all.start_ns / 1000,
+        all.end_ns / 1000
+    );
 }
 
 #[test]
@@ -316,20 +238,8 @@ fn random_schedules_csv() {
 fn default_pauses_with_short_runs() {
     for (pause_ms, seed) in [(10.0, 11), (100.0, 12), (1000.0, 13), (3000.0, 14)] {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let sched = truth::random_schedule(
-            &mut rng,
-            12,
-            (5.0, 120.0),
-            (pause_ms, pause_ms),
-            (0.5, 300.0),
-        );
-        check_case(
-            &format!("pause {pause_ms} ms"),
-            &sched,
-            Format::F32,
-            2,
-            seed,
-        );
+        let sched = truth::random_schedule(&mut rng, 12, (5.0, 120.0), (pause_ms, pause_ms), (0.5, 300.0));
+        check_case(&format!("pause {pause_ms} ms"), &sched, Format::F32, 2, seed);
     }
 }
 
@@ -356,30 +266,10 @@ fn class_schedule(seed: u64) -> (Schedule, Vec<(&'static str, BackgroundClass)>)
     type Tail = fn(f64, &mut ChaCha8Rng) -> f64;
     let experiments: [(&str, BackgroundClass, Tail, i64); 5] = [
         ("none", BackgroundClass::NoExcursion, |_, _| 0.0, 100),
-        (
-            "not significant",
-            BackgroundClass::NotSignificant,
-            |_, r| r.random_range(1.6..2.4),
-            100,
-        ),
-        (
-            "small",
-            BackgroundClass::Small,
-            |_, r| r.random_range(150.0..250.0),
-            500,
-        ),
-        (
-            "grows",
-            BackgroundClass::GrowsWithParameter,
-            |v, r| 40.0 * 2f64.powf(v) * r.random_range(0.95..1.05),
-            700,
-        ),
-        (
-            "extended",
-            BackgroundClass::Extended,
-            |_, r| r.random_range(1200.0..1500.0),
-            2000,
-        ),
+        ("not significant", BackgroundClass::NotSignificant, |_, r| r.random_range(1.6..2.4), 100),
+        ("small", BackgroundClass::Small, |_, r| r.random_range(150.0..250.0), 500),
+        ("grows", BackgroundClass::GrowsWithParameter, |v, r| 40.0 * 2f64.powf(v) * r.random_range(0.95..1.05), 700),
+        ("extended", BackgroundClass::Extended, |_, r| r.random_range(1200.0..1500.0), 2000),
     ];
     let mut runs = Vec::new();
     let mut t = S;
@@ -403,15 +293,7 @@ fn class_schedule(seed: u64) -> (Schedule, Vec<(&'static str, BackgroundClass)>)
         }
     }
     let classes = experiments.iter().map(|(n, c, _, _)| (*n, *c)).collect();
-    (
-        Schedule {
-            idle_w: 2.4,
-            runs,
-            lead: S,
-            trail: 2 * S,
-        },
-        classes,
-    )
+    (Schedule { idle_w: 2.4, runs, lead: S, trail: 2 * S }, classes)
 }
 
 #[test]
@@ -424,19 +306,9 @@ fn background_classes_from_measured_tails() {
     let (series, mut fine) = import(&trace, Format::F32, dir.path());
     let runs = run_infos(&sched);
     let idle = (UnixNanos(T0), UnixNanos(T0 + sched.lead - 50 * MS));
-    let a = analyze_probe_fine(
-        &series,
-        &runs,
-        Some(idle),
-        &RunDetectConfig::default(),
-        fine.as_mut(),
-    )
-    .expect("second pass");
+    let a = analyze_probe_fine(&series, &runs, Some(idle), &RunDetectConfig::default(), fine.as_mut()).expect("second pass");
     // The classifier's resolution is the detector's window (1 ms), not the refined edge.
-    let cfg = ClassifyConfig {
-        sample_period: series.typical_period(),
-        ..Default::default()
-    };
+    let cfg = ClassifyConfig { sample_period: series.typical_period(), ..Default::default() };
     let mut right = 0;
     for (e, (name, want)) in classes.iter().enumerate() {
         let values: Vec<ValueRuns> = (0..4)
@@ -459,12 +331,7 @@ fn background_classes_from_measured_tails() {
 }
 
 /// Writes `sched` as raw f32 with a sidecar saying `rate_hz`, imports it and analyses it.
-fn analyse_raw_with_rate(
-    sched: &Schedule,
-    seed: u64,
-    rate_hz: f64,
-    truncate_to: Option<usize>,
-) -> ProbeAnalysis {
+fn analyse_raw_with_rate(sched: &Schedule, seed: u64, rate_hz: f64, truncate_to: Option<usize>) -> ProbeAnalysis {
     let model = sched.model(seed);
     let mut trace = truth::sample(sched, &model, RATE, NOISE_V, 0, seed);
     if let Some(n) = truncate_to {
@@ -474,14 +341,7 @@ fn analyse_raw_with_rate(
     let dir = tempfile::tempdir().expect("tempdir");
     let (series, mut fine) = import(&trace, Format::F32, dir.path());
     let idle = (UnixNanos(T0), UnixNanos(T0 + sched.lead - 50 * MS));
-    analyze_probe_fine(
-        &series,
-        &run_infos(sched),
-        Some(idle),
-        &RunDetectConfig::default(),
-        fine.as_mut(),
-    )
-    .expect("second pass")
+    analyze_probe_fine(&series, &run_infos(sched), Some(idle), &RunDetectConfig::default(), fine.as_mut()).expect("second pass")
 }
 
 fn quick_schedule(seed: u64) -> Schedule {
@@ -494,34 +354,17 @@ fn assert_refused(a: &ProbeAnalysis, words: &[&str]) {
     for w in words {
         assert!(why.contains(w), "{why}");
     }
-    assert!(
-        a.runs
-            .iter()
-            .all(|r| matches!(r, Err(AnalysisError::TraceMismatch(_)))),
-        "{:?}",
-        a.runs
-    );
+    assert!(a.runs.iter().all(|r| matches!(r, Err(AnalysisError::TraceMismatch(_)))), "{:?}", a.runs);
 }
 
 #[test]
 fn a_sidecar_with_half_the_rate_is_refused_with_the_numbers() {
     let sched = quick_schedule(51);
     let a = analyse_raw_with_rate(&sched, 51, RATE / 2.0, None);
-    assert_refused(
-        &a,
-        &[
-            "trace does not match the probe",
-            "runs inside the trace show no activity where the probe ran them",
-            "sample_rate_hz",
-        ],
-    );
+    assert_refused(&a, &["trace does not match the probe", "runs inside the trace show no activity where the probe ran them", "sample_rate_hz"]);
     // The right rate: every run measured.
     let a = analyse_raw_with_rate(&sched, 51, RATE, None);
-    assert!(
-        a.refused().is_none() && a.runs.iter().all(Result::is_ok),
-        "{:?}",
-        a.runs.iter().filter(|r| r.is_err()).collect::<Vec<_>>()
-    );
+    assert!(a.refused().is_none() && a.runs.iter().all(Result::is_ok), "{:?}", a.runs.iter().filter(|r| r.is_err()).collect::<Vec<_>>());
 }
 
 #[test]
@@ -536,41 +379,18 @@ fn a_millisecond_csv_read_as_seconds_is_refused() {
         text.push_str(&format!("{:.1},{v:.7e}\n", k as f64 / 10.0));
     }
     std::fs::write(&path, text).expect("write csv");
-    let circuit =
-        ShuntCircuit::new(Ohms(trace.shunt_ohms), Volts(trace.supply_volts)).expect("circuit");
+    let circuit = ShuntCircuit::new(Ohms(trace.shunt_ohms), Volts(trace.supply_volts)).expect("circuit");
     let analyse = |unit: TimeUnit| {
-        let opts = CsvOptions {
-            time_unit: unit,
-            time_origin: Some(UnixNanos(T0)),
-            ..Default::default()
-        };
+        let opts = CsvOptions { time_unit: unit, time_origin: Some(UnixNanos(T0)), ..Default::default() };
         let summary = integrate_csv(&path, circuit, &opts).expect("csv");
         let series = PowerSeries::from_trace(&summary).expect("series");
-        let mut fine = CsvSamples {
-            path: path.clone(),
-            circuit,
-            options: opts,
-        };
+        let mut fine = CsvSamples { path: path.clone(), circuit, options: opts };
         let idle = (UnixNanos(T0), UnixNanos(T0 + sched.lead - 50 * MS));
-        analyze_probe_fine(
-            &series,
-            &run_infos(&sched),
-            Some(idle),
-            &RunDetectConfig::default(),
-            &mut fine,
-        )
-        .expect("second pass")
+        analyze_probe_fine(&series, &run_infos(&sched), Some(idle), &RunDetectConfig::default(), &mut fine).expect("second pass")
     };
-    assert_refused(
-        &analyse(TimeUnit::Seconds),
-        &["trace does not match the probe", "--time-unit"],
-    );
+    assert_refused(&analyse(TimeUnit::Seconds), &["trace does not match the probe", "--time-unit"]);
     let a = analyse(TimeUnit::Millis);
-    assert!(
-        a.refused().is_none() && a.runs.iter().all(Result::is_ok),
-        "{:?}",
-        a.runs.iter().filter(|r| r.is_err()).collect::<Vec<_>>()
-    );
+    assert!(a.refused().is_none() && a.runs.iter().all(Result::is_ok), "{:?}", a.runs.iter().filter(|r| r.is_err()).collect::<Vec<_>>());
 }
 
 #[test]
@@ -584,24 +404,10 @@ fn a_wrong_origin_is_refused() {
     for shift in [400 * MS, 3600 * S] {
         let runs: Vec<RunInfo> = run_infos(&sched)
             .into_iter()
-            .map(|r| RunInfo {
-                first_submit: r.first_submit.plus(Nanos(shift as u64)),
-                last_complete: r.last_complete.plus(Nanos(shift as u64)),
-                ..r
-            })
+            .map(|r| RunInfo { first_submit: r.first_submit.plus(Nanos(shift as u64)), last_complete: r.last_complete.plus(Nanos(shift as u64)), ..r })
             .collect();
-        let idle = (
-            UnixNanos(T0 + shift),
-            UnixNanos(T0 + shift + sched.lead - 50 * MS),
-        );
-        let a = analyze_probe_fine(
-            &series,
-            &runs,
-            Some(idle),
-            &RunDetectConfig::default(),
-            fine.as_mut(),
-        )
-        .expect("second pass");
+        let idle = (UnixNanos(T0 + shift), UnixNanos(T0 + shift + sched.lead - 50 * MS));
+        let a = analyze_probe_fine(&series, &runs, Some(idle), &RunDetectConfig::default(), fine.as_mut()).expect("second pass");
         assert_refused(&a, &["trace does not match the probe", "time origin"]);
     }
 }
@@ -619,20 +425,11 @@ fn runs_after_the_end_of_the_trace_are_not_covered() {
             Ok(_) => assert!(i < 12, "run {i} measured"),
             Err(e) => {
                 assert!(i >= 11, "run {i}: {e}");
-                assert!(
-                    e.to_string().starts_with("not covered by the trace: run ["),
-                    "run {i}: {e}"
-                );
+                assert!(e.to_string().starts_with("not covered by the trace: run ["), "run {i}: {e}");
             }
         }
     }
-    assert!(
-        a.warnings
-            .iter()
-            .any(|w| w.contains("runs are not covered by the trace")),
-        "{:?}",
-        a.warnings
-    );
+    assert!(a.warnings.iter().any(|w| w.contains("runs are not covered by the trace")), "{:?}", a.warnings);
 }
 
 #[test]
@@ -652,11 +449,7 @@ fn without_the_idle_window_each_run_uses_the_idle_after_the_previous_end() {
     };
     let sched = Schedule {
         idle_w: 2.4,
-        runs: vec![
-            run(S + 200 * MS, 100 * MS, 1500 * MS),
-            run(3100 * MS, 50 * MS, 0),
-            run(3170 * MS, 50 * MS, 0),
-        ],
+        runs: vec![run(S + 200 * MS, 100 * MS, 1500 * MS), run(3100 * MS, 50 * MS, 0), run(3170 * MS, 50 * MS, 0)],
         lead: S,
         trail: 2 * S,
     };
@@ -665,41 +458,14 @@ fn without_the_idle_window_each_run_uses_the_idle_after_the_previous_end() {
     let truths = sched.truth(&model, &trace.gaps);
     let dir = tempfile::tempdir().expect("tempdir");
     let (series, mut fine) = import(&trace, Format::F32, dir.path());
-    let a = analyze_probe_fine(
-        &series,
-        &run_infos(&sched),
-        None,
-        &RunDetectConfig::default(),
-        fine.as_mut(),
-    )
-    .expect("second pass");
+    let a = analyze_probe_fine(&series, &run_infos(&sched), None, &RunDetectConfig::default(), fine.as_mut()).expect("second pass");
     assert_eq!(a.baseline_source, BaselineSource::Local);
     let r1 = a.runs[1].as_ref().expect("run 1");
     assert_eq!(r1.baseline_source, BaselineSource::Local);
-    assert!(
-        (r1.baseline.median.0 - 2.4).abs() < 0.01,
-        "{:?}",
-        r1.baseline
-    );
-    assert!(
-        r1.baseline.from.0 - T0 >= truths[0].end,
-        "{:?} vs tail end {}",
-        r1.baseline,
-        truths[0].end
-    );
+    assert!((r1.baseline.median.0 - 2.4).abs() < 0.01, "{:?}", r1.baseline);
+    assert!(r1.baseline.from.0 - T0 >= truths[0].end, "{:?} vs tail end {}", r1.baseline, truths[0].end);
     assert!(((r1.energy_total.0 - truths[1].energy) / truths[1].energy).abs() < 0.005);
-    assert!(
-        matches!(
-            a.runs[2],
-            Err(AnalysisError::NotEnoughBaseline {
-                found: 0,
-                needed: 10,
-                ..
-            })
-        ),
-        "{:?}",
-        a.runs[2]
-    );
+    assert!(matches!(a.runs[2], Err(AnalysisError::NotEnoughBaseline { found: 0, needed: 10, .. })), "{:?}", a.runs[2]);
 }
 
 /// The live path's input: a sensor read every 1 ms (each reading the mean over its interval, like an
@@ -710,13 +476,7 @@ fn without_the_idle_window_each_run_uses_the_idle_after_the_previous_end() {
 fn live_1khz_readings_with_known_truth() {
     for (pause_ms, seed) in [(10.0, 71), (100.0, 72), (1000.0, 73)] {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let sched = truth::random_schedule(
-            &mut rng,
-            10,
-            (20.0, 1500.0),
-            (pause_ms, pause_ms),
-            (3.0, 600.0),
-        );
+        let sched = truth::random_schedule(&mut rng, 10, (20.0, 1500.0), (pause_ms, pause_ms), (3.0, 600.0));
         let model = sched.model(seed);
         let trace = truth::sample(&sched, &model, 1000.0, 0.0, 0, seed);
         let truths = sched.truth(&model, &trace.gaps);
@@ -724,20 +484,11 @@ fn live_1khz_readings_with_known_truth() {
         // ±5 mW of sensor noise (deterministic), on watts as a sensor reports them.
         let series = PowerSeries::from_samples(trace.volts.iter().enumerate().map(|(k, v)| {
             let noise = 0.005 * (((k * 7919) % 13) as f64 / 6.0 - 1.0);
-            (
-                UnixNanos(T0 + k as i64 * MS),
-                Watts(v / r * (u - v) + noise),
-            )
+            (UnixNanos(T0 + k as i64 * MS), Watts(v / r * (u - v) + noise))
         }))
         .expect("series");
         let idle = (UnixNanos(T0), UnixNanos(T0 + sched.lead - 50 * MS));
-        let a = analyze_probe(
-            &series,
-            &run_infos(&sched),
-            Some(idle),
-            &RunDetectConfig::default(),
-            TimeBase::Shared,
-        );
+        let a = analyze_probe(&series, &run_infos(&sched), Some(idle), &RunDetectConfig::default(), TimeBase::Shared);
         let mut problems = Vec::new();
         for (i, (res, t)) in a.runs.iter().zip(&truths).enumerate() {
             let Ok(m) = res else {
@@ -745,22 +496,11 @@ fn live_1khz_readings_with_known_truth() {
                 continue;
             };
             let err = (m.energy_total.0 - t.energy) / t.energy;
-            let limit = if t.end - t.start >= 100 * MS {
-                0.01
-            } else {
-                0.05
-            };
+            let limit = if t.end - t.start >= 100 * MS { 0.01 } else { 0.05 };
             if err.abs() > limit {
-                problems.push(format!(
-                    "run {i}: energy {:+.3} % (limit {} %)",
-                    err * 100.0,
-                    limit * 100.0
-                ));
+                problems.push(format!("run {i}: energy {:+.3} % (limit {} %)", err * 100.0, limit * 100.0));
             }
-            let (ds, de) = (
-                (m.start.0 - T0 - t.start).abs(),
-                (m.end.0 - T0 - t.end).abs(),
-            );
+            let (ds, de) = ((m.start.0 - T0 - t.start).abs(), (m.end.0 - T0 - t.end).abs());
             if ds > MS || de > MS {
                 problems.push(format!("run {i}: start Δ {ds} ns, end Δ {de} ns"));
             }
@@ -768,11 +508,7 @@ fn live_1khz_readings_with_known_truth() {
                 problems.push(format!("run {i}: tail_cut {} vs {}", m.tail_cut, t.cut));
             }
         }
-        assert!(
-            problems.is_empty(),
-            "pause {pause_ms} ms:\n{}",
-            problems.join("\n")
-        );
+        assert!(problems.is_empty(), "pause {pause_ms} ms:\n{}", problems.join("\n"));
     }
 }
 
@@ -780,21 +516,13 @@ fn live_1khz_readings_with_known_truth() {
 /// of 4.3–607 ms, 10 ms pauses; tails after the write runs, the SW ones longer than the pause.
 #[test]
 fn real_quick_report_schedule_in_a_100ks_trace() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/energy/quick-report.json");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/energy/quick-report.json");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json");
     let runs: Vec<(i64, i64, String)> = report["runs"]
         .as_array()
         .expect("runs")
         .iter()
-        .map(|r| {
-            (
-                r["start_ns"].as_i64().expect("start"),
-                r["end_ns"].as_i64().expect("end"),
-                r["pattern"].as_str().expect("pattern").to_string(),
-            )
-        })
+        .map(|r| (r["start_ns"].as_i64().expect("start"), r["end_ns"].as_i64().expect("end"), r["pattern"].as_str().expect("pattern").to_string()))
         .collect();
     let origin = runs[0].0 - S;
     let mut sched = Schedule {
@@ -822,11 +550,7 @@ fn real_quick_report_schedule_in_a_100ks_trace() {
     };
     sched.avoid_ambiguous_tails();
     let truths = sched.truth(&sched.model(5), &[]);
-    assert_eq!(
-        truths.iter().filter(|t| t.cut).count(),
-        2,
-        "the first two SW tails reach into the next run"
-    );
+    assert_eq!(truths.iter().filter(|t| t.cut).count(), 2, "the first two SW tails reach into the next run");
     check_case("real --quick schedule", &sched, Format::F32, 4, 5);
 }
 
@@ -834,8 +558,7 @@ fn real_quick_report_schedule_in_a_100ks_trace() {
 /// measured over its host window (`Nominal`); the same series as an imported trace is refused.
 #[test]
 fn runs_invisible_in_power_nominal_live_refused_imported() {
-    let series = PowerSeries::from_samples((0..4000).map(|k| (UnixNanos(T0 + k * MS), Watts(6.0))))
-        .expect("series");
+    let series = PowerSeries::from_samples((0..4000).map(|k| (UnixNanos(T0 + k * MS), Watts(6.0)))).expect("series");
     let runs: Vec<RunInfo> = (0..4)
         .map(|i| RunInfo {
             first_submit: UnixNanos(T0 + S + i * 300 * MS),
@@ -847,37 +570,16 @@ fn runs_invisible_in_power_nominal_live_refused_imported() {
         })
         .collect();
     let idle = Some((UnixNanos(T0), UnixNanos(T0 + S)));
-    let live = analyze_probe(
-        &series,
-        &runs,
-        idle,
-        &RunDetectConfig::default(),
-        TimeBase::Shared,
-    );
+    let live = analyze_probe(&series, &runs, idle, &RunDetectConfig::default(), TimeBase::Shared);
     for r in &live.runs {
         let r = r.as_ref().expect("nominal");
-        assert_eq!(
-            (r.start_found, r.end_found),
-            (StartFound::Nominal, EndFound::Nominal)
-        );
+        assert_eq!((r.start_found, r.end_found), (StartFound::Nominal, EndFound::Nominal));
         assert_eq!((r.start, r.end), (r.run.first_submit, r.run.last_complete));
         assert!((r.energy_total.0 - 1.2).abs() < 1e-9, "{}", r.energy_total);
         assert!(r.energy_above_idle.0.abs() < 1e-9);
     }
-    let imported = analyze_probe(
-        &series,
-        &runs,
-        idle,
-        &RunDetectConfig::default(),
-        TimeBase::Imported,
-    );
-    assert!(
-        imported
-            .refused()
-            .is_some_and(|w| w.contains("4 of the 4 runs inside the trace show no activity")),
-        "{:?}",
-        imported.refused()
-    );
+    let imported = analyze_probe(&series, &runs, idle, &RunDetectConfig::default(), TimeBase::Imported);
+    assert!(imported.refused().is_some_and(|w| w.contains("4 of the 4 runs inside the trace show no activity")), "{:?}", imported.refused());
 }
 
 /// Tails that end 0.6–2.7 ms before the next run's first submit (seen on a real `--values small`

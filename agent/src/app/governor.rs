@@ -92,9 +92,7 @@ pub fn command(g: GovernorCli) -> anyhow::Result<()> {
             let req = match (state, intel_mode) {
                 (Some(state), _) => Request::Set { state },
                 (None, Some(mode)) => {
-                    let hold = hold
-                        .map(|h| humantime::parse_duration(&h).map_err(|e| anyhow::anyhow!("--hold `{h}`: {e}; write e.g. 10m")))
-                        .transpose()?;
+                    let hold = hold.map(|h| humantime::parse_duration(&h).map_err(|e| anyhow::anyhow!("--hold `{h}`: {e}; write e.g. 10m"))).transpose()?;
                     Request::IntelMode { mode, hold }
                 }
                 (None, None) => anyhow::bail!("governor set needs --state N or --intel-mode N"),
@@ -105,8 +103,9 @@ pub fn command(g: GovernorCli) -> anyhow::Result<()> {
             let cfg = super::load_config(common.config.as_deref())?;
             let size = size.parse::<bytesize::ByteSize>().map_err(|e| anyhow::anyhow!("--size `{size}`: {e}; write e.g. 1GiB"))?.as_u64();
             let patterns = match patterns {
-                Some(list) => list.split(',').map(|p| p.parse::<SweepPattern>()).collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| anyhow::anyhow!("--patterns: {e}"))?,
+                Some(list) => {
+                    list.split(',').map(|p| p.parse::<SweepPattern>()).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow::anyhow!("--patterns: {e}"))?
+                }
                 None => cfg.drives.sweep_patterns.clone(),
             };
             let settle = match settle {
@@ -126,9 +125,14 @@ pub fn command(g: GovernorCli) -> anyhow::Result<()> {
 #[derive(Debug, Clone)]
 pub enum Request {
     Show,
-    Set { state: u32 },
+    Set {
+        state: u32,
+    },
     /// Intel FID C6h mode, held for `hold` (`None`: until SIGTERM/SIGINT), then restored.
-    IntelMode { mode: u32, hold: Option<Duration> },
+    IntelMode {
+        mode: u32,
+        hold: Option<Duration>,
+    },
     Sweep(SweepArgs),
 }
 
@@ -226,8 +230,7 @@ pub fn write_local(dir: &Path, name: &str, batch: &v1::Batch, tags: &wattflip_pr
     let out = |source| GovernorCmdError::Output { path: dir.to_path_buf(), source };
     std::fs::create_dir_all(dir).map_err(out)?;
     let b = v1::Batch { agent_id: String::new(), sequence: 1, ..batch.clone() };
-    let domain = wattflip_proto::domain::convert_batch("", b)
-        .map_err(|e| out(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())))?;
+    let domain = wattflip_proto::domain::convert_batch("", b).map_err(|e| out(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())))?;
     let (body, errors) = wattflip_proto::lineproto::encode_all(&wattflip_proto::schema::batch_points(&domain, tags));
     for e in errors {
         tracing::warn!("a record could not be encoded: {e}");
@@ -236,7 +239,6 @@ pub fn write_local(dir: &Path, name: &str, batch: &v1::Batch, tags: &wattflip_pr
     std::fs::write(&path, body).map_err(|source| GovernorCmdError::Output { path: path.clone(), source })?;
     Ok(path)
 }
-
 
 /// Where the sweep runs, from the agent config.
 fn sweep_host(cfg: &Config, runner: Arc<dyn CommandRunner>) -> SweepHost {

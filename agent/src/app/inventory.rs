@@ -97,4 +97,3 @@ pub fn inventory_table(inv: &wattflip_proto::v1::Inventory, found: &mut crate::s
     }
     s
 }
-

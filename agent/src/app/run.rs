@@ -6,11 +6,9 @@
 
 use super::schedule::{run_job, DeviceLocks, JobStop};
 use super::session::{exporter_config, hello, RunError};
-use super::ticks::{monitor_loop, rediscover, sample, split_by_rate, Rediscovery, SamplerState};
 pub use super::ticks::RunSummary;
+use super::ticks::{monitor_loop, rediscover, sample, split_by_rate, Rediscovery, SamplerState};
 use crate::clock::Clock;
-use anyhow::Context as _;
-use std::path::PathBuf;
 use crate::config::Config;
 use crate::drives::changes::{recover_records, ChangeLog};
 use crate::drives::monitor::DriveMonitor;
@@ -24,12 +22,14 @@ use crate::sensors::nvme_estimate::NvmeEstimate;
 use crate::sensors::offtick::OffTick;
 use crate::sensors::sampler::{run_on, RealTime, SamplerStats};
 use crate::sensors::{discover_all, Discovered};
+use anyhow::Context as _;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use wattflip_drives::CommandRunner;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use wattflip_drives::CommandRunner;
 use wattflip_proto::v1;
 
 /// What `run` was asked to do beyond the config.
@@ -86,8 +86,15 @@ pub fn command(config: PathBuf, samples: Option<u64>) -> anyhow::Result<()> {
     eprintln!(
         "wattflip-agent: {} ticks, {} power and {} temperature samples, {} sensor errors; \
          {} batches sent, {} acknowledged, {} dropped, {} rejected, {} unacknowledged at exit",
-        s.ticks, s.power_samples, s.temperature_samples, s.sensor_errors,
-        s.export.batches, s.export.acked, s.export.dropped, s.export.rejected, s.export.unacked_at_exit
+        s.ticks,
+        s.power_samples,
+        s.temperature_samples,
+        s.sensor_errors,
+        s.export.batches,
+        s.export.acked,
+        s.export.dropped,
+        s.export.rejected,
+        s.export.unacked_at_exit
     );
     if s.export.unacked_at_exit > 0 {
         anyhow::bail!("{} batch(es) were not acknowledged by the collector", s.export.unacked_at_exit);
@@ -132,8 +139,7 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         })
         .collect();
     let (monitor_stop, monitor_stop_rx) = watch::channel(false);
-    let monitor_task = (!monitor.is_empty())
-        .then(|| tokio::spawn(monitor_loop(monitor, cfg.drives.smart_interval, clock, tx.clone(), monitor_stop_rx)));
+    let monitor_task = (!monitor.is_empty()).then(|| tokio::spawn(monitor_loop(monitor, cfg.drives.smart_interval, clock, tx.clone(), monitor_stop_rx)));
     for s in &found.unusable_power {
         first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
         tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
@@ -221,12 +227,7 @@ fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
 type FastSampler = (Arc<AtomicBool>, std::thread::JoinHandle<SamplerStats>);
 
 /// One windowed sampler thread per source group, each sending its window aggregates to `tx`.
-fn spawn_fast_samplers(
-    groups: Vec<(String, Vec<super::ticks::Timed>)>,
-    cfg: &Config,
-    clock: Clock,
-    tx: &mpsc::Sender<v1::Batch>,
-) -> Vec<FastSampler> {
+fn spawn_fast_samplers(groups: Vec<(String, Vec<super::ticks::Timed>)>, cfg: &Config, clock: Clock, tx: &mpsc::Sender<v1::Batch>) -> Vec<FastSampler> {
     groups
         .into_iter()
         .map(|(source, sensors)| {

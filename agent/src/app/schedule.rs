@@ -57,10 +57,7 @@ impl DeviceLocks {
 
 /// A batch holding one event, stamped now.
 fn event_batch(kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Batch {
-    let time_ns = i64::try_from(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
-    )
-    .unwrap_or(i64::MAX);
+    let time_ns = i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)).unwrap_or(i64::MAX);
     v1::Batch { events: vec![event(time_ns, kind, severity, device, message)], ..Default::default() }
 }
 
@@ -126,7 +123,9 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
                 tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
                 vec![event_batch("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
             }
-            Err(e) => vec![event_batch("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))],
+            Err(e) => {
+                vec![event_batch("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))]
+            }
         };
         for batch in batches {
             if out.send(batch).await.is_err() {
@@ -140,7 +139,11 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
 }
 
 /// Runs one fire of `job` on a blocking thread; `halt` stops its IO.
-fn start_probe(job: &ProbeJob, agent_id: &str, halt: Arc<std::sync::atomic::AtomicBool>) -> tokio::task::JoinHandle<Result<probes::Measured, probes::ProbeCmdError>> {
+fn start_probe(
+    job: &ProbeJob,
+    agent_id: &str,
+    halt: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Result<probes::Measured, probes::ProbeCmdError>> {
     let mut args = job.args.clone();
     args.stop = Some(halt);
     let energy = job.energy.clone();
@@ -180,7 +183,14 @@ fn interrupted(job: &ProbeJob, mut report: wattflip_uflip::ProbeReport) -> Vec<v
     let mut e = event(i64::try_from(report.ended_ns).unwrap_or(i64::MAX), "probe_interrupted", v1::Severity::Warning, &device, msg);
     e.attributes.insert("runs_kept".into(), kept.to_string());
     e.attributes.insert("probe_id".into(), report.started_ns.to_string());
-    let m = probes::Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: "the probe was interrupted".into(), energy_unmeasurable: false };
+    let m = probes::Measured {
+        report,
+        energy: None,
+        power: None,
+        recording: Vec::new(),
+        energy_note: "the probe was interrupted".into(),
+        energy_unmeasurable: false,
+    };
     let mut batches = convert::batches(&m);
     if let Some(first) = batches.first_mut() {
         first.events.push(e);
@@ -239,8 +249,7 @@ mod tests {
         let j = job("0 30 2 * * *", Duration::from_secs(600));
         let now = DateTime::parse_from_rfc3339("2026-11-22T01:00:00Z").unwrap().with_timezone(&Utc);
         let off = host_offset("node-1", "nightly", j.jitter);
-        let expect = DateTime::parse_from_rfc3339("2026-11-22T02:30:00Z").unwrap().with_timezone(&Utc)
-            + chrono::Duration::from_std(off).unwrap();
+        let expect = DateTime::parse_from_rfc3339("2026-11-22T02:30:00Z").unwrap().with_timezone(&Utc) + chrono::Duration::from_std(off).unwrap();
         assert_eq!(next_fire(&j, "node-1", now), Some(expect));
         // Between the cron time and the jittered time, the jittered fire of today is still ahead.
         let mid = DateTime::parse_from_rfc3339("2026-11-22T02:30:00Z").unwrap().with_timezone(&Utc);

@@ -31,13 +31,7 @@ pub enum RunError {
 /// The Hello of this agent: identity, labels, inventory (sysfs block devices enriched by what
 /// nvme-cli/smartctl found, and the drive temperature sensors the SMART monitor reads), as `run`
 /// sends it (session `run`: the collector shows this inventory as the host's).
-pub fn hello(
-    cfg: &Config,
-    found: &Discovered,
-    drives: &DriveInventory,
-    drive_sensors: Vec<v1::TemperatureSensor>,
-    clock: &Clock,
-) -> v1::Hello {
+pub fn hello(cfg: &Config, found: &Discovered, drives: &DriveInventory, drive_sensors: Vec<v1::TemperatureSensor>, clock: &Clock) -> v1::Hello {
     let mut power_sources: Vec<v1::PowerSource> = found
         .power
         .iter()
@@ -62,12 +56,7 @@ pub fn hello(
         agent_version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: wattflip_proto::PROTOCOL_VERSION,
         labels: cfg.labels.clone().into_iter().collect(),
-        inventory: Some(v1::Inventory {
-            storage_devices,
-            power_sources,
-            temperature_sensors,
-            drive_thermal_limits: drives.thermal_limits(),
-        }),
+        inventory: Some(v1::Inventory { storage_devices, power_sources, temperature_sensors, drive_thermal_limits: drives.thermal_limits() }),
         time_ns: clock.utc_now(),
         session: "run".into(),
         // `run` sets its spool's epoch; one-shot commands send no spooled batches.
@@ -89,7 +78,6 @@ pub fn command_hello(cfg: &Config, runner: Arc<dyn CommandRunner>, clock: &Clock
     h.session = session.into();
     h
 }
-
 
 /// The exporter's settings from the agent config.
 pub fn exporter_config(cfg: &Config, tls: TlsMode) -> ExporterConfig {

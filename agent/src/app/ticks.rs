@@ -194,13 +194,7 @@ pub fn sample(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, stat
             Ok(c) => {
                 last_error.remove(&key);
                 summary.temperature_samples += 1;
-                batch.temperature.push(v1::TemperatureSample {
-                    time_ns: utc,
-                    source: d.source,
-                    device: d.device,
-                    sensor: d.sensor,
-                    celsius: c.0,
-                });
+                batch.temperature.push(v1::TemperatureSample { time_ns: utc, source: d.source, device: d.device, sensor: d.sensor, celsius: c.0 });
             }
             Err(e) => report(&key, &d.device, e.to_string(), utc, batch, last_error, summary),
         }
@@ -291,22 +285,14 @@ mod tests {
         let (fast, slow) = layout(&config("interval = \"1s\"\npower_interval = \"10ms\""));
         assert_eq!(
             fast,
-            vec![
-                ("rapl".to_string(), vec![("package-0".to_string(), ms(10))]),
-                ("hwmon".to_string(), vec![("ina226-0-0040/power1".to_string(), ms(10))]),
-            ]
+            vec![("rapl".to_string(), vec![("package-0".to_string(), ms(10))]), ("hwmon".to_string(), vec![("ina226-0-0040/power1".to_string(), ms(10))]),]
         );
         assert_eq!(slow, vec![("dcmi".to_string(), ms(1000))]);
         // Overrides: hwmon at 1 kHz, RAPL on the tick, IPMI at 1 Hz inside 5 s windows.
-        let (fast, slow) = layout(&config(
-            "interval = \"5s\"\npower_interval = \"5s\"\n[sampling.power_intervals]\nhwmon = \"1ms\"\nipmi = \"1s\"",
-        ));
+        let (fast, slow) = layout(&config("interval = \"5s\"\npower_interval = \"5s\"\n[sampling.power_intervals]\nhwmon = \"1ms\"\nipmi = \"1s\""));
         assert_eq!(
             fast,
-            vec![
-                ("hwmon".to_string(), vec![("ina226-0-0040/power1".to_string(), ms(1))]),
-                ("ipmi".to_string(), vec![("dcmi".to_string(), ms(1000))]),
-            ]
+            vec![("hwmon".to_string(), vec![("ina226-0-0040/power1".to_string(), ms(1))]), ("ipmi".to_string(), vec![("dcmi".to_string(), ms(1000))]),]
         );
         assert_eq!(slow, vec![("package-0".to_string(), ms(5000))]);
     }

@@ -58,10 +58,8 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     let cfg = super::load_config(config.as_deref())?;
     let csv = crate::energy::trace::CsvCircuit { shunt_ohms, supply_volts, time_unit: unit, time_origin_ns };
     let path = input.join("report.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
-    let mut report: wattflip_uflip::ProbeReport =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {} (is {} a probe result folder?)", path.display(), input.display()))?;
+    let mut report: wattflip_uflip::ProbeReport = serde_json::from_str(&text).with_context(|| format!("{} is not a probe report", path.display()))?;
     if let Some(r) = run {
         anyhow::ensure!(report.runs.iter().any(|x| x.run_id == r), "--run {r}: no such run in {}", path.display());
     }
@@ -79,7 +77,12 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
         .with_context(|| format!("{}: second pass over the trace", file.display()))?;
     println!(
         "{}: {} samples, {} gap samples, {:.6} J over {:.3} s (mean {:.3} W)",
-        file.display(), summary.samples, summary.gap_samples, summary.energy.0, summary.duration.as_secs_f64(), summary.mean_power.0
+        file.display(),
+        summary.samples,
+        summary.gap_samples,
+        summary.energy.0,
+        summary.duration.as_secs_f64(),
+        summary.mean_power.0
     );
     if let Some(why) = &energy.refused {
         anyhow::bail!("{}: {why}; nothing was written", file.display());

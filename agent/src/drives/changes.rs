@@ -116,4 +116,3 @@ pub fn recover_records(state_dir: &Path, nvme: &NvmeCli, rec: &mut ChangeLog) {
         }
     }
 }
-

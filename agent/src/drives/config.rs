@@ -87,11 +87,9 @@ impl DrivesConfig {
         };
         let timeout = dur("drives.timeout", r.timeout, d.timeout, Duration::from_millis(100), Duration::from_secs(600));
         // SMART reads are admin commands: more often than every second only perturbs the drive.
-        let smart_interval =
-            dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), Duration::from_secs(86_400));
+        let smart_interval = dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), Duration::from_secs(86_400));
         let sweep_settle = dur("drives.sweep_settle", r.sweep_settle, d.sweep_settle, Duration::ZERO, Duration::from_secs(3600));
-        let io_deadline_floor =
-            dur("drives.io_deadline_floor", r.io_deadline_floor, d.io_deadline_floor, Duration::from_secs(1), Duration::from_secs(3600));
+        let io_deadline_floor = dur("drives.io_deadline_floor", r.io_deadline_floor, d.io_deadline_floor, Duration::from_secs(1), Duration::from_secs(3600));
         let mut tool = |key: &str, v: Option<String>, default: String| match v {
             Some(p) if p.trim().is_empty() || p.contains(char::is_whitespace) => {
                 l.problem(key, format!("`{p}` is not an executable name or path"));

@@ -37,8 +37,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wattflip_drives::nvme_cli::controller_of;
 use wattflip_drives::{
-    CommandRunner, Governor, GovernorError, IdCtrl, IntelGovernorMode, Knob, NvmeCli, NvmeError, PowerManagement, RestoreError,
-    RestoreGuard, SetOutcome, SweepError,
+    CommandRunner, Governor, GovernorError, IdCtrl, IntelGovernorMode, Knob, NvmeCli, NvmeError, PowerManagement, RestoreError, RestoreGuard, SetOutcome,
+    SweepError,
 };
 use wattflip_proto::v1;
 use wattflip_proto::v1::PowerStateOutcome as Outcome;
@@ -253,9 +253,7 @@ pub async fn intel_mode_until_signal(
         "not applied".to_string()
     };
     // Restore on a blocking thread: nvme-cli children, and a signal must not be able to cut it.
-    let restored = tokio::task::spawn_blocking(move || guard.restore())
-        .await
-        .map_err(|e| GovernorCmdError::Thread(e.to_string()))?;
+    let restored = tokio::task::spawn_blocking(move || guard.restore()).await.map_err(|e| GovernorCmdError::Thread(e.to_string()))?;
     match restored {
         Ok(rep) => {
             lock().change_of(
@@ -344,9 +342,7 @@ pub(crate) mod tests {
     #[test]
     fn set_refused_is_recorded_and_the_state_is_intact() {
         let dir = tempfile::tempdir().unwrap();
-        let fake = Arc::new(
-            FakeNvme::new().with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse),
-        );
+        let fake = Arc::new(FakeNvme::new().with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse));
         let mut rec = ChangeLog::new(Clock::new());
         let s = Controller::open(&config(dir.path()).drives, "/dev/nvme0n1", fake.clone(), &mut rec).unwrap();
         assert_eq!(s.controller, "/dev/nvme0");
@@ -413,5 +409,4 @@ pub(crate) mod tests {
         assert!(set(&s, 4, &mut rec).unwrap_err().to_string().contains("non-operational"));
         assert_eq!(fake.set_calls(), 2);
     }
-
 }

@@ -124,14 +124,7 @@ fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlRepo
 
 impl DriveMonitor {
     pub fn new(tools: DriveTools, devices: Vec<HealthDevice>) -> Self {
-        DriveMonitor {
-            tools,
-            devices,
-            warnings: HashMap::new(),
-            last_error: HashMap::new(),
-            field_problems: HashMap::new(),
-            disagreements: HashMap::new(),
-        }
+        DriveMonitor { tools, devices, warnings: HashMap::new(), last_error: HashMap::new(), field_problems: HashMap::new(), disagreements: HashMap::new() }
     }
 
     /// The temperature sensors this monitor reads, for the Hello inventory (composite only: the
@@ -355,11 +348,7 @@ mod tests {
     }
 
     fn tools(nvme: Option<Arc<FakeNvme>>, smart: Option<Arc<ScriptedRunner>>) -> DriveTools {
-        DriveTools {
-            nvme: nvme.map(|f| NvmeCli::new(f)),
-            smartctl: smart.map(|r| Smartctl::new(r)),
-            unavailable: Vec::new(),
-        }
+        DriveTools { nvme: nvme.map(|f| NvmeCli::new(f)), smartctl: smart.map(|r| Smartctl::new(r)), unavailable: Vec::new() }
     }
 
     fn fake(smart_log: &str) -> Arc<FakeNvme> {
@@ -379,8 +368,7 @@ mod tests {
         smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 8, &report, "");
         let mut m = DriveMonitor::new(tools(Some(fake(&fixture("nvme/qemu-nvme-cli-2.3-smart-log.json"))), Some(smart.clone())), vec![qemu_dev()]);
         let p = m.poll(&|| 1_000);
-        let temps: Vec<(&str, &str, &str, f64)> =
-            p.temperature.iter().map(|t| (t.source.as_str(), t.device.as_str(), t.sensor.as_str(), t.celsius)).collect();
+        let temps: Vec<(&str, &str, &str, f64)> = p.temperature.iter().map(|t| (t.source.as_str(), t.device.as_str(), t.sensor.as_str(), t.celsius)).collect();
         // 323 K: nvme-cli's Kelvin converts exactly to 49.85 °C, smartctl prints K − 273 = 50.
         assert_eq!(temps, vec![("nvme_cli", "nvme0", "Composite", 49.85), ("smartctl", "nvme0", "Composite", 50.0)]);
         assert_eq!(
@@ -409,10 +397,7 @@ mod tests {
         assert_eq!(p.events.len(), 1);
         let e = &p.events[0];
         assert_eq!((e.kind.as_str(), e.severity, e.device.as_str()), ("critical_warning", v1::Severity::Critical as i32, "nvme0"));
-        assert_eq!(
-            e.message,
-            "/dev/nvme0: NVMe critical warning 0x02: temperature above or below a threshold (check airflow; the drive may throttle)"
-        );
+        assert_eq!(e.message, "/dev/nvme0: NVMe critical warning 0x02: temperature above or below a threshold (check airflow; the drive may throttle)");
         assert_eq!(e.attributes.get("value").map(String::as_str), Some("2"));
         assert_eq!(p.errors, 0);
         // The same warning again: no second event.
@@ -429,9 +414,7 @@ mod tests {
             smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 8, &report, "");
         }
         // nvme-cli without a smart-log answer fails on every poll.
-        let nvme = Arc::new(
-            FakeNvme::new().with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse),
-        );
+        let nvme = Arc::new(FakeNvme::new().with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse));
         let mut m = DriveMonitor::new(tools(Some(nvme), Some(smart)), vec![qemu_dev()]);
         let p = m.poll(&|| 5);
         assert_eq!(p.errors, 1);
@@ -512,11 +495,17 @@ mod tests {
         assert_eq!(d[0].severity, v1::Severity::Warning as i32);
         assert_eq!(d[0].message, "/dev/nvme0: temperature: smartctl reads 61.00 °C but nvme_cli reads 49.85 °C: +11.15 °C apart");
         let attr = |k: &str| d[0].attributes.get(k).map(String::as_str);
-        assert_eq!((attr("field"), attr("source"), attr("reference"), attr("delta_celsius")), (Some("temperature"), Some("smartctl"), Some("nvme_cli"), Some("11.15")));
+        assert_eq!(
+            (attr("field"), attr("source"), attr("reference"), attr("delta_celsius")),
+            (Some("temperature"), Some("smartctl"), Some("nvme_cli"), Some("11.15"))
+        );
         assert!(m.poll(&|| 2).events.iter().all(|e| e.kind != "drive_disagreement"), "still disagreeing: no second event");
         let e: Vec<v1::Event> = m.poll(&|| 3).events.into_iter().filter(|e| e.kind == "drive_disagreement").collect();
         assert_eq!(e.len(), 1);
-        assert_eq!((e[0].severity, e[0].message.as_str()), (v1::Severity::Info as i32, "/dev/nvme0: temperature (smartctl vs nvme_cli): the tools agree again"));
+        assert_eq!(
+            (e[0].severity, e[0].message.as_str()),
+            (v1::Severity::Info as i32, "/dev/nvme0: temperature (smartctl vs nvme_cli): the tools agree again")
+        );
     }
 
     #[test]

@@ -44,16 +44,9 @@ impl FromStr for SweepPattern {
 
     /// `SW:128KiB`, `rr:4KiB`, `SR:1MiB`; the size must be a multiple of 4 KiB (O_DIRECT alignment).
     fn from_str(s: &str) -> Result<Self, String> {
-        let (base, size) = s
-            .split_once(':')
-            .ok_or_else(|| format!("`{s}`: write PATTERN:SIZE, e.g. \"SW:128KiB\""))?;
-        let baseline = Baseline::parse(&base.trim().to_ascii_uppercase())
-            .ok_or_else(|| format!("`{s}`: pattern `{base}` is not SR, RR, SW or RW"))?;
-        let io_size = size
-            .trim()
-            .parse::<bytesize::ByteSize>()
-            .map_err(|e| format!("`{s}`: size `{size}`: {e}; write e.g. 4KiB or 1MiB"))?
-            .as_u64();
+        let (base, size) = s.split_once(':').ok_or_else(|| format!("`{s}`: write PATTERN:SIZE, e.g. \"SW:128KiB\""))?;
+        let baseline = Baseline::parse(&base.trim().to_ascii_uppercase()).ok_or_else(|| format!("`{s}`: pattern `{base}` is not SR, RR, SW or RW"))?;
+        let io_size = size.trim().parse::<bytesize::ByteSize>().map_err(|e| format!("`{s}`: size `{size}`: {e}; write e.g. 4KiB or 1MiB"))?.as_u64();
         if io_size == 0 || io_size % (4 * KIB) != 0 || io_size > 64 * 1024 * KIB {
             return Err(format!("`{s}`: size must be a multiple of 4KiB up to 64MiB (O_DIRECT alignment)"));
         }
@@ -75,11 +68,7 @@ pub fn plan_for(patterns: &[SweepPattern], device_size: u64, seed: u64) -> Plan 
     let full = wattflip_uflip::plan(&o);
     let mut runs = Vec::with_capacity(patterns.len());
     for p in patterns {
-        if let Some(r) = full
-            .runs
-            .iter()
-            .find(|r| r.pattern == p.baseline.as_str() && r.value == p.io_size as f64)
-        {
+        if let Some(r) = full.runs.iter().find(|r| r.pattern == p.baseline.as_str() && r.value == p.io_size as f64) {
             let mut r = r.clone();
             r.index = runs.len();
             runs.push(r);
@@ -109,12 +98,7 @@ mod tests {
         let got: Vec<(String, f64, usize)> = plan.runs.iter().map(|r| (r.pattern.clone(), r.value, r.index)).collect();
         assert_eq!(
             got,
-            vec![
-                ("SW".to_string(), 131_072.0, 0),
-                ("SR".to_string(), 131_072.0, 1),
-                ("RR".to_string(), 4096.0, 2),
-                ("RW".to_string(), 4096.0, 3),
-            ]
+            vec![("SW".to_string(), 131_072.0, 0), ("SR".to_string(), 131_072.0, 1), ("RR".to_string(), 4096.0, 2), ("RW".to_string(), 4096.0, 3),]
         );
         assert_eq!(plan.device_size, 1 << 30);
     }

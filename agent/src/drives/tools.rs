@@ -10,9 +10,7 @@
 use super::config::DrivesConfig;
 use std::path::Path;
 use std::sync::Arc;
-use wattflip_drives::{
-    discover, CommandError, CommandRunner, Discovery, Drive, Inventory, NvmeCli, NvmeError, Smartctl, Transport,
-};
+use wattflip_drives::{discover, CommandError, CommandRunner, Discovery, Drive, Inventory, NvmeCli, NvmeError, Smartctl, Transport};
 use wattflip_proto::v1;
 
 /// The tools the agent may run, each behind the same runner (real, or a fake in tests).
@@ -26,11 +24,7 @@ pub struct DriveTools {
 
 impl std::fmt::Debug for DriveTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DriveTools")
-            .field("nvme", &self.nvme)
-            .field("smartctl", &self.smartctl)
-            .field("unavailable", &self.unavailable)
-            .finish()
+        f.debug_struct("DriveTools").field("nvme", &self.nvme).field("smartctl", &self.smartctl).field("unavailable", &self.unavailable).finish()
     }
 }
 
@@ -43,10 +37,9 @@ impl DriveTools {
         if cfg.nvme_cli {
             let nvme = NvmeCli::new(runner.clone()).with_program(cfg.nvme_path.clone()).with_timeout(cfg.timeout);
             match nvme.version() {
-                Err(NvmeError::Command(CommandError::NotFound { .. })) => t.unavailable.push(format!(
-                    "nvme-cli: `{}` is not installed: install nvme-cli or set drives.nvme_path",
-                    cfg.nvme_path
-                )),
+                Err(NvmeError::Command(CommandError::NotFound { .. })) => {
+                    t.unavailable.push(format!("nvme-cli: `{}` is not installed: install nvme-cli or set drives.nvme_path", cfg.nvme_path))
+                }
                 Ok(v) => {
                     tracing::info!(version = %v, program = %cfg.nvme_path, "nvme-cli found");
                     t.nvme = Some(nvme);
@@ -62,10 +55,9 @@ impl DriveTools {
         if cfg.smartctl {
             let argv = vec![cfg.smartctl_path.clone(), "--version".to_string()];
             match runner.run(&argv, cfg.timeout) {
-                Err(CommandError::NotFound { .. }) => t.unavailable.push(format!(
-                    "smartctl: `{}` is not installed: install smartmontools or set drives.smartctl_path",
-                    cfg.smartctl_path
-                )),
+                Err(CommandError::NotFound { .. }) => {
+                    t.unavailable.push(format!("smartctl: `{}` is not installed: install smartmontools or set drives.smartctl_path", cfg.smartctl_path))
+                }
                 other => {
                     if let Err(e) = other {
                         tracing::warn!("smartctl version probe failed (kept in use): {e}");
@@ -255,11 +247,12 @@ mod tests {
     }
 
     fn qemu_fake() -> Arc<FakeNvme> {
-        Arc::new(
-            FakeNvme::new()
-                .with_list(&fixture("nvme/qemu-nvme-cli-2.3-list.json"))
-                .with_controller("/dev/nvme0", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse),
-        )
+        Arc::new(FakeNvme::new().with_list(&fixture("nvme/qemu-nvme-cli-2.3-list.json")).with_controller(
+            "/dev/nvme0",
+            &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"),
+            0,
+            SetBehaviour::Refuse,
+        ))
     }
 
     #[test]
@@ -317,10 +310,7 @@ mod tests {
         assert_eq!((d.model.as_str(), d.serial.as_str(), d.firmware.as_str()), ("QEMU NVMe Ctrl", "deadbeef", "7.2.22"));
         assert_eq!(d.controller, "nvme0");
         assert_eq!((d.capacity_bytes, d.logical_block_size, d.rotational), (Some(1_073_741_824), Some(512), Some(false)), "sysfs had none: the tools' values");
-        assert_eq!(
-            d.power_states,
-            vec![v1::PowerStateDescriptor { state: 0, max_watts: 25.0, operational: true, entry_latency_us: 16, exit_latency_us: 4 }]
-        );
+        assert_eq!(d.power_states, vec![v1::PowerStateDescriptor { state: 0, max_watts: 25.0, operational: true, entry_latency_us: 16, exit_latency_us: 4 }]);
         // Without sysfs the drive is added from nvme list.
         let mut none = Vec::new();
         inv.enrich(&mut none);
@@ -338,10 +328,7 @@ mod tests {
                 namespaces: vec!["nvme0n1".into()],
             }]
         );
-        assert_eq!(
-            inv.health_devices(),
-            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }]
-        );
+        assert_eq!(inv.health_devices(), vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }]);
     }
 
     #[test]
@@ -355,10 +342,7 @@ mod tests {
         let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
         assert_eq!(
             inv.unavailable,
-            vec![
-                "smartctl: disabled by drives.smartctl = false".to_string(),
-                "drives: nvme-cli/smartctl found no NVMe or SATA drive on this host".to_string()
-            ]
+            vec!["smartctl: disabled by drives.smartctl = false".to_string(), "drives: nvme-cli/smartctl found no NVMe or SATA drive on this host".to_string()]
         );
         assert_eq!(runner.remaining(), 0);
     }

@@ -191,10 +191,7 @@ pub fn pick<'a>(zones: &'a [ZoneSeries], prefer: Option<&str>) -> Option<&'a Zon
         return zones.iter().find(|z| z.zone == p || z.label() == p);
     }
     const ORDER: &[&str] = &["drive", "rail", "psu_out", "psu_in", "wall", "psys", "package"];
-    ORDER
-        .iter()
-        .find_map(|scope| zones.iter().find(|z| z.scope == *scope && z.watts.len() > 1))
-        .or_else(|| zones.iter().find(|z| z.watts.len() > 1))
+    ORDER.iter().find_map(|scope| zones.iter().find(|z| z.scope == *scope && z.watts.len() > 1)).or_else(|| zones.iter().find(|z| z.watts.len() > 1))
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ pub mod trace;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use wattflip_energy::{
-    analyze_probe, analyze_probe_fine, classify, BackgroundObservation, BaselineSource, ClassifyConfig, FineSamples, PowerSeries,
-    ProbeAnalysis, RunDetectConfig, RunInfo, TimeBase, TraceError, UnixNanos, ValueRuns,
+    analyze_probe, analyze_probe_fine, classify, BackgroundObservation, BaselineSource, ClassifyConfig, FineSamples, PowerSeries, ProbeAnalysis,
+    RunDetectConfig, RunInfo, TimeBase, TraceError, UnixNanos, ValueRuns,
 };
 use wattflip_uflip::{ProbeReport, RunResult, RunStatus};
 
@@ -216,12 +216,7 @@ fn measured_runs(report: &ProbeReport, datasheet_w: Option<f64>) -> (Vec<&RunRes
 }
 
 fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &str) -> ProbeEnergy {
-    let mut out = ProbeEnergy {
-        gap_samples: a.gap_samples,
-        refused: a.refused().map(str::to_string),
-        warnings: a.warnings.clone(),
-        ..Default::default()
-    };
+    let mut out = ProbeEnergy { gap_samples: a.gap_samples, refused: a.refused().map(str::to_string), warnings: a.warnings.clone(), ..Default::default() };
     let mut per_experiment = PerExperiment::new();
     for (r, res) in ok.iter().zip(a.runs) {
         let e = match res {
@@ -366,9 +361,8 @@ mod tests {
     /// 1 kHz, 1 W floor with a 4 W spike for 10 ms every 250 ms: a 2 s idle window.
     fn spiky() -> PowerSeries {
         let t0 = 1_800_000_000_000_000_000i64;
-        let (t, p): (Vec<_>, Vec<_>) = (0..2000i64)
-            .map(|i| (UnixNanos(t0 + i * 1_000_000), wattflip_energy::Watts(if i % 250 < 10 { 4.0 } else { 1.0 })))
-            .unzip();
+        let (t, p): (Vec<_>, Vec<_>) =
+            (0..2000i64).map(|i| (UnixNanos(t0 + i * 1_000_000), wattflip_energy::Watts(if i % 250 < 10 { 4.0 } else { 1.0 }))).unzip();
         PowerSeries::new(t, p).unwrap()
     }
 

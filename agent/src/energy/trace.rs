@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 use wattflip_energy::{
-    integrate_csv, integrate_raw, CsvOptions, CsvSamples, FineSamples, Nanos, Ohms, PowerSeries, RawSamples, ShuntCircuit, Sidecar, TimeUnit,
-    TraceSummary, UnixNanos, Volts,
+    integrate_csv, integrate_raw, CsvOptions, CsvSamples, FineSamples, Nanos, Ohms, PowerSeries, RawSamples, ShuntCircuit, Sidecar, TimeUnit, TraceSummary,
+    UnixNanos, Volts,
 };
 
 /// How to read a CSV trace (a raw trace carries these in its sidecar).

@@ -116,4 +116,3 @@ pub fn spool_config(raw: RawSpool, l: &mut Loader) -> Option<SpoolConfig> {
     };
     Some(SpoolConfig { dir: raw.dir?, max_bytes, segment_bytes, sync })
 }
-

@@ -74,9 +74,7 @@ fn client_tls(cfg: &ExporterConfig) -> Option<ClientTlsConfig> {
     match &cfg.tls {
         TlsMode::InsecurePlaintextLoopback => None,
         TlsMode::Mutual(m) => {
-            let mut t = ClientTlsConfig::new()
-                .ca_certificate(Certificate::from_pem(&m.ca_pem))
-                .identity(Identity::from_pem(&m.cert_pem, &m.key_pem.0));
+            let mut t = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&m.ca_pem)).identity(Identity::from_pem(&m.cert_pem, &m.key_pem.0));
             if let Some(n) = &cfg.server_name {
                 t = t.domain_name(n.clone());
             }
@@ -118,10 +116,7 @@ impl Exporter {
                 kind: "backlog_dropped".into(),
                 severity: v1::Severity::Warning as i32,
                 device: String::new(),
-                message: format!(
-                    "{} batch(es) dropped because the collector was unreachable and the spool or backlog was full",
-                    self.dropped_unreported
-                ),
+                message: format!("{} batch(es) dropped because the collector was unreachable and the spool or backlog was full", self.dropped_unreported),
                 attributes: [("dropped_batches".to_string(), self.dropped_unreported.to_string())].into(),
             });
         }
@@ -129,8 +124,7 @@ impl Exporter {
         b.sequence = self.next_seq;
         self.next_seq += 1;
         self.summary.batches += 1;
-        let (seq, samples, power, temperature, probe_runs) =
-            (b.sequence, samples_of(&b), b.power.len(), b.temperature.len(), b.probe_runs.len());
+        let (seq, samples, power, temperature, probe_runs) = (b.sequence, samples_of(&b), b.power.len(), b.temperature.len(), b.probe_runs.len());
         match self.backlog.push(b) {
             Ok(dropped) => {
                 // The ledger line: this batch is stored (and, with the spool, synced per policy).
@@ -318,11 +312,7 @@ impl Exporter {
     /// alone are left out by the collector and acknowledged) is kept: nothing leaves the backlog
     /// unless acknowledged. It is counted and logged, and sent again after the backoff.
     fn note_rejected(&mut self, status: &tonic::Status) {
-        let seq = status
-            .metadata()
-            .get(REJECTED_SEQUENCE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let seq = status.metadata().get(REJECTED_SEQUENCE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
         match seq {
             Some(seq) => {
                 self.summary.rejected += 1;

@@ -54,10 +54,7 @@ pub fn frame(len: u32, payload: &[u8]) -> Vec<u8> {
 /// (path, why), which are never opened: opening a FIFO blocks, reading a 20 GB sparse file takes
 /// minutes and memory. `largest` is the size no segment exceeds.
 #[allow(clippy::type_complexity)]
-pub fn list(
-    dir: &Path,
-    largest: u64,
-) -> std::io::Result<(Vec<(u64, PathBuf)>, Vec<(PathBuf, String)>)> {
+pub fn list(dir: &Path, largest: u64) -> std::io::Result<(Vec<(u64, PathBuf)>, Vec<(PathBuf, String)>)> {
     let (mut names, mut foreign) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };
@@ -65,22 +62,12 @@ pub fn list(
         if path.extension().is_none_or(|x| x != EXT) {
             continue;
         }
-        let why = match (
-            path.file_stem()
-                .and_then(|s| s.to_str())
-                .and_then(|s| s.parse::<u64>().ok()),
-            std::fs::symlink_metadata(&path),
-        ) {
+        let why = match (path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<u64>().ok()), std::fs::symlink_metadata(&path)) {
             (None, _) => "its name is not a sequence number".to_string(),
             (_, Err(e)) => format!("cannot stat it: {e}"),
             (_, Ok(m)) if m.is_dir() => "it is a directory".to_string(),
-            (_, Ok(m)) if !m.file_type().is_file() => {
-                "it is not a regular file (a FIFO, socket, device or symlink)".to_string()
-            }
-            (_, Ok(m)) if m.len() > largest => format!(
-                "it is {} bytes, larger than any segment ({largest} bytes)",
-                m.len()
-            ),
+            (_, Ok(m)) if !m.file_type().is_file() => "it is not a regular file (a FIFO, socket, device or symlink)".to_string(),
+            (_, Ok(m)) if m.len() > largest => format!("it is {} bytes, larger than any segment ({largest} bytes)", m.len()),
             (Some(first), Ok(_)) => {
                 names.push((first, path));
                 continue;
@@ -96,10 +83,7 @@ pub fn list(
 /// Opens a listed segment for reading, nonblocking, and checks again that it is a regular file of
 /// a segment's size (it may have been swapped since the listing): None when it is not.
 pub fn open_checked(path: &Path, largest: u64) -> std::io::Result<Option<(File, u64)>> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    let f = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     Ok(match f.metadata() {
         Ok(m) if m.file_type().is_file() && m.len() <= largest => Some((f, m.len())),
         _ => None,
@@ -122,11 +106,7 @@ fn record_at(f: &File, off: u64, file_len: u64, legacy: bool) -> Option<Rec> {
     let mut h = [0u8; HEADER as usize];
     let h = &mut h[..header as usize];
     f.read_exact_at(h, off).ok()?;
-    let (magic, rest) = if legacy {
-        (true, &h[..])
-    } else {
-        (h[..4] == MAGIC, &h[4..])
-    };
+    let (magic, rest) = if legacy { (true, &h[..]) } else { (h[..4] == MAGIC, &h[4..]) };
     let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
     let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
     // Checked before allocating: a damaged length never makes a large buffer.
@@ -139,13 +119,7 @@ fn record_at(f: &File, off: u64, file_len: u64, legacy: bool) -> Option<Rec> {
         return None;
     }
     let b = v1::Batch::decode(payload.as_slice()).ok()?;
-    Some(Rec {
-        seq: b.sequence,
-        offset: off,
-        len,
-        samples: samples_of(&b) as u32,
-        legacy,
-    })
+    Some(Rec { seq: b.sequence, offset: off, len, samples: samples_of(&b) as u32, legacy })
 }
 
 /// The next offset at or after `from` where the magic starts, reading 64 KiB at a time.
@@ -218,12 +192,7 @@ mod tests {
     use super::*;
 
     fn payload(seq: u64) -> Vec<u8> {
-        v1::Batch {
-            agent_id: "a".into(),
-            sequence: seq,
-            ..Default::default()
-        }
-        .encode_to_vec()
+        v1::Batch { agent_id: "a".into(), sequence: seq, ..Default::default() }.encode_to_vec()
     }
 
     fn file(bytes: &[u8]) -> (tempfile::NamedTempFile, File, u64) {
@@ -247,10 +216,7 @@ mod tests {
         bytes[offs[3] + 13] ^= 0xff;
         let (_t, f, len) = file(&bytes);
         let s = scan(&f, len);
-        assert_eq!(
-            s.recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
-            [1, 2, 5, 6]
-        );
+        assert_eq!(s.recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 5, 6]);
         assert_eq!(s.damaged, [(offs[2] as u64, (offs[4] - offs[2]) as u64)]);
         assert_eq!(s.good_end, len);
         assert_eq!(lost_in(&s, 0), 2);
@@ -269,10 +235,7 @@ mod tests {
         bytes.extend_from_slice(&[7, 0, 0, 0, 1]);
         let (_t, f, len) = file(&bytes);
         let s = scan(&f, len);
-        assert_eq!(
-            s.recs.iter().map(|r| (r.seq, r.legacy)).collect::<Vec<_>>(),
-            [(1, true), (2, true), (3, true)]
-        );
+        assert_eq!(s.recs.iter().map(|r| (r.seq, r.legacy)).collect::<Vec<_>>(), [(1, true), (2, true), (3, true)]);
         assert_eq!(s.good_end, good);
     }
 }

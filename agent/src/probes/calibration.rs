@@ -9,9 +9,9 @@
 //! people and for stores written before the per-target files; lookups use it only when its target
 //! is the one asked for.
 
-use super::{open_target_with, plan_options, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
 #[cfg(test)]
 use super::PauseChoice;
+use super::{open_target_with, plan_options, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use wattflip_uflip::{self as uflip, ProbeReport, Target, TargetKind};
@@ -72,12 +72,8 @@ pub fn calibration_path(out: &Path, key: &str) -> PathBuf {
 /// The file of `key` in the per-target folder `dir` of `out`: the key made file-name safe, plus a
 /// hash of the exact key so two keys that differ only in replaced characters never share a file.
 pub fn keyed_path(out: &Path, dir: &str, key: &str) -> PathBuf {
-    let safe: String = key
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
-        .take(100)
-        .collect();
+    let safe: String =
+        key.trim_start_matches('/').chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).take(100).collect();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in key.bytes() {
         h ^= u64::from(b);
@@ -222,10 +218,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.dat");
         std::fs::write(&a, b"").unwrap();
-        let old = format!(
-            "{{\"target\": \"{}\", \"created_ns\": 5, \"counts\": {{\"io_count\": [1, 2, 3, 4], \"ignore_io\": [0, 0, 0, 1]}}}}",
-            a.display()
-        );
+        let old = format!("{{\"target\": \"{}\", \"created_ns\": 5, \"counts\": {{\"io_count\": [1, 2, 3, 4], \"ignore_io\": [0, 0, 0, 1]}}}}", a.display());
         std::fs::write(dir.path().join(CALIBRATION_FILE), old).unwrap();
         let (c, from) = stored_calibration(dir.path(), &a).unwrap();
         assert_eq!((c.counts.io_count, c.key.as_str(), from), ([1, 2, 3, 4], "", dir.path().join(CALIBRATION_FILE)));

@@ -196,15 +196,11 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         }
         d
     };
-    let set: Vec<&str> = [
-        ("power_interval", r.power_interval.is_some()),
-        ("idle", r.idle.is_some()),
-        ("tail", r.tail.is_some()),
-        ("power_zone", r.power_zone.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(k, on)| on.then_some(k))
-    .collect();
+    let set: Vec<&str> =
+        [("power_interval", r.power_interval.is_some()), ("idle", r.idle.is_some()), ("tail", r.tail.is_some()), ("power_zone", r.power_zone.is_some())]
+            .into_iter()
+            .filter_map(|(k, on)| on.then_some(k))
+            .collect();
     // The fast sampler's 1 kHz is RAPL's update rate; the idle window is the baseline's sample.
     let period = dur("power_interval", r.power_interval.take(), Duration::from_millis(5), Duration::from_millis(1), Duration::from_secs(1));
     let idle = dur("idle", r.idle.take(), Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
@@ -215,15 +211,7 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         }
         return None;
     }
-    Some(EnergyOptions {
-        sysfs_root: host.0.to_owned(),
-        kinds: host.1.clone(),
-        period,
-        idle,
-        tail,
-        zone: r.power_zone.take(),
-        drives: host.2.clone(),
-    })
+    Some(EnergyOptions { sysfs_root: host.0.to_owned(), kinds: host.1.clone(), period, idle, tail, zone: r.power_zone.take(), drives: host.2.clone() })
 }
 
 /// Checks a `[[probes]]` entry's value lists and counts. Every item is checked, so one entry can
@@ -347,4 +335,3 @@ fn baseline_counts(l: &mut Loader, key: &str, raw: &Option<toml::Value>, min: i6
     }
     out
 }
-

@@ -23,7 +23,9 @@ use wattflip_uflip::{self as uflip, Baseline, Bench, NullObserver, PlanOptions, 
 pub enum Load {
     Pattern(Baseline),
     /// `mix/RR-RW` with this signed uFLIP ratio.
-    Mix { ratio: i64 },
+    Mix {
+        ratio: i64,
+    },
 }
 
 /// Read share (%) of uFLIP's `mix/RR-RW` with `ratio`: r ≥ 1 gives r RR per RW, r ≤ −1 one RR
@@ -134,10 +136,11 @@ pub fn level_plan(device_size: u64, a: &LadderArgs, load: Load, pause_us: u64, c
 fn run_level(target: &uflip::Target, a: &LadderArgs, load: Load, pause_us: u64, count: u64) -> Result<(ProbeReport, RunResult), ProbeCmdError> {
     let plan = level_plan(target.size, a, load, pause_us, count);
     let report = uflip::run(target, &plan, &mut NullObserver)?;
-    let run = report.runs.first().cloned().ok_or_else(|| ProbeCmdError::Output {
-        path: a.target.clone(),
-        source: std::io::Error::other(format!("the ladder plan has no {load:?} run")),
-    })?;
+    let run = report
+        .runs
+        .first()
+        .cloned()
+        .ok_or_else(|| ProbeCmdError::Output { path: a.target.clone(), source: std::io::Error::other(format!("the ladder plan has no {load:?} run")) })?;
     Ok((report, run))
 }
 
@@ -191,9 +194,7 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, Pro
         (Some(_), Some(_)) => String::new(),
         _ => "no power source recorded: levels have no power, and no proportionality can be computed".to_string(),
     };
-    let idle_w = series.as_ref().and_then(|s| {
-        wattflip_energy::Baseline::from_window(s, UnixNanos(idle_from), UnixNanos(idle_to), 3).ok().map(|b| b.median.0)
-    });
+    let idle_w = series.as_ref().and_then(|s| wattflip_energy::Baseline::from_window(s, UnixNanos(idle_from), UnixNanos(idle_to), 3).ok().map(|b| b.median.0));
     let mut runs = Vec::new();
     let mut levels = Vec::new();
     for (report, r, pct, rate, pause_us, load) in &done {

@@ -16,14 +16,14 @@ pub mod power_sweep;
 pub mod values;
 
 use crate::clock::Clock;
-use std::sync::Arc;
-use wattflip_drives::CommandRunner;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 pub use calibration::{apply_stored_calibration, calibrate, stored_calibration, StoredCalibration, CALIBRATION_FILE};
 pub use config::ProbeJob;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 pub use values::{PlanOverrides, ValuesProfile};
+use wattflip_drives::CommandRunner;
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
 /// Everything `wattflip-agent probe` was asked for.
@@ -86,10 +86,7 @@ pub enum ProbeCmdError {
 
 /// Parses a size such as `1GiB`, `512MiB`, `4G` (config and command line spell it the same).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|e| format!("`{s}` is not a size ({e}); write e.g. 1GiB or 512MiB"))
+    s.trim().parse::<bytesize::ByteSize>().map(|b| b.as_u64()).map_err(|e| format!("`{s}` is not a size ({e}); write e.g. 1GiB or 512MiB"))
 }
 
 /// Parses the device-state choice: `random` (uFLIP's format), `seq`, or `none`.
@@ -205,8 +202,7 @@ pub fn nvme_controller(target: &Path) -> Option<String> {
     let name = target.file_name()?.to_str()?;
     let rest = name.strip_prefix("nvme")?;
     let (ctrl, ns) = rest.split_once('n')?;
-    (ctrl.chars().all(|c| c.is_ascii_digit()) && !ctrl.is_empty() && ns.chars().all(|c| c.is_ascii_digit()))
-        .then(|| format!("/dev/nvme{ctrl}"))
+    (ctrl.chars().all(|c| c.is_ascii_digit()) && !ctrl.is_empty() && ns.chars().all(|c| c.is_ascii_digit())).then(|| format!("/dev/nvme{ctrl}"))
 }
 
 /// The "datasheet watts" of an NVMe block-device target: PSD max power of its current power state.
@@ -244,7 +240,14 @@ pub struct Measured {
 pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&EnergyOptions>, off: &str, host: &Host) -> Result<Measured, ProbeCmdError> {
     match e {
         Some(e) => run_probe_measured(a, show_progress, e, host),
-        None => Ok(Measured { report: run_probe(a, show_progress, None)?, energy: None, power: None, recording: Vec::new(), energy_note: off.to_string(), energy_unmeasurable: false }),
+        None => Ok(Measured {
+            report: run_probe(a, show_progress, None)?,
+            energy: None,
+            power: None,
+            recording: Vec::new(),
+            energy_note: off.to_string(),
+            energy_unmeasurable: false,
+        }),
     }
 }
 

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_energy::{
-    analyze_next_run, recommend_pause, recommend_pause_for_value, Baseline, BackgroundObservation, IoMix, Joules, Nanos,
-    PauseConfig, PreviousRun, RunDetectConfig, RunInfo, TimeBase, UnixNanos, ValueRuns,
+    analyze_next_run, recommend_pause, recommend_pause_for_value, BackgroundObservation, Baseline, IoMix, Joules, Nanos, PauseConfig, PreviousRun,
+    RunDetectConfig, RunInfo, TimeBase, UnixNanos, ValueRuns,
 };
 use wattflip_uflip::{Pause, RunResult, RunSpec, RunStatus, TargetInfo};
 
@@ -39,11 +39,8 @@ impl Tails {
     pub fn from_energy(e: &ProbeEnergy) -> Tails {
         let mut t = Tails::default();
         for r in e.runs.iter().filter(|r| r.background_s.is_finite() && r.background_s >= 0.0) {
-            let obs = BackgroundObservation {
-                duration: Nanos::from_secs_f64(r.background_s),
-                energy: Joules(r.background_energy_j),
-                run_energy: Joules(r.energy_j),
-            };
+            let obs =
+                BackgroundObservation { duration: Nanos::from_secs_f64(r.background_s), energy: Joules(r.background_energy_j), run_energy: Joules(r.energy_j) };
             t.add(&r.experiment, r.value, obs);
         }
         t
@@ -469,10 +466,19 @@ mod tests {
         let ms_ns = 1_000_000i64;
         // Runs of 100 ms, 1 s apart, after a 1 s idle window: SR 4 KiB, then SW 4 KiB ×3 (tail
         // 200 ms), then SW 8 KiB ×2 (tail 400 ms).
-        let plan: Vec<(&str, f64, bool, i64)> =
-            vec![("granularity/SR", 4096.0, false, 0), ("granularity/SW", 4096.0, true, 200), ("granularity/SW", 4096.0, true, 200), ("granularity/SW", 4096.0, true, 200), ("granularity/SW", 8192.0, true, 400), ("granularity/SW", 8192.0, true, 400)];
-        let windows: Vec<(i64, i64, i64)> =
-            plan.iter().enumerate().map(|(k, p)| (t0 + 1000 * ms_ns + k as i64 * 1000 * ms_ns, t0 + 1100 * ms_ns + k as i64 * 1000 * ms_ns, p.3 * ms_ns)).collect();
+        let plan: Vec<(&str, f64, bool, i64)> = vec![
+            ("granularity/SR", 4096.0, false, 0),
+            ("granularity/SW", 4096.0, true, 200),
+            ("granularity/SW", 4096.0, true, 200),
+            ("granularity/SW", 4096.0, true, 200),
+            ("granularity/SW", 8192.0, true, 400),
+            ("granularity/SW", 8192.0, true, 400),
+        ];
+        let windows: Vec<(i64, i64, i64)> = plan
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (t0 + 1000 * ms_ns + k as i64 * 1000 * ms_ns, t0 + 1100 * ms_ns + k as i64 * 1000 * ms_ns, p.3 * ms_ns))
+            .collect();
         let power = rail(t0, &windows, 1000 + 1000 * plan.len() as i64);
         let live = LiveTails::new(power, None, Duration::from_secs(1));
         // A stored (older) tail of 8 KiB, 1 s: used until this probe measures 8 KiB itself.

@@ -150,13 +150,7 @@ impl RunPower {
 
 /// `governor sweep`: see the module docs. `registry` is shared with the caller's signal task;
 /// `rec` too, so an interrupted sweep's records can still be written.
-pub fn sweep(
-    host: &SweepHost,
-    s: &Controller,
-    args: &SweepArgs,
-    registry: &RestoreRegistry,
-    rec: &Mutex<ChangeLog>,
-) -> Result<SweepSummary, GovernorCmdError> {
+pub fn sweep(host: &SweepHost, s: &Controller, args: &SweepArgs, registry: &RestoreRegistry, rec: &Mutex<ChangeLog>) -> Result<SweepSummary, GovernorCmdError> {
     let lock = || rec.lock().unwrap_or_else(|p| p.into_inner());
     // Everything that can fail without touching the drive comes first.
     let target = open_target(&args.target, args.size, &host.drives.destroy_consent).map_err(|e| GovernorCmdError::Target(Box::new(e)))?;
@@ -430,8 +424,8 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use std::path::Path;
-    use wattflip_drives::{Governor, NvmeCli};
     use wattflip_drives::fake::SetBehaviour;
+    use wattflip_drives::{Governor, NvmeCli};
 
     use crate::drives::governor::tests::{config, five_states, fixture};
 
@@ -465,18 +459,11 @@ mod tests {
         let a = Outcome::Applied as i32;
         assert_eq!(changes(&rec), vec![(1, 0, 0, a), (0, 1, 1, a), (1, 2, 2, a), (2, 1, 1, Outcome::Restored as i32)]);
         assert_eq!(fake.feature("/dev/nvme0", 2), Some(1));
-        let runs: Vec<(String, String, f64, String)> = rec
-            .batch
-            .probe_runs
-            .iter()
-            .map(|r| (r.experiment.clone(), r.varying.clone(), r.value, r.parameters["temperature_end_c"].clone()))
-            .collect();
+        let runs: Vec<(String, String, f64, String)> =
+            rec.batch.probe_runs.iter().map(|r| (r.experiment.clone(), r.varying.clone(), r.value, r.parameters["temperature_end_c"].clone())).collect();
         let want: Vec<(String, String, f64, String)> = [0.0, 1.0, 2.0]
             .iter()
-            .flat_map(|&ps| {
-                ["governor_sweep/SR:128KiB", "governor_sweep/RW:4KiB"]
-                    .map(|e| (e.to_string(), "power_state".to_string(), ps, "49.85".to_string()))
-            })
+            .flat_map(|&ps| ["governor_sweep/SR:128KiB", "governor_sweep/RW:4KiB"].map(|e| (e.to_string(), "power_state".to_string(), ps, "49.85".to_string())))
             .collect();
         assert_eq!(runs, want);
         assert!(rec.batch.probe_runs.iter().all(|r| r.mib_per_s > 0.0 && r.parameters["nvme_controller"] == "nvme0"));
@@ -490,7 +477,11 @@ mod tests {
         assert_eq!(states, [0, 0, 1, 1, 2, 2].map(|ps| (Some(ps), Some([7.5, 5.9, 3.6][ps as usize]), m)).to_vec());
         let notes: Vec<&str> = rec.batch.events.iter().filter(|e| e.kind == "sweep_power_unavailable").map(|e| e.message.as_str()).collect();
         assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].starts_with("/dev/nvme0: sweep runs carry no measured power (power_w, energy_j): no usable power source on this host"), "{}", notes[0]);
+        assert!(
+            notes[0].starts_with("/dev/nvme0: sweep runs carry no measured power (power_w, energy_j): no usable power source on this host"),
+            "{}",
+            notes[0]
+        );
         assert_eq!(summary.power_note.as_deref(), Some(notes[0]));
     }
 
@@ -517,12 +508,7 @@ mod tests {
         let rec = rec.into_inner().unwrap();
         assert_eq!((summary.measured, summary.power_note), (vec![0, 1, 2], None));
         type PowerFields<'a> = (Option<u32>, Option<f64>, Option<f64>, &'a str);
-        let got: Vec<PowerFields> = rec
-            .batch
-            .probe_runs
-            .iter()
-            .map(|r| (r.power_state, r.power_state_max_w, r.power_w, r.energy_source.as_str()))
-            .collect();
+        let got: Vec<PowerFields> = rec.batch.probe_runs.iter().map(|r| (r.power_state, r.power_state_max_w, r.power_w, r.energy_source.as_str())).collect();
         let zone = "hwmon:ina226-0-0040/power1";
         assert_eq!(got, vec![(Some(0), Some(7.5), Some(18.0), zone), (Some(1), Some(5.9), Some(18.0), zone), (Some(2), Some(3.6), Some(18.0), zone)]);
         for r in &rec.batch.probe_runs {

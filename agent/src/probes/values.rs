@@ -131,10 +131,7 @@ mod tests {
         for p in [ValuesProfile::Spec, ValuesProfile::Small, ValuesProfile::Quick] {
             assert_eq!(ValuesProfile::parse(p.as_str()), Ok(p));
         }
-        assert_eq!(
-            ValuesProfile::parse("full"),
-            Err("`full` is not a value profile; use spec (ufip.md §4.3 lists), small or quick".to_string())
-        );
+        assert_eq!(ValuesProfile::parse("full"), Err("`full` is not a value profile; use spec (ufip.md §4.3 lists), small or quick".to_string()));
         assert_eq!(ValuesProfile::Spec.options(1 << 30), PlanOptions::spec_defaults(1 << 30));
     }
 }

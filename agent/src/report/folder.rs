@@ -5,9 +5,9 @@
 //! [`read_folder`] reads such a folder back and [`render_html`] draws it, so `report --in DIR`
 //! regenerates exactly the page the probe wrote.
 
-use crate::probes::{convert, ladder::Ladder, pauses::store_tails, ProbeCmdError};
 use crate::energy::live::ZoneSeries;
 use crate::energy::{ProbeEnergy, RunEnergyRecord};
+use crate::probes::{convert, ladder::Ladder, pauses::store_tails, ProbeCmdError};
 use std::path::{Path, PathBuf};
 use wattflip_proto::lineproto;
 use wattflip_proto::schema::{self, HostTags};
@@ -87,8 +87,7 @@ pub fn write_all(
 pub fn write_energy(dir: &Path, report: &ProbeReport, energy: &ProbeEnergy, tags: &HostTags) -> Result<Vec<PathBuf>, ProbeCmdError> {
     let path = dir.join("energy.jsonl");
     // An unreadable earlier file stops the import: overwriting it would lose the energy it holds.
-    let mut merged: std::collections::BTreeMap<usize, RunEnergyRecord> =
-        read_energy(dir)?.into_iter().flat_map(|e| e.runs).map(|r| (r.run_id, r)).collect();
+    let mut merged: std::collections::BTreeMap<usize, RunEnergyRecord> = read_energy(dir)?.into_iter().flat_map(|e| e.runs).map(|r| (r.run_id, r)).collect();
     for r in &energy.runs {
         merged.insert(r.run_id, r.clone());
     }
@@ -147,10 +146,7 @@ const POWER_CSV_COLUMNS: &str = "time_ns,watts";
 /// when it writes `report.html` and by `report --in` from [`read_folder`], so both pages agree.
 pub fn render_html(report: &ProbeReport, energy: Option<&ProbeEnergy>, power: Option<&ZoneSeries>) -> String {
     let trace = power
-        .map(|z| super::model::PowerTrace {
-            label: format!("{} ({})", z.label(), z.scope),
-            points: z.t.iter().copied().zip(z.watts.iter().copied()).collect(),
-        })
+        .map(|z| super::model::PowerTrace { label: format!("{} ({})", z.label(), z.scope), points: z.t.iter().copied().zip(z.watts.iter().copied()).collect() })
         .into_iter()
         .collect();
     super::html::render_with_power(report, energy, trace)

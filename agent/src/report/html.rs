@@ -221,8 +221,7 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
                     .map_err(|e| e.to_string())?;
                 if let Some((a, z, _)) = spec.band {
                     let band = BAND_COLOR.mix(0.25);
-                    c.draw_series(std::iter::once(Rectangle::new([(a.max(x0), y0), (z.min(x1), y1)], band.filled())))
-                        .map_err(|e| e.to_string())?;
+                    c.draw_series(std::iter::once(Rectangle::new([(a.max(x0), y0), (z.min(x1), y1)], band.filled()))).map_err(|e| e.to_string())?;
                 }
                 for &(_, pts, color) in &series {
                     c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2))).map_err(|e| e.to_string())?;
@@ -407,8 +406,10 @@ fn runs_table(h: &mut String, d: &DeviceRuns) {
 fn power_section(h: &mut String, report: &Report) {
     h.push_str("<h2>Power during the probe</h2>\n");
     let Some(t0) = report.power.iter().flat_map(|p| p.points.first()).map(|p| p.0).min() else {
-        h.push_str("<p class=note>No power samples were aligned with this probe. Run it on an agent with a power source \
-                    (RAPL, hwmon/PMBus, shunt trace) that streams to a collector to see the power timeline.</p>\n");
+        h.push_str(
+            "<p class=note>No power samples were aligned with this probe. Run it on an agent with a power source \
+                    (RAPL, hwmon/PMBus, shunt trace) that streams to a collector to see the power timeline.</p>\n",
+        );
         return;
     };
     let secs = |ns: i64| (ns - t0) as f64 / 1e9;
@@ -490,8 +491,10 @@ pub fn render_report(report: &Report) -> String {
         }
     }
     if !any {
-        h.push_str("<p class=note>No background work was measured: it needs a power trace fine enough to see the device after its last IO \
-                    (docs/energy-method.md §8).</p>\n");
+        h.push_str(
+            "<p class=note>No background work was measured: it needs a power trace fine enough to see the device after its last IO \
+                    (docs/energy-method.md §8).</p>\n",
+        );
     }
     h.push_str("<h2>Runs</h2>\n");
     for d in &report.devices {
@@ -555,14 +558,24 @@ mod tests {
             ..Default::default()
         };
         let h = render_report(&with);
-        for title in ["granularity: mean response time", "granularity: throughput", "granularity: energy per IO", "granularity: energy per MB", "granularity: background-work tail", "power per channel"] {
+        for title in [
+            "granularity: mean response time",
+            "granularity: throughput",
+            "granularity: energy per IO",
+            "granularity: energy per MB",
+            "granularity: background-work tail",
+            "power per channel",
+        ] {
             assert!(h.contains(&format!(">{title}<")) || h.contains(title), "missing chart {title}");
         }
         assert_eq!(h.matches("<svg").count(), 6, "five device charts and the power timeline");
         assert!(h.contains("<tr><td class=l>granularity/SR</td><td class=l>S</td><td>2</td><td>0.250</td><td>1.000</td><td>16.7 %</td></tr>"), "{h}");
         assert!(h.contains("<tr><td class=l>rapl psys (psys)</td><td>3</td><td>11.0</td><td>12.0</td></tr>"));
 
-        let without = Report { devices: vec![DeviceRuns { runs: vec![run("SR", 4, 80.0, None), run("SR", 32, 160.0, None)], ..Default::default() }], ..Default::default() };
+        let without = Report {
+            devices: vec![DeviceRuns { runs: vec![run("SR", 4, 80.0, None), run("SR", 32, 160.0, None)], ..Default::default() }],
+            ..Default::default()
+        };
         let h = render_report(&without);
         assert_eq!(h.matches("<svg").count(), 2, "response time and throughput only");
         assert!(h.contains("No power samples were aligned"));

@@ -62,12 +62,7 @@ impl Client {
     fn query(&self, q: &str) -> Result<Vec<SeriesRows>, InfluxReportError> {
         let url = format!("{}/query", self.src.url.trim_end_matches('/'));
         let http = |source| InfluxReportError::Http { url: self.src.url.clone(), query: q.to_string(), source };
-        let resp = self
-            .http
-            .get(&url)
-            .query(&[("db", self.src.database.as_str()), ("q", q), ("epoch", "ns")])
-            .send()
-            .map_err(http)?;
+        let resp = self.http.get(&url).query(&[("db", self.src.database.as_str()), ("q", q), ("epoch", "ns")]).send().map_err(http)?;
         let status = resp.status().as_u16();
         let body = resp.text().map_err(http)?;
         let json: serde_json::Value = match serde_json::from_str(&body) {
@@ -165,10 +160,11 @@ pub fn load(src: &Source) -> Result<Report, InfluxReportError> {
     if !valid_duration(&src.since) {
         return Err(InfluxReportError::Since(src.since.clone()));
     }
-    let http = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|source| InfluxReportError::Http { url: src.url.clone(), query: String::new(), source })?;
+    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().map_err(|source| InfluxReportError::Http {
+        url: src.url.clone(),
+        query: String::new(),
+        source,
+    })?;
     let c = Client { http, src: src.clone() };
     let host = literal(&src.host);
     let recent = format!("time > now() - {}", src.since);
@@ -255,6 +251,9 @@ mod tests {
     fn an_unreachable_server_names_the_url_and_the_query() {
         let src = Source { url: "http://127.0.0.1:1".into(), database: "d".into(), host: "h".into(), since: "1h".into() };
         let e = load(&src).unwrap_err().to_string();
-        assert!(e.starts_with("cannot reach InfluxDB at http://127.0.0.1:1 for query `SELECT * FROM \"probe_run\" WHERE \"host\" = 'h' AND time > now() - 1h`"), "{e}");
+        assert!(
+            e.starts_with("cannot reach InfluxDB at http://127.0.0.1:1 for query `SELECT * FROM \"probe_run\" WHERE \"host\" = 'h' AND time > now() - 1h`"),
+            "{e}"
+        );
     }
 }

@@ -93,12 +93,9 @@ impl Report {
             .runs
             .iter()
             .filter_map(|r| match &r.status {
-                RunStatus::Unsupported { reason } => Some(format!(
-                    "{} {}={}: {reason}",
-                    r.experiment,
-                    r.varying,
-                    crate::probes::convert::fmt_value(&r.varying, r.value)
-                )),
+                RunStatus::Unsupported { reason } => {
+                    Some(format!("{} {}={}: {reason}", r.experiment, r.varying, crate::probes::convert::fmt_value(&r.varying, r.value)))
+                }
                 _ => None,
             })
             .collect();
@@ -113,15 +110,8 @@ impl Report {
             ("runs".into(), format!("{} ({} measured, {} unsupported)", report.runs.len(), runs.len(), unsupported.len())),
             ("seed / engine".into(), format!("{} / wattflip-uflip {}", report.seed, report.engine_version)),
         ];
-        let devices = if runs.is_empty() {
-            Vec::new()
-        } else {
-            vec![DeviceRuns {
-                device,
-                model: t.model.clone().unwrap_or_else(|| t.kind.as_str().to_string()),
-                runs,
-            }]
-        };
+        let devices =
+            if runs.is_empty() { Vec::new() } else { vec![DeviceRuns { device, model: t.model.clone().unwrap_or_else(|| t.kind.as_str().to_string()), runs }] };
         Report { subject: t.path.display().to_string(), facts, devices, power, unsupported }
     }
 
@@ -163,10 +153,7 @@ mod tests {
 
     #[test]
     fn energy_ratios() {
-        let run = |io_count, io_size_bytes, energy_j| Run {
-            probe: v1::ProbeRun { io_count, io_size_bytes, energy_j, ..Default::default() },
-            background: None,
-        };
+        let run = |io_count, io_size_bytes, energy_j| Run { probe: v1::ProbeRun { io_count, io_size_bytes, energy_j, ..Default::default() }, background: None };
         assert_eq!(run(1000, 4096, Some(8.192)).joules_per_mb(), Some(2.0));
         assert_eq!(run(1000, 4096, Some(8.192)).millijoules_per_io(), Some(8.192));
         assert_eq!(run(0, 4096, Some(1.0)).joules_per_mb(), None);

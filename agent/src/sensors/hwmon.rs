@@ -6,8 +6,7 @@
 //! sensor type implementing the trait from `sensors`.
 
 use super::{
-    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, PowerReading, PowerSensor, SensorError,
-    TemperatureSensor,
+    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, PowerReading, PowerSensor, SensorError, TemperatureSensor,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -48,12 +47,7 @@ pub struct HwmonElectrical {
 
 impl ElectricalSensor for HwmonElectrical {
     fn describe(&self) -> ElectricalChannel {
-        ElectricalChannel {
-            source: "hwmon".into(),
-            chip: self.chip.clone(),
-            channel: self.channel.clone(),
-            path: self.input.path().display().to_string(),
-        }
+        ElectricalChannel { source: "hwmon".into(), chip: self.chip.clone(), channel: self.channel.clone(), path: self.input.path().display().to_string() }
     }
 
     fn read(&mut self) -> Result<Electrical, SensorError> {
@@ -164,10 +158,7 @@ impl HwmonPower {
 /// otherwise, or the bare chip `name` when there is no device link.
 fn chip_device(chip_dir: &Path, name: &str) -> String {
     let target = std::fs::read_link(chip_dir.join("device")).ok();
-    let base = target
-        .as_ref()
-        .and_then(|t| t.file_name())
-        .map(|b| b.to_string_lossy().into_owned());
+    let base = target.as_ref().and_then(|t| t.file_name()).map(|b| b.to_string_lossy().into_owned());
     match base {
         Some(b) if b.starts_with(name) => b,
         Some(b) => format!("{name}-{b}"),
@@ -189,10 +180,7 @@ pub fn power_scope(driver: &str, label: &str) -> &'static str {
 
 /// Channel numbers present for `prefix` (e.g. `temp` → [1, 2] from temp1_input, temp2_input).
 fn channels(files: &[String], prefix: &str, suffix: &str) -> Vec<u32> {
-    let mut v: Vec<u32> = files
-        .iter()
-        .filter_map(|f| f.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok())
-        .collect();
+    let mut v: Vec<u32> = files.iter().filter_map(|f| f.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok()).collect();
     v.sort_unstable();
     v
 }
@@ -214,11 +202,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
         };
         for n in channels(&files, "temp", "_input") {
             let label = read_attr(&chip.join(format!("temp{n}_label")), HINT).unwrap_or_else(|_| format!("temp{n}"));
-            out.temperature.push(Box::new(HwmonTemp {
-                device: device.clone(),
-                sensor: label,
-                input: Attr::new(chip.join(format!("temp{n}_input")), HINT),
-            }));
+            out.temperature.push(Box::new(HwmonTemp { device: device.clone(), sensor: label, input: Attr::new(chip.join(format!("temp{n}_input")), HINT) }));
         }
         discover_power(&chip, &name, &device, &files, out);
         // Every voltage and current channel the chip has: a bounded set per chip, so the series
@@ -335,10 +319,7 @@ mod tests {
 
     #[test]
     fn channel_numbers_and_scopes() {
-        let files: Vec<String> = ["temp1_input", "temp10_input", "temp2_label", "temp3_input", "power1_average"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let files: Vec<String> = ["temp1_input", "temp10_input", "temp2_label", "temp3_input", "power1_average"].iter().map(|s| s.to_string()).collect();
         assert_eq!(channels(&files, "temp", "_input"), vec![1, 3, 10]);
         assert_eq!(channels(&files, "power", "_average"), vec![1]);
         assert_eq!(power_scope("pmbus", "pin"), "psu_in");

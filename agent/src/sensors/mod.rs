@@ -183,13 +183,7 @@ pub struct SensorKinds {
 
 impl Default for SensorKinds {
     fn default() -> Self {
-        SensorKinds {
-            rapl: true,
-            hwmon: true,
-            ipmi: false,
-            ipmitool: "ipmitool".into(),
-            command_timeout: std::time::Duration::from_secs(5),
-        }
+        SensorKinds { rapl: true, hwmon: true, ipmi: false, ipmitool: "ipmitool".into(), command_timeout: std::time::Duration::from_secs(5) }
     }
 }
 

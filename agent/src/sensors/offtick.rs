@@ -44,56 +44,46 @@ impl OffTick {
         let (tx, rx) = mpsc::channel::<()>();
         let st = state.clone();
         let zone = desc.zone.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("offtick-{}", desc.source))
-            .spawn(move || {
-                let base = Instant::now();
-                let (mut seq, mut wait) = (0u64, Duration::ZERO);
-                let mut retry = Backoff::new(Duration::from_secs(1), super::ipmi::MAX_BACKOFF);
-                while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
-                    let started = Instant::now();
-                    let now_ns = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    let result = inner.read(now_ns);
-                    let mut s = lock(&st);
-                    s.notices.extend(inner.take_notices());
-                    match result {
-                        Ok(r) => {
-                            retry.reset();
-                            if let Some(why) = s.reason.take() {
-                                tracing::info!(zone = %zone, "answers again after: {why}");
-                                s.notices
-                                    .push(Notice::available("the source answers again"));
-                            }
-                            if let Some(r) = r {
-                                seq += 1;
-                                s.latest = Some((seq, r));
-                            }
-                            // A read slower than the period does not start the next one at once: the
-                            // tool (and the device behind it) gets at least half a period of rest.
-                            wait = period.saturating_sub(started.elapsed()).max(period / 2);
+        let spawned = std::thread::Builder::new().name(format!("offtick-{}", desc.source)).spawn(move || {
+            let base = Instant::now();
+            let (mut seq, mut wait) = (0u64, Duration::ZERO);
+            let mut retry = Backoff::new(Duration::from_secs(1), super::ipmi::MAX_BACKOFF);
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
+                let started = Instant::now();
+                let now_ns = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                let result = inner.read(now_ns);
+                let mut s = lock(&st);
+                s.notices.extend(inner.take_notices());
+                match result {
+                    Ok(r) => {
+                        retry.reset();
+                        if let Some(why) = s.reason.take() {
+                            tracing::info!(zone = %zone, "answers again after: {why}");
+                            s.notices.push(Notice::available("the source answers again"));
                         }
-                        Err(e) => {
-                            let msg = e.to_string();
-                            if s.reason.as_deref() != Some(msg.as_str()) {
-                                s.notices.push(Notice::unavailable(msg.clone()));
-                                s.reason = Some(msg);
-                            }
-                            wait = retry.next_delay().max(period);
+                        if let Some(r) = r {
+                            seq += 1;
+                            s.latest = Some((seq, r));
                         }
+                        // A read slower than the period does not start the next one at once: the
+                        // tool (and the device behind it) gets at least half a period of rest.
+                        wait = period.saturating_sub(started.elapsed()).max(period / 2);
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        if s.reason.as_deref() != Some(msg.as_str()) {
+                            s.notices.push(Notice::unavailable(msg.clone()));
+                            s.reason = Some(msg);
+                        }
+                        wait = retry.next_delay().max(period);
                     }
                 }
-            });
+            }
+        });
         if let Err(e) = spawned {
-            lock(&state).notices.push(Notice::unavailable(format!(
-                "cannot start the worker thread: {e}"
-            )));
+            lock(&state).notices.push(Notice::unavailable(format!("cannot start the worker thread: {e}")));
         }
-        OffTick {
-            desc,
-            update,
-            state,
-            _stop: tx,
-        }
+        OffTick { desc, update, state, _stop: tx }
     }
 }
 
@@ -144,46 +134,25 @@ mod tests {
 
     impl PowerSensor for Flaky {
         fn describe(&self) -> v1::PowerSource {
-            v1::PowerSource {
-                source: "nvme_estimate".into(),
-                zone: "nvme0".into(),
-                ..Default::default()
-            }
+            v1::PowerSource { source: "nvme_estimate".into(), zone: "nvme0".into(), ..Default::default() }
         }
 
         fn read(&mut self, _now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
             self.calls += 1;
             match self.calls {
-                1 | 2 => Err(SensorError::Command {
-                    command: "nvme get-feature /dev/nvme0 --feature-id=2".into(),
-                    message: format!("failure {}", self.calls),
-                }),
+                1 | 2 => Err(SensorError::Command { command: "nvme get-feature /dev/nvme0 --feature-id=2".into(), message: format!("failure {}", self.calls) }),
                 3 => {
                     std::thread::sleep(self.hang);
-                    Ok(Some(PowerReading {
-                        watts: Watts(8.25),
-                        joules: None,
-                        interval_ns: 0,
-                    }))
+                    Ok(Some(PowerReading { watts: Watts(8.25), joules: None, interval_ns: 0 }))
                 }
-                _ => Ok(Some(PowerReading {
-                    watts: Watts(3.5),
-                    joules: None,
-                    interval_ns: 0,
-                })),
+                _ => Ok(Some(PowerReading { watts: Watts(3.5), joules: None, interval_ns: 0 })),
             }
         }
     }
 
     #[test]
     fn a_failing_then_hanging_source_never_blocks_its_reader_and_comes_back() {
-        let mut s = OffTick::spawn(
-            Box::new(Flaky {
-                calls: 0,
-                hang: Duration::from_millis(1500),
-            }),
-            Duration::from_secs(1),
-        );
+        let mut s = OffTick::spawn(Box::new(Flaky { calls: 0, hang: Duration::from_millis(1500) }), Duration::from_secs(1));
         let mut got = Vec::new();
         let mut slowest = Duration::ZERO;
         let end = Instant::now() + Duration::from_secs(15);
@@ -195,26 +164,13 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(got, vec![Watts(8.25), Watts(3.5)]);
-        assert!(
-            slowest < Duration::from_millis(100),
-            "a read took {slowest:?}"
-        );
-        let notices: Vec<(&str, String)> = s
-            .take_notices()
-            .into_iter()
-            .map(|n| (n.kind, n.message))
-            .collect();
+        assert!(slowest < Duration::from_millis(100), "a read took {slowest:?}");
+        let notices: Vec<(&str, String)> = s.take_notices().into_iter().map(|n| (n.kind, n.message)).collect();
         assert_eq!(
             notices,
             vec![
-                (
-                    "sensor_unavailable",
-                    "`nvme get-feature /dev/nvme0 --feature-id=2`: failure 1".to_string()
-                ),
-                (
-                    "sensor_unavailable",
-                    "`nvme get-feature /dev/nvme0 --feature-id=2`: failure 2".into()
-                ),
+                ("sensor_unavailable", "`nvme get-feature /dev/nvme0 --feature-id=2`: failure 1".to_string()),
+                ("sensor_unavailable", "`nvme get-feature /dev/nvme0 --feature-id=2`: failure 2".into()),
                 ("sensor_available", "the source answers again".into()),
             ]
         );

@@ -133,10 +133,8 @@ impl RaplZone {
 pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
     let dir = sysfs_root.join("class/powercap");
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        out.unavailable.push(format!(
-            "rapl: {} does not exist: no powercap on this host (VM, unsupported CPU, or intel_rapl module not loaded)",
-            dir.display()
-        ));
+        out.unavailable
+            .push(format!("rapl: {} does not exist: no powercap on this host (VM, unsupported CPU, or intel_rapl module not loaded)", dir.display()));
         return;
     };
     let mut ids: Vec<String> = entries

@@ -61,10 +61,7 @@ fn parse() -> Result<Args, String> {
         match k.as_str() {
             "--file" => a.file = PathBuf::from(v),
             "--size" => a.size = num(v)?,
-            "--pattern" => {
-                a.pattern = Baseline::parse(v)
-                    .ok_or_else(|| format!("--pattern {v}: use SR, RR, SW or RW"))?
-            }
+            "--pattern" => a.pattern = Baseline::parse(v).ok_or_else(|| format!("--pattern {v}: use SR, RR, SW or RW"))?,
             "--io-size" => a.io_size = num(v)?,
             "--io-count" => a.io_count = num(v)?,
             "--ignore-io" => a.ignore_io = num(v)?,
@@ -128,21 +125,11 @@ fn main() -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            let name = iolog::iolog_name(
-                0,
-                &format!("one_pattern/{}", a.pattern),
-                a.io_size as f64,
-                0,
-                p as u32,
-                d,
-            );
+            let name = iolog::iolog_name(0, &format!("one_pattern/{}", a.pattern), a.io_size as f64, 0, p as u32, d);
             match iolog::write_file(dir, &name, &text) {
                 Ok(f) => files.push(f),
                 Err(e) => {
-                    eprintln!(
-                        "one_pattern: cannot write {}: {e}",
-                        dir.join(&name).display()
-                    );
+                    eprintln!("one_pattern: cannot write {}: {e}", dir.join(&name).display());
                     return ExitCode::from(1);
                 }
             }
@@ -164,13 +151,7 @@ fn main() -> ExitCode {
         warnings: vec![],
         keep_series: false,
     };
-    let plan = Plan {
-        runs: vec![spec],
-        seed: a.seed,
-        device_size: target.size,
-        emit_fio_iolog: a.iolog_dir.clone(),
-        trace_dir: a.trace_dir.clone(),
-    };
+    let plan = Plan { runs: vec![spec], seed: a.seed, device_size: target.size, emit_fio_iolog: a.iolog_dir.clone(), trace_dir: a.trace_dir.clone() };
     match run(&target, &plan, &mut NullObserver) {
         Ok(rep) => {
             let r = &rep.runs[0];

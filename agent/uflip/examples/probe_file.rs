@@ -67,15 +67,9 @@ fn main() -> ExitCode {
     match run(&target, &p, &mut Progress { total: 0, t0 }) {
         Ok(rep) => {
             println!("{}", summary_table(&rep));
-            println!(
-                "{} runs in {:.1} s",
-                rep.runs.len(),
-                t0.elapsed().as_secs_f64()
-            );
+            println!("{} runs in {:.1} s", rep.runs.len(), t0.elapsed().as_secs_f64());
             if let Some(out) = args.get(4) {
-                if let Err(e) =
-                    std::fs::write(out, serde_json::to_string_pretty(&rep).unwrap_or_default())
-                {
+                if let Err(e) = std::fs::write(out, serde_json::to_string_pretty(&rep).unwrap_or_default()) {
                     eprintln!("probe_file: cannot write {out}: {e}");
                 }
             }

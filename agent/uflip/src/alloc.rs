@@ -47,11 +47,7 @@ impl FreshAreaAllocator {
     /// A fresh device: everything below the BLOCK-rounded-down size is free.
     pub fn new(device_size: u64) -> Self {
         let end = device_size / BLOCK * BLOCK;
-        let free = if end > 0 {
-            vec![Area { start: 0, end }]
-        } else {
-            Vec::new()
-        };
+        let free = if end > 0 { vec![Area { start: 0, end }] } else { Vec::new() };
         FreshAreaAllocator { free }
     }
 
@@ -69,18 +65,9 @@ impl FreshAreaAllocator {
     /// area is taken from that extent's start.
     pub fn alloc_best_fit(&mut self, size: u64) -> Option<Area> {
         let size = round_up_block(size.max(1));
-        let idx = self
-            .free
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| a.len() >= size)
-            .min_by_key(|(_, a)| (a.len(), a.start))
-            .map(|(i, _)| i)?;
+        let idx = self.free.iter().enumerate().filter(|(_, a)| a.len() >= size).min_by_key(|(_, a)| (a.len(), a.start)).map(|(i, _)| i)?;
         let start = self.free[idx].start;
-        self.take(Area {
-            start,
-            end: start + size,
-        })
+        self.take(Area { start, end: start + size })
     }
 
     /// `MemAllocNearestAfterA`: the first free area of `size` starting at or after `addr`
@@ -93,40 +80,22 @@ impl FreshAreaAllocator {
             (s < a.end && a.end - s >= size).then_some(s)
         });
         match found {
-            Some(start) => self.take(Area {
-                start,
-                end: start + size,
-            }),
+            Some(start) => self.take(Area { start, end: start + size }),
             None => self.alloc_best_fit(size),
         }
     }
 
     /// Remove `area` from the free list; `None` if any part of it is not free.
     pub fn take(&mut self, area: Area) -> Option<Area> {
-        let idx = self
-            .free
-            .iter()
-            .position(|a| a.start <= area.start && area.end <= a.end)?;
+        let idx = self.free.iter().position(|a| a.start <= area.start && area.end <= a.end)?;
         let ext = self.free.remove(idx);
         let mut ins = idx;
         if ext.start < area.start {
-            self.free.insert(
-                ins,
-                Area {
-                    start: ext.start,
-                    end: area.start,
-                },
-            );
+            self.free.insert(ins, Area { start: ext.start, end: area.start });
             ins += 1;
         }
         if area.end < ext.end {
-            self.free.insert(
-                ins,
-                Area {
-                    start: area.end,
-                    end: ext.end,
-                },
-            );
+            self.free.insert(ins, Area { start: area.end, end: ext.end });
         }
         Some(area)
     }
@@ -139,47 +108,17 @@ mod tests {
     #[test]
     fn best_fit_and_nearest() {
         let mut a = FreshAreaAllocator::new(10 * BLOCK + 100);
-        assert_eq!(
-            a.free(),
-            &[Area {
-                start: 0,
-                end: 10 * BLOCK
-            }]
-        );
+        assert_eq!(a.free(), &[Area { start: 0, end: 10 * BLOCK }]);
         let x = a.alloc_best_fit(1).unwrap();
-        assert_eq!(
-            x,
-            Area {
-                start: 0,
-                end: BLOCK
-            }
-        );
+        assert_eq!(x, Area { start: 0, end: BLOCK });
         let y = a.alloc_nearest_after(5 * BLOCK + 1, 2 * BLOCK).unwrap();
-        assert_eq!(
-            y,
-            Area {
-                start: 6 * BLOCK,
-                end: 8 * BLOCK
-            }
-        );
+        assert_eq!(y, Area { start: 6 * BLOCK, end: 8 * BLOCK });
         // Free: [1,6) and [8,10) blocks; best fit for 2 blocks is the smaller extent at 8.
         let z = a.alloc_best_fit(2 * BLOCK).unwrap();
-        assert_eq!(
-            z,
-            Area {
-                start: 8 * BLOCK,
-                end: 10 * BLOCK
-            }
-        );
+        assert_eq!(z, Area { start: 8 * BLOCK, end: 10 * BLOCK });
         // Nothing above 9 blocks → falls back to best fit at 1.
         let w = a.alloc_nearest_after(9 * BLOCK, BLOCK).unwrap();
-        assert_eq!(
-            w,
-            Area {
-                start: BLOCK,
-                end: 2 * BLOCK
-            }
-        );
+        assert_eq!(w, Area { start: BLOCK, end: 2 * BLOCK });
         assert_eq!(a.alloc_best_fit(5 * BLOCK), None);
         assert_eq!(a.lowest_free(), Some(2 * BLOCK));
     }

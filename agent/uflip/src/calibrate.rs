@@ -22,12 +22,7 @@ pub struct CalibrationRule {
 
 impl Default for CalibrationRule {
     fn default() -> Self {
-        CalibrationRule {
-            tolerance: 0.05,
-            periods: 3,
-            min_autocorrelation: 0.3,
-            min_running_ios: 64,
-        }
+        CalibrationRule { tolerance: 0.05, periods: 3, min_autocorrelation: 0.3, min_running_ios: 64 }
     }
 }
 
@@ -68,28 +63,16 @@ pub fn ignore_io(series: &[f64], tolerance: f64, period: Option<u64>) -> (u64, b
     }
     let l = period.unwrap_or(1).max(1) as usize;
     // Noise of period-block means in the second half (surely running phase).
-    let blocks: Vec<f64> = series[n / 2..]
-        .chunks_exact(l)
-        .map(|c| c.iter().sum::<f64>() / l as f64)
-        .collect();
+    let blocks: Vec<f64> = series[n / 2..].chunks_exact(l).map(|c| c.iter().sum::<f64>() / l as f64).collect();
     let w_noise = if blocks.len() >= 2 && tolerance > 0.0 {
         let m = blocks.iter().sum::<f64>() / blocks.len() as f64;
         let var = blocks.iter().map(|b| (b - m) * (b - m)).sum::<f64>() / blocks.len() as f64;
-        let cv = if m.abs() > 0.0 {
-            var.sqrt() / m.abs()
-        } else {
-            0.0
-        };
+        let cv = if m.abs() > 0.0 { var.sqrt() / m.abs() } else { 0.0 };
         (((3.0 * cv / tolerance).powi(2)).ceil() as usize) * l
     } else {
         0
     };
-    let w = (n / 100)
-        .max(l)
-        .max(w_noise)
-        .min((n / 4).max(l))
-        .div_ceil(l)
-        * l;
+    let w = (n / 100).max(l).max(w_noise).min((n / 4).max(l)).div_ceil(l) * l;
     'k: for k in 0..n.saturating_sub(w) {
         let final_mean = (prefix[n] - prefix[k]) / (n - k) as f64;
         let band = tolerance * final_mean.abs();
@@ -119,19 +102,13 @@ pub fn period(series: &[f64], min_r: f64) -> Option<u64> {
         return None;
     }
     let ac = |lag: usize| -> f64 {
-        let s: f64 = (0..n - lag)
-            .map(|i| (series[i] - mean) * (series[i + lag] - mean))
-            .sum();
+        let s: f64 = (0..n - lag).map(|i| (series[i] - mean) * (series[i + lag] - mean)).sum();
         s / var
     };
     let max_lag = n / 3;
-    let acs: Vec<f64> = (0..=max_lag + 1)
-        .map(|l| if l < n { ac(l) } else { 0.0 })
-        .collect();
+    let acs: Vec<f64> = (0..=max_lag + 1).map(|l| if l < n { ac(l) } else { 0.0 }).collect();
     // First local maximum above min_r (the fundamental period, not a multiple of it).
-    (2..=max_lag)
-        .find(|&l| acs[l] >= min_r && acs[l] >= acs[l - 1] && acs[l] >= acs[l + 1])
-        .map(|l| l as u64)
+    (2..=max_lag).find(|&l| acs[l] >= min_r && acs[l] >= acs[l - 1] && acs[l] >= acs[l + 1]).map(|l| l as u64)
 }
 
 /// The §6.3 rule: the period by autocorrelation of the second half of the series (surely past
@@ -139,16 +116,8 @@ pub fn period(series: &[f64], min_r: f64) -> Option<u64> {
 pub fn calibrate(series: &[f64], rule: &CalibrationRule) -> Calibration {
     let p = period(&series[series.len() / 2..], rule.min_autocorrelation);
     let (k, converged) = ignore_io(series, rule.tolerance, p);
-    let run_len = p
-        .map(|p| p * rule.periods)
-        .unwrap_or(0)
-        .max(rule.min_running_ios);
-    Calibration {
-        ignore_io: k,
-        io_count: k + run_len,
-        period: p,
-        converged,
-    }
+    let run_len = p.map(|p| p * rule.periods).unwrap_or(0).max(rule.min_running_ios);
+    Calibration { ignore_io: k, io_count: k + run_len, period: p, converged }
 }
 
 /// What the SPE run (§6.2) shows: are sequential reads right after random writes slower than the
@@ -192,29 +161,20 @@ pub fn spe_effect(sr_before: &[f64], rw: &[f64], sr_after: &[f64], tolerance: f6
     let after = mean(sr_after);
     let limit = before * (1.0 + tolerance);
     let cv = if before > 0.0 && !sr_before.is_empty() {
-        let var = sr_before
-            .iter()
-            .map(|x| (x - before) * (x - before))
-            .sum::<f64>()
-            / sr_before.len() as f64;
+        let var = sr_before.iter().map(|x| (x - before) * (x - before)).sum::<f64>() / sr_before.len() as f64;
         var.sqrt() / before
     } else {
         0.0
     };
     let n = sr_after.len();
-    let w_noise = if tolerance > 0.0 {
-        ((3.0 * cv / tolerance).powi(2)).ceil() as usize
-    } else {
-        0
-    };
+    let w_noise = if tolerance > 0.0 { ((3.0 * cv / tolerance).powi(2)).ceil() as usize } else { 0 };
     let w = (n / 100).max(w_noise).min((n / 4).max(1)).max(1);
     let mut prefix = vec![0.0; n + 1];
     for (i, x) in sr_after.iter().enumerate() {
         prefix[i + 1] = prefix[i] + x;
     }
     // Only "slower" counts: reads that got faster after the writes (a cache) are not slow.
-    let recovered_at = (0..n.saturating_sub(w) + 1)
-        .find(|&k| (k + w..=n).all(|j| (prefix[j] - prefix[k]) / (j - k) as f64 <= limit));
+    let recovered_at = (0..n.saturating_sub(w) + 1).find(|&k| (k + w..=n).all(|j| (prefix[j] - prefix[k]) / (j - k) as f64 <= limit));
     let (slow_ios, recovered) = match recovered_at {
         Some(k) => (k, true),
         None => (n, false),
@@ -223,11 +183,7 @@ pub fn spe_effect(sr_before: &[f64], rw: &[f64], sr_after: &[f64], tolerance: f6
         sr_before_mean_us: before,
         rw_mean_us: mean(rw),
         sr_after_mean_us: after,
-        slowdown_pct: if before > 0.0 {
-            (after - before) / before * 100.0
-        } else {
-            0.0
-        },
+        slowdown_pct: if before > 0.0 { (after - before) / before * 100.0 } else { 0.0 },
         slower: after > limit,
         slow_ios: slow_ios as u64,
         slow_us: prefix[slow_ios],
@@ -238,33 +194,16 @@ pub fn spe_effect(sr_before: &[f64], rw: &[f64], sr_after: &[f64], tolerance: f6
 impl SpeEffect {
     /// One line for people: the verdict, the means and how long the reads stayed slow.
     pub fn describe(&self) -> String {
-        let means = format!(
-            "SR {:.1} µs before, {:.1} µs after RW ({:.1} µs)",
-            self.sr_before_mean_us, self.sr_after_mean_us, self.rw_mean_us
-        );
+        let means = format!("SR {:.1} µs before, {:.1} µs after RW ({:.1} µs)", self.sr_before_mean_us, self.sr_after_mean_us, self.rw_mean_us);
         if !self.slower && self.slow_ios == 0 {
-            return format!(
-                "SPE: reads after random writes are not slower ({:+.1} %; {means})",
-                self.slowdown_pct
-            );
+            return format!("SPE: reads after random writes are not slower ({:+.1} %; {means})", self.slowdown_pct);
         }
         let how_long = if self.recovered {
-            format!(
-                "slow for the first {} IOs ({:.1} ms): let runs pause at least that long",
-                self.slow_ios,
-                self.slow_us / 1000.0
-            )
+            format!("slow for the first {} IOs ({:.1} ms): let runs pause at least that long", self.slow_ios, self.slow_us / 1000.0)
         } else {
-            format!(
-                "still slow at the end of the leg ({} IOs, {:.1} ms): lengthen the SPE legs or the pause",
-                self.slow_ios,
-                self.slow_us / 1000.0
-            )
+            format!("still slow at the end of the leg ({} IOs, {:.1} ms): lengthen the SPE legs or the pause", self.slow_ios, self.slow_us / 1000.0)
         };
-        format!(
-            "SPE: reads after random writes are {:.1} % slower ({means}); {how_long}",
-            self.slowdown_pct
-        )
+        format!("SPE: reads after random writes are {:.1} % slower ({means}); {how_long}", self.slowdown_pct)
     }
 }
 
@@ -277,15 +216,7 @@ mod tests {
         let s = vec![100.0; 1000];
         assert_eq!(ignore_io(&s, 0.05, None), (0, true));
         assert_eq!(period(&s, 0.3), None);
-        assert_eq!(
-            calibrate(&s, &CalibrationRule::default()),
-            Calibration {
-                ignore_io: 0,
-                io_count: 64,
-                period: None,
-                converged: true
-            }
-        );
+        assert_eq!(calibrate(&s, &CalibrationRule::default()), Calibration { ignore_io: 0, io_count: 64, period: None, converged: true });
     }
 
     #[test]
@@ -303,9 +234,7 @@ mod tests {
         let mut s = vec![300.0; 200];
         let mut x: u64 = 12345;
         for _ in 0..2800 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let u = (x >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
             s.push(100.0 * (0.92 + 0.16 * u));
         }
@@ -326,22 +255,14 @@ mod tests {
         assert_eq!(c.ignore_io, 120);
         assert_eq!(c.period, Some(8));
         assert_eq!(c.io_count, 120 + 64); // 3 × 8 = 24 < 64 floor
-        let c2 = calibrate(
-            &s,
-            &CalibrationRule {
-                min_running_ios: 0,
-                ..CalibrationRule::default()
-            },
-        );
+        let c2 = calibrate(&s, &CalibrationRule { min_running_ios: 0, ..CalibrationRule::default() });
         assert_eq!(c2.io_count, 120 + 24);
     }
 
     #[test]
     fn long_period_sets_io_count() {
         // Period 100: 90 IOs at 50 µs, 10 at 550 µs; no start-up.
-        let s: Vec<f64> = (0..3000)
-            .map(|i| if i % 100 >= 90 { 550.0 } else { 50.0 })
-            .collect();
+        let s: Vec<f64> = (0..3000).map(|i| if i % 100 >= 90 { 550.0 } else { 50.0 }).collect();
         let c = calibrate(&s, &CalibrationRule::default());
         assert_eq!(c.period, Some(100));
         assert_eq!(c.ignore_io, 0);
@@ -351,15 +272,7 @@ mod tests {
     #[test]
     fn too_noisy_series_does_not_converge() {
         // Alternating 10 and 1000 µs without a detectable period in 40 samples: w is capped at n/4.
-        let s: Vec<f64> = (0..40)
-            .map(|i| {
-                if (i * 7 + i / 3) % 2 == 0 {
-                    10.0
-                } else {
-                    1000.0
-                }
-            })
-            .collect();
+        let s: Vec<f64> = (0..40).map(|i| if (i * 7 + i / 3) % 2 == 0 { 10.0 } else { 1000.0 }).collect();
         let (k, ok) = ignore_io(&s, 0.05, None);
         assert_eq!((k, ok), (0, false));
     }
@@ -396,21 +309,12 @@ mod tests {
     fn spe_unaffected_and_never_recovering() {
         let flat = vec![100.0; 200];
         let e = spe_effect(&flat, &[300.0; 200], &flat, 0.05);
-        assert_eq!(
-            (e.slower, e.slow_ios, e.slow_us, e.recovered),
-            (false, 0, 0.0, true)
-        );
+        assert_eq!((e.slower, e.slow_ios, e.slow_us, e.recovered), (false, 0, 0.0, true));
         assert_eq!(e.slowdown_pct, 0.0);
-        assert_eq!(
-            e.describe(),
-            "SPE: reads after random writes are not slower (+0.0 %; SR 100.0 µs before, 100.0 µs after RW (300.0 µs))"
-        );
+        assert_eq!(e.describe(), "SPE: reads after random writes are not slower (+0.0 %; SR 100.0 µs before, 100.0 µs after RW (300.0 µs))");
         // Slow to the end: not recovered, the whole leg counts.
         let e = spe_effect(&flat, &[300.0; 200], &[150.0; 200], 0.05);
-        assert_eq!(
-            (e.slower, e.slow_ios, e.slow_us, e.recovered),
-            (true, 200, 30000.0, false)
-        );
+        assert_eq!((e.slower, e.slow_ios, e.slow_us, e.recovered), (true, 200, 30000.0, false));
         assert_eq!(e.slowdown_pct, 50.0);
     }
 }

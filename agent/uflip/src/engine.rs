@@ -46,9 +46,7 @@ impl AlignedBuf {
         let raw = vec![0u8; len + align];
         let off = raw.as_ptr().align_offset(align);
         if off == usize::MAX || off + len > raw.len() {
-            return Err(std::io::Error::other(format!(
-                "cannot align a {len}-byte buffer to {align}"
-            )));
+            return Err(std::io::Error::other(format!("cannot align a {len}-byte buffer to {align}")));
         }
         Ok(AlignedBuf { raw, off, len })
     }
@@ -83,14 +81,8 @@ pub struct Clock {
 impl Clock {
     /// Capture the pair now.
     pub fn start() -> Self {
-        let utc0_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        Clock {
-            mono0: Instant::now(),
-            utc0_ns,
-        }
+        let utc0_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Clock { mono0: Instant::now(), utc0_ns }
     }
     /// UTC ns of a monotonic instant.
     pub fn utc_ns(&self, t: Instant) -> u64 {
@@ -165,13 +157,7 @@ struct InFlight {
 /// The calling thread's poll interval while workers run (outside the timed loop).
 const WATCH_TICK: Duration = Duration::from_millis(20);
 
-fn worker(
-    p: &mut Proc,
-    clock: &Clock,
-    barrier: Option<&Barrier>,
-    flight: &InFlight,
-    stop: &AtomicBool,
-) -> Result<Vec<Sample>, IoFailure> {
+fn worker(p: &mut Proc, clock: &Clock, barrier: Option<&Barrier>, flight: &InFlight, stop: &AtomicBool) -> Result<Vec<Sample>, IoFailure> {
     let mut samples = Vec::with_capacity(p.ios.len());
     let mut filled_len = 0u64;
     if let Some(b) = barrier {
@@ -190,10 +176,7 @@ fn worker(
         }
         let t0 = Instant::now();
         flight.offset.store(io.offset, Ordering::Relaxed);
-        flight.len_mode.store(
-            io.len << 1 | u64::from(io.mode == Mode::Write),
-            Ordering::Relaxed,
-        );
+        flight.len_mode.store(io.len << 1 | u64::from(io.mode == Mode::Write), Ordering::Relaxed);
         flight.since.store(clock.rel_ns(t0) + 1, Ordering::Release);
         let r = match io.mode {
             Mode::Read => p.file.read_at(&mut p.buf.as_mut_slice()[..len], io.offset),
@@ -204,18 +187,12 @@ fn worker(
         match r {
             Ok(n) if n == len => {}
             Ok(n) => {
-                let source = std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("short transfer: {n} of {len} bytes"),
-                );
+                let source = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("short transfer: {n} of {len} bytes"));
                 return Err(IoFailure { io: *io, source });
             }
             Err(source) => return Err(IoFailure { io: *io, source }),
         }
-        samples.push((
-            clock.rel_ns(t0),
-            t1.saturating_duration_since(t0).as_nanos() as u64,
-        ));
+        samples.push((clock.rel_ns(t0), t1.saturating_duration_since(t0).as_nanos() as u64));
         // Waits happen after the timing stopped and never count in response time (§3.3).
         spin(p.pause_io);
         if !p.pause_burst.is_zero() && (i as u64 + 1).is_multiple_of(p.burst_io.max(1)) {
@@ -227,10 +204,7 @@ fn worker(
 
 fn base_result(spec: &RunSpec, target: &Target) -> RunResult {
     let (io_size, ignore) = match &spec.work {
-        Work::Pattern(ps) | Work::Phases(ps) => ps
-            .first()
-            .map(|p| (p.io_size, p.ignore_io))
-            .unwrap_or((0, 0)),
+        Work::Pattern(ps) | Work::Phases(ps) => ps.first().map(|p| (p.io_size, p.ignore_io)).unwrap_or((0, 0)),
         Work::Format { .. } => (0, 0),
     };
     RunResult {
@@ -308,29 +282,21 @@ fn checked_ios(p: &PatternSpec, target: &Target) -> Result<Vec<Io>, String> {
     let path = target.path.display();
     // §9 4Kn caveat: name the parameter that breaks O_DIRECT alignment.
     if !p.io_size.is_multiple_of(lbs) {
-        return Err(format!(
-            "IOSize {} B is not a multiple of the logical block size {} B of {path}",
-            p.io_size, lbs
-        ));
+        return Err(format!("IOSize {} B is not a multiple of the logical block size {} B of {path}", p.io_size, lbs));
     }
     if !p.io_shift.is_multiple_of(lbs) {
-        return Err(format!(
-            "IOShift {} B is not a multiple of the logical block size {} B of {path}",
-            p.io_shift, lbs
-        ));
+        return Err(format!("IOShift {} B is not a multiple of the logical block size {} B of {path}", p.io_shift, lbs));
     }
     let ios = p.generate().map_err(|e| e.to_string())?;
     for io in &ios {
         if io.offset % lbs != 0 {
-            return Err(format!("IO offset {} (TargetOffset {} B, TargetSize {} B) is not aligned to the logical block size {} B of {path}", io.offset, p.target_offset, p.target_size, lbs));
+            return Err(format!(
+                "IO offset {} (TargetOffset {} B, TargetSize {} B) is not aligned to the logical block size {} B of {path}",
+                io.offset, p.target_offset, p.target_size, lbs
+            ));
         }
         if io.offset.saturating_add(io.len) > target.size {
-            return Err(format!(
-                "IO [{}, {}) runs past the end of {path} ({} B)",
-                io.offset,
-                io.offset + io.len,
-                target.size
-            ));
+            return Err(format!("IO [{}, {}) runs past the end of {path} ({} B)", io.offset, io.offset + io.len, target.size));
         }
     }
     Ok(ios)
@@ -361,20 +327,9 @@ pub(crate) fn run_one(
     let degree = lists.len() as u32;
     if let Some(dir) = &plan.emit_fio_iolog {
         for (p, (ios, _)) in lists.iter().enumerate() {
-            let name = iolog::iolog_name(
-                spec.index,
-                &spec.experiment,
-                spec.value,
-                spec.repetition,
-                p as u32,
-                degree,
-            );
+            let name = iolog::iolog_name(spec.index, &spec.experiment, spec.value, spec.repetition, p as u32, degree);
             let text = iolog::iolog_text(&target.path, ios);
-            let path =
-                iolog::write_file(dir, &name, &text).map_err(|source| ProbeError::Output {
-                    path: dir.join(&name),
-                    source,
-                })?;
+            let path = iolog::write_file(dir, &name, &text).map_err(|source| ProbeError::Output { path: dir.join(&name), source })?;
             result.iolog_files.push(path);
         }
     }
@@ -383,37 +338,13 @@ pub(crate) fn run_one(
     for (p, (ios, pat)) in lists.into_iter().enumerate() {
         let file = handle.clone();
         let max_len = ios.iter().map(|io| io.len).max().unwrap_or(0) as usize;
-        let mut buf =
-            AlignedBuf::new(max_len.max(align), align).map_err(|source| ProbeError::Buffer {
-                run: spec.index,
-                len: max_len,
-                align,
-                source,
-            })?;
-        buf.fill_pattern(crate::plan::derive_seed(
-            plan.seed,
-            spec.index as u64,
-            p as u64 + 100,
-        ));
+        let mut buf = AlignedBuf::new(max_len.max(align), align).map_err(|source| ProbeError::Buffer { run: spec.index, len: max_len, align, source })?;
+        buf.fill_pattern(crate::plan::derive_seed(plan.seed, spec.index as u64, p as u64 + 100));
         let (pause_io, burst_io, pause_burst, ignore_io) = match pat {
-            Some(s) => (
-                Duration::from_micros(s.pause_io_us),
-                s.burst_io,
-                Duration::from_micros(s.pause_burst_us),
-                s.ignore_io,
-            ),
+            Some(s) => (Duration::from_micros(s.pause_io_us), s.burst_io, Duration::from_micros(s.pause_burst_us), s.ignore_io),
             None => (Duration::ZERO, 1, Duration::ZERO, 0),
         };
-        procs.push(Proc {
-            ios,
-            file,
-            buf,
-            pause_io,
-            burst_io,
-            pause_burst,
-            ignore_io,
-            format_fill: pat.is_none(),
-        });
+        procs.push(Proc { ios, file, buf, pause_io, burst_io, pause_burst, ignore_io, format_fill: pat.is_none() });
     }
 
     let (procs, outcomes) = run_workers(procs, clock, deadline, target, spec, halt)?;
@@ -437,21 +368,8 @@ pub(crate) fn run_one(
 
     finish(&mut result, &procs, &per_proc, clock, spec);
     if let Some(dir) = &plan.trace_dir {
-        let name = iolog::iolog_name(
-            spec.index,
-            &spec.experiment,
-            spec.value,
-            spec.repetition,
-            0,
-            1,
-        )
-        .replace(".iolog", ".csv");
-        let path = write_trace(dir, &name, &procs, &per_proc, clock).map_err(|source| {
-            ProbeError::Output {
-                path: dir.join(&name),
-                source,
-            }
-        })?;
+        let name = iolog::iolog_name(spec.index, &spec.experiment, spec.value, spec.repetition, 0, 1).replace(".iolog", ".csv");
+        let path = write_trace(dir, &name, &procs, &per_proc, clock).map_err(|source| ProbeError::Output { path: dir.join(&name), source })?;
         result.trace_file = Some(path);
     }
     // The pause after the run is the caller's (`run` asks its observer, §7 and §11.6).
@@ -479,25 +397,15 @@ fn run_workers(
     let (tx, rx) = mpsc::channel::<(usize, Proc, Outcome)>();
     let clock = *clock;
     for (k, mut p) in procs.into_iter().enumerate() {
-        let (tx, barrier, stop_w, flight) = (
-            tx.clone(),
-            barrier.clone(),
-            stop.clone(),
-            flights[k].clone(),
-        );
-        let spawned = std::thread::Builder::new()
-            .name(format!("uflip-io-{k}"))
-            .spawn(move || {
-                let out = worker(&mut p, &clock, barrier.as_deref(), &flight, &stop_w);
-                let _ = tx.send((k, p, out));
-            });
+        let (tx, barrier, stop_w, flight) = (tx.clone(), barrier.clone(), stop.clone(), flights[k].clone());
+        let spawned = std::thread::Builder::new().name(format!("uflip-io-{k}")).spawn(move || {
+            let out = worker(&mut p, &clock, barrier.as_deref(), &flight, &stop_w);
+            let _ = tx.send((k, p, out));
+        });
         if let Err(source) = spawned {
             // Workers already started wait at the barrier for ever, idle: no IO was issued.
             stop.store(true, Ordering::Relaxed);
-            return Err(ProbeError::Spawn {
-                run: spec.index,
-                source,
-            });
+            return Err(ProbeError::Spawn { run: spec.index, source });
         }
     }
     drop(tx);
@@ -512,9 +420,7 @@ fn run_workers(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             // A worker died without sending (panicked).
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(ProbeError::WorkerPanicked { run: spec.index })
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(ProbeError::WorkerPanicked { run: spec.index }),
         }
         // The caller asked to stop (the agent is shutting down): the workers see the stop flag
         // before their next IO; the run is abandoned.
@@ -555,27 +461,14 @@ fn run_workers(
 }
 
 /// Statistics over the running phase (i ≥ IgnoreIO per process), §8.
-fn finish(
-    result: &mut RunResult,
-    procs: &[Proc],
-    per_proc: &[Vec<Sample>],
-    clock: &Clock,
-    spec: &RunSpec,
-) {
+fn finish(result: &mut RunResult, procs: &[Proc], per_proc: &[Vec<Sample>], clock: &Clock, spec: &RunSpec) {
     let all = per_proc.iter().flatten();
     let first = all.clone().map(|s| s.0).min().unwrap_or(0);
     let last = all.clone().map(|s| s.0 + s.1).max().unwrap_or(0);
     result.start_ns = clock.utc_ns(clock.mono0) + first;
     result.end_ns = clock.utc_ns(clock.mono0) + last;
     result.io_count = per_proc.iter().map(|v| v.len() as u64).sum();
-    let running = || {
-        procs.iter().zip(per_proc).flat_map(|(p, s)| {
-            s.iter()
-                .enumerate()
-                .skip(p.ignore_io as usize)
-                .map(move |(i, smp)| (p.ios[i].len, *smp))
-        })
-    };
+    let running = || procs.iter().zip(per_proc).flat_map(|(p, s)| s.iter().enumerate().skip(p.ignore_io as usize).map(move |(i, smp)| (p.ios[i].len, *smp)));
     let (st, _) = latency_stats(running().map(|(_, s)| s.1));
     let r_first = running().map(|(_, s)| s.0).min().unwrap_or(0);
     let r_last = running().map(|(_, s)| s.0 + s.1).max().unwrap_or(0);
@@ -597,22 +490,14 @@ fn finish(
         result.legs = leg_results(ps, samples, &procs[0].ios, clock);
     }
     if spec.keep_series {
-        result.series_us = per_proc
-            .first()
-            .map(|s| s.iter().map(|x| x.1 as f64 / 1000.0).collect())
-            .unwrap_or_default();
+        result.series_us = per_proc.first().map(|s| s.iter().map(|x| x.1 as f64 / 1000.0).collect()).unwrap_or_default();
     }
 }
 
 /// Statistics of each leg of a [`Work::Phases`] run over all of the leg's IOs: the running average
 /// restarts at each leg (§6.2), and a leg has no start-up phase of its own to skip because it
 /// follows the previous one without a pause.
-fn leg_results(
-    ps: &[PatternSpec],
-    samples: &[Sample],
-    ios: &[Io],
-    clock: &Clock,
-) -> Vec<LegResult> {
+fn leg_results(ps: &[PatternSpec], samples: &[Sample], ios: &[Io], clock: &Clock) -> Vec<LegResult> {
     let base = clock.utc_ns(clock.mono0);
     let mut out = Vec::with_capacity(ps.len());
     let mut at = 0usize;
@@ -630,16 +515,8 @@ fn leg_results(
             start_ns: base + first,
             end_ns: base + last,
             stats: st,
-            iops: if span_s > 0.0 {
-                st.n as f64 / span_s
-            } else {
-                0.0
-            },
-            mib_per_s: if span_s > 0.0 {
-                bytes as f64 / span_s / (1024.0 * 1024.0)
-            } else {
-                0.0
-            },
+            iops: if span_s > 0.0 { st.n as f64 / span_s } else { 0.0 },
+            mib_per_s: if span_s > 0.0 { bytes as f64 / span_s / (1024.0 * 1024.0) } else { 0.0 },
         });
         at = end;
     }
@@ -647,13 +524,7 @@ fn leg_results(
 }
 
 /// Per-IO trace (§8 DET files): `process,index,offset,len,mode,start_utc_ns,latency_ns`.
-fn write_trace(
-    dir: &std::path::Path,
-    name: &str,
-    procs: &[Proc],
-    per_proc: &[Vec<Sample>],
-    clock: &Clock,
-) -> std::io::Result<std::path::PathBuf> {
+fn write_trace(dir: &std::path::Path, name: &str, procs: &[Proc], per_proc: &[Vec<Sample>], clock: &Clock) -> std::io::Result<std::path::PathBuf> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(name);
     let mut w = std::io::BufWriter::new(File::create(&path)?);
@@ -661,15 +532,7 @@ fn write_trace(
     let base = clock.utc_ns(clock.mono0);
     for (p, (proc_, samples)) in procs.iter().zip(per_proc).enumerate() {
         for (i, (io, s)) in proc_.ios.iter().zip(samples).enumerate() {
-            writeln!(
-                w,
-                "{p},{i},{},{},{},{},{}",
-                io.offset,
-                io.len,
-                io.mode.as_str(),
-                base + s.0,
-                s.1
-            )?;
+            writeln!(w, "{p},{i},{},{},{},{},{}", io.offset, io.len, io.mode.as_str(), base + s.0, s.1)?;
         }
     }
     w.flush()?;

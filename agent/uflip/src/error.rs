@@ -97,9 +97,7 @@ pub enum ProbeError {
         refusal: Refusal,
     },
     /// An IO thread could not be started.
-    #[error(
-        "cannot start an IO thread for run {run}: {source}; the system is out of threads or memory"
-    )]
+    #[error("cannot start an IO thread for run {run}: {source}; the system is out of threads or memory")]
     Spawn {
         /// Run index.
         run: usize,
@@ -127,9 +125,7 @@ pub enum ProbeError {
         source: std::io::Error,
     },
     /// A worker thread panicked (a bug).
-    #[error(
-        "an IO worker thread of run {run} panicked; this is a wattflip-uflip bug, please report it"
-    )]
+    #[error("an IO worker thread of run {run} panicked; this is a wattflip-uflip bug, please report it")]
     WorkerPanicked {
         /// Run index.
         run: usize,

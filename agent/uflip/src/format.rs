@@ -47,11 +47,7 @@ pub fn sequential_format(size: u64, logical_block: u64) -> Vec<Io> {
     let mut off = 0;
     while off < end {
         let len = BLOCK.min(end - off);
-        out.push(Io {
-            offset: off,
-            len,
-            mode: Mode::Write,
-        });
+        out.push(Io { offset: off, len, mode: Mode::Write });
         off += len;
     }
     out
@@ -82,30 +78,18 @@ pub fn random_format(size: u64, logical_block: u64, seed: u64) -> Vec<Io> {
             }
         }
         let last = k + 1 == FORMAT_PHASES;
-        let want = if last {
-            table.len()
-        } else {
-            (((per_phase + s / 2) / s) as usize).min(table.len())
-        };
+        let want = if last { table.len() } else { (((per_phase + s / 2) / s) as usize).min(table.len()) };
         // Partial Fisher–Yates: the first `want` entries become a uniform sample without replacement.
         for i in 0..want {
             let j = rng.random_range(i..table.len());
             table.swap(i, j);
-            out.push(Io {
-                offset: table[i],
-                len: s,
-                mode: Mode::Write,
-            });
+            out.push(Io { offset: table[i], len: s, mode: Mode::Write });
         }
         regions = table[want..].iter().map(|&o| (o, s)).chain(carry).collect();
     }
     // Anything still unwritten (only possible if lb does not divide the phase sizes) goes last.
     for (off, len) in regions {
-        out.push(Io {
-            offset: off,
-            len,
-            mode: Mode::Write,
-        });
+        out.push(Io { offset: off, len, mode: Mode::Write });
     }
     out
 }
@@ -128,15 +112,9 @@ mod tests {
     #[test]
     fn phase_sizes_halve_and_clamp() {
         let s: Vec<u64> = (0..9).map(|k| phase_io_size(k, 512)).collect();
-        assert_eq!(
-            s,
-            vec![131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 512]
-        );
+        assert_eq!(s, vec![131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 512]);
         let s4: Vec<u64> = (0..9).map(|k| phase_io_size(k, 4096)).collect();
-        assert_eq!(
-            s4,
-            vec![131072, 65536, 32768, 16384, 8192, 4096, 4096, 4096, 4096]
-        );
+        assert_eq!(s4, vec![131072, 65536, 32768, 16384, 8192, 4096, 4096, 4096, 4096]);
     }
 
     #[test]
@@ -155,23 +133,13 @@ mod tests {
         // 4Kn device: nothing below 4 KiB.
         let ios4 = random_format(4 << 20, 4096, 3);
         assert_exact_cover(&ios4, 4 << 20);
-        assert!(ios4
-            .iter()
-            .all(|io| io.len >= 4096 && io.offset % 4096 == 0));
+        assert!(ios4.iter().all(|io| io.len >= 4096 && io.offset % 4096 == 0));
     }
 
     #[test]
     fn sequential_format_covers_device() {
         let ios = sequential_format(3 * BLOCK + 1024 + 100, 512);
         let got: Vec<(u64, u64)> = ios.iter().map(|io| (io.offset, io.len)).collect();
-        assert_eq!(
-            got,
-            vec![
-                (0, BLOCK),
-                (BLOCK, BLOCK),
-                (2 * BLOCK, BLOCK),
-                (3 * BLOCK, 1024)
-            ]
-        );
+        assert_eq!(got, vec![(0, BLOCK), (BLOCK, BLOCK), (2 * BLOCK, BLOCK), (3 * BLOCK, 1024)]);
     }
 }

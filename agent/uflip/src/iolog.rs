@@ -24,29 +24,9 @@ pub fn iolog_text(device: &Path, ios: &[Io]) -> String {
 }
 
 /// File name for run `run_id` / process `proc_id` (of `degree`): `00012-granularity_SR-v4096-r0.iolog`.
-pub fn iolog_name(
-    run_id: usize,
-    experiment: &str,
-    value: f64,
-    repetition: u32,
-    proc_id: u32,
-    degree: u32,
-) -> String {
-    let exp: String = experiment
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let p = if degree > 1 {
-        format!("-p{proc_id}")
-    } else {
-        String::new()
-    };
+pub fn iolog_name(run_id: usize, experiment: &str, value: f64, repetition: u32, proc_id: u32, degree: u32) -> String {
+    let exp: String = experiment.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
+    let p = if degree > 1 { format!("-p{proc_id}") } else { String::new() };
     format!("{run_id:05}-{exp}-v{value}-r{repetition}{p}.iolog")
 }
 
@@ -66,33 +46,15 @@ mod tests {
     #[test]
     fn v2_format_exact() {
         let ios = [
-            Io {
-                offset: 1048576,
-                len: 32768,
-                mode: Mode::Write,
-            },
-            Io {
-                offset: 1081344,
-                len: 32768,
-                mode: Mode::Write,
-            },
-            Io {
-                offset: 0,
-                len: 4096,
-                mode: Mode::Read,
-            },
+            Io { offset: 1048576, len: 32768, mode: Mode::Write },
+            Io { offset: 1081344, len: 32768, mode: Mode::Write },
+            Io { offset: 0, len: 4096, mode: Mode::Read },
         ];
         assert_eq!(
             iolog_text(Path::new("/dev/nvme0n1"), &ios),
             "fio version 2 iolog\n/dev/nvme0n1 add\n/dev/nvme0n1 open\n/dev/nvme0n1 write 1048576 32768\n/dev/nvme0n1 write 1081344 32768\n/dev/nvme0n1 read 0 4096\n/dev/nvme0n1 close\n"
         );
-        assert_eq!(
-            iolog_name(12, "mix/SR-RW", -4.0, 1, 0, 1),
-            "00012-mix_SR-RW-v-4-r1.iolog"
-        );
-        assert_eq!(
-            iolog_name(3, "parallelism/RR", 8.0, 0, 7, 8),
-            "00003-parallelism_RR-v8-r0-p7.iolog"
-        );
+        assert_eq!(iolog_name(12, "mix/SR-RW", -4.0, 1, 0, 1), "00012-mix_SR-RW-v-4-r1.iolog");
+        assert_eq!(iolog_name(3, "parallelism/RR", 8.0, 0, 7, 8), "00003-parallelism_RR-v8-r0-p7.iolog");
     }
 }

@@ -33,10 +33,7 @@ pub use calibrate::{calibrate, spe_effect, Calibration, CalibrationRule, SpeEffe
 pub use error::ProbeError;
 pub use format::FormatKind;
 pub use pattern::{Baseline, Io, MixSpec, Mode, PatternSpec};
-pub use plan::{
-    build_plan, experiments, BaselineTable, Bench, Experiment, Plan, PlanError, PlanOptions,
-    RunSpec, ValueLists, Warning, Work,
-};
+pub use plan::{build_plan, experiments, BaselineTable, Bench, Experiment, Plan, PlanError, PlanOptions, RunSpec, ValueLists, Warning, Work};
 pub use report::{summary_table, LegResult, ProbeReport, RunResult, RunStatus};
 pub use safety::{CommandRunner, HostRoots, Refusal, RefusalReason, SystemRunner};
 pub use target::{Target, TargetError, TargetInfo, TargetKind, TargetOptions};
@@ -54,10 +51,7 @@ pub trait Observer {
     /// measured background work instead (§11.6).
     fn pause_between(&mut self, done: &RunSpec, result: &RunResult, next: &RunSpec) -> Pause {
         let _ = (result, next);
-        Pause {
-            duration: done.pause_after,
-            source: "plan".into(),
-        }
+        Pause { duration: done.pause_after, source: "plan".into() }
     }
 }
 
@@ -100,11 +94,7 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions {
-            io_deadline_floor: std::time::Duration::from_secs(30),
-            io_deadline_factor: 100,
-            calibrated_max_io: None,
-        }
+        RunOptions { io_deadline_floor: std::time::Duration::from_secs(30), io_deadline_factor: 100, calibrated_max_io: None }
     }
 }
 
@@ -112,18 +102,12 @@ impl RunOptions {
     /// The deadline of each IO when the longest IO seen so far took `max_seen`.
     pub fn io_deadline(&self, max_seen: std::time::Duration) -> std::time::Duration {
         let longest = max_seen.max(self.calibrated_max_io.unwrap_or_default());
-        longest
-            .saturating_mul(self.io_deadline_factor)
-            .max(self.io_deadline_floor)
+        longest.saturating_mul(self.io_deadline_factor).max(self.io_deadline_floor)
     }
 }
 
 /// Execute `plan` on `target` with the default [`RunOptions`]; see [`run_with`].
-pub fn run(
-    target: &Target,
-    plan: &Plan,
-    observer: &mut dyn Observer,
-) -> Result<ProbeReport, ProbeError> {
+pub fn run(target: &Target, plan: &Plan, observer: &mut dyn Observer) -> Result<ProbeReport, ProbeError> {
     run_with(target, plan, observer, &RunOptions::default())
 }
 
@@ -134,22 +118,12 @@ pub fn run(
 /// with [`ProbeError::TargetChanged`] and issues no further IO. An IO past its deadline
 /// ([`RunOptions`]) stops the probe with [`ProbeError::IoDeadline`]. Runs the target cannot do
 /// (alignment, §9) come back `unsupported`; an IO error stops the probe.
-pub fn run_with(
-    target: &Target,
-    plan: &Plan,
-    observer: &mut dyn Observer,
-    options: &RunOptions,
-) -> Result<ProbeReport, ProbeError> {
+pub fn run_with(target: &Target, plan: &Plan, observer: &mut dyn Observer, options: &RunOptions) -> Result<ProbeReport, ProbeError> {
     run_with_stop(target, plan, observer, options, &std::sync::atomic::AtomicBool::new(false))
 }
 
 /// [`run`], stopping early when `stop` becomes true (the agent's SIGTERM).
-pub fn run_until(
-    target: &Target,
-    plan: &Plan,
-    observer: &mut dyn Observer,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Result<ProbeReport, ProbeError> {
+pub fn run_until(target: &Target, plan: &Plan, observer: &mut dyn Observer, stop: &std::sync::atomic::AtomicBool) -> Result<ProbeReport, ProbeError> {
     run_with_stop(target, plan, observer, &RunOptions::default(), stop)
 }
 
@@ -164,20 +138,10 @@ pub fn run_with_stop(
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<ProbeReport, ProbeError> {
     if plan.device_size > target.size {
-        return Err(ProbeError::PlanDoesNotFit {
-            path: target.path.clone(),
-            plan_size: plan.device_size,
-            target_size: target.size,
-        });
+        return Err(ProbeError::PlanDoesNotFit { path: target.path.clone(), plan_size: plan.device_size, target_size: target.size });
     }
     let writes = plan.writes();
-    let handle = if writes {
-        target
-            .open_for_writes()
-            .map_err(ProbeError::WritesRefused)?
-    } else {
-        target.handle().clone()
-    };
+    let handle = if writes { target.open_for_writes().map_err(ProbeError::WritesRefused)? } else { target.handle().clone() };
     let clock = engine::Clock::start();
     let started_ns = clock.utc_ns(std::time::Instant::now());
     observer.planned(plan.runs.len());
@@ -185,26 +149,14 @@ pub fn run_with_stop(
     let mut max_seen = std::time::Duration::ZERO;
     // Each run records the pause that preceded it (none before the first): the pause exists for
     // the previous run's background work, and the run is what it protects.
-    let mut before = (
-        Pause {
-            duration: std::time::Duration::ZERO,
-            source: "first".into(),
-        },
-        "none",
-    );
+    let mut before = (Pause { duration: std::time::Duration::ZERO, source: "first".into() }, "none");
     let mut interrupted = false;
     for (i, spec) in plan.runs.iter().enumerate() {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             interrupted = true;
             break;
         }
-        target
-            .verify(&handle, writes)
-            .map_err(|refusal| ProbeError::TargetChanged {
-                run: spec.index,
-                experiment: spec.experiment.clone(),
-                refusal,
-            })?;
+        target.verify(&handle, writes).map_err(|refusal| ProbeError::TargetChanged { run: spec.index, experiment: spec.experiment.clone(), refusal })?;
         observer.run_started(spec.index, spec);
         let deadline = options.io_deadline(max_seen);
         let mut r = match engine::run_one(target, &handle, plan, spec, &clock, deadline, stop) {
@@ -215,12 +167,9 @@ pub fn run_with_stop(
             }
             Err(e) => return Err(e),
         };
-        max_seen = max_seen.max(std::time::Duration::from_secs_f64(
-            (r.max_us.max(0.0) / 1e6).min(1e6),
-        ));
+        max_seen = max_seen.max(std::time::Duration::from_secs_f64((r.max_us.max(0.0) / 1e6).min(1e6)));
         let (p, method) = &before;
-        r.parameters
-            .insert("pause_before_us".into(), p.duration.as_micros().to_string());
+        r.parameters.insert("pause_before_us".into(), p.duration.as_micros().to_string());
         r.parameters.insert("pause_source".into(), p.source.clone());
         r.parameters.insert("pause_method".into(), (*method).into());
         observer.run_finished(spec.index, &r);
@@ -254,18 +203,10 @@ pub fn run_with_stop(
 /// Calibrate every baseline from the SIO preparation runs of a report (§6.2, §6.3): returns a
 /// [`BaselineTable`] where a baseline without SIO runs keeps `fallback`'s values. With several
 /// repetitions the largest IgnoreIO and IOCount win (conservative).
-pub fn calibrate_from_report(
-    report: &ProbeReport,
-    rule: &CalibrationRule,
-    fallback: &BaselineTable,
-) -> BaselineTable {
+pub fn calibrate_from_report(report: &ProbeReport, rule: &CalibrationRule, fallback: &BaselineTable) -> BaselineTable {
     let mut t = fallback.clone();
     let mut seen = [false; 4];
-    for r in report
-        .runs
-        .iter()
-        .filter(|r| r.experiment.starts_with("prepare/SIO.") && !r.series_us.is_empty())
-    {
+    for r in report.runs.iter().filter(|r| r.experiment.starts_with("prepare/SIO.") && !r.series_us.is_empty()) {
         let Some(b) = Baseline::parse(&r.pattern) else {
             continue;
         };
@@ -286,9 +227,7 @@ pub fn calibrate_from_report(
 /// The SPE verdict of a report (§6.2): the first `prepare/SPE` run with its three legs, its per-IO
 /// series split at the legs. `None` when the report has no completed SPE run.
 pub fn spe_from_report(report: &ProbeReport, rule: &CalibrationRule) -> Option<SpeEffect> {
-    let r = report.runs.iter().find(|r| {
-        r.experiment == "prepare/SPE" && r.legs.len() == 3 && r.status == RunStatus::Ok
-    })?;
+    let r = report.runs.iter().find(|r| r.experiment == "prepare/SPE" && r.legs.len() == 3 && r.status == RunStatus::Ok)?;
     let n: Vec<usize> = r.legs.iter().map(|l| l.stats.n as usize).collect();
     if r.series_us.len() != n.iter().sum::<usize>() {
         return None;

@@ -189,13 +189,7 @@ fn perr(parameter: &'static str, reason: String) -> PatternError {
 
 impl PatternSpec {
     /// A plain pattern: order 1, one partition, no shift, no pause, no mix.
-    pub fn new(
-        baseline: Baseline,
-        io_size: u64,
-        io_count: u64,
-        target_offset: u64,
-        target_size: u64,
-    ) -> Self {
+    pub fn new(baseline: Baseline, io_size: u64, io_count: u64, target_offset: u64, target_size: u64) -> Self {
         PatternSpec {
             baseline,
             io_size,
@@ -218,11 +212,7 @@ impl PatternSpec {
 
     /// Whether any IO of this pattern writes.
     pub fn writes(&self) -> bool {
-        self.baseline.mode() == Mode::Write
-            || self
-                .mix
-                .as_ref()
-                .is_some_and(|m| m.baseline2.mode() == Mode::Write)
+        self.baseline.mode() == Mode::Write || self.mix.as_ref().is_some_and(|m| m.baseline2.mode() == Mode::Write)
     }
 
     /// Highest byte (exclusive) any IO of this pattern can touch, from the parameters alone.
@@ -243,99 +233,40 @@ impl PatternSpec {
             return Err(perr("IOCount", "must be > 0".into()));
         }
         if self.ignore_io >= self.io_count {
-            return Err(perr(
-                "IgnoreIO",
-                format!(
-                    "{} must be < IOCount {} (statistics need a running phase)",
-                    self.ignore_io, self.io_count
-                ),
-            ));
+            return Err(perr("IgnoreIO", format!("{} must be < IOCount {} (statistics need a running phase)", self.ignore_io, self.io_count)));
         }
         if self.io_shift > self.io_size {
-            return Err(perr(
-                "IOShift",
-                format!(
-                    "{} B exceeds IOSize {} B (§2: 0 ≤ IOShift ≤ IOSize)",
-                    self.io_shift, self.io_size
-                ),
-            ));
+            return Err(perr("IOShift", format!("{} B exceeds IOSize {} B (§2: 0 ≤ IOShift ≤ IOSize)", self.io_shift, self.io_size)));
         }
         if self.burst_io == 0 {
             return Err(perr("BurstIO", "must be ≥ 1".into()));
         }
         if self.target_size < self.io_size {
-            return Err(perr(
-                "TargetSize",
-                format!(
-                    "{} B is smaller than IOSize {} B",
-                    self.target_size, self.io_size
-                ),
-            ));
+            return Err(perr("TargetSize", format!("{} B is smaller than IOSize {} B", self.target_size, self.io_size)));
         }
         if let Some(m) = &self.mix {
             if m.target_size2 < self.io_size {
-                return Err(perr(
-                    "TargetSize2",
-                    format!(
-                        "{} B is smaller than IOSize {} B",
-                        m.target_size2, self.io_size
-                    ),
-                ));
+                return Err(perr("TargetSize2", format!("{} B is smaller than IOSize {} B", m.target_size2, self.io_size)));
             }
             return Ok(()); // §3.2: shift, order and partitions do not apply to Mix.
         }
-        if self.partitions == 0
-            || self.partitions > MAX_PARTITIONS
-            || self.partitions > self.io_count
-        {
-            return Err(perr(
-                "Partitions",
-                format!(
-                    "{} must be in 1..={} and ≤ IOCount {}",
-                    self.partitions, MAX_PARTITIONS, self.io_count
-                ),
-            ));
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS || self.partitions > self.io_count {
+            return Err(perr("Partitions", format!("{} must be in 1..={} and ≤ IOCount {}", self.partitions, MAX_PARTITIONS, self.io_count)));
         }
         if self.partitions > 1 && self.target_size / self.partitions < self.io_size {
             return Err(perr(
                 "Partitions",
-                format!(
-                    "partition size {} B (TargetSize/{}) is below IOSize {} B",
-                    self.target_size / self.partitions,
-                    self.partitions,
-                    self.io_size
-                ),
+                format!("partition size {} B (TargetSize/{}) is below IOSize {} B", self.target_size / self.partitions, self.partitions, self.io_size),
             ));
         }
-        if !self.baseline.is_sequential()
-            && self.io_shift > 0
-            && self.target_size / self.io_size < 2
-        {
-            return Err(perr(
-                "TargetSize",
-                "a shifted random pattern needs at least two IOSize slots (§3.1 clamp)".into(),
-            ));
+        if !self.baseline.is_sequential() && self.io_shift > 0 && self.target_size / self.io_size < 2 {
+            return Err(perr("TargetSize", "a shifted random pattern needs at least two IOSize slots (§3.1 clamp)".into()));
         }
         if self.order < 0 && !self.target_size.is_multiple_of(self.io_size) {
-            return Err(perr(
-                "TargetSize",
-                format!(
-                    "reverse order needs TargetSize ({} B) to be a multiple of IOSize ({} B)",
-                    self.target_size, self.io_size
-                ),
-            ));
+            return Err(perr("TargetSize", format!("reverse order needs TargetSize ({} B) to be a multiple of IOSize ({} B)", self.target_size, self.io_size)));
         }
-        if self.parallel_degree == 0
-            || self.parallel_degree > MAX_PARALLEL
-            || self.process_id >= self.parallel_degree
-        {
-            return Err(perr(
-                "ParallelDegree",
-                format!(
-                    "degree {} / process {} out of range (1..={})",
-                    self.parallel_degree, self.process_id, MAX_PARALLEL
-                ),
-            ));
+        if self.parallel_degree == 0 || self.parallel_degree > MAX_PARALLEL || self.process_id >= self.parallel_degree {
+            return Err(perr("ParallelDegree", format!("degree {} / process {} out of range (1..={})", self.parallel_degree, self.process_id, MAX_PARALLEL)));
         }
         Ok(())
     }
@@ -345,23 +276,14 @@ impl PatternSpec {
     pub fn generate(&self) -> Result<Vec<Io>, PatternError> {
         self.validate()?;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-        let cap = usize::try_from(self.io_count)
-            .map_err(|_| perr("IOCount", "too large for this host".into()))?;
+        let cap = usize::try_from(self.io_count).map_err(|_| perr("IOCount", "too large for this host".into()))?;
         let mut ios = Vec::with_capacity(cap);
         match &self.mix {
             None => {
                 let mode = self.baseline.mode();
                 for i in 0..self.io_count {
-                    let offset = if self.baseline.is_sequential() {
-                        self.sequential_offset(i)
-                    } else {
-                        self.random_offset(&mut rng)
-                    };
-                    ios.push(Io {
-                        offset,
-                        len: self.io_size,
-                        mode,
-                    });
+                    let offset = if self.baseline.is_sequential() { self.sequential_offset(i) } else { self.random_offset(&mut rng) };
+                    ios.push(Io { offset, len: self.io_size, mode });
                 }
             }
             Some(m) => {
@@ -374,12 +296,7 @@ impl PatternSpec {
                     let (base, to, ts, counter) = if second {
                         (m.baseline2, m.target_offset2, m.target_size2, &mut ip2)
                     } else {
-                        (
-                            self.baseline,
-                            self.target_offset,
-                            self.target_size,
-                            &mut ip1,
-                        )
+                        (self.baseline, self.target_offset, self.target_size, &mut ip1)
                     };
                     let offset = if base.is_sequential() {
                         to + mul_mod(*counter, self.io_size, ts)
@@ -387,11 +304,7 @@ impl PatternSpec {
                         to + rng.random_range(0..=(ts / self.io_size - 1)) * self.io_size
                     };
                     *counter += 1;
-                    ios.push(Io {
-                        offset,
-                        len: self.io_size,
-                        mode: base.mode(),
-                    });
+                    ios.push(Io { offset, len: self.io_size, mode: base.mode() });
                 }
             }
         }
@@ -400,26 +313,19 @@ impl PatternSpec {
 
     /// §3.1 sequential branch, with the portable port's `LBA %= TS; LBA += TO` (§3.5 bug 1 fixed).
     fn sequential_offset(&self, i: u64) -> u64 {
-        let (to, ts, sz, shift) = (
-            self.target_offset,
-            self.target_size,
-            self.io_size,
-            self.io_shift,
-        );
+        let (to, ts, sz, shift) = (self.target_offset, self.target_size, self.io_size, self.io_shift);
         if self.partitions > 1 {
             // Partitioning: round-robin over P partitions, each with its own cursor.
             let p = self.partitions;
             let ps = ts / p;
-            let base =
-                ps as u128 * (i % p) as u128 + mul_mod(i / p, sz, ps) as u128 + shift as u128;
+            let base = ps as u128 * (i % p) as u128 + mul_mod(i / p, sz, ps) as u128 + shift as u128;
             return to + (base % ts as u128) as u64;
         }
         if self.order < 0 {
             // [Proposal] fix of the reverse-order off-by-one: IO 0 is the last IOSize of the window
             // (area_end − IOSize), then downwards, wrapping inside the window.
             // validate() guarantees TS % IOSize == 0, so m ≤ TS − IOSize and nothing underflows.
-            let m =
-                (self.order.unsigned_abs() as u128 * i as u128 * sz as u128 % ts as u128) as u64;
+            let m = (self.order.unsigned_abs() as u128 * i as u128 * sz as u128 % ts as u128) as u64;
             return to + (ts - sz - m) + shift;
         }
         let base = self.order as u128 * i as u128 * sz as u128 + shift as u128;
@@ -430,11 +336,7 @@ impl PatternSpec {
     /// top slot is dropped so the IO stays inside the window ([Proposal] clamp).
     fn random_offset(&self, rng: &mut ChaCha8Rng) -> u64 {
         let slots = self.target_size / self.io_size;
-        let top = if self.io_shift > 0 {
-            slots - 2
-        } else {
-            slots - 1
-        };
+        let top = if self.io_shift > 0 { slots - 2 } else { slots - 1 };
         self.target_offset + rng.random_range(0..=top) * self.io_size + self.io_shift
     }
 }
@@ -454,45 +356,22 @@ mod tests {
     const K: u64 = 1024;
 
     fn offs(spec: &PatternSpec) -> Vec<u64> {
-        spec.generate()
-            .unwrap()
-            .iter()
-            .map(|io| io.offset)
-            .collect()
+        spec.generate().unwrap().iter().map(|io| io.offset).collect()
     }
 
     #[test]
     fn sequential_plain() {
         let s = PatternSpec::new(Baseline::SR, 32 * K, 4, 1024 * K, 1024 * K);
         assert_eq!(offs(&s), vec![1024 * K, 1056 * K, 1088 * K, 1120 * K]);
-        assert!(s
-            .generate()
-            .unwrap()
-            .iter()
-            .all(|io| io.len == 32 * K && io.mode == Mode::Read));
+        assert!(s.generate().unwrap().iter().all(|io| io.len == 32 * K && io.mode == Mode::Read));
     }
 
     #[test]
     fn locality_wraps_inside_window() {
         // TS = 3·IOSize, 7 IOs: 0,1,2,0,1,2,0 slots after TO (circular, §3.1).
         let s = PatternSpec::new(Baseline::SW, 4 * K, 7, 256 * K, 12 * K);
-        assert_eq!(
-            offs(&s),
-            vec![
-                256 * K,
-                260 * K,
-                264 * K,
-                256 * K,
-                260 * K,
-                264 * K,
-                256 * K
-            ]
-        );
-        assert!(s
-            .generate()
-            .unwrap()
-            .iter()
-            .all(|io| io.mode == Mode::Write));
+        assert_eq!(offs(&s), vec![256 * K, 260 * K, 264 * K, 256 * K, 260 * K, 264 * K, 256 * K]);
+        assert!(s.generate().unwrap().iter().all(|io| io.mode == Mode::Write));
     }
 
     #[test]
@@ -524,9 +403,7 @@ mod tests {
         let mut big = PatternSpec::new(Baseline::RR, 4 * K, 2000, 1024 * K, 64 * K);
         big.seed = 7;
         let o = offs(&big);
-        assert!(o.iter().all(|&x| x >= 1024 * K
-            && x + 4 * K <= 1088 * K
-            && (x - 1024 * K).is_multiple_of(4 * K)));
+        assert!(o.iter().all(|&x| x >= 1024 * K && x + 4 * K <= 1088 * K && (x - 1024 * K).is_multiple_of(4 * K)));
         // Every one of the 16 slots is drawn (with replacement) in 2000 draws, and the sequence is
         // reproducible from the seed.
         let mut distinct = o.clone();
@@ -575,10 +452,7 @@ mod tests {
         let mut s = PatternSpec::new(Baseline::SW, 4 * K, 10, 1024 * K, 64 * K);
         s.partitions = 4;
         let base = 1024 * K;
-        let expect: Vec<u64> = [0, 16, 32, 48, 4, 20, 36, 52, 8, 24]
-            .iter()
-            .map(|k| base + k * K)
-            .collect();
+        let expect: Vec<u64> = [0, 16, 32, 48, 4, 20, 36, 52, 8, 24].iter().map(|k| base + k * K).collect();
         assert_eq!(offs(&s), expect);
         // Cursor wraps within its partition: PS = 8 KiB holds 2 IOs.
         let mut w = PatternSpec::new(Baseline::SR, 4 * K, 6, 0, 16 * K);
@@ -594,12 +468,7 @@ mod tests {
         // SR (pattern 1, window at 0) mixed with SW (pattern 2, window at 1 MiB), ratio 2:
         // IO 0 → p2, IOs 1,2 → p1, IO 3 → p2, ...
         let mut s = PatternSpec::new(Baseline::SR, 4 * K, 7, 0, 1024 * K);
-        s.mix = Some(MixSpec {
-            baseline2: Baseline::SW,
-            ratio: 2,
-            target_offset2: 1024 * K,
-            target_size2: 8 * K,
-        });
+        s.mix = Some(MixSpec { baseline2: Baseline::SW, ratio: 2, target_offset2: 1024 * K, target_size2: 8 * K });
         let ios = s.generate().unwrap();
         let got: Vec<(u64, Mode)> = ios.iter().map(|io| (io.offset, io.mode)).collect();
         assert_eq!(
@@ -619,42 +488,14 @@ mod tests {
     #[test]
     fn mix_zero_and_negative_ratio() {
         let mut s = PatternSpec::new(Baseline::SR, 4 * K, 4, 0, 1024 * K);
-        s.mix = Some(MixSpec {
-            baseline2: Baseline::SW,
-            ratio: 0,
-            target_offset2: 2048 * K,
-            target_size2: 1024 * K,
-        });
+        s.mix = Some(MixSpec { baseline2: Baseline::SW, ratio: 0, target_offset2: 2048 * K, target_size2: 1024 * K });
         // Ratio 0: every IO is pattern 2.
-        let got: Vec<(u64, Mode)> = s
-            .generate()
-            .unwrap()
-            .iter()
-            .map(|io| (io.offset, io.mode))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (2048 * K, Mode::Write),
-                (2052 * K, Mode::Write),
-                (2056 * K, Mode::Write),
-                (2060 * K, Mode::Write)
-            ]
-        );
+        let got: Vec<(u64, Mode)> = s.generate().unwrap().iter().map(|io| (io.offset, io.mode)).collect();
+        assert_eq!(got, vec![(2048 * K, Mode::Write), (2052 * K, Mode::Write), (2056 * K, Mode::Write), (2060 * K, Mode::Write)]);
         // Ratio −2: IO i is pattern 1 iff i % 3 == 0.
         s.io_count = 7;
-        s.mix = Some(MixSpec {
-            baseline2: Baseline::SW,
-            ratio: -2,
-            target_offset2: 2048 * K,
-            target_size2: 1024 * K,
-        });
-        let got: Vec<(u64, Mode)> = s
-            .generate()
-            .unwrap()
-            .iter()
-            .map(|io| (io.offset, io.mode))
-            .collect();
+        s.mix = Some(MixSpec { baseline2: Baseline::SW, ratio: -2, target_offset2: 2048 * K, target_size2: 1024 * K });
+        let got: Vec<(u64, Mode)> = s.generate().unwrap().iter().map(|io| (io.offset, io.mode)).collect();
         assert_eq!(
             got,
             vec![
@@ -673,27 +514,9 @@ mod tests {
     fn mix_random_subpattern_ignores_shift() {
         let mut s = PatternSpec::new(Baseline::RR, 4 * K, 4, 0, 4 * K);
         s.io_shift = 512; // §3.2: not applied to Mix
-        s.mix = Some(MixSpec {
-            baseline2: Baseline::RW,
-            ratio: 1,
-            target_offset2: 8 * K,
-            target_size2: 4 * K,
-        });
-        let got: Vec<(u64, Mode)> = s
-            .generate()
-            .unwrap()
-            .iter()
-            .map(|io| (io.offset, io.mode))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (8 * K, Mode::Write),
-                (0, Mode::Read),
-                (8 * K, Mode::Write),
-                (0, Mode::Read)
-            ]
-        );
+        s.mix = Some(MixSpec { baseline2: Baseline::RW, ratio: 1, target_offset2: 8 * K, target_size2: 4 * K });
+        let got: Vec<(u64, Mode)> = s.generate().unwrap().iter().map(|io| (io.offset, io.mode)).collect();
+        assert_eq!(got, vec![(8 * K, Mode::Write), (0, Mode::Read), (8 * K, Mode::Write), (0, Mode::Read)]);
     }
 
     #[test]

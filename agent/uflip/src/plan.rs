@@ -46,17 +46,8 @@ pub enum Bench {
 
 impl Bench {
     /// All nine, in ID order.
-    pub const ALL: [Bench; 9] = [
-        Bench::Granularity,
-        Bench::Alignment,
-        Bench::Locality,
-        Bench::Partitioning,
-        Bench::Order,
-        Bench::Parallelism,
-        Bench::Mix,
-        Bench::Pause,
-        Bench::Bursts,
-    ];
+    pub const ALL: [Bench; 9] =
+        [Bench::Granularity, Bench::Alignment, Bench::Locality, Bench::Partitioning, Bench::Order, Bench::Parallelism, Bench::Mix, Bench::Pause, Bench::Bursts];
 
     /// Lowercase name used in selections and results ("granularity").
     pub fn name(self) -> &'static str {
@@ -106,18 +97,13 @@ impl Bench {
     /// Parse a lowercase name or three-letter code.
     pub fn parse(s: &str) -> Option<Bench> {
         let t = s.trim().to_ascii_lowercase();
-        Bench::ALL
-            .into_iter()
-            .find(|b| b.name() == t || b.code().eq_ignore_ascii_case(&t))
+        Bench::ALL.into_iter().find(|b| b.name() == t || b.code().eq_ignore_ascii_case(&t))
     }
 
     /// Parse a comma/space separated selection; `all` selects the nine.
     pub fn parse_list(s: &str) -> Result<Vec<Bench>, PlanError> {
         let mut out = Vec::new();
-        for tok in s
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|t| !t.is_empty())
-        {
+        for tok in s.split(|c: char| c == ',' || c.is_whitespace()).filter(|t| !t.is_empty()) {
             if tok.eq_ignore_ascii_case("all") {
                 return Ok(Bench::ALL.to_vec());
             }
@@ -172,10 +158,7 @@ impl Experiment {
 
     /// Whether any run of this experiment writes.
     pub fn writes(&self) -> bool {
-        self.base.mode() == crate::pattern::Mode::Write
-            || self
-                .base2
-                .is_some_and(|b| b.mode() == crate::pattern::Mode::Write)
+        self.base.mode() == crate::pattern::Mode::Write || self.base2.is_some_and(|b| b.mode() == crate::pattern::Mode::Write)
     }
 }
 
@@ -225,15 +208,7 @@ pub fn experiments() -> Vec<Experiment> {
         (Parallelism, SW, None),
         (Order, SW, None),
     ];
-    list.iter()
-        .enumerate()
-        .map(|(i, &(bench, base, base2))| Experiment {
-            number: i as u32 + 1,
-            bench,
-            base,
-            base2,
-        })
-        .collect()
+    list.iter().enumerate().map(|(i, &(bench, base, base2))| Experiment { number: i as u32 + 1, bench, base, base2 }).collect()
 }
 
 /// Per-baseline IOCount and IgnoreIO (§2 `IOCSR…`, `IgnIOSR…`; each baseline its own, §3.5 bug 2).
@@ -248,10 +223,7 @@ pub struct BaselineTable {
 impl BaselineTable {
     /// The code defaults of §2: 128/256/1024/5116 and 0/0/0/50.
     pub fn spec_defaults() -> Self {
-        BaselineTable {
-            io_count: [128, 256, 1024, 5116],
-            ignore_io: [0, 0, 0, 50],
-        }
+        BaselineTable { io_count: [128, 256, 1024, 5116], ignore_io: [0, 0, 0, 50] }
     }
     /// IOCount of a baseline.
     pub fn count(&self, b: Baseline) -> u64 {
@@ -401,10 +373,7 @@ impl PlanOptions {
     /// with 3 repetitions takes a few minutes.
     pub fn small(device_size: u64) -> Self {
         PlanOptions {
-            counts: BaselineTable {
-                io_count: [128, 256, 128, 512],
-                ignore_io: [0, 0, 0, 16],
-            },
+            counts: BaselineTable { io_count: [128, 256, 128, 512], ignore_io: [0, 0, 0, 16] },
             values: ValueLists::small(),
             pause_burst_us: 2_000,
             pause_between_runs: Duration::from_millis(20),
@@ -421,10 +390,7 @@ impl PlanOptions {
         let mut o = PlanOptions::small(device_size);
         o.benches = vec![Bench::Granularity];
         o.repetitions = 1;
-        o.counts = BaselineTable {
-            io_count: [64, 128, 64, 128],
-            ignore_io: [0, 0, 0, 8],
-        };
+        o.counts = BaselineTable { io_count: [64, 128, 64, 128], ignore_io: [0, 0, 0, 8] };
         o.values.granularity_io_sizes = vec![4 * KIB, 32 * KIB, 128 * KIB];
         o.pause_between_runs = Duration::from_millis(10);
         o
@@ -513,26 +479,18 @@ impl RunSpec {
         let mut m = BTreeMap::new();
         m.insert("bench".into(), self.bench.clone());
         m.insert("experiment".into(), self.experiment.clone());
-        m.insert(
-            "experiment_number".into(),
-            self.experiment_number.to_string(),
-        );
+        m.insert("experiment_number".into(), self.experiment_number.to_string());
         m.insert("varying".into(), self.varying.clone());
         m.insert("value".into(), self.value.to_string());
         m.insert("repetition".into(), self.repetition.to_string());
-        m.insert(
-            "pause_after_us".into(),
-            self.pause_after.as_micros().to_string(),
-        );
+        m.insert("pause_after_us".into(), self.pause_after.as_micros().to_string());
         match &self.work {
             Work::Format { kind, seed } => {
                 m.insert("format".into(), kind.as_str().into());
                 m.insert("seed".into(), seed.to_string());
             }
             Work::Pattern(ps) | Work::Phases(ps) => {
-                let join = |f: &dyn Fn(&PatternSpec) -> String| {
-                    ps.iter().map(f).collect::<Vec<_>>().join(",")
-                };
+                let join = |f: &dyn Fn(&PatternSpec) -> String| ps.iter().map(f).collect::<Vec<_>>().join(",");
                 if let Some(p) = ps.first() {
                     m.insert("base".into(), p.baseline.to_string());
                     m.insert("io_size".into(), p.io_size.to_string());
@@ -552,10 +510,7 @@ impl RunSpec {
                         m.insert("target_size2".into(), mx.target_size2.to_string());
                     }
                 }
-                m.insert(
-                    "target_offset".into(),
-                    join(&|p| p.target_offset.to_string()),
-                );
+                m.insert("target_offset".into(), join(&|p| p.target_offset.to_string()));
                 m.insert("target_size".into(), join(&|p| p.target_size.to_string()));
                 m.insert("seed".into(), join(&|p| p.seed.to_string()));
                 if matches!(self.work, Work::Phases(_)) {
@@ -619,11 +574,7 @@ pub fn mix_counts(i1: u64, c1: u64, i2: u64, c2: u64, ratio: i64) -> (u64, u64) 
         return (i2, c2);
     }
     // Ratio < 0: same with the roles swapped and R = |Ratio|.
-    let (ia, ib) = if ratio > 0 {
-        (i2 as i64, i1 as i64)
-    } else {
-        (i1 as i64, i2 as i64)
-    };
+    let (ia, ib) = if ratio > 0 { (i2 as i64, i1 as i64) } else { (i1 as i64, i2 as i64) };
     let r = ratio.unsigned_abs() as i64;
     let ign = (ia + (ia - 1) * r + 1).max(ib * (r + 1) / r + 1).max(0) as u64;
     let count = c1.saturating_sub(i1).max(c2.saturating_sub(i2)) + ign;
@@ -643,8 +594,7 @@ pub fn mix_split(count: u64, ratio: i64) -> (u64, u64) {
 
 /// SplitMix64: derives independent per-run/per-process seeds from the plan seed.
 pub fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
-    let mut z =
-        seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut z = seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03);
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -669,19 +619,11 @@ impl Planner<'_> {
     /// `size` does not fit.
     fn random_in(&mut self, lo: u64, span: u64, size: u64) -> Placed {
         if size > span {
-            return Placed {
-                to: lo,
-                ts: span,
-                warnings: vec![Warning::TestExceedDevice],
-            };
+            return Placed { to: lo, ts: span, warnings: vec![Warning::TestExceedDevice] };
         }
         let slots = (span - size) / BLOCK;
         let to = lo + self.rng.random_range(0..=slots) * BLOCK;
-        Placed {
-            to,
-            ts: size,
-            warnings: vec![],
-        }
+        Placed { to, ts: size, warnings: vec![] }
     }
 
     fn random(&mut self, size: u64) -> Placed {
@@ -693,11 +635,7 @@ impl Planner<'_> {
     fn fresh(&mut self, size: u64) -> Placed {
         if size <= self.dev {
             if let Some(a) = self.alloc.alloc_best_fit(size) {
-                return Placed {
-                    to: a.start,
-                    ts: size,
-                    warnings: vec![],
-                };
+                return Placed { to: a.start, ts: size, warnings: vec![] };
             }
         }
         let mut p = self.random(size);
@@ -706,11 +644,7 @@ impl Planner<'_> {
     }
 
     fn whole(&self) -> Placed {
-        Placed {
-            to: 0,
-            ts: self.dev,
-            warnings: vec![],
-        }
+        Placed { to: 0, ts: self.dev, warnings: vec![] }
     }
 
     /// Window for a plain baseline of `size` bytes (GRA/ALI/PIO/PBU rule of §5).
@@ -725,12 +659,8 @@ impl Planner<'_> {
 
 /// Build the plan (pure; deterministic for given options).
 pub fn build_plan(o: &PlanOptions) -> Plan {
-    let mut pl = Planner {
-        o,
-        alloc: FreshAreaAllocator::new(o.device_size),
-        rng: ChaCha8Rng::seed_from_u64(derive_seed(o.seed, 0x504c_414e, 0)),
-        dev: o.device_size,
-    };
+    let mut pl =
+        Planner { o, alloc: FreshAreaAllocator::new(o.device_size), rng: ChaCha8Rng::seed_from_u64(derive_seed(o.seed, 0x504c_414e, 0)), dev: o.device_size };
     let mut runs: Vec<RunSpec> = Vec::new();
     if o.prepare {
         prepare_runs(&mut pl, &mut runs);
@@ -746,10 +676,7 @@ pub fn build_plan(o: &PlanOptions) -> Plan {
             varying: "none".into(),
             value: 0.0,
             repetition: 0,
-            work: Work::Format {
-                kind,
-                seed: derive_seed(o.seed, index as u64, 0),
-            },
+            work: Work::Format { kind, seed: derive_seed(o.seed, index as u64, 0) },
             pause_after: o.prepare_pause,
             warnings: vec![],
             keep_series: false,
@@ -757,10 +684,7 @@ pub fn build_plan(o: &PlanOptions) -> Plan {
         // A format resets freshness (§5 "since the last format").
         pl.alloc = FreshAreaAllocator::new(o.device_size);
     }
-    for exp in experiments()
-        .into_iter()
-        .filter(|e| o.benches.contains(&e.bench))
-    {
+    for exp in experiments().into_iter().filter(|e| o.benches.contains(&e.bench)) {
         for (value, vnum) in values_of(o, exp.bench) {
             for rep in 0..o.repetitions {
                 let index = runs.len();
@@ -783,13 +707,7 @@ pub fn build_plan(o: &PlanOptions) -> Plan {
             }
         }
     }
-    Plan {
-        runs,
-        seed: o.seed,
-        device_size: o.device_size,
-        emit_fio_iolog: o.emit_fio_iolog.clone(),
-        trace_dir: o.trace_dir.clone(),
-    }
+    Plan { runs, seed: o.seed, device_size: o.device_size, emit_fio_iolog: o.emit_fio_iolog.clone(), trace_dir: o.trace_dir.clone() }
 }
 
 /// A value of the varying parameter, both as f64 for the result and as the raw integer.
@@ -824,11 +742,7 @@ fn values_of(o: &PlanOptions, b: Bench) -> Vec<(f64, V)> {
         Bench::Locality => u(&v.locality_factors),
         Bench::Partitioning => u(&v.partitions),
         Bench::Order => i(&v.orders),
-        Bench::Parallelism => v
-            .parallel_degrees
-            .iter()
-            .map(|&d| (d as f64, V::U(d as u64)))
-            .collect(),
+        Bench::Parallelism => v.parallel_degrees.iter().map(|&d| (d as f64, V::U(d as u64))).collect(),
         Bench::Mix => i(&v.mix_ratios),
         Bench::Pause => u(&v.pause_io_us),
         Bench::Bursts => u(&v.burst_io),
@@ -865,11 +779,7 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
         }
         Bench::Locality => {
             let ts = v.u().max(1).saturating_mul(spec.io_size);
-            let p = if b.mode() == crate::pattern::Mode::Write && v.u() <= o.locality_fresh_max {
-                pl.fresh(ts)
-            } else {
-                pl.random(ts)
-            };
+            let p = if b.mode() == crate::pattern::Mode::Write && v.u() <= o.locality_fresh_max { pl.fresh(ts) } else { pl.random(ts) };
             spec.target_offset = p.to;
             spec.target_size = p.ts;
             warnings = p.warnings;
@@ -879,23 +789,11 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
             let p = if b.mode() == crate::pattern::Mode::Write {
                 // Deviation (documented): every SW run gets its own fresh window so the §5 goal
                 // holds for all P; the original reused the whole device for P > 16.
-                pl.fresh(
-                    spec.io_size
-                        .saturating_mul(spec.io_count)
-                        .saturating_mul(o.partition_spread.max(1)),
-                )
+                pl.fresh(spec.io_size.saturating_mul(spec.io_count).saturating_mul(o.partition_spread.max(1)))
             } else {
                 let unit = 256 * BLOCK;
-                let ts = if pl.dev >= unit {
-                    pl.dev / unit * unit
-                } else {
-                    pl.dev / BLOCK * BLOCK
-                };
-                Placed {
-                    to: 0,
-                    ts,
-                    warnings: vec![],
-                }
+                let ts = if pl.dev >= unit { pl.dev / unit * unit } else { pl.dev / BLOCK * BLOCK };
+                Placed { to: 0, ts, warnings: vec![] }
             };
             spec.target_offset = p.to;
             spec.target_size = p.ts;
@@ -903,19 +801,9 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
         }
         Bench::Order => {
             spec.order = v.i();
-            let ts = if spec.order == 0 {
-                BLOCK.max(spec.io_size)
-            } else {
-                spec.order
-                    .unsigned_abs()
-                    .saturating_mul(spec.io_size)
-                    .saturating_mul(spec.io_count)
-            };
-            let p = if b.mode() == crate::pattern::Mode::Write {
-                pl.fresh(ts)
-            } else {
-                pl.random(ts)
-            };
+            let ts =
+                if spec.order == 0 { BLOCK.max(spec.io_size) } else { spec.order.unsigned_abs().saturating_mul(spec.io_size).saturating_mul(spec.io_count) };
+            let p = if b.mode() == crate::pattern::Mode::Write { pl.fresh(ts) } else { pl.random(ts) };
             spec.target_offset = p.to;
             spec.target_size = p.ts;
             warnings = p.warnings;
@@ -932,20 +820,12 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
                 s.process_id = p;
                 s.seed = derive_seed(seed, p as u64, 2);
                 let placed = match b {
-                    Baseline::RR | Baseline::RW => Placed {
-                        to: p as u64 * slice,
-                        ts: slice,
-                        warnings: vec![],
-                    },
+                    Baseline::RR | Baseline::RW => Placed { to: p as u64 * slice, ts: slice, warnings: vec![] },
                     Baseline::SR => pl.random_in(p as u64 * slice, slice, size),
                     Baseline::SW => {
                         let near = start + p as u64 * (pl.dev.saturating_sub(start) / d as u64);
                         match pl.alloc.alloc_nearest_after(near, size) {
-                            Some(a) => Placed {
-                                to: a.start,
-                                ts: size,
-                                warnings: vec![],
-                            },
+                            Some(a) => Placed { to: a.start, ts: size, warnings: vec![] },
                             None => {
                                 let mut r = pl.random(size);
                                 r.warnings.insert(0, Warning::DeviceTooSmall);
@@ -968,13 +848,7 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
         Bench::Mix => {
             let b2 = exp.base2.unwrap_or(Baseline::RR);
             let ratio = v.i();
-            let (ign, count) = mix_counts(
-                o.counts.ignore(b),
-                o.counts.count(b),
-                o.counts.ignore(b2),
-                o.counts.count(b2),
-                ratio,
-            );
+            let (ign, count) = mix_counts(o.counts.ignore(b), o.counts.count(b), o.counts.ignore(b2), o.counts.count(b2), ratio);
             spec.ignore_io = ign;
             spec.io_count = count;
             // Each sub-pattern's window holds exactly the IOs it receives (§3.2 interleaving), so
@@ -984,12 +858,7 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
             let p2 = pl.baseline_window(b2, spec.io_size * n2.max(1));
             spec.target_offset = p1.to;
             spec.target_size = p1.ts;
-            spec.mix = Some(MixSpec {
-                baseline2: b2,
-                ratio,
-                target_offset2: p2.to,
-                target_size2: p2.ts,
-            });
+            spec.mix = Some(MixSpec { baseline2: b2, ratio, target_offset2: p2.to, target_size2: p2.ts });
             for w in p1.warnings.into_iter().chain(p2.warnings) {
                 if !warnings.contains(&w) {
                     warnings.push(w);
@@ -1006,14 +875,7 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
 fn prepare_runs(pl: &mut Planner<'_>, runs: &mut Vec<RunSpec>) {
     let o = pl.o;
     let sz = o.io_size;
-    let push = |runs: &mut Vec<RunSpec>,
-                exp: String,
-                pattern: &str,
-                varying: &str,
-                value: f64,
-                rep: u32,
-                spec: PatternSpec,
-                warnings: Vec<Warning>| {
+    let push = |runs: &mut Vec<RunSpec>, exp: String, pattern: &str, varying: &str, value: f64, rep: u32, spec: PatternSpec, warnings: Vec<Warning>| {
         let index = runs.len();
         let mut spec = spec;
         spec.seed = derive_seed(o.seed, index as u64, 1);
@@ -1074,16 +936,7 @@ fn prepare_runs(pl: &mut Planner<'_>, runs: &mut Vec<RunSpec>) {
             };
             let mut s = PatternSpec::new(b, sz, n, p.to, p.ts);
             s.ignore_io = 0;
-            push(
-                runs,
-                format!("prepare/SIO.{b}"),
-                b.as_str(),
-                "io_count",
-                n as f64,
-                rep,
-                s,
-                p.warnings,
-            );
+            push(runs, format!("prepare/SIO.{b}"), b.as_str(), "io_count", n as f64, rep, s, p.warnings);
         }
     }
 }
@@ -1108,37 +961,20 @@ mod tests {
         assert_eq!(e[27].name(), "mix/SR-SW");
         assert_eq!(e[29].name(), "mix/SW-RW");
         let tail: Vec<String> = e[30..].iter().map(|x| x.name()).collect();
-        assert_eq!(
-            tail,
-            vec![
-                "parallelism/RW",
-                "partitioning/SW",
-                "parallelism/SW",
-                "order/SW"
-            ]
-        );
+        assert_eq!(tail, vec!["parallelism/RW", "partitioning/SW", "parallelism/SW", "order/SW"]);
         // Per-bench experiment counts: 4+4+4+2+2+4+6+4+4.
         let count = |b: Bench| e.iter().filter(|x| x.bench == b).count();
         let counts: Vec<usize> = Bench::ALL.iter().map(|&b| count(b)).collect();
         assert_eq!(counts, vec![4, 4, 4, 2, 2, 4, 6, 4, 4]);
-        assert_eq!(
-            e.iter().map(|x| x.number).collect::<Vec<_>>(),
-            (1..=34).collect::<Vec<_>>()
-        );
+        assert_eq!(e.iter().map(|x| x.number).collect::<Vec<_>>(), (1..=34).collect::<Vec<_>>());
     }
 
     #[test]
     fn bench_selection() {
         assert_eq!(Bench::parse_list("all").unwrap().len(), 9);
-        assert_eq!(
-            Bench::parse_list("mix, granularity").unwrap(),
-            vec![Bench::Mix, Bench::Granularity]
-        );
+        assert_eq!(Bench::parse_list("mix, granularity").unwrap(), vec![Bench::Mix, Bench::Granularity]);
         assert_eq!(Bench::parse_list("PBU").unwrap(), vec![Bench::Bursts]);
-        assert_eq!(
-            Bench::parse_list("granularity,nope").unwrap_err(),
-            PlanError::UnknownBench("nope".into())
-        );
+        assert_eq!(Bench::parse_list("granularity,nope").unwrap_err(), PlanError::UnknownBench("nope".into()));
     }
 
     #[test]
@@ -1156,23 +992,9 @@ mod tests {
     fn mix_split_matches_generator() {
         for (count, ratio) in [(7u64, 2i64), (7, -2), (4, 0), (10, 1), (9, -1), (5, 64)] {
             let mut s = PatternSpec::new(Baseline::SR, 512, count, 0, 1 << 20);
-            s.mix = Some(MixSpec {
-                baseline2: Baseline::SW,
-                ratio,
-                target_offset2: 1 << 20,
-                target_size2: 1 << 20,
-            });
-            let writes = s
-                .generate()
-                .unwrap()
-                .iter()
-                .filter(|io| io.mode == crate::pattern::Mode::Write)
-                .count() as u64;
-            assert_eq!(
-                mix_split(count, ratio),
-                (count - writes, writes),
-                "count {count} ratio {ratio}"
-            );
+            s.mix = Some(MixSpec { baseline2: Baseline::SW, ratio, target_offset2: 1 << 20, target_size2: 1 << 20 });
+            let writes = s.generate().unwrap().iter().filter(|io| io.mode == crate::pattern::Mode::Write).count() as u64;
+            assert_eq!(mix_split(count, ratio), (count - writes, writes), "count {count} ratio {ratio}");
         }
         assert_eq!(mix_split(7, 2), (4, 3));
         assert_eq!(mix_split(7, -2), (3, 4));
@@ -1188,14 +1010,8 @@ mod tests {
         let nums: Vec<u32> = p.runs.iter().map(|r| r.experiment_number).collect();
         let mut sorted = nums.clone();
         sorted.sort();
-        assert_eq!(
-            nums, sorted,
-            "runs are emitted in increasing experiment order"
-        );
-        let first: Vec<(String, f64, u32)> = p.runs[..4]
-            .iter()
-            .map(|r| (r.experiment.clone(), r.value, r.repetition))
-            .collect();
+        assert_eq!(nums, sorted, "runs are emitted in increasing experiment order");
+        let first: Vec<(String, f64, u32)> = p.runs[..4].iter().map(|r| (r.experiment.clone(), r.value, r.repetition)).collect();
         assert_eq!(
             first,
             vec![
@@ -1213,11 +1029,7 @@ mod tests {
         assert_eq!(p.runs.last().unwrap().experiment, "order/SW");
         assert!(p.runs.iter().enumerate().all(|(i, r)| r.index == i));
         // Granularity RW IOCount/IgnoreIO come from RW's own table entries (§3.5 bug 2).
-        let rw = p
-            .runs
-            .iter()
-            .find(|r| r.experiment == "granularity/RW")
-            .unwrap();
+        let rw = p.runs.iter().find(|r| r.experiment == "granularity/RW").unwrap();
         match &rw.work {
             Work::Pattern(ps) => {
                 assert_eq!((ps[0].io_count, ps[0].ignore_io), (512, 16));
@@ -1234,28 +1046,18 @@ mod tests {
                 for s in ps {
                     let mut areas = Vec::new();
                     if s.baseline == Baseline::SW {
-                        areas.push(Area {
-                            start: s.target_offset,
-                            end: s.target_offset + s.target_size + s.io_shift,
-                        });
+                        areas.push(Area { start: s.target_offset, end: s.target_offset + s.target_size + s.io_shift });
                     }
                     if let Some(m) = &s.mix {
                         if m.baseline2 == Baseline::SW {
-                            areas.push(Area {
-                                start: m.target_offset2,
-                                end: m.target_offset2 + m.target_size2,
-                            });
+                            areas.push(Area { start: m.target_offset2, end: m.target_offset2 + m.target_size2 });
                         }
                     }
                     for a in areas {
                         // The actual IOs of plain SW runs stay inside the planned area.
                         if s.mix.is_none() {
                             for io in s.generate().unwrap() {
-                                assert!(
-                                    io.offset >= a.start && io.offset + io.len <= a.end,
-                                    "run {} IO outside area",
-                                    r.index
-                                );
+                                assert!(io.offset >= a.start && io.offset + io.len <= a.end, "run {} IO outside area", r.index);
                             }
                         }
                         v.push((r.index, a));
@@ -1267,10 +1069,7 @@ mod tests {
     }
 
     fn fresh_bytes(p: &Plan) -> u64 {
-        write_areas(p)
-            .iter()
-            .map(|(_, a)| crate::alloc::round_up_block(a.len()))
-            .sum()
+        write_areas(p).iter().map(|(_, a)| crate::alloc::round_up_block(a.len())).sum()
     }
 
     #[test]
@@ -1279,10 +1078,7 @@ mod tests {
         // (the paper's full run has 358, §4.4), × nbRun 3.
         let p = build_plan(&PlanOptions::spec_defaults(64 * GIB));
         assert_eq!(p.total_runs(), 348 * 3);
-        assert_eq!(
-            p.runs.iter().filter(|r| !r.writes()).count(),
-            3 * (22 + 16 + 34 + 9 + 11 + 10 + 14 + 16 + 14)
-        );
+        assert_eq!(p.runs.iter().filter(|r| !r.writes()).count(), 3 * (22 + 16 + 34 + 9 + 11 + 10 + 14 + 16 + 14));
     }
 
     #[test]
@@ -1290,12 +1086,7 @@ mod tests {
         let p = build_plan(&PlanOptions::small(GIB));
         let used = fresh_bytes(&p);
         assert!(used <= GIB, "fresh areas need {used} bytes");
-        assert!(
-            p.runs
-                .iter()
-                .all(|r| !r.warnings.contains(&Warning::DeviceTooSmall)),
-            "a 1 GiB file holds the small plan"
-        );
+        assert!(p.runs.iter().all(|r| !r.warnings.contains(&Warning::DeviceTooSmall)), "a 1 GiB file holds the small plan");
     }
 
     #[test]
@@ -1303,24 +1094,15 @@ mod tests {
         let mut o = PlanOptions::small(8 * GIB);
         o.benches = Bench::ALL.to_vec();
         let p = build_plan(&o);
-        assert_eq!(
-            p.total_runs(),
-            3 * (4 * 4 + 4 * 3 + 4 * 3 + 2 * 3 + 2 * 4 + 4 * 3 + 6 * 4 + 4 * 3 + 4 * 2)
-        );
+        assert_eq!(p.total_runs(), 3 * (4 * 4 + 4 * 3 + 4 * 3 + 2 * 3 + 2 * 4 + 4 * 3 + 6 * 4 + 4 * 3 + 4 * 2));
         let areas = write_areas(&p);
         assert!(areas.len() > 100);
         for (i, (ra, a)) in areas.iter().enumerate() {
             for (rb, b) in &areas[i + 1..] {
-                assert!(
-                    !a.overlaps(b),
-                    "SW areas of runs {ra} and {rb} overlap: {a:?} {b:?}"
-                );
+                assert!(!a.overlaps(b), "SW areas of runs {ra} and {rb} overlap: {a:?} {b:?}");
             }
         }
-        assert!(p
-            .runs
-            .iter()
-            .all(|r| !r.warnings.contains(&Warning::DeviceTooSmall)));
+        assert!(p.runs.iter().all(|r| !r.warnings.contains(&Warning::DeviceTooSmall)));
     }
 
     #[test]
@@ -1345,11 +1127,7 @@ mod tests {
         o.values.locality_factors = vec![4, 4096];
         let p = build_plan(&o);
         let get = |e: &str, v: f64| -> (PatternSpec, Vec<Warning>) {
-            let r = p
-                .runs
-                .iter()
-                .find(|r| r.experiment == e && r.value == v)
-                .unwrap();
+            let r = p.runs.iter().find(|r| r.experiment == e && r.value == v).unwrap();
             match &r.work {
                 Work::Pattern(ps) => (ps[0].clone(), r.warnings.clone()),
                 _ => panic!(),
@@ -1372,42 +1150,20 @@ mod tests {
         o.repetitions = 1;
         o.values.parallel_degrees = vec![4];
         let p = build_plan(&o);
-        let rr = p
-            .runs
-            .iter()
-            .find(|r| r.experiment == "parallelism/RR")
-            .unwrap();
-        let Work::Pattern(ps) = &rr.work else {
-            panic!()
-        };
-        let got: Vec<(u64, u64, u32)> = ps
-            .iter()
-            .map(|s| (s.target_offset, s.target_size, s.process_id))
-            .collect();
+        let rr = p.runs.iter().find(|r| r.experiment == "parallelism/RR").unwrap();
+        let Work::Pattern(ps) = &rr.work else { panic!() };
+        let got: Vec<(u64, u64, u32)> = ps.iter().map(|s| (s.target_offset, s.target_size, s.process_id)).collect();
         let q = GIB / 4;
-        assert_eq!(
-            got,
-            vec![(0, q, 0), (q, q, 1), (2 * q, q, 2), (3 * q, q, 3)]
-        );
+        assert_eq!(got, vec![(0, q, 0), (q, q, 1), (2 * q, q, 2), (3 * q, q, 3)]);
         let mut seeds: Vec<u64> = ps.iter().map(|s| s.seed).collect();
         seeds.dedup();
         assert_eq!(seeds.len(), 4);
         // SW processes each get a fresh area near their quarter.
-        let sw = p
-            .runs
-            .iter()
-            .find(|r| r.experiment == "parallelism/SW")
-            .unwrap();
-        let Work::Pattern(ps) = &sw.work else {
-            panic!()
-        };
+        let sw = p.runs.iter().find(|r| r.experiment == "parallelism/SW").unwrap();
+        let Work::Pattern(ps) = &sw.work else { panic!() };
         for (i, s) in ps.iter().enumerate() {
             assert_eq!(s.target_size, 128 * 32 * KIB);
-            assert!(
-                s.target_offset >= i as u64 * q / 2,
-                "process {i} placed at {}",
-                s.target_offset
-            );
+            assert!(s.target_offset >= i as u64 * q / 2, "process {i} placed at {}", s.target_offset);
         }
     }
 
@@ -1450,11 +1206,7 @@ mod tests {
         o.prepare_pause = Duration::from_secs(10);
         let p = build_plan(&o);
         // Exact sequence: SPE, then one SIO per baseline; a pause after each, none inside SPE.
-        let seq: Vec<(&str, &str, Duration)> = p
-            .runs
-            .iter()
-            .map(|r| (r.experiment.as_str(), r.pattern.as_str(), r.pause_after))
-            .collect();
+        let seq: Vec<(&str, &str, Duration)> = p.runs.iter().map(|r| (r.experiment.as_str(), r.pattern.as_str(), r.pause_after)).collect();
         let ten = Duration::from_secs(10);
         assert_eq!(
             seq,
@@ -1469,32 +1221,11 @@ mod tests {
         let Work::Phases(legs) = &p.runs[0].work else {
             panic!("SPE must be a phased run: {:?}", p.runs[0].work);
         };
-        let shape: Vec<(Baseline, u64, u64, u64, u64)> = legs
-            .iter()
-            .map(|l| {
-                (
-                    l.baseline,
-                    l.io_size,
-                    l.io_count,
-                    l.ignore_io,
-                    l.pause_io_us,
-                )
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            vec![
-                (Baseline::SR, 4096, 100, 0, 0),
-                (Baseline::RW, 4096, 100, 0, 0),
-                (Baseline::SR, 4096, 100, 0, 0),
-            ]
-        );
+        let shape: Vec<(Baseline, u64, u64, u64, u64)> = legs.iter().map(|l| (l.baseline, l.io_size, l.io_count, l.ignore_io, l.pause_io_us)).collect();
+        assert_eq!(shape, vec![(Baseline::SR, 4096, 100, 0, 0), (Baseline::RW, 4096, 100, 0, 0), (Baseline::SR, 4096, 100, 0, 0),]);
         // Both SR legs read the same window in the first half; the RW leg writes from there up.
         let (sr, rw) = (&legs[0], &legs[1]);
-        assert_eq!(
-            (legs[2].target_offset, legs[2].target_size),
-            (sr.target_offset, sr.target_size)
-        );
+        assert_eq!((legs[2].target_offset, legs[2].target_size), (sr.target_offset, sr.target_size));
         assert_eq!(sr.target_size, 100 * 4096);
         assert!(sr.target_offset + sr.target_size <= GIB / 2);
         assert_eq!(rw.target_offset, sr.target_offset);

@@ -153,11 +153,7 @@ pub fn summary_table(report: &ProbeReport) -> String {
         groups.entry(k).or_default().push(r);
     }
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<24} {:>10} {:>4} {:>11} {:>11} {:>10} {:>9}  notes",
-        "experiment", "value", "runs", "mean µs", "p99 µs", "IOPS", "MiB/s"
-    );
+    let _ = writeln!(out, "{:<24} {:>10} {:>4} {:>11} {:>11} {:>10} {:>9}  notes", "experiment", "value", "runs", "mean µs", "p99 µs", "IOPS", "MiB/s");
     for k in keys {
         let rs = groups.get(&k).map(Vec::as_slice).unwrap_or(&[]);
         let ok: Vec<&&RunResult> = rs.iter().filter(|r| r.status == RunStatus::Ok).collect();
@@ -177,22 +173,10 @@ pub fn summary_table(report: &ProbeReport) -> String {
             }
         }
         if ok.is_empty() {
-            let _ = writeln!(
-                out,
-                "{:<24} {:>10} {:>4} {:>11} {:>11} {:>10} {:>9}  {}",
-                k.0,
-                k.1,
-                rs.len(),
-                "-",
-                "-",
-                "-",
-                "-",
-                notes.join("; ")
-            );
+            let _ = writeln!(out, "{:<24} {:>10} {:>4} {:>11} {:>11} {:>10} {:>9}  {}", k.0, k.1, rs.len(), "-", "-", "-", "-", notes.join("; "));
             continue;
         }
-        let avg =
-            |f: &dyn Fn(&RunResult) -> f64| ok.iter().map(|r| f(r)).sum::<f64>() / ok.len() as f64;
+        let avg = |f: &dyn Fn(&RunResult) -> f64| ok.iter().map(|r| f(r)).sum::<f64>() / ok.len() as f64;
         let _ = writeln!(
             out,
             "{:<24} {:>10} {:>4} {:>11.1} {:>11.1} {:>10.0} {:>9.1}  {}",
@@ -250,11 +234,7 @@ mod tests {
             p95_us: mean,
             p99_us: mean * 2.0,
             iops: if mean > 0.0 { 1e6 / mean } else { 0.0 },
-            mib_per_s: if mean > 0.0 {
-                1e6 / mean * 4096.0 / 1048576.0
-            } else {
-                0.0
-            },
+            mib_per_s: if mean > 0.0 { 1e6 / mean * 4096.0 / 1048576.0 } else { 0.0 },
             parameters: BTreeMap::new(),
             target_kind: "file".into(),
             status,
@@ -287,27 +267,13 @@ mod tests {
             runs: vec![
                 rr("granularity/SR", 4096.0, 0, 100.0, RunStatus::Ok),
                 rr("granularity/SR", 4096.0, 1, 300.0, RunStatus::Ok),
-                rr(
-                    "granularity/SR",
-                    512.0,
-                    0,
-                    0.0,
-                    RunStatus::Unsupported {
-                        reason: "IOSize 512 B".into(),
-                    },
-                ),
+                rr("granularity/SR", 512.0, 0, 0.0, RunStatus::Unsupported { reason: "IOSize 512 B".into() }),
             ],
         };
         let t = summary_table(&rep);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert_eq!(
-            lines[1],
-            format!(
-                "{:<24} {:>10} {:>4} {:>11} {:>11} {:>10} {:>9}  ",
-                "granularity/SR", "4096", 2, "200.0", "400.0", "6667", "26.0"
-            )
-        );
+        assert_eq!(lines[1], format!("{:<24} {:>10} {:>4} {:>11} {:>11} {:>10} {:>9}  ", "granularity/SR", "4096", 2, "200.0", "400.0", "6667", "26.0"));
         assert!(lines[2].ends_with("unsupported: IOSize 512 B"));
         // JSON round trip keeps everything.
         let j = serde_json::to_string(&rep).unwrap();

@@ -28,10 +28,7 @@ pub struct HostRoots {
 
 impl Default for HostRoots {
     fn default() -> Self {
-        HostRoots {
-            sysfs: PathBuf::from("/sys"),
-            procfs: PathBuf::from("/proc"),
-        }
+        HostRoots { sysfs: PathBuf::from("/sys"), procfs: PathBuf::from("/proc") }
     }
 }
 
@@ -141,11 +138,7 @@ impl std::error::Error for Refusal {}
 impl Refusal {
     /// The reasons, joined with "; ".
     pub fn reasons_text(&self) -> String {
-        self.reasons
-            .iter()
-            .map(|r| r.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
+        self.reasons.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("; ")
     }
 }
 
@@ -206,9 +199,7 @@ pub fn split_dev(rdev: u64) -> (u32, u32) {
 /// whose last component is the name).
 pub fn block_name(roots: &HostRoots, dev: (u32, u32)) -> Option<String> {
     let link = roots.sysfs.join(format!("dev/block/{}:{}", dev.0, dev.1));
-    let target = fs::read_link(&link)
-        .ok()
-        .or_else(|| fs::canonicalize(&link).ok())?;
+    let target = fs::read_link(&link).ok().or_else(|| fs::canonicalize(&link).ok())?;
     target.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
@@ -216,26 +207,18 @@ pub fn block_name(roots: &HostRoots, dev: (u32, u32)) -> Option<String> {
 /// partition, `<sysfs>/class/block/<name>`).
 pub fn block_info(roots: &HostRoots, name: &str, dev: (u32, u32)) -> BlockInfo {
     let base = roots.sysfs.join("block").join(name);
-    let mut info = BlockInfo {
-        name: name.to_string(),
-        dev,
-        ..BlockInfo::default()
-    };
+    let mut info = BlockInfo { name: name.to_string(), dev, ..BlockInfo::default() };
     if !base.exists() {
         // Partitions are not under /sys/block; they show up in /sys/class/block with a `partition` file.
         let cls = roots.sysfs.join("class/block").join(name);
         info.is_partition = cls.join("partition").exists();
-        info.logical_block_size =
-            read_trim(&cls.join("../queue/logical_block_size")).and_then(|s| s.parse().ok());
+        info.logical_block_size = read_trim(&cls.join("../queue/logical_block_size")).and_then(|s| s.parse().ok());
         return info;
     }
-    info.logical_block_size =
-        read_trim(&base.join("queue/logical_block_size")).and_then(|s| s.parse().ok());
+    info.logical_block_size = read_trim(&base.join("queue/logical_block_size")).and_then(|s| s.parse().ok());
     info.model = read_trim(&base.join("device/model"));
-    info.serial =
-        read_trim(&base.join("device/serial")).or_else(|| read_trim(&base.join("device/wwid")));
-    info.firmware = read_trim(&base.join("device/firmware_rev"))
-        .or_else(|| read_trim(&base.join("device/rev")));
+    info.serial = read_trim(&base.join("device/serial")).or_else(|| read_trim(&base.join("device/wwid")));
+    info.firmware = read_trim(&base.join("device/firmware_rev")).or_else(|| read_trim(&base.join("device/rev")));
     info.identity = info.serial.clone().or_else(|| {
         // Loop devices have no serial: `loop:<absolute backing file path>` is stable across
         // re-attachment of the same image (documented in docs/uflip-engine.md).
@@ -252,9 +235,7 @@ pub fn block_info(roots: &HostRoots, name: &str, dev: (u32, u32)) -> BlockInfo {
                 if !n.starts_with(name) || n == name {
                     return None;
                 }
-                let devnum = read_trim(&e.path().join("dev"))
-                    .and_then(|s| parse_devnum(&s))
-                    .unwrap_or((0, 0));
+                let devnum = read_trim(&e.path().join("dev")).and_then(|s| parse_devnum(&s)).unwrap_or((0, 0));
                 Some((n, devnum))
             })
             .collect();
@@ -294,12 +275,7 @@ pub fn mounts_of(roots: &HostRoots, devs: &[(u32, u32)], dev_path: &Path) -> Vec
 pub trait CommandRunner: Send + Sync + fmt::Debug {
     /// Run `program` with `args`; `stdin` (a duplicate of an open handle) becomes its standard
     /// input, otherwise it reads from /dev/null.
-    fn run(
-        &self,
-        program: &str,
-        args: &[&str],
-        stdin: Option<fs::File>,
-    ) -> std::io::Result<std::process::Output>;
+    fn run(&self, program: &str, args: &[&str], stdin: Option<fs::File>) -> std::io::Result<std::process::Output>;
 }
 
 /// The real programs on `PATH`, each given [`SystemRunner::TIMEOUT`] to answer.
@@ -314,28 +290,18 @@ impl SystemRunner {
 }
 
 impl CommandRunner for SystemRunner {
-    fn run(
-        &self,
-        program: &str,
-        args: &[&str],
-        stdin: Option<fs::File>,
-    ) -> std::io::Result<std::process::Output> {
+    fn run(&self, program: &str, args: &[&str], stdin: Option<fs::File>) -> std::io::Result<std::process::Output> {
         let stdin = stdin.map_or_else(Stdio::null, Stdio::from);
         let mut cmd = Command::new(program);
         cmd.args(args).stdin(stdin);
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("uflip-runner".into())
-            .spawn(move || {
-                let _ = tx.send(cmd.output());
-            })?;
+        std::thread::Builder::new().name("uflip-runner".into()).spawn(move || {
+            let _ = tx.send(cmd.output());
+        })?;
         rx.recv_timeout(Self::TIMEOUT).unwrap_or_else(|_| {
             Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!(
-                    "{program} did not answer within {} s (the device does not complete IO?)",
-                    Self::TIMEOUT.as_secs()
-                ),
+                format!("{program} did not answer within {} s (the device does not complete IO?)", Self::TIMEOUT.as_secs()),
             ))
         })
     }
@@ -345,35 +311,18 @@ impl CommandRunner for SystemRunner {
 /// handle as standard input, so the scan reads the very file the probe writes, never a path that
 /// could have been re-pointed): filesystems, LUKS, LVM, swap, md, ZFS, bcache and partition
 /// tables. Empty when blkid finds nothing (exit 2); `Err` when the scan could not run.
-pub fn scan_signatures(
-    runner: &dyn CommandRunner,
-    handle: &fs::File,
-) -> Result<Vec<String>, String> {
-    let dup = handle
-        .try_clone()
-        .map_err(|e| format!("cannot duplicate the open handle for blkid: {e}"))?;
-    let out = runner
-        .run("blkid", &["-p", "-o", "export", "/dev/stdin"], Some(dup))
-        .map_err(|e| format!("cannot run blkid: {e}"))?;
+pub fn scan_signatures(runner: &dyn CommandRunner, handle: &fs::File) -> Result<Vec<String>, String> {
+    let dup = handle.try_clone().map_err(|e| format!("cannot duplicate the open handle for blkid: {e}"))?;
+    let out = runner.run("blkid", &["-p", "-o", "export", "/dev/stdin"], Some(dup)).map_err(|e| format!("cannot run blkid: {e}"))?;
     match out.status.code() {
         Some(0) => {}
         // blkid: 2 = nothing found, 8 = several signatures that contradict each other.
         Some(2) => return Ok(Vec::new()),
         Some(8) => return Ok(vec!["ambivalent (several contradicting)".to_string()]),
-        _ => {
-            return Err(format!(
-                "blkid failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        _ => return Err(format!("blkid failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim())),
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let field = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
-            .map(str::to_string)
-    };
+    let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('='))).map(str::to_string);
     let mut found = Vec::new();
     if let Some(t) = field("TYPE") {
         let usage = field("USAGE").unwrap_or_else(|| "other".into());
@@ -442,13 +391,7 @@ pub enum BackingMatch {
 
 /// The backing file path of loop device `name` (without the kernel's " (deleted)" suffix).
 fn loop_backing_path(roots: &HostRoots, name: &str) -> Option<String> {
-    let b = read_trim(
-        &roots
-            .sysfs
-            .join("block")
-            .join(name)
-            .join("loop/backing_file"),
-    )?;
+    let b = read_trim(&roots.sysfs.join("block").join(name).join("loop/backing_file"))?;
     Some(b.strip_suffix(" (deleted)").unwrap_or(&b).to_string())
 }
 
@@ -456,19 +399,11 @@ fn loop_backing_path(roots: &HostRoots, name: &str) -> Option<String> {
 /// from `<sysfs>/block/loop*/loop/backing_file`. The same path matches at once; a backing file on
 /// another device number (and not on btrfs, whose files carry per-subvolume numbers) cannot be
 /// the file and is never touched; the rest are `stat`ed with a timeout.
-pub fn loops_backed_by(
-    roots: &HostRoots,
-    path: &Path,
-    dev_ino_of: (u64, u64),
-) -> Vec<(String, BackingMatch)> {
+pub fn loops_backed_by(roots: &HostRoots, path: &Path, dev_ino_of: (u64, u64)) -> Vec<(String, BackingMatch)> {
     let Ok(rd) = fs::read_dir(roots.sysfs.join("block")) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("loop"))
-        .collect();
+    let mut names: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("loop")).collect();
     names.sort();
     let ours = split_dev(dev_ino_of.0);
     let mut out = Vec::new();
@@ -498,8 +433,7 @@ pub fn loops_backed_by(
 /// Whether loop device `name` is in use: mounted (itself or a partition), held by another block
 /// device (dm, md) or exclusively opened. `None` when idle.
 fn loop_in_use(roots: &HostRoots, name: &str) -> Option<String> {
-    let dev = read_trim(&roots.sysfs.join("block").join(name).join("dev"))
-        .and_then(|s| parse_devnum(&s))?;
+    let dev = read_trim(&roots.sysfs.join("block").join(name).join("dev")).and_then(|s| parse_devnum(&s))?;
     let info = block_info(roots, name, dev);
     let mut devs = vec![dev];
     devs.extend(info.partitions.iter().map(|p| p.1));
@@ -509,21 +443,9 @@ fn loop_in_use(roots: &HostRoots, name: &str) -> Option<String> {
     }
     let mut holders = Vec::new();
     for n in std::iter::once(name.to_string()).chain(info.partitions.iter().map(|p| p.0.clone())) {
-        let dir = if n == name {
-            roots.sysfs.join("block").join(name).join("holders")
-        } else {
-            roots
-                .sysfs
-                .join("block")
-                .join(name)
-                .join(&n)
-                .join("holders")
-        };
+        let dir = if n == name { roots.sysfs.join("block").join(name).join("holders") } else { roots.sysfs.join("block").join(name).join(&n).join("holders") };
         if let Ok(rd) = fs::read_dir(dir) {
-            holders.extend(
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned()),
-            );
+            holders.extend(rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()));
         }
     }
     if !holders.is_empty() {
@@ -532,15 +454,9 @@ fn loop_in_use(roots: &HostRoots, name: &str) -> Option<String> {
     }
     // Only on the real /dev: an exclusive opener (another probe, mkfs) is visible nowhere else.
     if roots.sysfs == Path::new("/sys") {
-        let same_dev = fs::metadata(&node)
-            .ok()
-            .filter(|m| m.file_type().is_block_device() && split_dev(m.rdev()) == dev);
+        let same_dev = fs::metadata(&node).ok().filter(|m| m.file_type().is_block_device() && split_dev(m.rdev()) == dev);
         if same_dev.is_some() {
-            if let Err(e) = fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
-                .open(&node)
-            {
+            if let Err(e) = fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL | libc::O_CLOEXEC).open(&node) {
                 return Some(format!("busy (exclusive open failed: {e})"));
             }
         }
@@ -564,12 +480,7 @@ pub struct WriteCheck<'a> {
 /// Run every check for writing the block device open as `handle` (node `dev_path`, sysfs facts
 /// `info`). The exclusive open is the caller's ([`crate::Target`] opens its write handle with
 /// `O_EXCL`). `Ok(identity)` when cleared; otherwise every reason found.
-pub fn check_block_writable(
-    dev_path: &Path,
-    handle: &fs::File,
-    info: &BlockInfo,
-    check: &WriteCheck<'_>,
-) -> Result<String, Refusal> {
+pub fn check_block_writable(dev_path: &Path, handle: &fs::File, info: &BlockInfo, check: &WriteCheck<'_>) -> Result<String, Refusal> {
     let roots = check.roots;
     let mut reasons = Vec::new();
     if info.is_partition {
@@ -578,22 +489,13 @@ pub fn check_block_writable(
     let mut devs = vec![info.dev];
     devs.extend(info.partitions.iter().map(|p| p.1));
     for (source_dev, mount_point) in mounts_of(roots, &devs, dev_path) {
-        reasons.push(RefusalReason::Mounted {
-            source_dev,
-            mount_point,
-        });
+        reasons.push(RefusalReason::Mounted { source_dev, mount_point });
     }
     if !info.partitions.is_empty() {
-        reasons.push(RefusalReason::Partitioned {
-            partitions: info.partitions.iter().map(|p| p.0.clone()).collect(),
-        });
+        reasons.push(RefusalReason::Partitioned { partitions: info.partitions.iter().map(|p| p.0.clone()).collect() });
     }
     match scan_signatures(check.runner, handle) {
-        Ok(found) if !check.overwrite_signatures => reasons.extend(
-            found
-                .into_iter()
-                .map(|kind| RefusalReason::Signature { kind }),
-        ),
+        Ok(found) if !check.overwrite_signatures => reasons.extend(found.into_iter().map(|kind| RefusalReason::Signature { kind })),
         Ok(_) => {}
         Err(error) => reasons.push(RefusalReason::SignatureScanFailed { error }),
     }
@@ -608,80 +510,47 @@ pub fn check_block_writable(
                     match m {
                         BackingMatch::Same => {
                             if let Some(state) = loop_in_use(roots, &other) {
-                                reasons.push(RefusalReason::SharedBackingFile {
-                                    backing: backing.clone(),
-                                    other: other_dev,
-                                    state,
-                                });
+                                reasons.push(RefusalReason::SharedBackingFile { backing: backing.clone(), other: other_dev, state });
                             }
                         }
-                        BackingMatch::Unanswered { backing } => {
-                            reasons.push(RefusalReason::BackingUnanswered {
-                                loop_dev: other_dev,
-                                backing,
-                            })
-                        }
+                        BackingMatch::Unanswered { backing } => reasons.push(RefusalReason::BackingUnanswered { loop_dev: other_dev, backing }),
                     }
                 }
             }
             // A backing file that is gone (deleted) cannot be shared by path any more.
             Ok(None) => {}
-            Err(()) => reasons.push(RefusalReason::BackingUnanswered {
-                loop_dev: dev_path.display().to_string(),
-                backing: backing.clone(),
-            }),
+            Err(()) => reasons.push(RefusalReason::BackingUnanswered { loop_dev: dev_path.display().to_string(), backing: backing.clone() }),
         }
     }
     let identity = info.identity.clone();
     match &identity {
         None => reasons.push(RefusalReason::NoIdentity),
-        Some(id) if !check.consent.iter().any(|c| c == id) => {
-            reasons.push(RefusalReason::NoConsent {
-                identity: id.clone(),
-            })
-        }
+        Some(id) if !check.consent.iter().any(|c| c == id) => reasons.push(RefusalReason::NoConsent { identity: id.clone() }),
         Some(_) => {}
     }
     match identity {
         Some(id) if reasons.is_empty() => Ok(id),
-        _ => Err(Refusal {
-            device: dev_path.to_path_buf(),
-            reasons,
-        }),
+        _ => Err(Refusal { device: dev_path.to_path_buf(), reasons }),
     }
 }
 
 /// Refusals for writing the regular file open as `handle`: it must not back a loop device.
-pub fn check_file_writable(
-    path: &Path,
-    handle: &fs::File,
-    roots: &HostRoots,
-) -> Result<(), Refusal> {
+pub fn check_file_writable(path: &Path, handle: &fs::File, roots: &HostRoots) -> Result<(), Refusal> {
     let meta = handle.metadata().map_err(|e| Refusal {
         device: path.to_path_buf(),
-        reasons: vec![RefusalReason::HandleChanged {
-            detail: format!("fstat of the open file failed: {e}"),
-        }],
+        reasons: vec![RefusalReason::HandleChanged { detail: format!("fstat of the open file failed: {e}") }],
     })?;
     let reasons: Vec<RefusalReason> = loops_backed_by(roots, path, (meta.dev(), meta.ino()))
         .into_iter()
         .map(|(n, m)| match m {
-            BackingMatch::Same => RefusalReason::BacksLoopDevice {
-                loop_dev: format!("/dev/{n}"),
-            },
-            BackingMatch::Unanswered { backing } => RefusalReason::BackingUnanswered {
-                loop_dev: format!("/dev/{n}"),
-                backing,
-            },
+            BackingMatch::Same => RefusalReason::BacksLoopDevice { loop_dev: format!("/dev/{n}") },
+            BackingMatch::Unanswered { backing } => RefusalReason::BackingUnanswered { loop_dev: format!("/dev/{n}"), backing },
         })
         .collect();
     if reasons.is_empty() {
         Ok(())
     } else {
-        Err(Refusal {
-            device: path.to_path_buf(),
-            reasons,
-        })
+        Err(Refusal { device: path.to_path_buf(), reasons })
     }
 }
 
@@ -696,17 +565,11 @@ mod tests {
 
     impl Fixture {
         fn new() -> Self {
-            let dir = tempfile::Builder::new()
-                .prefix("uflip-sysfs-")
-                .tempdir_in(crate::test_dir())
-                .unwrap();
+            let dir = tempfile::Builder::new().prefix("uflip-sysfs-").tempdir_in(crate::test_dir()).unwrap();
             Fixture { dir }
         }
         fn roots(&self) -> HostRoots {
-            HostRoots {
-                sysfs: self.dir.path().join("sys"),
-                procfs: self.dir.path().join("proc"),
-            }
+            HostRoots { sysfs: self.dir.path().join("sys"), procfs: self.dir.path().join("proc") }
         }
         fn file(&self, rel: &str, text: &str) {
             let p = self.dir.path().join(rel);
@@ -729,15 +592,8 @@ mod tests {
         f.file("sys/block/nvme0n1/device/firmware_rev", "2B2QEXM7\n");
         f.file("sys/block/nvme0n1/dev", "259:0\n");
         fs::create_dir_all(f.dir.path().join("sys/dev/block")).unwrap();
-        symlink(
-            "../../block/nvme0n1",
-            f.dir.path().join("sys/dev/block/259:0"),
-        )
-        .unwrap();
-        f.file(
-            "proc/self/mountinfo",
-            "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n",
-        );
+        symlink("../../block/nvme0n1", f.dir.path().join("sys/dev/block/259:0")).unwrap();
+        f.file("proc/self/mountinfo", "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n");
     }
 
     #[test]
@@ -755,19 +611,10 @@ mod tests {
         // wwid when no serial; loop backing file for loop devices; SCSI firmware in `rev`.
         f.file("sys/block/sdb/device/wwid", "naa.5000c500a1b2c3d4\n");
         f.file("sys/block/sdb/device/rev", "GX03\n");
-        assert_eq!(
-            block_info(&roots, "sdb", (8, 16)).firmware.as_deref(),
-            Some("GX03")
-        );
-        assert_eq!(
-            block_info(&roots, "sdb", (8, 16)).identity.as_deref(),
-            Some("naa.5000c500a1b2c3d4")
-        );
+        assert_eq!(block_info(&roots, "sdb", (8, 16)).firmware.as_deref(), Some("GX03"));
+        assert_eq!(block_info(&roots, "sdb", (8, 16)).identity.as_deref(), Some("naa.5000c500a1b2c3d4"));
         f.file("sys/block/loop3/loop/backing_file", "/var/tmp/disk.img\n");
-        assert_eq!(
-            block_info(&roots, "loop3", (7, 3)).identity.as_deref(),
-            Some("loop:/var/tmp/disk.img")
-        );
+        assert_eq!(block_info(&roots, "loop3", (7, 3)).identity.as_deref(), Some("loop:/var/tmp/disk.img"));
     }
 
     #[test]
@@ -779,22 +626,11 @@ mod tests {
         let img = f.image(&[]);
         let h = fs::File::open(&img).unwrap();
         let consent = ["S5GXNX0T123456".to_string()];
-        assert_eq!(
-            check_block_writable(&img, &h, &info, &check(&roots, &consent)).unwrap(),
-            "S5GXNX0T123456"
-        );
+        assert_eq!(check_block_writable(&img, &h, &info, &check(&roots, &consent)).unwrap(), "S5GXNX0T123456");
         let r = check_block_writable(&img, &h, &info, &check(&roots, &[])).unwrap_err();
-        assert_eq!(
-            r.reasons,
-            vec![RefusalReason::NoConsent {
-                identity: "S5GXNX0T123456".into()
-            }]
-        );
+        assert_eq!(r.reasons, vec![RefusalReason::NoConsent { identity: "S5GXNX0T123456".into() }]);
         let msg = r.to_string();
-        assert!(
-            msg.contains("add exactly \"S5GXNX0T123456\" to destroy_consent"),
-            "{msg}"
-        );
+        assert!(msg.contains("add exactly \"S5GXNX0T123456\" to destroy_consent"), "{msg}");
         assert!(msg.contains(&img.display().to_string()));
     }
 
@@ -804,10 +640,7 @@ mod tests {
         nvme_fixture(&f);
         f.file("sys/block/nvme0n1/nvme0n1p1/dev", "259:1\n");
         f.file("sys/block/nvme0n1/nvme0n1p1/partition", "1\n");
-        f.file(
-            "proc/self/mountinfo",
-            "22 1 254:0 / / rw - ext4 /dev/vda rw\n40 22 259:1 / /mnt/my\\040data rw - xfs /dev/nvme0n1p1 rw\n",
-        );
+        f.file("proc/self/mountinfo", "22 1 254:0 / / rw - ext4 /dev/vda rw\n40 22 259:1 / /mnt/my\\040data rw - xfs /dev/nvme0n1p1 rw\n");
         let roots = f.roots();
         let info = block_info(&roots, "nvme0n1", (259, 0));
         assert_eq!(info.partitions, vec![("nvme0n1p1".to_string(), (259, 1))]);
@@ -821,16 +654,9 @@ mod tests {
         assert_eq!(
             r.reasons,
             vec![
-                RefusalReason::Mounted {
-                    source_dev: "/dev/nvme0n1p1".into(),
-                    mount_point: "/mnt/my data".into()
-                },
-                RefusalReason::Partitioned {
-                    partitions: vec!["nvme0n1p1".into()]
-                },
-                RefusalReason::Signature {
-                    kind: "dos partition table".into()
-                },
+                RefusalReason::Mounted { source_dev: "/dev/nvme0n1p1".into(), mount_point: "/mnt/my data".into() },
+                RefusalReason::Partitioned { partitions: vec!["nvme0n1p1".into()] },
+                RefusalReason::Signature { kind: "dos partition table".into() },
             ]
         );
         // The separate override lets the signature through, and only the signature.
@@ -838,19 +664,11 @@ mod tests {
         c.overwrite_signatures = true;
         let r = check_block_writable(&img, &h, &info, &c).unwrap_err();
         assert_eq!(r.reasons.len(), 2, "{r}");
-        assert!(!r
-            .reasons
-            .iter()
-            .any(|x| matches!(x, RefusalReason::Signature { .. })));
+        assert!(!r.reasons.iter().any(|x| matches!(x, RefusalReason::Signature { .. })));
     }
 
     fn check<'a>(roots: &'a HostRoots, consent: &'a [String]) -> WriteCheck<'a> {
-        WriteCheck {
-            roots,
-            consent,
-            runner: &SystemRunner,
-            overwrite_signatures: false,
-        }
+        WriteCheck { roots, consent, runner: &SystemRunner, overwrite_signatures: false }
     }
 
     /// Answers every command with a fixed exit code and output (or a spawn error).
@@ -858,24 +676,13 @@ mod tests {
     struct Fixed(Option<(i32, &'static str)>);
 
     impl CommandRunner for Fixed {
-        fn run(
-            &self,
-            program: &str,
-            args: &[&str],
-            stdin: Option<fs::File>,
-        ) -> std::io::Result<std::process::Output> {
+        fn run(&self, program: &str, args: &[&str], stdin: Option<fs::File>) -> std::io::Result<std::process::Output> {
             use std::os::unix::process::ExitStatusExt;
             assert_eq!(program, "blkid");
             assert_eq!(args, ["-p", "-o", "export", "/dev/stdin"]);
             assert!(stdin.is_some(), "the scan must read the open handle");
-            let (code, out) = self.0.ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")
-            })?;
-            Ok(std::process::Output {
-                status: std::process::ExitStatus::from_raw(code << 8),
-                stdout: out.as_bytes().to_vec(),
-                stderr: b"boom".to_vec(),
-            })
+            let (code, out) = self.0.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"))?;
+            Ok(std::process::Output { status: std::process::ExitStatus::from_raw(code << 8), stdout: out.as_bytes().to_vec(), stderr: b"boom".to_vec() })
         }
     }
 
@@ -885,37 +692,16 @@ mod tests {
         let img = f.image(&[]);
         let h = fs::File::open(&img).unwrap();
         // Real blkid on real signatures.
-        assert_eq!(
-            scan_signatures(&SystemRunner, &h).unwrap(),
-            Vec::<String>::new()
-        );
-        let mk = std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&img)
-            .status()
-            .expect("mkfs.ext4 is needed by this test: apt-get install e2fsprogs");
+        assert_eq!(scan_signatures(&SystemRunner, &h).unwrap(), Vec::<String>::new());
+        let mk =
+            std::process::Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img).status().expect("mkfs.ext4 is needed by this test: apt-get install e2fsprogs");
         assert!(mk.success());
-        assert_eq!(
-            scan_signatures(&SystemRunner, &h).unwrap(),
-            vec!["ext4 (filesystem)".to_string()]
-        );
+        assert_eq!(scan_signatures(&SystemRunner, &h).unwrap(), vec!["ext4 (filesystem)".to_string()]);
         // Exit codes and output as blkid documents them.
         let out = "DEVNAME=/dev/stdin\nTYPE=LVM2_member\nUSAGE=raid\nPTTYPE=gpt\n";
-        assert_eq!(
-            scan_signatures(&Fixed(Some((0, out))), &h).unwrap(),
-            vec![
-                "LVM2_member (raid)".to_string(),
-                "gpt partition table".to_string()
-            ]
-        );
-        assert_eq!(
-            scan_signatures(&Fixed(Some((2, ""))), &h).unwrap(),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            scan_signatures(&Fixed(Some((8, ""))), &h).unwrap(),
-            vec!["ambivalent (several contradicting)".to_string()]
-        );
+        assert_eq!(scan_signatures(&Fixed(Some((0, out))), &h).unwrap(), vec!["LVM2_member (raid)".to_string(), "gpt partition table".to_string()]);
+        assert_eq!(scan_signatures(&Fixed(Some((2, ""))), &h).unwrap(), Vec::<String>::new());
+        assert_eq!(scan_signatures(&Fixed(Some((8, ""))), &h).unwrap(), vec!["ambivalent (several contradicting)".to_string()]);
         let e = scan_signatures(&Fixed(Some((4, ""))), &h).unwrap_err();
         assert!(e.starts_with("blkid failed (exit status: 4): boom"), "{e}");
         let e = scan_signatures(&Fixed(None), &h).unwrap_err();
@@ -926,21 +712,10 @@ mod tests {
         let roots = nvme.roots();
         let info = block_info(&roots, "nvme0n1", (259, 0));
         let consent = ["S5GXNX0T123456".to_string()];
-        let c = WriteCheck {
-            runner: &Fixed(None),
-            ..check(&roots, &consent)
-        };
+        let c = WriteCheck { runner: &Fixed(None), ..check(&roots, &consent) };
         let r = check_block_writable(&img, &h, &info, &c).unwrap_err();
-        assert_eq!(
-            r.reasons,
-            vec![RefusalReason::SignatureScanFailed {
-                error: "cannot run blkid: No such file or directory".into()
-            }]
-        );
-        assert!(
-            r.to_string().contains("install util-linux's `blkid`"),
-            "{r}"
-        );
+        assert_eq!(r.reasons, vec![RefusalReason::SignatureScanFailed { error: "cannot run blkid: No such file or directory".into() }]);
+        assert!(r.to_string().contains("install util-linux's `blkid`"), "{r}");
     }
 
     #[test]

@@ -30,9 +30,7 @@ pub struct LatencyStats {
 
 /// Statistics over `samples_ns` (already restricted to the running phase). Returns the histogram
 /// too, so callers can merge or export it.
-pub fn latency_stats<I: IntoIterator<Item = u64>>(
-    samples_ns: I,
-) -> (LatencyStats, Option<Histogram<u64>>) {
+pub fn latency_stats<I: IntoIterator<Item = u64>>(samples_ns: I) -> (LatencyStats, Option<Histogram<u64>>) {
     // 3 significant digits, auto-resizing: 0.1 % resolution on percentiles.
     let mut hist = Histogram::<u64>::new(3).ok();
     let (mut n, mut sum, mut sumsq) = (0u64, 0u128, 0u128);
@@ -57,11 +55,7 @@ pub fn latency_stats<I: IntoIterator<Item = u64>>(
     // Population variance from exact integer sums (no catastrophic cancellation at ns scale).
     let var_num = (n as u128 * sumsq).saturating_sub(sum * sum) as f64;
     let var = var_num / (n as f64 * n as f64);
-    let q = |p: f64| {
-        hist.as_ref()
-            .map(|h| h.value_at_quantile(p) as f64 / 1000.0)
-            .unwrap_or(0.0)
-    };
+    let q = |p: f64| hist.as_ref().map(|h| h.value_at_quantile(p) as f64 / 1000.0).unwrap_or(0.0);
     let stats = LatencyStats {
         n,
         mean_us: mean / 1000.0,
@@ -98,10 +92,7 @@ mod tests {
     #[test]
     fn constant_and_empty() {
         let (s, _) = latency_stats(vec![2000u64; 10]);
-        assert_eq!(
-            (s.mean_us, s.stddev_us, s.min_us, s.max_us),
-            (2.0, 0.0, 2.0, 2.0)
-        );
+        assert_eq!((s.mean_us, s.stddev_us, s.min_us, s.max_us), (2.0, 0.0, 2.0, 2.0));
         let (e, _) = latency_stats(Vec::<u64>::new());
         assert_eq!(e, LatencyStats::default());
     }

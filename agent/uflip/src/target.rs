@@ -181,10 +181,7 @@ pub struct Target {
 pub const FALLBACK_BLOCK_SIZE: u64 = 4096;
 
 fn changed(device: &Path, detail: String) -> Refusal {
-    Refusal {
-        device: device.to_path_buf(),
-        reasons: vec![RefusalReason::HandleChanged { detail }],
-    }
+    Refusal { device: device.to_path_buf(), reasons: vec![RefusalReason::HandleChanged { detail }] }
 }
 
 /// The path the kernel gives for our own descriptor (`/proc/self/fd/N` is our own process's view,
@@ -199,33 +196,19 @@ impl Target {
         match fs::metadata(&opts.path) {
             Ok(m) if m.file_type().is_block_device() => Target::open_block(opts),
             Ok(m) if m.is_file() => Target::open_file(opts),
-            Ok(_) => Err(TargetError::NotFileOrBlock {
-                path: opts.path.clone(),
-            }),
+            Ok(_) => Err(TargetError::NotFileOrBlock { path: opts.path.clone() }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Target::open_file(opts),
-            Err(source) => Err(TargetError::Open {
-                path: opts.path.clone(),
-                source,
-            }),
+            Err(source) => Err(TargetError::Open { path: opts.path.clone(), source }),
         }
     }
 
     fn open_file(opts: &TargetOptions) -> Result<Target, TargetError> {
         let path = opts.path.clone();
-        let oerr = |source| TargetError::Open {
-            path: path.clone(),
-            source,
-        };
+        let oerr = |source| TargetError::Open { path: path.clone(), source };
         let existed = path.exists();
         // The one handle: O_DIRECT (O_DSYNC for write-through writes, §9; no effect on reads).
         // O_DIRECT support is a property of the filesystem: tmpfs rejects the open with EINVAL.
-        let opened = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
-            .open(&path);
+        let opened = OpenOptions::new().read(true).write(true).create(true).truncate(false).custom_flags(libc::O_DIRECT | libc::O_DSYNC).open(&path);
         let direct = match opened {
             Ok(d) => d,
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -253,30 +236,17 @@ impl Target {
             }
             return Err(TargetError::DirectIoUnsupported { path, fstype });
         }
-        let lbs = opts
-            .logical_block_size
-            .unwrap_or_else(|| file_block_size(&opts.roots, dev));
-        let size = if opts.file_size > 0 {
-            opts.file_size / lbs * lbs
-        } else {
-            meta.len() / lbs * lbs
-        };
+        let lbs = opts.logical_block_size.unwrap_or_else(|| file_block_size(&opts.roots, dev));
+        let size = if opts.file_size > 0 { opts.file_size / lbs * lbs } else { meta.len() / lbs * lbs };
         if size == 0 {
             return Err(TargetError::Empty { path });
         }
         if meta.len() < size {
             // Filling writes: never into a file that backs a loop device.
-            safety::check_file_writable(&path, &direct, &opts.roots)
-                .map_err(TargetError::Refused)?;
+            safety::check_file_writable(&path, &direct, &opts.roots).map_err(TargetError::Refused)?;
             // Fill with real data (not a sparse file or fallocate's unwritten extents): reads of
             // holes never reach the device and would make read benchmarks meaningless.
-            fill(&direct, meta.len() / lbs * lbs, size, lbs).map_err(|source| {
-                TargetError::Fill {
-                    path: path.clone(),
-                    size,
-                    source,
-                }
-            })?;
+            fill(&direct, meta.len() / lbs * lbs, size, lbs).map_err(|source| TargetError::Fill { path: path.clone(), size, source })?;
         }
         let device = fs::read_link(fd_path(&direct)).unwrap_or_else(|_| path.clone());
         Ok(Target {
@@ -313,34 +283,20 @@ impl Target {
 
     fn open_block(opts: &TargetOptions) -> Result<Target, TargetError> {
         let path = opts.path.clone();
-        let oerr = |source| TargetError::Open {
-            path: path.clone(),
-            source,
-        };
+        let oerr = |source| TargetError::Open { path: path.clone(), source };
         // Read-only and shared: reads are allowed on any device; writes get their own exclusive
         // handle re-opened from this one (open_for_writes).
-        let mut f = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&path)
-            .map_err(oerr)?;
+        let mut f = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).map_err(oerr)?;
         let meta = f.metadata().map_err(oerr)?;
         if !meta.file_type().is_block_device() {
             return Err(TargetError::NotFileOrBlock { path });
         }
         // Every fact below comes from the handle's device number, not from the path.
         let info = block_info_at(&path, &opts.roots, meta.rdev());
-        let device = if info.name.is_empty() {
-            path.clone()
-        } else {
-            PathBuf::from("/dev").join(&info.name)
-        };
+        let device = if info.name.is_empty() { path.clone() } else { PathBuf::from("/dev").join(&info.name) };
         // Seeking to the end of a block device yields its size, without an ioctl (and without unsafe).
         let size = f.seek(SeekFrom::End(0)).map_err(oerr)?;
-        let lbs = opts
-            .logical_block_size
-            .or(info.logical_block_size)
-            .unwrap_or(FALLBACK_BLOCK_SIZE);
+        let lbs = opts.logical_block_size.or(info.logical_block_size).unwrap_or(FALLBACK_BLOCK_SIZE);
         if size == 0 {
             return Err(TargetError::Empty { path });
         }
@@ -394,18 +350,9 @@ impl Target {
                 return Ok(self.handle.clone());
             }
             (TargetKind::Block, Some(info)) => info,
-            (TargetKind::Block, None) => {
-                return Err(Refusal {
-                    device: self.device.clone(),
-                    reasons: vec![RefusalReason::NoIdentity],
-                })
-            }
+            (TargetKind::Block, None) => return Err(Refusal { device: self.device.clone(), reasons: vec![RefusalReason::NoIdentity] }),
         };
-        let excl = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DIRECT | libc::O_DSYNC | libc::O_EXCL)
-            .open(fd_path(&self.handle));
+        let excl = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT | libc::O_DSYNC | libc::O_EXCL).open(fd_path(&self.handle));
         let check = safety::WriteCheck {
             roots: &self.roots,
             consent: &self.destroy_consent,
@@ -423,13 +370,8 @@ impl Target {
             (Ok(_), Err(r)) => Err(r),
             (Err(e), checked) => {
                 let mut reasons = checked.err().map(|r| r.reasons).unwrap_or_default();
-                reasons.push(RefusalReason::Busy {
-                    error: e.to_string(),
-                });
-                Err(Refusal {
-                    device: self.device.clone(),
-                    reasons,
-                })
+                reasons.push(RefusalReason::Busy { error: e.to_string() });
+                Err(Refusal { device: self.device.clone(), reasons })
             }
         }
     }
@@ -440,19 +382,11 @@ impl Target {
     /// and (files) not backing a loop device. A missing path is fine (udev re-creates links).
     pub fn verify(&self, handle: &fs::File, writing: bool) -> Result<(), Refusal> {
         let dev_name = self.device.display().to_string();
-        let meta = handle.metadata().map_err(|e| {
-            changed(
-                &self.device,
-                format!("fstat of the open handle of {dev_name} failed: {e}"),
-            )
-        })?;
+        let meta = handle.metadata().map_err(|e| changed(&self.device, format!("fstat of the open handle of {dev_name} failed: {e}")))?;
         match self.kind {
             TargetKind::File => {
                 if (meta.dev(), meta.ino()) != self.handle_id {
-                    return Err(changed(
-                        &self.device,
-                        format!("the open handle no longer names {dev_name}"),
-                    ));
+                    return Err(changed(&self.device, format!("the open handle no longer names {dev_name}")));
                 }
                 if let Ok(m) = fs::metadata(&self.path) {
                     if (m.dev(), m.ino()) != self.handle_id {
@@ -469,25 +403,15 @@ impl Target {
             }
             TargetKind::Block => {
                 let Some(info) = &self.block else {
-                    return Err(Refusal {
-                        device: self.device.clone(),
-                        reasons: vec![RefusalReason::NoIdentity],
-                    });
+                    return Err(Refusal { device: self.device.clone(), reasons: vec![RefusalReason::NoIdentity] });
                 };
                 if (meta.rdev(), 0) != self.handle_id {
-                    return Err(changed(
-                        &self.device,
-                        format!("the open handle no longer names {dev_name}"),
-                    ));
+                    return Err(changed(&self.device, format!("the open handle no longer names {dev_name}")));
                 }
                 let dev = info.dev;
-                let now = safety::block_name(&self.roots, dev)
-                    .map(|n| safety::block_info(&self.roots, &n, dev));
+                let now = safety::block_name(&self.roots, dev).map(|n| safety::block_info(&self.roots, &n, dev));
                 let Some(now) = now else {
-                    return Err(changed(
-                        &self.device,
-                        format!("{dev_name} (device {}:{}) is gone from sysfs", dev.0, dev.1),
-                    ));
+                    return Err(changed(&self.device, format!("{dev_name} (device {}:{}) is gone from sysfs", dev.0, dev.1)));
                 };
                 if now.name != info.name || now.identity != info.identity {
                     return Err(changed(
@@ -513,46 +437,31 @@ impl Target {
                     ));
                 }
                 if info.loop_autoclear == Some(false) && now.loop_autoclear == Some(true) {
-                    return Err(changed(
-                        &self.device,
-                        format!("{dev_name} was detached (losetup -d) during the probe"),
-                    ));
+                    return Err(changed(&self.device, format!("{dev_name} was detached (losetup -d) during the probe")));
                 }
                 if let Ok(m) = fs::metadata(&self.path) {
                     let same = m.file_type().is_block_device() && m.rdev() == meta.rdev();
                     if !same {
                         let other = if m.file_type().is_block_device() {
-                            safety::block_name(&self.roots, safety::split_dev(m.rdev()))
-                                .map(|n| format!("/dev/{n}"))
-                                .unwrap_or_else(|| "another device".into())
+                            safety::block_name(&self.roots, safety::split_dev(m.rdev())).map(|n| format!("/dev/{n}")).unwrap_or_else(|| "another device".into())
                         } else {
                             "something else".into()
                         };
                         return Err(changed(
                             &self.device,
-                            format!(
-                                "{} now points to {other}, not to {dev_name} which the probe opened and checked",
-                                self.path.display()
-                            ),
+                            format!("{} now points to {other}, not to {dev_name} which the probe opened and checked", self.path.display()),
                         ));
                     }
                 }
                 if writing {
                     let mut devs = vec![dev];
                     devs.extend(now.partitions.iter().map(|p| p.1));
-                    let reasons: Vec<RefusalReason> =
-                        safety::mounts_of(&self.roots, &devs, &self.device)
-                            .into_iter()
-                            .map(|(source_dev, mount_point)| RefusalReason::Mounted {
-                                source_dev,
-                                mount_point,
-                            })
-                            .collect();
+                    let reasons: Vec<RefusalReason> = safety::mounts_of(&self.roots, &devs, &self.device)
+                        .into_iter()
+                        .map(|(source_dev, mount_point)| RefusalReason::Mounted { source_dev, mount_point })
+                        .collect();
                     if !reasons.is_empty() {
-                        return Err(Refusal {
-                            device: self.device.clone(),
-                            reasons,
-                        });
+                        return Err(Refusal { device: self.device.clone(), reasons });
                     }
                 }
                 Ok(())
@@ -565,11 +474,7 @@ impl Target {
 fn block_info_at(path: &Path, roots: &HostRoots, rdev: u64) -> safety::BlockInfo {
     let dev = safety::split_dev(rdev);
     let name = safety::block_name(roots, dev)
-        .or_else(|| {
-            fs::canonicalize(path)
-                .ok()
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        })
+        .or_else(|| fs::canonicalize(path).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())))
         .unwrap_or_default();
     safety::block_info(roots, &name, dev)
 }
@@ -583,8 +488,7 @@ fn fs_type_of(roots: &HostRoots, dev: (u32, u32)) -> Option<String> {
     let key = format!("{}:{}", dev.0, dev.1);
     text.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
-        (left.split(' ').nth(2) == Some(key.as_str()))
-            .then(|| right.split(' ').next().unwrap_or("").to_string())
+        (left.split(' ').nth(2) == Some(key.as_str())).then(|| right.split(' ').next().unwrap_or("").to_string())
     })
 }
 
@@ -613,10 +517,7 @@ fn fill(f: &fs::File, from: u64, to: u64, lbs: u64) -> std::io::Result<()> {
         let len = chunk.min(to - off) as usize;
         let n = f.write_at(&buf.as_slice()[..len], off)?;
         if n == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
-                format!("write returned 0 at offset {off}"),
-            ));
+            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("write returned 0 at offset {off}")));
         }
         off += n as u64;
     }
@@ -668,14 +569,7 @@ impl From<&Target> for TargetInfo {
 /// Whether `path`'s filesystem accepts O_DIRECT (used by tests and the example to pick a dir).
 pub fn supports_direct_io(dir: &Path) -> bool {
     let p = dir.join(format!(".uflip-odirect-{}", std::process::id()));
-    let ok = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&p)
-        .is_ok();
+    let ok = OpenOptions::new().read(true).write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&p).is_ok();
     let _ = fs::remove_file(&p);
     ok
 }

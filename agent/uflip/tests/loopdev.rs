@@ -21,14 +21,8 @@ const MIB: u64 = 1 << 20;
 
 /// Run a setup command; panic (fail the test) when it is missing or fails, naming the package.
 fn must(cmd: &mut Command, package: &str) -> String {
-    let out = cmd.output().unwrap_or_else(|e| {
-        panic!("cannot run {cmd:?} ({e}): this test needs it; install the Debian package {package} (tests/run.sh does)")
-    });
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?} ({e}): this test needs it; install the Debian package {package} (tests/run.sh does)"));
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -73,17 +67,8 @@ struct LoopDev {
 impl LoopDev {
     fn on(img: &Path, extra: &[&str]) -> LoopDev {
         require_root();
-        let dev = must(
-            Command::new("losetup")
-                .args(["-f", "--show"])
-                .args(extra)
-                .arg(img),
-            "mount",
-        );
-        LoopDev {
-            dev: PathBuf::from(dev),
-            img: img.to_path_buf(),
-        }
+        let dev = must(Command::new("losetup").args(["-f", "--show"]).args(extra).arg(img), "mount");
+        LoopDev { dev: PathBuf::from(dev), img: img.to_path_buf() }
     }
     fn identity(&self) -> String {
         format!("loop:{}", self.img.display())
@@ -96,11 +81,7 @@ impl LoopDev {
 impl Drop for LoopDev {
     fn drop(&mut self) {
         // Quiet: a device detached during its test (autoclear) is already gone.
-        let _ = Command::new("losetup")
-            .arg("-d")
-            .arg(&self.dev)
-            .stderr(std::process::Stdio::null())
-            .status();
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).stderr(std::process::Stdio::null()).status();
     }
 }
 
@@ -114,13 +95,7 @@ impl Mount {
     fn ro(dev: &Path, name: &str) -> Mount {
         let dir = tmp_dir().join(format!("mnt-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        must(
-            Command::new("mount")
-                .args(["-o", "ro,noload"])
-                .arg(dev)
-                .arg(&dir),
-            "mount",
-        );
+        must(Command::new("mount").args(["-o", "ro,noload"]).arg(dev).arg(&dir), "mount");
         Mount { dir }
     }
 }
@@ -133,21 +108,14 @@ impl Drop for Mount {
 }
 
 fn mkfs_ext4(dev: &Path) {
-    must(
-        Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
-            .arg(dev),
-        "e2fsprogs",
-    );
+    must(Command::new("mkfs.ext4").args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"]).arg(dev), "e2fsprogs");
 }
 
 /// Checksum (64-bit FNV-1a) of a whole file or device, read through the page cache like the
 /// loop driver's buffered IO.
 fn checksum(p: &Path) -> u64 {
     let bytes = std::fs::read(p).unwrap();
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn write_plan(size: u64, pause: Duration) -> Plan {
@@ -185,17 +153,12 @@ fn consented_unpartitioned_loop_device_is_written_and_named_in_the_report() {
     let p = small_write_plan(t.size);
     let rep = run(&t, &p, &mut NullObserver).unwrap();
     assert_eq!(rep.runs.len(), 4);
-    assert!(rep
-        .runs
-        .iter()
-        .all(|r| r.status == RunStatus::Ok && r.target_kind == "block" && r.io_count == 8));
+    assert!(rep.runs.iter().all(|r| r.status == RunStatus::Ok && r.target_kind == "block" && r.io_count == 8));
     assert_eq!(rep.target.identity.as_deref(), Some(lo.identity().as_str()));
     assert_eq!(rep.target.device.as_deref(), Some(lo.dev.as_path()));
     // The SW run really wrote the device: its first block is no longer zeros.
     let sw = p.runs.iter().find(|r| r.pattern == "SW").unwrap();
-    let Work::Pattern(ps) = &sw.work else {
-        panic!()
-    };
+    let Work::Pattern(ps) = &sw.work else { panic!() };
     let bytes = std::fs::read(&lo.img).unwrap();
     let off = ps[0].target_offset as usize;
     assert!(bytes[off..off + 4096].iter().any(|&b| b != 0));
@@ -205,28 +168,15 @@ fn consented_unpartitioned_loop_device_is_written_and_named_in_the_report() {
 fn loop_device_without_consent_is_refused_for_writes_only() {
     let img = Image::new("noconsent", 16 * MIB);
     let lo = LoopDev::on(&img.0, &[]);
-    let t = Target::open(&TargetOptions::block(
-        &lo.dev,
-        vec!["loop:/some/other.img".into()],
-    ))
-    .unwrap();
+    let t = Target::open(&TargetOptions::block(&lo.dev, vec!["loop:/some/other.img".into()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
-    assert_eq!(
-        refusal.reasons,
-        vec![RefusalReason::NoConsent {
-            identity: lo.identity()
-        }]
-    );
+    assert_eq!(refusal.reasons, vec![RefusalReason::NoConsent { identity: lo.identity() }]);
     let before = checksum(&img.0);
     let p = small_write_plan(t.size);
     let err = run(&t, &p, &mut NullObserver).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, ProbeError::WritesRefused(_)));
-    assert!(
-        msg.contains(&lo.dev.display().to_string())
-            && msg.contains(&format!("add exactly \"{}\"", lo.identity())),
-        "{msg}"
-    );
+    assert!(msg.contains(&lo.dev.display().to_string()) && msg.contains(&format!("add exactly \"{}\"", lo.identity())), "{msg}");
     // Read-only benchmarks are allowed on any device.
     let rep = run(&t, &p.read_only(), &mut NullObserver).unwrap();
     assert_eq!(rep.runs.len(), 2);
@@ -244,23 +194,9 @@ fn loop_device_with_mounted_ext4_is_refused_even_with_consent() {
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
     assert_eq!(refusal.reasons.len(), 3, "{refusal}");
-    assert_eq!(
-        refusal.reasons[0],
-        RefusalReason::Mounted {
-            source_dev: lo.dev.display().to_string(),
-            mount_point: _m.dir.display().to_string()
-        }
-    );
-    assert_eq!(
-        refusal.reasons[1],
-        RefusalReason::Signature {
-            kind: "ext4 (filesystem)".into()
-        }
-    );
-    assert!(
-        matches!(&refusal.reasons[2], RefusalReason::Busy { error } if error.contains("busy")),
-        "{refusal}"
-    );
+    assert_eq!(refusal.reasons[0], RefusalReason::Mounted { source_dev: lo.dev.display().to_string(), mount_point: _m.dir.display().to_string() });
+    assert_eq!(refusal.reasons[1], RefusalReason::Signature { kind: "ext4 (filesystem)".into() });
+    assert!(matches!(&refusal.reasons[2], RefusalReason::Busy { error } if error.contains("busy")), "{refusal}");
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
     assert!(err.to_string().contains("unmount it"), "{err}");
     assert_eq!(checksum(&img.0), before);
@@ -277,16 +213,10 @@ fn partitioned_loop_device_is_refused() {
         .arg(&lo.dev)
         .stdin(std::process::Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run sfdisk ({e}): install the Debian package fdisk (tests/run.sh does)")
-        });
+        .unwrap_or_else(|e| panic!("cannot run sfdisk ({e}): install the Debian package fdisk (tests/run.sh does)"));
     {
         use std::io::Write;
-        sf.stdin
-            .take()
-            .unwrap()
-            .write_all(b"label: dos\n,4MiB,L\n")
-            .unwrap();
+        sf.stdin.take().unwrap().write_all(b"label: dos\n,4MiB,L\n").unwrap();
     }
     assert!(sf.wait().unwrap().success());
     let name = lo.name();
@@ -298,17 +228,7 @@ fn partitioned_loop_device_is_refused() {
     let before = checksum(&img.0);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let refusal = t.ensure_writable().unwrap_err();
-    assert_eq!(
-        refusal.reasons,
-        vec![
-            RefusalReason::Partitioned {
-                partitions: vec![part]
-            },
-            RefusalReason::Signature {
-                kind: "dos partition table".into()
-            }
-        ]
-    );
+    assert_eq!(refusal.reasons, vec![RefusalReason::Partitioned { partitions: vec![part] }, RefusalReason::Signature { kind: "dos partition table".into() }]);
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
     assert!(err.to_string().contains("wipefs -a"), "{err}");
     assert_eq!(checksum(&img.0), before);
@@ -320,47 +240,23 @@ fn luks_header_is_refused_unless_signatures_are_overridden() {
     let img = Image::new("luks", 32 * MIB);
     let lo = LoopDev::on(&img.0, &[]);
     let mut fmt = Command::new("cryptsetup");
-    fmt.args([
-        "luksFormat",
-        "-q",
-        "--type",
-        "luks2",
-        "--pbkdf",
-        "pbkdf2",
-        "--pbkdf-force-iterations",
-        "1000",
-        "--key-file",
-        "-",
-    ])
-    .arg(&lo.dev)
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped());
-    let mut child = fmt.spawn().unwrap_or_else(|e| {
-        panic!("cannot run cryptsetup ({e}): install the Debian package cryptsetup-bin (tests/run.sh does)")
-    });
+    fmt.args(["luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", "-"])
+        .arg(&lo.dev)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = fmt.spawn().unwrap_or_else(|e| panic!("cannot run cryptsetup ({e}): install the Debian package cryptsetup-bin (tests/run.sh does)"));
     {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(b"secret").unwrap();
     }
-    assert!(
-        child.wait().unwrap().success(),
-        "cryptsetup luksFormat failed"
-    );
+    assert!(child.wait().unwrap().success(), "cryptsetup luksFormat failed");
     let before = checksum(&img.0);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
-    assert_eq!(
-        reasons_of(&err),
-        vec![RefusalReason::Signature {
-            kind: "crypto_LUKS (crypto)".into()
-        }]
-    );
+    assert_eq!(reasons_of(&err), vec![RefusalReason::Signature { kind: "crypto_LUKS (crypto)".into() }]);
     let msg = err.to_string();
-    assert!(
-        msg.contains(&lo.dev.display().to_string()) && msg.contains("--overwrite-signatures"),
-        "{msg}"
-    );
+    assert!(msg.contains(&lo.dev.display().to_string()) && msg.contains("--overwrite-signatures"), "{msg}");
     assert_eq!(checksum(&img.0), before);
     let mut o = TargetOptions::block(&lo.dev, vec![lo.identity()]);
     o.overwrite_signatures = true;
@@ -368,21 +264,13 @@ fn luks_header_is_refused_unless_signatures_are_overridden() {
     t.ensure_writable().unwrap();
     // The cleared target keeps its exclusive claim: nobody else can open it for writing.
     let other = Target::open(&o).unwrap().ensure_writable().unwrap_err();
-    assert!(
-        matches!(other.reasons.as_slice(), [RefusalReason::Busy { .. }]),
-        "{other}"
-    );
+    assert!(matches!(other.reasons.as_slice(), [RefusalReason::Busy { .. }]), "{other}");
     drop(t);
     // The override does not replace consent.
     let mut o = TargetOptions::block(&lo.dev, vec![]);
     o.overwrite_signatures = true;
     let r = Target::open(&o).unwrap().ensure_writable().unwrap_err();
-    assert_eq!(
-        r.reasons,
-        vec![RefusalReason::NoConsent {
-            identity: lo.identity()
-        }]
-    );
+    assert_eq!(r.reasons, vec![RefusalReason::NoConsent { identity: lo.identity() }]);
 }
 
 /// Issue 16 point 3: the image file behind a mounted loop device, given as a file target.
@@ -395,17 +283,8 @@ fn image_file_behind_a_loop_device_is_refused() {
     let before = checksum(&img.0);
     let t = Target::open(&TargetOptions::file(&img.0, 0)).unwrap();
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
-    assert_eq!(
-        reasons_of(&err),
-        vec![RefusalReason::BacksLoopDevice {
-            loop_dev: lo.dev.display().to_string()
-        }]
-    );
-    assert!(
-        err.to_string()
-            .contains(&format!("losetup -d {}", lo.dev.display())),
-        "{err}"
-    );
+    assert_eq!(reasons_of(&err), vec![RefusalReason::BacksLoopDevice { loop_dev: lo.dev.display().to_string() }]);
+    assert!(err.to_string().contains(&format!("losetup -d {}", lo.dev.display())), "{err}");
     // Growing it would write too: refused at open.
     let grow = Target::open(&TargetOptions::file(&img.0, 64 * MIB)).unwrap_err();
     assert!(matches!(grow, TargetError::Refused(_)), "{grow}");
@@ -441,20 +320,13 @@ fn loop_device_sharing_its_image_with_a_mounted_loop_device_is_refused() {
 /// it safe). The probe stops before the next run, names what happened, and loopB is untouched.
 #[test]
 fn symlink_repointed_while_the_probe_runs_stops_it_and_spares_the_other_device() {
-    let (ia, ib) = (
-        Image::new("repoint-a", 16 * MIB),
-        Image::new("repoint-b", 16 * MIB),
-    );
+    let (ia, ib) = (Image::new("repoint-a", 16 * MIB), Image::new("repoint-b", 16 * MIB));
     let (a, b) = (LoopDev::on(&ia.0, &[]), LoopDev::on(&ib.0, &[]));
     let link = tmp_dir().join(format!("target-link-{}", std::process::id()));
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&a.dev, &link).unwrap();
     let before_b = checksum(&ib.0);
-    let t = Target::open(&TargetOptions::block(
-        &link,
-        vec![a.identity(), b.identity()],
-    ))
-    .unwrap();
+    let t = Target::open(&TargetOptions::block(&link, vec![a.identity(), b.identity()])).unwrap();
     assert_eq!(t.device, a.dev);
     let plan = write_plan(t.size, Duration::from_millis(300));
     let (tmp, bdev) = (link.with_extension("new"), b.dev.clone());
@@ -467,19 +339,12 @@ fn symlink_repointed_while_the_probe_runs_stops_it_and_spares_the_other_device()
     });
     let err = run(&t, &plan, &mut NullObserver).unwrap_err();
     repoint.join().unwrap();
-    let ProbeError::TargetChanged { run: stopped, .. } = &err else {
-        panic!("expected TargetChanged, got {err}")
-    };
+    let ProbeError::TargetChanged { run: stopped, .. } = &err else { panic!("expected TargetChanged, got {err}") };
     assert!((1..plan.runs.len()).contains(stopped), "{err}");
     assert_eq!(
         reasons_of(&err),
         vec![RefusalReason::HandleChanged {
-            detail: format!(
-                "{} now points to {}, not to {} which the probe opened and checked",
-                link.display(),
-                b.dev.display(),
-                a.dev.display()
-            )
+            detail: format!("{} now points to {}, not to {} which the probe opened and checked", link.display(), b.dev.display(), a.dev.display())
         }]
     );
     assert_eq!(checksum(&ib.0), before_b, "loopB was written");
@@ -502,16 +367,8 @@ fn loop_device_detached_and_rebound_while_the_probe_runs_stops_it() {
     let (dev, other) = (a.dev.clone(), ic.0.clone());
     let swap = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(450));
-        let d = Command::new("losetup")
-            .arg("-d")
-            .arg(&dev)
-            .output()
-            .unwrap();
-        let r = Command::new("losetup")
-            .arg(&dev)
-            .arg(&other)
-            .output()
-            .unwrap();
+        let d = Command::new("losetup").arg("-d").arg(&dev).output().unwrap();
+        let r = Command::new("losetup").arg(&dev).arg(&other).output().unwrap();
         (d.status.success(), r.status.success())
     });
     let err = run(&t, &plan, &mut NullObserver).unwrap_err();
@@ -525,13 +382,7 @@ fn loop_device_detached_and_rebound_while_the_probe_runs_stops_it() {
     if rebound {
         assert!(detail.contains("was re-bound"), "{detail}");
     } else {
-        assert_eq!(
-            detail,
-            format!(
-                "{} was detached (losetup -d) during the probe",
-                a.dev.display()
-            )
-        );
+        assert_eq!(detail, format!("{} was detached (losetup -d) during the probe", a.dev.display()));
     }
     assert_eq!(checksum(&ic.0), before_c, "the other image was written");
     drop(t);
@@ -559,63 +410,31 @@ impl PausableFuse {
             .arg(&src)
             .arg(&dir)
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot run bindfs ({e}): install the Debian packages bindfs and fuse3 (tests/run.sh does)")
-            });
+            .unwrap_or_else(|e| panic!("cannot run bindfs ({e}): install the Debian packages bindfs and fuse3 (tests/run.sh does)"));
         let t = Instant::now();
-        let mounted = |d: &Path| {
-            Command::new("findmnt")
-                .arg("-n")
-                .arg(d)
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
+        let mounted = |d: &Path| Command::new("findmnt").arg("-n").arg(d).output().is_ok_and(|o| o.status.success());
         while !mounted(&dir) {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "bindfs did not mount {}",
-                dir.display()
-            );
+            assert!(t.elapsed() < Duration::from_secs(10), "bindfs did not mount {}", dir.display());
             std::thread::sleep(Duration::from_millis(50));
         }
-        PausableFuse {
-            dir,
-            src,
-            pid: child.id(),
-            child,
-        }
+        PausableFuse { dir, src, pid: child.id(), child }
     }
     fn signal(&self, sig: &str) {
-        must(
-            Command::new("kill").arg(sig).arg(self.pid.to_string()),
-            "procps",
-        );
+        must(Command::new("kill").arg(sig).arg(self.pid.to_string()), "procps");
     }
 }
 
 impl Drop for PausableFuse {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-CONT")
-            .arg(self.pid.to_string())
-            .status();
+        let _ = Command::new("kill").arg("-CONT").arg(self.pid.to_string()).status();
         // Unmount, retrying while the loop device above still holds the image open (a stuck IO
         // thread releases it only when its IO completes); lazily at last, and kill the daemon so
         // that wait() can never hang the test run.
         let t = Instant::now();
-        while !Command::new("fusermount3")
-            .arg("-u")
-            .arg(&self.dir)
-            .status()
-            .is_ok_and(|s| s.success())
-            && t.elapsed() < Duration::from_secs(10)
-        {
+        while !Command::new("fusermount3").arg("-u").arg(&self.dir).status().is_ok_and(|s| s.success()) && t.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(&self.dir)
-            .status();
+        let _ = Command::new("fusermount3").args(["-u", "-z"]).arg(&self.dir).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(self.src.parent().unwrap_or(&self.src));
@@ -632,11 +451,7 @@ fn io_that_never_completes_is_a_device_fault_after_the_deadline() {
     let lo = LoopDev::on(&img.0, &["--direct-io=on"]);
     let t = Target::open(&TargetOptions::block(&lo.dev, vec![lo.identity()])).unwrap();
     let plan = write_plan(t.size, Duration::from_millis(300));
-    let opts = RunOptions {
-        io_deadline_floor: Duration::from_secs(2),
-        io_deadline_factor: 100,
-        calibrated_max_io: None,
-    };
+    let opts = RunOptions { io_deadline_floor: Duration::from_secs(2), io_deadline_factor: 100, calibrated_max_io: None };
     let (tx, rx) = mpsc::channel();
     let t2 = t.clone();
     std::thread::spawn(move || {
@@ -653,26 +468,12 @@ fn io_that_never_completes_is_a_device_fault_after_the_deadline() {
     fuse.signal("-CONT");
     let (result, _) = got.expect("the probe did not return within 30 s of the device stalling");
     let err = result.expect_err("the probe finished although its device stalled");
-    let ProbeError::IoDeadline {
-        path,
-        waited,
-        deadline,
-        ..
-    } = &err
-    else {
-        panic!("expected IoDeadline, got {err}")
-    };
+    let ProbeError::IoDeadline { path, waited, deadline, .. } = &err else { panic!("expected IoDeadline, got {err}") };
     assert_eq!(path, &lo.dev);
     assert!(*deadline >= Duration::from_secs(2), "{err}");
     assert!(*waited > *deadline, "{err}");
     // Noticed within a few watchdog ticks of the deadline, not after some unrelated timeout.
-    assert!(
-        gave_up_after < *deadline + Duration::from_secs(5),
-        "{gave_up_after:?} {err}"
-    );
+    assert!(gave_up_after < *deadline + Duration::from_secs(5), "{gave_up_after:?} {err}");
     let msg = err.to_string();
-    assert!(
-        msg.starts_with("device fault: ") && msg.contains("stopped issuing IO"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("device fault: ") && msg.contains("stopped issuing IO"), "{msg}");
 }

@@ -10,16 +10,10 @@ use std::path::{Path, PathBuf};
 use wattflip_uflip::*;
 
 fn work_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("uflip-tests")
-        .join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("uflip-tests").join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    assert!(
-        target::supports_direct_io(&d),
-        "{} must support O_DIRECT (not tmpfs)",
-        d.display()
-    );
+    assert!(target::supports_direct_io(&d), "{} must support O_DIRECT (not tmpfs)", d.display());
     d
 }
 
@@ -76,13 +70,8 @@ fn quick_plan_on_a_file() {
             "RW" => (128, 8),
             other => panic!("unexpected pattern {other}"),
         };
-        assert_eq!(
-            (r.io_count, r.ignore_io, r.measured_ios),
-            (count, ignore, count - ignore)
-        );
-        assert!(
-            r.min_us > 0.0 && r.min_us <= r.p50_us && r.p50_us <= r.p99_us && r.mean_us <= r.max_us
-        );
+        assert_eq!((r.io_count, r.ignore_io, r.measured_ios), (count, ignore, count - ignore));
+        assert!(r.min_us > 0.0 && r.min_us <= r.p50_us && r.p50_us <= r.p99_us && r.mean_us <= r.max_us);
         assert!(r.p99_us <= r.max_us * 1.001);
         assert!(r.iops > 0.0 && r.mib_per_s > 0.0);
         assert!((r.mib_per_s - r.iops * r.value / MIB as f64).abs() < 1e-6 * r.mib_per_s);
@@ -90,22 +79,13 @@ fn quick_plan_on_a_file() {
         assert_eq!(r.parameters["io_size"], r.io_size_bytes.to_string());
         assert_eq!(r.parameters["io_count"], count.to_string());
         // The iolog is exactly the generated sequence.
-        let Work::Pattern(ps) = &spec.work else {
-            panic!()
-        };
+        let Work::Pattern(ps) = &spec.work else { panic!() };
         let ios = ps[0].generate().unwrap();
         assert_eq!(r.iolog_files.len(), 1);
-        assert_eq!(
-            std::fs::read_to_string(&r.iolog_files[0]).unwrap(),
-            iolog::iolog_text(&path, &ios)
-        );
+        assert_eq!(std::fs::read_to_string(&r.iolog_files[0]).unwrap(), iolog::iolog_text(&path, &ios));
         // The trace has one line per IO with the same offsets.
         let trace = std::fs::read_to_string(r.trace_file.as_ref().unwrap()).unwrap();
-        let offs: Vec<u64> = trace
-            .lines()
-            .skip(1)
-            .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
-            .collect();
+        let offs: Vec<u64> = trace.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
         assert_eq!(offs, ios.iter().map(|io| io.offset).collect::<Vec<_>>());
     }
     let table = summary_table(&rep);
@@ -124,10 +104,7 @@ impl Observer for Chooser {
         assert_eq!(result.run_id, done.index);
         self.0.push((done.index, next.index));
         let ms = if done.writes() { 2 } else { 1 };
-        Pause {
-            duration: std::time::Duration::from_millis(ms),
-            source: format!("after-{}", done.index),
-        }
+        Pause { duration: std::time::Duration::from_millis(ms), source: format!("after-{}", done.index) }
     }
 }
 
@@ -147,29 +124,14 @@ fn each_run_records_the_pause_its_observer_chose_before_it() {
     let got: Vec<(&str, &str, &str, &str)> = rep
         .runs
         .iter()
-        .map(|r| {
-            (
-                r.pattern.as_str(),
-                r.parameters["pause_before_us"].as_str(),
-                r.parameters["pause_source"].as_str(),
-                r.parameters["pause_method"].as_str(),
-            )
-        })
+        .map(|r| (r.pattern.as_str(), r.parameters["pause_before_us"].as_str(), r.parameters["pause_source"].as_str(), r.parameters["pause_method"].as_str()))
         .collect();
     assert_eq!(
         got,
-        vec![
-            ("SR", "0", "first", "none"),
-            ("RR", "1000", "after-0", "spin"),
-            ("RW", "1000", "after-1", "spin"),
-            ("SW", "2000", "after-2", "spin"),
-        ]
+        vec![("SR", "0", "first", "none"), ("RR", "1000", "after-0", "spin"), ("RW", "1000", "after-1", "spin"), ("SW", "2000", "after-2", "spin"),]
     );
     // The plan's own pause stays recorded as planned (10 ms in the quick plan).
-    assert!(rep
-        .runs
-        .iter()
-        .all(|r| r.parameters["pause_after_us"] == "10000"));
+    assert!(rep.runs.iter().all(|r| r.parameters["pause_after_us"] == "10000"));
 }
 
 #[test]
@@ -186,30 +148,15 @@ fn unsupported_alignment_is_reported_not_failed() {
     o.counts.ignore_io = [0; 4];
     o.pause_between_runs = std::time::Duration::ZERO;
     let rep = run(&t, &plan(&o), &mut NullObserver).unwrap();
-    let get = |exp: &str, v: f64| {
-        rep.runs
-            .iter()
-            .find(|r| r.experiment == exp && r.value == v)
-            .unwrap()
-    };
+    let get = |exp: &str, v: f64| rep.runs.iter().find(|r| r.experiment == exp && r.value == v).unwrap();
     let path = dir.join("probe.img");
     assert_eq!(
         get("granularity/RR", 512.0).status,
-        RunStatus::Unsupported {
-            reason: format!(
-                "IOSize 512 B is not a multiple of the logical block size 4096 B of {}",
-                path.display()
-            )
-        }
+        RunStatus::Unsupported { reason: format!("IOSize 512 B is not a multiple of the logical block size 4096 B of {}", path.display()) }
     );
     assert_eq!(
         get("alignment/SW", 512.0).status,
-        RunStatus::Unsupported {
-            reason: format!(
-                "IOShift 512 B is not a multiple of the logical block size 4096 B of {}",
-                path.display()
-            )
-        }
+        RunStatus::Unsupported { reason: format!("IOShift 512 B is not a multiple of the logical block size 4096 B of {}", path.display()) }
     );
     assert_eq!(get("granularity/RR", 4096.0).status, RunStatus::Ok);
     assert_eq!(get("alignment/SW", 0.0).status, RunStatus::Ok);
@@ -276,11 +223,7 @@ fn pauses_and_bursts_are_outside_the_timing() {
             } else {
                 0
             };
-            assert!(
-                gap >= want,
-                "{} IO {i}: gap {gap} ns < {want}",
-                r.experiment
-            );
+            assert!(gap >= want, "{} IO {i}: gap {gap} ns < {want}", r.experiment);
             assert!(rows[i].1 < 2_000_000_000);
         }
     }
@@ -304,16 +247,9 @@ fn formats_cover_the_file() {
         assert_eq!(r.experiment, format!("format/{}", kind.as_str()));
         // Every byte written exactly once: the iolog's lengths add up to the file size.
         let log = std::fs::read_to_string(&r.iolog_files[0]).unwrap();
-        let total: u64 = log
-            .lines()
-            .filter(|l| l.contains(" write "))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-            .sum();
+        let total: u64 = log.lines().filter(|l| l.contains(" write ")).map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap()).sum();
         assert_eq!(total, 4 * MIB);
-        assert_eq!(
-            r.io_count,
-            log.lines().filter(|l| l.contains(" write ")).count() as u64
-        );
+        assert_eq!(r.io_count, log.lines().filter(|l| l.contains(" write ")).count() as u64);
     }
 }
 
@@ -333,14 +269,7 @@ fn preparation_runs_feed_calibration() {
     assert_eq!(rep.runs.len(), 1 + 4);
     assert_eq!(rep.runs[0].series_us.len(), 3 * 32);
     assert!(rep.runs[1..].iter().all(|r| r.series_us.len() == 256));
-    let table = calibrate_from_report(
-        &rep,
-        &CalibrationRule {
-            min_running_ios: 50,
-            ..CalibrationRule::default()
-        },
-        &BaselineTable::spec_defaults(),
-    );
+    let table = calibrate_from_report(&rep, &CalibrationRule { min_running_ios: 50, ..CalibrationRule::default() }, &BaselineTable::spec_defaults());
     for b in Baseline::ALL {
         assert!(table.count(b) >= 50 + table.ignore(b), "{b}: {:?}", table);
         assert!(table.ignore(b) < 256);
@@ -373,11 +302,7 @@ fn spe_is_one_run_of_three_back_to_back_legs() {
     assert_eq!(spe.parameters["legs"], "SR,RW,SR");
     assert_eq!(spe.parameters["leg_io_count"], "64,64,64");
     assert_eq!(spe.parameters["pause_after_us"], "20000");
-    let legs: Vec<(u32, &str, u64)> = spe
-        .legs
-        .iter()
-        .map(|l| (l.leg, l.pattern.as_str(), l.stats.n))
-        .collect();
+    let legs: Vec<(u32, &str, u64)> = spe.legs.iter().map(|l| (l.leg, l.pattern.as_str(), l.stats.n)).collect();
     assert_eq!(legs, vec![(0, "SR", 64), (1, "RW", 64), (2, "SR", 64)]);
     // Back to back: each leg starts after the previous one ended, with far less than the 20 ms
     // between-run pause in between (only the loop's own clock reads separate them).
@@ -385,37 +310,20 @@ fn spe_is_one_run_of_three_back_to_back_legs() {
         assert!(w[0].end_ns <= w[1].start_ns);
         assert!(w[1].start_ns - w[0].end_ns < 5_000_000, "{:?}", spe.legs);
     }
-    assert_eq!(
-        (spe.start_ns, spe.end_ns),
-        (spe.legs[0].start_ns, spe.legs[2].end_ns)
-    );
+    assert_eq!((spe.start_ns, spe.end_ns), (spe.legs[0].start_ns, spe.legs[2].end_ns));
     // The SIO run after SPE waited out SPE's pause.
     assert!(rep.runs[1].start_ns - spe.end_ns >= 20_000_000);
     // Each leg's mean is the mean of its slice of the series (the running average restarts).
     for (l, chunk) in spe.legs.iter().zip(spe.series_us.chunks(64)) {
         let m = chunk.iter().sum::<f64>() / 64.0;
-        assert!(
-            (l.stats.mean_us - m).abs() < 0.01 + m * 1e-9,
-            "{} vs {m}",
-            l.stats.mean_us
-        );
+        assert!((l.stats.mean_us - m).abs() < 0.01 + m * 1e-9, "{} vs {m}", l.stats.mean_us);
     }
     let e = spe_from_report(&rep, &CalibrationRule::default()).unwrap();
-    assert_eq!(
-        e.sr_before_mean_us,
-        spe.series_us[..64].iter().sum::<f64>() / 64.0
-    );
-    assert_eq!(
-        e.sr_after_mean_us,
-        spe.series_us[128..].iter().sum::<f64>() / 64.0
-    );
+    assert_eq!(e.sr_before_mean_us, spe.series_us[..64].iter().sum::<f64>() / 64.0);
+    assert_eq!(e.sr_after_mean_us, spe.series_us[128..].iter().sum::<f64>() / 64.0);
     let summary = summary_table(&rep);
     assert!(summary.contains(&e.describe()), "{summary}");
-    assert!(summary
-        .lines()
-        .last()
-        .unwrap()
-        .starts_with("SPE: reads after random writes are "));
+    assert!(summary.lines().last().unwrap().starts_with("SPE: reads after random writes are "));
 }
 
 #[test]
@@ -424,9 +332,7 @@ fn plan_for_a_bigger_device_is_refused() {
     let t = Target::open(&TargetOptions::file(dir.join("probe.img"), 4 * MIB)).unwrap();
     let err = run(&t, &plan(&PlanOptions::quick(8 * MIB)), &mut NullObserver).unwrap_err();
     let msg = err.to_string();
-    assert!(
-        matches!(err, ProbeError::PlanDoesNotFit { plan_size, target_size, .. } if plan_size == 8 * MIB && target_size == 4 * MIB)
-    );
+    assert!(matches!(err, ProbeError::PlanDoesNotFit { plan_size, target_size, .. } if plan_size == 8 * MIB && target_size == 4 * MIB));
     assert!(msg.contains("probe.img"), "{msg}");
 }
 
@@ -434,10 +340,7 @@ fn plan_for_a_bigger_device_is_refused() {
 fn tmpfs_is_refused_with_the_path() {
     let shm = Path::new("/dev/shm");
     let is_tmpfs = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|m| {
-            m.lines()
-                .any(|l| l.split(' ').nth(4) == Some("/dev/shm") && l.contains(" - tmpfs "))
-        })
+        .map(|m| m.lines().any(|l| l.split(' ').nth(4) == Some("/dev/shm") && l.contains(" - tmpfs ")))
         .unwrap_or(false);
     assert!(
         is_tmpfs && shm.is_dir(),
@@ -448,14 +351,8 @@ fn tmpfs_is_refused_with_the_path() {
     let err = Target::open(&TargetOptions::file(&path, MIB)).unwrap_err();
     assert!(matches!(err, TargetError::DirectIoUnsupported { .. }));
     let msg = err.to_string();
-    assert!(
-        msg.contains(&path.display().to_string()) && msg.contains("O_DIRECT"),
-        "{msg}"
-    );
-    assert!(
-        !path.exists(),
-        "the probe file we created must be removed again"
-    );
+    assert!(msg.contains(&path.display().to_string()) && msg.contains("O_DIRECT"), "{msg}");
+    assert!(!path.exists(), "the probe file we created must be removed again");
 }
 
 /// Stops the probe from another thread once `after` runs have finished.

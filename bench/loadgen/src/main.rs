@@ -232,12 +232,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
                 gz.write_all(body.as_bytes())?;
-                let r = client
-                    .post(format!("{influx_url}/write?db={db}&precision=n"))
-                    .header("Content-Encoding", "gzip")
-                    .body(gz.finish()?)
-                    .send()
-                    .await?;
+                let r = client.post(format!("{influx_url}/write?db={db}&precision=n")).header("Content-Encoding", "gzip").body(gz.finish()?).send().await?;
                 anyhow::ensure!(r.status().is_success(), "InfluxDB answered {}", r.status());
                 written += n;
             }

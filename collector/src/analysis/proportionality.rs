@@ -213,9 +213,20 @@ mod tests {
 
     #[test]
     fn ready_idle_gb_per_w_from_the_inventory_capacity() {
-        let dev = |name: &str, ctrl: &str, cap: u64| v1::StorageDevice { name: name.into(), controller: ctrl.into(), capacity_bytes: Some(cap), ..Default::default() };
+        let dev = |name: &str, ctrl: &str, cap: u64| v1::StorageDevice {
+            name: name.into(),
+            controller: ctrl.into(),
+            capacity_bytes: Some(cap),
+            ..Default::default()
+        };
         let inv = v1::Inventory {
-            storage_devices: vec![dev("nvme0n1", "nvme0", 1_500_000_000_000), dev("nvme0n2", "nvme0", 500_000_000_000), dev("nvme1n1", "nvme1", 960_000_000_000), dev("sda", "", 4_000_000_000_000), dev("loop0", "", 0)],
+            storage_devices: vec![
+                dev("nvme0n1", "nvme0", 1_500_000_000_000),
+                dev("nvme0n2", "nvme0", 500_000_000_000),
+                dev("nvme1n1", "nvme1", 960_000_000_000),
+                dev("sda", "", 4_000_000_000_000),
+                dev("loop0", "", 0),
+            ],
             ..Default::default()
         };
         assert_eq!(drive_capacity_bytes(&inv, "nvme0n2"), Some(2_000_000_000_000));

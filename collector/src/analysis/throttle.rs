@@ -74,26 +74,12 @@ const MAX_POWER: usize = 16_384;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Obs {
     /// Composite temperature from one source (`hwmon`, `nvme_cli`, `smartctl`).
-    Temperature {
-        time_ns: i64,
-        source: String,
-        celsius: f64,
-    },
+    Temperature { time_ns: i64, source: String, celsius: f64 },
     /// SMART: critical warning and the thermal-management counters. A counter or temperature the
     /// record left out is `None`: never compared, never a 0.
-    Smart {
-        time_ns: i64,
-        critical_warning: u32,
-        counters: [Option<u64>; 5],
-        composite_celsius: Option<f64>,
-    },
+    Smart { time_ns: i64, critical_warning: u32, counters: [Option<u64>; 5], composite_celsius: Option<f64> },
     /// A probe run: throughput on a pattern key such as `SW/131072`, timed by its start and end.
-    Run {
-        start_ns: i64,
-        end_ns: i64,
-        pattern: String,
-        mib_per_s: f64,
-    },
+    Run { start_ns: i64, end_ns: i64, pattern: String, mib_per_s: f64 },
     /// Drive power (a `power` sample with scope `drive`, or a run's energy over its duration).
     Power { time_ns: i64, watts: f64 },
 }
@@ -101,14 +87,8 @@ pub enum Obs {
 /// A thermal observation as stored (keyed by time and stream).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Thermal {
-    Temperature {
-        celsius: f64,
-    },
-    Smart {
-        critical_warning: u32,
-        counters: [Option<u64>; 5],
-        composite_celsius: Option<f64>,
-    },
+    Temperature { celsius: f64 },
+    Smart { critical_warning: u32, counters: [Option<u64>; 5], composite_celsius: Option<f64> },
 }
 
 /// Thermal state after a prefix of the thermal observations.
@@ -147,20 +127,11 @@ fn is_drop(pct: f64, threshold: f64) -> bool {
 /// one (throttling starts there), else the critical one, which a drive without a WCTEMP still
 /// throttles at (some report CCTEMP only).
 fn temperature_limit(warning: Option<f64>, critical: Option<f64>) -> Option<(f64, &'static str)> {
-    warning
-        .map(|w| (w, "temperature"))
-        .or_else(|| critical.map(|c| (c, "critical_temperature")))
+    warning.map(|w| (w, "temperature")).or_else(|| critical.map(|c| (c, "critical_temperature")))
 }
 
 impl ThermalState {
-    fn apply(
-        &mut self,
-        time_ns: i64,
-        stream: &str,
-        obs: &Thermal,
-        limit: Option<(f64, &'static str)>,
-        closed: &mut Vec<Period>,
-    ) {
+    fn apply(&mut self, time_ns: i64, stream: &str, obs: &Thermal, limit: Option<(f64, &'static str)>, closed: &mut Vec<Period>) {
         match obs {
             Thermal::Temperature { celsius } => {
                 let celsius = *celsius;
@@ -172,25 +143,14 @@ impl ThermalState {
                 let was_hot = before.is_some_and(|b| reaches(b, limit));
                 if reaches(celsius, limit) && !was_hot {
                     self.heat(time_ns, Some(celsius), trigger);
-                } else if !reaches(celsius, limit)
-                    && self.temperature.values().all(|&c| !reaches(c, limit))
-                {
+                } else if !reaches(celsius, limit) && self.temperature.values().all(|&c| !reaches(c, limit)) {
                     self.cool(time_ns, trigger, closed);
                 }
             }
-            Thermal::Smart {
-                critical_warning,
-                counters,
-                composite_celsius,
-            } => {
+            Thermal::Smart { critical_warning, counters, composite_celsius } => {
                 let celsius = composite_celsius.or(self.last_composite);
                 // Only a counter present in both records can have moved.
-                let moved = self.counters.is_some_and(|c| {
-                    counters
-                        .iter()
-                        .zip(c.iter())
-                        .any(|(now, was)| matches!((now, was), (Some(n), Some(w)) if n > w))
-                });
+                let moved = self.counters.is_some_and(|c| counters.iter().zip(c.iter()).any(|(now, was)| matches!((now, was), (Some(n), Some(w)) if n > w)));
                 // A counter this record left out keeps its last known value for the next compare.
                 let mut kept = *counters;
                 if let Some(c) = self.counters {
@@ -219,12 +179,7 @@ impl ThermalState {
     /// A thermal trigger fired; the first trigger of a hot period defines its onset.
     fn heat(&mut self, time_ns: i64, celsius: Option<f64>, trigger: &'static str) {
         if self.hot.is_none() {
-            self.hot = Some(Period {
-                onset_ns: time_ns,
-                celsius,
-                trigger,
-                end_ns: None,
-            });
+            self.hot = Some(Period { onset_ns: time_ns, celsius, trigger, end_ns: None });
         }
     }
 
@@ -314,12 +269,7 @@ impl Drive {
                 .rev()
                 .find(|(pk, _)| pk.1 == k.1)
                 .and_then(|(_, v)| side(v))
-                .or_else(|| {
-                    self.base
-                        .temperature
-                        .get(source)
-                        .map(|c| reaches(*c, limit))
-                });
+                .or_else(|| self.base.temperature.get(source).map(|c| reaches(*c, limit)));
             if prev == Some(mine) {
                 self.thermal.remove(&k);
             }
@@ -334,9 +284,7 @@ impl Drive {
     /// Stores one observation (a resent one replaces itself).
     fn insert(&mut self, obs: Obs) {
         let t = match &obs {
-            Obs::Temperature { time_ns, .. }
-            | Obs::Smart { time_ns, .. }
-            | Obs::Power { time_ns, .. } => *time_ns,
+            Obs::Temperature { time_ns, .. } | Obs::Smart { time_ns, .. } | Obs::Power { time_ns, .. } => *time_ns,
             Obs::Run { start_ns, .. } => *start_ns,
         };
         if self.newest_ns.is_some_and(|n| t < n - RETENTION_NS) {
@@ -344,43 +292,17 @@ impl Drive {
         }
         self.newest_ns = Some(self.newest_ns.map_or(t, |n| n.max(t)));
         match obs {
-            Obs::Temperature {
-                time_ns,
-                source,
-                celsius,
-            } => {
-                self.thermal_watermark =
-                    Some(self.thermal_watermark.map_or(time_ns, |w| w.max(time_ns)));
+            Obs::Temperature { time_ns, source, celsius } => {
+                self.thermal_watermark = Some(self.thermal_watermark.map_or(time_ns, |w| w.max(time_ns)));
                 // Stored as is; `compact` later keeps only the crossings.
                 self.compacted_until = self.compacted_until.min(time_ns);
-                self.thermal.insert(
-                    (time_ns, format!("temperature/{source}")),
-                    Thermal::Temperature { celsius },
-                );
+                self.thermal.insert((time_ns, format!("temperature/{source}")), Thermal::Temperature { celsius });
             }
-            Obs::Smart {
-                time_ns,
-                critical_warning,
-                counters,
-                composite_celsius,
-            } => {
-                self.thermal_watermark =
-                    Some(self.thermal_watermark.map_or(time_ns, |w| w.max(time_ns)));
-                self.thermal.insert(
-                    (time_ns, "smart".into()),
-                    Thermal::Smart {
-                        critical_warning,
-                        counters,
-                        composite_celsius,
-                    },
-                );
+            Obs::Smart { time_ns, critical_warning, counters, composite_celsius } => {
+                self.thermal_watermark = Some(self.thermal_watermark.map_or(time_ns, |w| w.max(time_ns)));
+                self.thermal.insert((time_ns, "smart".into()), Thermal::Smart { critical_warning, counters, composite_celsius });
             }
-            Obs::Run {
-                start_ns,
-                end_ns,
-                pattern,
-                mib_per_s,
-            } => {
+            Obs::Run { start_ns, end_ns, pattern, mib_per_s } => {
                 self.runs.insert((start_ns, pattern), (end_ns, mib_per_s));
             }
             Obs::Power { time_ns, watts } => {
@@ -412,13 +334,7 @@ impl Drive {
     }
 
     /// The episode of hot period `p` from the signals judged so far, if any fell.
-    fn episode(
-        &self,
-        device: &str,
-        p: &Period,
-        periods: &[Period],
-        horizon: i64,
-    ) -> Option<ThrottleEvent> {
+    fn episode(&self, device: &str, p: &Period, periods: &[Period], horizon: i64) -> Option<ThrottleEvent> {
         let in_period = |q: &Period, t: i64| t >= q.onset_ns && q.end_ns.is_none_or(|e| t < e);
         let hot = |t: i64| periods.iter().any(|q| in_period(q, t));
         let mut tput: Option<(String, f64)> = None;
@@ -429,12 +345,7 @@ impl Drive {
             if !in_period(p, *start) || *start > horizon {
                 break;
             }
-            let base = self
-                .runs
-                .range(..(p.onset_ns, String::new()))
-                .rev()
-                .find(|((s, pat), _)| pat == pattern && !hot(*s))
-                .map(|(_, v)| v.1);
+            let base = self.runs.range(..(p.onset_ns, String::new())).rev().find(|((s, pat), _)| pat == pattern && !hot(*s)).map(|(_, v)| v.1);
             let Some(base) = base.filter(|b| *b > 0.0) else {
                 continue;
             };
@@ -446,14 +357,7 @@ impl Drive {
                 last_drop = last_drop.max(*end);
             }
         }
-        let before: Vec<f64> = self
-            .power
-            .range(..p.onset_ns)
-            .rev()
-            .filter(|(t, _)| !hot(**t))
-            .take(POWER_BASELINE_SAMPLES)
-            .map(|(_, w)| *w)
-            .collect();
+        let before: Vec<f64> = self.power.range(..p.onset_ns).rev().filter(|(t, _)| !hot(**t)).take(POWER_BASELINE_SAMPLES).map(|(_, w)| *w).collect();
         if !before.is_empty() {
             let base = before.iter().sum::<f64>() / before.len() as f64;
             for (t, w) in self.power.range(p.onset_ns..) {
@@ -518,9 +422,7 @@ impl Drive {
             // A new onset is emitted once it is settled (the lateness bound behind the newest
             // observation): a temperature arriving out of order could still move it, and an
             // emitted onset cannot be taken back. Its later versions follow every change.
-            let settled = self
-                .newest_ns
-                .is_some_and(|n| p.onset_ns <= n - LATENESS_NS);
+            let settled = self.newest_ns.is_some_and(|n| p.onset_ns <= n - LATENESS_NS);
             if !settled && !self.emitted.contains_key(&p.onset_ns) {
                 continue;
             }
@@ -551,22 +453,12 @@ impl Drive {
                 break;
             }
             let ((t, stream), obs) = entry.remove_entry();
-            let source = stream
-                .strip_prefix("temperature/")
-                .unwrap_or(&stream)
-                .to_string();
-            self.base
-                .apply(t, &source, &obs, limit, &mut self.base_periods);
+            let source = stream.strip_prefix("temperature/").unwrap_or(&stream).to_string();
+            self.base.apply(t, &source, &obs, limit, &mut self.base_periods);
         }
-        self.base_periods
-            .retain(|p| p.end_ns.is_none_or(|e| e >= cutoff));
-        let oldest_kept = periods
-            .iter()
-            .filter(|p| p.end_ns.is_none_or(|e| e >= cutoff))
-            .map(|p| p.onset_ns)
-            .min();
-        self.emitted
-            .retain(|onset, _| oldest_kept.is_some_and(|o| *onset >= o));
+        self.base_periods.retain(|p| p.end_ns.is_none_or(|e| e >= cutoff));
+        let oldest_kept = periods.iter().filter(|p| p.end_ns.is_none_or(|e| e >= cutoff)).map(|p| p.onset_ns).min();
+        self.emitted.retain(|onset, _| oldest_kept.is_some_and(|o| *onset >= o));
         // Runs and power: drop the oldest beyond the retention or the cap, but keep the last run
         // of each pattern and the last baseline samples (a later period's baselines).
         let mut last_of: BTreeMap<String, i64> = BTreeMap::new();
@@ -574,13 +466,8 @@ impl Drive {
             last_of.insert(p.clone(), *s);
         }
         let excess = self.runs.len().saturating_sub(MAX_RUNS);
-        let drop: Vec<(i64, String)> = self
-            .runs
-            .keys()
-            .enumerate()
-            .filter(|(i, (s, p))| (*s < cutoff || *i < excess) && last_of.get(p) != Some(s))
-            .map(|(_, k)| k.clone())
-            .collect();
+        let drop: Vec<(i64, String)> =
+            self.runs.keys().enumerate().filter(|(i, (s, p))| (*s < cutoff || *i < excess) && last_of.get(p) != Some(s)).map(|(_, k)| k.clone()).collect();
         for k in drop {
             self.runs.remove(&k);
         }
@@ -625,10 +512,7 @@ impl ThrottleDetector {
             for n in &l.namespaces {
                 ns.insert(n.clone(), l.device.clone());
             }
-            let d = self
-                .drives
-                .entry((host.to_string(), l.device.clone()))
-                .or_default();
+            let d = self.drives.entry((host.to_string(), l.device.clone())).or_default();
             d.warning_celsius = (l.warning_celsius > 0.0).then_some(l.warning_celsius);
             d.critical_celsius = (l.critical_celsius > 0.0).then_some(l.critical_celsius);
         }
@@ -641,10 +525,7 @@ impl ThrottleDetector {
 
     /// Feeds one observation of `device` on `host`; the episodes it created or changed.
     pub fn observe(&mut self, host: &str, device: &str, obs: Obs) -> Vec<ThrottleEvent> {
-        let d = self
-            .drives
-            .entry((host.to_string(), device.to_string()))
-            .or_default();
+        let d = self.drives.entry((host.to_string(), device.to_string())).or_default();
         d.insert(obs);
         d.update(device)
     }
@@ -654,10 +535,7 @@ impl ThrottleDetector {
         let ns = self.namespaces.get(host).cloned().unwrap_or_default();
         let mut touched: Vec<String> = Vec::new();
         for (device, o) in observations(b, &ns) {
-            self.drives
-                .entry((host.to_string(), device.clone()))
-                .or_default()
-                .insert(o);
+            self.drives.entry((host.to_string(), device.clone())).or_default().insert(o);
             if !touched.contains(&device) {
                 touched.push(device);
             }
@@ -677,11 +555,7 @@ impl ThrottleDetector {
         self.drives
             .iter()
             .filter(|((h, _), _)| h == host)
-            .flat_map(|((_, dev), d)| {
-                d.emitted
-                    .iter()
-                    .map(move |(t, e)| ((dev.clone(), *t), e.clone()))
-            })
+            .flat_map(|((_, dev), d)| d.emitted.iter().map(move |(t, e)| ((dev.clone(), *t), e.clone())))
             .collect()
     }
 }
@@ -706,66 +580,28 @@ pub fn observations(b: &Batch, ns: &BTreeMap<String, String>) -> Vec<(String, Ob
     for t in &b.temperature {
         // Thresholds are defined on the composite temperature (hardware.md §5.4).
         if t.sensor == "Composite" {
-            out.push((
-                t.device.clone(),
-                Obs::Temperature {
-                    time_ns: t.time.0,
-                    source: t.source.clone(),
-                    celsius: t.celsius.0,
-                },
-            ));
+            out.push((t.device.clone(), Obs::Temperature { time_ns: t.time.0, source: t.source.clone(), celsius: t.celsius.0 }));
         }
     }
     for s in &b.nvme_smart {
-        let counters = [
-            s.thm_temp1_trans_count,
-            s.thm_temp2_trans_count,
-            s.thm_temp1_total_time_s,
-            s.thm_temp2_total_time_s,
-            s.warning_temp_time_min,
-        ];
-        out.push((
-            s.device.clone(),
-            Obs::Smart {
-                time_ns: s.time_ns,
-                critical_warning: s.critical_warning,
-                counters,
-                composite_celsius: s.composite_celsius,
-            },
-        ));
+        let counters = [s.thm_temp1_trans_count, s.thm_temp2_trans_count, s.thm_temp1_total_time_s, s.thm_temp2_total_time_s, s.warning_temp_time_min];
+        out.push((s.device.clone(), Obs::Smart { time_ns: s.time_ns, critical_warning: s.critical_warning, counters, composite_celsius: s.composite_celsius }));
     }
     for r in &b.probe_runs {
         let drive = drive_of(&r.device, ns);
         out.push((
             drive.clone(),
-            Obs::Run {
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
-                pattern: format!("{}/{}", r.pattern, r.io_size_bytes),
-                mib_per_s: r.mib_per_s,
-            },
+            Obs::Run { start_ns: r.start_ns, end_ns: r.end_ns, pattern: format!("{}/{}", r.pattern, r.io_size_bytes), mib_per_s: r.mib_per_s },
         ));
         let secs = (r.end_ns - r.start_ns) as f64 / 1e9;
         if let (Some(j), true) = (r.energy_j, secs > 0.0) {
-            out.push((
-                drive,
-                Obs::Power {
-                    time_ns: r.end_ns,
-                    watts: j / secs,
-                },
-            ));
+            out.push((drive, Obs::Power { time_ns: r.end_ns, watts: j / secs }));
         }
     }
     for p in &b.power {
         if p.scope == "drive" {
             if let Some(w) = p.watts {
-                out.push((
-                    drive_of(&p.zone, ns),
-                    Obs::Power {
-                        time_ns: p.time.0,
-                        watts: w.0,
-                    },
-                ));
+                out.push((drive_of(&p.zone, ns), Obs::Power { time_ns: p.time.0, watts: w.0 }));
             }
         }
     }
@@ -780,19 +616,10 @@ mod tests {
     const T0: i64 = 1_700_000_000 * S;
 
     fn temp(t: i64, c: f64) -> Obs {
-        Obs::Temperature {
-            time_ns: T0 + t * S,
-            source: "nvme_cli".into(),
-            celsius: c,
-        }
+        Obs::Temperature { time_ns: T0 + t * S, source: "nvme_cli".into(), celsius: c }
     }
     fn run(t: i64, pattern: &str, mib: f64) -> Obs {
-        Obs::Run {
-            start_ns: T0 + t * S,
-            end_ns: T0 + (t + 1) * S,
-            pattern: pattern.into(),
-            mib_per_s: mib,
-        }
+        Obs::Run { start_ns: T0 + t * S, end_ns: T0 + (t + 1) * S, pattern: pattern.into(), mib_per_s: mib }
     }
     fn smart(t: i64, trans: u64, warning: u32) -> Obs {
         Obs::Smart {
@@ -803,10 +630,7 @@ mod tests {
         }
     }
     fn power(t: i64, w: f64) -> Obs {
-        Obs::Power {
-            time_ns: T0 + t * S,
-            watts: w,
-        }
+        Obs::Power { time_ns: T0 + t * S, watts: w }
     }
 
     fn detector(warning: Option<f64>) -> ThrottleDetector {
@@ -832,10 +656,7 @@ mod tests {
     }
 
     fn feed(d: &mut ThrottleDetector, series: Vec<Obs>) -> Vec<ThrottleEvent> {
-        series
-            .into_iter()
-            .flat_map(|o| d.observe("h1", "nvme0", o))
-            .collect()
+        series.into_iter().flat_map(|o| d.observe("h1", "nvme0", o)).collect()
     }
 
     /// The episodes as InfluxDB ends up holding them (the last version of each).
@@ -843,14 +664,7 @@ mod tests {
         d.episodes("h1").into_values().collect()
     }
 
-    fn event(
-        trigger: &str,
-        signal: &str,
-        pattern: &str,
-        onset: i64,
-        celsius: Option<f64>,
-        warn: Option<f64>,
-    ) -> ThrottleEvent {
+    fn event(trigger: &str, signal: &str, pattern: &str, onset: i64, celsius: Option<f64>, warn: Option<f64>) -> ThrottleEvent {
         ThrottleEvent {
             time_ns: T0 + onset * S,
             device: "nvme0".into(),
@@ -879,21 +693,14 @@ mod tests {
                 temp(20, 72.0),              // onset
                 temp(25, 73.0),
                 run(30, "SW/131072", 841.5),  // 15 % below 990
-                temp(140, 73.5), // the onset is settled (2 min behind): the episode opens
+                temp(140, 73.5),              // the onset is settled (2 min behind): the episode opens
                 run(150, "SW/131072", 811.8), // 18 %: waits for the temperatures to reach it
-                temp(155, 74.0), // they have: the episode widens
-                temp(180, 65.0), // recovery
+                temp(155, 74.0),              // they have: the episode widens
+                temp(180, 65.0),              // recovery
                 run(190, "SW/131072", 1000.0),
             ],
         );
-        let mut open = event(
-            "temperature",
-            "throughput",
-            "SW/131072",
-            20,
-            Some(72.0),
-            Some(70.0),
-        );
+        let mut open = event("temperature", "throughput", "SW/131072", 20, Some(72.0), Some(70.0));
         open.throughput_drop_pct = Some(drop_pct(990.0, 841.5));
         open.duration_s = 11.0;
         let mut wider = open.clone();
@@ -904,10 +711,7 @@ mod tests {
         closed.ongoing = false;
         assert_eq!(got, vec![open, wider, closed.clone()]);
         assert_eq!(stored(&d), vec![closed]);
-        assert_eq!(
-            (drop_pct(990.0, 841.5), drop_pct(1000.0, 850.0)),
-            (15.0, 15.0)
-        );
+        assert_eq!((drop_pct(990.0, 841.5), drop_pct(1000.0, 850.0)), (15.0, 15.0));
     }
 
     /// The scenario of issue 19: a GC pause (15 % slower while cool) before the drive gets hot,
@@ -938,14 +742,7 @@ mod tests {
     }
 
     fn scenario_episode() -> ThrottleEvent {
-        let mut e = event(
-            "temperature",
-            "throughput+power",
-            "SW/131072",
-            20,
-            Some(72.0),
-            Some(70.0),
-        );
+        let mut e = event("temperature", "throughput+power", "SW/131072", 20, Some(72.0), Some(70.0));
         e.throughput_drop_pct = Some(20.0);
         e.power_drop_pct = Some(drop_pct(8.0, 7.2));
         e.duration_s = 40.0;
@@ -978,11 +775,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let next = if x.is_multiple_of(2) {
-                a.next().or_else(|| b.next())
-            } else {
-                b.next().or_else(|| a.next())
-            };
+            let next = if x.is_multiple_of(2) { a.next().or_else(|| b.next()) } else { b.next().or_else(|| a.next()) };
             match next {
                 Some(o) => out.push(o),
                 None => return out,
@@ -992,10 +785,7 @@ mod tests {
 
     #[test]
     fn the_same_episodes_whatever_the_order_of_arrival() {
-        assert!(
-            drop_pct(8.0, 8.0 * 0.9) < 10.0,
-            "the float boundary this scenario exercises"
-        );
+        assert!(drop_pct(8.0, 8.0 * 0.9) < 10.0, "the float boundary this scenario exercises");
         let want = vec![scenario_episode()];
         let all = scenario();
         let (thermal, signals): (Vec<Obs>, Vec<Obs>) = all.iter().cloned().partition(is_thermal);
@@ -1009,24 +799,13 @@ mod tests {
         assert_eq!(stored(&d), want, "runs first");
         // Each side newest first.
         let mut d = detector(Some(70.0));
-        feed(
-            &mut d,
-            thermal
-                .iter()
-                .rev()
-                .chain(signals.iter().rev())
-                .cloned()
-                .collect(),
-        );
+        feed(&mut d, thermal.iter().rev().chain(signals.iter().rev()).cloned().collect());
         assert_eq!(stored(&d), want, "each side newest first");
         // Interleaved: 200 random merges of the temperatures (in the order a live stream sends
         // them) with the runs and power samples in any order, one observation at a time.
         for seed in 0..200 {
             let mut d = detector(Some(70.0));
-            feed(
-                &mut d,
-                interleaved(&thermal, shuffled(signals.clone(), seed), seed),
-            );
+            feed(&mut d, interleaved(&thermal, shuffled(signals.clone(), seed), seed));
             assert_eq!(stored(&d), want, "interleaved, seed {seed}");
         }
     }
@@ -1035,30 +814,17 @@ mod tests {
     /// `drive`-scope sample of zone nvme0).
     fn batch_of(obs: &[Obs], seq: u64) -> Batch {
         use wattflip_proto::domain::convert_batch;
-        let mut b = v1::Batch {
-            agent_id: "h1".into(),
-            sequence: seq,
-            ..Default::default()
-        };
+        let mut b = v1::Batch { agent_id: "h1".into(), sequence: seq, ..Default::default() };
         for o in obs {
             match o {
-                Obs::Temperature {
-                    time_ns,
-                    source,
-                    celsius,
-                } => b.temperature.push(v1::TemperatureSample {
+                Obs::Temperature { time_ns, source, celsius } => b.temperature.push(v1::TemperatureSample {
                     time_ns: *time_ns,
                     source: source.clone(),
                     device: "nvme0".into(),
                     sensor: "Composite".into(),
                     celsius: *celsius,
                 }),
-                Obs::Run {
-                    start_ns,
-                    end_ns,
-                    pattern,
-                    mib_per_s,
-                } => {
+                Obs::Run { start_ns, end_ns, pattern, mib_per_s } => {
                     let (p, size) = pattern.split_once('/').unwrap();
                     b.probe_runs.push(v1::ProbeRun {
                         run_id: format!("r{start_ns}{p}"),
@@ -1102,10 +868,7 @@ mod tests {
         }
         emitted.extend(d.observe_batch("h1", &batch_of(&signals, 10)));
         assert_eq!(emitted, want, "temperatures streamed, runs after the probe");
-        assert!(
-            d.observe_batch("h1", &batch_of(&all, 11)).is_empty(),
-            "a resent batch changes nothing"
-        );
+        assert!(d.observe_batch("h1", &batch_of(&all, 11)).is_empty(), "a resent batch changes nothing");
         // Two streams, each carrying half of both sides (odd and even observations), the odd one
         // first: its temperatures show an onset at 24 s, the even one's the real one at 20 s,
         // within the lateness bound. Then the settling reading.
@@ -1113,25 +876,12 @@ mod tests {
         let mut d = detector(Some(70.0));
         let odd: Vec<Obs> = early.iter().skip(1).step_by(2).cloned().collect();
         let even: Vec<Obs> = early.iter().step_by(2).cloned().collect();
-        assert!(
-            d.observe_batch("h1", &batch_of(&odd, 1)).is_empty(),
-            "nothing settled yet"
-        );
-        assert!(
-            d.observe_batch("h1", &batch_of(&even, 1)).is_empty(),
-            "nothing settled yet"
-        );
-        assert_eq!(
-            d.observe_batch("h1", &batch_of(std::slice::from_ref(last), 2)),
-            want,
-            "split across two streams"
-        );
+        assert!(d.observe_batch("h1", &batch_of(&odd, 1)).is_empty(), "nothing settled yet");
+        assert!(d.observe_batch("h1", &batch_of(&even, 1)).is_empty(), "nothing settled yet");
+        assert_eq!(d.observe_batch("h1", &batch_of(std::slice::from_ref(last), 2)), want, "split across two streams");
         // Runs in one batch before any temperature, then the temperatures one batch each.
         let mut d = detector(Some(70.0));
-        assert!(
-            d.observe_batch("h1", &batch_of(&signals, 1)).is_empty(),
-            "runs alone decide nothing"
-        );
+        assert!(d.observe_batch("h1", &batch_of(&signals, 1)).is_empty(), "runs alone decide nothing");
         for (i, t) in thermal.iter().enumerate() {
             d.observe_batch("h1", &batch_of(std::slice::from_ref(t), i as u64 + 2));
         }
@@ -1143,26 +893,10 @@ mod tests {
         // The hot period is closed and the drop run is known, but its baseline arrives last
         // (another stream): the episode appears then, closed.
         let mut d = detector(Some(70.0));
-        let got = feed(
-            &mut d,
-            vec![
-                temp(0, 60.0),
-                temp(20, 75.0),
-                temp(60, 60.0),
-                temp(200, 60.0),
-                run(30, "SW/131072", 700.0),
-            ],
-        );
+        let got = feed(&mut d, vec![temp(0, 60.0), temp(20, 75.0), temp(60, 60.0), temp(200, 60.0), run(30, "SW/131072", 700.0)]);
         assert!(got.is_empty(), "no baseline yet: {got:?}");
         let got = feed(&mut d, vec![run(10, "SW/131072", 1000.0)]);
-        let mut e = event(
-            "temperature",
-            "throughput",
-            "SW/131072",
-            20,
-            Some(75.0),
-            Some(70.0),
-        );
+        let mut e = event("temperature", "throughput", "SW/131072", 20, Some(75.0), Some(70.0));
         e.throughput_drop_pct = Some(30.0);
         e.duration_s = 40.0;
         e.ongoing = false;
@@ -1173,14 +907,7 @@ mod tests {
         e.throughput_drop_pct = Some(50.0);
         assert_eq!(got, vec![e]);
         // Past the retention, data is dropped: nothing changes.
-        assert!(feed(
-            &mut d,
-            vec![
-                temp(RETENTION_NS / S + 7200, 60.0),
-                run(45, "SW/131072", 100.0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![temp(RETENTION_NS / S + 7200, 60.0), run(45, "SW/131072", 100.0)]).is_empty());
     }
 
     #[test]
@@ -1188,25 +915,10 @@ mod tests {
         // Temperatures stop at 20 s (hot); a drop at 30 s is judged once the drive's newest
         // observation is LATENESS_NS later, with the period still open.
         let mut d = detector(Some(70.0));
-        assert!(feed(
-            &mut d,
-            vec![
-                run(0, "SW/131072", 1000.0),
-                temp(20, 75.0),
-                run(30, "SW/131072", 800.0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![run(0, "SW/131072", 1000.0), temp(20, 75.0), run(30, "SW/131072", 800.0)]).is_empty());
         let later = 30 + LATENESS_NS / S;
         let got = feed(&mut d, vec![run(later, "RR/4096", 100.0)]);
-        let mut e = event(
-            "temperature",
-            "throughput",
-            "SW/131072",
-            20,
-            Some(75.0),
-            Some(70.0),
-        );
+        let mut e = event("temperature", "throughput", "SW/131072", 20, Some(75.0), Some(70.0));
         e.throughput_drop_pct = Some(20.0);
         e.duration_s = 11.0;
         assert_eq!(got, vec![e]);
@@ -1220,25 +932,8 @@ mod tests {
         let kelvin = 343.15 - 273.150_000_000_000_03; // float noise: 69.99999999999994
         assert!(kelvin < 70.0);
         let mut d = detector(Some(70.0));
-        feed(
-            &mut d,
-            vec![
-                temp(0, 60.0),
-                run(1, "SW/131072", 12.0),
-                temp(2, kelvin),
-                run(3, "SW/131072", 12.0 * 0.9),
-                temp(9, 60.0),
-                temp(200, 60.0),
-            ],
-        );
-        let mut e = event(
-            "temperature",
-            "throughput",
-            "SW/131072",
-            2,
-            Some(kelvin),
-            Some(70.0),
-        );
+        feed(&mut d, vec![temp(0, 60.0), run(1, "SW/131072", 12.0), temp(2, kelvin), run(3, "SW/131072", 12.0 * 0.9), temp(9, 60.0), temp(200, 60.0)]);
+        let mut e = event("temperature", "throughput", "SW/131072", 2, Some(kelvin), Some(70.0));
         e.throughput_drop_pct = Some(drop_pct(12.0, 12.0 * 0.9));
         e.duration_s = 7.0;
         e.ongoing = false;
@@ -1254,21 +949,14 @@ mod tests {
             vec![
                 run(0, "SW/131072", 2000.0),
                 temp(5, 84.85),
-                run(6, "SW/131072", 1990.0), // still normal: the new baseline
-                temp(10, 86.0),              // onset
+                run(6, "SW/131072", 1990.0),  // still normal: the new baseline
+                temp(10, 86.0),               // onset
                 run(12, "SW/131072", 1592.0), // 20 % below 1990
-                temp(30, 84.0),              // recovery
+                temp(30, 84.0),               // recovery
                 temp(200, 60.0),
             ],
         );
-        let mut closed = event(
-            "critical_temperature",
-            "throughput",
-            "SW/131072",
-            10,
-            Some(86.0),
-            None,
-        );
+        let mut closed = event("critical_temperature", "throughput", "SW/131072", 10, Some(86.0), None);
         closed.critical_celsius = Some(85.0);
         closed.throughput_drop_pct = Some(20.0);
         closed.duration_s = 20.0;
@@ -1277,39 +965,15 @@ mod tests {
         // With both thresholds the warning one triggers (throttling starts there), and the event
         // carries both.
         let mut d = detector_with(Some(70.0), Some(85.0));
-        let got = feed(
-            &mut d,
-            vec![
-                run(0, "SW/131072", 1000.0),
-                temp(1, 72.0),
-                temp(200, 72.0),
-                run(2, "SW/131072", 500.0),
-            ],
-        );
-        let mut e = event(
-            "temperature",
-            "throughput",
-            "SW/131072",
-            1,
-            Some(72.0),
-            Some(70.0),
-        );
+        let got = feed(&mut d, vec![run(0, "SW/131072", 1000.0), temp(1, 72.0), temp(200, 72.0), run(2, "SW/131072", 500.0)]);
+        let mut e = event("temperature", "throughput", "SW/131072", 1, Some(72.0), Some(70.0));
         e.critical_celsius = Some(85.0);
         e.throughput_drop_pct = Some(50.0);
         e.duration_s = 2.0;
         assert_eq!(got, vec![e]);
         // Neither threshold known: a temperature alone never triggers.
         let mut d = detector_with(None, None);
-        assert!(feed(
-            &mut d,
-            vec![
-                run(0, "SW/131072", 1000.0),
-                temp(1, 120.0),
-                run(2, "SW/131072", 100.0),
-                temp(200, 120.0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![run(0, "SW/131072", 1000.0), temp(1, 120.0), run(2, "SW/131072", 100.0), temp(200, 120.0)]).is_empty());
     }
 
     #[test]
@@ -1341,16 +1005,8 @@ mod tests {
     #[test]
     fn a_record_without_counters_neither_fires_nor_forgets_them() {
         let mut d = detector(None);
-        let bare = |t: i64| Obs::Smart {
-            time_ns: T0 + t * S,
-            critical_warning: 0,
-            counters: [None; 5],
-            composite_celsius: None,
-        };
-        feed(
-            &mut d,
-            vec![smart(0, 3, 0), power(10, 10.0), power(20, 10.0), bare(30), smart(60, 3, 0), power(70, 8.5)],
-        );
+        let bare = |t: i64| Obs::Smart { time_ns: T0 + t * S, critical_warning: 0, counters: [None; 5], composite_celsius: None };
+        feed(&mut d, vec![smart(0, 3, 0), power(10, 10.0), power(20, 10.0), bare(30), smart(60, 3, 0), power(70, 8.5)]);
         assert_eq!(stored(&d), Vec::<ThrottleEvent>::new());
     }
 
@@ -1369,14 +1025,7 @@ mod tests {
                 smart(200, 0, 0),
             ],
         );
-        let mut closed = event(
-            "critical_warning",
-            "throughput+power",
-            "SW/131072",
-            5,
-            Some(80.0),
-            Some(90.0),
-        );
+        let mut closed = event("critical_warning", "throughput+power", "SW/131072", 5, Some(80.0), Some(90.0));
         closed.throughput_drop_pct = Some(25.0);
         closed.power_drop_pct = Some(25.0);
         closed.duration_s = 15.0;
@@ -1388,88 +1037,29 @@ mod tests {
     fn series_that_must_not_trigger() {
         // Hot, but throughput stays within 10 % (9.9 % below).
         let mut d = detector(Some(70.0));
-        assert!(feed(
-            &mut d,
-            vec![
-                run(0, "SR/131072", 1000.0),
-                temp(1, 75.0),
-                run(2, "SR/131072", 901.0),
-                temp(3, 60.0),
-                temp(200, 60.0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![run(0, "SR/131072", 1000.0), temp(1, 75.0), run(2, "SR/131072", 901.0), temp(3, 60.0), temp(200, 60.0)]).is_empty());
         // A 30 % drop without any thermal trigger (e.g. a GC pause).
         let mut d = detector(Some(70.0));
-        assert!(feed(
-            &mut d,
-            vec![
-                temp(0, 50.0),
-                run(1, "SW/131072", 1000.0),
-                run(2, "SW/131072", 700.0),
-                temp(200, 50.0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![temp(0, 50.0), run(1, "SW/131072", 1000.0), run(2, "SW/131072", 700.0), temp(200, 50.0)]).is_empty());
         // Hot, but the slow pattern has no pre-trigger value to compare with.
         let mut d = detector(Some(70.0));
-        assert!(feed(
-            &mut d,
-            vec![
-                run(0, "SR/131072", 1000.0),
-                temp(1, 75.0),
-                run(2, "SW/131072", 100.0),
-                temp(3, 60.0),
-                temp(200, 60.0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![run(0, "SR/131072", 1000.0), temp(1, 75.0), run(2, "SW/131072", 100.0), temp(3, 60.0), temp(200, 60.0)]).is_empty());
         // Below the threshold (69.85 °C vs 70): no trigger even with a drop.
         let mut d = detector(Some(70.0));
-        assert!(feed(
-            &mut d,
-            vec![
-                run(0, "SW/131072", 1000.0),
-                temp(1, 69.85),
-                run(2, "SW/131072", 500.0),
-                temp(200, 69.85)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![run(0, "SW/131072", 1000.0), temp(1, 69.85), run(2, "SW/131072", 500.0), temp(200, 69.85)]).is_empty());
         // Counters that never move; power falls.
         let mut d = detector(None);
-        assert!(feed(
-            &mut d,
-            vec![
-                smart(0, 3, 0),
-                power(1, 10.0),
-                smart(2, 3, 0),
-                power(3, 5.0),
-                smart(200, 3, 0)
-            ]
-        )
-        .is_empty());
+        assert!(feed(&mut d, vec![smart(0, 3, 0), power(1, 10.0), smart(2, 3, 0), power(3, 5.0), smart(200, 3, 0)]).is_empty());
     }
 
     #[test]
     fn resent_observations_do_not_duplicate_and_hosts_are_independent() {
         let mut d = detector(Some(70.0));
-        let series = vec![
-            run(0, "SW/131072", 1000.0),
-            temp(1, 75.0),
-            run(2, "SW/131072", 500.0),
-            temp(200, 75.0),
-        ];
+        let series = vec![run(0, "SW/131072", 1000.0), temp(1, 75.0), run(2, "SW/131072", 500.0), temp(200, 75.0)];
         assert_eq!(feed(&mut d, series.clone()).len(), 1);
-        assert!(
-            feed(&mut d, series.clone()).is_empty(),
-            "a resent batch is ignored"
-        );
+        assert!(feed(&mut d, series.clone()).is_empty(), "a resent batch is ignored");
         // The same device name on another host has its own state (and no threshold there).
-        let other: Vec<ThrottleEvent> = series
-            .into_iter()
-            .flat_map(|o| d.observe("h2", "nvme0", o))
-            .collect();
+        let other: Vec<ThrottleEvent> = series.into_iter().flat_map(|o| d.observe("h2", "nvme0", o)).collect();
         assert!(other.is_empty());
     }
 
@@ -1505,14 +1095,7 @@ mod tests {
             ..Default::default()
         };
         let got = d.observe_batch("h1", &convert_batch("h1", b).unwrap());
-        let mut e = event(
-            "temperature",
-            "throughput",
-            "SW/131072",
-            5,
-            Some(71.0),
-            Some(70.0),
-        );
+        let mut e = event("temperature", "throughput", "SW/131072", 5, Some(71.0), Some(70.0));
         e.throughput_drop_pct = Some(12.0);
         e.duration_s = 7.0;
         assert_eq!(got, vec![e]);

@@ -29,37 +29,18 @@ pub struct Tier {
 /// power (NVMe estimate, scope `drive`). A lower tier underestimates (rails and RAPL miss fans,
 /// PSU losses, disks without a monitor), which the budget's coverage lines say per host.
 pub const HOST_TIERS: &[Tier] = &[
-    Tier {
-        name: "host meter",
-        scopes: &["wall", "host"],
-    },
-    Tier {
-        name: "PSU input",
-        scopes: &["psu_in"],
-    },
-    Tier {
-        name: "PSU output",
-        scopes: &["psu_out"],
-    },
-    Tier {
-        name: "rails",
-        scopes: &["rail"],
-    },
-    Tier {
-        name: "RAPL + NVMe estimate",
-        scopes: &["psys", "package", "dram", "drive"],
-    },
+    Tier { name: "host meter", scopes: &["wall", "host"] },
+    Tier { name: "PSU input", scopes: &["psu_in"] },
+    Tier { name: "PSU output", scopes: &["psu_out"] },
+    Tier { name: "rails", scopes: &["rail"] },
+    Tier { name: "RAPL + NVMe estimate", scopes: &["psys", "package", "dram", "drive"] },
 ];
 
 /// The tier a host's power comes from, given the scopes it has data for, and the scopes of that
 /// tier it sums (psys replaces package and DRAM, which it contains).
-pub fn host_tier<'a>(
-    scopes: impl IntoIterator<Item = &'a str> + Clone,
-) -> Option<(Tier, Vec<&'static str>)> {
+pub fn host_tier<'a>(scopes: impl IntoIterator<Item = &'a str> + Clone) -> Option<(Tier, Vec<&'static str>)> {
     let has = |s: &str| scopes.clone().into_iter().any(|x| x == s);
-    let tier = HOST_TIERS
-        .iter()
-        .find(|t| t.scopes.iter().any(|s| has(s)))?;
+    let tier = HOST_TIERS.iter().find(|t| t.scopes.iter().any(|s| has(s)))?;
     let mut used: Vec<&'static str> = tier.scopes.iter().copied().filter(|s| has(s)).collect();
     if used.contains(&"psys") {
         used.retain(|s| *s != "package" && *s != "dram");
@@ -74,28 +55,12 @@ mod tests {
 
     #[test]
     fn host_tiers_follow_the_precedence() {
-        let tier =
-            |scopes: &[&str]| host_tier(scopes.iter().copied()).map(|(t, used)| (t.name, used));
-        assert_eq!(
-            tier(&["rail", "wall", "package"]),
-            Some(("host meter", vec!["wall"]))
-        );
-        assert_eq!(
-            tier(&["package", "psu_in", "rail"]),
-            Some(("PSU input", vec!["psu_in"]))
-        );
-        assert_eq!(
-            tier(&["rail", "package", "drive"]),
-            Some(("rails", vec!["rail"]))
-        );
-        assert_eq!(
-            tier(&["package", "dram", "drive", "core"]),
-            Some(("RAPL + NVMe estimate", vec!["package", "dram", "drive"]))
-        );
-        assert_eq!(
-            tier(&["package", "psys", "dram"]),
-            Some(("RAPL + NVMe estimate", vec!["psys"]))
-        );
+        let tier = |scopes: &[&str]| host_tier(scopes.iter().copied()).map(|(t, used)| (t.name, used));
+        assert_eq!(tier(&["rail", "wall", "package"]), Some(("host meter", vec!["wall"])));
+        assert_eq!(tier(&["package", "psu_in", "rail"]), Some(("PSU input", vec!["psu_in"])));
+        assert_eq!(tier(&["rail", "package", "drive"]), Some(("rails", vec!["rail"])));
+        assert_eq!(tier(&["package", "dram", "drive", "core"]), Some(("RAPL + NVMe estimate", vec!["package", "dram", "drive"])));
+        assert_eq!(tier(&["package", "psys", "dram"]), Some(("RAPL + NVMe estimate", vec!["psys"])));
         assert_eq!(tier(&["core", "uncore"]), None);
     }
 
@@ -103,38 +68,19 @@ mod tests {
     fn dashboard_queries() -> Vec<(String, String)> {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
         let mut out = Vec::new();
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
+        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
         files.sort();
         assert_eq!(files.len(), 5, "dashboards in {}", dir.display());
         for f in files {
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
-            let d: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+            let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
             for p in d["panels"].as_array().unwrap() {
                 for t in p["targets"].as_array().unwrap() {
-                    out.push((
-                        format!(
-                            "{name} panel `{}` {}",
-                            p["title"].as_str().unwrap(),
-                            t["refId"]
-                        ),
-                        t["query"].as_str().unwrap().to_string(),
-                    ));
+                    out.push((format!("{name} panel `{}` {}", p["title"].as_str().unwrap(), t["refId"]), t["query"].as_str().unwrap().to_string()));
                 }
             }
-            for a in d["annotations"]["list"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
-                out.push((
-                    format!("{name} annotation {}", a["name"]),
-                    a["query"].as_str().unwrap_or_default().to_string(),
-                ));
+            for a in d["annotations"]["list"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                out.push((format!("{name} annotation {}", a["name"]), a["query"].as_str().unwrap_or_default().to_string()));
             }
         }
         out
@@ -142,10 +88,7 @@ mod tests {
 
     /// Every plan query that reads `power`, with sample arguments.
     fn plan_queries() -> Vec<(String, String)> {
-        vec![(
-            "plan budget".to_string(),
-            crate::plan::budget_query("1m", "30d", "rack"),
-        )]
+        vec![("plan budget".to_string(), crate::plan::budget_query("1m", "30d", "rack"))]
     }
 
     /// A query that reads `power` must carry [`SUMMABLE`] (or select the full-rate trace on
@@ -163,23 +106,15 @@ mod tests {
         }
         let sums = q.contains("sum(\"w\")") || q.contains("sum(\"watts\")");
         if sums && !q.contains("\"scope\" = '") {
-            out.push(format!(
-                "{place}: sums power without keeping to one scope: {q}"
-            ));
+            out.push(format!("{place}: sums power without keeping to one scope: {q}"));
         }
         out
     }
 
     #[test]
     fn every_dashboard_panel_and_plan_query_uses_the_shared_point_rules() {
-        let all: Vec<(String, String)> = dashboard_queries()
-            .into_iter()
-            .chain(plan_queries())
-            .collect();
-        let power = all
-            .iter()
-            .filter(|(_, q)| q.contains("FROM \"power\""))
-            .count();
+        let all: Vec<(String, String)> = dashboard_queries().into_iter().chain(plan_queries()).collect();
+        let power = all.iter().filter(|(_, q)| q.contains("FROM \"power\"")).count();
         // Fleet overview: agents online, last seen, power per host, energy per zone; power budget:
         // four panels; throttling:
         // drive power; plan budget.
@@ -187,14 +122,7 @@ mod tests {
         let bad: Vec<String> = all.iter().flat_map(|(p, q)| violations(p, q)).collect();
         assert!(bad.is_empty(), "{}", bad.join("\n"));
         // The check itself catches a bypass.
-        assert_eq!(
-            violations(
-                "x",
-                "SELECT mean(\"watts\") FROM \"power\" WHERE $timeFilter GROUP BY \"host\""
-            )
-            .len(),
-            1
-        );
+        assert_eq!(violations("x", "SELECT mean(\"watts\") FROM \"power\" WHERE $timeFilter GROUP BY \"host\"").len(), 1);
         assert_eq!(violations("x", &format!("SELECT sum(\"w\") FROM (SELECT mean(\"watts\") AS \"w\" FROM \"power\" WHERE {SUMMABLE})")).len(), 1);
     }
 }

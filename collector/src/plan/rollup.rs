@@ -37,10 +37,7 @@ pub fn parse_metrics(s: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
         if !METRICS.contains(&m) {
-            return Err(format!(
-                "--metric `{m}`: unknown roll-up; choose from {}",
-                METRICS.join(", ")
-            ));
+            return Err(format!("--metric `{m}`: unknown roll-up; choose from {}", METRICS.join(", ")));
         }
         if !out.iter().any(|o| o == m) {
             out.push(m.to_string());
@@ -128,9 +125,7 @@ type Device = (String, String);
 type JAcc = BTreeMap<(Key, String, u64), (Vec<f64>, BTreeSet<Device>)>;
 
 fn model_filter(model: Option<&str>) -> String {
-    model
-        .map(|m| format!(" AND \"model\" = {}", lit(m)))
-        .unwrap_or_default()
+    model.map(|m| format!(" AND \"model\" = {}", lit(m))).unwrap_or_default()
 }
 
 pub fn idle_query(since: &str, model: Option<&str>) -> String {
@@ -180,10 +175,7 @@ fn tag(s: &Series, k: &str) -> String {
 }
 
 fn key(s: &Series, by: By) -> Key {
-    (
-        tag(s, "model"),
-        (by == By::ModelFirmware).then(|| tag(s, "firmware")),
-    )
+    (tag(s, "model"), (by == By::ModelFirmware).then(|| tag(s, "firmware")))
 }
 
 /// The controller a block device belongs to: `nvme0n1` → `nvme0` (the device tag of temperatures
@@ -191,11 +183,7 @@ fn key(s: &Series, by: By) -> Key {
 pub fn controller_of(device: &str) -> String {
     if let Some(rest) = device.strip_prefix("nvme") {
         if let Some((ctrl, ns)) = rest.split_once('n') {
-            if !ctrl.is_empty()
-                && ctrl.bytes().all(|b| b.is_ascii_digit())
-                && !ns.is_empty()
-                && ns.bytes().all(|b| b.is_ascii_digit())
-            {
+            if !ctrl.is_empty() && ctrl.bytes().all(|b| b.is_ascii_digit()) && !ns.is_empty() && ns.bytes().all(|b| b.is_ascii_digit()) {
                 return format!("nvme{ctrl}");
             }
         }
@@ -220,22 +208,12 @@ fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub fn idle_distribution(per_device: &[f64]) -> Option<IdleDistribution> {
-    let mut v: Vec<f64> = per_device
-        .iter()
-        .copied()
-        .filter(|w| w.is_finite())
-        .collect();
+    let mut v: Vec<f64> = per_device.iter().copied().filter(|w| w.is_finite()).collect();
     if v.is_empty() {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    Some(IdleDistribution {
-        devices: v.len(),
-        min_w: v[0],
-        median_w: median(&v),
-        p90_w: nearest_rank(&v, 0.9),
-        max_w: v[v.len() - 1],
-    })
+    Some(IdleDistribution { devices: v.len(), min_w: v[0], median_w: median(&v), p90_w: nearest_rank(&v, 0.9), max_w: v[v.len() - 1] })
 }
 
 /// One value per device per group: the mean of the device's series (a device seen under two
@@ -245,11 +223,7 @@ fn per_device(series: &[Series], by: By, col: &str) -> BTreeMap<Key, BTreeMap<De
     for s in series {
         for i in 0..s.values.len() {
             if let Some(v) = s.f(i, col) {
-                out.entry(key(s, by))
-                    .or_default()
-                    .entry((tag(s, "host"), tag(s, "device")))
-                    .or_default()
-                    .push(v);
+                out.entry(key(s, by)).or_default().entry((tag(s, "host"), tag(s, "device"))).or_default().push(v);
             }
         }
     }
@@ -257,14 +231,14 @@ fn per_device(series: &[Series], by: By, col: &str) -> BTreeMap<Key, BTreeMap<De
 }
 
 fn device_means(m: &BTreeMap<Device, Vec<f64>>) -> Vec<f64> {
-    m.values()
-        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
-        .collect()
+    m.values().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
 }
 
 fn hint(metric: &str) -> &'static str {
     match metric {
-        "idle" => "probe runs with energy carry `idle_baseline_w`: run `wattflip-agent probe` with a power source (drive rail, PSU, RAPL) or import a shunt trace",
+        "idle" => {
+            "probe runs with energy carry `idle_baseline_w`: run `wattflip-agent probe` with a power source (drive rail, PSU, RAPL) or import a shunt trace"
+        }
         "j-per-mib" => "needs Granularity runs with energy: `wattflip-agent probe --bench granularity` with a power source",
         "background" => "the background-work class is classified from probe runs with energy: run `wattflip-agent probe` with a power source",
         "throttle" => "needs the drives in the inventory (`wattflip-agent run`) and their temperatures (hwmon, nvme-cli or smartctl)",
@@ -275,19 +249,9 @@ fn hint(metric: &str) -> &'static str {
 /// Computes the requested roll-ups (`metrics` empty: all). An explicitly requested roll-up without
 /// data is an error; with all requested, the empty ones are listed in `missing`, and it is an
 /// error only when none has data. An unknown `model` or a window without any data is an error.
-pub async fn rollup(
-    db: &Influx,
-    by: By,
-    model: Option<&str>,
-    metrics: &[String],
-    since: &str,
-) -> Result<Rollup, PlanError> {
+pub async fn rollup(db: &Influx, by: By, model: Option<&str>, metrics: &[String], since: &str) -> Result<Rollup, PlanError> {
     let explicit = !metrics.is_empty();
-    let metrics: Vec<String> = if explicit {
-        metrics.to_vec()
-    } else {
-        METRICS.iter().map(|m| m.to_string()).collect()
-    };
+    let metrics: Vec<String> = if explicit { metrics.to_vec() } else { METRICS.iter().map(|m| m.to_string()).collect() };
     let mut found: BTreeSet<String> = BTreeSet::new();
     let mut results: BTreeMap<Key, GroupRollup> = BTreeMap::new();
     for metric in &metrics {
@@ -309,22 +273,14 @@ pub async fn rollup(
                         let (Some(j), Some(size)) = (s.f(i, "j_per_mib"), s.f(i, "value")) else {
                             continue;
                         };
-                        let e = acc
-                            .entry((key(s, by), tag(s, "pattern"), size as u64))
-                            .or_default();
+                        let e = acc.entry((key(s, by), tag(s, "pattern"), size as u64)).or_default();
                         e.0.push(j);
                         e.1.insert((tag(s, "host"), tag(s, "device")));
                     }
                 }
                 for ((k, pattern, io_size_bytes), (v, devs)) in acc {
                     let j_per_mib = v.iter().sum::<f64>() / v.len() as f64;
-                    entry(&mut results, &k).j_per_mib.push(JPerMib {
-                        pattern,
-                        io_size_bytes,
-                        j_per_mib,
-                        runs: v.len(),
-                        devices: devs.len(),
-                    });
+                    entry(&mut results, &k).j_per_mib.push(JPerMib { pattern, io_size_bytes, j_per_mib, runs: v.len(), devices: devs.len() });
                     found.insert(metric.clone());
                 }
             }
@@ -333,14 +289,8 @@ pub async fn rollup(
                 let mut acc: BTreeMap<(Key, String), BTreeMap<Device, String>> = BTreeMap::new();
                 for s in &series {
                     // The latest classification of the device under this key.
-                    if let Some(c) = (0..s.values.len())
-                        .rev()
-                        .find_map(|i| s.s(i, "last"))
-                        .filter(|c| !c.is_empty())
-                    {
-                        acc.entry((key(s, by), tag(s, "experiment")))
-                            .or_default()
-                            .insert((tag(s, "host"), tag(s, "device")), c);
+                    if let Some(c) = (0..s.values.len()).rev().find_map(|i| s.s(i, "last")).filter(|c| !c.is_empty()) {
+                        acc.entry((key(s, by), tag(s, "experiment"))).or_default().insert((tag(s, "host"), tag(s, "device")), c);
                     }
                 }
                 for ((k, experiment), devs) in acc {
@@ -349,17 +299,8 @@ pub async fn rollup(
                         *counts.entry(c.clone()).or_default() += 1;
                     }
                     let top = counts.values().copied().max().unwrap_or(0);
-                    let class = counts
-                        .iter()
-                        .filter(|(_, n)| **n == top)
-                        .map(|(c, _)| c.as_str())
-                        .collect::<Vec<_>>()
-                        .join("/");
-                    entry(&mut results, &k).background.push(BackgroundClass {
-                        experiment,
-                        class,
-                        devices: counts,
-                    });
+                    let class = counts.iter().filter(|(_, n)| **n == top).map(|(c, _)| c.as_str()).collect::<Vec<_>>().join("/");
+                    entry(&mut results, &k).background.push(BackgroundClass { experiment, class, devices: counts });
                     found.insert(metric.clone());
                 }
             }
@@ -368,23 +309,15 @@ pub async fn rollup(
                 // (host, controller) → group; a controller's namespaces are one drive.
                 let mut drives: BTreeMap<Device, Key> = BTreeMap::new();
                 for s in db.query(&inv_q).await? {
-                    let fw = (0..s.values.len())
-                        .rev()
-                        .find_map(|i| s.s(i, "firmware"))
-                        .unwrap_or_default();
-                    let k = (
-                        tag(&s, "model"),
-                        (by == By::ModelFirmware).then(|| fw.trim().to_string()),
-                    );
+                    let fw = (0..s.values.len()).rev().find_map(|i| s.s(i, "firmware")).unwrap_or_default();
+                    let k = (tag(&s, "model"), (by == By::ModelFirmware).then(|| fw.trim().to_string()));
                     drives.insert((tag(&s, "host"), controller_of(&tag(&s, "device"))), k);
                 }
                 let mut days: BTreeMap<Device, u64> = BTreeMap::new();
                 for s in db.query(&days_q).await? {
                     let d = (tag(&s, "host"), tag(&s, "device"));
                     if drives.contains_key(&d) {
-                        *days.entry(d).or_default() += (0..s.values.len())
-                            .filter(|&i| s.f(i, "count").is_some_and(|c| c > 0.0))
-                            .count() as u64;
+                        *days.entry(d).or_default() += (0..s.values.len()).filter(|&i| s.f(i, "count").is_some_and(|c| c > 0.0)).count() as u64;
                     }
                 }
                 let mut events: BTreeMap<Device, u64> = BTreeMap::new();
@@ -398,12 +331,7 @@ pub async fn rollup(
                     let Some(&dd) = days.get(d).filter(|n| **n > 0) else {
                         continue;
                     };
-                    let t = acc.entry(k.clone()).or_insert(Throttling {
-                        devices: 0,
-                        device_days: 0,
-                        events: 0,
-                        events_per_device_day: 0.0,
-                    });
+                    let t = acc.entry(k.clone()).or_insert(Throttling { devices: 0, device_days: 0, events: 0, events_per_device_day: 0.0 });
                     t.devices += 1;
                     t.device_days += dd;
                     t.events += events.get(d).copied().unwrap_or(0);
@@ -421,17 +349,8 @@ pub async fn rollup(
                     if v.is_empty() {
                         continue;
                     }
-                    let (min, max) = v
-                        .iter()
-                        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-                            (a.min(*x), b.max(*x))
-                        });
-                    entry(&mut results, &k).datasheet_ratio = Some(DatasheetRatio {
-                        devices: v.len(),
-                        mean: v.iter().sum::<f64>() / v.len() as f64,
-                        min,
-                        max,
-                    });
+                    let (min, max) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(*x), b.max(*x)));
+                    entry(&mut results, &k).datasheet_ratio = Some(DatasheetRatio { devices: v.len(), mean: v.iter().sum::<f64>() / v.len() as f64, min, max });
                     found.insert(metric.clone());
                 }
             }
@@ -440,35 +359,17 @@ pub async fn rollup(
     if found.is_empty() {
         return Err(nothing_found(db, model, &metrics, since).await);
     }
-    let missing: BTreeMap<String, String> = metrics
-        .iter()
-        .filter(|m| !found.contains(*m))
-        .map(|m| (m.clone(), hint(m).to_string()))
-        .collect();
+    let missing: BTreeMap<String, String> = metrics.iter().filter(|m| !found.contains(*m)).map(|m| (m.clone(), hint(m).to_string())).collect();
     if explicit {
         if let Some((m, h)) = missing.iter().next() {
-            return Err(PlanError::NoData {
-                what: format!("data for the `{m}` roll-up{}", for_model(model)),
-                since: since.into(),
-                hint: h.clone(),
-            });
+            return Err(PlanError::NoData { what: format!("data for the `{m}` roll-up{}", for_model(model)), since: since.into(), hint: h.clone() });
         }
     }
-    Ok(Rollup {
-        by,
-        since: since.into(),
-        metrics,
-        groups: results.into_values().collect(),
-        missing,
-    })
+    Ok(Rollup { by, since: since.into(), metrics, groups: results.into_values().collect(), missing })
 }
 
 fn entry<'a>(results: &'a mut BTreeMap<Key, GroupRollup>, k: &Key) -> &'a mut GroupRollup {
-    results.entry(k.clone()).or_insert_with(|| GroupRollup {
-        model: k.0.clone(),
-        firmware: k.1.clone(),
-        ..Default::default()
-    })
+    results.entry(k.clone()).or_insert_with(|| GroupRollup { model: k.0.clone(), firmware: k.1.clone(), ..Default::default() })
 }
 
 fn for_model(model: Option<&str>) -> String {
@@ -477,96 +378,37 @@ fn for_model(model: Option<&str>) -> String {
 
 /// Why nothing came back: a window without any measurement, an unknown model, or only the
 /// requested roll-ups missing.
-async fn nothing_found(
-    db: &Influx,
-    model: Option<&str>,
-    metrics: &[String],
-    since: &str,
-) -> PlanError {
+async fn nothing_found(db: &Influx, model: Option<&str>, metrics: &[String], since: &str) -> PlanError {
     let seen = db.models(since).await;
     if seen == "none" {
         return super::empty_window(since);
     }
     if let Some(m) = model.filter(|m| !seen.split(", ").any(|s| s == *m)) {
-        return PlanError::UnknownModel {
-            model: m.into(),
-            since: since.into(),
-            seen,
-        };
+        return PlanError::UnknownModel { model: m.into(), since: since.into(), seen };
     }
-    let names = metrics
-        .iter()
-        .map(|m| format!("`{m}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let what = format!(
-        "data for the {names} roll-up{}{}",
-        if metrics.len() > 1 { "s" } else { "" },
-        for_model(model)
-    );
-    PlanError::NoData {
-        what,
-        since: since.into(),
-        hint: metrics
-            .iter()
-            .map(|m| hint(m))
-            .collect::<Vec<_>>()
-            .join("; "),
-    }
+    let names = metrics.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+    let what = format!("data for the {names} roll-up{}{}", if metrics.len() > 1 { "s" } else { "" }, for_model(model));
+    PlanError::NoData { what, since: since.into(), hint: metrics.iter().map(|m| hint(m)).collect::<Vec<_>>().join("; ") }
 }
 
 pub fn rollup_table(r: &Rollup) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Fleet roll-up per {} over the last {}",
-        if r.by == By::Model {
-            "model"
-        } else {
-            "model and firmware"
-        },
-        r.since
-    );
+    let _ = writeln!(s, "Fleet roll-up per {} over the last {}", if r.by == By::Model { "model" } else { "model and firmware" }, r.since);
     for g in &r.groups {
-        let fw = g
-            .firmware
-            .as_deref()
-            .map(|f| format!(" firmware {}", if f.is_empty() { "(unknown)" } else { f }))
-            .unwrap_or_default();
+        let fw = g.firmware.as_deref().map(|f| format!(" firmware {}", if f.is_empty() { "(unknown)" } else { f })).unwrap_or_default();
         let _ = writeln!(s, "\n== model {}{fw}", g.model);
         if let Some(i) = &g.idle {
-            let _ = writeln!(
-                s,
-                "idle W over {} devices: min {:.3}  median {:.3}  p90 {:.3}  max {:.3}",
-                i.devices, i.min_w, i.median_w, i.p90_w, i.max_w
-            );
+            let _ = writeln!(s, "idle W over {} devices: min {:.3}  median {:.3}  p90 {:.3}  max {:.3}", i.devices, i.min_w, i.median_w, i.p90_w, i.max_w);
         }
         if !g.j_per_mib.is_empty() {
-            let _ = writeln!(
-                s,
-                "{:<8} {:>12} {:>12} {:>6} {:>8}",
-                "pattern", "IO size B", "J/MiB", "runs", "devices"
-            );
+            let _ = writeln!(s, "{:<8} {:>12} {:>12} {:>6} {:>8}", "pattern", "IO size B", "J/MiB", "runs", "devices");
             for j in &g.j_per_mib {
-                let _ = writeln!(
-                    s,
-                    "{:<8} {:>12} {:>12.6} {:>6} {:>8}",
-                    j.pattern, j.io_size_bytes, j.j_per_mib, j.runs, j.devices
-                );
+                let _ = writeln!(s, "{:<8} {:>12} {:>12.6} {:>6} {:>8}", j.pattern, j.io_size_bytes, j.j_per_mib, j.runs, j.devices);
             }
         }
         for b in &g.background {
-            let counts = b
-                .devices
-                .iter()
-                .map(|(c, n)| format!("{c}: {n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let _ = writeln!(
-                s,
-                "background {:<24} {:<6} ({counts})",
-                b.experiment, b.class
-            );
+            let counts = b.devices.iter().map(|(c, n)| format!("{c}: {n}")).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(s, "background {:<24} {:<6} ({counts})", b.experiment, b.class);
         }
         if let Some(t) = &g.throttle {
             let _ = writeln!(
@@ -576,11 +418,7 @@ pub fn rollup_table(r: &Rollup) -> String {
             );
         }
         if let Some(d) = &g.datasheet_ratio {
-            let _ = writeln!(
-                s,
-                "datasheet/measured energy over {} devices: mean {:.3}  min {:.3}  max {:.3}",
-                d.devices, d.mean, d.min, d.max
-            );
+            let _ = writeln!(s, "datasheet/measured energy over {} devices: mean {:.3}  min {:.3}  max {:.3}", d.devices, d.mean, d.min, d.max);
         }
     }
     for (m, h) in &r.missing {
@@ -596,36 +434,18 @@ mod tests {
     #[test]
     fn distribution_controllers_and_arguments() {
         let d = idle_distribution(&[4.0, 1.0, 3.0, 2.0]).unwrap();
-        assert_eq!(
-            (d.devices, d.min_w, d.median_w, d.p90_w, d.max_w),
-            (4, 1.0, 2.5, 4.0, 4.0)
-        );
+        assert_eq!((d.devices, d.min_w, d.median_w, d.p90_w, d.max_w), (4, 1.0, 2.5, 4.0, 4.0));
         let ten: Vec<f64> = (1..=10).map(f64::from).collect();
         let d = idle_distribution(&ten).unwrap();
         assert_eq!((d.median_w, d.p90_w), (5.5, 9.0));
         assert_eq!(idle_distribution(&[]), None);
         assert_eq!(
-            (
-                controller_of("nvme0n1"),
-                controller_of("nvme12n3"),
-                controller_of("sda"),
-                controller_of("nvme0")
-            ),
-            (
-                "nvme0".into(),
-                "nvme12".into(),
-                "sda".into(),
-                "nvme0".into()
-            )
+            (controller_of("nvme0n1"), controller_of("nvme12n3"), controller_of("sda"), controller_of("nvme0")),
+            ("nvme0".into(), "nvme12".into(), "sda".into(), "nvme0".into())
         );
         assert_eq!("model,firmware".parse::<By>(), Ok(By::ModelFirmware));
         assert!("rack".parse::<By>().unwrap_err().contains("--by `rack`"));
-        assert_eq!(
-            parse_metrics("idle, throttle,idle").unwrap(),
-            vec!["idle", "throttle"]
-        );
-        assert!(parse_metrics("idle,watts")
-            .unwrap_err()
-            .contains("--metric `watts`"));
+        assert_eq!(parse_metrics("idle, throttle,idle").unwrap(), vec!["idle", "throttle"]);
+        assert!(parse_metrics("idle,watts").unwrap_err().contains("--metric `watts`"));
     }
 }

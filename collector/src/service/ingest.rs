@@ -17,17 +17,17 @@ use crate::analysis::throttle::ThrottleDetector;
 use crate::service::guard::{Dedup, RateLimiter};
 use crate::sinks::influx::{JobOutcome, WriterHandle};
 use std::collections::BTreeMap;
-use std::time::Duration;
-use wattflip_proto::domain::{Rejection, Rule};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use wattflip_infra::telemetry::LabelledCounter;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+use wattflip_infra::telemetry::LabelledCounter;
 use wattflip_proto::domain::{convert_batch_points, Hello};
-use wattflip_proto::lineproto::Point;
+use wattflip_proto::domain::{Rejection, Rule};
 use wattflip_proto::encoder::BatchEncoder;
+use wattflip_proto::lineproto::Point;
 use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, AgentMessage};
 
@@ -100,9 +100,17 @@ enum Pending {
     /// Acknowledge `seq` once `done` completes, then remember it as durable under `key` (agent id
     /// and stream epoch). The job's first `agent_lines` lines are the agent's points; `rejected`
     /// counts the points the checks left out, by rule.
-    Ack { seq: u64, done: oneshot::Receiver<JobOutcome>, key: Arc<str>, agent_lines: usize, rejected: BTreeMap<&'static str, u64> },
+    Ack {
+        seq: u64,
+        done: oneshot::Receiver<JobOutcome>,
+        key: Arc<str>,
+        agent_lines: usize,
+        rejected: BTreeMap<&'static str, u64>,
+    },
     /// A batch already durable: acknowledged as a duplicate, nothing written.
-    Duplicate { seq: u64 },
+    Duplicate {
+        seq: u64,
+    },
     Fail(Status),
 }
 
@@ -146,19 +154,21 @@ impl Ingest for IngestService {
         // which is back-pressure through HTTP/2 flow control to the agent.
         let (pend_tx, pend_rx) = mpsc::channel(64);
         self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
-        let ctx = Ctx { writer: self.writer.clone(), stats: self.stats.clone(), rate: self.rate.clone(), dedup: self.dedup.clone(), throttle: self.throttle.clone(), hello_timeout: self.hello_timeout };
+        let ctx = Ctx {
+            writer: self.writer.clone(),
+            stats: self.stats.clone(),
+            rate: self.rate.clone(),
+            dedup: self.dedup.clone(),
+            throttle: self.throttle.clone(),
+            hello_timeout: self.hello_timeout,
+        };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
         tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified));
         Ok(Response::new(ReceiverStream::new(out_rx)))
     }
 }
 
-async fn acknowledge(
-    mut pending: mpsc::Receiver<Pending>,
-    out: mpsc::Sender<Result<Ack, Status>>,
-    stats: Arc<IngestStats>,
-    dedup: Arc<Dedup>,
-) {
+async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Result<Ack, Status>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
     while let Some(p) = pending.recv().await {
         let msg = match p {
             Pending::Ack { seq, done, key, agent_lines, rejected } => match done.await {
@@ -229,13 +239,7 @@ fn deny(stats: &IngestStats, reason: &str, msg: String) -> Pending {
     Pending::Fail(Status::permission_denied(msg))
 }
 
-async fn receive(
-    mut inbound: Streaming<AgentMessage>,
-    pending: mpsc::Sender<Pending>,
-    ctx: Ctx,
-    peer: String,
-    certified: Option<String>,
-) {
+async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pending>, ctx: Ctx, peer: String, certified: Option<String>) {
     let Ctx { writer, stats, rate, dedup, throttle, hello_timeout } = ctx;
     let first = match tokio::time::timeout(hello_timeout, inbound.message()).await {
         Ok(m) => m,
@@ -399,10 +403,7 @@ fn rejection_events(rejected: &[Rejection], seq: u64, tags: &HostTags) -> Vec<Po
     for r in rejected {
         groups.entry((r.field_name(), r.rule)).or_default().push(r);
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(1);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).unwrap_or(1);
     groups
         .into_iter()
         .map(|((field, rule), rs)| {

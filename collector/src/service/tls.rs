@@ -34,9 +34,7 @@ pub fn server_config(m: &TlsMaterial) -> Result<Arc<ServerConfig>, TlsSetupError
     for ca in CertificateDer::pem_slice_iter(&m.ca_pem) {
         roots.add(ca.map_err(pem("ca_file", "certificate"))?)?;
     }
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&m.cert_pem)
-        .collect::<Result<_, _>>()
-        .map_err(pem("cert_file", "certificate"))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&m.cert_pem).collect::<Result<_, _>>().map_err(pem("cert_file", "certificate"))?;
     if certs.is_empty() {
         return Err(TlsSetupError::Pem { key: "cert_file", what: "certificate", detail: "the file holds none".into() });
     }
@@ -131,10 +129,7 @@ mod tests {
     fn identity_is_the_first_dns_san_then_the_cn() {
         assert_eq!(identity(&cert(&["node-1", "node-1.dc1"], Some("other"))).unwrap(), "node-1");
         assert_eq!(identity(&cert(&["127.0.0.1"], Some("node-2"))).unwrap(), "node-2");
-        assert_eq!(
-            identity(&cert(&["127.0.0.1"], None)).unwrap_err(),
-            "the client certificate has neither a DNS subjectAltName nor a CN"
-        );
+        assert_eq!(identity(&cert(&["127.0.0.1"], None)).unwrap_err(), "the client certificate has neither a DNS subjectAltName nor a CN");
         assert!(identity(b"garbage").unwrap_err().starts_with("cannot parse the client certificate"));
     }
 }

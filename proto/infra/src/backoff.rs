@@ -36,12 +36,7 @@ impl Backoff {
     }
 
     fn with_rng(initial: Duration, max: Duration, rng: StdRng) -> Self {
-        Backoff {
-            initial,
-            max: max.max(initial),
-            attempt: 0,
-            rng,
-        }
+        Backoff { initial, max: max.max(initial), attempt: 0, rng }
     }
 
     /// Failed attempts since the last [`Backoff::reset`].
@@ -56,9 +51,7 @@ impl Backoff {
 
     /// The un-jittered step of the current attempt: `min(initial · 2^attempt, max)`.
     pub fn step(&self) -> Duration {
-        self.initial
-            .saturating_mul(1u32 << self.attempt.min(MAX_DOUBLINGS))
-            .min(self.max)
+        self.initial.saturating_mul(1u32 << self.attempt.min(MAX_DOUBLINGS)).min(self.max)
     }
 
     /// The delay before the next try, uniformly in `[step/2, step]`; counts the attempt.
@@ -99,11 +92,7 @@ mod tests {
                 let step = initial.saturating_mul(1u32 << n.min(16)).min(max);
                 assert_eq!(b.step(), step, "attempt {n}");
                 let d = b.next_delay();
-                assert!(
-                    d >= step / 2 && d <= step,
-                    "seed {seed} attempt {n}: {d:?} outside [{:?}, {step:?}]",
-                    step / 2
-                );
+                assert!(d >= step / 2 && d <= step, "seed {seed} attempt {n}: {d:?} outside [{:?}, {step:?}]", step / 2);
                 assert!(d <= max);
             }
             assert_eq!(b.attempt(), 40);
@@ -120,10 +109,7 @@ mod tests {
                 s
             })
             .collect();
-        assert_eq!(
-            steps,
-            vec![200 * MS, 400 * MS, 800 * MS, 1_000 * MS, 1_000 * MS]
-        );
+        assert_eq!(steps, vec![200 * MS, 400 * MS, 800 * MS, 1_000 * MS, 1_000 * MS]);
         b.reset();
         assert_eq!((b.attempt(), b.step()), (0, 200 * MS));
     }
@@ -131,19 +117,10 @@ mod tests {
     #[test]
     fn jitter_spreads_a_fleet() {
         // 100 agents losing the collector at once: their first delays must not coincide.
-        let delays: std::collections::BTreeSet<Duration> = (0..100)
-            .map(|seed| Backoff::seeded(1_000 * MS, 30_000 * MS, seed).next_delay())
-            .collect();
-        assert!(
-            delays.len() >= 95,
-            "only {} distinct delays of 100",
-            delays.len()
-        );
+        let delays: std::collections::BTreeSet<Duration> = (0..100).map(|seed| Backoff::seeded(1_000 * MS, 30_000 * MS, seed).next_delay()).collect();
+        assert!(delays.len() >= 95, "only {} distinct delays of 100", delays.len());
         let (lo, hi) = (delays.first().copied(), delays.last().copied());
-        assert!(
-            lo < Some(600 * MS) && hi > Some(900 * MS),
-            "spread {lo:?}..{hi:?}"
-        );
+        assert!(lo < Some(600 * MS) && hi > Some(900 * MS), "spread {lo:?}..{hi:?}");
     }
 
     #[test]

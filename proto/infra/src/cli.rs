@@ -3,14 +3,9 @@
 //! as `name: error: cause: cause`.
 
 /// Runs a binary's `body` and turns its result into the process exit code.
-pub fn main_with<E: std::fmt::Display>(
-    name: &str,
-    body: impl FnOnce() -> Result<(), E>,
-) -> std::process::ExitCode {
+pub fn main_with<E: std::fmt::Display>(name: &str, body: impl FnOnce() -> Result<(), E>) -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     // One rustls provider for the process, installed before anything can touch TLS.

@@ -20,18 +20,11 @@ pub struct Histogram {
 }
 
 /// 0.5 ms … 30 s: spans a local InfluxDB write and a retried one.
-pub const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-];
+pub const LATENCY_BUCKETS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 impl Histogram {
     pub fn new(bounds: &'static [f64]) -> Self {
-        Histogram {
-            bounds,
-            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
-            sum_ns: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
+        Histogram { bounds, counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(), sum_ns: AtomicU64::new(0), count: AtomicU64::new(0) }
     }
 
     pub fn observe(&self, d: Duration) {
@@ -40,10 +33,7 @@ impl Histogram {
         if let Some(i) = self.bounds.iter().position(|b| s <= *b) {
             self.counts[i].fetch_add(1, Ordering::Relaxed);
         }
-        self.sum_ns.fetch_add(
-            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        self.sum_ns.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -96,21 +86,11 @@ pub struct LabelledCounter {
 
 impl LabelledCounter {
     pub fn inc(&self, label: &str) {
-        *self
-            .inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(label.to_string())
-            .or_default() += 1;
+        *self.inner.lock().unwrap_or_else(|p| p.into_inner()).entry(label.to_string()).or_default() += 1;
     }
 
     pub fn get(&self, label: &str) -> u64 {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(label)
-            .copied()
-            .unwrap_or(0)
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).get(label).copied().unwrap_or(0)
     }
 
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
@@ -126,9 +106,7 @@ pub struct Text {
 
 /// Escapes a label value (backslash, quote, newline), as the format requires.
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 impl Text {
@@ -148,13 +126,7 @@ impl Text {
         self
     }
 
-    pub fn labelled_counter(
-        &mut self,
-        name: &str,
-        help: &str,
-        label: &str,
-        c: &LabelledCounter,
-    ) -> &mut Self {
+    pub fn labelled_counter(&mut self, name: &str, help: &str, label: &str, c: &LabelledCounter) -> &mut Self {
         self.head(name, "counter", help);
         for (k, v) in c.snapshot() {
             let _ = writeln!(self.out, "{name}{{{label}=\"{}\"}} {v}", escape(&k));
@@ -171,39 +143,19 @@ impl Text {
         }
         let count = h.count.load(Ordering::Relaxed);
         let _ = writeln!(self.out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            self.out,
-            "{name}_sum {}",
-            h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9
-        );
+        let _ = writeln!(self.out, "{name}_sum {}", h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9);
         let _ = writeln!(self.out, "{name}_count {count}");
         self
     }
 
     /// `<name>_seconds` summary and `<name>_errors_total` counter per label value.
-    pub fn timings(
-        &mut self,
-        name: &str,
-        help: &str,
-        label: &str,
-        t: &LabelledTimings,
-    ) -> &mut Self {
+    pub fn timings(&mut self, name: &str, help: &str, label: &str, t: &LabelledTimings) -> &mut Self {
         let snap = t.snapshot();
         let secs = format!("{name}_seconds");
         self.head(&secs, "summary", &format!("{help}: duration"));
         for (k, v) in &snap {
-            let _ = writeln!(
-                self.out,
-                "{secs}_sum{{{label}=\"{}\"}} {}",
-                escape(k),
-                v.seconds
-            );
-            let _ = writeln!(
-                self.out,
-                "{secs}_count{{{label}=\"{}\"}} {}",
-                escape(k),
-                v.count
-            );
+            let _ = writeln!(self.out, "{secs}_sum{{{label}=\"{}\"}} {}", escape(k), v.seconds);
+            let _ = writeln!(self.out, "{secs}_count{{{label}=\"{}\"}} {}", escape(k), v.count);
         }
         let errs = format!("{name}_errors_total");
         self.head(&errs, "counter", &format!("{help}: failures"));
@@ -219,9 +171,7 @@ impl Text {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "cannot listen for metrics on {addr}: {source} (is metrics.listen used by another process?)"
-)]
+#[error("cannot listen for metrics on {addr}: {source} (is metrics.listen used by another process?)")]
 pub struct MetricsBindError {
     pub addr: SocketAddr,
     #[source]
@@ -235,12 +185,8 @@ pub async fn serve_metrics(
     render: Arc<dyn Fn() -> String + Send + Sync>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<SocketAddr, MetricsBindError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| MetricsBindError { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| MetricsBindError { addr, source })?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| MetricsBindError { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| MetricsBindError { addr, source })?;
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
@@ -249,10 +195,7 @@ pub async fn serve_metrics(
         }),
     );
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             tracing::warn!("metrics server stopped: {e}");
         }
     });
@@ -297,20 +240,14 @@ mod tests {
     #[tokio::test]
     async fn serves_metrics_over_http() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let addr = serve_metrics(
-            "127.0.0.1:0".parse().unwrap(),
-            Arc::new(|| "up 1\n".to_string()),
-            async {
-                let _ = rx.await;
-            },
-        )
+        let addr = serve_metrics("127.0.0.1:0".parse().unwrap(), Arc::new(|| "up 1\n".to_string()), async {
+            let _ = rx.await;
+        })
         .await
         .unwrap();
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-            .await
-            .unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
         let mut body = String::new();
         s.read_to_string(&mut body).await.unwrap();
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");

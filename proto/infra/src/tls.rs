@@ -59,11 +59,7 @@ impl TlsMode {
     /// Returns None when there were problems.
     pub fn from_raw(section: &str, raw: RawTls, l: &mut Loader) -> Option<TlsMode> {
         let key = |k: &str| format!("{section}.{k}");
-        let files = [
-            ("ca_file", &raw.ca_file),
-            ("cert_file", &raw.cert_file),
-            ("key_file", &raw.key_file),
-        ];
+        let files = [("ca_file", &raw.ca_file), ("cert_file", &raw.cert_file), ("key_file", &raw.key_file)];
         if raw.insecure_plaintext_loopback_only == Some(true) {
             for (k, v) in files {
                 if v.is_some() {
@@ -92,11 +88,7 @@ impl TlsMode {
         let ca = read("ca_file", &raw.ca_file);
         let cert = read("cert_file", &raw.cert_file);
         let pkey = read("key_file", &raw.key_file);
-        Some(TlsMode::Mutual(TlsMaterial {
-            ca_pem: ca?,
-            cert_pem: cert?,
-            key_pem: KeyPem(pkey?),
-        }))
+        Some(TlsMode::Mutual(TlsMaterial { ca_pem: ca?, cert_pem: cert?, key_pem: KeyPem(pkey?) }))
     }
 
     pub fn is_insecure(&self) -> bool {
@@ -108,10 +100,7 @@ impl TlsMode {
 fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
-        return Err(format!(
-            "{} is not a PEM file (no -----BEGIN line)",
-            path.display()
-        ));
+        return Err(format!("{} is not a PEM file (no -----BEGIN line)", path.display()));
     }
     Ok(bytes)
 }
@@ -126,11 +115,7 @@ pub fn is_loopback_host(host: &str) -> bool {
 pub fn url_host(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split('/').next()?;
-    let host = if authority.starts_with('[') {
-        authority.split_inclusive(']').next()?
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-    };
+    let host = if authority.starts_with('[') { authority.split_inclusive(']').next()? } else { authority.rsplit_once(':').map_or(authority, |(h, _)| h) };
     (!host.is_empty()).then_some(host)
 }
 
@@ -144,11 +129,7 @@ mod tests {
         let m = TlsMode::from_raw("tls", raw, &mut l);
         let problems = match l.finish() {
             Ok(()) => vec![],
-            Err(e) => e
-                .problems
-                .into_iter()
-                .map(|p| (p.path, p.message))
-                .collect(),
+            Err(e) => e.problems.into_iter().map(|p| (p.path, p.message)).collect(),
         };
         (m, problems)
     }
@@ -159,9 +140,7 @@ mod tests {
         assert_eq!(m, None);
         let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"]);
-        assert!(p[0]
-            .1
-            .starts_with("is required: mutual TLS is on by default"));
+        assert!(p[0].1.starts_with("is required: mutual TLS is on by default"));
     }
 
     #[test]
@@ -180,27 +159,13 @@ mod tests {
         std::fs::write(dir.join("ca.pem"), pem).unwrap();
         std::fs::write(dir.join("k.pem"), b"-----BEGIN PRIVATE KEY-----\nsecret\n").unwrap();
         std::fs::write(dir.join("junk.pem"), b"hello").unwrap();
-        let text = format!(
-            "[tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/junk.pem\"\nkey_file = \"{0}/k.pem\"\n",
-            dir.display()
-        );
+        let text = format!("[tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/junk.pem\"\nkey_file = \"{0}/k.pem\"\n", dir.display());
         let (m, p) = load(&text);
         assert_eq!(m, None);
-        assert_eq!(
-            p,
-            vec![(
-                "tls.cert_file".to_string(),
-                format!(
-                    "{}/junk.pem is not a PEM file (no -----BEGIN line)",
-                    dir.display()
-                )
-            )]
-        );
+        assert_eq!(p, vec![("tls.cert_file".to_string(), format!("{}/junk.pem is not a PEM file (no -----BEGIN line)", dir.display()))]);
         let text = text.replace("junk.pem", "ca.pem");
         let (m, _) = load(&text);
-        let Some(TlsMode::Mutual(mat)) = m else {
-            panic!("expected mutual TLS")
-        };
+        let Some(TlsMode::Mutual(mat)) = m else { panic!("expected mutual TLS") };
         assert_eq!(mat.ca_pem, pem.to_vec());
         assert!(!format!("{mat:?}").contains("secret"));
         let _ = std::fs::remove_dir_all(dir);

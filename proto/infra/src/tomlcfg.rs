@@ -23,12 +23,7 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {} problem(s):",
-            self.file.display(),
-            self.problems.len()
-        )?;
+        write!(f, "{}: {} problem(s):", self.file.display(), self.problems.len())?;
         for p in &self.problems {
             if p.path.is_empty() {
                 write!(f, "\n  - {}", p.message)?;
@@ -53,10 +48,7 @@ impl Loader {
     pub fn from_file(file: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
             file: file.to_owned(),
-            problems: vec![Problem {
-                path: String::new(),
-                message: format!("cannot read the config file: {e}"),
-            }],
+            problems: vec![Problem { path: String::new(), message: format!("cannot read the config file: {e}") }],
         })?;
         Self::from_str(file, &text)
     }
@@ -65,16 +57,9 @@ impl Loader {
     pub fn from_str(file: &Path, text: &str) -> Result<Self, ConfigError> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
             file: file.to_owned(),
-            problems: vec![Problem {
-                path: String::new(),
-                message: format!("not valid TOML: {}", e.to_string().trim()),
-            }],
+            problems: vec![Problem { path: String::new(), message: format!("not valid TOML: {}", e.to_string().trim()) }],
         })?;
-        Ok(Loader {
-            file: file.to_owned(),
-            table,
-            problems: Vec::new(),
-        })
+        Ok(Loader { file: file.to_owned(), table, problems: Vec::new() })
     }
 
     /// Takes top-level key `key` and deserialises it into `T`. A missing key gives `T::default()`;
@@ -88,24 +73,14 @@ impl Loader {
         let de = serde_ignored::Deserializer::new(value, &mut on_unknown);
         let result: Result<T, _> = serde_path_to_error::deserialize(de);
         for u in unknown {
-            self.problems.push(Problem {
-                path: join(key, &u),
-                message: "unknown key (check the spelling; see the example config)".into(),
-            });
+            self.problems.push(Problem { path: join(key, &u), message: "unknown key (check the spelling; see the example config)".into() });
         }
         match result {
             Ok(v) => v,
             Err(e) => {
                 let inner = e.path().to_string();
-                let path = if inner == "." {
-                    key.to_string()
-                } else {
-                    join(key, &inner)
-                };
-                self.problems.push(Problem {
-                    path,
-                    message: e.into_inner().to_string(),
-                });
+                let path = if inner == "." { key.to_string() } else { join(key, &inner) };
+                self.problems.push(Problem { path, message: e.into_inner().to_string() });
                 T::default()
             }
         }
@@ -113,10 +88,7 @@ impl Loader {
 
     /// Records a semantic problem found by the caller.
     pub fn problem(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.problems.push(Problem { path: path.into(), message: message.into() });
     }
 
     /// Fails with every problem found, including top-level keys nobody took.
@@ -124,18 +96,12 @@ impl Loader {
         let mut left: Vec<String> = self.table.keys().cloned().collect();
         left.sort();
         for k in left {
-            self.problems.push(Problem {
-                path: k,
-                message: "unknown key (check the spelling; see the example config)".into(),
-            });
+            self.problems.push(Problem { path: k, message: "unknown key (check the spelling; see the example config)".into() });
         }
         if self.problems.is_empty() {
             Ok(())
         } else {
-            Err(ConfigError {
-                file: self.file,
-                problems: self.problems,
-            })
+            Err(ConfigError { file: self.file, problems: self.problems })
         }
     }
 
@@ -158,9 +124,7 @@ fn dotted(p: &serde_ignored::Path<'_>) -> String {
                 format!("{head}.{key}")
             }
         }
-        Path::Some { parent }
-        | Path::NewtypeStruct { parent }
-        | Path::NewtypeVariant { parent } => dotted(parent),
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => dotted(parent),
     }
 }
 
@@ -184,8 +148,7 @@ pub fn parse_duration(path: &str, s: &str, loader: &mut Loader) -> Option<std::t
 }
 
 fn humantime_like(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. `500ms`, `5s` or `2m`"))
+    humantime::parse_duration(s.trim()).map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. `500ms`, `5s` or `2m`"))
 }
 
 #[cfg(test)]
@@ -220,14 +183,8 @@ mod tests {
     #[test]
     fn durations_parse_or_name_the_key() {
         let mut l = Loader::from_str(Path::new("b.toml"), "").unwrap();
-        assert_eq!(
-            parse_duration("x", "250ms", &mut l),
-            Some(std::time::Duration::from_millis(250))
-        );
-        assert_eq!(
-            parse_duration("x", "2m", &mut l),
-            Some(std::time::Duration::from_secs(120))
-        );
+        assert_eq!(parse_duration("x", "250ms", &mut l), Some(std::time::Duration::from_millis(250)));
+        assert_eq!(parse_duration("x", "2m", &mut l), Some(std::time::Duration::from_secs(120)));
         assert_eq!(parse_duration("s.interval", "fast", &mut l), None);
         let err = l.finish().unwrap_err();
         assert_eq!(err.problems[0].path, "s.interval");

@@ -45,16 +45,12 @@ pub struct Volts(pub f64);
 pub struct Amperes(pub f64);
 
 /// A UTC wall-clock instant in integer nanoseconds since the Unix epoch (the wire's timestamp).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct UnixNanos(pub i64);
 
 /// A non-negative duration, or an offset from a trace's first sample, in nanoseconds.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Nanos(pub u64);
 
@@ -158,17 +154,11 @@ impl Nanos {
 impl UnixNanos {
     /// `self + d`, saturating at the end of the i64 range.
     pub fn plus(self, d: Nanos) -> UnixNanos {
-        UnixNanos(
-            self.0
-                .saturating_add(i64::try_from(d.0).unwrap_or(i64::MAX)),
-        )
+        UnixNanos(self.0.saturating_add(i64::try_from(d.0).unwrap_or(i64::MAX)))
     }
     /// `self - d`, saturating at the start of the i64 range.
     pub fn minus(self, d: Nanos) -> UnixNanos {
-        UnixNanos(
-            self.0
-                .saturating_sub(i64::try_from(d.0).unwrap_or(i64::MAX)),
-        )
+        UnixNanos(self.0.saturating_sub(i64::try_from(d.0).unwrap_or(i64::MAX)))
     }
     /// `self - earlier` as a duration, 0 if `earlier` is later.
     pub fn since(self, earlier: UnixNanos) -> Nanos {
@@ -256,10 +246,7 @@ mod tests {
         assert_eq!(UnixNanos(4).since(UnixNanos(10)), Nanos(0));
         assert_eq!(UnixNanos(i64::MAX - 1).plus(Nanos(10)), UnixNanos(i64::MAX));
         assert_eq!(UnixNanos(5).minus(Nanos(10)), UnixNanos(-5));
-        assert_eq!(
-            UnixNanos(i64::MIN + 1).minus(Nanos(u64::MAX)),
-            UnixNanos(i64::MIN)
-        );
+        assert_eq!(UnixNanos(i64::MIN + 1).minus(Nanos(u64::MAX)), UnixNanos(i64::MIN));
     }
 
     #[test]
@@ -274,17 +261,8 @@ mod tests {
 
     #[test]
     fn serde_is_the_bare_value() {
-        assert_eq!(
-            serde_json::to_string(&Watts(2.5)).ok().as_deref(),
-            Some("2.5")
-        );
-        assert_eq!(
-            serde_json::to_string(&UnixNanos(-7)).ok().as_deref(),
-            Some("-7")
-        );
-        assert_eq!(
-            serde_json::from_str::<Celsius>("49.85").ok(),
-            Some(Celsius(49.85))
-        );
+        assert_eq!(serde_json::to_string(&Watts(2.5)).ok().as_deref(), Some("2.5"));
+        assert_eq!(serde_json::to_string(&UnixNanos(-7)).ok().as_deref(), Some("-7"));
+        assert_eq!(serde_json::from_str::<Celsius>("49.85").ok(), Some(Celsius(49.85)));
     }
 }

@@ -42,33 +42,19 @@ pub struct FeatureValue {
 /// ([verified] on 2.3): the hex prefix is optional. Lines after the first (`-H` details,
 /// `Feature is changeable`) are ignored.
 pub fn parse_get_feature(stdout: &str) -> Result<FeatureValue, String> {
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("get-feature:") && l.contains("value:"))
-        .ok_or_else(|| format!("no `get-feature:… value:` line in {stdout:?}"))?;
-    let (head, tail) = line
-        .rsplit_once("value:")
-        .ok_or_else(|| format!("no `value:` in {line:?}"))?;
+    let line =
+        stdout.lines().find(|l| l.contains("get-feature:") && l.contains("value:")).ok_or_else(|| format!("no `get-feature:… value:` line in {stdout:?}"))?;
+    let (head, tail) = line.rsplit_once("value:").ok_or_else(|| format!("no `value:` in {line:?}"))?;
     let hex = tail.trim();
-    let hex = hex
-        .strip_prefix("0x")
-        .or_else(|| hex.strip_prefix("0X"))
-        .unwrap_or(hex);
+    let hex = hex.strip_prefix("0x").or_else(|| hex.strip_prefix("0X")).unwrap_or(hex);
     let hex: String = hex.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
     let value = u32::from_str_radix(&hex, 16).map_err(|e| format!("bad value in {line:?}: {e}"))?;
-    let fid = head
-        .split("get-feature:")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| {
-            let s = s.trim_end_matches(',');
-            let h = s.strip_prefix("0x").unwrap_or(s);
-            u8::from_str_radix(h, 16).ok()
-        });
-    let select = head
-        .rsplit_once(',')
-        .map(|(_, s)| s.trim().to_string())
-        .unwrap_or_default();
+    let fid = head.split("get-feature:").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|s| {
+        let s = s.trim_end_matches(',');
+        let h = s.strip_prefix("0x").unwrap_or(s);
+        u8::from_str_radix(h, 16).ok()
+    });
+    let select = head.rsplit_once(',').map(|(_, s)| s.trim().to_string()).unwrap_or_default();
     Ok(FeatureValue { fid, select, value })
 }
 
@@ -104,10 +90,7 @@ pub struct PowerManagement {
 impl PowerManagement {
     /// Decodes DW0.
     pub fn from_value(value: u32) -> Self {
-        PowerManagement {
-            ps: (value & 0x1f) as u8,
-            workload_hint: ((value >> 5) & 0x7) as u8,
-        }
+        PowerManagement { ps: (value & 0x1f) as u8, workload_hint: ((value >> 5) & 0x7) as u8 }
     }
     /// Encodes CDW11.
     pub fn to_value(self) -> u32 {
@@ -129,10 +112,7 @@ impl NvmeStatus {
             let rest = line.trim().strip_prefix("NVMe status:")?;
             let open = rest.rfind('(')?;
             let inner = rest[open + 1..].trim_end().strip_suffix(')')?;
-            let hex = inner
-                .strip_prefix("0x")
-                .or_else(|| inner.strip_prefix("0X"))
-                .unwrap_or(inner);
+            let hex = inner.strip_prefix("0x").or_else(|| inner.strip_prefix("0X")).unwrap_or(inner);
             let code = u16::from_str_radix(hex, 16).ok()?;
             Some((NvmeStatus(code), rest[..open].trim().to_string()))
         })
@@ -194,55 +174,30 @@ mod tests {
 
     #[test]
     fn zero_without_prefix() {
-        let v = parse_get_feature(
-            "get-feature:0x02 (Power Management), Current value:00000000\n\tWorkload Hint (WH): 0 - No Workload\n\tPower State   (PS): 0\n",
-        );
-        assert_eq!(
-            v,
-            Ok(FeatureValue {
-                fid: Some(2),
-                select: "Current".into(),
-                value: 0
-            })
-        );
         let v =
-            parse_get_feature("get-feature:0x02 (Power Management), Current value:0x00000003\n");
+            parse_get_feature("get-feature:0x02 (Power Management), Current value:00000000\n\tWorkload Hint (WH): 0 - No Workload\n\tPower State   (PS): 0\n");
+        assert_eq!(v, Ok(FeatureValue { fid: Some(2), select: "Current".into(), value: 0 }));
+        let v = parse_get_feature("get-feature:0x02 (Power Management), Current value:0x00000003\n");
         assert_eq!(v.map(|v| v.value), Ok(3));
-        let v = parse_get_feature(
-            "get-feature:0x04 (Temperature Threshold), Supported capabilities value:0x00000004\n  Feature is changeable\n",
-        );
-        assert_eq!(
-            v.map(|v| (v.fid, v.select, v.value)),
-            Ok((Some(4), "Supported capabilities".into(), 4))
-        );
+        let v = parse_get_feature("get-feature:0x04 (Temperature Threshold), Supported capabilities value:0x00000004\n  Feature is changeable\n");
+        assert_eq!(v.map(|v| (v.fid, v.select, v.value)), Ok((Some(4), "Supported capabilities".into(), 4)));
         assert!(parse_get_feature("NVMe status: ...").is_err());
     }
 
     #[test]
     fn status_text() {
-        let (s, msg) = NvmeStatus::from_stderr(
-            "NVMe status: Feature Not Changeable: The Feature Identifier is not able to be changed(0x410e)\n",
-        )
-        .unwrap_or((NvmeStatus(0), String::new()));
+        let (s, msg) = NvmeStatus::from_stderr("NVMe status: Feature Not Changeable: The Feature Identifier is not able to be changed(0x410e)\n")
+            .unwrap_or((NvmeStatus(0), String::new()));
         assert_eq!(s, NvmeStatus(0x410e));
         assert!(s.dnr() && s.is_feature_not_changeable());
-        assert_eq!(
-            msg,
-            "Feature Not Changeable: The Feature Identifier is not able to be changed"
-        );
+        assert_eq!(msg, "Feature Not Changeable: The Feature Identifier is not able to be changed");
         assert_eq!(s.to_string(), "0x410e");
     }
 
     #[test]
     fn power_management_bits() {
         let pm = PowerManagement::from_value(0x43);
-        assert_eq!(
-            pm,
-            PowerManagement {
-                ps: 3,
-                workload_hint: 2
-            }
-        );
+        assert_eq!(pm, PowerManagement { ps: 3, workload_hint: 2 });
         assert_eq!(pm.to_value(), 0x43);
     }
 }

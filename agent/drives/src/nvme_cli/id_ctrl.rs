@@ -141,13 +141,8 @@ pub fn parse_id_ctrl(stdout: &str) -> Result<IdCtrl, String> {
     if !root.is_object() {
         return Err("not a JSON object".into());
     }
-    let npss: u8 = field_num(&root, "", "npss")
-        .map_err(|p| p.to_string())?
-        .ok_or("no `npss`")?;
-    let psds = root
-        .get("psds")
-        .and_then(Value::as_array)
-        .ok_or("no `psds` array")?;
+    let npss: u8 = field_num(&root, "", "npss").map_err(|p| p.to_string())?.ok_or("no `npss`")?;
+    let psds = root.get("psds").and_then(Value::as_array).ok_or("no `psds` array")?;
     let mut pr = Problems::default();
     // Descriptors beyond NPSS are not valid (§5.1); nvme-cli prints 0..=npss but be strict.
     let mut power_states = Vec::new();
@@ -166,9 +161,7 @@ pub fn parse_id_ctrl(stdout: &str) -> Result<IdCtrl, String> {
     let mxtmt_kelvin = u16_of("mxtmt");
     let oncs = u16_of("oncs");
     let apsta = pr.take(field_num::<u8>(&root, "", "apsta")).unwrap_or(0);
-    let capacity_bytes = pr
-        .take(field_num::<u128>(&root, "", "tnvmcap"))
-        .filter(|c| *c != 0);
+    let capacity_bytes = pr.take(field_num::<u128>(&root, "", "tnvmcap")).filter(|c| *c != 0);
     Ok(IdCtrl {
         vid,
         ssvid,
@@ -190,37 +183,24 @@ pub fn parse_id_ctrl(stdout: &str) -> Result<IdCtrl, String> {
 }
 
 fn parse_psd(index: usize, psd: &Value, pr: &mut Problems) -> Result<PowerState, String> {
-    let index =
-        u8::try_from(index).map_err(|_| format!("power state index {index} out of range"))?;
+    let index = u8::try_from(index).map_err(|_| format!("power state index {index} out of range"))?;
     let path = format!("psds[{index}]");
     let mut get = |k: &str| pr.take(field_num::<u64>(psd, &path, k));
     // A descriptor without a readable max power cannot be used by the governor: fail loudly.
-    let mp = field_num::<u64>(psd, &path, "max_power")
-        .map_err(|p| p.to_string())?
-        .ok_or_else(|| format!("psds[{index}] has no max_power"))?;
+    let mp = field_num::<u64>(psd, &path, "max_power").map_err(|p| p.to_string())?.ok_or_else(|| format!("psds[{index}] has no max_power"))?;
     // MXPS / NOPS: `flags` up to 2.5, separate keys from 2.6.
     let (mxps, nops) = match get("flags") {
         Some(flags) => (flags & 1 != 0, flags & 2 != 0),
         None => {
-            let nops_key = if psd.get("non-operational_state").is_some() {
-                "non-operational_state"
-            } else {
-                "non_operational_state"
-            };
-            (
-                get("max_power_scale").unwrap_or(0) & 1 != 0,
-                get(nops_key).unwrap_or(0) != 0,
-            )
+            let nops_key = if psd.get("non-operational_state").is_some() { "non-operational_state" } else { "non_operational_state" };
+            (get("max_power_scale").unwrap_or(0) & 1 != 0, get(nops_key).unwrap_or(0) != 0)
         }
     };
     let max_power = (mp != 0).then(|| Watts::from_units(mp, if mxps { 10_000 } else { 100 }));
 
     let idle_scale = get("idle_scale").map(shifted_scale);
     let (active_scale, apw) = match (get("active_scale"), get("active_work_scale")) {
-        (Some(s), _) => (
-            Some(shifted_scale(s)),
-            get("active_power_work").unwrap_or(0),
-        ),
+        (Some(s), _) => (Some(shifted_scale(s)), get("active_power_work").unwrap_or(0)),
         // ≤ 2.0: one key; 1.x raw byte carries APW in bits 2:0, 2.0 only the shifted scale.
         (None, Some(raw)) if raw >= 4 => (Some(raw >> 6), raw & 7),
         (None, Some(s)) => (Some(s), 0),

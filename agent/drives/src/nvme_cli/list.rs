@@ -41,10 +41,7 @@ pub struct ListedNamespace {
 /// Parses either layout. Unknown extra keys are ignored.
 pub fn parse_list(stdout: &str) -> Result<Vec<ListedNamespace>, String> {
     let root: Value = serde_json::from_str(stdout).map_err(|e| format!("not JSON: {e}"))?;
-    let devices = root
-        .get("Devices")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "no `Devices` array".to_string())?;
+    let devices = root.get("Devices").and_then(Value::as_array).ok_or_else(|| "no `Devices` array".to_string())?;
     let mut out = Vec::new();
     for dev in devices {
         if let Some(subsystems) = dev.get("Subsystems").and_then(Value::as_array) {
@@ -63,11 +60,7 @@ pub fn parse_list(stdout: &str) -> Result<Vec<ListedNamespace>, String> {
 fn simple_entry(dev: &Value) -> Result<ListedNamespace, String> {
     let device_path = field_str(dev, "DevicePath").ok_or("entry without DevicePath")?;
     let mut pr = Problems::default();
-    let nsid_key = if dev.get("NameSpace").is_some() {
-        "NameSpace"
-    } else {
-        "NSID"
-    };
+    let nsid_key = if dev.get("NameSpace").is_some() { "NameSpace" } else { "NSID" };
     let nsid = pr.take(field_num(dev, &device_path, nsid_key));
     let capacity_bytes = pr.take(field_num(dev, &device_path, "PhysicalSize"));
     let used_bytes = pr.take(field_num(dev, &device_path, "UsedBytes"));
@@ -88,17 +81,9 @@ fn simple_entry(dev: &Value) -> Result<ListedNamespace, String> {
 }
 
 fn verbose_subsystem(subsys: &Value, out: &mut Vec<ListedNamespace>) {
-    let controllers = subsys
-        .get("Controllers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let controllers = subsys.get("Controllers").and_then(Value::as_array).cloned().unwrap_or_default();
     for ctrl in &controllers {
-        let namespaces = ctrl
-            .get("Namespaces")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let namespaces = ctrl.get("Namespaces").and_then(Value::as_array).cloned().unwrap_or_default();
         for ns in &namespaces {
             if let Some(entry) = verbose_namespace(ns, Some(ctrl)) {
                 out.push(entry);
@@ -108,12 +93,7 @@ fn verbose_subsystem(subsys: &Value, out: &mut Vec<ListedNamespace>) {
     // Native multipath: the namespace belongs to the subsystem; attribute it to the first live
     // controller (any path works for controller-scope admin commands).
     let first = controllers.first();
-    for ns in subsys
-        .get("Namespaces")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-    {
+    for ns in subsys.get("Namespaces").and_then(Value::as_array).cloned().unwrap_or_default() {
         if let Some(entry) = verbose_namespace(&ns, first) {
             if !out.iter().any(|e| e.device_path == entry.device_path) {
                 out.push(entry);
@@ -129,11 +109,7 @@ fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace
         Some(Value::String(s)) => s.trim().to_string(),
         _ => field_str(ns, "Name").or_else(|| field_str(ns, "DevicePath"))?,
     };
-    let device_path = if name.starts_with("/dev/") {
-        name
-    } else {
-        format!("/dev/{name}")
-    };
+    let device_path = if name.starts_with("/dev/") { name } else { format!("/dev/{name}") };
     let mut pr = Problems::default();
     let nsid = match (ns.get("NSID"), ns.get("NameSpace")) {
         (Some(_), _) => pr.take(field_num::<u32>(ns, &device_path, "NSID")),
@@ -144,28 +120,14 @@ fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace
     let used_bytes = pr.take(field_num(ns, &device_path, "UsedBytes"));
     let sector_size = pr.take(field_num(ns, &device_path, "SectorSize"));
     let ctrl_name = ctrl.and_then(|c| field_str(c, "Controller"));
-    let controller = ctrl_name
-        .map(|c| {
-            if c.starts_with("/dev/") {
-                c
-            } else {
-                format!("/dev/{c}")
-            }
-        })
-        .or_else(|| controller_of(&device_path));
+    let controller = ctrl_name.map(|c| if c.starts_with("/dev/") { c } else { format!("/dev/{c}") }).or_else(|| controller_of(&device_path));
     let from_ctrl = |k: &str| ctrl.and_then(|c| field_str(c, k));
     Some(ListedNamespace {
         controller,
         nsid,
-        model: from_ctrl("ModelNumber")
-            .or_else(|| field_str(ns, "ModelNumber"))
-            .unwrap_or_default(),
-        serial: from_ctrl("SerialNumber")
-            .or_else(|| field_str(ns, "SerialNumber"))
-            .unwrap_or_default(),
-        firmware: from_ctrl("Firmware")
-            .or_else(|| field_str(ns, "Firmware"))
-            .unwrap_or_default(),
+        model: from_ctrl("ModelNumber").or_else(|| field_str(ns, "ModelNumber")).unwrap_or_default(),
+        serial: from_ctrl("SerialNumber").or_else(|| field_str(ns, "SerialNumber")).unwrap_or_default(),
+        firmware: from_ctrl("Firmware").or_else(|| field_str(ns, "Firmware")).unwrap_or_default(),
         transport: from_ctrl("Transport"),
         capacity_bytes,
         used_bytes,
@@ -204,14 +166,8 @@ mod tests {
     #[test]
     fn controller_names() {
         assert_eq!(controller_of("/dev/nvme0n1").as_deref(), Some("/dev/nvme0"));
-        assert_eq!(
-            controller_of("/dev/nvme12n3").as_deref(),
-            Some("/dev/nvme12")
-        );
-        assert_eq!(
-            controller_of("/dev/nvme0c3n1").as_deref(),
-            Some("/dev/nvme3")
-        );
+        assert_eq!(controller_of("/dev/nvme12n3").as_deref(), Some("/dev/nvme12"));
+        assert_eq!(controller_of("/dev/nvme0c3n1").as_deref(), Some("/dev/nvme3"));
         assert_eq!(controller_of("/dev/nvme0").as_deref(), Some("/dev/nvme0"));
         assert_eq!(controller_of("/dev/sda"), None);
     }

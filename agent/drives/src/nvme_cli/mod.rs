@@ -11,8 +11,7 @@ mod list;
 mod smart_log;
 
 pub use feature::{
-    parse_get_feature, FeatureCapabilities, FeatureSelect, FeatureValue, NvmeStatus,
-    PowerManagement, FID_INTEL_POWER_GOVERNOR, FID_POWER_MANAGEMENT,
+    parse_get_feature, FeatureCapabilities, FeatureSelect, FeatureValue, NvmeStatus, PowerManagement, FID_INTEL_POWER_GOVERNOR, FID_POWER_MANAGEMENT,
 };
 pub use id_ctrl::{parse_id_ctrl, IdCtrl, PowerState};
 pub use list::{controller_of, parse_list, ListedNamespace};
@@ -79,21 +78,13 @@ impl fmt::Display for NvmeCliVersion {
 
 /// Parses `nvme version 2.3 (git 2.3)` (Debian 12's "2.4+really2.3" prints 2.3, §6.1).
 pub fn parse_version(stdout: &str) -> Option<NvmeCliVersion> {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with("nvme version"))?;
+    let line = stdout.lines().find(|l| l.trim_start().starts_with("nvme version"))?;
     let rest = line.trim_start().strip_prefix("nvme version")?.trim_start();
     let ver = rest.split_whitespace().next()?;
-    let mut parts = ver
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty());
+    let mut parts = ver.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-    Some(NvmeCliVersion {
-        major,
-        minor,
-        raw: line.trim().to_string(),
-    })
+    Some(NvmeCliVersion { major, minor, raw: line.trim().to_string() })
 }
 
 /// nvme-cli behind a runner ([`Tool`]: program path, deadline, runner). Cheap to clone.
@@ -105,23 +96,17 @@ pub struct NvmeCli {
 impl NvmeCli {
     /// `nvme` from PATH with [`crate::DEFAULT_TIMEOUT`].
     pub fn new(runner: Arc<dyn CommandRunner>) -> Self {
-        NvmeCli {
-            tool: Tool::new(runner, "nvme"),
-        }
+        NvmeCli { tool: Tool::new(runner, "nvme") }
     }
 
     /// Uses another executable (absolute path, or a fake in tests).
     pub fn with_program(self, program: impl Into<String>) -> Self {
-        NvmeCli {
-            tool: self.tool.with_program(program),
-        }
+        NvmeCli { tool: self.tool.with_program(program) }
     }
 
     /// Uses another deadline per call.
     pub fn with_timeout(self, timeout: Duration) -> Self {
-        NvmeCli {
-            tool: self.tool.with_timeout(timeout),
-        }
+        NvmeCli { tool: self.tool.with_timeout(timeout) }
     }
 
     /// The program that runs.
@@ -153,75 +138,37 @@ impl NvmeCli {
     pub fn list(&self) -> Result<Vec<ListedNamespace>, NvmeError> {
         let args = strings(&["list", "-o", "json"]);
         let out = self.run_ok(&args)?;
-        parse_list(&out.stdout).map_err(|detail| NvmeError::Parse {
-            command: self.argv_line(&args),
-            what: "`nvme list` JSON",
-            detail,
-        })
+        parse_list(&out.stdout).map_err(|detail| NvmeError::Parse { command: self.argv_line(&args), what: "`nvme list` JSON", detail })
     }
 
     /// `nvme id-ctrl DEV -o json`.
     pub fn id_ctrl(&self, controller: &str) -> Result<IdCtrl, NvmeError> {
-        let args = vec![
-            "id-ctrl".to_string(),
-            dev(controller)?,
-            "-o".into(),
-            "json".into(),
-        ];
+        let args = vec!["id-ctrl".to_string(), dev(controller)?, "-o".into(), "json".into()];
         let out = self.run_ok(&args)?;
-        parse_id_ctrl(&out.stdout).map_err(|detail| NvmeError::Parse {
-            command: self.argv_line(&args),
-            what: "id-ctrl JSON",
-            detail,
-        })
+        parse_id_ctrl(&out.stdout).map_err(|detail| NvmeError::Parse { command: self.argv_line(&args), what: "id-ctrl JSON", detail })
     }
 
     /// `nvme smart-log DEV -o json` (no `--verbose`: it does not exist in 2.3, §6.1).
     pub fn smart_log(&self, controller: &str) -> Result<SmartLog, NvmeError> {
-        let args = vec![
-            "smart-log".to_string(),
-            dev(controller)?,
-            "-o".into(),
-            "json".into(),
-        ];
+        let args = vec!["smart-log".to_string(), dev(controller)?, "-o".into(), "json".into()];
         let out = self.run_ok(&args)?;
-        parse_smart_log(&out.stdout).map_err(|detail| NvmeError::Parse {
-            command: self.argv_line(&args),
-            what: "smart-log JSON",
-            detail,
-        })
+        parse_smart_log(&out.stdout).map_err(|detail| NvmeError::Parse { command: self.argv_line(&args), what: "smart-log JSON", detail })
     }
 
     /// `nvme get-feature DEV --feature-id=F [--sel=S]`, text output (no JSON before 2.7, §6.2).
-    pub fn get_feature(
-        &self,
-        controller: &str,
-        fid: u8,
-        sel: FeatureSelect,
-    ) -> Result<u32, NvmeError> {
+    pub fn get_feature(&self, controller: &str, fid: u8, sel: FeatureSelect) -> Result<u32, NvmeError> {
         let mut args = vec!["get-feature".to_string(), dev(controller)?, fid_arg(fid)];
         if sel != FeatureSelect::Current {
             args.push(format!("--sel={}", sel as u8));
         }
         let out = self.run_ok(&args)?;
-        parse_get_feature(&out.stdout)
-            .map(|v| v.value)
-            .map_err(|detail| NvmeError::Parse {
-                command: self.argv_line(&args),
-                what: "get-feature text",
-                detail,
-            })
+        parse_get_feature(&out.stdout).map(|v| v.value).map_err(|detail| NvmeError::Parse { command: self.argv_line(&args), what: "get-feature text", detail })
     }
 
     /// `nvme set-feature DEV --feature-id=F --value=V` (long options: `-v` changed meaning in 2.7).
     /// Never `--save`: the agent's changes must vanish on power cycle (§5.3).
     pub fn set_feature(&self, controller: &str, fid: u8, value: u32) -> Result<(), NvmeError> {
-        let args = vec![
-            "set-feature".to_string(),
-            dev(controller)?,
-            fid_arg(fid),
-            format!("--value={value}"),
-        ];
+        let args = vec!["set-feature".to_string(), dev(controller)?, fid_arg(fid), format!("--value={value}")];
         self.run_ok(&args).map(|_| ())
     }
 }
@@ -245,9 +192,7 @@ fn dev(device: &str) -> Result<String, NvmeError> {
     if device.starts_with("/dev/") && !device.contains(char::is_whitespace) {
         Ok(device.to_string())
     } else {
-        Err(NvmeError::BadDevice {
-            device: device.to_string(),
-        })
+        Err(NvmeError::BadDevice { device: device.to_string() })
     }
 }
 

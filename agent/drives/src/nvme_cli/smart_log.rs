@@ -126,8 +126,7 @@ impl SmartLog {
 /// Parses the smart-log JSON of any nvme-cli version. Fails only when the output is not a
 /// smart-log at all (no readable `critical_warning`); other fields degrade one by one.
 pub fn parse_smart_log(stdout: &str) -> Result<SmartLog, String> {
-    let obj: RawObject =
-        serde_json::from_str(stdout).map_err(|e| format!("not a JSON object: {e}"))?;
+    let obj: RawObject = serde_json::from_str(stdout).map_err(|e| format!("not a JSON object: {e}"))?;
     let critical_warning = match raw_value(&obj, "critical_warning") {
         Some(Value::Object(o)) => match o.get("value") {
             Some(v) => num_of::<u8>("critical_warning.value", v),
@@ -142,18 +141,11 @@ pub fn parse_smart_log(stdout: &str) -> Result<SmartLog, String> {
 
     let mut pr = Problems::default();
     // `Temperature` is the 2.7 spelling; 0 K means "not reported".
-    let key = if obj.contains_key("temperature") {
-        "temperature"
-    } else {
-        "Temperature"
-    };
+    let key = if obj.contains_key("temperature") { "temperature" } else { "Temperature" };
     let composite_kelvin = pr.take(raw_num::<u16>(&obj, key)).filter(|k| *k != 0);
     let mut sensors = [None; 8];
     for (i, slot) in sensors.iter_mut().enumerate() {
-        let k = pr.take(raw_num::<u16>(
-            &obj,
-            &format!("temperature_sensor_{}", i + 1),
-        ));
+        let k = pr.take(raw_num::<u16>(&obj, &format!("temperature_sensor_{}", i + 1)));
         *slot = k.filter(|k| *k != 0).map(Celsius::from_kelvin);
     }
     let mut first_u8 = |keys: &[&str]| {
@@ -179,14 +171,8 @@ pub fn parse_smart_log(stdout: &str) -> Result<SmartLog, String> {
     let warning_temp_time_min = small("warning_temp_time");
     let critical_temp_time_min = small("critical_comp_time");
     let thermal_mgmt = [
-        ThermalMgmt {
-            transitions: small("thm_temp1_trans_count"),
-            total_time_s: small("thm_temp1_total_time"),
-        },
-        ThermalMgmt {
-            transitions: small("thm_temp2_trans_count"),
-            total_time_s: small("thm_temp2_total_time"),
-        },
+        ThermalMgmt { transitions: small("thm_temp1_trans_count"), total_time_s: small("thm_temp1_total_time") },
+        ThermalMgmt { transitions: small("thm_temp2_trans_count"), total_time_s: small("thm_temp2_total_time") },
     ];
     Ok(SmartLog {
         critical_warning,

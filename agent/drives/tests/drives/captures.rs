@@ -27,10 +27,7 @@ fn celsius(v: Option<Celsius>) -> String {
 }
 
 fn list<T: Display>(v: impl IntoIterator<Item = T>) -> String {
-    v.into_iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    v.into_iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
 }
 
 /// Every field wattflip stores from one capture, as `key → value` (`-` = left out).
@@ -43,11 +40,7 @@ fn stored(rel: &str, text: &str) -> BTreeMap<String, String> {
         let r = parse_report(text, "", rel).unwrap_or_else(|e| panic!("{rel}: {e}"));
         // What the inventory keeps of a smartctl-only drive must agree with the report.
         let d = drive_from_smartctl(&r);
-        assert_eq!(
-            (d.capacity_bytes, d.logical_block_size, d.rotational),
-            (r.capacity_bytes, r.logical_block_size, r.rotational()),
-            "{rel}: inventory drive"
-        );
+        assert_eq!((d.capacity_bytes, d.logical_block_size, d.rotational), (r.capacity_bytes, r.logical_block_size, r.rotational()), "{rel}: inventory drive");
         put("exit", r.exit.0.to_string());
         put("version", opt(r.version.map(|(a, b)| format!("{a}.{b}"))));
         put("device", r.device.name.clone());
@@ -93,20 +86,9 @@ fn stored(rel: &str, text: &str) -> BTreeMap<String, String> {
         put("critical_warning", l.critical_warning.0.to_string());
         put("composite_kelvin", opt(l.composite_kelvin));
         put("composite_c", celsius(l.composite));
-        put(
-            "sensors_c",
-            list(
-                l.sensors
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, c)| c.map(|c| format!("{}:{}", i + 1, c.value()))),
-            ),
-        );
+        put("sensors_c", list(l.sensors.iter().enumerate().filter_map(|(i, c)| c.map(|c| format!("{}:{}", i + 1, c.value())))));
         put("available_spare_pct", opt(l.available_spare_pct));
-        put(
-            "available_spare_threshold_pct",
-            opt(l.available_spare_threshold_pct),
-        );
+        put("available_spare_threshold_pct", opt(l.available_spare_threshold_pct));
         put("percentage_used", opt(l.percentage_used));
         put("endurance_group_warning", opt(l.endurance_group_warning));
         put("data_units_read", opt(l.data_units_read));
@@ -172,15 +154,7 @@ fn stored(rel: &str, text: &str) -> BTreeMap<String, String> {
             put("operational", p.operational.to_string());
             put("entry_latency_us", p.entry_latency_us.to_string());
             put("exit_latency_us", p.exit_latency_us.to_string());
-            put(
-                "relative",
-                list([
-                    p.relative_read_throughput,
-                    p.relative_read_latency,
-                    p.relative_write_throughput,
-                    p.relative_write_latency,
-                ]),
-            );
+            put("relative", list([p.relative_read_throughput, p.relative_read_latency, p.relative_write_throughput, p.relative_write_latency]));
             put("idle_power_w", opt(p.idle_power.map(|w| w.value())));
             put("active_power_w", opt(p.active_power.map(|w| w.value())));
             put("active_power_workload", p.active_power_workload.to_string());
@@ -201,8 +175,7 @@ fn problems(p: &[wattflip_drives::FieldProblem]) -> String {
 }
 
 fn expected(path: &Path) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}: write it by reading the capture", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}: write it by reading the capture", path.display()));
     let mut m = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim_end();
@@ -232,9 +205,7 @@ fn check(rel: &str) {
             format!(
                 "  {k}: stored {:?}, expected {:?}",
                 got.get(k).map(String::as_str).unwrap_or("<no such field>"),
-                want.get(k)
-                    .map(String::as_str)
-                    .unwrap_or("<not in .expected>")
+                want.get(k).map(String::as_str).unwrap_or("<not in .expected>")
             )
         })
         .collect();
@@ -288,19 +259,12 @@ captures! {
 fn every_capture_has_a_test_and_an_expected_file() {
     let mut found = Vec::new();
     for dir in ["smartctl", "nvme-cli"] {
-        let entries = std::fs::read_dir(corpus().join(dir))
-            .unwrap_or_else(|e| panic!("{}: {e}", corpus().join(dir).display()));
+        let entries = std::fs::read_dir(corpus().join(dir)).unwrap_or_else(|e| panic!("{}: {e}", corpus().join(dir).display()));
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(stem) = name.strip_suffix(".json") {
                 found.push(format!("{dir}/{stem}"));
-                assert!(
-                    corpus()
-                        .join(dir)
-                        .join(format!("{stem}.expected"))
-                        .is_file(),
-                    "{dir}/{stem}: no .expected file"
-                );
+                assert!(corpus().join(dir).join(format!("{stem}.expected")).is_file(), "{dir}/{stem}: no .expected file");
             }
         }
     }
@@ -309,13 +273,9 @@ fn every_capture_has_a_test_and_an_expected_file() {
     listed.sort();
     assert_eq!(found, listed, "captures on disk vs captures! list");
     assert!(found.len() >= 30, "corpus has {} captures", found.len());
-    let provenance = std::fs::read_to_string(corpus().join("PROVENANCE.md"))
-        .unwrap_or_else(|e| panic!("PROVENANCE.md: {e}"));
+    let provenance = std::fs::read_to_string(corpus().join("PROVENANCE.md")).unwrap_or_else(|e| panic!("PROVENANCE.md: {e}"));
     for f in &found {
-        assert!(
-            provenance.contains(&format!("{f}.json")),
-            "{f}.json has no provenance line in PROVENANCE.md"
-        );
+        assert!(provenance.contains(&format!("{f}.json")), "{f}.json has no provenance line in PROVENANCE.md");
     }
 }
 
@@ -323,8 +283,7 @@ fn every_capture_has_a_test_and_an_expected_file() {
 fn corpus_temperatures() -> Vec<(String, String, f64)> {
     let mut out = Vec::new();
     for rel in ALL {
-        let text = std::fs::read_to_string(corpus().join(format!("{rel}.json")))
-            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let text = std::fs::read_to_string(corpus().join(format!("{rel}.json"))).unwrap_or_else(|e| panic!("{rel}: {e}"));
         let mut push = |sensor: String, c: Option<Celsius>| {
             if let Some(c) = c {
                 out.push((rel.to_string(), sensor, c.value()));
@@ -377,10 +336,7 @@ fn collector_accepts_every_corpus_temperature() {
     let accepted = convert_batch("a1", batch(&all)).map(|b| b.temperature.len());
     assert_eq!(accepted.ok(), Some(41), "{temps:?}");
     for (rel, sensor, c) in &temps {
-        assert!(
-            (0.0..=60.0).contains(c),
-            "{rel} {sensor}: {c} °C is not a drive temperature"
-        );
+        assert!((0.0..=60.0).contains(c), "{rel} {sensor}: {c} °C is not a drive temperature");
     }
     // The old misreading of the float capture's 310.0 K as 3,100 K: the collector refuses it.
     assert!(convert_batch("a1", batch(&[3100.0 - 273.15])).is_err());
@@ -390,25 +346,16 @@ fn collector_accepts_every_corpus_temperature() {
 /// hwmon reading of the same Kelvin value (agrees) and one 10 °C hotter (disagrees, by +10 °C).
 #[test]
 fn cross_check_on_captures() {
-    use wattflip_drives::crosscheck::{
-        cross_check, Disagreement, SourceView, DEFAULT_TEMPERATURE_TOLERANCE,
-    };
+    use wattflip_drives::crosscheck::{cross_check, Disagreement, SourceView, DEFAULT_TEMPERATURE_TOLERANCE};
     let path = corpus().join("nvme-cli/netdata-2.11-smart-log-firecuda-thermal.json");
     let log = parse_smart_log(&std::fs::read_to_string(path).expect("capture")).expect("parse");
     let nvme = SourceView::nvme_cli(None, Some(&log));
     assert_eq!(nvme.temperature, Some(Celsius(50.85)));
     let agree = SourceView::hwmon(Celsius::from_millidegrees(50_850));
-    assert_eq!(
-        cross_check(&[nvme.clone(), agree], DEFAULT_TEMPERATURE_TOLERANCE),
-        []
-    );
+    assert_eq!(cross_check(&[nvme.clone(), agree], DEFAULT_TEMPERATURE_TOLERANCE), []);
     let hot = SourceView::hwmon(Celsius::from_millidegrees(60_850));
     assert_eq!(
         cross_check(&[nvme, hot], DEFAULT_TEMPERATURE_TOLERANCE),
-        [Disagreement::Temperature {
-            reference: ("nvme-cli".into(), Celsius(50.85)),
-            other: ("hwmon".into(), Celsius(60.85)),
-            delta: 60.85 - 50.85,
-        }]
+        [Disagreement::Temperature { reference: ("nvme-cli".into(), Celsius(50.85)), other: ("hwmon".into(), Celsius(60.85)), delta: 60.85 - 50.85 }]
     );
 }

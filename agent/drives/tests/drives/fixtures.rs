@@ -14,35 +14,20 @@ fn assert_contains_captured(captured: &str, completed: &[&str]) {
             continue;
         }
         checked += 1;
-        assert!(
-            completed.iter().any(|c| c.lines().any(|l| l.trim() == t)),
-            "captured line {t:?} is missing from {completed:?}"
-        );
+        assert!(completed.iter().any(|c| c.lines().any(|l| l.trim() == t)), "captured line {t:?} is missing from {completed:?}");
     }
     assert!(checked > 0);
 }
 
 #[test]
 fn completed_fixtures_contain_every_captured_line() {
-    assert_contains_captured(
-        "nvme/qemu-nvme-cli-2.3-list.captured.txt",
-        &["nvme/qemu-nvme-cli-2.3-list.json"],
-    );
-    assert_contains_captured(
-        "nvme/qemu-nvme-cli-2.3-id-ctrl.captured.txt",
-        &["nvme/qemu-nvme-cli-2.3-id-ctrl.json"],
-    );
+    assert_contains_captured("nvme/qemu-nvme-cli-2.3-list.captured.txt", &["nvme/qemu-nvme-cli-2.3-list.json"]);
+    assert_contains_captured("nvme/qemu-nvme-cli-2.3-id-ctrl.captured.txt", &["nvme/qemu-nvme-cli-2.3-id-ctrl.json"]);
     assert_contains_captured(
         "nvme/qemu-nvme-cli-2.3-smart-log.captured.txt",
-        &[
-            "nvme/qemu-nvme-cli-2.3-smart-log.json",
-            "nvme/qemu-nvme-cli-2.3-smart-log-H.json",
-        ],
+        &["nvme/qemu-nvme-cli-2.3-smart-log.json", "nvme/qemu-nvme-cli-2.3-smart-log-H.json"],
     );
-    assert_contains_captured(
-        "smartctl/qemu-smartctl-7.3-nvme-H-A.captured.txt",
-        &["smartctl/qemu-smartctl-7.3-nvme-H-A.json"],
-    );
+    assert_contains_captured("smartctl/qemu-smartctl-7.3-nvme-H-A.captured.txt", &["smartctl/qemu-smartctl-7.3-nvme-H-A.json"]);
 }
 
 #[test]
@@ -57,9 +42,6 @@ fn split_feature_outputs_are_verbatim_parts_of_the_capture() {
         "nvme/qemu-nvme-cli-2.3-set-feature-f4-v0x13f.stdout.txt",
         "nvme/qemu-nvme-cli-2.3-get-feature-f4-H.stdout.txt",
     ] {
-        assert!(
-            capture.contains(&fixture(f)),
-            "{f} is not a verbatim part of the capture"
-        );
+        assert!(capture.contains(&fixture(f)), "{f} is not a verbatim part of the capture");
     }
 }

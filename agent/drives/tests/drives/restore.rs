@@ -6,20 +6,13 @@ use std::sync::Arc;
 use wattflip_drives::fake::{FakeNvme, SetBehaviour};
 use wattflip_drives::nvme_cli::FID_POWER_MANAGEMENT;
 use wattflip_drives::restore::state_file_path;
-use wattflip_drives::{
-    recover, Governor, NvmeCli, RestoreError, RestoreGuard, RestoreRegistry, StateRecord,
-};
+use wattflip_drives::{recover, Governor, NvmeCli, RestoreError, RestoreGuard, RestoreRegistry, StateRecord};
 
 const FIVE_PS: &str = "nvme/constructed-5ps-nvme-cli-2.11-id-ctrl.json";
 const SERIAL: &str = "S0WATTFLIP5PS0001";
 
 fn fake(value: u32, behaviour: SetBehaviour) -> (Arc<FakeNvme>, NvmeCli, Governor) {
-    let fake = Arc::new(FakeNvme::new().with_controller(
-        "/dev/nvme0",
-        &fixture(FIVE_PS),
-        value,
-        behaviour,
-    ));
+    let fake = Arc::new(FakeNvme::new().with_controller("/dev/nvme0", &fixture(FIVE_PS), value, behaviour));
     let nvme = NvmeCli::new(fake.clone());
     let states = nvme.id_ctrl("/dev/nvme0").expect("id").power_states;
     let gov = Governor::power_state(nvme.clone(), "/dev/nvme0", states).expect("gov");
@@ -32,11 +25,7 @@ fn value(fake: &FakeNvme) -> Option<u32> {
 
 /// State files (lock files stay: they are empty and deleting them would race).
 fn json_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .expect("dir")
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .count()
+    std::fs::read_dir(dir).expect("dir").filter_map(|e| e.ok()).filter(|e| e.path().extension().is_some_and(|x| x == "json")).count()
 }
 
 fn read_record(path: &Path) -> StateRecord {
@@ -50,19 +39,10 @@ fn state_file_then_explicit_restore() {
     let guard = RestoreGuard::arm(gov, SERIAL, dir.path(), None).expect("arm");
     let path = state_file_path(dir.path(), "/dev/nvme0", 2);
     assert_eq!(guard.state_file(), path);
-    assert_eq!(
-        path.file_name().and_then(|n| n.to_str()),
-        Some("wattflip-governor-nvme0-fid02.json")
-    );
+    assert_eq!(path.file_name().and_then(|n| n.to_str()), Some("wattflip-governor-nvme0-fid02.json"));
     let rec = read_record(&path);
-    assert_eq!(
-        (rec.device.as_str(), rec.serial.as_str()),
-        ("/dev/nvme0", SERIAL)
-    );
-    assert_eq!(
-        (rec.feature_id, rec.original_value, rec.original_state),
-        (2, 33, 1)
-    );
+    assert_eq!((rec.device.as_str(), rec.serial.as_str()), ("/dev/nvme0", SERIAL));
+    assert_eq!((rec.feature_id, rec.original_value, rec.original_state), (2, 33, 1));
     assert_eq!(rec.pid, std::process::id());
     assert!(rec.created_unix_s > 1_600_000_000);
 
@@ -73,10 +53,7 @@ fn state_file_then_explicit_restore() {
     assert!(report.wrote);
     assert_eq!((report.device.as_str(), report.state), ("/dev/nvme0", 1));
     assert_eq!(value(&fake), Some(33), "PS and workload hint are back");
-    assert!(
-        !path.exists(),
-        "state file removed after a verified restore"
-    );
+    assert!(!path.exists(), "state file removed after a verified restore");
 }
 
 #[test]
@@ -105,10 +82,7 @@ fn refuses_to_arm_twice_or_from_a_non_operational_state() {
     let first = RestoreGuard::arm(gov.clone(), SERIAL, dir.path(), None).expect("arm");
     // A live guard (here our own) holds the drive: a second arm names its owner.
     let err = RestoreGuard::arm(gov.clone(), SERIAL, dir.path(), None).expect_err("armed twice");
-    assert!(
-        matches!(&err, RestoreError::HeldByLiveOwner { pid: Some(p), .. } if *p == std::process::id()),
-        "{err}"
-    );
+    assert!(matches!(&err, RestoreError::HeldByLiveOwner { pid: Some(p), .. } if *p == std::process::id()), "{err}");
     assert!(err.to_string().contains("kill -TERM"), "{err}");
     // A state file whose owner is gone must be recovered before arming again.
     let path = first.state_file();
@@ -122,10 +96,7 @@ fn refuses_to_arm_twice_or_from_a_non_operational_state() {
     let dir2 = tempfile::tempdir().expect("tmp");
     let (_, _, gov) = fake(3, SetBehaviour::Honour);
     let err = RestoreGuard::arm(gov, SERIAL, dir2.path(), None).expect_err("PS3 original");
-    assert!(matches!(
-        err,
-        RestoreError::OriginalNotRestorable { state: 3, .. }
-    ));
+    assert!(matches!(err, RestoreError::OriginalNotRestorable { state: 3, .. }));
 }
 
 #[test]
@@ -139,9 +110,7 @@ fn registry_restores_on_signal_and_blocks_further_changes() {
 
     // What the agent's SIGTERM/SIGINT task does, from another thread.
     let handle = registry.clone();
-    let results = std::thread::spawn(move || handle.restore_all())
-        .join()
-        .expect("thread");
+    let results = std::thread::spawn(move || handle.restore_all()).join().expect("thread");
     assert_eq!(results.len(), 1);
     assert!(results[0].as_ref().is_ok_and(|r| r.state == 1 && r.wrote));
     assert_eq!(value(&fake), Some(1));
@@ -165,27 +134,13 @@ fn failed_restore_keeps_the_file_and_recover_finishes_it() {
 
     fake.set_behaviour("/dev/nvme0", SetBehaviour::Ignore);
     let err = guard.restore().expect_err("drive ignores the restore");
-    assert!(
-        matches!(
-            err,
-            RestoreError::NotVerified {
-                expected: 1,
-                observed: 0,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, RestoreError::NotVerified { expected: 1, observed: 0, .. }), "{err:?}");
     assert!(err.to_string().contains("recover() will retry"));
     assert!(path.exists());
 
     fake.set_behaviour("/dev/nvme0", SetBehaviour::Refuse);
     let rec = recover(dir.path(), &nvme).expect("recover");
-    assert!(
-        matches!(rec[0].result, Err(RestoreError::Refused { .. })),
-        "{:?}",
-        rec[0].result
-    );
+    assert!(matches!(rec[0].result, Err(RestoreError::Refused { .. })), "{:?}", rec[0].result);
     assert!(path.exists());
 
     fake.set_behaviour("/dev/nvme0", SetBehaviour::Honour);
@@ -205,12 +160,7 @@ fn recover_follows_the_serial_after_a_controller_rename() {
     let fake = Arc::new(
         FakeNvme::new()
             .with_controller("/dev/nvme0", &fixture(FIVE_PS), 0, SetBehaviour::Honour)
-            .with_controller(
-                "/dev/nvme1",
-                &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"),
-                0,
-                SetBehaviour::Refuse,
-            )
+            .with_controller("/dev/nvme1", &fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json"), 0, SetBehaviour::Refuse)
             .with_list(&fixture("nvme/constructed-nvme-cli-2.13-list.json")),
     );
     let nvme = NvmeCli::new(fake.clone());
@@ -231,60 +181,32 @@ fn recover_follows_the_serial_after_a_controller_rename() {
     let report = rec[0].result.as_ref().expect("restored");
     assert_eq!(report.device, "/dev/nvme0");
     assert_eq!(fake.feature("/dev/nvme0", 2), Some(2));
-    assert_eq!(
-        fake.feature("/dev/nvme1", 2),
-        Some(0),
-        "the other drive is untouched"
-    );
+    assert_eq!(fake.feature("/dev/nvme1", 2), Some(0), "the other drive is untouched");
     assert!(!path.exists());
 
     // The serial is nowhere: keep the file.
-    std::fs::write(
-        &path,
-        serde_json::to_string(&StateRecord {
-            serial: "GONE".into(),
-            ..record
-        })
-        .expect("json"),
-    )
-    .expect("write");
+    std::fs::write(&path, serde_json::to_string(&StateRecord { serial: "GONE".into(), ..record }).expect("json")).expect("write");
     let rec = recover(dir.path(), &nvme).expect("recover");
-    assert!(
-        matches!(rec[0].result, Err(RestoreError::SerialMismatch { .. })),
-        "{:?}",
-        rec[0].result
-    );
+    assert!(matches!(rec[0].result, Err(RestoreError::SerialMismatch { .. })), "{:?}", rec[0].result);
     assert!(path.exists());
 }
 
 #[test]
 fn recover_edge_cases() {
     let (fake, nvme, _) = fake(1, SetBehaviour::Honour);
-    let missing = tempfile::tempdir()
-        .expect("tmp")
-        .path()
-        .join("never-created");
-    assert!(recover(&missing, &nvme)
-        .expect("missing dir is fine")
-        .is_empty());
+    let missing = tempfile::tempdir().expect("tmp").path().join("never-created");
+    assert!(recover(&missing, &nvme).expect("missing dir is fine").is_empty());
 
     let dir = tempfile::tempdir().expect("tmp");
     let corrupt = dir.path().join("wattflip-governor-nvme0-fid02.json");
     std::fs::write(&corrupt, "{ half").expect("write");
-    std::fs::write(
-        dir.path().join("wattflip-governor-nvme9-fid02.json.tmp"),
-        "{",
-    )
-    .expect("write");
+    std::fs::write(dir.path().join("wattflip-governor-nvme9-fid02.json.tmp"), "{").expect("write");
     std::fs::write(dir.path().join("unrelated.json"), "{}").expect("write");
     let rec = recover(dir.path(), &nvme).expect("recover");
     assert_eq!(rec.len(), 1);
     assert!(matches!(rec[0].result, Err(RestoreError::Corrupt { .. })));
     assert!(corrupt.exists(), "a corrupt file is left for a human");
-    assert!(!dir
-        .path()
-        .join("wattflip-governor-nvme9-fid02.json.tmp")
-        .exists());
+    assert!(!dir.path().join("wattflip-governor-nvme9-fid02.json.tmp").exists());
 
     // Already in the original state (e.g. after a power cycle): verified without a write.
     std::fs::remove_file(&corrupt).expect("rm");

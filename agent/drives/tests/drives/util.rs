@@ -6,9 +6,7 @@ use std::time::Duration;
 use wattflip_drives::{NvmeCli, SystemRunner};
 
 pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures")
 }
 
 pub fn fixture(rel: &str) -> String {
@@ -28,13 +26,7 @@ impl FakeScript {
         FakeScript { dir }
     }
 
-    pub fn install(
-        dir: &Path,
-        id_ctrl_fixture: &str,
-        list_fixture: &str,
-        power_value: u32,
-        mode: &str,
-    ) {
+    pub fn install(dir: &Path, id_ctrl_fixture: &str, list_fixture: &str, power_value: u32, mode: &str) {
         use std::os::unix::fs::PermissionsExt;
         let script = dir.join("nvme");
         std::fs::copy(fixtures_dir().join("fake-nvme/nvme"), &script).expect("copy fake nvme");
@@ -42,8 +34,7 @@ impl FakeScript {
         std::fs::write(dir.join("id-ctrl.json"), fixture(id_ctrl_fixture)).expect("id-ctrl");
         std::fs::write(dir.join("list.json"), fixture(list_fixture)).expect("list");
         std::fs::create_dir_all(dir.join("state")).expect("state dir");
-        std::fs::write(dir.join("state/power_value"), format!("{power_value}\n"))
-            .expect("power_value");
+        std::fs::write(dir.join("state/power_value"), format!("{power_value}\n")).expect("power_value");
         std::fs::write(dir.join("state/mode"), format!("{mode}\n")).expect("mode");
     }
 
@@ -65,7 +56,5 @@ impl FakeScript {
 }
 
 pub fn nvme_for_script(dir: &Path) -> NvmeCli {
-    NvmeCli::new(Arc::new(SystemRunner::new()))
-        .with_program(dir.join("nvme").to_string_lossy().into_owned())
-        .with_timeout(Duration::from_secs(10))
+    NvmeCli::new(Arc::new(SystemRunner::new())).with_program(dir.join("nvme").to_string_lossy().into_owned()).with_timeout(Duration::from_secs(10))
 }

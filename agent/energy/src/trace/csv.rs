@@ -50,13 +50,7 @@ pub struct CsvOptions {
 
 impl Default for CsvOptions {
     fn default() -> Self {
-        CsvOptions {
-            time_unit: TimeUnit::Seconds,
-            time_column: 0,
-            shunt_column: 1,
-            time_origin: None,
-            window: DEFAULT_WINDOW,
-        }
+        CsvOptions { time_unit: TimeUnit::Seconds, time_column: 0, shunt_column: 1, time_origin: None, window: DEFAULT_WINDOW }
     }
 }
 
@@ -133,10 +127,7 @@ fn parse_decimal(s: &[u8], decimal_comma: bool) -> Option<Decimal> {
     (i == n).then_some(Decimal { neg, mant, exp })
 }
 
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
+const POW10: [f64; 23] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
 
 impl Decimal {
     /// Correctly rounded when `mant < 2^53` and `|exp| ≤ 22` (both operands exact); otherwise `None`.
@@ -247,13 +238,7 @@ struct Parser<'a, K> {
 
 impl<K: Sink> Parser<'_, K> {
     fn parse_err(&self, column: usize, name: &'static str, message: String) -> TraceError {
-        TraceError::Parse {
-            path: self.path.to_path_buf(),
-            line: self.line,
-            column: column + 1,
-            column_name: name,
-            message,
-        }
+        TraceError::Parse { path: self.path.to_path_buf(), line: self.line, column: column + 1, column_name: name, message }
     }
 
     #[inline]
@@ -296,12 +281,7 @@ impl<K: Sink> Parser<'_, K> {
             }
         }
         let (Some(tcell), Some(vcell)) = (tcell, vcell) else {
-            return Err(TraceError::MissingColumn {
-                path: self.path.to_path_buf(),
-                line: self.line,
-                needed: self.need,
-                found,
-            });
+            return Err(TraceError::MissingColumn { path: self.path.to_path_buf(), line: self.line, needed: self.need, found });
         };
         let (tcell, vcell) = (trim(tcell), trim(vcell));
         let td = parse_decimal(tcell, self.decimal_comma);
@@ -314,62 +294,33 @@ impl<K: Sink> Parser<'_, K> {
         self.seen_data = true;
         let t = td
             .and_then(|d| d.to_nanos(self.opts.time_unit.exp10()))
-            .ok_or_else(|| {
-                self.parse_err(
-                    tc,
-                    "time",
-                    format!(
-                        "not a time in {:?}: \"{}\"",
-                        self.opts.time_unit,
-                        show(tcell)
-                    ),
-                )
-            })?;
-        let v = parse_volts(vcell, self.decimal_comma).ok_or_else(|| {
-            self.parse_err(vc, "V_shunt", format!("not a number: \"{}\"", show(vcell)))
-        })?;
+            .ok_or_else(|| self.parse_err(tc, "time", format!("not a time in {:?}: \"{}\"", self.opts.time_unit, show(tcell))))?;
+        let v = parse_volts(vcell, self.decimal_comma).ok_or_else(|| self.parse_err(vc, "V_shunt", format!("not a number: \"{}\"", show(vcell))))?;
         let t = t.saturating_add(self.origin);
         if let Some(p) = self.prev_t {
             if t < p {
-                return Err(TraceError::TimeBackwards {
-                    path: self.path.to_path_buf(),
-                    line: self.line,
-                    time_ns: t,
-                    previous_ns: p,
-                });
+                return Err(TraceError::TimeBackwards { path: self.path.to_path_buf(), line: self.line, time_ns: t, previous_ns: p });
             }
         }
         self.prev_t = Some(t);
         let p = self.circuit.power(Volts(v));
         // Order was checked above, so this cannot fail; map defensively anyway.
-        self.integ
-            .push(UnixNanos(t), p)
-            .map_err(|e| TraceError::TimeBackwards {
-                path: self.path.to_path_buf(),
-                line: self.line,
-                time_ns: e.time.0,
-                previous_ns: e.previous.0,
-            })
+        self.integ.push(UnixNanos(t), p).map_err(|e| TraceError::TimeBackwards {
+            path: self.path.to_path_buf(),
+            line: self.line,
+            time_ns: e.time.0,
+            previous_ns: e.previous.0,
+        })
     }
 }
 
 /// Integrate a CSV trace from any reader; `path` is only used to name errors.
-pub fn integrate_csv_reader(
-    reader: impl Read,
-    path: &Path,
-    circuit: ShuntCircuit,
-    opts: &CsvOptions,
-) -> Result<TraceSummary, TraceError> {
-    let integ = TimedIntegrator::new(opts.window).map_err(|source| TraceError::Config {
-        path: path.to_path_buf(),
-        source,
-    })?;
+pub fn integrate_csv_reader(reader: impl Read, path: &Path, circuit: ShuntCircuit, opts: &CsvOptions) -> Result<TraceSummary, TraceError> {
+    let integ = TimedIntegrator::new(opts.window).map_err(|source| TraceError::Config { path: path.to_path_buf(), source })?;
     let integ = parse(reader, path, circuit, opts, integ)?;
     let summary = integ.finish(opts.time_origin.is_some());
     if summary.samples + summary.gap_samples == 0 {
-        return Err(TraceError::Empty {
-            path: path.to_path_buf(),
-        });
+        return Err(TraceError::Empty { path: path.to_path_buf() });
     }
     Ok(summary)
 }
@@ -383,20 +334,11 @@ pub fn read_csv_samples(
     ranges: &[(UnixNanos, UnixNanos)],
 ) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
     let path = path.as_ref();
-    let f = File::open(path).map_err(|source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let f = File::open(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
     Ok(parse(f, path, circuit, opts, RangeCollector::new(ranges))?.finish())
 }
 
-fn parse<K: Sink>(
-    mut reader: impl Read,
-    path: &Path,
-    circuit: ShuntCircuit,
-    opts: &CsvOptions,
-    integ: K,
-) -> Result<K, TraceError> {
+fn parse<K: Sink>(mut reader: impl Read, path: &Path, circuit: ShuntCircuit, opts: &CsvOptions, integ: K) -> Result<K, TraceError> {
     let mut p = Parser {
         path,
         opts: *opts,
@@ -410,10 +352,7 @@ fn parse<K: Sink>(
         origin: opts.time_origin.map_or(0, |o| o.0),
         need: opts.time_column.max(opts.shunt_column) + 1,
     };
-    let io = |source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| TraceError::Io { path: path.to_path_buf(), source };
     let mut buf = vec![0u8; 1 << 20];
     let mut filled = 0usize;
     loop {
@@ -455,16 +394,9 @@ fn parse<K: Sink>(
 }
 
 /// Integrate a CSV trace file with the paper's formula.
-pub fn integrate_csv(
-    path: impl AsRef<Path>,
-    circuit: ShuntCircuit,
-    opts: &CsvOptions,
-) -> Result<TraceSummary, TraceError> {
+pub fn integrate_csv(path: impl AsRef<Path>, circuit: ShuntCircuit, opts: &CsvOptions) -> Result<TraceSummary, TraceError> {
     let path: PathBuf = path.as_ref().to_path_buf();
-    let f = File::open(&path).map_err(|source| TraceError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let f = File::open(&path).map_err(|source| TraceError::Io { path: path.clone(), source })?;
     integrate_csv_reader(f, &path, circuit, opts)
 }
 
@@ -478,49 +410,14 @@ mod tests {
 
     #[test]
     fn decimals() {
-        assert_eq!(
-            d("1.5"),
-            Some(Decimal {
-                neg: false,
-                mant: 15,
-                exp: -1
-            })
-        );
-        assert_eq!(
-            d("-2e3"),
-            Some(Decimal {
-                neg: true,
-                mant: 2,
-                exp: 3
-            })
-        );
-        assert_eq!(
-            d(".5E-2"),
-            Some(Decimal {
-                neg: false,
-                mant: 5,
-                exp: -3
-            })
-        );
-        assert_eq!(
-            d("3."),
-            Some(Decimal {
-                neg: false,
-                mant: 3,
-                exp: 0
-            })
-        );
+        assert_eq!(d("1.5"), Some(Decimal { neg: false, mant: 15, exp: -1 }));
+        assert_eq!(d("-2e3"), Some(Decimal { neg: true, mant: 2, exp: 3 }));
+        assert_eq!(d(".5E-2"), Some(Decimal { neg: false, mant: 5, exp: -3 }));
+        assert_eq!(d("3."), Some(Decimal { neg: false, mant: 3, exp: 0 }));
         for bad in ["", "-", ".", "1e", "1.2.3", "1x", "e5", "1,5"] {
             assert_eq!(d(bad), None, "{bad}");
         }
-        assert_eq!(
-            parse_decimal(b"1,5", true),
-            Some(Decimal {
-                neg: false,
-                mant: 15,
-                exp: -1
-            })
-        );
+        assert_eq!(parse_decimal(b"1,5", true), Some(Decimal { neg: false, mant: 15, exp: -1 }));
     }
 
     #[test]
@@ -538,10 +435,7 @@ mod tests {
     #[test]
     fn volts_fast_and_fallback() {
         assert_eq!(parse_volts(b"0.1", false), Some(0.1));
-        assert_eq!(
-            parse_volts(b"1.2345678901234567890123", false),
-            Some(1.2345678901234568)
-        );
+        assert_eq!(parse_volts(b"1.2345678901234567890123", false), Some(1.2345678901234568));
         assert_eq!(parse_volts(b"1e-30", false), Some(1e-30));
         assert!(parse_volts(b"NaN", false).is_some_and(f64::is_nan));
         assert_eq!(parse_volts(b"abc", false), None);

@@ -24,14 +24,7 @@ struct Moments {
 }
 
 impl Moments {
-    const EMPTY: Moments = Moments {
-        n: 0,
-        gaps: 0,
-        sum: 0.0,
-        sumsq: 0.0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-    };
+    const EMPTY: Moments = Moments { n: 0, gaps: 0, sum: 0.0, sumsq: 0.0, min: f64::INFINITY, max: f64::NEG_INFINITY };
 
     fn merge(&mut self, o: &Moments) {
         self.n += o.n;
@@ -162,16 +155,8 @@ fn moments_i16le(bytes: &[u8]) -> Moments {
         gaps: 0,
         sum: s.iter().sum::<i64>() as f64,
         sumsq: q.iter().sum::<i64>() as f64,
-        min: if n == 0 {
-            f64::INFINITY
-        } else {
-            f64::from(mn.iter().copied().min().unwrap_or(0))
-        },
-        max: if n == 0 {
-            f64::NEG_INFINITY
-        } else {
-            f64::from(mx.iter().copied().max().unwrap_or(0))
-        },
+        min: if n == 0 { f64::INFINITY } else { f64::from(mn.iter().copied().min().unwrap_or(0)) },
+        max: if n == 0 { f64::NEG_INFINITY } else { f64::from(mx.iter().copied().max().unwrap_or(0)) },
     }
 }
 
@@ -214,25 +199,13 @@ pub struct FixedRateIntegrator {
 impl FixedRateIntegrator {
     /// `scale` is volts per unit of the stored value (1 V for f32 volts; V/count for i16). `window` is
     /// rounded to a whole number of samples (at least one).
-    pub fn new(
-        circuit: ShuntCircuit,
-        format: SampleFormat,
-        scale: Volts,
-        rate: Hertz,
-        window: Nanos,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(circuit: ShuntCircuit, format: SampleFormat, scale: Volts, rate: Hertz, window: Nanos) -> Result<Self, ConfigError> {
         if !(rate.0.is_finite() && rate.0 > 0.0) {
-            return Err(ConfigError::new(
-                "sample_rate_hz",
-                format!("must be a finite number > 0, got {}", rate.0),
-            ));
+            return Err(ConfigError::new("sample_rate_hz", format!("must be a finite number > 0, got {}", rate.0)));
         }
         let scale = scale.0;
         if !(scale.is_finite() && scale != 0.0) {
-            return Err(ConfigError::new(
-                "scale",
-                format!("must be a finite non-zero number, got {scale}"),
-            ));
+            return Err(ConfigError::new("scale", format!("must be a finite non-zero number, got {scale}")));
         }
         if window.0 == 0 {
             return Err(ConfigError::new("window", "must be > 0"));
@@ -304,10 +277,7 @@ impl FixedRateIntegrator {
     /// Only for `SampleFormat::F32le` integrators, and not in the middle of a split sample.
     pub fn push_f32(&mut self, samples: &[f32]) -> Result<(), ConfigError> {
         if self.format != SampleFormat::F32le || self.carry_len != 0 {
-            return Err(ConfigError::new(
-                "format",
-                "push_f32 needs an f32le integrator with no partial sample pending",
-            ));
+            return Err(ConfigError::new("format", "push_f32 needs an f32le integrator with no partial sample pending"));
         }
         // Re-encode in bounded blocks so one kernel serves both paths (a plain copy on LE targets).
         let mut buf = [0u8; 4 * 1024];
@@ -352,12 +322,7 @@ impl FixedRateIntegrator {
         if m.n == 0 {
             return;
         }
-        let (u, r, o, k) = (
-            self.circuit.supply().0,
-            self.circuit.shunt().0,
-            self.circuit.zero_offset().0,
-            self.scale,
-        );
+        let (u, r, o, k) = (self.circuit.supply().0, self.circuit.shunt().0, self.circuit.zero_offset().0, self.scale);
         let n = m.n as f64;
         // Moments of v' = k·x − o.
         let s1 = k * m.sum - n * o;
@@ -402,11 +367,7 @@ impl FixedRateIntegrator {
         let all = self.samples + self.gaps;
         let duration = Nanos((all as f64 * self.rate.period_ns()).round() as u64);
         let energy = Joules(self.total_p / self.rate.0);
-        let mean = if self.samples > 0 {
-            Watts(self.total_p / self.samples as f64)
-        } else {
-            Watts(0.0)
-        };
+        let mean = if self.samples > 0 { Watts(self.total_p / self.samples as f64) } else { Watts(0.0) };
         TraceSummary {
             start,
             samples: self.samples,
@@ -441,14 +402,7 @@ struct TimedWindow {
 }
 
 impl TimedWindow {
-    const EMPTY: TimedWindow = TimedWindow {
-        n: 0,
-        gaps: 0,
-        span_ns: 0,
-        energy_wns: 0.0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-    };
+    const EMPTY: TimedWindow = TimedWindow { n: 0, gaps: 0, span_ns: 0, energy_wns: 0.0, min: f64::INFINITY, max: f64::NEG_INFINITY };
 }
 
 /// Integrator for timestamped power samples (any spacing). Sample k holds its power for
@@ -501,13 +455,7 @@ impl TimedIntegrator {
                 self.window_start = t.0;
             }
             Some((pt, pp)) => {
-                let dt =
-                    t.0.checked_sub(pt)
-                        .filter(|d| *d >= 0)
-                        .ok_or(TimeBackwards {
-                            time: t,
-                            previous: UnixNanos(pt),
-                        })?;
+                let dt = t.0.checked_sub(pt).filter(|d| *d >= 0).ok_or(TimeBackwards { time: t, previous: UnixNanos(pt) })?;
                 self.book(pt, pp, dt);
                 self.last_dt = dt;
             }
@@ -547,11 +495,7 @@ impl TimedIntegrator {
         self.total_wns += c.energy_wns;
         self.min_p = self.min_p.min(c.min);
         self.max_p = self.max_p.max(c.max);
-        let mean = if c.span_ns > 0 {
-            c.energy_wns / c.span_ns as f64
-        } else {
-            (c.min + c.max) / 2.0
-        };
+        let mean = if c.span_ns > 0 { c.energy_wns / c.span_ns as f64 } else { (c.min + c.max) / 2.0 };
         self.windows.push(PowerWindow {
             offset: Nanos(u64::try_from(self.window_start - first).unwrap_or(0)),
             span: Nanos(c.span_ns),
@@ -623,14 +567,7 @@ mod tests {
     #[test]
     fn nan_samples_are_gaps() {
         let c = circuit();
-        let mut it = FixedRateIntegrator::new(
-            c,
-            SampleFormat::F32le,
-            Volts(1.0),
-            Hertz(1000.0),
-            Nanos(10_000_000),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let mut it = FixedRateIntegrator::new(c, SampleFormat::F32le, Volts(1.0), Hertz(1000.0), Nanos(10_000_000)).unwrap_or_else(|e| panic!("{e}"));
         let mut v = vec![0.25f32; 20];
         v[3] = f32::NAN;
         v[15] = f32::INFINITY;
@@ -647,14 +584,7 @@ mod tests {
         let v: Vec<f32> = (0..999).map(|i| 0.1 + (i % 7) as f32 * 0.02).collect();
         let b = f32_bytes(&v);
         let run = |splits: &[usize]| {
-            let mut it = FixedRateIntegrator::new(
-                c,
-                SampleFormat::F32le,
-                Volts(1.0),
-                Hertz(1000.0),
-                Nanos(7_000_000),
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+            let mut it = FixedRateIntegrator::new(c, SampleFormat::F32le, Volts(1.0), Hertz(1000.0), Nanos(7_000_000)).unwrap_or_else(|e| panic!("{e}"));
             let mut last = 0;
             for &s in splits {
                 it.push_bytes(&b[last..s]);
@@ -674,10 +604,7 @@ mod tests {
     fn push_f32_matches_push_bytes_and_refuses_i16() {
         let c = circuit();
         let v: Vec<f32> = (0..2500).map(|i| 0.1 + (i % 13) as f32 * 0.01).collect();
-        let mk = |f| {
-            FixedRateIntegrator::new(c, f, Volts(1.0), Hertz(1000.0), Nanos(1_000_000))
-                .unwrap_or_else(|e| panic!("{e}"))
-        };
+        let mk = |f| FixedRateIntegrator::new(c, f, Volts(1.0), Hertz(1000.0), Nanos(1_000_000)).unwrap_or_else(|e| panic!("{e}"));
         let mut a = mk(SampleFormat::F32le);
         a.push_f32(&v).unwrap_or_else(|e| panic!("{e}"));
         let mut b = mk(SampleFormat::F32le);
@@ -699,8 +626,7 @@ mod tests {
     fn timed_windows_and_last_sample_hold() {
         let mut it = TimedIntegrator::new(Nanos(10)).unwrap_or_else(|e| panic!("{e}"));
         for (t, p) in [(0, 1.0), (5, 2.0), (10, 3.0), (30, 4.0)] {
-            it.push(UnixNanos(t), Watts(p))
-                .unwrap_or_else(|e| panic!("{e}"));
+            it.push(UnixNanos(t), Watts(p)).unwrap_or_else(|e| panic!("{e}"));
         }
         assert!(it.push(UnixNanos(29), Watts(1.0)).is_err());
         let s = it.finish(false);

@@ -22,18 +22,9 @@ pub(crate) struct RangeCollector {
 
 impl RangeCollector {
     pub(crate) fn new(ranges: &[(UnixNanos, UnixNanos)]) -> Self {
-        let mut r: Vec<(i64, i64, usize)> = ranges
-            .iter()
-            .enumerate()
-            .map(|(i, (a, z))| (a.0, z.0, i))
-            .collect();
+        let mut r: Vec<(i64, i64, usize)> = ranges.iter().enumerate().map(|(i, (a, z))| (a.0, z.0, i)).collect();
         r.sort_unstable();
-        RangeCollector {
-            ranges: r,
-            next: 0,
-            active: Vec::new(),
-            out: vec![Vec::new(); ranges.len()],
-        }
+        RangeCollector { ranges: r, next: 0, active: Vec::new(), out: vec![Vec::new(); ranges.len()] }
     }
 
     #[inline]
@@ -80,22 +71,12 @@ impl ShuntCircuit {
     /// `shunt` and `supply` must be finite and > 0.
     pub fn new(shunt: Ohms, supply: Volts) -> Result<Self, ConfigError> {
         if !(shunt.0.is_finite() && shunt.0 > 0.0) {
-            return Err(ConfigError::new(
-                "shunt_ohms",
-                format!("must be a finite number > 0, got {}", shunt.0),
-            ));
+            return Err(ConfigError::new("shunt_ohms", format!("must be a finite number > 0, got {}", shunt.0)));
         }
         if !(supply.0.is_finite() && supply.0 > 0.0) {
-            return Err(ConfigError::new(
-                "supply_volts",
-                format!("must be a finite number > 0, got {}", supply.0),
-            ));
+            return Err(ConfigError::new("supply_volts", format!("must be a finite number > 0, got {}", supply.0)));
         }
-        Ok(ShuntCircuit {
-            shunt,
-            supply,
-            zero_offset: Volts(0.0),
-        })
+        Ok(ShuntCircuit { shunt, supply, zero_offset: Volts(0.0) })
     }
 
     /// Subtract `offset` (the shunt reading with no current, measured before the run) from every sample.

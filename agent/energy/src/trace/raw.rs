@@ -25,17 +25,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-const KNOWN_KEYS: [&str; 9] = [
-    "format",
-    "sample_rate_hz",
-    "shunt_ohms",
-    "supply_volts",
-    "scale",
-    "offset_volts",
-    "start_time_utc_ns",
-    "header_bytes",
-    "description",
-];
+const KNOWN_KEYS: [&str; 9] =
+    ["format", "sample_rate_hz", "shunt_ohms", "supply_volts", "scale", "offset_volts", "start_time_utc_ns", "header_bytes", "description"];
 
 /// Syntax of a sidecar file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,10 +118,7 @@ impl Sidecar {
     /// Read a sidecar; the syntax follows the extension (`.json`, `.toml`), else the first byte (`{`).
     pub fn load(path: impl AsRef<Path>) -> Result<Sidecar, TraceError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { path: path.to_path_buf(), source })?;
         let syntax = match path.extension().and_then(|e| e.to_str()) {
             Some("json") => SidecarSyntax::Json,
             Some("toml") => SidecarSyntax::Toml,
@@ -142,14 +130,10 @@ impl Sidecar {
 
     /// Parse sidecar text; `path` names errors.
     pub fn parse(text: &str, syntax: SidecarSyntax, path: &Path) -> Result<Sidecar, TraceError> {
-        let syntax_err = |message: String| TraceError::SidecarSyntax {
-            path: path.to_path_buf(),
-            message,
-        };
+        let syntax_err = |message: String| TraceError::SidecarSyntax { path: path.to_path_buf(), message };
         let map = match syntax {
             SidecarSyntax::Json => {
-                let v: serde_json::Value =
-                    serde_json::from_str(text).map_err(|e| syntax_err(e.to_string()))?;
+                let v: serde_json::Value = serde_json::from_str(text).map_err(|e| syntax_err(e.to_string()))?;
                 from_json(v).ok_or_else(|| syntax_err("top level must be an object".into()))?
             }
             SidecarSyntax::Toml => {
@@ -157,20 +141,12 @@ impl Sidecar {
                 from_toml(t)
             }
         };
-        Sidecar::from_map(&map).map_err(|problems| TraceError::Sidecar {
-            path: path.to_path_buf(),
-            problems,
-        })
+        Sidecar::from_map(&map).map_err(|problems| TraceError::Sidecar { path: path.to_path_buf(), problems })
     }
 
     fn from_map(map: &BTreeMap<String, Val>) -> Result<Sidecar, Vec<KeyProblem>> {
         let mut problems = Vec::new();
-        let mut bad = |key: &str, message: String| {
-            problems.push(KeyProblem {
-                key: key.to_string(),
-                message,
-            })
-        };
+        let mut bad = |key: &str, message: String| problems.push(KeyProblem { key: key.to_string(), message });
         for k in map.keys() {
             if !KNOWN_KEYS.contains(&k.as_str()) {
                 bad(k, format!("unknown key (known: {})", KNOWN_KEYS.join(", ")));
@@ -184,10 +160,7 @@ impl Sidecar {
             Some(Val::Str(s)) if s == "f32le" => Some(SampleFormat::F32le),
             Some(Val::Str(s)) if s == "i16le" => Some(SampleFormat::I16le),
             Some(v) => {
-                bad(
-                    "format",
-                    format!("must be \"f32le\" or \"i16le\", got {v:?}"),
-                );
+                bad("format", format!("must be \"f32le\" or \"i16le\", got {v:?}"));
                 None
             }
         };
@@ -216,20 +189,14 @@ impl Sidecar {
         let supply = positive("supply_volts", true);
         let scale = match map.get("scale") {
             None if format == Some(SampleFormat::I16le) => {
-                bad(
-                    "scale",
-                    "missing (volts per count, required for i16le)".into(),
-                );
+                bad("scale", "missing (volts per count, required for i16le)".into());
                 None
             }
             None => Some(1.0),
             Some(v) => match v.number() {
                 Some(x) if x.is_finite() && x != 0.0 => Some(x),
                 _ => {
-                    bad(
-                        "scale",
-                        format!("must be a finite non-zero number, got {v:?}"),
-                    );
+                    bad("scale", format!("must be a finite non-zero number, got {v:?}"));
                     None
                 }
             },
@@ -239,10 +206,7 @@ impl Sidecar {
             Some(v) => match v.number() {
                 Some(x) if x.is_finite() => Some(x),
                 _ => {
-                    bad(
-                        "offset_volts",
-                        format!("must be a finite number, got {v:?}"),
-                    );
+                    bad("offset_volts", format!("must be a finite number, got {v:?}"));
                     None
                 }
             },
@@ -265,25 +229,20 @@ impl Sidecar {
             }
         }
         let circuit = match (shunt, supply, offset) {
-            (Some(r), Some(u), Some(o)) => ShuntCircuit::new(Ohms(r), Volts(u))
-                .and_then(|c| c.with_zero_offset(Volts(o)))
-                .map_err(|e| bad(e.key, e.message))
-                .ok(),
+            (Some(r), Some(u), Some(o)) => {
+                ShuntCircuit::new(Ohms(r), Volts(u)).and_then(|c| c.with_zero_offset(Volts(o))).map_err(|e| bad(e.key, e.message)).ok()
+            }
             _ => None,
         };
         match (format, rate, circuit, scale, start, header) {
-            (Some(format), Some(rate), Some(circuit), Some(scale), Some(start), Some(header))
-                if problems.is_empty() =>
-            {
-                Ok(Sidecar {
-                    format,
-                    sample_rate: Hertz(rate),
-                    circuit,
-                    scale: Volts(scale),
-                    start: start.map(UnixNanos),
-                    header_bytes: u64::try_from(header.unwrap_or(0)).unwrap_or(0),
-                })
-            }
+            (Some(format), Some(rate), Some(circuit), Some(scale), Some(start), Some(header)) if problems.is_empty() => Ok(Sidecar {
+                format,
+                sample_rate: Hertz(rate),
+                circuit,
+                scale: Volts(scale),
+                start: start.map(UnixNanos),
+                header_bytes: u64::try_from(header.unwrap_or(0)).unwrap_or(0),
+            }),
             _ => Err(problems),
         }
     }
@@ -312,10 +271,7 @@ impl Sidecar {
         let tried = Sidecar::candidates(data);
         match tried.iter().find(|p| p.is_file()) {
             Some(p) => Sidecar::load(p),
-            None => Err(TraceError::NoSidecar {
-                path: data.to_path_buf(),
-                tried,
-            }),
+            None => Err(TraceError::NoSidecar { path: data.to_path_buf(), tried }),
         }
     }
 }
@@ -333,36 +289,18 @@ pub fn integrate_raw_streaming(
     mut sink: impl FnMut(PowerWindow),
 ) -> Result<TraceSummary, TraceError> {
     let path = data.as_ref();
-    let io = |source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut integ = FixedRateIntegrator::new(
-        sidecar.circuit,
-        sidecar.format,
-        sidecar.scale,
-        sidecar.sample_rate,
-        window,
-    )
-    .map_err(|source| TraceError::Config {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let io = |source| TraceError::Io { path: path.to_path_buf(), source };
+    let mut integ = FixedRateIntegrator::new(sidecar.circuit, sidecar.format, sidecar.scale, sidecar.sample_rate, window)
+        .map_err(|source| TraceError::Config { path: path.to_path_buf(), source })?;
     let mut f = File::open(path).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
     let payload = len.saturating_sub(sidecar.header_bytes);
     let sb = sidecar.format.bytes();
     if payload % sb as u64 != 0 {
-        return Err(TraceError::TruncatedSample {
-            path: path.to_path_buf(),
-            bytes: payload,
-            sample_bytes: sb,
-        });
+        return Err(TraceError::TruncatedSample { path: path.to_path_buf(), bytes: payload, sample_bytes: sb });
     }
     if payload == 0 {
-        return Err(TraceError::Empty {
-            path: path.to_path_buf(),
-        });
+        return Err(TraceError::Empty { path: path.to_path_buf() });
     }
     if sidecar.header_bytes > 0 {
         f.seek(SeekFrom::Start(sidecar.header_bytes)).map_err(io)?;
@@ -390,27 +328,15 @@ pub fn integrate_raw_streaming(
 /// The samples (UTC time, watts; NaN for gaps) whose times lie in each of `ranges`, read with one
 /// seek per range (the second pass of a trace import, for run edges refined to the sample). Needs
 /// the sidecar's `start_time_utc_ns`; without it no range matches.
-pub fn read_raw_samples(
-    data: impl AsRef<Path>,
-    sidecar: &Sidecar,
-    ranges: &[(UnixNanos, UnixNanos)],
-) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
+pub fn read_raw_samples(data: impl AsRef<Path>, sidecar: &Sidecar, ranges: &[(UnixNanos, UnixNanos)]) -> Result<Vec<Vec<(UnixNanos, f64)>>, TraceError> {
     let path = data.as_ref();
-    let io = |source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| TraceError::Io { path: path.to_path_buf(), source };
     let Some(start) = sidecar.start else {
         return Ok(vec![Vec::new(); ranges.len()]);
     };
     let mut f = File::open(path).map_err(io)?;
     let sb = sidecar.format.bytes() as u64;
-    let total = f
-        .metadata()
-        .map_err(io)?
-        .len()
-        .saturating_sub(sidecar.header_bytes)
-        / sb;
+    let total = f.metadata().map_err(io)?.len().saturating_sub(sidecar.header_bytes) / sb;
     let period = sidecar.sample_rate.period_ns();
     let index = |t: UnixNanos| -> u64 {
         let k = ((t.0 - start.0) as f64 / period).ceil();
@@ -427,8 +353,7 @@ pub fn read_raw_samples(
         let (k0, k1) = (index(*from), index(*to));
         let mut v = Vec::new();
         if k1 > k0 {
-            f.seek(SeekFrom::Start(sidecar.header_bytes + k0 * sb))
-                .map_err(io)?;
+            f.seek(SeekFrom::Start(sidecar.header_bytes + k0 * sb)).map_err(io)?;
             buf.resize(((k1 - k0) * sb) as usize, 0);
             f.read_exact(&mut buf).map_err(io)?;
             for (j, c) in buf.chunks_exact(sb as usize).enumerate() {
@@ -447,11 +372,7 @@ pub fn read_raw_samples(
 }
 
 /// Integrate a raw trace and keep every window in the summary.
-pub fn integrate_raw(
-    data: impl AsRef<Path>,
-    sidecar: &Sidecar,
-    window: Nanos,
-) -> Result<TraceSummary, TraceError> {
+pub fn integrate_raw(data: impl AsRef<Path>, sidecar: &Sidecar, window: Nanos) -> Result<TraceSummary, TraceError> {
     let mut windows = Vec::new();
     let mut s = integrate_raw_streaming(data, sidecar, window, |w| windows.push(w))?;
     s.windows = windows;

@@ -54,24 +54,14 @@ pub struct Schedule {
 
 /// A random schedule: `n` runs of `run_ms`, pauses of `pause_ms`, tails of `tail_ms` (ranges),
 /// some tails running into the next run.
-pub fn random_schedule(
-    rng: &mut ChaCha8Rng,
-    n: usize,
-    run_ms: (f64, f64),
-    pause_ms: (f64, f64),
-    tail_ms: (f64, f64),
-) -> Schedule {
+pub fn random_schedule(rng: &mut ChaCha8Rng, n: usize, run_ms: (f64, f64), pause_ms: (f64, f64), tail_ms: (f64, f64)) -> Schedule {
     let idle_w = rng.random_range(1.0..4.0);
     let lead = S;
     let mut t = lead;
     let mut runs = Vec::with_capacity(n);
     for i in 0..n {
         let dur = log_uniform(rng, run_ms) * MS as f64;
-        let tail = if rng.random_bool(0.3) {
-            0
-        } else {
-            (log_uniform(rng, tail_ms) * MS as f64) as i64
-        };
+        let tail = if rng.random_bool(0.3) { 0 } else { (log_uniform(rng, tail_ms) * MS as f64) as i64 };
         runs.push(Run {
             first_submit: t,
             last_complete: t + dur as i64,
@@ -84,12 +74,7 @@ pub fn random_schedule(
         });
         t += dur as i64 + (log_uniform(rng, pause_ms) * MS as f64) as i64;
     }
-    let mut s = Schedule {
-        idle_w,
-        runs,
-        lead,
-        trail: 2 * S,
-    };
+    let mut s = Schedule { idle_w, runs, lead, trail: 2 * S };
     s.avoid_ambiguous_tails();
     s
 }
@@ -115,12 +100,7 @@ impl Schedule {
     }
 
     pub fn duration(&self) -> i64 {
-        let last = self
-            .runs
-            .iter()
-            .map(|r| r.last_complete + r.tail)
-            .max()
-            .unwrap_or(self.lead);
+        let last = self.runs.iter().map(|r| r.last_complete + r.tail).max().unwrap_or(self.lead);
         last + self.trail
     }
 
@@ -179,29 +159,15 @@ impl Schedule {
         for (i, r) in self.runs.iter().enumerate() {
             let next = self.runs.get(i + 1).map_or(i64::MAX, |x| x.first_submit);
             let prev_cut = out.last().is_some_and(|p| p.cut);
-            let start = if prev_cut {
-                r.first_submit
-            } else {
-                r.first_submit + r.latency
-            };
+            let start = if prev_cut { r.first_submit } else { r.first_submit + r.latency };
             work_until = work_until.max(r.last_complete + r.tail);
             let cut = work_until > next;
-            let end = if cut {
-                next
-            } else {
-                work_until.max(r.last_complete)
-            };
+            let end = if cut { next } else { work_until.max(r.last_complete) };
             let mut energy = model.energy(start, end);
             for &(a, z) in gaps {
                 energy -= model.energy(a.max(start), z.min(end));
             }
-            out.push(Truth {
-                start,
-                end,
-                cut,
-                tail: end - r.last_complete,
-                energy,
-            });
+            out.push(Truth { start, end, cut, tail: end - r.last_complete, energy });
         }
         out
     }
@@ -242,14 +208,7 @@ pub struct Trace {
 /// anti-alias filter), turned into the shunt voltage of a high-side shunt R on supply U
 /// (P = V/R·(U − V), solved for V), plus Gaussian noise of `noise_v` V. `gaps` NaN stretches of up
 /// to 2 ms are placed away (≥ 3 ms) from every run edge.
-pub fn sample(
-    sched: &Schedule,
-    model: &Model,
-    rate: f64,
-    noise_v: f64,
-    gaps: usize,
-    seed: u64,
-) -> Trace {
+pub fn sample(sched: &Schedule, model: &Model, rate: f64, noise_v: f64, gaps: usize, seed: u64) -> Trace {
     let (r, u) = (0.05, 12.0);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let period = 1e9 / rate;
@@ -268,28 +227,14 @@ pub fn sample(
         let z = (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos();
         volts.push(v + noise_v * z);
     }
-    let edges: Vec<i64> = sched
-        .runs
-        .iter()
-        .flat_map(|r| {
-            [
-                r.first_submit,
-                r.first_submit + r.latency,
-                r.last_complete,
-                r.last_complete + r.tail,
-            ]
-        })
-        .collect();
+    let edges: Vec<i64> = sched.runs.iter().flat_map(|r| [r.first_submit, r.first_submit + r.latency, r.last_complete, r.last_complete + r.tail]).collect();
     let mut gap_list = Vec::new();
     let mut tries = 0;
     while gap_list.len() < gaps && tries < 1000 {
         tries += 1;
         let k = rng.random_range(0..n.saturating_sub(400).max(1));
         let len = rng.random_range(1..200usize);
-        let (a, z) = (
-            (k as f64 * period).round() as i64,
-            ((k + len) as f64 * period).round() as i64,
-        );
+        let (a, z) = ((k as f64 * period).round() as i64, ((k + len) as f64 * period).round() as i64);
         if edges.iter().any(|&e| e > a - 3 * MS && e < z + 3 * MS) || a < sched.lead {
             continue;
         }
@@ -298,11 +243,5 @@ pub fn sample(
         }
         gap_list.push((a, z));
     }
-    Trace {
-        rate,
-        volts,
-        gaps: gap_list,
-        shunt_ohms: r,
-        supply_volts: u,
-    }
+    Trace { rate, volts, gaps: gap_list, shunt_ohms: r, supply_volts: u }
 }

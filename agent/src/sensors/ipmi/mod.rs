@@ -34,24 +34,14 @@ use wattflip_proto::v1;
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// One attempt: the reading, or why there is none.
-fn attempt(
-    runner: &dyn CommandRunner,
-    argv: &[String],
-    timeout: Duration,
-) -> Result<DcmiReading, DcmiError> {
+fn attempt(runner: &dyn CommandRunner, argv: &[String], timeout: Duration) -> Result<DcmiReading, DcmiError> {
     match runner.run(argv, timeout) {
-        Err(CommandError::NotFound { command }) => Err(DcmiError::NoDevice(format!(
-            "`{command}` is not installed (Debian package ipmitool)"
-        ))),
-        Err(CommandError::Timeout {
-            command, timeout, ..
-        }) => Err(DcmiError::Transient(format!(
-            "`{command}` gave no answer within {timeout:?} and was killed"
-        ))),
-        Err(e) => Err(DcmiError::Transient(e.to_string())),
-        Ok(o) if !o.exit.success() => {
-            Err(classify_failure(&o.stderr, &o.stdout, &o.exit.to_string()))
+        Err(CommandError::NotFound { command }) => Err(DcmiError::NoDevice(format!("`{command}` is not installed (Debian package ipmitool)"))),
+        Err(CommandError::Timeout { command, timeout, .. }) => {
+            Err(DcmiError::Transient(format!("`{command}` gave no answer within {timeout:?} and was killed")))
         }
+        Err(e) => Err(DcmiError::Transient(e.to_string())),
+        Ok(o) if !o.exit.success() => Err(classify_failure(&o.stderr, &o.stdout, &o.exit.to_string())),
         Ok(o) => parse(&o.stdout),
     }
 }
@@ -75,8 +65,7 @@ impl State {
         match outcome {
             Ok((w, flagged)) => {
                 if self.reason.take().is_some() {
-                    self.notices
-                        .push(Notice::available("DCMI power readings are answered again"));
+                    self.notices.push(Notice::available("DCMI power readings are answered again"));
                 }
                 if flagged != self.flagged {
                     self.notices.push(if flagged {
@@ -114,59 +103,37 @@ pub struct IpmiDcmi {
 
 impl IpmiDcmi {
     /// Starts the worker. `first` is the outcome of the discovery attempt (already made).
-    fn start(
-        runner: Arc<dyn CommandRunner>,
-        argv: Vec<String>,
-        timeout: Duration,
-        period: Duration,
-        first: Result<DcmiReading, DcmiError>,
-    ) -> Self {
+    fn start(runner: Arc<dyn CommandRunner>, argv: Vec<String>, timeout: Duration, period: Duration, first: Result<DcmiReading, DcmiError>) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let failed_first = first.is_err();
         lock(&state).record(1, first.and_then(|r| accept(&r)));
         let (tx, rx) = mpsc::channel::<()>();
         let (st, av) = (state.clone(), argv.clone());
-        let spawned = std::thread::Builder::new()
-            .name("ipmi-dcmi".into())
-            .spawn(move || {
-                let mut seq = 1u64;
-                // One retry delay for the worker: 1 s doubling to a minute, jittered (the workspace's).
-                let mut retry = Backoff::new(Duration::from_secs(1), MAX_BACKOFF);
-                let mut wait = if failed_first {
-                    retry.next_delay()
+        let spawned = std::thread::Builder::new().name("ipmi-dcmi".into()).spawn(move || {
+            let mut seq = 1u64;
+            // One retry delay for the worker: 1 s doubling to a minute, jittered (the workspace's).
+            let mut retry = Backoff::new(Duration::from_secs(1), MAX_BACKOFF);
+            let mut wait = if failed_first { retry.next_delay() } else { period };
+            // recv_timeout returns Timeout while the sensor lives, Disconnected once it is dropped.
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
+                let started = Instant::now();
+                let outcome = attempt(runner.as_ref(), &av, timeout).and_then(|r| accept(&r));
+                seq += 1;
+                let ok = outcome.is_ok();
+                lock(&st).record(seq, outcome);
+                wait = if ok {
+                    retry.reset();
+                    // A slow answer does not start the next call at once: the BMC gets at least half a period of rest.
+                    period.saturating_sub(started.elapsed()).max(period / 2)
                 } else {
-                    period
+                    retry.next_delay()
                 };
-                // recv_timeout returns Timeout while the sensor lives, Disconnected once it is dropped.
-                while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(wait) {
-                    let started = Instant::now();
-                    let outcome = attempt(runner.as_ref(), &av, timeout).and_then(|r| accept(&r));
-                    seq += 1;
-                    let ok = outcome.is_ok();
-                    lock(&st).record(seq, outcome);
-                    wait = if ok {
-                        retry.reset();
-                        // A slow answer does not start the next call at once: the BMC gets at least half a period of rest.
-                        period.saturating_sub(started.elapsed()).max(period / 2)
-                    } else {
-                        retry.next_delay()
-                    };
-                }
-            });
+            }
+        });
         if let Err(e) = spawned {
-            lock(&state).record(
-                u64::MAX,
-                Err(DcmiError::Transient(format!(
-                    "cannot start the ipmitool worker thread: {e}"
-                ))),
-            );
+            lock(&state).record(u64::MAX, Err(DcmiError::Transient(format!("cannot start the ipmitool worker thread: {e}"))));
         }
-        IpmiDcmi {
-            state,
-            argv,
-            period,
-            _stop: tx,
-        }
+        IpmiDcmi { state, argv, period, _stop: tx }
     }
 }
 
@@ -197,11 +164,7 @@ impl PowerSensor for IpmiDcmi {
         match s.latest {
             Some((seq, w)) if seq > s.taken => {
                 s.taken = seq;
-                Ok(Some(PowerReading {
-                    watts: w,
-                    joules: None,
-                    interval_ns: 0,
-                }))
+                Ok(Some(PowerReading { watts: w, joules: None, interval_ns: 0 }))
             }
             _ => Ok(None),
         }
@@ -223,41 +186,18 @@ impl PowerSensor for IpmiDcmi {
 /// Tries one reading; keeps the source unless the failure is permanent (no `ipmitool`, no IPMI
 /// device, no DCMI), which goes to `unavailable` with the reason. A transient failure keeps the
 /// source: its worker retries with backoff and the reason is its first notice.
-pub fn discover(
-    runner: Arc<dyn CommandRunner>,
-    program: &str,
-    timeout: Duration,
-    out: &mut Discovered,
-) {
+pub fn discover(runner: Arc<dyn CommandRunner>, program: &str, timeout: Duration, out: &mut Discovered) {
     discover_with_period(runner, program, timeout, Duration::from_secs(1), out);
 }
 
 /// [`discover`] with the worker's read period (tests use a short one).
-pub fn discover_with_period(
-    runner: Arc<dyn CommandRunner>,
-    program: &str,
-    timeout: Duration,
-    period: Duration,
-    out: &mut Discovered,
-) {
-    let argv: Vec<String> = [program, "dcmi", "power", "reading"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+pub fn discover_with_period(runner: Arc<dyn CommandRunner>, program: &str, timeout: Duration, period: Duration, out: &mut Discovered) {
+    let argv: Vec<String> = [program, "dcmi", "power", "reading"].iter().map(|s| s.to_string()).collect();
     let first = attempt(runner.as_ref(), &argv, timeout);
     match &first {
         Err(e) if e.is_permanent() => out.unavailable.push(format!("ipmi: {e}")),
-        Err(DcmiError::Unparsable(_)) => out.unavailable.push(format!(
-            "ipmi: {}",
-            first
-                .as_ref()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-        )),
-        _ => out.power.push(Box::new(IpmiDcmi::start(
-            runner, argv, timeout, period, first,
-        ))),
+        Err(DcmiError::Unparsable(_)) => out.unavailable.push(format!("ipmi: {}", first.as_ref().err().map(|e| e.to_string()).unwrap_or_default())),
+        _ => out.power.push(Box::new(IpmiDcmi::start(runner, argv, timeout, period, first))),
     }
 }
 
@@ -282,12 +222,7 @@ mod tests {
     fn permanent_failures_at_discovery_are_unavailable_with_their_reason() {
         let argv = ["ipmitool", "dcmi", "power", "reading"];
         let unsupported = Arc::new(ScriptedRunner::new());
-        unsupported.expect(
-            &argv,
-            1,
-            "",
-            &fixture("ipmitool-dcmi-invalid-command.stderr"),
-        );
+        unsupported.expect(&argv, 1, "", &fixture("ipmitool-dcmi-invalid-command.stderr"));
         let mut d = Discovered::default();
         discover(unsupported, "ipmitool", Duration::from_secs(5), &mut d);
         assert!(d.power.is_empty());
@@ -300,41 +235,22 @@ mod tests {
         let runner = Arc::new(ScriptedRunner::new());
         runner.expect(&argv, 1, "", &fixture("lan-session-failure.stderr"));
         runner.expect_timeout(&argv);
-        runner.expect(
-            &argv,
-            0,
-            &fixture("openbmc-witherspoon-deactivated-319w.txt"),
-            "",
-        );
+        runner.expect(&argv, 0, &fixture("openbmc-witherspoon-deactivated-319w.txt"), "");
         for _ in 0..20 {
             runner.expect(&argv, 0, &fixture("rabe-zabbix-activated-197w.txt"), "");
         }
         let mut d = Discovered::default();
         // A 1 s period leaves the reader a second to take each answer before the next replaces it.
-        discover_with_period(
-            runner.clone(),
-            "ipmitool",
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-            &mut d,
-        );
+        discover_with_period(runner.clone(), "ipmitool", Duration::from_secs(5), Duration::from_secs(1), &mut d);
         assert_eq!(d.power.len(), 1, "{:?}", d.unavailable);
         let s = &mut d.power[0];
-        assert_eq!(
-            s.read(0).unwrap(),
-            None,
-            "no reading while the BMC fails: a gap, not 0 W"
-        );
+        assert_eq!(s.read(0).unwrap(), None, "no reading while the BMC fails: a gap, not 0 W");
         // Backoff 0.5–1 s after the first failure, then 1–2 s after the timeout.
         let r = wait_for(s, Duration::from_secs(8)).expect("the source came back");
         assert_eq!(r.watts, Watts(319.0));
         let r = wait_for(s, Duration::from_secs(3)).expect("next reading");
         assert_eq!(r.watts, Watts(197.0));
-        let notices: Vec<(String, String)> = s
-            .take_notices()
-            .into_iter()
-            .map(|n| (n.kind.to_string(), n.message))
-            .collect();
+        let notices: Vec<(String, String)> = s.take_notices().into_iter().map(|n| (n.kind.to_string(), n.message)).collect();
         assert_eq!(
             notices,
             vec![

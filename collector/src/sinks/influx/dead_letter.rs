@@ -39,17 +39,9 @@ pub fn class_of(body: &str) -> &'static str {
 #[derive(Debug, thiserror::Error)]
 pub enum DeadLetterError {
     #[error("dead-letter store {dir}: {what}: {source} (check influx.dead_letter_dir: it must be a writable directory)")]
-    Io {
-        dir: PathBuf,
-        what: String,
-        source: std::io::Error,
-    },
+    Io { dir: PathBuf, what: String, source: std::io::Error },
     #[error("dead-letter file {file}, line {line}: {detail}")]
-    Corrupt {
-        file: PathBuf,
-        line: usize,
-        detail: String,
-    },
+    Corrupt { file: PathBuf, line: usize, detail: String },
 }
 
 #[derive(Debug)]
@@ -59,18 +51,12 @@ pub struct DeadLetterStore {
 }
 
 fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
 impl DeadLetterStore {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DeadLetterStore {
-            dir: dir.into(),
-            seq: AtomicU64::new(0),
-        }
+        DeadLetterStore { dir: dir.into(), seq: AtomicU64::new(0) }
     }
 
     pub fn dir(&self) -> &Path {
@@ -79,11 +65,7 @@ impl DeadLetterStore {
 
     fn io(&self, what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DeadLetterError + '_ {
         let what = what.into();
-        move |source| DeadLetterError::Io {
-            dir: self.dir.clone(),
-            what,
-            source,
-        }
+        move |source| DeadLetterError::Io { dir: self.dir.clone(), what, source }
     }
 
     /// Stores `entries` durably (fsync of the file and the directory); returns the file.
@@ -99,17 +81,11 @@ impl DeadLetterStore {
             text.push_str(&serde_json::to_string(e).unwrap_or_default());
             text.push('\n');
         }
-        let mut f = std::fs::File::create(&tmp)
-            .map_err(self.io(format!("cannot create {}", tmp.display())))?;
-        f.write_all(text.as_bytes())
-            .map_err(self.io(format!("cannot write {}", tmp.display())))?;
-        f.sync_all()
-            .map_err(self.io(format!("cannot sync {}", tmp.display())))?;
-        std::fs::rename(&tmp, &path)
-            .map_err(self.io(format!("cannot rename {}", tmp.display())))?;
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(self.io("cannot sync the directory"))?;
+        let mut f = std::fs::File::create(&tmp).map_err(self.io(format!("cannot create {}", tmp.display())))?;
+        f.write_all(text.as_bytes()).map_err(self.io(format!("cannot write {}", tmp.display())))?;
+        f.sync_all().map_err(self.io(format!("cannot sync {}", tmp.display())))?;
+        std::fs::rename(&tmp, &path).map_err(self.io(format!("cannot rename {}", tmp.display())))?;
+        std::fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(self.io("cannot sync the directory"))?;
         Ok(path)
     }
 
@@ -123,11 +99,7 @@ impl DeadLetterStore {
         let mut files: Vec<PathBuf> = rd
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("dl-") && n.ends_with(".jsonl"))
-            })
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("dl-") && n.ends_with(".jsonl")))
             .collect();
         files.sort();
         Ok(files)
@@ -135,18 +107,11 @@ impl DeadLetterStore {
 
     /// The entries of one file.
     pub fn read(&self, file: &Path) -> Result<Vec<Entry>, DeadLetterError> {
-        let text = std::fs::read_to_string(file)
-            .map_err(self.io(format!("cannot read {}", file.display())))?;
+        let text = std::fs::read_to_string(file).map_err(self.io(format!("cannot read {}", file.display())))?;
         text.lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| DeadLetterError::Corrupt {
-                    file: file.to_path_buf(),
-                    line: i + 1,
-                    detail: e.to_string(),
-                })
-            })
+            .map(|(i, l)| serde_json::from_str(l).map_err(|e| DeadLetterError::Corrupt { file: file.to_path_buf(), line: i + 1, detail: e.to_string() }))
             .collect()
     }
 
@@ -156,12 +121,7 @@ impl DeadLetterStore {
 
     /// A new entry stamped now.
     pub fn entry(class: &str, reason: &str, line: &str) -> Entry {
-        Entry {
-            at_ns: now_ns(),
-            class: class.into(),
-            reason: reason.into(),
-            line: line.trim_end_matches('\n').into(),
-        }
+        Entry { at_ns: now_ns(), class: class.into(), reason: reason.into(), line: line.trim_end_matches('\n').into() }
     }
 }
 
@@ -185,29 +145,20 @@ pub enum ReplayError {
 /// Writes every dead-lettered line again through the collector's own writer (same batching,
 /// retries and refusal handling); a file leaves the store once each of its lines is stored or
 /// dead-lettered anew. Gives up after `deadline` while InfluxDB stays unreachable.
-pub async fn replay(
-    cfg: &crate::config::InfluxConfig,
-    deadline: std::time::Duration,
-) -> Result<ReplayReport, ReplayError> {
+pub async fn replay(cfg: &crate::config::InfluxConfig, deadline: std::time::Duration) -> Result<ReplayReport, ReplayError> {
     let store = DeadLetterStore::new(cfg.dead_letter_dir.clone());
     let files = store.files()?;
     let stats = std::sync::Arc::new(crate::sinks::influx::SinkStats::default());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (writer, task) = crate::sinks::influx::spawn(cfg.clone(), stats, stop_rx);
-    let mut report = ReplayReport {
-        files: files.len(),
-        ..Default::default()
-    };
+    let mut report = ReplayReport { files: files.len(), ..Default::default() };
     let until = tokio::time::Instant::now() + deadline;
     for file in &files {
         let entries = store.read(file)?;
         let lines: Vec<String> = entries.iter().map(|e| format!("{}\n", e.line)).collect();
         let n = lines.len();
         let outcome = match writer.write(lines).await {
-            Ok(done) => tokio::time::timeout_at(until, done)
-                .await
-                .ok()
-                .and_then(Result::ok),
+            Ok(done) => tokio::time::timeout_at(until, done).await.ok().and_then(Result::ok),
             Err(_) => None,
         };
         let Some(outcome) = outcome else {
@@ -234,38 +185,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = DeadLetterStore::new(dir.path().join("dl"));
         assert_eq!(s.files().unwrap(), Vec::<PathBuf>::new());
-        let a = s
-            .append(&[DeadLetterStore::entry(
-                "type_conflict",
-                "partial write: x",
-                "m,t=a\\ b f=\"q\\\"\" 1\n",
-            )])
-            .unwrap();
-        let b = s
-            .append(&[DeadLetterStore::entry(
-                "parse_error",
-                "unable to parse",
-                "m f= 2",
-            )])
-            .unwrap();
+        let a = s.append(&[DeadLetterStore::entry("type_conflict", "partial write: x", "m,t=a\\ b f=\"q\\\"\" 1\n")]).unwrap();
+        let b = s.append(&[DeadLetterStore::entry("parse_error", "unable to parse", "m f= 2")]).unwrap();
         assert_eq!(s.files().unwrap(), vec![a.clone(), b]);
         let e = s.read(&a).unwrap();
         assert_eq!(e.len(), 1);
-        assert_eq!(
-            (e[0].class.as_str(), e[0].line.as_str()),
-            ("type_conflict", "m,t=a\\ b f=\"q\\\"\" 1")
-        );
-        assert_eq!(
-            class_of("{\"error\":\"partial write: unable to parse 'x': bad dropped=0\"}"),
-            "parse_error"
-        );
-        assert_eq!(
-            class_of("partial write: field type conflict: input field"),
-            "type_conflict"
-        );
-        assert_eq!(
-            class_of("partial write: points beyond retention policy dropped=1"),
-            "refused"
-        );
+        assert_eq!((e[0].class.as_str(), e[0].line.as_str()), ("type_conflict", "m,t=a\\ b f=\"q\\\"\" 1"));
+        assert_eq!(class_of("{\"error\":\"partial write: unable to parse 'x': bad dropped=0\"}"), "parse_error");
+        assert_eq!(class_of("partial write: field type conflict: input field"), "type_conflict");
+        assert_eq!(class_of("partial write: points beyond retention policy dropped=1"), "refused");
     }
 }

@@ -63,10 +63,7 @@ pub async fn start(script: Vec<(u16, &'static str)>) -> FakeInflux {
                     };
                     rec.lock().unwrap().push(Received { request_line: request_line.trim_end().into(), body });
                     let (status, text) = script.lock().unwrap().pop_front().unwrap_or((204, ""));
-                    let resp = format!(
-                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: application/json\r\n\r\n{text}",
-                        text.len()
-                    );
+                    let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: application/json\r\n\r\n{text}", text.len());
                     if w.write_all(resp.as_bytes()).await.is_err() {
                         return;
                     }

@@ -13,7 +13,6 @@
 
 use crate::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
-use wattflip_infra::Backoff;
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
+use wattflip_infra::Backoff;
 
 /// Counters of the sink, shared with whoever reports self-telemetry.
 #[derive(Debug, Default)]
@@ -74,26 +74,17 @@ impl WriterHandle {
             let _ = done.send(JobOutcome::default());
             return Ok(rx);
         };
-        tx.send(Job { lines, written: 0, refused: Vec::new(), done: Some(done) })
-            .await
-            .map_err(|_| WriterClosed)?;
+        tx.send(Job { lines, written: 0, refused: Vec::new(), done: Some(done) }).await.map_err(|_| WriterClosed)?;
         Ok(rx)
     }
 }
 
 /// Starts the writer. It ends when every handle is dropped and the queue is flushed, or at once
 /// when `shutdown` turns true (pending jobs are then left unacknowledged, to be resent by agents).
-pub fn spawn(
-    cfg: InfluxConfig,
-    stats: Arc<SinkStats>,
-    shutdown: watch::Receiver<bool>,
-) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+pub fn spawn(cfg: InfluxConfig, stats: Arc<SinkStats>, shutdown: watch::Receiver<bool>) -> (WriterHandle, tokio::task::JoinHandle<()>) {
     let dead = DeadLetterStore::new(cfg.dead_letter_dir.clone());
     let (tx, rx) = mpsc::channel(256);
-    let client = reqwest::Client::builder()
-        .timeout(cfg.request_timeout)
-        .build()
-        .unwrap_or_else(|_| reqwest::Client::new());
+    let client = reqwest::Client::builder().timeout(cfg.request_timeout).build().unwrap_or_else(|_| reqwest::Client::new());
     let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
     let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new(), dead };
     (handle, tokio::spawn(writer.run()))
@@ -258,14 +249,10 @@ impl Endpoint {
         let c = &self.cfg;
         let mut req = match c.api {
             // 1.x spells nanosecond precision `n`; `ns` is also accepted, `us` is silently wrong.
-            InfluxApi::V1 => self
-                .client
-                .post(format!("{}/write", c.url))
-                .query(&[("db", c.database.as_str()), ("precision", "n")]),
-            InfluxApi::V2 => self
-                .client
-                .post(format!("{}/api/v2/write", c.url))
-                .query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")]),
+            InfluxApi::V1 => self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]),
+            InfluxApi::V2 => {
+                self.client.post(format!("{}/api/v2/write", c.url)).query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")])
+            }
         };
         req = self.auth(req);
         if c.gzip {
@@ -295,20 +282,16 @@ impl Endpoint {
     }
 
     async fn post(&self, lines: &[&str]) -> Result<(), PostError> {
-        let resp = self.write_request(self.encode(lines)).send().await.map_err(|e| PostError::Retry {
-            reason: format!("cannot reach InfluxDB at {}: {}", self.cfg.url, without_url(e)),
-            after: None,
-        })?;
+        let resp = self
+            .write_request(self.encode(lines))
+            .send()
+            .await
+            .map_err(|e| PostError::Retry { reason: format!("cannot reach InfluxDB at {}: {}", self.cfg.url, without_url(e)), after: None })?;
         let status = resp.status();
         if status.is_success() {
             return Ok(());
         }
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs);
         let body = resp.text().await.unwrap_or_default();
         let body = body.trim();
         match status.as_u16() {

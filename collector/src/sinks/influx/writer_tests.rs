@@ -160,11 +160,7 @@ impl std::io::Write for Captured {
 
 #[tokio::test]
 async fn unparsable_line_is_logged_by_its_text_and_counted() {
-    let srv = start(vec![(
-        400,
-        "{\"error\":\"partial write: unable to parse 'm,t=e v=\\\"open 1': unbalanced quotes dropped=1\"}",
-    )])
-    .await;
+    let srv = start(vec![(400, "{\"error\":\"partial write: unable to parse 'm,t=e v=\\\"open 1': unbalanced quotes dropped=1\"}")]).await;
     let log = Captured::default();
     let sink = log.clone();
     let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || sink.clone()).finish();
@@ -195,16 +191,13 @@ async fn unparsable_line_is_logged_by_its_text_and_counted() {
 fn field_type_conflict_names_the_lines_that_carry_the_conflicting_type() {
     let body = "{\"error\":\"partial write: field type conflict: input field \\\"x\\\" on measurement \\\"m m\\\" is type float, already exists as type integer dropped=2\"}";
     let lines = [
-        "m\\ m,host=a x=1i,y=2 10\n",   // integer: what is stored, fine
-        "m\\ m,host=a x=1.5 11\n",      // float: offending
-        "other,host=a x=1.5 12\n",       // another measurement
+        "m\\ m,host=a x=1i,y=2 10\n",        // integer: what is stored, fine
+        "m\\ m,host=a x=1.5 11\n",           // float: offending
+        "other,host=a x=1.5 12\n",           // another measurement
         "m\\ m,host=b y=\"x=1.0\",x=2 13\n", // float after a string holding `x=`: offending
-        "m\\ m,host=b y=1.5 14\n",      // no x at all
+        "m\\ m,host=b y=1.5 14\n",           // no x at all
     ];
-    assert_eq!(
-        offending_lines(body, &lines),
-        Offending { count: 2, shown: vec!["m\\ m,host=a x=1.5 11".into(), "m\\ m,host=b y=\"x=1.0\",x=2 13".into()] }
-    );
+    assert_eq!(offending_lines(body, &lines), Offending { count: 2, shown: vec!["m\\ m,host=a x=1.5 11".into(), "m\\ m,host=b y=\"x=1.0\",x=2 13".into()] });
 }
 
 #[test]
