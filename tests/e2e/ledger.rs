@@ -58,17 +58,22 @@ fn plain(s: &str) -> String {
     out
 }
 
-/// sequence → (power, temperature) samples, from the agent's ledger lines.
+/// sequence → (power, temperature) samples, from the agent's ledger lines, completed by its
+/// `wattflip::resend` lines: a batch synced to the spool just before a SIGKILL never got its
+/// ledger line, but it is sent (and logged by content) from the spool after the restart.
 fn ledger(stderr: &str) -> BTreeMap<u64, (i64, i64, i64)> {
     let mut m = BTreeMap::new();
-    for line in plain(stderr).lines().filter(|l| l.contains("wattflip::ledger") && l.contains("stored")) {
+    let lines = plain(stderr);
+    let stored = lines.lines().filter(|l| l.contains("wattflip::ledger") && l.contains("stored"));
+    let resent = lines.lines().filter(|l| l.contains("wattflip::resend"));
+    for line in stored.chain(resent) {
         let field = |k: &str| -> i64 {
             line.split_whitespace()
                 .find_map(|w| w.strip_prefix(&format!("{k}=")))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("no {k} in ledger line {line:?}"))
         };
-        m.insert(field("sequence") as u64, (field("power"), field("temperature"), field("probe_runs")));
+        m.entry(field("sequence") as u64).or_insert((field("power"), field("temperature"), field("probe_runs")));
     }
     m
 }

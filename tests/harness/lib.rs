@@ -426,7 +426,7 @@ pub fn spawn_agent(dir: &Path, args: &[&str]) -> Child {
     let err = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.stderr")).expect("stderr file");
     Command::new(bin("wattflip-agent", "wattflip-agent"))
         .args(args)
-        .env("RUST_LOG", "info,wattflip::ledger=debug")
+        .env("RUST_LOG", "info,wattflip::ledger=debug,wattflip::resend=debug")
         .stdout(out)
         .stderr(err)
         .spawn()

@@ -298,7 +298,12 @@ impl Backlog for Spool {
             })?;
             let r = self.segments[si].recs[ri];
             match self.read(&self.segments[si], r) {
-                Ok(b) => return Some(b),
+                Ok(b) => {
+                    // What is sent from the spool, by content: a batch stored just before a
+                    // SIGKILL has no `wattflip::ledger` line, yet is sent after the restart.
+                    tracing::debug!(target: "wattflip::resend", sequence = b.sequence, power = b.power.len(), temperature = b.temperature.len(), probe_runs = b.probe_runs.len(), "sent from the spool");
+                    return Some(b);
+                }
                 Err(e) => {
                     // Damaged after it was written (disk error): skip it rather than stall forever.
                     tracing::error!(sequence = r.seq, "spool: unreadable batch skipped: {e}");
