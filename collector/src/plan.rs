@@ -384,7 +384,7 @@ pub struct BudgetPlan {
 }
 
 /// Tags of `power` and `agent` points that are not labels.
-const NOT_LABELS: &[&str] = &["host", "source", "zone", "scope", "method", "rate", "session"];
+const NOT_LABELS: &[&str] = &["host", "source", "zone", "scope", "method", "rate", "session", points::BUDGET_TAG];
 
 /// Per bucket and zone, every scope: the host's tier is chosen in Rust ([`points::host_tier`]).
 pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {

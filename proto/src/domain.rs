@@ -32,6 +32,8 @@ pub const RESERVED_TAGS: &[&str] = &[
     "rate",
     "field",
     "rule",
+    // The collector's tier tag on power points (encoder::BudgetTag).
+    "budget",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;

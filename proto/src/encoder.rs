@@ -98,8 +98,31 @@ pub struct BatchEncoder {
     temperature: Template,
 }
 
-/// Per-sample tag keys, in the order `schema::batch_points` adds them.
-const POWER_SLOTS: &[&str] = &["source", "zone", "scope", "method", "rate"];
+/// Per-sample tag keys, in the order `schema::batch_points` adds them (`budget` last, after
+/// them, as [`BatchEncoder::encode_tagged`] adds it on the slow path).
+const POWER_SLOTS: &[&str] = &["source", "zone", "scope", "method", "rate", BUDGET];
+/// The tag key of [`BudgetTag`].
+pub const BUDGET: &str = "budget";
+
+/// The collector's `budget` tag on a host's power points (docs/schema.md, `power`): `value` (the
+/// host's tier, e.g. `wall`) on the points whose scope is one of `scopes`, nothing on the others.
+/// Decided by the collector per host; the agent never sends it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BudgetTag {
+    pub value: String,
+    pub scopes: Vec<String>,
+}
+
+impl BudgetTag {
+    /// The tag's value for a point of `scope`: empty (no tag) outside the tier.
+    pub fn value_for(&self, scope: &str) -> &str {
+        if self.scopes.iter().any(|s| s == scope) {
+            &self.value
+        } else {
+            ""
+        }
+    }
+}
 const TEMPERATURE_SLOTS: &[&str] = &["source", "device", "sensor"];
 
 impl BatchEncoder {
@@ -110,14 +133,21 @@ impl BatchEncoder {
     /// Appends one line (ending in `\n`) per point of `b` to `lines`, in `batch_points` order;
     /// points that cannot be encoded are skipped and returned as errors.
     pub fn encode(&self, b: &Batch, lines: &mut Vec<String>) -> Vec<LineError> {
+        self.encode_tagged(b, lines, None)
+    }
+
+    /// [`Self::encode`], with the `budget` tag on the power points `budget` selects: each line is
+    /// that of `power_point` plus `.tag("budget", …)`.
+    pub fn encode_tagged(&self, b: &Batch, lines: &mut Vec<String>, budget: Option<&BudgetTag>) -> Vec<LineError> {
         let mut errors = Vec::new();
         lines.reserve(b.len());
         for s in &b.power {
+            let tier = budget.map(|t| t.value_for(&s.scope)).unwrap_or_default();
             let mut line = String::with_capacity(160);
-            if self.power_line(s, &mut line) {
+            if self.power_line(s, tier, &mut line) {
                 lines.push(line);
             } else {
-                write_points(&[power_point(s, &self.tags)], lines, &mut errors);
+                write_points(&[power_point(s, &self.tags).tag(BUDGET, tier)], lines, &mut errors);
             }
         }
         for t in &b.temperature {
@@ -134,7 +164,7 @@ impl BatchEncoder {
         errors
     }
 
-    fn power_line(&self, s: &PowerSample, out: &mut String) -> bool {
+    fn power_line(&self, s: &PowerSample, budget: &str, out: &mut String) -> bool {
         let fields_finite =
             [s.watts.map(|w| w.0), s.joules.map(|j| j.0), s.min_watts.map(|w| w.0), s.max_watts.map(|w| w.0)].iter().all(|v| v.is_none_or(f64::is_finite));
         if !fields_finite || (s.watts.is_none() && s.joules.is_none()) {
@@ -142,7 +172,7 @@ impl BatchEncoder {
         }
         // An empty slot writes no tag, as `Point::tag` skips empty values: aggregates stay untagged.
         let rate = if s.full_rate { crate::schema::FULL_RATE } else { "" };
-        if !self.power.write_tags(out, &[&s.source, &s.zone, &s.scope, s.method.as_str(), rate]) {
+        if !self.power.write_tags(out, &[&s.source, &s.zone, &s.scope, s.method.as_str(), rate, budget]) {
             return false;
         }
         let mut sep = ' ';
@@ -314,6 +344,29 @@ mod tests {
         assert_eq!(lines.len(), 11, "4 power (the NaN one dropped), 4 temperature, 1 event, 2 nvme_smart");
         assert_eq!(lines[9], "nvme_smart,device=nvme0,host=a1,rack=r7 critical_warning=0i,composite_celsius=40,data_units_read=0i 9\n");
         assert_eq!(lines[10], "nvme_smart,device=nvme0,host=a1,rack=r7 critical_warning=0i,media_errors=3i 10\n");
+    }
+
+    #[test]
+    fn the_budget_tag_goes_on_the_selected_scopes_only_on_both_paths() {
+        let t = tags(&[("rack", "r7")]);
+        let budget = BudgetTag { value: "rapl_nvme".into(), scopes: vec!["psys".into(), "rail".into()] };
+        let b = batch();
+        let mut fast = Vec::new();
+        let errors = BatchEncoder::new(&t).encode_tagged(&b, &mut fast, Some(&budget));
+        assert_eq!(errors.len(), 1, "the NaN watts");
+        let mut reference = Vec::new();
+        let mut ref_errors = Vec::new();
+        let points: Vec<Point> = b.power.iter().map(|s| power_point(s, &t).tag(BUDGET, budget.value_for(&s.scope))).collect();
+        write_points(&points, &mut reference, &mut ref_errors);
+        assert_eq!(fast[..4], reference[..], "power lines");
+        assert_eq!(fast[0], "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n");
+        assert_eq!(fast[2], "power,budget=rapl_nvme,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=9223372036854775807i 1700000000000000001\n");
+        assert_eq!(fast[3], "power,budget=rapl_nvme,host=a1,method=measured,rack=r7,rate=full,scope=rail,source=hwmon,zone=ina226/power1 watts=12.5,interval_ns=250000000i 1700000000000000001\n");
+        // A bad label key: the slow path, with the same error for every point as untagged.
+        let bad = tags(&[("bad key", "x")]);
+        let mut lines = Vec::new();
+        let errors = BatchEncoder::new(&bad).encode_tagged(&b, &mut lines, Some(&budget));
+        assert_eq!(errors.len(), BatchEncoder::new(&bad).encode(&b, &mut Vec::new()).len());
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //!   only a probe's trace selects [`FULL_RATE_ONLY`].
 //! - Scopes overlap (psys ⊇ package ⊇ core): zones are only summed within one scope, and a
 //!   host's power is the first tier of [`HOST_TIERS`] it has data for, never a mix of tiers.
+//! - A sum over hosts with different tiers (the power-budget dashboard) selects the points the
+//!   collector tagged with their host's tier at ingest, [`BUDGET_TAG`] ([`HOST_LEVEL`]): the
+//!   tag's scopes are those [`budget_scopes`] gives for the host's declared sources.
 
 /// The filter every query that sums, averages or peaks `power` over time carries (a missing tag
 /// compares as the empty string, so aggregate points pass).
@@ -16,10 +19,19 @@ pub const SUMMABLE: &str = "\"rate\" != 'full'";
 /// The filter of a query that wants a probe's full-rate trace.
 pub const FULL_RATE_ONLY: &str = "\"rate\" = 'full'";
 
-/// One tier of host power: a name and the scopes whose zones are summed into a host's total.
+/// The tag the collector writes on the `power` points that make up their host's power: the
+/// value is the host's tier ([`Tier::tag`]); points of other scopes carry no such tag.
+pub const BUDGET_TAG: &str = "budget";
+/// The filter of a query that adds up host power across hosts whose best scope differs: only the
+/// points of each host's tier (docs/schema.md, `power`, tag `budget`).
+pub const HOST_LEVEL: &str = "\"budget\" != ''";
+
+/// One tier of host power: a name, the value of its [`BUDGET_TAG`], and the scopes whose zones
+/// are summed into a host's total.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tier {
     pub name: &'static str,
+    pub tag: &'static str,
     pub scopes: &'static [&'static str],
 }
 
@@ -29,11 +41,11 @@ pub struct Tier {
 /// power (NVMe estimate, scope `drive`). A lower tier underestimates (rails and RAPL miss fans,
 /// PSU losses, disks without a monitor), which the budget's coverage lines say per host.
 pub const HOST_TIERS: &[Tier] = &[
-    Tier { name: "host meter", scopes: &["wall", "host"] },
-    Tier { name: "PSU input", scopes: &["psu_in"] },
-    Tier { name: "PSU output", scopes: &["psu_out"] },
-    Tier { name: "rails", scopes: &["rail"] },
-    Tier { name: "RAPL + NVMe estimate", scopes: &["psys", "package", "dram", "drive"] },
+    Tier { name: "host meter", tag: "wall", scopes: &["wall", "host"] },
+    Tier { name: "PSU input", tag: "psu_in", scopes: &["psu_in"] },
+    Tier { name: "PSU output", tag: "psu_out", scopes: &["psu_out"] },
+    Tier { name: "rails", tag: "rails", scopes: &["rail"] },
+    Tier { name: "RAPL + NVMe estimate", tag: "rapl_nvme", scopes: &["psys", "package", "dram", "drive"] },
 ];
 
 /// The tier a host's power comes from, given the scopes it has data for, and the scopes of that
@@ -46,6 +58,19 @@ pub fn host_tier<'a>(scopes: impl IntoIterator<Item = &'a str> + Clone) -> Optio
         used.retain(|s| *s != "package" && *s != "dram");
     }
     Some((*tier, used))
+}
+
+/// The tier of a host and the scopes whose points carry its [`BUDGET_TAG`], given the scopes the
+/// host declared (the enabled power sources of its `run` Hello): every scope of the tier, less
+/// `package` and `dram` when `psys` (which contains them) is declared, and less `psys` when it is
+/// not (its points would add to package and DRAM). Any other scope of the tier the host did not
+/// declare is still tagged when its points arrive (an NVMe estimate sent later), as
+/// [`host_tier`] sums it once it has data.
+pub fn budget_scopes<'a>(declared: impl IntoIterator<Item = &'a str> + Clone) -> Option<(Tier, Vec<&'static str>)> {
+    let (tier, used) = host_tier(declared)?;
+    let psys = used.contains(&"psys");
+    let scopes = tier.scopes.iter().copied().filter(|s| if psys { *s != "package" && *s != "dram" } else { *s != "psys" }).collect();
+    Some((tier, scopes))
 }
 
 #[cfg(test)]
@@ -62,6 +87,24 @@ mod tests {
         assert_eq!(tier(&["package", "dram", "drive", "core"]), Some(("RAPL + NVMe estimate", vec!["package", "dram", "drive"])));
         assert_eq!(tier(&["package", "psys", "dram"]), Some(("RAPL + NVMe estimate", vec!["psys"])));
         assert_eq!(tier(&["core", "uncore"]), None);
+    }
+
+    #[test]
+    fn budget_tags_cover_the_tier_and_never_a_contained_scope() {
+        let tag = |scopes: &[&str]| budget_scopes(scopes.iter().copied()).map(|(t, s)| (t.tag, s));
+        assert_eq!(tag(&["wall", "package", "psys", "rail"]), Some(("wall", vec!["wall", "host"])));
+        assert_eq!(tag(&["psu_in", "psu_out", "rail"]), Some(("psu_in", vec!["psu_in"])));
+        assert_eq!(tag(&["psu_out", "package"]), Some(("psu_out", vec!["psu_out"])));
+        assert_eq!(tag(&["rail", "package", "drive"]), Some(("rails", vec!["rail"])));
+        // psys contains package and DRAM: only psys and the drives are tagged.
+        assert_eq!(tag(&["package", "psys", "dram", "core"]), Some(("rapl_nvme", vec!["psys", "drive"])));
+        assert_eq!(tag(&["package", "dram", "core"]), Some(("rapl_nvme", vec!["package", "dram", "drive"])));
+        assert_eq!(tag(&["drive"]), Some(("rapl_nvme", vec!["package", "dram", "drive"])));
+        assert_eq!(tag(&["core", "uncore", "package_mmio"]), None);
+        assert_eq!(tag(&[]), None);
+        // Tag values are distinct, so a query can select one tier.
+        let tags: std::collections::BTreeSet<&str> = HOST_TIERS.iter().map(|t| t.tag).collect();
+        assert_eq!(tags.len(), HOST_TIERS.len());
     }
 
     /// Every InfluxQL query of a dashboard (variables, panels, annotations) as (place, text).
@@ -105,8 +148,8 @@ mod tests {
             out.push(format!("{place}: reads `power` {reads} time(s) but filters {SUMMABLE} {filtered} time(s): {q}"));
         }
         let sums = q.contains("sum(\"w\")") || q.contains("sum(\"watts\")");
-        if sums && !q.contains("\"scope\" = '") {
-            out.push(format!("{place}: sums power without keeping to one scope: {q}"));
+        if sums && !q.contains("\"scope\" = '") && q.matches(HOST_LEVEL).count() < reads {
+            out.push(format!("{place}: sums power without keeping to one scope or to the hosts' tiers ({HOST_LEVEL}): {q}"));
         }
         out
     }
@@ -124,5 +167,8 @@ mod tests {
         // The check itself catches a bypass.
         assert_eq!(violations("x", "SELECT mean(\"watts\") FROM \"power\" WHERE $timeFilter GROUP BY \"host\"").len(), 1);
         assert_eq!(violations("x", &format!("SELECT sum(\"w\") FROM (SELECT mean(\"watts\") AS \"w\" FROM \"power\" WHERE {SUMMABLE})")).len(), 1);
+        let tiered = format!("SELECT sum(\"w\") FROM (SELECT mean(\"watts\") AS \"w\" FROM \"power\" WHERE {SUMMABLE} AND {HOST_LEVEL} GROUP BY *)");
+        assert_eq!(violations("x", &tiered), Vec::<String>::new());
+        assert_eq!(violations("x", &tiered.replace(&format!(" AND {HOST_LEVEL}"), "")).len(), 1);
     }
 }

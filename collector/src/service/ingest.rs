@@ -9,11 +9,14 @@
 //! Ack says how many points were stored, rejected and dead-lettered, by reason. A sequence already
 //! made durable (per agent id and stream epoch, so a new spool's reused numbers are new data) is
 //! acknowledged as a duplicate without being written again.
+//! Power points of the scopes of their host's tier get the `budget` tag (`budget.rs`: decided
+//! from the agent's `run` Hello, else from the scopes its points show).
 //! Every batch also feeds the fleet-wide throttling detector (`analysis::throttle`, shared by all
 //! streams so its state survives reconnects) and the energy-proportionality analysis; their
 //! points are written with the batch.
 
 use crate::analysis::throttle::ThrottleDetector;
+use crate::service::budget::Tiers;
 use crate::service::guard::{Dedup, RateLimiter};
 use crate::sinks::influx::{JobOutcome, WriterHandle};
 use std::collections::BTreeMap;
@@ -72,6 +75,7 @@ pub struct IngestService {
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
     throttle: Arc<Mutex<ThrottleDetector>>,
+    tiers: Arc<Tiers>,
     hello_timeout: Duration,
 }
 
@@ -84,6 +88,7 @@ impl IngestService {
             rate: Arc::new(rate),
             dedup: Arc::new(dedup),
             throttle: Arc::default(),
+            tiers: Arc::default(),
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
         }
     }
@@ -121,6 +126,7 @@ struct Ctx {
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
     throttle: Arc<Mutex<ThrottleDetector>>,
+    tiers: Arc<Tiers>,
     hello_timeout: Duration,
 }
 
@@ -160,6 +166,7 @@ impl Ingest for IngestService {
             rate: self.rate.clone(),
             dedup: self.dedup.clone(),
             throttle: self.throttle.clone(),
+            tiers: self.tiers.clone(),
             hello_timeout: self.hello_timeout,
         };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
@@ -240,7 +247,7 @@ fn deny(stats: &IngestStats, reason: &str, msg: String) -> Pending {
 }
 
 async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pending>, ctx: Ctx, peer: String, certified: Option<String>) {
-    let Ctx { writer, stats, rate, dedup, throttle, hello_timeout } = ctx;
+    let Ctx { writer, stats, rate, dedup, throttle, tiers, hello_timeout } = ctx;
     let first = match tokio::time::timeout(hello_timeout, inbound.message()).await {
         Ok(m) => m,
         Err(_) => {
@@ -282,6 +289,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
     let encoder = BatchEncoder::new(&tags);
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
     lock(&throttle).set_inventory(&hello.agent_id, &hello.inventory);
+    tiers.hello(&hello);
     // Inventory points need no acknowledgement: the agent sends a Hello on every connection.
     if writer.write(encode(&hello_points(&hello, &tags), &stats)).await.is_err() {
         return;
@@ -368,7 +376,8 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
                 "left out invalid points, stored the rest of the batch; first: {first}");
         }
         let mut lines = Vec::new();
-        for e in encoder.encode(&batch, &mut lines) {
+        let tier = tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| s.scope.as_str()));
+        for e in encoder.encode_tagged(&batch, &mut lines, tier.as_deref()) {
             // Domain checks make this unreachable (the ingest_message fuzz target asserts it);
             // counted as a rejected point rather than failing the batch.
             stats.points_unencodable.fetch_add(1, Ordering::Relaxed);

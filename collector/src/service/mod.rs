@@ -1,6 +1,7 @@
 //! The gRPC side of the collector: the `wattflip.v1.Ingest` service and the server that hosts it
 //! with the standard health service. A new RPC gets its own module here.
 
+pub mod budget;
 pub mod guard;
 pub mod ingest;
 pub mod server;

@@ -1,0 +1,196 @@
+//! Each host's power tier, written as the `budget` tag of its `power` points (docs/schema.md,
+//! `power`) so that a dashboard can add up hosts whose best scope differs. Decided by the
+//! collector with the precedence `plan budget` uses ([`points::budget_scopes`]) from the scopes of
+//! the enabled power sources in the agent's `run` Hello; until the collector has seen a `run`
+//! Hello from an agent (since it started), from the scopes of the power points that agent sent.
+//! One-off `probe`/`governor` Hellos list no sources and change nothing. Kept in memory per agent
+//! id like the guards (`guard.rs`); to change what decides a tier, change [`Tiers::hello`] and
+//! [`Tiers::tag_for`] and the rule in docs/schema.md.
+
+use crate::plan::points;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use wattflip_proto::domain::Hello;
+use wattflip_proto::encoder::BudgetTag;
+
+/// Agents remembered at most; beyond this the map is cleared (a fleet this large runs several
+/// collectors): each agent's tier comes back with its next Hello or batch.
+const MAX_AGENTS: usize = 100_000;
+
+/// The session of the Hello whose inventory is the host's (`agent run`).
+pub const RUN_SESSION: &str = "run";
+
+/// Where a host's tier comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The enabled power sources of its latest `run` Hello.
+    RunHello,
+    /// No `run` Hello yet since the collector started: the scopes of its power points so far.
+    Points,
+}
+
+#[derive(Debug, Default)]
+struct Host {
+    /// Scopes of the enabled sources of the latest `run` Hello; None before the first one.
+    declared: Option<BTreeSet<String>>,
+    /// Scopes of the power points seen while `declared` is None.
+    seen: BTreeSet<String>,
+    tag: Option<Arc<BudgetTag>>,
+}
+
+impl Host {
+    /// Recomputes the tag from the scopes that decide it; logs a change.
+    fn decide(&mut self, agent: &str) {
+        let (basis, scopes) = match &self.declared {
+            Some(d) => (Basis::RunHello, d),
+            None => (Basis::Points, &self.seen),
+        };
+        let tag = points::budget_scopes(scopes.iter().map(String::as_str))
+            .map(|(tier, s)| Arc::new(BudgetTag { value: tier.tag.to_string(), scopes: s.iter().map(|x| x.to_string()).collect() }));
+        if tag != self.tag {
+            let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+            let tier = tag.as_ref().map(|t| t.value.as_str()).unwrap_or("none (no host-level scope)");
+            tracing::info!(agent, tier, ?basis, ?scopes, "power budget tier");
+        }
+        self.tag = tag;
+    }
+}
+
+/// The tiers of every agent this collector has heard from; shared by all streams.
+#[derive(Debug, Default)]
+pub struct Tiers {
+    hosts: Mutex<HashMap<String, Host>>,
+}
+
+impl Tiers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Host>> {
+        // A panic elsewhere must not stop ingestion: a poisoned map is used as is.
+        let mut m = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= MAX_AGENTS {
+            m.clear();
+        }
+        m
+    }
+
+    /// A stream's Hello: a `run` Hello sets the host's declared scopes (its enabled power
+    /// sources); any other session leaves the tier as it is.
+    pub fn hello(&self, hello: &Hello) {
+        if hello.session != RUN_SESSION {
+            return;
+        }
+        let declared: BTreeSet<String> = hello.inventory.power_sources.iter().filter(|s| s.enabled && !s.scope.is_empty()).map(|s| s.scope.clone()).collect();
+        let mut m = self.lock();
+        let host = m.entry(hello.agent_id.clone()).or_default();
+        host.declared = Some(declared);
+        host.seen.clear();
+        host.decide(&hello.agent_id);
+    }
+
+    /// The tag for a batch of `agent`'s power points, given their scopes; before any `run`
+    /// Hello, the batch's scopes join the ones seen before deciding it.
+    pub fn tag_for<'a>(&self, agent: &str, scopes: impl IntoIterator<Item = &'a str>) -> Option<Arc<BudgetTag>> {
+        let mut m = self.lock();
+        let host = m.entry(agent.to_string()).or_default();
+        if host.declared.is_none() {
+            let mut grew = false;
+            for s in scopes.into_iter().filter(|s| !s.is_empty()) {
+                if !host.seen.contains(s) {
+                    grew |= host.seen.insert(s.to_string());
+                }
+            }
+            if grew {
+                host.decide(agent);
+            }
+        }
+        host.tag.clone()
+    }
+
+    /// The host's tier tag and what it was decided from; None for an agent not heard from.
+    pub fn current(&self, agent: &str) -> Option<(Option<String>, Basis)> {
+        let m = self.lock();
+        let h = m.get(agent)?;
+        let basis = if h.declared.is_some() { Basis::RunHello } else { Basis::Points };
+        Some((h.tag.as_ref().map(|t| t.value.clone()), basis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wattflip_proto::v1;
+
+    fn source(scope: &str, enabled: bool) -> v1::PowerSource {
+        v1::PowerSource { source: "x".into(), zone: format!("z-{scope}"), scope: scope.into(), enabled, ..Default::default() }
+    }
+
+    fn hello(agent: &str, session: &str, sources: Vec<v1::PowerSource>) -> Hello {
+        let h = v1::Hello {
+            agent_id: agent.into(),
+            hostname: agent.into(),
+            agent_version: "0".into(),
+            protocol_version: wattflip_proto::PROTOCOL_VERSION,
+            inventory: Some(v1::Inventory { power_sources: sources, ..Default::default() }),
+            time_ns: 1,
+            session: session.into(),
+            ..Default::default()
+        };
+        Hello::try_from(h).unwrap()
+    }
+
+    fn tag(t: &Tiers, agent: &str, scopes: &[&str]) -> Option<(String, Vec<String>)> {
+        t.tag_for(agent, scopes.iter().copied()).map(|t| (t.value.clone(), t.scopes.clone()))
+    }
+
+    fn want(value: &str, scopes: &[&str]) -> Option<(String, Vec<String>)> {
+        Some((value.to_string(), scopes.iter().map(|s| s.to_string()).collect()))
+    }
+
+    #[test]
+    fn the_run_hello_decides_from_its_enabled_sources_only() {
+        let t = Tiers::default();
+        // A disabled wall meter (IPMI without DCMI) does not make the host a wall-meter host.
+        t.hello(&hello("h1", "run", vec![source("wall", false), source("package", true), source("psys", true), source("rail", true)]));
+        assert_eq!(t.current("h1"), Some((Some("rails".to_string()), Basis::RunHello)));
+        // Points of scopes the Hello did not list change nothing once a run Hello is known.
+        assert_eq!(tag(&t, "h1", &["wall", "psu_in", "rail"]), want("rails", &["rail"]));
+        t.hello(&hello("h2", "run", vec![source("package", true), source("psys", true), source("dram", true), source("core", true)]));
+        assert_eq!(tag(&t, "h2", &["psys", "package"]), want("rapl_nvme", &["psys", "drive"]));
+        t.hello(&hello("h3", "run", vec![source("core", true)]));
+        assert_eq!(tag(&t, "h3", &["core"]), None);
+        assert_eq!(t.current("h3"), Some((None, Basis::RunHello)));
+        assert_eq!(t.current("nobody"), None);
+    }
+
+    #[test]
+    fn one_off_hellos_never_change_the_tier() {
+        let t = Tiers::default();
+        t.hello(&hello("h1", "run", vec![source("wall", true), source("package", true)]));
+        for session in ["probe", "governor", "trace", ""] {
+            t.hello(&hello("h1", session, Vec::new()));
+            assert_eq!(tag(&t, "h1", &["package"]), want("wall", &["wall", "host"]), "after a `{session}` Hello");
+        }
+        // A one-off Hello before any run Hello does not count as one: points still decide.
+        t.hello(&hello("h2", "probe", Vec::new()));
+        assert_eq!(tag(&t, "h2", &["psu_in"]), want("psu_in", &["psu_in"]));
+        assert_eq!(t.current("h2"), Some((Some("psu_in".to_string()), Basis::Points)));
+    }
+
+    #[test]
+    fn without_a_run_hello_the_points_seen_decide_and_a_later_hello_overrides() {
+        let t = Tiers::default();
+        assert_eq!(tag(&t, "h1", &["package", "dram", "core"]), want("rapl_nvme", &["package", "dram", "drive"]));
+        assert_eq!(tag(&t, "h1", &["drive"]), want("rapl_nvme", &["package", "dram", "drive"]));
+        // psys arrives: it contains package and DRAM, which lose the tag.
+        assert_eq!(tag(&t, "h1", &["psys"]), want("rapl_nvme", &["psys", "drive"]));
+        // A higher tier seen later wins from then on (the transient docs/schema.md describes).
+        assert_eq!(tag(&t, "h1", &["rail"]), want("rails", &["rail"]));
+        assert_eq!(tag(&t, "h1", &["package"]), want("rails", &["rail"]));
+        // The run Hello replaces what the points said, both ways.
+        t.hello(&hello("h1", "run", vec![source("psys", true)]));
+        assert_eq!(tag(&t, "h1", &["rail", "psys"]), want("rapl_nvme", &["psys", "drive"]));
+        t.hello(&hello("h1", "run", vec![source("psu_in", true), source("psys", true)]));
+        assert_eq!(tag(&t, "h1", &[]), want("psu_in", &["psu_in"]));
+        // Agents are independent.
+        assert_eq!(tag(&t, "h2", &[]), None);
+    }
+}
