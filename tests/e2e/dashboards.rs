@@ -44,7 +44,11 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "Events",
         ],
     ),
-    ("power-budget.json", "wattflip-power-budget", &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone"]),
+    (
+        "power-budget.json",
+        "wattflip-power-budget",
+        &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone", "Peak per host"],
+    ),
     (
         "throttling.json",
         "wattflip-throttling",
@@ -579,10 +583,10 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
     // Exactly every variable, panel target and annotation of the expected dashboards.
     // Query variables: host, model, device (device profile and energy proportionality), host,
-    // model, device, scope (fleet; online_window is a literal), host, source (power budget;
-    // group_by, scope and budget_w are literals), host, model, device (throttling).
+    // model, device, scope (fleet; online_window is a literal), host (power budget; group_by and
+    // budget_w are literals), host, model, device (throttling).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 3 + 3 + 4 + 2 + 3, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 3 + 3 + 4 + 1 + 3, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
@@ -703,48 +707,135 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         }
     }
 
-    // Power budget by rack, scope psys (the dashboard's default), source rapl: each rack is one
-    // host here, so every bucket's total is that host's psys power (80 W, 90 W) within one
-    // counter step per point; the probe's full-rate psys points on host 1 (a second series of the
-    // same zone) must not add to it, nor to the peak per zone.
+    // Power budget by rack: each host counts at the tier the collector tagged (`budget`, from
+    // its run Hello): host 1 (r7) at its ACPI power meter (scope wall, 125 W, a constant reading:
+    // exact), above its RAPL; host 2 (r8) at RAPL psys (90 W, within the counters' steps) plus its
+    // seeded NVMe estimate (8.25 W, 4.6 W once, exact), never package or DRAM as well.
     let (budget_d, budget_vars) = &dashboards["power-budget.json"];
-    assert_eq!((budget_vars["scope"].as_str(), budget_vars["source"].as_str(), budget_vars["group_by"].as_str()), ("psys", "rapl", "rack"));
+    assert_eq!(budget_vars.keys().map(String::as_str).collect::<Vec<_>>(), ["budget_w", "group_by", "host"], "power-budget.json variables");
+    assert_eq!((budget_vars["group_by"].as_str(), budget_vars["budget_w"].as_str()), ("rack", "1000"));
     let psys = |i: usize| RAPL_WATTS[i].iter().find(|z| z.1 == "psys").map(|z| z.2 as f64).unwrap_or(0.0);
+    let meter_w = 125.0;
+    // The tags as stored: host 1's power meter zone alone (`wall`), host 2's psys and drive.
+    let tagged = fleet
+        .influx
+        .series(&fleet.db, "SELECT count(\"watts\") FROM \"power\" WHERE \"budget\" != '' AND \"rate\" != 'full' GROUP BY \"host\", \"budget\", \"scope\"");
+    let mut tags: Vec<(String, String, String)> =
+        tagged.iter().map(|(t, _)| (s(&t["host"]).to_string(), s(&t["budget"]).to_string(), s(&t["scope"]).to_string())).collect();
+    tags.sort();
+    let want_tags: Vec<(String, String, String)> = [(HOSTS[0].0, "wall", "wall"), (HOSTS[1].0, "rapl_nvme", "drive"), (HOSTS[1].0, "rapl_nvme", "psys")]
+        .iter()
+        .map(|(h, b, sc)| (h.to_string(), b.to_string(), sc.to_string()))
+        .collect();
+    assert_eq!(tags, want_tags, "budget tags per host and scope");
+    // Truth per 10 s bucket of rack r8: 90 W where the agent's psys points fall, plus the seeded
+    // drive watts where a drive point falls (their times read back from InfluxDB).
+    let bucket_of = |ms: i64| ms - ms.rem_euclid(10_000);
+    let drive: BTreeMap<i64, f64> = fleet
+        .influx
+        .rows(&fleet.db, &format!("SELECT \"watts\" FROM \"power\" WHERE \"host\" = '{}' AND \"scope\" = 'drive'", HOSTS[1].0))
+        .iter()
+        .map(|r| (bucket_of(r[0].as_i64().unwrap_or(0) / 1_000_000), r[1].as_f64().unwrap_or(f64::NAN)))
+        .collect();
+    assert_eq!(drive.values().copied().collect::<Vec<_>>().len(), 4, "seeded drive points: {drive:?}");
     let totals = run_target(&fleet, panel(budget_d, "Power per $group_by"), "A", budget_vars, range);
     let racks: Vec<&str> = totals.iter().map(|x| s(&x["tags"]["rack"])).collect();
     assert_eq!(racks, vec![HOSTS[0].1, HOSTS[1].1], "racks: {totals:?}");
-    for (i, x) in totals.iter().enumerate() {
-        let vals: Vec<f64> = x["values"].as_array().unwrap().iter().filter_map(|r| r[1].as_f64()).collect();
-        assert!(vals.len() >= 2, "{}: {vals:?}", racks[i]);
-        let max = vals.iter().copied().fold(f64::MIN, f64::max);
-        assert!(max <= psys(i) * per_point, "{} psys total peaks at {max} W for {} W: full-rate points counted?", racks[i], psys(i));
-        eprintln!("{} psys bucket totals {vals:?}", racks[i]);
-        let mut sorted = vals.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted[sorted.len() / 2];
-        assert!((median - psys(i)).abs() <= psys(i) * 0.02, "{} median bucket {median} W for {} W", racks[i], psys(i));
+    let buckets = |x: &Value| -> Vec<(i64, f64)> { x["values"].as_array().unwrap().iter().filter_map(|r| Some((r[0].as_i64()?, r[1].as_f64()?))).collect() };
+    let r7 = buckets(&totals[0]);
+    assert!(r7.len() >= 2 && r7.iter().all(|(_, w)| *w == meter_w), "rack {}: every bucket the power meter's {meter_w} W alone: {r7:?}", racks[0]);
+    let r8 = buckets(&totals[1]);
+    let mut psys_parts = Vec::new();
+    for (t, w) in &r8 {
+        let d = drive.get(t).copied().unwrap_or(0.0);
+        if (w - d).abs() <= 1e-9 {
+            continue; // a bucket of the drive estimate alone (after the agent stopped)
+        }
+        assert!((w - d - psys(1)).abs() <= psys(1) * (per_point - 1.0), "rack {} bucket {t}: {w} W for psys {} W + drive {d} W", racks[1], psys(1));
+        psys_parts.push(w - d);
     }
-    // The probe did stream full-rate psys points on host 1, and the same panel without the
-    // filter counts them (a second series of the zone): the check above can fail.
+    assert!(psys_parts.len() >= 2 && drive.keys().any(|t| r8.iter().any(|(b, _)| b == t)), "rack {}: {r8:?}, drive {drive:?}", racks[1]);
+    psys_parts.sort_by(f64::total_cmp);
+    let median = psys_parts[psys_parts.len() / 2];
+    assert!((median - psys(1)).abs() <= psys(1) * 0.02, "{} median psys part {median} W for {} W", racks[1], psys(1));
+    // The probe streamed full-rate points of the power meter on host 1 (tagged too), and the same
+    // panel without the rate filter counts them (a second series of the zone): the check above
+    // can fail.
     let full = fleet
         .influx
-        .rows(&fleet.db, &format!("SELECT count(\"watts\") FROM \"power\" WHERE \"rate\" = 'full' AND \"host\" = '{}' AND \"zone\" = 'psys'", HOSTS[0].0));
-    assert!(full.first().and_then(|r| r[1].as_i64()).unwrap_or(0) > 100, "no full-rate psys points from the probe: {full:?}");
+        .rows(&fleet.db, &format!("SELECT count(\"watts\") FROM \"power\" WHERE \"rate\" = 'full' AND \"host\" = '{}' AND \"budget\" = 'wall'", HOSTS[0].0));
+    assert!(full.first().and_then(|r| r[1].as_i64()).unwrap_or(0) > 100, "no full-rate power-meter points from the probe: {full:?}");
     let mut unfiltered = panel(budget_d, "Power per $group_by").clone();
     let q = s(&unfiltered["targets"][0]["query"]).replace(" AND \"rate\" != 'full'", "");
     unfiltered["targets"][0]["query"] = Value::from(q);
     let inflated = run_target(&fleet, &unfiltered, "A", budget_vars, range);
     let max = inflated[0]["values"].as_array().unwrap().iter().filter_map(|r| r[1].as_f64()).fold(f64::MIN, f64::max);
-    assert!(max > psys(0) * per_point, "without the filter, rack {} would peak at {max} W", HOSTS[0].1);
+    assert!(max > meter_w * 1.5, "without the filter, rack {} would peak at {max} W", HOSTS[0].1);
+    // Peak per host and zone: exactly the tagged zones.
     let peaks = run_target(&fleet, panel(budget_d, "Peak per host and zone"), "A", budget_vars, range);
-    for (i, (host, _)) in HOSTS.iter().enumerate() {
-        let x = peaks.iter().find(|x| x["tags"]["host"] == *host).unwrap_or_else(|| panic!("no peak for {host}: {peaks:?}"));
-        let (peak, mean) = (x["values"][0][1].as_f64().unwrap_or(0.0), x["values"][0][2].as_f64().unwrap_or(0.0));
-        eprintln!("{host}: psys peak {peak} W, mean {mean} W");
-        assert!(peak >= psys(i) && peak <= psys(i) * per_point, "{host}: psys peak {peak} W for {} W", psys(i));
-        assert!((mean - psys(i)).abs() <= psys(i) * 0.02, "{host}: psys mean {mean} W for {} W", psys(i));
+    let mut rows: Vec<(String, String, String, f64, f64)> = peaks
+        .iter()
+        .map(|x| {
+            let t = |k: &str| s(&x["tags"][k]).to_string();
+            (t("host"), t("zone"), t("budget"), x["values"][0][1].as_f64().unwrap_or(0.0), x["values"][0][2].as_f64().unwrap_or(0.0))
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    assert_eq!(rows.len(), 3, "power meter, drive, psys: {peaks:?}");
+    assert_eq!((rows[0].0.as_str(), rows[0].2.as_str(), rows[0].3, rows[0].4), (HOSTS[0].0, "wall", meter_w, meter_w), "{peaks:?}");
+    let drive_mean = (3.0 * 8.25 + 4.6) / 4.0;
+    assert!(
+        (rows[1].0.as_str(), rows[1].1.as_str(), rows[1].2.as_str(), rows[1].3) == (HOSTS[1].0, SEED_CONTROLLER, "rapl_nvme", 8.25)
+            && (rows[1].4 - drive_mean).abs() <= 1e-12,
+        "drive: {:?}, want peak 8.25 W, mean {drive_mean} W",
+        rows[1]
+    );
+    assert_eq!((rows[2].0.as_str(), rows[2].1.as_str(), rows[2].2.as_str()), (HOSTS[1].0, "psys", "rapl_nvme"), "{peaks:?}");
+    let (peak, mean) = (rows[2].3, rows[2].4);
+    assert!(peak >= psys(1) && peak <= psys(1) * per_point, "{}: psys peak {peak} W for {} W", HOSTS[1].0, psys(1));
+    assert!((mean - psys(1)).abs() <= psys(1) * 0.02, "{}: psys mean {mean} W for {} W", HOSTS[1].0, psys(1));
+    // Peak per host, and plan budget at the dashboard's 10 s interval: the same peaks per rack
+    // and per host, and the same tiers.
+    let per_host = run_target(&fleet, panel(budget_d, "Peak per host"), "A", budget_vars, range);
+    let mut host_peaks: Vec<(String, String, f64)> =
+        per_host.iter().map(|x| (s(&x["tags"]["host"]).to_string(), s(&x["tags"]["budget"]).to_string(), x["values"][0][1].as_f64().unwrap_or(0.0))).collect();
+    host_peaks.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(host_peaks.len(), 2, "{per_host:?}");
+    assert_eq!(host_peaks[0], (HOSTS[0].0.to_string(), "wall".to_string(), meter_w), "{per_host:?}");
+    assert_eq!((host_peaks[1].0.as_str(), host_peaks[1].1.as_str()), (HOSTS[1].0, "rapl_nvme"), "{per_host:?}");
+    let o = std::process::Command::new(wattflip_e2e::bin("wattflip-collector", "wattflip-collector"))
+        .args([
+            "--influx-url",
+            &fleet.influx.url,
+            "--influx-db",
+            &fleet.db,
+            "plan",
+            "budget",
+            "--group-by",
+            "rack",
+            "--budget-w",
+            "1000",
+            "--bucket",
+            "10s",
+            "--since",
+            "1h",
+            "--json",
+        ])
+        .output()
+        .expect("run wattflip-collector plan budget");
+    assert!(o.status.success(), "plan budget: {}", String::from_utf8_lossy(&o.stderr));
+    let plan10: Value = serde_json::from_slice(&o.stdout).expect("plan budget JSON");
+    let peak_vs = run_target(&fleet, panel(budget_d, "Measured peak vs budget"), "A", budget_vars, range);
+    for (i, x) in peak_vs.iter().enumerate() {
+        let g = &plan10["groups"][i];
+        assert_eq!(g["group"], x["tags"]["rack"], "{plan10}");
+        let (p, h) = (g["peak_w"].as_f64().unwrap_or(f64::NAN), g["headroom_w"].as_f64().unwrap_or(f64::NAN));
+        let (dp, dh) = (x["values"][0][1].as_f64().unwrap_or(0.0), x["values"][0][2].as_f64().unwrap_or(0.0));
+        assert!((p - dp).abs() <= 1e-9 * dp && (h - dh).abs() <= 1e-9 * dp, "rack {}: plan budget {p} W / {h} W, dashboard {dp} W / {dh} W", g["group"]);
+        let hp = &g["counted"][0];
+        assert_eq!(hp["host"], Value::from(host_peaks[i].0.clone()), "{plan10}");
+        assert!((hp["peak_w"].as_f64().unwrap_or(0.0) - host_peaks[i].2).abs() <= 1e-9 * host_peaks[i].2, "{}: {hp} vs {:?}", racks[i], host_peaks[i]);
     }
-
     // Device energy profile, the seeded drive (harness/fleet.rs `seed_runs`): per pattern and IO
     // size E = 2 + 0.02 · KiB (× 2.5 for writes) J over 1024 IOs, 60 % above idle; tails of
     // 0.05 · KiB / 4 s (SW) and 0.6 s (RW) with a tenth of E as background energy.
