@@ -19,7 +19,6 @@
 use crate::clock::Clock;
 use crate::sensors::{Notice, PowerSensor};
 use hdrhistogram::Histogram;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,14 +246,14 @@ pub fn run_on(
     let span_min: Vec<u64> = sensors.iter().map(|(s, _)| span_ns(s.update_period())).collect();
     // Room for every span a window can hold, kept across windows: nothing is allocated per tick.
     let mut aggs: Vec<Agg> = span_min.iter().map(|&m| Agg::with_room(window_ns / m.max(1) + 2)).collect();
-    let mut last_error: HashMap<usize, String> = HashMap::new();
+    let mut last_error: Vec<Option<String>> = vec![None; sensors.len()];
     let mut events = Vec::new();
     let mut stats = SamplerStats::default();
     // Next due instant of each sensor on its own grid.
     let mut due: Vec<u64> = vec![0; sensors.len()];
     let mut window_end = window_ns;
     while !stop.load(Ordering::Relaxed) {
-        let (now, _) = time.now();
+        let (now, utc_now) = time.now();
         // The window closes before the readings due now, which belong to the next one.
         if now >= window_end {
             let mut b = v1::Batch { events: std::mem::take(&mut events), ..Default::default() };
@@ -283,22 +282,22 @@ pub fn run_on(
             // A source that fell behind (a slow BMC command, a stalled thread) skips the ticks it
             // missed rather than reading the same value several times in a row to catch up.
             due[i] = (now / periods[i] + 1).saturating_mul(periods[i]);
-            let (utc, result) = timed_read(s.as_mut(), time);
+            let (utc, result) = timed_read(s.as_mut(), time, (now, utc_now));
             stats.reads += 1;
             events.extend(s.take_notices().into_iter().map(|n| notice_event(n, &descs[i].zone, utc)));
             match result {
                 Ok(Some(r)) => {
-                    last_error.remove(&i);
+                    last_error[i] = None;
                     aggs[i].add(r.watts.0, r.joules.map(|j| j.0), r.interval_ns, utc, span_min[i]);
                 }
                 Ok(None) => {}
                 Err(e) => {
                     stats.errors += 1;
                     let msg = e.to_string();
-                    if last_error.get(&i) != Some(&msg) {
+                    if last_error[i].as_ref() != Some(&msg) {
                         tracing::warn!(zone = %descs[i].zone, "{msg}");
                         events.push(crate::events::event(utc, "sensor_error", v1::Severity::Warning, &descs[i].zone, msg.clone()));
-                        last_error.insert(i, msg);
+                        last_error[i] = Some(msg);
                     }
                 }
             }
@@ -311,10 +310,14 @@ pub fn run_on(
     stats
 }
 
-/// Reads `s` at its own instant: the UTC of that instant (on the monotonic clock, from the pair
-/// taken just before the read) and the reading.
-fn timed_read(s: &mut dyn PowerSensor, time: &mut dyn Timebase) -> (i64, Result<Option<crate::sensors::PowerReading>, crate::sensors::SensorError>) {
-    let (mono0, utc0) = time.now();
+/// Reads `s` at its own instant: the UTC of that instant (on the monotonic clock, from the tick's
+/// (monotonic, UTC) pair `base`, so no extra clock read per channel) and the reading.
+fn timed_read(
+    s: &mut dyn PowerSensor,
+    time: &mut dyn Timebase,
+    base: (u64, i64),
+) -> (i64, Result<Option<crate::sensors::PowerReading>, crate::sensors::SensorError>) {
+    let (mono0, utc0) = base;
     let (at, result) = s.read_timed(&mut || time.now().0);
     (utc0.saturating_add(i64::try_from(at.saturating_sub(mono0)).unwrap_or(i64::MAX)), result)
 }
