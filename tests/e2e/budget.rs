@@ -338,7 +338,7 @@ fn budget_dashboard_and_plan_budget_count_each_host_at_its_best_scope() {
     let hosts = query(&influx, d["templating"]["list"][0]["query"].as_str().unwrap());
     let host_values: Vec<&str> = hosts[0]["values"].as_array().unwrap().iter().map(|r| r[1].as_str().unwrap()).collect();
     assert_eq!(host_values, ["bud-psu", "bud-rails", "bud-rapl", "bud-wall"]);
-    let range = ((t0 - 60 * 1_000_000_000) / 1_000_000, (t0 + 120 * 1_000_000_000) / 1_000_000);
+    let range = ((t0 - 60 * 1_000_000_000) / 1_000_000, (t0 + 300 * 1_000_000_000) / 1_000_000);
     let vars = |group_by: &str| -> BTreeMap<&str, String> {
         [("host", format!("({})", host_values.join("|"))), ("group_by", group_by.to_string()), ("budget_w", "1000".to_string())].into()
     };
@@ -384,6 +384,40 @@ fn budget_dashboard_and_plan_budget_count_each_host_at_its_best_scope() {
         let from_dashboard: Vec<(String, f64, f64, u64, bool)> =
             rows.iter().map(|(g, r)| (g.clone(), r[0], r[1], if group_by == "rack" { 2 } else { 1 }, false)).collect();
         assert_eq!(groups, from_dashboard, "plan budget --group-by {group_by} vs the dashboard: {plan}");
+
+        // Hosts counted per group and tier: by hand from COUNTED and the racks, and as plan
+        // budget's coverage counts them.
+        let counted = run("Hosts counted per $group_by and tier", group_by);
+        let mut got: Vec<(String, String, u64)> = counted
+            .iter()
+            .map(|x| {
+                (x["tags"][group_by].as_str().unwrap().to_string(), x["tags"]["budget"].as_str().unwrap().to_string(), x["values"][0][1].as_u64().unwrap())
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<(String, String, u64)> = COUNTED
+            .iter()
+            .map(|(h, tier, _, _)| {
+                let rack = fleet().iter().find(|f| f.0 == *h).unwrap().1;
+                (if group_by == "rack" { rack.to_string() } else { h.to_string() }, tier.to_string(), 1)
+            })
+            .collect();
+        want.sort();
+        assert_eq!(got, want, "Hosts counted per {group_by} and tier");
+        let plan_tiers: Vec<(String, String, u64)> = {
+            let mut v: Vec<(String, String, u64)> = plan["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|g| {
+                    g["counted"].as_array().unwrap().iter().map(|h| (g["group"].as_str().unwrap().to_string(), h["tier"].as_str().unwrap().to_string()))
+                })
+                .map(|(g, tier)| (g, COUNTED.iter().find(|c| c.2 == tier).unwrap().1.to_string(), 1))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(plan_tiers, want, "plan budget --group-by {group_by}: hosts per group and tier");
     }
 
     // Peak per host: the tier, the peak of the host's interval totals and their mean.

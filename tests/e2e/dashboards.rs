@@ -47,7 +47,14 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
         "power-budget.json",
         "wattflip-power-budget",
-        &["Power per $group_by", "Headroom per $group_by", "Measured peak vs budget", "Peak per host and zone", "Peak per host"],
+        &[
+            "Power per $group_by",
+            "Headroom per $group_by",
+            "Measured peak vs budget",
+            "Peak per host and zone",
+            "Peak per host",
+            "Hosts counted per $group_by and tier",
+        ],
     ),
     (
         "throttling.json",
@@ -803,6 +810,13 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     assert_eq!(host_peaks.len(), 2, "{per_host:?}");
     assert_eq!(host_peaks[0], (HOSTS[0].0.to_string(), "wall".to_string(), meter_w), "{per_host:?}");
     assert_eq!((host_peaks[1].0.as_str(), host_peaks[1].1.as_str()), (HOSTS[1].0, "rapl_nvme"), "{per_host:?}");
+    let counted = run_target(&fleet, panel(budget_d, "Hosts counted per $group_by and tier"), "A", budget_vars, range);
+    let mut counted: Vec<(String, String, Value)> =
+        counted.iter().map(|x| (s(&x["tags"]["rack"]).to_string(), s(&x["tags"]["budget"]).to_string(), x["values"][0][1].clone())).collect();
+    counted.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let want_counted: Vec<(String, String, Value)> =
+        vec![(HOSTS[0].1.into(), "wall".into(), Value::from(1)), (HOSTS[1].1.into(), "rapl_nvme".into(), Value::from(1))];
+    assert_eq!(counted, want_counted, "Hosts counted per rack and tier");
     let o = std::process::Command::new(wattflip_e2e::bin("wattflip-collector", "wattflip-collector"))
         .args([
             "--influx-url",

@@ -159,9 +159,9 @@ mod tests {
         let all: Vec<(String, String)> = dashboard_queries().into_iter().chain(plan_queries()).collect();
         let power = all.iter().filter(|(_, q)| q.contains("FROM \"power\"")).count();
         // Fleet overview: agents online, last seen, power per host, energy per zone; power budget:
-        // five panels; throttling:
+        // six panels; throttling:
         // drive power; plan budget.
-        assert_eq!(power, 4 + 5 + 1 + 1, "queries reading power: {all:#?}");
+        assert_eq!(power, 4 + 6 + 1 + 1, "queries reading power: {all:#?}");
         let bad: Vec<String> = all.iter().flat_map(|(p, q)| violations(p, q)).collect();
         assert!(bad.is_empty(), "{}", bad.join("\n"));
         // The check itself catches a bypass.
