@@ -101,6 +101,8 @@ pub struct BatchEncoder {
 /// Per-sample tag keys, in the order `schema::batch_points` adds them (`budget` last, after
 /// them, as [`BatchEncoder::encode_tagged`] adds it on the slow path).
 const POWER_SLOTS: &[&str] = &["source", "zone", "scope", "method", "rate", BUDGET];
+const TEMPERATURE_SLOTS: &[&str] = &["source", "device", "sensor"];
+
 /// The tag key of [`BudgetTag`].
 pub const BUDGET: &str = "budget";
 
@@ -123,7 +125,6 @@ impl BudgetTag {
         }
     }
 }
-const TEMPERATURE_SLOTS: &[&str] = &["source", "device", "sensor"];
 
 impl BatchEncoder {
     pub fn new(tags: &HostTags) -> BatchEncoder {

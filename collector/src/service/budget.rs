@@ -90,7 +90,10 @@ impl Tiers {
     /// Hello, the batch's scopes join the ones seen before deciding it.
     pub fn tag_for<'a>(&self, agent: &str, scopes: impl IntoIterator<Item = &'a str>) -> Option<Arc<BudgetTag>> {
         let mut m = self.lock();
-        let host = m.entry(agent.to_string()).or_default();
+        if !m.contains_key(agent) {
+            m.insert(agent.to_string(), Host::default());
+        }
+        let host = m.get_mut(agent)?;
         if host.declared.is_none() {
             let mut grew = false;
             for s in scopes.into_iter().filter(|s| !s.is_empty()) {
