@@ -6,7 +6,7 @@
 //! sensor type implementing the trait from `sensors`.
 
 use super::{
-    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, PowerReading, PowerSensor, SensorError, TemperatureSensor,
+    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, Flags, PowerReading, PowerSensor, SensorError, TemperatureSensor,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -124,12 +124,12 @@ impl PowerSensor for HwmonPower {
         match &mut self.input {
             PowerInput::Direct(p) => {
                 let uw: i64 = p.read_int("an integer (µW)")?;
-                Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0 }))
+                Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0, flags: Flags::NONE }))
             }
             PowerInput::VoltCurrent { volts, amps } => {
                 let mv: i64 = volts.read_int("an integer (mV)")?;
                 let ma: i64 = amps.read_int("an integer (mA)")?;
-                Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0 }))
+                Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0, flags: Flags::NONE }))
             }
             PowerInput::Energy { counter, .. } => {
                 let cur: u64 = counter.read_int("an unsigned integer (µJ)")?;
@@ -150,7 +150,7 @@ impl HwmonPower {
         }
         let joules = MicroJoules(cur - prev_uj).to_joules();
         let interval_ns = now_ns.saturating_sub(prev_ns);
-        Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns }))
+        Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns, flags: Flags::NONE }))
     }
 }
 

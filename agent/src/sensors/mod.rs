@@ -29,6 +29,36 @@ pub struct PowerReading {
     pub joules: Option<Joules>,
     /// Length of the interval on the monotonic clock; 0 for instantaneous readings.
     pub interval_ns: u64,
+    /// What a reader of the stored value must know about it (a deactivated DCMI reading).
+    pub flags: Flags,
+}
+
+/// Quality flags of a reading, sent as the sample's `flags` (the `flags` field of its `power`
+/// point). A small bit set, so readings stay `Copy` on the 1 kHz path; a window aggregate carries
+/// the union of its readings' flags. A new flag is a constant here and its word in [`Flags::words`]
+/// (one lowercase word, documented in ingest.proto and docs/schema.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags(u8);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    /// An IPMI DCMI reading whose state the BMC reports as deactivated, kept because plausible.
+    pub const DEACTIVATED: Flags = Flags(1);
+
+    const WORDS: [(Flags, &'static str); 1] = [(Flags::DEACTIVATED, "deactivated")];
+
+    pub fn union(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The flags as the wire's words, in a fixed order.
+    pub fn words(self) -> Vec<String> {
+        Self::WORDS.iter().filter(|(f, _)| self.contains(*f)).map(|(_, w)| w.to_string()).collect()
+    }
 }
 
 impl PowerReading {
@@ -43,6 +73,7 @@ impl PowerReading {
             watts: Some(self.watts.0),
             joules: self.joules.map(|j| j.0),
             interval_ns: i64::try_from(self.interval_ns).unwrap_or(i64::MAX),
+            flags: self.flags.words(),
             ..Default::default()
         }
     }

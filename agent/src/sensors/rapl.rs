@@ -10,7 +10,7 @@
 //! counter that stops while its siblings move makes its handle check the path again.
 //! To support the perf PMU, add a sibling module.
 
-use super::{read_attr, read_int, Attr, Discovered, PowerReading, PowerSensor, SensorError};
+use super::{read_attr, read_int, Attr, Discovered, Flags, PowerReading, PowerSensor, SensorError};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -104,7 +104,7 @@ impl RaplZone {
         };
         let joules = d.to_joules();
         match joules.over_nanos(interval_ns) {
-            Some(watts) => Ok(Some(PowerReading { watts, joules: Some(joules), interval_ns })),
+            Some(watts) => Ok(Some(PowerReading { watts, joules: Some(joules), interval_ns, flags: Flags::NONE })),
             None => Ok(None),
         }
     }

@@ -17,7 +17,7 @@
 //! updates, so their readings are their own spans. A source read faster than it updates is named in
 //! the inventory ([`rate_note`]).
 use crate::clock::Clock;
-use crate::sensors::{Notice, PowerSensor};
+use crate::sensors::{Flags, Notice, PowerReading, PowerSensor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -67,10 +67,14 @@ struct Agg {
     /// mean is a weighted mean of its spans and min ≤ mean ≤ max always holds.
     spans: Vec<(f64, u64)>,
     open: (f64, u64),
+    /// Union of the readings' flags: one deactivated DCMI reading flags its window.
+    flags: Flags,
 }
 
 impl Agg {
-    fn add(&mut self, watts: f64, joules: Option<f64>, interval_ns: u64, utc: i64, span_min_ns: u64) {
+    fn add(&mut self, r: &PowerReading, utc: i64, span_min_ns: u64) {
+        let (watts, joules, interval_ns) = (r.watts.0, r.joules.map(|j| j.0), r.interval_ns);
+        self.flags = self.flags.union(r.flags);
         self.n += 1;
         self.sum_w += watts;
         match joules {
@@ -132,6 +136,7 @@ impl Agg {
             max_watts: min_max.map(|m| m.1),
             readings: u32::try_from(self.n).unwrap_or(u32::MAX),
             full_rate: false,
+            flags: self.flags.words(),
         }
     }
 }
@@ -246,7 +251,7 @@ pub fn run_on(
             match result {
                 Ok(Some(r)) => {
                     last_error.remove(&i);
-                    aggs[i].add(r.watts.0, r.joules.map(|j| j.0), r.interval_ns, utc, span_min[i]);
+                    aggs[i].add(&r, utc, span_min[i]);
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -290,17 +295,22 @@ pub fn percentile_us(v: &[u32], p: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wattflip_proto::units::{Joules, Watts};
 
     /// Energy that arrives in the window's last, incomplete span still counts in its min/max: the
     /// open span joins the last complete one, so min ≤ mean ≤ max holds (a counter that wrapped
     /// 2 ms before the window closed).
+    fn counter(watts: f64, joules: f64, interval_ns: u64) -> PowerReading {
+        PowerReading { watts: Watts(watts), joules: Some(Joules(joules)), interval_ns, flags: Flags::NONE }
+    }
+
     #[test]
     fn a_trailing_partial_span_joins_the_last_one() {
         let mut a = Agg::default();
         for k in 0..10 {
-            a.add(0.0, Some(0.0), 2_000_000, k, 20_000_000);
+            a.add(&counter(0.0, 0.0, 2_000_000), k, 20_000_000);
         }
-        a.add(250.0, Some(0.5), 2_000_000, 10, 20_000_000);
+        a.add(&counter(250.0, 0.5, 2_000_000), 10, 20_000_000);
         let s = a.sample(&v1::PowerSource::default());
         assert_eq!(s.joules, Some(0.5));
         assert_eq!(s.interval_ns, 22_000_000);
@@ -308,9 +318,25 @@ mod tests {
         assert_eq!((s.watts, s.min_watts, s.max_watts), (Some(mean), Some(mean), Some(mean)));
         // Too short a window for one span: no min/max rather than per-reading extremes.
         let mut b = Agg::default();
-        b.add(0.0, Some(0.0), 2_000_000, 0, 20_000_000);
-        b.add(250.0, Some(0.5), 2_000_000, 1, 20_000_000);
+        b.add(&counter(0.0, 0.0, 2_000_000), 0, 20_000_000);
+        b.add(&counter(250.0, 0.5, 2_000_000), 1, 20_000_000);
         let s = b.sample(&v1::PowerSource::default());
         assert_eq!((s.min_watts, s.max_watts, s.readings), (None, None, 2));
+    }
+
+    /// A window holding one deactivated DCMI reading among activated ones is flagged as a whole:
+    /// its mean includes that reading's watts.
+    #[test]
+    fn a_window_carries_the_union_of_its_readings_flags() {
+        let bmc = |w: f64, flags: Flags| PowerReading { watts: Watts(w), joules: None, interval_ns: 0, flags };
+        let mut a = Agg::default();
+        a.add(&bmc(197.0, Flags::NONE), 1, 0);
+        a.add(&bmc(319.0, Flags::DEACTIVATED), 2, 0);
+        a.add(&bmc(197.0, Flags::NONE), 3, 0);
+        let s = a.sample(&v1::PowerSource::default());
+        assert_eq!((s.watts, s.min_watts, s.max_watts, s.flags), (Some(237.66666666666666), Some(197.0), Some(319.0), vec!["deactivated".to_string()]));
+        let mut b = Agg::default();
+        b.add(&bmc(197.0, Flags::NONE), 1, 0);
+        assert_eq!(b.sample(&v1::PowerSource::default()).flags, Vec::<String>::new());
     }
 }
