@@ -15,10 +15,10 @@
 //! per-reading power swings between 0 and 2× the truth while the span's mean is within
 //! 1/[`SPAN_UPDATES`] of it. Instantaneous sources (hwmon power, a BMC) hold their value between
 //! updates, so their readings are their own spans. A source read faster than it updates is named in
-//! the inventory ([`rate_note`]).
+//! the inventory ([`rate_note`]). A source found after start-up joins a running sampler
+//! ([`run_joinable`]) and is read from then on exactly like one found at start.
 use crate::clock::Clock;
 use crate::sensors::{Flags, Notice, PowerReading, PowerSensor};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -164,6 +164,12 @@ impl RealTime {
     pub fn new(clock: Clock) -> Self {
         RealTime { clock, start_ns: clock.now().0 }
     }
+
+    /// Grids and windows counted from the monotonic instant `start_ns` (of `clock`), so samplers
+    /// started at different times share one window grid.
+    pub fn starting_at(clock: Clock, start_ns: u64) -> Self {
+        RealTime { clock, start_ns }
+    }
 }
 
 impl Timebase for RealTime {
@@ -194,37 +200,99 @@ pub fn run(
     run_on(sensors, window, &mut RealTime::new(clock), stop, emit)
 }
 
+/// A sensor joining a running sampler (a source rediscovered after start-up), with its period.
+pub type Joining = (Box<dyn PowerSensor>, Duration);
+
 /// Like [`run`], but each sensor has its own period and its own grid (0, p, 2p... from the start),
 /// on the time base `time`. Windows are [k·window, (k+1)·window): a reading due exactly at a
 /// window's end belongs to the next window.
 pub fn run_on(
-    mut sensors: Vec<(Box<dyn PowerSensor>, Duration)>,
+    sensors: Vec<(Box<dyn PowerSensor>, Duration)>,
     window: Duration,
     time: &mut dyn Timebase,
     stop: Arc<AtomicBool>,
+    emit: impl FnMut(v1::Batch) -> bool,
+) -> SamplerStats {
+    let (_none, joins) = std::sync::mpsc::channel();
+    run_joinable(sensors, window, time, stop, &joins, emit)
+}
+
+/// One sensor of a sampler: its grid, its window aggregate and its last error.
+struct Slot {
+    sensor: Box<dyn PowerSensor>,
+    desc: v1::PowerSource,
+    period_ns: u64,
+    span_min: u64,
+    /// Next due instant on the sensor's own grid.
+    due: u64,
+    agg: Agg,
+    last_error: Option<String>,
+}
+
+impl Slot {
+    /// A sensor on the grid of its period, first read at the first grid instant from `now` on: a
+    /// sensor joining at a window's close reads the whole next window, like one there from the start.
+    fn new(sensor: Box<dyn PowerSensor>, period: Duration, now: u64) -> Slot {
+        let period_ns = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let (desc, span_min) = (sensor.describe(), span_ns(sensor.update_period()));
+        Slot { sensor, desc, period_ns, span_min, due: now.div_ceil(period_ns).saturating_mul(period_ns), agg: Agg::default(), last_error: None }
+    }
+
+    /// Reads the sensor now (it is due), into its window aggregate; events for its notices and for
+    /// each distinct error.
+    fn read(&mut self, now: u64, time: &mut dyn Timebase, events: &mut Vec<v1::Event>, stats: &mut SamplerStats) {
+        // A source that fell behind (a slow BMC command, a stalled thread) skips the ticks it
+        // missed rather than reading the same value several times in a row to catch up.
+        self.due = (now / self.period_ns + 1).saturating_mul(self.period_ns);
+        let (utc, result) = timed_read(self.sensor.as_mut(), time);
+        stats.reads += 1;
+        events.extend(self.sensor.take_notices().into_iter().map(|n| notice_event(n, &self.desc.zone, utc)));
+        match result {
+            Ok(Some(r)) => {
+                self.last_error = None;
+                self.agg.add(&r, utc, self.span_min);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                stats.errors += 1;
+                let msg = e.to_string();
+                if self.last_error.as_ref() != Some(&msg) {
+                    tracing::warn!(zone = %self.desc.zone, "{msg}");
+                    events.push(crate::events::event(utc, "sensor_error", v1::Severity::Warning, &self.desc.zone, msg.clone()));
+                    self.last_error = Some(msg);
+                }
+            }
+        }
+    }
+}
+
+/// Like [`run_on`], and sensors sent on `joins` join while it runs (looked for on every wake-up,
+/// at least once a window): each on its own grid from the instant it joins, in the same windows
+/// and batches as the others. This is how a source rediscovered after start-up gets the rate of
+/// one found at start.
+pub fn run_joinable(
+    sensors: Vec<(Box<dyn PowerSensor>, Duration)>,
+    window: Duration,
+    time: &mut dyn Timebase,
+    stop: Arc<AtomicBool>,
+    joins: &std::sync::mpsc::Receiver<Joining>,
     mut emit: impl FnMut(v1::Batch) -> bool,
 ) -> SamplerStats {
-    let descs: Vec<v1::PowerSource> = sensors.iter().map(|(s, _)| s.describe()).collect();
-    let periods: Vec<u64> = sensors.iter().map(|(_, p)| u64::try_from(p.as_nanos()).unwrap_or(u64::MAX).max(1)).collect();
+    let mut slots: Vec<Slot> = sensors.into_iter().map(|(s, p)| Slot::new(s, p, 0)).collect();
     let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
-    let mut aggs: Vec<Agg> = descs.iter().map(|_| Agg::default()).collect();
-    let span_min: Vec<u64> = sensors.iter().map(|(s, _)| span_ns(s.update_period())).collect();
-    let mut last_error: HashMap<usize, String> = HashMap::new();
     let mut events = Vec::new();
     let mut stats = SamplerStats::default();
-    // Next due instant of each sensor on its own grid.
-    let mut due: Vec<u64> = vec![0; sensors.len()];
     let mut window_end = window_ns;
     while !stop.load(Ordering::Relaxed) {
         let (now, _) = time.now();
         // The window closes before the readings due now, which belong to the next one.
         if now >= window_end {
             let mut b = v1::Batch { events: std::mem::take(&mut events), ..Default::default() };
-            for (agg, d) in aggs.iter_mut().zip(&descs) {
-                if agg.n > 0 {
-                    b.power.push(agg.sample(d));
+            for slot in slots.iter_mut() {
+                if slot.agg.n > 0 {
+                    b.power.push(slot.agg.sample(&slot.desc));
                 }
-                *agg = Agg::default();
+                slot.agg = Agg::default();
             }
             stats.windows += 1;
             while window_end <= now {
@@ -234,40 +302,17 @@ pub fn run_on(
                 break;
             }
         }
-        let earliest = due.iter().copied().filter(|&t| t <= now).min();
+        slots.extend(joins.try_iter().map(|(s, p)| Slot::new(s, p, now)));
+        let earliest = slots.iter().map(|s| s.due).filter(|&t| t <= now).min();
         if let Some(scheduled) = earliest {
             stats.lateness_us.push(u32::try_from((now - scheduled) / 1000).unwrap_or(u32::MAX));
         }
-        for (i, (s, _)) in sensors.iter_mut().enumerate() {
-            if due[i] > now {
-                continue;
-            }
-            // A source that fell behind (a slow BMC command, a stalled thread) skips the ticks it
-            // missed rather than reading the same value several times in a row to catch up.
-            due[i] = (now / periods[i] + 1).saturating_mul(periods[i]);
-            let (utc, result) = timed_read(s.as_mut(), time);
-            stats.reads += 1;
-            events.extend(s.take_notices().into_iter().map(|n| notice_event(n, &descs[i].zone, utc)));
-            match result {
-                Ok(Some(r)) => {
-                    last_error.remove(&i);
-                    aggs[i].add(&r, utc, span_min[i]);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    stats.errors += 1;
-                    let msg = e.to_string();
-                    if last_error.get(&i) != Some(&msg) {
-                        tracing::warn!(zone = %descs[i].zone, "{msg}");
-                        events.push(crate::events::event(utc, "sensor_error", v1::Severity::Warning, &descs[i].zone, msg.clone()));
-                        last_error.insert(i, msg);
-                    }
-                }
-            }
+        for slot in slots.iter_mut().filter(|s| s.due <= now) {
+            slot.read(now, time, &mut events, &mut stats);
         }
         // Wake for the next reading or the window's end, whichever comes first, so a window of
         // slow sources is sent on time.
-        let next = due.iter().copied().min().unwrap_or(window_end).min(window_end);
+        let next = slots.iter().map(|s| s.due).min().unwrap_or(window_end).min(window_end);
         time.sleep_until(next);
     }
     stats
