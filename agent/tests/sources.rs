@@ -147,3 +147,29 @@ fn zones_that_appear_after_start_up_are_sampled_at_their_power_interval() {
     let rapl: Vec<&Vec<String>> = batches.iter().filter(|b| b.contains(&"package-1".to_string())).collect();
     assert!(rapl.len() >= 5 && rapl.iter().all(|b| **b == ["package-0", "package-1"]), "{batches:?}");
 }
+
+/// `sampling.recheck_interval` bounds how long a replaced file's old value is read: with 20 ms, a
+/// read 40 ms after the rename sees the new file; with 60 s it still reads the old one (the bound
+/// is the setting, not a fixed 100 ms).
+#[test]
+fn a_replaced_attribute_is_seen_within_the_recheck_interval() {
+    let read_after_replace = |recheck: Duration| {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("cp").arg("-a").arg(fixture("ina226")).arg(dir.path()).status().unwrap();
+        assert!(status.success());
+        let sys = dir.path().join("sys");
+        let runner: Arc<dyn wattflip_drives::CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
+        let mut found = discover_all(&sys, &SensorKinds { recheck, ..Default::default() }, &runner).power;
+        assert_eq!(found.len(), 1);
+        let before = found[0].read(0).unwrap().unwrap().watts.0;
+        // A writer that replaces the file (a new inode) instead of writing in place.
+        let input = sys.join("class/hwmon/hwmon0/power1_input");
+        let tmp = input.with_extension("new");
+        std::fs::write(&tmp, "25000000\n").unwrap();
+        std::fs::rename(&tmp, &input).unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+        (before, found[0].read(0).unwrap().unwrap().watts.0)
+    };
+    assert_eq!(read_after_replace(Duration::from_millis(20)), (18.0, 25.0));
+    assert_eq!(read_after_replace(Duration::from_secs(60)), (18.0, 18.0));
+}

@@ -130,7 +130,8 @@ impl RaplZone {
 
 /// Finds every RAPL zone under `sysfs_root`. Disabled zones and zones whose counter cannot be
 /// read are listed as unusable with the reason; a host without powercap gets an "unavailable" note.
-pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
+/// Counters check that their path still names the open file every `recheck` ([`super::Attr`]).
+pub fn discover(sysfs_root: &Path, recheck: std::time::Duration, out: &mut Discovered) {
     let dir = sysfs_root.join("class/powercap");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         out.unavailable
@@ -167,7 +168,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
             id: id.clone(),
             zone,
             scope,
-            energy: Attr::new(zdir.join("energy_uj"), PERMISSION_HINT),
+            energy: Attr::new(zdir.join("energy_uj"), PERMISSION_HINT, recheck),
             max_range_uj,
             last: None,
             siblings_moved: siblings_moved.clone(),
@@ -192,7 +193,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
         if max_range_uj.is_none() {
             tracing::warn!(zone = %id, "no max_energy_range_uj: a counter wrap will skip one interval");
         }
-        zone_src.energy = Attr::new(zdir.join("energy_uj"), PERMISSION_HINT);
+        zone_src.energy = Attr::new(zdir.join("energy_uj"), PERMISSION_HINT, recheck);
         out.power.push(Box::new(zone_src));
     }
 }
