@@ -44,7 +44,8 @@ impl FastSamplers {
     /// sampler has stopped: the exporter is gone).
     pub fn add(&mut self, source: String, sensors: Vec<Timed>) {
         let mut left = Vec::new();
-        match self.groups.iter().find(|g| g.source == source) {
+        // The newest sampler of the source: an older one may have stopped.
+        match self.groups.iter().rev().find(|g| g.source == source) {
             Some(g) => {
                 for s in sensors {
                     if let Err(std::sync::mpsc::SendError(s)) = g.joins.send(s) {
