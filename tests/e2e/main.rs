@@ -17,6 +17,7 @@ mod grpc;
 mod ledger;
 mod plan;
 mod probe;
+mod rediscovery;
 mod report;
 mod security;
 mod spine;
