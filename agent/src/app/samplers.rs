@@ -2,8 +2,8 @@
 //! counted from one instant (the run's start), so every source's aggregates cover the same
 //! windows. A source found after start-up ([`place`]) goes where it would have gone at start: the
 //! sampler of its source at its `power_interval` (a new sampler thread if its source had none), or
-//! the tick when it is read no faster than the tick. A new kind of task beside the samplers is not
-//! added here but in `run`.
+//! the tick when it is read no faster than the tick. A new kind of power source needs nothing here:
+//! `ticks::split_by_rate` groups sensors by their `source` name, one sampler per name.
 
 use super::ticks::{split_by_rate, SamplerState, Timed};
 use crate::clock::Clock;
@@ -43,18 +43,12 @@ impl FastSamplers {
     /// Sensors of `source` join its sampler, or start one when the source has none (or its
     /// sampler has stopped: the exporter is gone).
     pub fn add(&mut self, source: String, sensors: Vec<Timed>) {
-        let mut left = Vec::new();
-        // The newest sampler of the source: an older one may have stopped.
-        match self.groups.iter().rev().find(|g| g.source == source) {
-            Some(g) => {
-                for s in sensors {
-                    if let Err(std::sync::mpsc::SendError(s)) = g.joins.send(s) {
-                        left.push(s);
-                    }
-                }
-            }
-            None => left = sensors,
-        }
+        // The newest sampler of the source (an older one may have stopped); a send fails, handing
+        // the sensor back, only when that sampler has stopped too.
+        let left: Vec<Timed> = match self.groups.iter().rev().find(|g| g.source == source) {
+            Some(g) => sensors.into_iter().filter_map(|s| g.joins.send(s).err().map(|e| e.0)).collect(),
+            None => sensors,
+        };
         if left.is_empty() {
             return;
         }
