@@ -35,7 +35,7 @@ pub struct PowerReading {
 
 /// Quality flags of a reading, sent as the sample's `flags` (the `flags` field of its `power`
 /// point). A small bit set, so readings stay `Copy` on the 1 kHz path; a window aggregate carries
-/// the union of its readings' flags. A new flag is a constant here and its word in [`Flags::words`]
+/// the union of its readings' flags. A new flag is a constant here and its word in `Flags::WORDS`
 /// (one lowercase word, documented in ingest.proto and docs/schema.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Flags(u8);
