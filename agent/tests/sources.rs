@@ -173,3 +173,21 @@ fn a_replaced_attribute_is_seen_within_the_recheck_interval() {
     assert_eq!(read_after_replace(Duration::from_millis(20)), (18.0, 25.0));
     assert_eq!(read_after_replace(Duration::from_secs(60)), (18.0, 18.0));
 }
+
+/// A sampler started after the run's origin (the first zone of a source found after start-up)
+/// stays on the run's window grid: its first window is the one that holds its start, partial,
+/// and it records no lateness for the grid instants before it existed.
+#[test]
+fn a_sampler_started_late_keeps_the_common_window_grid() {
+    let ms = Duration::from_millis;
+    let hwmon: Vec<_> = discover(&fixture("ina226")).power.into_iter().map(|s| (s, ms(10))).collect();
+    let (_joins, joined) = std::sync::mpsc::channel();
+    let mut windows = Vec::new();
+    let stats = run_joinable(hwmon, ms(100), &mut VirtualTime(250_000_000), Arc::new(AtomicBool::new(false)), &joined, |b| {
+        windows.push((b.power[0].readings, b.power[0].time_ns - 1_700_000_000_000_000_000));
+        windows.len() < 3
+    });
+    // Window [200, 300 ms) from 250 ms: 250 .. 290; then every 10 ms instant of the next two.
+    assert_eq!(windows, vec![(5, 290_000_000), (10, 390_000_000), (10, 490_000_000)]);
+    assert_eq!((stats.windows, stats.lateness.percentile(100.0)), (3, 0));
+}

@@ -272,15 +272,16 @@ struct Slot {
 }
 
 impl Slot {
-    /// A sensor on the grid of its period, first read at the first grid instant from `now` on (a
-    /// sensor joining at a window's close reads the whole next window, like one there from the
-    /// start); its aggregate has room for every span a window of `window_ns` can hold, kept across
+    /// A sensor on the grid of its period, read at once (due at the grid instant at or before `now`,
+    /// so a sensor joining at a window's close reads the whole next window like one there from the
+    /// start, and a sampler started late records no lateness for the instants before it began); its
+    /// aggregate has room for every span a window of `window_ns` can hold, kept across
     /// windows, so nothing is allocated per tick.
     fn new(sensor: Box<dyn PowerSensor>, period: Duration, now: u64, window_ns: u64) -> Slot {
         let period_ns = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
         let (desc, span_min) = (sensor.describe(), span_ns(sensor.update_period()));
         let agg = Agg::with_room(window_ns / span_min.max(1) + 2);
-        Slot { sensor, desc, period_ns, span_min, due: now.div_ceil(period_ns).saturating_mul(period_ns), agg, last_error: None }
+        Slot { sensor, desc, period_ns, span_min, due: (now / period_ns).saturating_mul(period_ns), agg, last_error: None }
     }
 
     /// Reads the sensor (it is due at `tick`, the tick's monotonic and UTC instants) into its
@@ -324,10 +325,13 @@ pub fn run_joinable(
     mut emit: impl FnMut(v1::Batch) -> bool,
 ) -> SamplerStats {
     let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
-    let mut slots: Vec<Slot> = sensors.into_iter().map(|(s, p)| Slot::new(s, p, 0, window_ns)).collect();
+    // A sampler started after its time base's origin (a source's first zone found after start-up)
+    // begins in the window that holds its start.
+    let start = time.now().0;
+    let mut slots: Vec<Slot> = sensors.into_iter().map(|(s, p)| Slot::new(s, p, start, window_ns)).collect();
     let mut events = Vec::new();
     let mut stats = SamplerStats::default();
-    let mut window_end = window_ns;
+    let mut window_end = (start / window_ns).saturating_add(1).saturating_mul(window_ns);
     while !stop.load(Ordering::Relaxed) {
         let (now, utc_now) = time.now();
         // The window closes before the readings due now, which belong to the next one.
