@@ -139,7 +139,8 @@ fn zones_that_appear_after_start_up_are_sampled_at_their_power_interval() {
         let w = per_zone.get(zone).unwrap_or_else(|| panic!("no aggregate of {zone}: {per_zone:?}"));
         let full: Vec<u32> = w.iter().skip(1).copied().collect();
         assert!(full.len() >= 4, "{zone}: {w:?}");
-        assert!(full.iter().all(|&n| (10..=20).contains(&n)), "{zone}: {w:?}");
+        // Never more than the grid has; at least a quarter even on a loaded machine.
+        assert!(full.iter().all(|&n| (5..=20).contains(&n)), "{zone}: {w:?}");
         assert_eq!(full.iter().max(), Some(&20), "{zone}: at least one window with every reading of the grid: {w:?}");
     }
     // The second package joined the RAPL sampler itself: from its first window on, its aggregate
