@@ -11,7 +11,7 @@
 //!   host's power is the first tier of [`HOST_TIERS`] it has data for, never a mix of tiers.
 //! - A sum over hosts with different tiers (the power-budget dashboard) selects the points the
 //!   collector tagged with their host's tier at ingest, [`BUDGET_TAG`] ([`HOST_LEVEL`]): the
-//!   tag's scopes are those [`budget_scopes`] gives for the host's declared sources.
+//!   tag's scopes are those [`budget_scopes`] gives for the host's known scopes.
 
 /// The filter every query that sums, averages or peaks `power` over time carries (a missing tag
 /// compares as the empty string, so aggregate points pass).
@@ -60,14 +60,15 @@ pub fn host_tier<'a>(scopes: impl IntoIterator<Item = &'a str> + Clone) -> Optio
     Some((*tier, used))
 }
 
-/// The tier of a host and the scopes whose points carry its [`BUDGET_TAG`], given the scopes the
-/// host declared (the enabled power sources of its `run` Hello): every scope of the tier, less
-/// `package` and `dram` when `psys` (which contains them) is declared, and less `psys` when it is
+/// The tier of a host and the scopes whose points carry its [`BUDGET_TAG`], given the scopes known
+/// for the host (the enabled power sources of its `run` Hello, and the scopes its points showed
+/// since: `service/budget.rs`): every scope of the tier, less
+/// `package` and `dram` when `psys` (which contains them) is known, and less `psys` when it is
 /// not (its points would add to package and DRAM). Any other scope of the tier the host did not
 /// declare is still tagged when its points arrive (an NVMe estimate sent later), as
 /// [`host_tier`] sums it once it has data.
-pub fn budget_scopes<'a>(declared: impl IntoIterator<Item = &'a str> + Clone) -> Option<(Tier, Vec<&'static str>)> {
-    let (tier, used) = host_tier(declared)?;
+pub fn budget_scopes<'a>(known: impl IntoIterator<Item = &'a str> + Clone) -> Option<(Tier, Vec<&'static str>)> {
+    let (tier, used) = host_tier(known)?;
     let psys = used.contains(&"psys");
     let scopes = tier.scopes.iter().copied().filter(|s| if psys { *s != "package" && *s != "dram" } else { *s != "psys" }).collect();
     Some((tier, scopes))

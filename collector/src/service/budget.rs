@@ -1,11 +1,12 @@
 //! Each host's power tier, written as the `budget` tag of its `power` points (docs/schema.md,
 //! `power`) so that a dashboard can add up hosts whose best scope differs. Decided by the
 //! collector with the precedence `plan budget` uses ([`points::budget_scopes`]) from the scopes of
-//! the enabled power sources in the agent's `run` Hello; until the collector has seen a `run`
-//! Hello from an agent (since it started), from the scopes of the power points that agent sent.
-//! One-off `probe`/`governor` Hellos list no sources and change nothing. Kept in memory per agent
-//! id like the guards (`guard.rs`); to change what decides a tier, change [`Tiers::hello`] and
-//! [`Tiers::tag_for`] and the rule in docs/schema.md.
+//! the enabled power sources in the agent's latest `run` Hello plus the scopes of the power points
+//! the agent sent since that Hello (a source rediscovered after start-up is in no Hello: the agent
+//! sends its Hello once per connection). Before any `run` Hello (since the collector started),
+//! the points' scopes alone decide. One-off `probe`/`governor` Hellos list no sources and change
+//! nothing. Kept in memory per agent id like the guards (`guard.rs`); to change what decides a
+//! tier, change [`Tiers::hello`] and [`Tiers::tag_for`] and the rule in docs/schema.md.
 
 use crate::plan::points;
 use std::collections::{BTreeSet, HashMap};
@@ -23,7 +24,8 @@ pub const RUN_SESSION: &str = "run";
 /// Where a host's tier comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Basis {
-    /// The enabled power sources of its latest `run` Hello.
+    /// The enabled power sources of its latest `run` Hello (and the scopes its points showed
+    /// since).
     RunHello,
     /// No `run` Hello yet since the collector started: the scopes of its power points so far.
     Points,
@@ -33,7 +35,7 @@ pub enum Basis {
 struct Host {
     /// Scopes of the enabled sources of the latest `run` Hello; None before the first one.
     declared: Option<BTreeSet<String>>,
-    /// Scopes of the power points seen while `declared` is None.
+    /// Scopes of the power points seen since that Hello (since the collector started before it).
     seen: BTreeSet<String>,
     tag: Option<Arc<BudgetTag>>,
 }
@@ -41,14 +43,12 @@ struct Host {
 impl Host {
     /// Recomputes the tag from the scopes that decide it; logs a change.
     fn decide(&mut self, agent: &str) {
-        let (basis, scopes) = match &self.declared {
-            Some(d) => (Basis::RunHello, d),
-            None => (Basis::Points, &self.seen),
-        };
-        let tag = points::budget_scopes(scopes.iter().map(String::as_str))
+        let basis = if self.declared.is_some() { Basis::RunHello } else { Basis::Points };
+        let scopes: BTreeSet<&String> = self.declared.iter().flatten().chain(&self.seen).collect();
+        let tag = points::budget_scopes(scopes.iter().map(|s| s.as_str()))
             .map(|(tier, s)| Arc::new(BudgetTag { value: tier.tag.to_string(), scopes: s.iter().map(|x| x.to_string()).collect() }));
         if tag != self.tag {
-            let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+            let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
             let tier = tag.as_ref().map(|t| t.value.as_str()).unwrap_or("none (no host-level scope)");
             tracing::info!(agent, tier, ?basis, ?scopes, "power budget tier");
         }
@@ -86,24 +86,24 @@ impl Tiers {
         host.decide(&hello.agent_id);
     }
 
-    /// The tag for a batch of `agent`'s power points, given their scopes; before any `run`
-    /// Hello, the batch's scopes join the ones seen before deciding it.
+    /// The tag for a batch of `agent`'s power points, given their scopes: a scope not seen
+    /// before (a rediscovered source, or any before the first `run` Hello) joins the deciding
+    /// ones first.
     pub fn tag_for<'a>(&self, agent: &str, scopes: impl IntoIterator<Item = &'a str>) -> Option<Arc<BudgetTag>> {
         let mut m = self.lock();
         if !m.contains_key(agent) {
             m.insert(agent.to_string(), Host::default());
         }
         let host = m.get_mut(agent)?;
-        if host.declared.is_none() {
-            let mut grew = false;
-            for s in scopes.into_iter().filter(|s| !s.is_empty()) {
-                if !host.seen.contains(s) {
-                    grew |= host.seen.insert(s.to_string());
-                }
+        let mut grew = false;
+        for s in scopes.into_iter().filter(|s| !s.is_empty()) {
+            let known = host.seen.contains(s) || host.declared.as_ref().is_some_and(|d| d.contains(s));
+            if !known {
+                grew |= host.seen.insert(s.to_string());
             }
-            if grew {
-                host.decide(agent);
-            }
+        }
+        if grew {
+            host.decide(agent);
         }
         host.tag.clone()
     }
@@ -154,10 +154,18 @@ mod tests {
         // A disabled wall meter (IPMI without DCMI) does not make the host a wall-meter host.
         t.hello(&hello("h1", "run", vec![source("wall", false), source("package", true), source("psys", true), source("rail", true)]));
         assert_eq!(t.current("h1"), Some((Some("rails".to_string()), Basis::RunHello)));
-        // Points of scopes the Hello did not list change nothing once a run Hello is known.
-        assert_eq!(tag(&t, "h1", &["wall", "psu_in", "rail"]), want("rails", &["rail"]));
+        // Points of the declared scopes, or lower ones, change nothing.
+        assert_eq!(tag(&t, "h1", &["rail", "package", "psys", "drive"]), want("rails", &["rail"]));
         t.hello(&hello("h2", "run", vec![source("package", true), source("psys", true), source("dram", true), source("core", true)]));
         assert_eq!(tag(&t, "h2", &["psys", "package"]), want("rapl_nvme", &["psys", "drive"]));
+        // A source the Hello did not list (rediscovered after start-up: the agent sends no new
+        // Hello) raises the tier from its first batch on, as plan budget would count it.
+        assert_eq!(tag(&t, "h1", &["rail", "psu_in"]), want("psu_in", &["psu_in"]));
+        assert_eq!(tag(&t, "h1", &["rail"]), want("psu_in", &["psu_in"]));
+        assert_eq!(t.current("h1"), Some((Some("psu_in".to_string()), Basis::RunHello)));
+        // The next run Hello starts over from its own inventory.
+        t.hello(&hello("h1", "run", vec![source("rail", true)]));
+        assert_eq!(tag(&t, "h1", &["rail"]), want("rails", &["rail"]));
         t.hello(&hello("h3", "run", vec![source("core", true)]));
         assert_eq!(tag(&t, "h3", &["core"]), None);
         assert_eq!(t.current("h3"), Some((None, Basis::RunHello)));
@@ -190,7 +198,7 @@ mod tests {
         assert_eq!(tag(&t, "h1", &["package"]), want("rails", &["rail"]));
         // The run Hello replaces what the points said, both ways.
         t.hello(&hello("h1", "run", vec![source("psys", true)]));
-        assert_eq!(tag(&t, "h1", &["rail", "psys"]), want("rapl_nvme", &["psys", "drive"]));
+        assert_eq!(tag(&t, "h1", &["psys", "drive"]), want("rapl_nvme", &["psys", "drive"]));
         t.hello(&hello("h1", "run", vec![source("psu_in", true), source("psys", true)]));
         assert_eq!(tag(&t, "h1", &[]), want("psu_in", &["psu_in"]));
         // Agents are independent.
