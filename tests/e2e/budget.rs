@@ -299,8 +299,7 @@ fn budget_dashboard_and_plan_budget_count_each_host_at_its_best_scope() {
     // Six whole buckets, ending a minute before now (inside `plan --since 1h`).
     let t0 = (fleet_now() / BUCKET_NS - 12) * BUCKET_NS;
     stream_fleet(&collector.url, t0);
-    // The collector writes asynchronously after the ack only when the write failed; acks mean
-    // stored. Every window point of every zone is there.
+    // An acknowledgement means stored: every window point of every enabled zone is there.
     let points: usize = fleet().iter().map(|h| h.2.iter().filter(|z| z.4).count() * BUCKETS).sum();
     let stored = query(&influx, "SELECT count(\"watts\") FROM \"power\" WHERE \"rate\" != 'full'");
     assert_eq!(stored[0]["values"][0][1].as_u64(), Some(points as u64), "window points stored:\n{}", collector.log());
