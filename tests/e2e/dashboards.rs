@@ -529,6 +529,12 @@ fn points(x: &Value, col: usize) -> Vec<(i64, f64)> {
     x["values"].as_array().map(Vec::as_slice).unwrap_or_default().iter().filter_map(|r| Some((r[0].as_i64()?, r[col].as_f64()?))).collect()
 }
 
+/// Every row of a series without its time, as numbers (NaN where a cell is not one).
+fn numeric_rows(x: &Value) -> Vec<Vec<f64>> {
+    let rows = x["values"].as_array().map(Vec::as_slice).unwrap_or_default();
+    rows.iter().map(|r| r.as_array().map(Vec::as_slice).unwrap_or_default().iter().skip(1).map(|v| v.as_f64().unwrap_or(f64::NAN)).collect()).collect()
+}
+
 /// The 10 s bucket (the test's `$__interval`) holding `ns`, in ms as InfluxDB returns it.
 fn bucket_ms(ns: i64) -> i64 {
     ns.div_euclid(10_000_000_000) * 10_000
@@ -962,12 +968,7 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         assert_eq!(keys, want_keys, "{title}: series");
         for x in &series {
             let (device, pattern) = (s(&x["tags"]["device"]), s(&x["tags"]["pattern"]));
-            let rows: Vec<Vec<f64>> = x["values"]
-                .as_array()
-                .expect("rows")
-                .iter()
-                .map(|r| r.as_array().expect("row")[1..].iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect())
-                .collect();
+            let rows = numeric_rows(x);
             assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), sizes, "{title}: {device} {pattern}: IO sizes (KiB)");
             if device == SEED_NAMESPACE {
                 for (r, kib) in rows.iter().zip(&sizes) {
@@ -1088,12 +1089,7 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let curves = run_target(&fleet, panel(ep_d, "Normalised power vs load"), "A", ep_vars, range);
     assert_eq!(curves.iter().map(|x| s(&x["tags"]["workload"])).collect::<Vec<_>>(), vec!["RR", "SW"], "Normalised power vs load: series");
     for (x, bump) in curves.iter().zip([0.0, 0.08]) {
-        let got: Vec<Vec<f64>> = x["values"]
-            .as_array()
-            .expect("rows")
-            .iter()
-            .map(|r| r.as_array().expect("row")[1..].iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect())
-            .collect();
+        let got = numeric_rows(x);
         let want: Vec<Vec<f64>> = (0..=10).map(|l| f64::from(l) / 10.0).map(|u| vec![100.0 * u, norm(bump, 0.0, u) + u, u]).collect();
         assert!(
             got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| g.len() == 3 && g.iter().zip(w).all(|(a, b)| close(*a, *b))),
