@@ -13,11 +13,16 @@
 # WF_SETTLE seconds, so neither side inherits the other's writeback. fio's own figures (IOPS over
 # its whole runtime) are printed too, as "fio as reported".
 #
-# Verdict per pattern: "met" when the median IOPS ratio and the median mean-latency ratio
-# (wattflip/fio) both lie within 0.97-1.03; "engine faster"/"engine slower" otherwise.
+# Verdict per pattern: "met" when the IOPS ratio and the mean-latency ratio (wattflip/fio) both
+# lie within 0.97-1.03; "engine faster"/"engine slower" otherwise. The ratio is the geometric mean
+# of the per-pair ratios over as many engine-first as fio-first pairs (PAIRS is made even): this
+# machine favours one position of a pair by a few per cent, a multiplicative order effect k that
+# alternating order cancels only when the two orders are balanced ((r*k)(r/k) = r^2), while the
+# median of an odd number of pairs lands on one order's side (0.936 IOPS with equal median IOPS
+# in the first 9-pair run). The order effect itself is printed per pattern ("order").
 #
 # Env: WF_DIR (default /var/tmp/wattflip-vs-fio; must be disk-backed), WF_SIZE (bytes, 1 GiB),
-# WF_PAIRS (9), WF_SKIP (16), WF_SETTLE (0.5), WF_ONLY (a pattern name regex, all by default),
+# WF_PAIRS (10; an odd number is rounded up), WF_SKIP (16), WF_SETTLE (0.5), WF_ONLY (a pattern name regex, all by default),
 # WF_DEVICE=loop (both tools on a loop block device over the same pre-filled image instead of the
 # file, so no filesystem metadata enters either side: see docs/uflip-engine.md), WF_TRACE=1 (count, per side, the block requests each tool issues by type and the time spent in
 # pread/pwrite, with bpftrace; needs root), CARGO_TARGET_DIR (where cargo builds).
@@ -26,7 +31,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${WF_DIR:-/var/tmp/wattflip-vs-fio}
 SIZE=${WF_SIZE:-1073741824}
-PAIRS=${WF_PAIRS:-9}
+PAIRS=${WF_PAIRS:-10}
+PAIRS=$(( (PAIRS + 1) / 2 * 2 ))
 SKIP=${WF_SKIP:-16}
 SETTLE=${WF_SETTLE:-0.5}
 ONLY=${WF_ONLY:-.}
@@ -81,8 +87,9 @@ PATTERNS=(
 # Block IO (bios) submitted by the tool's own threads (block_bio_queue runs in the submitter's context; block_rq_issue often runs in a kworker), by type (rwbs: WS = sync write, WSM = sync
 # metadata write, FF = flush, ...), and the time spent inside pread/pwrite: the evidence that shows
 # whether both tools cost the device the same.
-BT_PROG='tracepoint:block:block_bio_queue /comm == "fio" || comm == "one_pattern"/ { @rq[args->rwbs] = count(); }
-tracepoint:syscalls:sys_enter_pwrite64, tracepoint:syscalls:sys_enter_pread64 /comm == "fio" || comm == "one_pattern"/ { @t[tid] = nsecs; }
+BT_PROG='BEGIN { printf("ready\n"); }
+tracepoint:block:block_bio_queue /comm == "fio" || comm == "one_pattern" || strncmp(comm, "uflip-io", 8) == 0/ { @rq[args->rwbs] = count(); }
+tracepoint:syscalls:sys_enter_pwrite64, tracepoint:syscalls:sys_enter_pread64 /comm == "fio" || comm == "one_pattern" || strncmp(comm, "uflip-io", 8) == 0/ { @t[tid] = nsecs; }
 tracepoint:syscalls:sys_exit_pwrite64, tracepoint:syscalls:sys_exit_pread64 /@t[tid]/ { @sys_ns = sum(nsecs - @t[tid]); @sys_n = count(); delete(@t[tid]); }
 END { clear(@t); }'
 
@@ -96,15 +103,22 @@ traced() { # out-file command... : runs the command, with bpftrace counting arou
     fi
     bpftrace -e "$BT_PROG" > "$out" 2>/dev/null &
     local bp=$! i
-    # Start the tool once bpftrace says its probes are attached (polled, 30 s at most).
+    # Start the tool once every probe is attached: BEGIN fires after the attach, while "Attaching
+    # N probes" is printed before it (a SIGTERM during the attach left bpftrace hanging for good).
     for i in $(seq 300); do
-        grep -q '^Attaching' "$out" 2>/dev/null && break
+        grep -q '^ready' "$out" 2>/dev/null && break
         sleep 0.1
     done
-    grep -q '^Attaching' "$out" || { echo "bpftrace did not attach within 30 s (WF_TRACE=1)" >&2; kill -KILL "$bp"; exit 1; }
+    grep -q '^ready' "$out" || { echo "bpftrace did not attach within 30 s (WF_TRACE=1)" >&2; kill -KILL "$bp"; exit 1; }
     "$@"
     # SIGTERM, not SIGINT: a background job of a non-interactive shell starts with SIGINT ignored.
+    # Its maps are printed on exit; one that has not exited after 10 s is killed (counts lost).
     kill -TERM "$bp"
+    for i in $(seq 100); do
+        kill -0 "$bp" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$bp" 2>/dev/null && echo "bpftrace did not exit on SIGTERM; killed (this pair's counts are lost)" >&2
     wait "$bp" || true
 }
 

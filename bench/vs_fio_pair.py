@@ -11,6 +11,7 @@ completion - first start) over the rest; latency statistics over the same IOs.
 """
 import glob
 import json
+import math
 import os
 import statistics
 import sys
@@ -114,6 +115,20 @@ def pair(argv):
     print(json.dumps(row))
 
 
+def balanced(rs, a, b):
+    """Geometric mean of the per-pair ratios a/b over equally many pairs of each order, and the
+    order effect: how much faster the tool going first was, as a factor (1 = none)."""
+    by_order = {o: [math.log(r[a] / r[b]) for r in rs if r[b] > 0 and r[a] > 0 and r["first"] == o] for o in ("wattflip", "fio")}
+    n = min(len(v) for v in by_order.values())
+    if n == 0:
+        return float("nan"), float("nan")
+    wf_first, fio_first = by_order["wattflip"][:n], by_order["fio"][:n]
+    ratio = math.exp((sum(wf_first) + sum(fio_first)) / (2 * n))
+    # Engine-first pairs see r*k, fio-first pairs r/k, so k = sqrt of their quotient.
+    order = math.exp((sum(wf_first) - sum(fio_first)) / (2 * n))
+    return ratio, order
+
+
 def summary(argv):
     path, pairs, skip = argv
     rows = [json.loads(l) for l in open(path)]
@@ -123,15 +138,16 @@ def summary(argv):
             names.append(r["name"])
     med = statistics.median
     print(f"pairs per pattern: {pairs}; first {skip} IOs of each process skipped on both sides; "
-          f"medians; x = median of per-pair ratios wattflip/fio")
+          f"IOPS and means: medians; x = geometric mean of per-pair ratios wattflip/fio over equally many "
+          f"pairs of each order; order = the first runner's advantage in IOPS (1.000 = none)")
     print(f"{'pattern':<15} {'wf IOPS':>9} {'fio IOPS':>9} {'IOPS x':>7} {'wf mean':>8} {'fio mean':>8} "
-          f"{'mean x':>7} {'p50 x':>6} {'p99 x':>6} {'x fio-rep':>9}  verdict")
+          f"{'mean x':>7} {'p50 x':>6} {'p99 x':>6} {'x fio-rep':>9} {'order':>6}  verdict")
     verdicts = []
     for n in names:
         rs = [r for r in rows if r["name"] == n]
         g = lambda k: med(r[k] for r in rs)
-        x = lambda a, b: med(r[a] / r[b] for r in rs if r[b] > 0)
-        iops_x, mean_x = x("wf_iops", "fio_iops"), x("wf_mean", "fio_mean")
+        x = lambda a, b: balanced(rs, a, b)[0]
+        (iops_x, order), mean_x = balanced(rs, "wf_iops", "fio_iops"), x("wf_mean", "fio_mean")
         if 0.97 <= iops_x <= 1.03 and 0.97 <= mean_x <= 1.03:
             v = "met"
         elif iops_x > 1.03 or mean_x < 0.97:
@@ -141,7 +157,7 @@ def summary(argv):
         verdicts.append(v)
         print(f"{n:<15} {g('wf_iops'):>9.0f} {g('fio_iops'):>9.0f} {iops_x:>7.3f} {g('wf_mean'):>8.1f} "
               f"{g('fio_mean'):>8.1f} {mean_x:>7.3f} {x('wf_p50', 'fio_p50'):>6.3f} "
-              f"{x('wf_p99', 'fio_p99'):>6.3f} {x('wf_iops', 'fio_reported_iops'):>9.3f}  {v}")
+              f"{x('wf_p99', 'fio_p99'):>6.3f} {x('wf_iops', 'fio_reported_iops'):>9.3f} {order:>6.3f}  {v}")
     traced = [r for r in rows if r.get("wf_bt")]
     if traced:
         print("\nblock requests issued per 1,000 IOs by each tool (median over pairs) and mean time in pread/pwrite:")

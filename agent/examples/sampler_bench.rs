@@ -1,23 +1,69 @@
-//! Benchmark of the fast power sampler against its floor: 8 hwmon power channels read at 1 kHz for
-//! a fixed time, side by side (at the same time, in one process) with a bare loop that only sleeps
-//! to the same absolute 1 kHz grid with the same time base and does nothing else. It reports each
-//! thread's CPU (from /proc/thread-self/schedstat, ns) and grid lateness, and the sampler's as
-//! ratios to the bare loop's (targets: CPU ≤ 1.10 × the floor, p99 lateness ≤ floor + 20 µs): on a
-//! VM the bare loop alone already costs ~2.3 % of a core, so absolute targets would measure the
-//! host, not the sampler. The channels are files in a temporary hwmon-shaped tree (this machine
-//! has no power hwmon chip); real sysfs attributes cost a similar read.
+//! Benchmark of the fast power sampler against its floors: N hwmon power channels read at 1 kHz
+//! for a fixed time, side by side (at the same time, in one process, three threads) with
+//! - the **bare loop**: only sleeps to the same absolute grid with the same time base (the floor of
+//!   the issue's targets: CPU ≤ 1.10 × its CPU, p99 lateness ≤ its p99 + 20 µs), and
+//! - the **reads floor**: the bare loop plus one `pread` of each channel into a stack buffer per
+//!   tick, nothing else: the least any sampler that reads N separate attributes can cost.
+//!
+//! It reports each thread's CPU (from /proc/thread-self/schedstat, ns), grid lateness, read
+//! syscalls per tick (/proc/thread-self/io `syscr`) and heap allocations per tick (a counting
+//! allocator, per thread), and the sampler as ratios to both floors: the sampler over the reads
+//! floor is its own overhead; the reads floor over the bare loop is what the kernel charges for
+//! reading N files. On a VM the bare loop alone costs ~1–2.3 % of a core, so absolute targets would
+//! measure the host. The channels are files in a temporary hwmon-shaped tree (this machine has no
+//! power hwmon chip); real sysfs attributes cost a similar read.
 //!
 //! Run: `cargo run --release -p wattflip-agent --example sampler_bench -- [seconds] [channels] [period_us]`
 
 // A benchmark program, not shipped: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The counting allocator below is the one unsafe item: a `GlobalAlloc` that forwards to `System`.
+#![allow(unsafe_code)]
 
-use std::sync::atomic::AtomicBool;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::os::unix::fs::FileExt as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wattflip_agent::clock::Clock;
-use wattflip_agent::sensors::sampler::{percentile_us, run, RealTime, Timebase};
+use wattflip_agent::sensors::sampler::{run, Lateness, RealTime, Timebase};
 use wattflip_agent::sensors::{discover_all, SensorKinds};
+
+/// Counts heap allocations made by threads that opted in (the sampler's), so "nothing allocated
+/// per tick" is measured, not assumed.
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNT_HERE.with(Cell::get) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNT_HERE.with(Cell::get) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 /// CPU time of the calling thread in seconds: the first field of /proc/thread-self/schedstat (ns).
 fn thread_cpu_seconds() -> f64 {
@@ -25,32 +71,45 @@ fn thread_cpu_seconds() -> f64 {
     s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 1e9
 }
 
-/// The floor: the sampler's grid logic (due instants on an absolute grid, lateness measured the
-/// same way, the same `RealTime` sleep) with no reads. Returns (lateness µs, CPU seconds).
-fn bare_loop(period_ns: u64, clock: Clock, stop: Arc<AtomicBool>) -> (Vec<u32>, f64) {
+/// Read-type syscalls of the calling thread so far (/proc/thread-self/io `syscr`; pread counts).
+fn thread_read_syscalls() -> u64 {
+    let s = std::fs::read_to_string("/proc/thread-self/io").unwrap_or_default();
+    s.lines().find_map(|l| l.strip_prefix("syscr: ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+/// What one thread of the side-by-side run measured.
+struct Side {
+    lateness: Lateness,
+    cpu_s: f64,
+    ticks: u64,
+    read_syscalls: u64,
+}
+
+/// A floor: the sampler's grid logic (due instants on an absolute grid, lateness measured the same
+/// way, the same `RealTime` sleep), reading `files` once each per tick (none for the bare loop).
+fn floor_loop(period_ns: u64, files: Vec<std::fs::File>, stop: Arc<AtomicBool>) -> Side {
     let cpu0 = thread_cpu_seconds();
-    let mut time = RealTime::new(clock);
+    let mut time = RealTime::new(Clock::new());
     let mut due = 0u64;
-    let mut late = Vec::new();
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    let mut lateness = Lateness::default();
+    let mut buf = [0u8; 64];
+    let (mut ticks, mut sink) = (0u64, 0usize);
+    let sys0 = thread_read_syscalls();
+    while !stop.load(Ordering::Relaxed) {
         let (now, _) = time.now();
         if now >= due {
-            late.push(u32::try_from((now - due) / 1000).unwrap_or(u32::MAX));
+            lateness.record((now - due) / 1000);
             due = (now / period_ns + 1).saturating_mul(period_ns);
+            ticks += 1;
+            for f in &files {
+                sink = sink.wrapping_add(f.read_at(&mut buf, 0).unwrap_or(0));
+            }
         }
         time.sleep_until(due);
     }
-    (late, thread_cpu_seconds() - cpu0)
-}
-
-/// utime + stime of this process in seconds (from /proc/self/stat; clock ticks of 10 ms).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // After the command name: field 3 is index 0, so utime (14) is 11 and stime (15) is 12.
-    (ticks(11) + ticks(12)) / 100.0
+    let read_syscalls = thread_read_syscalls() - sys0;
+    std::hint::black_box(sink);
+    Side { lateness, cpu_s: thread_cpu_seconds() - cpu0, ticks, read_syscalls }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -62,78 +121,76 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let chip = dir.path().join("class/hwmon/hwmon0");
     std::fs::create_dir_all(&chip)?;
     std::fs::write(chip.join("name"), "bench\n")?;
+    let mut paths: Vec<PathBuf> = Vec::new();
     for n in 1..=channels {
-        std::fs::write(chip.join(format!("power{n}_input")), format!("{}\n", 1_000_000 * n))?;
+        let p = chip.join(format!("power{n}_input"));
+        std::fs::write(&p, format!("{}\n", 1_000_000 * n))?;
+        paths.push(p);
     }
     let runner: Arc<dyn wattflip_drives::CommandRunner> = Arc::new(wattflip_drives::SystemRunner::new());
     let found = discover_all(dir.path(), &SensorKinds { rapl: false, ..Default::default() }, &runner);
     assert_eq!(found.power.len(), channels as usize);
-    // What one read costs on its own: the same channels read back to back in a tight loop on a
-    // thread of their own (after the side-by-side run, so it does not disturb it).
-    let mut probe = discover_all(dir.path(), &SensorKinds { rapl: false, ..Default::default() }, &runner).power;
+    let files: Vec<std::fs::File> = paths.iter().map(std::fs::File::open).collect::<Result<_, _>>()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let cpu0 = cpu_seconds();
+    let period_ns = period_us * 1000;
     let t0 = Instant::now();
-    let handle = std::thread::spawn(move || {
-        let mut batches = 0u64;
+    let flag = stop.clone();
+    let sampler = std::thread::spawn(move || {
         let c0 = thread_cpu_seconds();
+        let sys0 = thread_read_syscalls();
+        // Allocations are counted from here on; the first window's batch, the histogram and the
+        // sensors' own state are allocated once, windows (1 s) allocate their batch.
+        COUNT_HERE.with(|c| c.set(true));
+        let mut windows = 0u64;
         let s = run(found.power, Duration::from_micros(period_us), Duration::from_secs(1), Clock::new(), flag, |_| {
-            batches += 1;
+            windows += 1;
             true
         });
-        (s, batches, thread_cpu_seconds() - c0)
+        COUNT_HERE.with(|c| c.set(false));
+        let ticks = s.lateness.ticks();
+        (Side { lateness: s.lateness, cpu_s: thread_cpu_seconds() - c0, ticks, read_syscalls: thread_read_syscalls() - sys0 }, s.reads, s.errors, windows)
     });
     let flag = stop.clone();
-    let bare = std::thread::spawn(move || bare_loop(period_us * 1000, Clock::new(), flag));
+    let bare = std::thread::spawn(move || floor_loop(period_ns, Vec::new(), flag));
+    let flag = stop.clone();
+    let reads = std::thread::spawn(move || floor_loop(period_ns, files, flag));
     std::thread::sleep(Duration::from_secs(secs));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (s, batches, cpu_sampler) = handle.join().map_err(|_| "the sampler thread panicked")?;
-    let (bare_late, cpu_bare) = bare.join().map_err(|_| "the bare loop thread panicked")?;
+    stop.store(true, Ordering::Relaxed);
+    let (s, n_reads, errors, windows) = sampler.join().map_err(|_| "the sampler thread panicked")?;
+    let bare = bare.join().map_err(|_| "the bare loop thread panicked")?;
+    let reads = reads.join().map_err(|_| "the reads-floor thread panicked")?;
     let wall = t0.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu0;
-    let per_read_us = std::thread::spawn(move || {
-        let clock = Clock::new();
-        let rounds = 20_000u64;
-        let c0 = thread_cpu_seconds();
-        for _ in 0..rounds {
-            for s in probe.iter_mut() {
-                let mut now = || clock.now().0;
-                let _ = s.read_timed(&mut now);
-            }
-        }
-        (thread_cpu_seconds() - c0) * 1e6 / (rounds * probe.len().max(1) as u64) as f64
-    })
-    .join()
-    .map_err(|_| "the read-cost thread panicked")?;
-    // The sampler's CPU explained as the floor plus its reads: what is left is its own overhead.
-    let reads_cpu = s.reads as f64 * per_read_us / 1e6;
-    let p = |v: &[u32], q: f64| percentile_us(v, q);
+    let allocs = ALLOCS.load(Ordering::Relaxed);
+    let pct = |side: &Side| 100.0 * side.cpu_s / wall;
+    let line = |name: &str, side: &Side| {
+        format!(
+            "{name:<12} CPU {:.2} % of one core, {} ticks, {:.2} read syscalls per tick, lateness p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs",
+            pct(side),
+            side.ticks,
+            side.read_syscalls as f64 / side.ticks.max(1) as f64,
+            side.lateness.percentile(50.0),
+            side.lateness.percentile(99.0),
+            side.lateness.percentile(99.9),
+            side.lateness.percentile(100.0),
+        )
+    };
+    let p99 = |side: &Side| side.lateness.percentile(99.0) as i64;
     println!(
-        "{channels} channels at {:.0} Hz for {wall:.1} s: {} reads ({} errors), {batches} window batches\n\
-         process CPU {cpu:.3} s (both threads)\n\
-         sampler   CPU {:.2} % of one core, lateness p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs\n\
-         bare loop CPU {:.2} % of one core, lateness p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs\n\
-         sampler / floor: CPU x{:.3} (target ≤ 1.10), p99 lateness {:+} µs (target ≤ +20)\n\
-         one read (timed, back to back): {per_read_us:.2} µs CPU; the reads explain {:.2} % of one core, \
-         leaving {:.2} % above the floor for cold reads and the sampler's own bookkeeping",
+        "{channels} channels at {:.0} Hz for {wall:.1} s: {n_reads} reads ({errors} errors), {windows} window batches, \
+         {allocs} heap allocations on the sampler thread ({:.4} per tick)\n{}\n{}\n{}\n\
+         sampler / bare loop:   CPU x{:.3} (target ≤ 1.10), p99 lateness {:+} µs (target ≤ +20)\n\
+         sampler / reads floor: CPU x{:.3}, p99 lateness {:+} µs (the sampler's own overhead)\n\
+         reads floor / bare:    CPU x{:.3} (what {channels} preads per tick cost the kernel)",
         1e6 / period_us as f64,
-        s.reads,
-        s.errors,
-        100.0 * cpu_sampler / wall,
-        p(&s.lateness_us, 50.0),
-        p(&s.lateness_us, 99.0),
-        p(&s.lateness_us, 99.9),
-        p(&s.lateness_us, 100.0),
-        100.0 * cpu_bare / wall,
-        p(&bare_late, 50.0),
-        p(&bare_late, 99.0),
-        p(&bare_late, 99.9),
-        p(&bare_late, 100.0),
-        if cpu_bare > 0.0 { cpu_sampler / cpu_bare } else { f64::NAN },
-        i64::from(p(&s.lateness_us, 99.0)) - i64::from(p(&bare_late, 99.0)),
-        100.0 * reads_cpu / wall,
-        100.0 * (cpu_sampler - cpu_bare - reads_cpu) / wall,
+        allocs as f64 / s.ticks.max(1) as f64,
+        line("sampler", &s),
+        line("bare loop", &bare),
+        line("reads floor", &reads),
+        s.cpu_s / bare.cpu_s,
+        p99(&s) - p99(&bare),
+        s.cpu_s / reads.cpu_s,
+        p99(&s) - p99(&reads),
+        reads.cpu_s / bare.cpu_s,
     );
     Ok(())
 }

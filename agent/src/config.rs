@@ -13,7 +13,7 @@ use crate::export::config::{collector_config, spool_config, RawCollector, RawSpo
 use crate::export::spool::SpoolConfig;
 use crate::probes::config::{probe_jobs, ProbeJob, RawProbe};
 pub use crate::sensors::config::PowerIntervals;
-use crate::sensors::config::{power_intervals, sensor_kinds, RawPowerIntervals, RawSources};
+use crate::sensors::config::{power_intervals, recheck_interval, sensor_kinds, RawPowerIntervals, RawSources};
 use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -52,6 +52,7 @@ pub struct Config {
 struct RawSampling {
     interval: Option<String>,
     power_interval: Option<String>,
+    recheck_interval: Option<String>,
     #[serde(default)]
     power_intervals: RawPowerIntervals,
 }
@@ -154,7 +155,8 @@ impl Config {
         if max_batches == 0 {
             l.problem("buffer.max_batches", "must be at least 1");
         }
-        let (kinds, sysfs_root) = sensor_kinds(sources, &mut l);
+        let (mut kinds, sysfs_root) = sensor_kinds(sources, &mut l);
+        kinds.recheck = recheck_interval(sampling.recheck_interval, interval, &mut l);
         let probes = probe_jobs(raw_probes, (&sysfs_root, &kinds, &drives), &mut l);
         let spool = spool_config(spool, &mut l);
         let metrics_listen = metrics.listen.and_then(|m| match m.parse::<SocketAddr>() {
@@ -303,6 +305,32 @@ mod tests {
         assert_eq!(c.power_intervals.get("nvme_estimate"), None);
         // Without the table every source follows power_interval (the old behaviour).
         assert_eq!(parse(TLS).unwrap().power_intervals, PowerIntervals::default());
+    }
+
+    #[test]
+    fn recheck_interval_defaults_to_100ms_within_one_report_and_is_checked() {
+        let recheck = |sampling: &str| parse(&format!("[sampling]\n{sampling}\n{TLS}")).map(|c| c.kinds.recheck);
+        assert_eq!(recheck("").unwrap(), Duration::from_millis(100));
+        assert_eq!(recheck("interval = \"20ms\"").unwrap(), Duration::from_millis(20), "never longer than a report interval");
+        assert_eq!(recheck("recheck_interval = \"1s\"").unwrap(), Duration::from_secs(1));
+        assert_eq!(recheck("interval = \"5s\"\nrecheck_interval = \"5ms\"").unwrap(), Duration::from_millis(5));
+        let err = parse(&format!("[sampling]\ninterval = \"1s\"\nrecheck_interval = \"2s\"\nrecheck_every = \"1s\"\n{TLS}")).unwrap_err();
+        let problems: Vec<(&str, &str)> = err.problems.iter().map(|p| (p.path.as_str(), p.message.as_str())).collect();
+        assert_eq!(
+            problems,
+            vec![
+                ("sampling.recheck_every", "unknown key (check the spelling; see the example config)"),
+                ("sampling.recheck_interval", "2s is longer than sampling.interval (1s): a replaced file must be noticed within one report interval"),
+            ]
+        );
+        for (value, message) in [
+            ("500us", "500µs is shorter than 1ms: every check is a stat() of each attribute; 1ms is already one per 1 kHz reading"),
+            ("soon", "`soon` is not a duration (expected number at 0); write e.g. `500ms`, `5s` or `2m`"),
+        ] {
+            let err = recheck(&format!("recheck_interval = \"{value}\"")).unwrap_err();
+            let problems: Vec<(&str, &str)> = err.problems.iter().map(|p| (p.path.as_str(), p.message.as_str())).collect();
+            assert_eq!(problems, vec![("sampling.recheck_interval", message)]);
+        }
     }
 
     #[test]

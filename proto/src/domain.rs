@@ -94,6 +94,29 @@ pub struct PowerSample {
     pub readings: u32,
     /// A full-rate reading recorded around a probe (tag `rate=full`), not a window aggregate.
     pub full_rate: bool,
+    /// Quality flags (`deactivated`...), sorted and unique; empty for an ordinary reading.
+    pub flags: Vec<String>,
+}
+
+/// At most this many flags on one power sample, each at most [`MAX_FLAG_BYTES`] long.
+pub const MAX_FLAGS: usize = 8;
+pub const MAX_FLAG_BYTES: usize = 32;
+
+/// A power sample's flags, checked (each one lowercase word, so the comma-joined `flags` field
+/// splits back into exactly these) and put in canonical order: sorted, duplicates dropped.
+fn power_flags(mut flags: Vec<String>) -> Result<Vec<String>, Bad> {
+    if flags.len() > MAX_FLAGS {
+        return Err(bad("flags", flags.len(), Rule::OutOfRange, format!("{} flags; at most {MAX_FLAGS}", flags.len())));
+    }
+    for f in &flags {
+        let word = !f.is_empty() && f.len() <= MAX_FLAG_BYTES && f.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !word {
+            return Err(bad("flags", shown(f), Rule::OutOfRange, format!("a flag is one lowercase word ([a-z0-9_], 1 to {MAX_FLAG_BYTES} bytes)")));
+        }
+    }
+    flags.sort_unstable();
+    flags.dedup();
+    Ok(flags)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -540,6 +563,7 @@ fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
         max_watts: opt_num("max_watts", p.max_watts)?.map(Watts),
         readings: p.readings,
         full_rate: p.full_rate,
+        flags: power_flags(p.flags)?,
         source: p.source,
         zone: p.zone,
         scope: p.scope,
@@ -702,6 +726,26 @@ mod tests {
         assert_eq!(c.rejected[1].to_string(), "temperature[1].celsius = 600: 600 °C is outside -273.15..500; check the unit");
         // The strict form fails on the first.
         assert_eq!(convert_batch("a1", batch(vec![v1::PowerSample { zone: "end\\".into(), ..sample() }])).unwrap_err().field, "power[0].zone");
+    }
+
+    #[test]
+    fn power_flags_are_words_in_canonical_order() {
+        let flags = |f: &[&str]| v1::PowerSample { flags: f.iter().map(|s| s.to_string()).collect(), ..sample() };
+        let b = convert_batch("a1", batch(vec![flags(&["deactivated", "estimated", "deactivated"])])).unwrap();
+        assert_eq!(b.power[0].flags, vec!["deactivated".to_string(), "estimated".into()]);
+        assert_eq!(convert_batch("a1", batch(vec![sample()])).unwrap().power[0].flags, Vec::<String>::new());
+        let c = convert_batch_points("a1", batch(vec![flags(&["a,b"]), flags(&["Deactivated"]), flags(&[""]), flags(&["x"; 9])])).unwrap();
+        let got: Vec<(&str, &str, Rule)> = c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule)).collect();
+        assert_eq!(
+            got,
+            [
+                ("power[0].flags", "\"a,b\"", Rule::OutOfRange),
+                ("power[1].flags", "\"Deactivated\"", Rule::OutOfRange),
+                ("power[2].flags", "\"\"", Rule::OutOfRange),
+                ("power[3].flags", "9", Rule::OutOfRange),
+            ]
+        );
+        assert_eq!(c.rejected[0].reason, "a flag is one lowercase word ([a-z0-9_], 1 to 32 bytes)");
     }
 
     #[test]

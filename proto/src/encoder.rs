@@ -175,6 +175,18 @@ impl BatchEncoder {
             push_int(out, s.readings);
             out.push('i');
         }
+        if !s.flags.is_empty() {
+            field(out, "flags");
+            out.push('"');
+            // Flags are checked words (domain::power_flags), but escape as Point::write_line does.
+            for (i, f) in s.flags.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                escape(out, f, &['"', '\\']);
+            }
+            out.push('"');
+        }
         end_line(out, s.time.0);
         true
     }
@@ -234,6 +246,7 @@ mod tests {
             max_watts: Some(Watts(1e21)),
             readings: 7,
             full_rate: false,
+            flags: Vec::new(),
         }
     }
 
@@ -253,7 +266,7 @@ mod tests {
             sequence: 3,
             power: vec![
                 power("rapl", "package-0", "package"),
-                power("hwmon", "ina3221 ch 1", ""),
+                PowerSample { flags: vec!["deactivated".into(), "estimated".into()], ..power("hwmon", "ina3221 ch 1", "") },
                 PowerSample { watts: None, interval_ns: u64::MAX, min_watts: None, ..power("rapl", "psys", "psys") },
                 // Not encodable: the slow path reports it, the fast path must skip it the same way.
                 PowerSample { watts: Some(Watts(f64::NAN)), ..power("rapl", "dram", "dram") },
@@ -302,7 +315,7 @@ mod tests {
             lines[0],
             "power,host=a1,method=measured,rack=r7,scope=package,source=rapl,zone=package-0 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n"
         );
-        assert_eq!(lines[1], "power,host=a1,method=measured,rack=r7,source=hwmon,zone=ina3221\\ ch\\ 1 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i 1700000000000000001\n");
+        assert_eq!(lines[1], "power,host=a1,method=measured,rack=r7,source=hwmon,zone=ina3221\\ ch\\ 1 watts=12.5,joules=3,interval_ns=250000000i,min_watts=0.0000001,max_watts=1000000000000000000000,readings=7i,flags=\"deactivated,estimated\" 1700000000000000001\n");
         assert_eq!(
             lines[2],
             "power,host=a1,method=measured,rack=r7,scope=psys,source=rapl,zone=psys joules=3,interval_ns=9223372036854775807i 1700000000000000001\n"

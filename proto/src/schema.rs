@@ -117,6 +117,11 @@ pub fn power_point(s: &PowerSample, tags: &HostTags) -> Point {
     if let (Some(lo), Some(hi)) = (s.min_watts, s.max_watts) {
         p = p.float("min_watts", lo.0).float("max_watts", hi.0).int("readings", i64::from(s.readings));
     }
+    // A string field, not a tag: a tag would split a zone's series whenever a BMC's state changes
+    // and multiply series per combination of flags (docs/schema.md).
+    if !s.flags.is_empty() {
+        p = p.string("flags", s.flags.join(","));
+    }
     p
 }
 

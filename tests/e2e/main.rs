@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod dashboards;
+mod dcmi;
 mod delivery;
 mod delivery_agent;
 mod drives;
@@ -16,6 +17,7 @@ mod grpc;
 mod ledger;
 mod plan;
 mod probe;
+mod rediscovery;
 mod report;
 mod security;
 mod spine;

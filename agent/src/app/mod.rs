@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod probe;
 pub mod report;
 pub mod run;
+pub mod samplers;
 pub mod schedule;
 pub mod session;
 pub mod ticks;

@@ -4,10 +4,11 @@
 //! UTC, so intervals never jump with NTP. What happens on a tick is in `ticks`; a new task that
 //! runs beside sampling is spawned in [`run`] and stopped in [`finish`].
 
+use super::samplers::{place, FastSamplers};
 use super::schedule::{run_job, DeviceLocks, JobStop};
 use super::session::{exporter_config, hello, RunError};
 pub use super::ticks::RunSummary;
-use super::ticks::{monitor_loop, rediscover, sample, split_by_rate, Rediscovery, SamplerState};
+use super::ticks::{monitor_loop, rediscover, sample, Rediscovery, SamplerState};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::drives::changes::{recover_records, ChangeLog};
@@ -20,12 +21,10 @@ use crate::export::spool::Spool;
 use crate::export::telemetry::AgentMetrics;
 use crate::sensors::nvme_estimate::NvmeEstimate;
 use crate::sensors::offtick::OffTick;
-use crate::sensors::sampler::{run_on, RealTime, SamplerStats};
 use crate::sensors::{discover_all, Discovered};
 use anyhow::Context as _;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -151,16 +150,13 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     let kinds = crate::sensors::SensorKinds { ipmi: false, ..cfg.kinds.clone() };
     let every = super::ticks::REDISCOVER_EVERY;
     state.rediscovery = Some(Rediscovery { sysfs_root: cfg.sysfs_root.clone(), kinds, every, known, last_ns: clock.now().0 });
-    let (fast_groups, slow) = split_by_rate(&cfg, std::mem::take(&mut found.power));
-    for (s, period) in slow {
-        found.power.push(s);
-        state.periods.push(period);
-    }
     state.tick = cfg.sampling_interval;
-    let fast = spawn_fast_samplers(fast_groups, &cfg, clock, &tx);
+    let mut fast = FastSamplers::new(cfg.sampling_interval, clock, tx.clone());
+    let power = std::mem::take(&mut found.power);
+    place(&cfg, power, &mut found, &mut state, &mut fast);
     let mut summary = RunSummary::default();
     tokio::pin!(shutdown);
-    let ticks = Ticks { found: &mut found, clock: &clock, state: &mut state, metrics: &metrics };
+    let ticks = Ticks { cfg: &cfg, found: &mut found, clock: &clock, state: &mut state, metrics: &metrics, fast: &mut fast };
     let stopped = tick_loop(ticks, &opts, first, &tx, &mut summary, shutdown.as_mut()).await;
     // A signal halts a probe in flight (its completed runs are kept); a bounded run lets it end.
     let _ = jobs_stop.send(if stopped { JobStop::Halt } else { JobStop::Finish });
@@ -224,31 +220,15 @@ fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
     Startup { found, drives, monitor }
 }
 
-type FastSampler = (Arc<AtomicBool>, std::thread::JoinHandle<SamplerStats>);
-
-/// One windowed sampler thread per source group, each sending its window aggregates to `tx`.
-fn spawn_fast_samplers(groups: Vec<(String, Vec<super::ticks::Timed>)>, cfg: &Config, clock: Clock, tx: &mpsc::Sender<v1::Batch>) -> Vec<FastSampler> {
-    groups
-        .into_iter()
-        .map(|(source, sensors)| {
-            let stop = Arc::new(AtomicBool::new(false));
-            let (flag, out, window) = (stop.clone(), tx.clone(), cfg.sampling_interval);
-            tracing::info!(source = %source, zones = sensors.len(), "fast power sampling");
-            let handle = std::thread::spawn(move || {
-                let mut time = RealTime::new(clock);
-                run_on(sensors, window, &mut time, flag, |b| out.blocking_send(b).is_ok())
-            });
-            (stop, handle)
-        })
-        .collect()
-}
-
-/// The sensors read on the tick and the sampler's memory of them.
+/// The sensors read on the tick and the sampler's memory of them, and the fast samplers that
+/// rediscovered sources join.
 struct Ticks<'a> {
+    cfg: &'a Config,
     found: &'a mut Discovered,
     clock: &'a Clock,
     state: &'a mut SamplerState,
     metrics: &'a AgentMetrics,
+    fast: &'a mut FastSamplers,
 }
 
 /// Samples on every tick until `opts.samples` ticks or `shutdown`; `first` goes out with the
@@ -276,7 +256,8 @@ async fn tick_loop(
         // Sensor reads are short sysfs reads, but a BMC command can take a second: keep them off
         // the async workers' hot path.
         tokio::task::block_in_place(|| {
-            rediscover(t.found, t.clock, &mut batch, t.state);
+            let new = rediscover(t.cfg, t.clock, &mut batch, t.state);
+            place(t.cfg, new, t.found, t.state, t.fast);
             sample(t.found, t.clock, &mut batch, t.state, summary, t.metrics)
         });
         summary.ticks += 1;
@@ -288,7 +269,7 @@ async fn tick_loop(
 
 /// The tasks running beside sampling, to be stopped in order at the end.
 struct Tasks {
-    fast: Vec<FastSampler>,
+    fast: FastSamplers,
     jobs: Vec<JoinHandle<()>>,
     monitor_stop: watch::Sender<bool>,
     monitor_task: Option<JoinHandle<(u64, u64)>>,
@@ -302,10 +283,7 @@ struct Tasks {
 /// delivers what was sampled: on a signal the exporter stops at once; after `--samples` it drains
 /// until everything is acknowledged or a second signal comes.
 async fn finish(t: Tasks, stopped: bool, mut summary: RunSummary, shutdown: std::pin::Pin<&mut impl Future<Output = ()>>) -> RunSummary {
-    for (stop, _) in &t.fast {
-        stop.store(true, Ordering::Relaxed);
-    }
-    for (_, handle) in t.fast {
+    for handle in t.fast.stop() {
         if let Ok(Ok(s)) = tokio::task::spawn_blocking(move || handle.join()).await {
             summary.power_samples += s.reads - s.errors;
             summary.sensor_errors += s.errors;

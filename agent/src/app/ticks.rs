@@ -85,8 +85,9 @@ pub struct SamplerState {
     pub rediscovery: Option<Rediscovery>,
 }
 
-/// Sysfs sources found after start-up (a driver loaded late, a zone unreadable at start) join the
-/// tick: every `every`, the sysfs tree is scanned again for zones not sampled yet.
+/// Sysfs sources found after start-up (a driver loaded late, a zone unreadable at start) are
+/// sampled like those found at start (`samplers::place`): every `every`, the sysfs tree is scanned
+/// again for zones not sampled yet.
 pub struct Rediscovery {
     pub sysfs_root: std::path::PathBuf,
     pub kinds: crate::sensors::SensorKinds,
@@ -99,24 +100,26 @@ pub struct Rediscovery {
 /// How often sysfs is scanned again for new power sources.
 pub const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
 
-/// Adds the sysfs power sources that appeared since the last scan, read on the tick from now on,
-/// each announced by a `sensor_available` event. New sources reach the inventory at the next Hello.
-pub fn rediscover(found: &mut Discovered, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState) {
-    let Some(r) = state.rediscovery.as_mut() else { return };
+/// The sysfs power sources that appeared since the last scan (when a scan is due), each announced
+/// by a `sensor_available` event in `batch` that says how often it is read; the caller places them
+/// (`samplers::place`). New sources reach the inventory at the next Hello.
+pub fn rediscover(cfg: &Config, clock: &Clock, batch: &mut v1::Batch, state: &mut SamplerState) -> Vec<Box<dyn PowerSensor>> {
+    let Some(r) = state.rediscovery.as_mut() else { return Vec::new() };
     let (mono, utc) = clock.now();
     if mono.saturating_sub(r.last_ns) < u64::try_from(r.every.as_nanos()).unwrap_or(u64::MAX) {
-        return;
+        return Vec::new();
     }
     r.last_ns = mono;
-    for s in crate::sensors::rediscover(&r.sysfs_root, &r.kinds, &r.known) {
+    let new = crate::sensors::rediscover(&r.sysfs_root, &r.kinds, &r.known);
+    for s in &new {
         let d = s.describe();
         tracing::info!(zone = %d.zone, path = %d.path, "new power source");
-        let msg = format!("new {} power source {} ({}), read every tick from now on", d.source, d.zone, d.path);
+        let every = power_period(cfg, s.as_ref());
+        let msg = format!("new {} power source {} ({}), read every {every:?} from now on", d.source, d.zone, d.path);
         batch.events.push(crate::events::event(utc, "sensor_available", v1::Severity::Info, &d.zone, msg));
         r.known.insert((d.source, d.zone));
-        found.power.push(s);
-        state.periods.push(state.tick);
     }
+    new
 }
 
 /// The read interval of a power source: its `[sampling.power_intervals]` override, else

@@ -24,6 +24,8 @@ pub struct ZoneSeries {
     pub watts: Vec<f64>,
     /// Per reading: the counter interval its watts are the mean of (0 for instantaneous sources).
     pub interval_ns: Vec<u64>,
+    /// Per reading: its quality flags (a deactivated DCMI reading), sent on its full-rate point.
+    pub flags: Vec<crate::sensors::Flags>,
     /// Read errors while recording (the zone keeps going).
     pub errors: u64,
 }
@@ -102,6 +104,7 @@ impl PowerRecorder {
                                 z.t.push(utc);
                                 z.watts.push(r.watts.0);
                                 z.interval_ns.push(r.interval_ns);
+                                z.flags.push(r.flags);
                             }
                             Ok(None) => {}
                             Err(_) => z.errors += 1,

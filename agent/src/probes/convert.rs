@@ -147,6 +147,7 @@ pub fn full_rate_batches(zones: &[ZoneSeries], max: usize) -> Vec<v1::Batch> {
                 joules: None,
                 interval_ns: z.interval_ns.get(i).map(|&n| i64::try_from(n).unwrap_or(i64::MAX)).unwrap_or(0),
                 full_rate: true,
+                flags: z.flags.get(i).map(|f| f.words()).unwrap_or_default(),
                 ..Default::default()
             });
             if current.power.len() == max {
@@ -205,6 +206,7 @@ mod tests {
             t: (0..n as i64).map(|i| 1_000 + i).collect(),
             watts: (0..n).map(|i| i as f64).collect(),
             interval_ns: vec![interval_ns; n],
+            flags: vec![crate::sensors::Flags::NONE; n],
             errors: 0,
         }
     }
@@ -219,6 +221,12 @@ mod tests {
         assert_eq!(all[5].zone, "b");
         assert_eq!(all[5].interval_ns, 1_000_000);
         assert_eq!(all[0].interval_ns, 0);
+        assert!(all.iter().all(|p| p.flags.is_empty()));
+        // A BMC whose reading state is deactivated: its full-rate points carry the flag too.
+        let mut bmc = zone("dcmi/system", 2, 0);
+        bmc.flags[1] = crate::sensors::Flags::DEACTIVATED;
+        let flags: Vec<Vec<String>> = full_rate_batches(&[bmc], 4)[0].power.iter().map(|p| p.flags.clone()).collect();
+        assert_eq!(flags, vec![vec![], vec!["deactivated".to_string()]]);
         assert!(full_rate_batches(&[], 4).is_empty());
         assert_eq!(full_rate_batches(&[zone("a", 8, 0)], 4).len(), 2, "an exact multiple leaves no empty batch");
     }

@@ -1,7 +1,8 @@
 //! `[sources]` and `[sampling.power_intervals]` of the agent config: which kinds of sources are
 //! discovered (`SensorKinds`), where sysfs is, and how often each kind of power source is read. A
 //! new kind of power source adds its switch here (a field of [`RawSources`] read in
-//! [`sensor_kinds`]) and, if it needs its own rate, a field of [`PowerIntervals`].
+//! [`sensor_kinds`]) and, if it needs its own rate, a field of [`PowerIntervals`]. Also
+//! `sampling.recheck_interval` ([`recheck_interval`]), which every sysfs source uses.
 
 use super::SensorKinds;
 use serde::Deserialize;
@@ -91,6 +92,26 @@ pub fn sensor_kinds(sources: RawSources, l: &mut Loader) -> (SensorKinds, PathBu
             Some(t) => parse_duration("sources.command_timeout", &t, l).unwrap_or(defaults.command_timeout),
             None => defaults.command_timeout,
         },
+        recheck: defaults.recheck,
     };
     (kinds, sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")))
+}
+
+/// `sampling.recheck_interval`: how often a kept-open sysfs attribute checks that its path still
+/// names the file it holds (a file replaced by rename or removed is seen within this time). Default
+/// [`super::RECHECK`], shortened to the report interval `interval` when that is shorter, so a
+/// replaced file is always noticed within one report; set, it must lie in 1ms..=`interval`.
+pub fn recheck_interval(raw: Option<String>, interval: Duration, l: &mut Loader) -> Duration {
+    let default = super::RECHECK.min(interval);
+    let key = "sampling.recheck_interval";
+    let Some(d) = raw.and_then(|r| parse_duration(key, &r, l)) else { return default };
+    if d < Duration::from_millis(1) {
+        l.problem(key, format!("{d:?} is shorter than 1ms: every check is a stat() of each attribute; 1ms is already one per 1 kHz reading"));
+        return default;
+    }
+    if d > interval {
+        l.problem(key, format!("{d:?} is longer than sampling.interval ({interval:?}): a replaced file must be noticed within one report interval"));
+        return default;
+    }
+    d
 }

@@ -6,7 +6,7 @@
 //! sensor type implementing the trait from `sensors`.
 
 use super::{
-    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, PowerReading, PowerSensor, SensorError, TemperatureSensor,
+    read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, Flags, PowerReading, PowerSensor, SensorError, TemperatureSensor,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -124,12 +124,12 @@ impl PowerSensor for HwmonPower {
         match &mut self.input {
             PowerInput::Direct(p) => {
                 let uw: i64 = p.read_int("an integer (µW)")?;
-                Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0 }))
+                Ok(Some(PowerReading { watts: Watts::from_microwatts(uw), joules: None, interval_ns: 0, flags: Flags::NONE }))
             }
             PowerInput::VoltCurrent { volts, amps } => {
                 let mv: i64 = volts.read_int("an integer (mV)")?;
                 let ma: i64 = amps.read_int("an integer (mA)")?;
-                Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0 }))
+                Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0, flags: Flags::NONE }))
             }
             PowerInput::Energy { counter, .. } => {
                 let cur: u64 = counter.read_int("an unsigned integer (µJ)")?;
@@ -150,7 +150,7 @@ impl HwmonPower {
         }
         let joules = MicroJoules(cur - prev_uj).to_joules();
         let interval_ns = now_ns.saturating_sub(prev_ns);
-        Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns }))
+        Ok(joules.over_nanos(interval_ns).map(|watts| PowerReading { watts, joules: Some(joules), interval_ns, flags: Flags::NONE }))
     }
 }
 
@@ -185,7 +185,9 @@ fn channels(files: &[String], prefix: &str, suffix: &str) -> Vec<u32> {
     v
 }
 
-pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
+/// Finds every hwmon chip's temperature, power, voltage and current channels under `sysfs_root`;
+/// each attribute checks that its path still names the open file every `recheck` ([`super::Attr`]).
+pub fn discover(sysfs_root: &Path, recheck: Duration, out: &mut Discovered) {
     let dir = sysfs_root.join("class/hwmon");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         out.unavailable.push(format!("hwmon: {} does not exist: no hwmon chips on this host", dir.display()));
@@ -202,9 +204,13 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
         };
         for n in channels(&files, "temp", "_input") {
             let label = read_attr(&chip.join(format!("temp{n}_label")), HINT).unwrap_or_else(|_| format!("temp{n}"));
-            out.temperature.push(Box::new(HwmonTemp { device: device.clone(), sensor: label, input: Attr::new(chip.join(format!("temp{n}_input")), HINT) }));
+            out.temperature.push(Box::new(HwmonTemp {
+                device: device.clone(),
+                sensor: label,
+                input: Attr::new(chip.join(format!("temp{n}_input")), HINT, recheck),
+            }));
         }
-        discover_power(&chip, &name, &device, &files, out);
+        discover_power(&chip, (&name, &device), &files, recheck, out);
         // Every voltage and current channel the chip has: a bounded set per chip, so the series
         // per host stay few. Channel tags are labels when the driver gives them (vin, iout1,
         // SSD 12V), else the attribute stem (in0, curr1).
@@ -214,7 +220,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
                     chip: device.clone(),
                     channel: label(&chip, prefix, n),
                     volts,
-                    input: Attr::new(chip.join(format!("{prefix}{n}_input")), HINT),
+                    input: Attr::new(chip.join(format!("{prefix}{n}_input")), HINT, recheck),
                 }));
             }
         }
@@ -248,7 +254,7 @@ fn shunt_ohms(chip: &Path, n: u32) -> f64 {
     read_int::<i64>(&path, HINT, "µΩ").map(|uo| uo as f64 / 1e6).unwrap_or(0.0)
 }
 
-fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: &mut Discovered) {
+fn discover_power(chip: &Path, (name, device): (&str, &str), files: &[String], recheck: Duration, out: &mut Discovered) {
     let update = update_period(chip);
     let mut have_power = false;
     // One zone per physical channel: an energy counter when the chip has one (exact joules over
@@ -260,7 +266,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
         out.power.push(Box::new(HwmonPower {
             zone: format!("{device}/{}", power_label(chip, *n, &l)),
             scope: power_scope(name, &l).into(),
-            input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT), last: None },
+            input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT, recheck), last: None },
             shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, *n) } else { 0.0 },
             update,
         }));
@@ -282,7 +288,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
             out.power.push(Box::new(HwmonPower {
                 zone: format!("{device}/{l}"),
                 scope: power_scope(name, &l).into(),
-                input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT)),
+                input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT, recheck)),
                 shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
                 update: period,
             }));
@@ -306,7 +312,7 @@ fn discover_power(chip: &Path, name: &str, device: &str, files: &[String], out: 
         out.power.push(Box::new(HwmonPower {
             zone: format!("{device}/{l}"),
             scope: "rail".into(),
-            input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT), amps: Attr::new(amps, HINT) },
+            input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT, recheck), amps: Attr::new(amps, HINT, recheck) },
             shunt_ohms: shunt_ohms(chip, n),
             update,
         }));

@@ -29,6 +29,36 @@ pub struct PowerReading {
     pub joules: Option<Joules>,
     /// Length of the interval on the monotonic clock; 0 for instantaneous readings.
     pub interval_ns: u64,
+    /// What a reader of the stored value must know about it (a deactivated DCMI reading).
+    pub flags: Flags,
+}
+
+/// Quality flags of a reading, sent as the sample's `flags` (the `flags` field of its `power`
+/// point). A small bit set, so readings stay `Copy` on the 1 kHz path; a window aggregate carries
+/// the union of its readings' flags. A new flag is a constant here and its word in `Flags::WORDS`
+/// (one lowercase word, documented in ingest.proto and docs/schema.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags(u8);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    /// An IPMI DCMI reading whose state the BMC reports as deactivated, kept because plausible.
+    pub const DEACTIVATED: Flags = Flags(1);
+
+    const WORDS: [(Flags, &'static str); 1] = [(Flags::DEACTIVATED, "deactivated")];
+
+    pub fn union(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The flags as the wire's words, in a fixed order.
+    pub fn words(self) -> Vec<String> {
+        Self::WORDS.iter().filter(|(f, _)| self.contains(*f)).map(|(_, w)| w.to_string()).collect()
+    }
 }
 
 impl PowerReading {
@@ -43,6 +73,7 @@ impl PowerReading {
             watts: Some(self.watts.0),
             joules: self.joules.map(|j| j.0),
             interval_ns: i64::try_from(self.interval_ns).unwrap_or(i64::MAX),
+            flags: self.flags.words(),
             ..Default::default()
         }
     }
@@ -179,11 +210,14 @@ pub struct SensorKinds {
     pub ipmi: bool,
     pub ipmitool: String,
     pub command_timeout: std::time::Duration,
+    /// How often a kept-open sysfs attribute checks that its path still names the file it holds
+    /// (`sampling.recheck_interval`, default [`RECHECK`]).
+    pub recheck: std::time::Duration,
 }
 
 impl Default for SensorKinds {
     fn default() -> Self {
-        SensorKinds { rapl: true, hwmon: true, ipmi: false, ipmitool: "ipmitool".into(), command_timeout: std::time::Duration::from_secs(5) }
+        SensorKinds { rapl: true, hwmon: true, ipmi: false, ipmitool: "ipmitool".into(), command_timeout: std::time::Duration::from_secs(5), recheck: RECHECK }
     }
 }
 
@@ -192,10 +226,10 @@ impl Default for SensorKinds {
 pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn CommandRunner>) -> Discovered {
     let mut d = Discovered::default();
     if kinds.rapl {
-        rapl::discover(sysfs_root, &mut d);
+        rapl::discover(sysfs_root, kinds.recheck, &mut d);
     }
     if kinds.hwmon {
-        hwmon::discover(sysfs_root, &mut d);
+        hwmon::discover(sysfs_root, kinds.recheck, &mut d);
     }
     if kinds.ipmi {
         ipmi::discover(runner.clone(), &kinds.ipmitool, kinds.command_timeout, &mut d);
@@ -209,10 +243,10 @@ pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn Com
 pub fn rediscover(sysfs_root: &Path, kinds: &SensorKinds, known: &std::collections::HashSet<(String, String)>) -> Vec<Box<dyn PowerSensor>> {
     let mut d = Discovered::default();
     if kinds.rapl {
-        rapl::discover(sysfs_root, &mut d);
+        rapl::discover(sysfs_root, kinds.recheck, &mut d);
     }
     if kinds.hwmon {
-        hwmon::discover(sysfs_root, &mut d);
+        hwmon::discover(sysfs_root, kinds.recheck, &mut d);
     }
     d.power
         .into_iter()
@@ -240,7 +274,11 @@ pub(crate) fn read_int<T: std::str::FromStr>(path: &Path, hint: &'static str, ex
     s.parse().map_err(|_| SensorError::Parse { path: path.to_owned(), content: s, expected })
 }
 
-/// How often a kept-open attribute checks that its path still names the file it holds open.
+/// How often a kept-open attribute checks, by default, that its path still names the file it
+/// holds open: a replaced or vanished file is seen at the first read at least this long after the
+/// previous check, so its stale value is read for at most this long (plus one read period). One
+/// `stat` per attribute per check (≈ 1–2 µs): 10 per second at 100 ms, nothing next to a 1 kHz
+/// `pread`. `sampling.recheck_interval` sets it (never longer than `sampling.interval`).
 pub const RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A sysfs attribute kept open and re-read with `pread` at offset 0, so sampling at up to 1 kHz
@@ -248,7 +286,7 @@ pub const RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 /// failing: a file replaced by rename (a driver reload, a writer that renames) or removed keeps
 /// answering its old content forever. So the attribute:
 /// - drops the descriptor on any error (ENODEV, ESTALE, EIO...) and opens the path again next time;
-/// - every [`RECHECK`] (and whenever [`Attr::recheck_now`] asks), `stat`s the path and reopens when
+/// - every `recheck` ([`RECHECK`] by default; and whenever [`Attr::recheck_now`] asks), `stat`s the path and reopens when
 ///   its inode changed; a path that is gone is an error (a gap), never the old value.
 pub(crate) struct Attr {
     path: PathBuf,
@@ -259,8 +297,8 @@ pub(crate) struct Attr {
 }
 
 impl Attr {
-    pub(crate) fn new(path: PathBuf, hint: &'static str) -> Self {
-        Attr { path, file: None, hint, checked: None, recheck: RECHECK }
+    pub(crate) fn new(path: PathBuf, hint: &'static str, recheck: std::time::Duration) -> Self {
+        Attr { path, file: None, hint, checked: None, recheck }
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -5,7 +5,7 @@
 //! as the `datasheet_ratio` of per-run energy. The current state is re-read at most every
 //! `min_interval` (an admin command per read), since the governor may change it.
 
-use super::{PowerReading, PowerSensor, SensorError};
+use super::{Flags, PowerReading, PowerSensor, SensorError};
 use std::time::Duration;
 use wattflip_drives::{Governor, NvmeCli, PowerState};
 use wattflip_proto::units::Watts;
@@ -55,7 +55,7 @@ impl PowerSensor for NvmeEstimate {
 
     fn read(&mut self, _now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
         let (_, w) = self.current()?;
-        Ok(Some(PowerReading { watts: w, joules: None, interval_ns: 0 }))
+        Ok(Some(PowerReading { watts: w, joules: None, interval_ns: 0, flags: Flags::NONE }))
     }
 
     fn min_interval(&self) -> Duration {

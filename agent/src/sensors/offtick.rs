@@ -124,6 +124,7 @@ impl PowerSensor for OffTick {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sensors::Flags;
     use wattflip_proto::units::Watts;
 
     /// A tool-backed source that fails twice, then hangs for a while, then answers.
@@ -143,9 +144,9 @@ mod tests {
                 1 | 2 => Err(SensorError::Command { command: "nvme get-feature /dev/nvme0 --feature-id=2".into(), message: format!("failure {}", self.calls) }),
                 3 => {
                     std::thread::sleep(self.hang);
-                    Ok(Some(PowerReading { watts: Watts(8.25), joules: None, interval_ns: 0 }))
+                    Ok(Some(PowerReading { watts: Watts(8.25), joules: None, interval_ns: 0, flags: Flags::NONE }))
                 }
-                _ => Ok(Some(PowerReading { watts: Watts(3.5), joules: None, interval_ns: 0 })),
+                _ => Ok(Some(PowerReading { watts: Watts(3.5), joules: None, interval_ns: 0, flags: Flags::NONE })),
             }
         }
     }

@@ -10,7 +10,7 @@
 //! counter that stops while its siblings move makes its handle check the path again.
 //! To support the perf PMU, add a sibling module.
 
-use super::{read_attr, read_int, Attr, Discovered, PowerReading, PowerSensor, SensorError};
+use super::{read_attr, read_int, Attr, Discovered, Flags, PowerReading, PowerSensor, SensorError};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -104,7 +104,7 @@ impl RaplZone {
         };
         let joules = d.to_joules();
         match joules.over_nanos(interval_ns) {
-            Some(watts) => Ok(Some(PowerReading { watts, joules: Some(joules), interval_ns })),
+            Some(watts) => Ok(Some(PowerReading { watts, joules: Some(joules), interval_ns, flags: Flags::NONE })),
             None => Ok(None),
         }
     }
@@ -130,7 +130,8 @@ impl RaplZone {
 
 /// Finds every RAPL zone under `sysfs_root`. Disabled zones and zones whose counter cannot be
 /// read are listed as unusable with the reason; a host without powercap gets an "unavailable" note.
-pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
+/// Counters check that their path still names the open file every `recheck` ([`super::Attr`]).
+pub fn discover(sysfs_root: &Path, recheck: std::time::Duration, out: &mut Discovered) {
     let dir = sysfs_root.join("class/powercap");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         out.unavailable
@@ -167,7 +168,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
             id: id.clone(),
             zone,
             scope,
-            energy: Attr::new(zdir.join("energy_uj"), PERMISSION_HINT),
+            energy: Attr::new(zdir.join("energy_uj"), PERMISSION_HINT, recheck),
             max_range_uj,
             last: None,
             siblings_moved: siblings_moved.clone(),
@@ -192,7 +193,7 @@ pub fn discover(sysfs_root: &Path, out: &mut Discovered) {
         if max_range_uj.is_none() {
             tracing::warn!(zone = %id, "no max_energy_range_uj: a counter wrap will skip one interval");
         }
-        zone_src.energy = Attr::new(zdir.join("energy_uj"), PERMISSION_HINT);
+        zone_src.energy = Attr::new(zdir.join("energy_uj"), PERMISSION_HINT, recheck);
         out.power.push(Box::new(zone_src));
     }
 }

@@ -62,6 +62,7 @@ fn main() {
             max_watts: Some(14.0),
             readings: 10,
             full_rate: false,
+            flags: Vec::new(),
         }],
         temperature: vec![v1::TemperatureSample { time_ns: T, source: "nvme_cli".into(), device: "nvme0".into(), sensor: "Composite".into(), celsius: 50.0 }],
         ..Default::default()

@@ -13,7 +13,9 @@
 //! response's state bit is clear. Some OpenBMC firmwares never set it yet report real watts
 //! (319 W, 360 W: `tests/fixtures/ipmi/README.md`); a BMC with no reading prints 0 W. Policy: a
 //! deactivated reading with a plausible current value (1 ..= [`MAX_PLAUSIBLE_WATTS`]) is kept and
-//! flagged (a `sensor_flagged` event, once); 0 W (or 65535, a known garbage value) is no reading.
+//! flagged: the reading carries [`Flags::DEACTIVATED`] (stored as `flags="deactivated"` on its
+//! point, so every such watt value can be told apart later) and the change of state is a
+//! `sensor_flagged` event, once; 0 W (or 65535, a known garbage value) is no reading.
 //! "Not supported" (completion code c1) and "no IPMI device" are permanent and reported at
 //! discovery, never as zeros. Discovery makes one attempt before sampling starts (at most
 //! `command_timeout`); every later call is the worker's. The FreeIPMI layout is parsed too, for imported outputs.
@@ -21,7 +23,7 @@
 mod dcmi;
 pub use dcmi::{accept, classify_failure, parse, DcmiError, DcmiReading, MAX_PLAUSIBLE_WATTS};
 
-use super::{Discovered, Notice, PowerReading, PowerSensor, SensorError};
+use super::{Discovered, Flags, Notice, PowerReading, PowerSensor, SensorError};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,8 +51,8 @@ fn attempt(runner: &dyn CommandRunner, argv: &[String], timeout: Duration) -> Re
 /// What the worker last learnt, shared with the sensor.
 #[derive(Default)]
 struct State {
-    /// Newest accepted reading and its sequence number.
-    latest: Option<(u64, Watts)>,
+    /// Newest accepted reading, its sequence number and its flags (a kept deactivated reading).
+    latest: Option<(u64, Watts, Flags)>,
     /// Sequence number of the reading `read` returned last.
     taken: u64,
     /// Why the source gives no reading now (None: it answers).
@@ -79,7 +81,7 @@ impl State {
                     });
                     self.flagged = flagged;
                 }
-                self.latest = Some((seq, w));
+                self.latest = Some((seq, w, if flagged { Flags::DEACTIVATED } else { Flags::NONE }));
             }
             Err(e) => {
                 let msg = e.to_string();
@@ -162,9 +164,9 @@ impl PowerSensor for IpmiDcmi {
     fn read(&mut self, _now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
         let mut s = lock(&self.state);
         match s.latest {
-            Some((seq, w)) if seq > s.taken => {
+            Some((seq, w, flags)) if seq > s.taken => {
                 s.taken = seq;
-                Ok(Some(PowerReading { watts: w, joules: None, interval_ns: 0 }))
+                Ok(Some(PowerReading { watts: w, joules: None, interval_ns: 0, flags }))
             }
             _ => Ok(None),
         }
@@ -247,9 +249,9 @@ mod tests {
         assert_eq!(s.read(0).unwrap(), None, "no reading while the BMC fails: a gap, not 0 W");
         // Backoff 0.5–1 s after the first failure, then 1–2 s after the timeout.
         let r = wait_for(s, Duration::from_secs(8)).expect("the source came back");
-        assert_eq!(r.watts, Watts(319.0));
+        assert_eq!((r.watts, r.flags), (Watts(319.0), Flags::DEACTIVATED));
         let r = wait_for(s, Duration::from_secs(3)).expect("next reading");
-        assert_eq!(r.watts, Watts(197.0));
+        assert_eq!((r.watts, r.flags), (Watts(197.0), Flags::NONE));
         let notices: Vec<(String, String)> = s.take_notices().into_iter().map(|n| (n.kind.to_string(), n.message)).collect();
         assert_eq!(
             notices,
