@@ -8,7 +8,10 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use wattflip_e2e::fleet::{Fleet, COUNTER_PERIOD, HOSTS, RAPL_WATTS, SEED_CONTROLLER, SEED_NAMESPACE, SEED_SIZES_KIB, STALE_AGE_NS, STALE_HOST};
+use wattflip_e2e::fleet::{
+    seed_bucket, Fleet, COUNTER_PERIOD, HOSTS, RAPL_WATTS, SEED_CONTROLLER, SEED_EVENTS, SEED_NAMESPACE, SEED_PATTERNS, SEED_SIZES_KIB, SEED_TEMPERATURES,
+    SEED_TEMP_DEVICE, SEED_TEMP_SENSOR, STALE_AGE_NS, STALE_HOST,
+};
 
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
 const EXPECTED: &[(&str, &str, &[&str])] = &[
@@ -532,6 +535,55 @@ fn tagged_values(series: &[Value]) -> Vec<(Value, Vec<Value>)> {
         .collect()
 }
 
+/// (time ms, value) of each row of a series whose column `col` holds a number.
+fn points(x: &Value, col: usize) -> Vec<(i64, f64)> {
+    x["values"].as_array().map(Vec::as_slice).unwrap_or_default().iter().filter_map(|r| Some((r[0].as_i64()?, r[col].as_f64()?))).collect()
+}
+
+/// Every row of a series without its time, as numbers (NaN where a cell is not one).
+fn numeric_rows(x: &Value) -> Vec<Vec<f64>> {
+    let rows = x["values"].as_array().map(Vec::as_slice).unwrap_or_default();
+    rows.iter().map(|r| r.as_array().map(Vec::as_slice).unwrap_or_default().iter().skip(1).map(|v| v.as_f64().unwrap_or(f64::NAN)).collect()).collect()
+}
+
+/// The 10 s bucket (the test's `$__interval`) holding `ns`, in ms as InfluxDB returns it.
+fn bucket_ms(ns: i64) -> i64 {
+    ns.div_euclid(10_000_000_000) * 10_000
+}
+
+/// Relative closeness for computed floats (InfluxDB and the test may add in another order).
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+/// The seeded drive's probe runs (harness/fleet.rs `seed`), by hand: (experiment, ns after the
+/// seed's t0, MiB/s). Granularity: pattern p, size s at (3p + s) s, MiB/s = IOPS · KiB / 1024
+/// with IOPS = 10⁶ / mean µs and mean µs = (20 sequential, 90 random) + 2 · KiB (+ 15 writes).
+/// Governor sweep: state k's SW 128 KiB run at 20 + 2k s (2000, 1250, 600 MiB/s) and its RR
+/// 4 KiB run 1 s later (410, 405, 398). Load ladders at 1.6 · u MiB/s, u = 0.1 … 1: the rail RR
+/// at 0 … 9 s, the rail SW at 12 … 21 s, the psys RR at 24 … 33 s.
+fn seeded_drive_runs() -> Vec<(String, i64, f64)> {
+    let s = 1_000_000_000i64;
+    let mut out = Vec::new();
+    for (p, pattern) in SEED_PATTERNS.iter().enumerate() {
+        for (k, kib) in SEED_SIZES_KIB.iter().enumerate() {
+            let kib = *kib as f64;
+            let mean_us = if pattern.starts_with('S') { 20.0 } else { 90.0 } + 2.0 * kib + if pattern.ends_with('W') { 15.0 } else { 0.0 };
+            out.push((format!("granularity/{pattern}"), (3 * p + k) as i64 * s, 1e6 / mean_us * kib / 1024.0));
+        }
+    }
+    for (state, (seq, rand)) in [(2000.0, 410.0), (1250.0, 405.0), (600.0, 398.0)].into_iter().enumerate() {
+        out.push(("governor_sweep/SW:128KiB".to_string(), (20 + 2 * state as i64) * s, seq));
+        out.push(("governor_sweep/RR:4KiB".to_string(), (21 + 2 * state as i64) * s, rand));
+    }
+    for (experiment, first) in [("load_ladder/RR", 0), ("load_ladder/SW", 12), ("load_ladder/RR", 24)] {
+        for i in 0..10 {
+            out.push((experiment.to_string(), (first + i) * s, 1.6 * (i + 1) as f64 / 10.0));
+        }
+    }
+    out
+}
+
 /// Runs one panel or annotation query after Grafana's substitution: it must succeed, return
 /// series, and fill every column it returns. Its series, or none after a failure.
 fn check_query(fleet: &Fleet, vars: &BTreeMap<String, String>, range: (i64, i64), place: String, q: &str, failures: &mut Vec<String>) -> Vec<Value> {
@@ -674,7 +726,8 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     assert_eq!(checked_zones, 7 + 1 + 7, "RAPL zones of both hosts and host 1's power meter: {power:?}");
 
     // Latest temperature per sensor: the hwmon fixture's values (m°C / 1000), each sensor its own;
-    // acpitz reads `garbage` and has none; the stale host's drive at 41 °C.
+    // acpitz reads `garbage` and has none; the seeded nvme1's last reading (34.5 °C at 15 s, after
+    // a larger one); the stale host's drive at 41 °C.
     let latest = run_target(&fleet, panel(fleet_d, "Latest temperature per sensor"), "A", fleet_vars, range);
     let got: Vec<(String, String, String, f64)> = latest
         .iter()
@@ -686,11 +739,115 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         (HOSTS[0].0, "coretemp.0", "temp3", 41.0),
         (HOSTS[0].0, SEED_CONTROLLER, "Composite", 49.85),
         (STALE_HOST.0, SEED_CONTROLLER, "Composite", 41.0),
+        (HOSTS[0].0, SEED_TEMP_DEVICE, SEED_TEMP_SENSOR, 34.5),
     ]
     .into_iter()
     .map(|(h, d, n, c)| (h.to_string(), d.to_string(), n.to_string(), c))
     .collect();
     assert_eq!(got, want, "latest temperature per sensor");
+
+    // Temperatures (here and in the throttling dashboard's combined panel, the same query): the
+    // max °C per 10 s bucket of every (host, device, sensor). The live sensors read a constant
+    // (the fixture's m°C / 1000), so every bucket with a reading holds that value, and the agent
+    // sampled for 20 s, so at least two buckets, all inside the run. The seeded nvme1
+    // (SEED_TEMPERATURES, from seed_bucket(t0)): max(36, 38.5, 35, 37) = 38.5 in the first bucket
+    // (a mean would be 36.625, the last 37), max(33, 34.5) = 34.5 in the next. The stale host's
+    // three 41 °C readings at stale_t, +1 s, +2 s fall in the buckets of those times.
+    let t0 = fleet.seed_t0;
+    let seeded_temps = vec![(seed_bucket(t0) / 1_000_000, 38.5), (seed_bucket(t0) / 1_000_000 + 10_000, 34.5)];
+    assert_eq!(
+        SEED_TEMPERATURES.iter().map(|t| t.0).collect::<Vec<_>>(),
+        vec![1_000, 3_000, 5_000, 7_000, 12_000, 15_000],
+        "the seed the buckets above assume"
+    );
+    let stale_t = fleet.started_ns - STALE_AGE_NS;
+    let stale_buckets: BTreeSet<i64> = (0..3).map(|i| bucket_ms(stale_t + i * 1_000_000_000)).collect();
+    let check_temperatures = |what: &str, series: &[Value]| {
+        let got: Vec<(String, String, String)> =
+            series.iter().map(|x| (s(&x["tags"]["host"]).into(), s(&x["tags"]["device"]).into(), s(&x["tags"]["sensor"]).into())).collect();
+        let key = |h: &str, d: &str, n: &str| (h.to_string(), d.to_string(), n.to_string());
+        let live = [("coretemp.0", "Core 0", 43.5), ("coretemp.0", "Package id 0", 45.0), ("coretemp.0", "temp3", 41.0), (SEED_CONTROLLER, "Composite", 49.85)];
+        let mut want: Vec<(String, String, String)> = live.iter().map(|(d, n, _)| key(HOSTS[0].0, d, n)).collect();
+        // InfluxDB orders series by their tags' values in key order: device, host, sensor.
+        want.push(key(STALE_HOST.0, SEED_CONTROLLER, "Composite"));
+        want.push(key(HOSTS[0].0, SEED_TEMP_DEVICE, SEED_TEMP_SENSOR));
+        assert_eq!(got, want, "{what}: series");
+        for (x, (device, sensor, celsius)) in series.iter().zip(live) {
+            let pts = points(x, 1);
+            let run_ms = bucket_ms(fleet.started_ns)..=fleet.ended_ns / 1_000_000;
+            assert!(
+                pts.len() >= 2 && pts.iter().all(|(t, c)| *c == celsius && run_ms.contains(t)),
+                "{what}: {device} {sensor} buckets {pts:?}, want {celsius} °C in at least two buckets of the run {run_ms:?}"
+            );
+        }
+        let stale: Vec<(i64, f64)> = stale_buckets.iter().map(|t| (*t, 41.0)).collect();
+        assert_eq!(points(&series[4], 1), stale, "{what}: the stale host's readings");
+        assert_eq!(points(&series[5], 1), seeded_temps, "{what}: {SEED_TEMP_DEVICE} max per bucket");
+    };
+    check_temperatures("Temperatures", &run_target(&fleet, panel(fleet_d, "Temperatures"), "A", fleet_vars, range));
+
+    // Probe runs: runs per 10 s bucket (by start time) per host and device. The seeded drive's 48
+    // (12 granularity, 6 sweep, 30 ladder levels; seeded_drive_runs) counted in the buckets of
+    // their start times; the real `probe --quick` on host 1 ran its plan, SR, RR, SW, RW at three
+    // IO sizes each: 12 runs on the scratch file, inside the run.
+    let drive_runs = seeded_drive_runs();
+    assert_eq!(drive_runs.len(), 12 + 6 + 30);
+    let mut want_counts: BTreeMap<i64, f64> = BTreeMap::new();
+    for (_, off, _) in &drive_runs {
+        *want_counts.entry(bucket_ms(t0 + off)).or_default() += 1.0;
+    }
+    let runs = run_target(&fleet, panel(fleet_d, "Probe runs"), "A", fleet_vars, range);
+    let devices: Vec<(&str, &str)> = runs.iter().map(|x| (s(&x["tags"]["host"]), s(&x["tags"]["device"]))).collect();
+    assert_eq!(devices, vec![(HOSTS[0].0, "file:scratch.dat"), (HOSTS[0].0, SEED_NAMESPACE)], "Probe runs: series");
+    let real = points(&runs[0], 1);
+    assert!(
+        real.iter().map(|p| p.1).sum::<f64>() == 12.0 && real.iter().all(|(t, _)| (bucket_ms(fleet.started_ns)..=fleet.ended_ns / 1_000_000).contains(t)),
+        "Probe runs of the quick probe: {real:?}, want 12 runs in the run's buckets"
+    );
+    assert_eq!(points(&runs[1], 1), want_counts.into_iter().collect::<Vec<_>>(), "Probe runs of {SEED_NAMESPACE} per bucket");
+
+    // Events, newest first, each with its host: the seeded ones as sent (the backlog event names
+    // no device, so that cell is empty), and the live fleet's one, host 1's agent reporting the
+    // fixture's unreadable acpitz input once (a repeated error is not reported again).
+    let events = run_target(&fleet, panel(fleet_d, "Events"), "A", fleet_vars, range);
+    assert_eq!(events.len(), 1, "Events: one table: {events:?}");
+    assert_eq!(events[0]["columns"], serde_json::json!(["time", "host", "severity", "kind", "device", "message"]), "Events: columns");
+    let rows: Vec<Vec<Value>> =
+        events[0]["values"].as_array().cloned().unwrap_or_default().into_iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect();
+    let times: Vec<i64> = rows.iter().map(|r| r[0].as_i64().unwrap_or(0)).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "Events: not newest first: {times:?}");
+    let mut seeded: Vec<Vec<Value>> = SEED_EVENTS
+        .iter()
+        .map(|(h, secs, kind, severity, device, message)| {
+            let sev = match severity {
+                wattflip_proto::v1::Severity::Info => "info",
+                wattflip_proto::v1::Severity::Warning => "warning",
+                _ => "other",
+            };
+            let device = if device.is_empty() { Value::Null } else { Value::from(*device) };
+            vec![
+                Value::from((t0 + secs * 1_000_000_000) / 1_000_000),
+                Value::from(HOSTS[*h].0),
+                Value::from(sev),
+                Value::from(*kind),
+                device,
+                Value::from(*message),
+            ]
+        })
+        .collect();
+    seeded.reverse();
+    let (from_seed, live): (Vec<Vec<Value>>, Vec<Vec<Value>>) = rows.into_iter().partition(|r| seeded.contains(r));
+    assert_eq!(from_seed, seeded, "Events: the seeded ones, newest first");
+    assert_eq!(live.len(), 1, "Events: exactly one live event: {live:?}");
+    let l = &live[0];
+    let message = s(&l[5]);
+    assert!(
+        (fleet.started_ns / 1_000_000..=fleet.ended_ns / 1_000_000).contains(&l[0].as_i64().unwrap_or(0))
+            && (s(&l[1]), s(&l[2]), s(&l[3]), s(&l[4])) == (HOSTS[0].0, "warning", "sensor_error", "acpitz")
+            && message.starts_with("cannot parse /")
+            && message.ends_with("/sys/class/hwmon/hwmon3/temp1_input: `garbage` is not an integer (m°C)"),
+        "Events: the live event {l:?}"
+    );
 
     // Energy in the range per zone: Σ joules of each RAPL zone is its constant power times the
     // time its points cover (Σ interval_ns, read straight from InfluxDB), within what the
@@ -855,7 +1012,6 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     // 0.05 · KiB / 4 s (SW) and 0.6 s (RW) with a tenth of E as background energy.
     let (dev_d, dev_vars) = &dashboards["device-energy-profile.json"];
     let energy_of = |pattern: &str, kib: f64| 2.0 + 0.02 * kib * if pattern.ends_with('W') { 2.5 } else { 1.0 };
-    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
     let per_io = run_target(&fleet, panel(dev_d, "Energy per IO vs IO size"), "A", dev_vars, range);
     let mut seen_patterns = Vec::new();
     for x in per_io.iter().filter(|x| x["tags"]["device"] == SEED_NAMESPACE) {
@@ -894,6 +1050,80 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         );
     }
 
+    // Figure 4, J/MB and the background tail against IO size, one series per (device, pattern), a
+    // point per IO size: the seeded drive's by hand, mean µs = (20 sequential, 90 random) +
+    // 2 · KiB (+ 15 writes); J/MB = E / (1024 IOs · KiB · 1024 B / 10⁶), above idle 0.6 of it;
+    // tails 0 (reads), 0.05 · KiB / 4 s (SW: 0.05, 0.4, 1.6), 0.6 s (RW). The real probe's
+    // series (the scratch file) are measured: its three IO sizes, in order.
+    let mean_us = |pattern: &str, kib: f64| if pattern.starts_with('S') { 20.0 } else { 90.0 } + 2.0 * kib + if pattern.ends_with('W') { 15.0 } else { 0.0 };
+    let j_per_mb = |pattern: &str, kib: f64| energy_of(pattern, kib) / (1024.0 * kib * 1024.0 / 1e6);
+    let tail_of = |pattern: &str, kib: f64| match pattern {
+        "SW" => 0.05 * kib / 4.0,
+        "RW" => 0.6,
+        _ => 0.0,
+    };
+    let sizes: Vec<f64> = SEED_SIZES_KIB.iter().map(|k| *k as f64).collect();
+    let xy_panel = |title: &str, want: &dyn Fn(&str, f64) -> Vec<f64>| {
+        let series = run_target(&fleet, panel(dev_d, title), "A", dev_vars, range);
+        let keys: Vec<(&str, &str)> = series.iter().map(|x| (s(&x["tags"]["device"]), s(&x["tags"]["pattern"]))).collect();
+        let mut want_keys: Vec<(&str, &str)> = Vec::new();
+        for device in ["file:scratch.dat", SEED_NAMESPACE] {
+            want_keys.extend(["RR", "RW", "SR", "SW"].map(|p| (device, p)));
+        }
+        assert_eq!(keys, want_keys, "{title}: series");
+        for x in &series {
+            let (device, pattern) = (s(&x["tags"]["device"]), s(&x["tags"]["pattern"]));
+            let rows = numeric_rows(x);
+            assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), sizes, "{title}: {device} {pattern}: IO sizes (KiB)");
+            if device == SEED_NAMESPACE {
+                for (r, kib) in rows.iter().zip(&sizes) {
+                    let w = want(pattern, *kib);
+                    assert!(r.len() == w.len() + 1 && r[1..].iter().zip(&w).all(|(g, w)| close(*g, *w)), "{title}: {pattern} {kib} KiB: {r:?}, want {w:?}");
+                }
+            }
+        }
+    };
+    xy_panel("Mean response time vs IO size (Figure 4)", &|p, kib| vec![mean_us(p, kib)]);
+    xy_panel("J/MB vs IO size", &|p, kib| vec![j_per_mb(p, kib), 0.6 * j_per_mb(p, kib)]);
+    xy_panel("Background-work tail vs IO size", &|p, kib| vec![tail_of(p, kib)]);
+
+    // Runs: every Granularity run with its device; the seeded drive's twelve as sent (p99 = 2 ·
+    // mean, MiB/s = 10⁶ / mean µs · KiB / 1024, E and 0.6 E), in time order; the quick probe's
+    // twelve on the scratch file, each pattern at each size once.
+    let runs = run_target(&fleet, panel(dev_d, "Runs"), "A", dev_vars, range);
+    assert_eq!(
+        runs[0]["columns"],
+        serde_json::json!(["time", "device", "pattern", "io_size_bytes", "mean_us", "p99_us", "mib_per_s", "energy_j", "energy_above_idle_j"]),
+        "Runs: columns"
+    );
+    let rows: Vec<Vec<Value>> =
+        runs[0]["values"].as_array().cloned().unwrap_or_default().into_iter().map(|r| r.as_array().cloned().unwrap_or_default()).collect();
+    let drive: Vec<(String, u64, Vec<f64>)> = rows
+        .iter()
+        .filter(|r| r[1] == SEED_NAMESPACE)
+        .map(|r| (s(&r[2]).to_string(), r[3].as_u64().unwrap_or(0), r[4..].iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect()))
+        .collect();
+    let mut want_drive = Vec::new();
+    for pattern in SEED_PATTERNS {
+        for kib in SEED_SIZES_KIB {
+            let (k, m, e) = (kib as f64, mean_us(pattern, kib as f64), energy_of(pattern, kib as f64));
+            want_drive.push((pattern.to_string(), kib * 1024, vec![m, 2.0 * m, 1e6 / m * k / 1024.0, e, 0.6 * e]));
+        }
+    }
+    assert!(
+        drive.len() == want_drive.len()
+            && drive
+                .iter()
+                .zip(&want_drive)
+                .all(|(g, w)| g.0 == w.0 && g.1 == w.1 && g.2.len() == w.2.len() && g.2.iter().zip(&w.2).all(|(a, b)| close(*a, *b))),
+        "Runs of {SEED_NAMESPACE}: {drive:?}\nwant {want_drive:?}"
+    );
+    let mut real: Vec<(String, u64)> = rows.iter().filter(|r| r[1] == "file:scratch.dat").map(|r| (s(&r[2]).to_string(), r[3].as_u64().unwrap_or(0))).collect();
+    real.sort();
+    let mut want_real: Vec<(String, u64)> = SEED_PATTERNS.iter().flat_map(|p| SEED_SIZES_KIB.map(|k| (p.to_string(), k * 1024))).collect();
+    want_real.sort();
+    assert!(rows.len() == 24 && real == want_real, "Runs: {} rows; the quick probe's (pattern, bytes) {real:?}", rows.len());
+
     // Energy proportionality of the seeded ladders: p(u) = i + (1 − i)·√u + b·u·(1 − u) with
     // i = 3.1 / 11.6, b = 0.08 for SW, at u = 0.1 … 1; EP = 2 − 2·∫p by trapezoids from p(0) = i.
     // The psys ladder is the same plus 90 W, normalised by its own peak (101.6 W).
@@ -930,7 +1160,8 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     );
 
     // Efficiency at the peak level (IOPS 400, 1.6 MiB/s at 11.6 W), and the proportionality gap
-    // p(u) − u per level, the mean over the ladders of a workload (RR: the rail and psys ones).
+    // p(u) − u per level, the mean over the drive's own ladders of a workload (scope device: the
+    // psys ladder, a host's power, is not the drive model's and stays out, as in the per-model EP).
     let eff = run_target(&fleet, panel(ep_d, "Efficiency per model"), "A", ep_vars, range);
     let eff_of = |workload: &str| -> Vec<Value> {
         eff.iter().find(|x| x["tags"]["workload"] == workload).map(|x| x["values"][0].as_array().expect("row")[1..].to_vec()).unwrap_or_default()
@@ -953,9 +1184,23 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     for x in &gaps {
         let (workload, level) = (s(&x["tags"]["workload"]), s(&x["tags"]["level"]));
         let u = level.parse::<f64>().unwrap_or(f64::NAN) / 100.0;
-        let want = if workload == "SW" { norm(0.08, 0.0, u) } else { (norm(0.0, 0.0, u) + norm(0.0, 90.0, u)) / 2.0 };
+        let want = if workload == "SW" { norm(0.08, 0.0, u) } else { norm(0.0, 0.0, u) };
         let got = x["values"][0][1].as_f64().unwrap_or(f64::NAN);
         assert!(close(got, want), "gap of {workload} at level {level}: {got}, want {want}");
+    }
+    // Normalised power vs load: the drive's own ladders only (scope device; the psys ladder is
+    // the host's, in "EP per host"), one curve per workload, (100 u, p(u), u) at u = 0, 0.1 … 1
+    // in that order, p(u) = P(u) / P(1) with P(0) the idle 3.1 W: norm() + u above.
+    let curves = run_target(&fleet, panel(ep_d, "Normalised power vs load"), "A", ep_vars, range);
+    assert_eq!(curves.iter().map(|x| s(&x["tags"]["workload"])).collect::<Vec<_>>(), vec!["RR", "SW"], "Normalised power vs load: series");
+    for (x, bump) in curves.iter().zip([0.0, 0.08]) {
+        let got = numeric_rows(x);
+        let want: Vec<Vec<f64>> = (0..=10).map(|l| f64::from(l) / 10.0).map(|u| vec![100.0 * u, norm(bump, 0.0, u) + u, u]).collect();
+        assert!(
+            got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| g.len() == 3 && g.iter().zip(w).all(|(a, b)| close(*a, *b))),
+            "Normalised power vs load, {}: {got:?}\nwant {want:?}",
+            s(&x["tags"]["workload"])
+        );
     }
 
     // Throttling: the one seeded episode (the collector's own detector writes none here: the
@@ -1083,6 +1328,55 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let set = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<BTreeSet<String>>();
     assert_eq!(one(SEED_CONTROLLER), (set(&[SEED_CONTROLLER]), set(&["nvme0n1"]), set(&[SEED_CONTROLLER])), "$device = nvme0");
     assert_eq!(one("coretemp.0"), (set(&["coretemp.0"]), set(&[]), set(&[])), "$device = coretemp.0");
+    // Its temperatures are the fleet overview's (same query, same truth), and its throughput with
+    // $device = nvme0 is the mean MiB/s per 10 s bucket of each experiment of the seeded drive
+    // (seeded_drive_runs, bucketed by start time by hand).
+    check_temperatures("Temperature, throughput and power", &run_target(&fleet, combined, "A", thr_vars, range));
+    let mut nvme0_vars = thr_vars.clone();
+    nvme0_vars.insert("device".to_string(), escape_regex(SEED_CONTROLLER));
+    let mut sums: BTreeMap<(String, i64), (f64, f64)> = BTreeMap::new();
+    for (experiment, off, mibs) in &drive_runs {
+        let e = sums.entry((experiment.clone(), bucket_ms(t0 + off))).or_default();
+        *e = (e.0 + mibs, e.1 + 1.0);
+    }
+    let mut want_tp: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();
+    for ((experiment, t), (sum, n)) in sums {
+        want_tp.entry(experiment).or_default().push((t, sum / n));
+    }
+    let tp = run_target(&fleet, combined, "B", &nvme0_vars, range);
+    let got_tp: BTreeMap<String, Vec<(i64, f64)>> = tp
+        .iter()
+        .inspect(|x| assert_eq!((s(&x["tags"]["host"]), s(&x["tags"]["device"])), (HOSTS[0].0, SEED_NAMESPACE), "throughput series {x}"))
+        .map(|x| (s(&x["tags"]["experiment"]).to_string(), points(x, 1)))
+        .collect();
+    assert!(
+        got_tp.len() == tp.len()
+            && got_tp.keys().eq(want_tp.keys())
+            && got_tp.values().zip(want_tp.values()).all(|(g, w)| g.len() == w.len() && g.iter().zip(w).all(|(a, b)| a.0 == b.0 && close(a.1, b.1))),
+        "throughput of {SEED_NAMESPACE} per bucket: {got_tp:?}\nwant {want_tp:?}"
+    );
+
+    // NVMe thermal management: the largest counter per 10 s bucket of the seeded SMART records
+    // (at t0 + 5 i s, i = 0 … 3: TMT1 transitions i, TMT2 transitions ⌊i / 2⌋, minutes above
+    // the warning temperature max(i − 1, 0)).
+    let mut want_tmt: BTreeMap<i64, [f64; 3]> = BTreeMap::new();
+    for i in 0..4i64 {
+        let b = want_tmt.entry(bucket_ms(t0 + i * 5_000_000_000)).or_insert([0.0; 3]);
+        for (slot, v) in b.iter_mut().zip([i, i / 2, (i - 1).max(0)]) {
+            *slot = slot.max(v as f64);
+        }
+    }
+    let tmt = run_target(&fleet, panel(thr_d, "NVMe thermal management"), "A", thr_vars, range);
+    assert_eq!(tmt.len(), 1, "NVMe thermal management: one drive: {tmt:?}");
+    assert_eq!((s(&tmt[0]["tags"]["host"]), s(&tmt[0]["tags"]["device"])), (HOSTS[0].0, SEED_CONTROLLER), "NVMe thermal management: series");
+    assert_eq!(
+        tmt[0]["columns"],
+        serde_json::json!(["time", "TMT1 transitions", "TMT2 transitions", "minutes above warning"]),
+        "NVMe thermal management: columns"
+    );
+    let got_tmt: BTreeMap<i64, [f64; 3]> =
+        tmt[0]["values"].as_array().expect("rows").iter().map(|r| (r[0].as_i64().unwrap_or(0), [1, 2, 3].map(|i| r[i].as_f64().unwrap_or(f64::NAN)))).collect();
+    assert_eq!(got_tmt, want_tmt, "NVMe thermal management per bucket");
 }
 
 #[test]

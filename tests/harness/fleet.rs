@@ -39,6 +39,22 @@ pub const SEED_MODEL: &str = "QEMU NVMe Ctrl";
 /// Granularity values and baseline patterns of the seeded energy runs.
 pub const SEED_SIZES_KIB: [u64; 3] = [4, 32, 128];
 pub const SEED_PATTERNS: [&str; 4] = ["SR", "RR", "SW", "RW"];
+/// A second drive of the first host that only reports its temperature (no inventory, so no
+/// warning threshold the throttle detector could compare against): [`SEED_TEMPERATURES`].
+pub const SEED_TEMP_DEVICE: &str = "nvme1";
+pub const SEED_TEMP_SENSOR: &str = "Composite";
+/// Its readings: (ms after [`seed_bucket`], °C). Four in the first 10 s bucket whose first, last,
+/// smallest, largest and mean values all differ (36, 37, 35, 38.5, 36.625), so a panel's
+/// aggregation shows in its number; two in the next (max 34.5, the latest reading).
+pub const SEED_TEMPERATURES: [(i64, f64); 6] = [(1_000, 36.0), (3_000, 38.5), (5_000, 35.0), (7_000, 37.0), (12_000, 33.0), (15_000, 34.5)];
+/// Events the agents would send (host index into [`HOSTS`], s after the seed's `t0`, kind,
+/// severity, device, message); the live fleet adds one of its own (the fixture's unreadable
+/// acpitz sensor on the first host). Not `probe_unsupported`, which the HTML report counts.
+pub const SEED_EVENTS: [(usize, i64, &str, v1::Severity, &str, &str); 2] = [
+    (0, 4, "drive_disagreement", v1::Severity::Info, SEED_CONTROLLER, "nvme-cli and sysfs disagree on the composite temperature"),
+    // As the agent's exporter words it (agent/src/export/grpc.rs); it names no device.
+    (1, 9, "backlog_dropped", v1::Severity::Warning, "", "12 batch(es) dropped because the collector was unreachable and the spool or backlog was full"),
+];
 
 /// The truth of the fleet's RAPL power: per host (index into [`HOSTS`]), each zone of the
 /// two-sockets fixture (directory, zone name as the agent tags it) and its constant power in W.
@@ -80,6 +96,8 @@ pub struct Fleet {
     /// When the fleet started and when the seeds were written, UTC ns.
     pub started_ns: i64,
     pub ended_ns: i64,
+    /// The seeds' time origin (`t0` of [`seed`], [`seed_runs`]), UTC ns.
+    pub seed_t0: i64,
     _dirs: Vec<tempfile::TempDir>,
 }
 
@@ -184,8 +202,8 @@ impl Fleet {
         stop.store(true, Ordering::Relaxed);
         advancer.join().expect("counter thread");
         dirs.push(probe_dir);
-        let mut fleet = Fleet { influx, collector, db: db.to_string(), probe_out, started_ns, ended_ns: 0, _dirs: dirs };
-        seed(&fleet);
+        let mut fleet = Fleet { influx, collector, db: db.to_string(), probe_out, started_ns, ended_ns: 0, seed_t0: 0, _dirs: dirs };
+        fleet.seed_t0 = seed(&fleet);
         fleet.ended_ns = now_ns();
         fleet
     }
@@ -256,8 +274,16 @@ fn seeded_probe_run(pattern: &str, kib: u64, start: i64, energy: f64, above: f64
     }
 }
 
+/// The start of the first whole 10 s bucket (Grafana's `$__interval` in the dashboard test) at or
+/// after `t0`: [`SEED_TEMPERATURES`] are placed from there, so their buckets are known.
+pub fn seed_bucket(t0: i64) -> i64 {
+    const BUCKET: i64 = 10_000_000_000;
+    (t0 + BUCKET - 1).div_euclid(BUCKET) * BUCKET
+}
+
 /// Writes every seed (see the module comment): first through the collector, then line protocol.
-pub fn seed(fleet: &Fleet) {
+/// Returns the seeds' time origin `t0`.
+pub fn seed(fleet: &Fleet) -> i64 {
     let (host, rack) = HOSTS[0];
     let t0 = now_ns() - 40_000_000_000;
     let runs = seed_runs(t0);
@@ -300,6 +326,15 @@ pub fn seed(fleet: &Fleet) {
             observed_state: observed,
             outcome: outcome as i32,
             detail: detail.into(),
+        });
+    }
+    for (ms, celsius) in SEED_TEMPERATURES {
+        batch.temperature.push(v1::TemperatureSample {
+            time_ns: seed_bucket(t0) + ms * 1_000_000,
+            source: "nvme".into(),
+            device: SEED_TEMP_DEVICE.into(),
+            sensor: SEED_TEMP_SENSOR.into(),
+            celsius,
         });
     }
     send_through_collector(&fleet.collector.url, host, rack, batch);
@@ -408,6 +443,24 @@ pub fn seed(fleet: &Fleet) {
     }
     send_as(&fleet.collector.url, stale, stale_rack, stale_t, batch, 1, "run");
 
+    // 2d. Events, per host as its agent sends them.
+    for (i, (host, rack)) in HOSTS.iter().enumerate() {
+        // After the batches above: host 1 has sent sequences 1 and 2, host 2 sequence 1.
+        let seq = if i == 0 { 3 } else { 2 };
+        let mut batch = v1::Batch { agent_id: host.to_string(), sequence: seq, ..Default::default() };
+        for (_, s, kind, severity, device, message) in SEED_EVENTS.iter().filter(|e| e.0 == i) {
+            batch.events.push(v1::Event {
+                time_ns: t0 + s * 1_000_000_000,
+                kind: kind.to_string(),
+                severity: *severity as i32,
+                device: device.to_string(),
+                message: message.to_string(),
+                attributes: Default::default(),
+            });
+        }
+        send_through_collector_seq(&fleet.collector.url, host, rack, batch, seq);
+    }
+
     // 3. Line protocol straight to InfluxDB: the fixtures cannot make a drive throttle, so this one
     //    measurement is seeded. The point comes from the collector's own schema function, so a
     //    change of the `throttle_event` schema changes the seed too and the dashboards must follow.
@@ -437,6 +490,7 @@ pub fn seed(fleet: &Fleet) {
         .expect("write seed line protocol");
     let status = resp.status().as_u16();
     assert_eq!(status, 204, "seed line protocol refused: {}", resp.text().unwrap_or_default());
+    t0
 }
 
 /// Sends one batch as `host` (with its labels, so the points get the same tags as the real
