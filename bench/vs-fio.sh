@@ -24,8 +24,9 @@
 # Env: WF_DIR (default /var/tmp/wattflip-vs-fio; must be disk-backed), WF_SIZE (bytes, 1 GiB),
 # WF_PAIRS (10; an odd number is rounded up), WF_SKIP (16), WF_SETTLE (0.5), WF_ONLY (a pattern name regex, all by default),
 # WF_DEVICE=loop (both tools on a loop block device over the same pre-filled image instead of the
-# file, so no filesystem metadata enters either side: see docs/uflip-engine.md), WF_TRACE=1 (count, per side, the block requests each tool issues by type and the time spent in
-# pread/pwrite, with bpftrace; needs root), CARGO_TARGET_DIR (where cargo builds).
+# file, so no filesystem metadata enters either side: see docs/uflip-engine.md), WF_TRACE=1 (count, per side, the block requests each tool issues by type, the time spent in
+# pread/pwrite and the time each IO thread spends between two of them, i.e. the tool's own work per
+# IO, with bpftrace; needs root), CARGO_TARGET_DIR (where cargo builds).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,9 +90,9 @@ PATTERNS=(
 # whether both tools cost the device the same.
 BT_PROG='BEGIN { printf("ready\n"); }
 tracepoint:block:block_bio_queue /comm == "fio" || comm == "one_pattern" || strncmp(comm, "uflip-io", 8) == 0/ { @rq[args->rwbs] = count(); }
-tracepoint:syscalls:sys_enter_pwrite64, tracepoint:syscalls:sys_enter_pread64 /comm == "fio" || comm == "one_pattern" || strncmp(comm, "uflip-io", 8) == 0/ { @t[tid] = nsecs; }
-tracepoint:syscalls:sys_exit_pwrite64, tracepoint:syscalls:sys_exit_pread64 /@t[tid]/ { @sys_ns = sum(nsecs - @t[tid]); @sys_n = count(); delete(@t[tid]); }
-END { clear(@t); }'
+tracepoint:syscalls:sys_enter_pwrite64, tracepoint:syscalls:sys_enter_pread64 /comm == "fio" || comm == "one_pattern" || strncmp(comm, "uflip-io", 8) == 0/ { @t[tid] = nsecs; if (@x[tid] > 0) { @gap_ns = sum(nsecs - @x[tid]); @gap_n = count(); } }
+tracepoint:syscalls:sys_exit_pwrite64, tracepoint:syscalls:sys_exit_pread64 /@t[tid]/ { @sys_ns = sum(nsecs - @t[tid]); @sys_n = count(); delete(@t[tid]); @x[tid] = nsecs; }
+END { clear(@t); clear(@x); }'
 
 traced() { # out-file command... : runs the command, with bpftrace counting around it when WF_TRACE=1
     local out=$1

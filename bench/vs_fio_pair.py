@@ -92,6 +92,10 @@ def bt_counts(path):
             out["sys_ns"] = int(line.split(":")[1])
         elif line.startswith("@sys_n:"):
             out["sys_n"] = int(line.split(":")[1])
+        elif line.startswith("@gap_ns:"):
+            out["gap_ns"] = int(line.split(":")[1])
+        elif line.startswith("@gap_n:"):
+            out["gap_n"] = int(line.split(":")[1])
     return out
 
 
@@ -167,15 +171,38 @@ def summary(argv):
               f"{x('wf_p99', 'fio_p99'):>6.3f} {x('wf_iops', 'fio_reported_iops'):>9.3f} {order:>6.3f} {spread:>6.3f}  {v}")
     traced = [r for r in rows if r.get("wf_bt")]
     if traced:
-        print("\nblock requests issued per 1,000 IOs by each tool (median over pairs) and mean time in pread/pwrite:")
+        print("\nblock requests issued per 1,000 IOs by each tool (median over pairs), mean time inside pread/pwrite "
+              "and mean time an IO thread spends between two of them (the tool's own work per IO), in µs:")
         kinds = sorted({k for r in traced for side in ("wf_bt", "fio_bt") for k in r[side] if k.startswith("rq_")})
-        print(f"{'pattern':<15} {'tool':<8} " + " ".join(f"{k[3:]:>6}" for k in kinds) + f" {'syscall us':>10}")
+        print(f"{'pattern':<15} {'tool':<8} " + " ".join(f"{k[3:]:>6}" for k in kinds) + f" {'in syscall':>10} {'between':>8}")
         for n in names:
             rs = [r for r in traced if r["name"] == n]
             for tool, side in (("wattflip", "wf_bt"), ("fio", "fio_bt")):
                 cells = [med(r[side].get(k, 0) * 1000.0 / r["ios"] for r in rs) for k in kinds]
                 sys_us = med(r[side].get("sys_ns", 0) / max(1, r[side].get("sys_n", 1)) / 1000.0 for r in rs)
-                print(f"{n:<15} {tool:<8} " + " ".join(f"{c:>6.0f}" for c in cells) + f" {sys_us:>10.1f}")
+                gap_us = med(r[side].get("gap_ns", 0) / max(1, r[side].get("gap_n", 1)) / 1000.0 for r in rs)
+                print(f"{n:<15} {tool:<8} " + " ".join(f"{c:>6.0f}" for c in cells) + f" {sys_us:>10.1f} {gap_us:>8.2f}")
+        # The IOPS ratio split into its two sources, per pair then balanced like the verdict:
+        # - device: fio's time inside the syscall over the engine's. Both issue the same requests
+        #   (the table above), so this is the device and host serving the same IOs differently
+        #   from one run to the next: neither tool's doing.
+        # - own work: (S + fio's gap) / (S + the engine's gap) at a common S (the pair's mean
+        #   time in the syscall): what each tool's own work between IOs costs. Above 1, fio spends
+        #   more time of its own per IO: the difference comes from fio's side.
+        for r in traced:
+            w, f = r["wf_bt"], r["fio_bt"]
+            sw, sf = w.get("sys_ns", 0) / max(1, w.get("sys_n", 1)), f.get("sys_ns", 0) / max(1, f.get("sys_n", 1))
+            gw, gf = w.get("gap_ns", 0) / max(1, w.get("gap_n", 1)), f.get("gap_ns", 0) / max(1, f.get("gap_n", 1))
+            common = (sw + sf) / 2
+            r["device_x"], r["own_x"] = (sf / sw if sw > 0 else 0.0), ((common + gf) / (common + gw) if common + gw > 0 else 0.0)
+            r["one"] = 1.0
+        print("\nthe IOPS ratio wattflip/fio split by source: x = device x own work (balanced over pair order like the verdict)")
+        print(f"{'pattern':<15} {'IOPS x':>7} {'device x':>8} {'own x':>6}  larger own work per IO")
+        for n in names:
+            rs = [r for r in traced if r["name"] == n]
+            iops_x, dev_x, own_x = balanced(rs, "wf_iops", "fio_iops")[0], balanced(rs, "device_x", "one")[0], balanced(rs, "own_x", "one")[0]
+            side = "fio" if own_x > 1.0 else "wattflip"
+            print(f"{n:<15} {iops_x:>7.3f} {dev_x:>8.3f} {own_x:>6.3f}  {side}")
     met = verdicts.count("met")
     noisy = sum(v.endswith("(noisy)") for v in verdicts)
     print(f"\nverdict: {met} of {len(verdicts)} patterns met (IOPS and mean-latency ratios within 0.97-1.03); "
