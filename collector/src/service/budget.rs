@@ -5,8 +5,11 @@
 //! the agent sent since that Hello (a source rediscovered after start-up is in no Hello: the agent
 //! sends its Hello once per connection). Before any `run` Hello (since the collector started),
 //! the points' scopes alone decide. One-off `probe`/`governor` Hellos list no sources and change
-//! nothing. Kept in memory per agent id like the guards (`guard.rs`); to change what decides a
-//! tier, change [`Tiers::hello`] and [`Tiers::tag_for`] and the rule in docs/schema.md.
+//! nothing. A scope silent for [`SILENT_NS`] of the host's own point time while its other scopes
+//! keep sending (a BMC that stopped answering) stops deciding until its next point, so a host is
+//! never left without tagged points while it sends power. Kept in memory per agent id like the
+//! guards (`guard.rs`); to change what decides a tier, change [`Tiers::hello`] and
+//! [`Tiers::tag_for`] and the rule in docs/schema.md.
 
 use crate::plan::points;
 use std::collections::{BTreeSet, HashMap};
@@ -17,6 +20,12 @@ use wattflip_proto::encoder::BudgetTag;
 /// Agents remembered at most; beyond this the map is cleared (a fleet this large runs several
 /// collectors): each agent's tier comes back with its next Hello or batch.
 const MAX_AGENTS: usize = 100_000;
+
+/// How long a deciding scope may send nothing, in the host's point time (the newest point of any
+/// of its scopes), before it gives way to the next tier: five minutes, longer than any report or
+/// per-source power interval in use (a BMC read every minute still decides), short enough that a
+/// dead meter costs a dashboard minutes, not the rest of the run.
+pub const SILENT_NS: i64 = 5 * 60 * 1_000_000_000;
 
 /// The session of the Hello whose inventory is the host's (`agent run`).
 pub const RUN_SESSION: &str = "run";
@@ -37,6 +46,12 @@ struct Host {
     declared: Option<BTreeSet<String>>,
     /// Scopes of the power points seen since that Hello (since the collector started before it).
     seen: BTreeSet<String>,
+    /// Newest point time per scope since that Hello, the newest of any scope, and the first.
+    last: HashMap<String, i64>,
+    newest: Option<i64>,
+    since: Option<i64>,
+    /// The scopes the current tag was decided from (declared or seen, and not silent).
+    live: BTreeSet<String>,
     tag: Option<Arc<BudgetTag>>,
 }
 
@@ -44,15 +59,39 @@ impl Host {
     /// Recomputes the tag from the scopes that decide it; logs a change.
     fn decide(&mut self, agent: &str) {
         let basis = if self.declared.is_some() { Basis::RunHello } else { Basis::Points };
-        let scopes: BTreeSet<&String> = self.declared.iter().flatten().chain(&self.seen).collect();
+        let scopes = self.live_scopes();
+        let silent: Vec<&str> = self.declared.iter().flatten().chain(&self.seen).filter(|s| !scopes.contains(s)).map(String::as_str).collect();
         let tag = points::budget_scopes(scopes.iter().map(|s| s.as_str()))
             .map(|(tier, s)| Arc::new(BudgetTag { value: tier.tag.to_string(), scopes: s.iter().map(|x| x.to_string()).collect() }));
         if tag != self.tag {
             let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
             let tier = tag.as_ref().map(|t| t.value.as_str()).unwrap_or("none (no host-level scope)");
-            tracing::info!(agent, tier, ?basis, ?scopes, "power budget tier");
+            tracing::info!(agent, tier, ?basis, ?scopes, ?silent, "power budget tier");
         }
+        self.live = scopes.into_iter().cloned().collect();
         self.tag = tag;
+    }
+
+    /// Declared and seen scopes, less those silent for [`SILENT_NS`] while another scope sent
+    /// (all of them when every one is silent: no point says which is alive).
+    fn live_scopes(&self) -> BTreeSet<&String> {
+        let all: BTreeSet<&String> = self.declared.iter().flatten().chain(&self.seen).collect();
+        let Some(newest) = self.newest else { return all };
+        let since = self.since.unwrap_or(newest);
+        let live: BTreeSet<&String> = all.iter().copied().filter(|s| newest.saturating_sub(self.last.get(*s).copied().unwrap_or(since)) <= SILENT_NS).collect();
+        if live.is_empty() {
+            all
+        } else {
+            live
+        }
+    }
+
+    /// Forgets the points' times (a new `run` Hello starts over).
+    fn restart(&mut self) {
+        self.seen.clear();
+        self.last.clear();
+        self.newest = None;
+        self.since = None;
     }
 }
 
@@ -82,27 +121,40 @@ impl Tiers {
         let mut m = self.lock();
         let host = m.entry(hello.agent_id.clone()).or_default();
         host.declared = Some(declared);
-        host.seen.clear();
+        host.restart();
         host.decide(&hello.agent_id);
     }
 
-    /// The tag for a batch of `agent`'s power points, given their scopes: a scope not seen
-    /// before (a rediscovered source, or any before the first `run` Hello) joins the deciding
-    /// ones first.
-    pub fn tag_for<'a>(&self, agent: &str, scopes: impl IntoIterator<Item = &'a str>) -> Option<Arc<BudgetTag>> {
+    /// The tag for a batch of `agent`'s power points, given their scopes and times (ns): a scope
+    /// not seen before (a rediscovered source, or any before the first `run` Hello) joins the
+    /// deciding ones first; a scope silent for [`SILENT_NS`] leaves them, and comes back with its
+    /// next point.
+    pub fn tag_for<'a>(&self, agent: &str, points: impl IntoIterator<Item = (&'a str, i64)>) -> Option<Arc<BudgetTag>> {
         let mut m = self.lock();
         if !m.contains_key(agent) {
             m.insert(agent.to_string(), Host::default());
         }
         let host = m.get_mut(agent)?;
         let mut grew = false;
-        for s in scopes.into_iter().filter(|s| !s.is_empty()) {
+        for (s, t) in points.into_iter().filter(|(s, _)| !s.is_empty()) {
             let known = host.seen.contains(s) || host.declared.as_ref().is_some_and(|d| d.contains(s));
             if !known {
                 grew |= host.seen.insert(s.to_string());
             }
+            match host.last.get_mut(s) {
+                Some(last) => *last = (*last).max(t),
+                None => {
+                    host.last.insert(s.to_string(), t);
+                }
+            }
+            host.newest = Some(host.newest.map_or(t, |n| n.max(t)));
+            host.since = Some(host.since.map_or(t, |n| n.min(t)));
         }
-        if grew {
+        let live_changed = {
+            let live = host.live_scopes();
+            live.len() != host.live.len() || live.iter().zip(&host.live).any(|(a, b)| *a != b)
+        };
+        if grew || live_changed {
             host.decide(agent);
         }
         host.tag.clone()
@@ -141,7 +193,11 @@ mod tests {
     }
 
     fn tag(t: &Tiers, agent: &str, scopes: &[&str]) -> Option<(String, Vec<String>)> {
-        t.tag_for(agent, scopes.iter().copied()).map(|t| (t.value.clone(), t.scopes.clone()))
+        tag_at(t, agent, scopes, 0)
+    }
+
+    fn tag_at(t: &Tiers, agent: &str, scopes: &[&str], time_ns: i64) -> Option<(String, Vec<String>)> {
+        t.tag_for(agent, scopes.iter().map(|s| (*s, time_ns))).map(|t| (t.value.clone(), t.scopes.clone()))
     }
 
     fn want(value: &str, scopes: &[&str]) -> Option<(String, Vec<String>)> {
@@ -203,5 +259,30 @@ mod tests {
         assert_eq!(tag(&t, "h1", &[]), want("psu_in", &["psu_in"]));
         // Agents are independent.
         assert_eq!(tag(&t, "h2", &[]), None);
+    }
+
+    #[test]
+    fn a_declared_scope_that_stops_sending_gives_way_and_comes_back() {
+        let t = Tiers::default();
+        let s = 1_000_000_000i64;
+        t.hello(&hello("h1", "run", vec![source("wall", true), source("psys", true)]));
+        assert_eq!(tag_at(&t, "h1", &["wall", "psys"], 0), want("wall", &["wall", "host"]));
+        // The BMC stops answering: RAPL alone for five minutes keeps the host meter's tier...
+        assert_eq!(tag_at(&t, "h1", &["psys"], 300 * s), want("wall", &["wall", "host"]));
+        // ...one second more and the host is counted at its next tier, not left out.
+        assert_eq!(tag_at(&t, "h1", &["psys"], 301 * s), want("rapl_nvme", &["psys", "drive"]));
+        assert_eq!(t.current("h1"), Some((Some("rapl_nvme".to_string()), Basis::RunHello)));
+        // Its next reading brings the tier back.
+        assert_eq!(tag_at(&t, "h1", &["wall", "psys"], 302 * s), want("wall", &["wall", "host"]));
+        // A declared meter never heard from is silent from the host's first point on.
+        t.hello(&hello("h2", "run", vec![source("psu_in", true), source("rail", true)]));
+        assert_eq!(tag_at(&t, "h2", &["rail"], 10 * s), want("psu_in", &["psu_in"]));
+        assert_eq!(tag_at(&t, "h2", &["rail"], 310 * s), want("psu_in", &["psu_in"]));
+        assert_eq!(tag_at(&t, "h2", &["rail"], 311 * s), want("rails", &["rail"]));
+        // A late point (a spool replayed) moves no clock back: still rails.
+        assert_eq!(tag_at(&t, "h2", &["rail"], 5 * s), want("rails", &["rail"]));
+        // A new run Hello starts the clocks over.
+        t.hello(&hello("h2", "run", vec![source("psu_in", true), source("rail", true)]));
+        assert_eq!(tag_at(&t, "h2", &["rail"], 400 * s), want("psu_in", &["psu_in"]));
     }
 }

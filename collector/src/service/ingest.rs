@@ -376,7 +376,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
                 "left out invalid points, stored the rest of the batch; first: {first}");
         }
         let mut lines = Vec::new();
-        let tier = tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| s.scope.as_str()));
+        let tier = tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| (s.scope.as_str(), s.time.0)));
         for e in encoder.encode_tagged(&batch, &mut lines, tier.as_deref()) {
             // Domain checks make this unreachable (the ingest_message fuzz target asserts it);
             // counted as a rejected point rather than failing the batch.
