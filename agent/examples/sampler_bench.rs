@@ -17,14 +17,13 @@
 
 // A benchmark program, not shipped: a panic with a message is its failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-// The counting allocator below is the one unsafe item: a `GlobalAlloc` that forwards to `System`.
+// The counting allocator (tests/support/counting_alloc.rs) is the one unsafe item: a `GlobalAlloc`
+// that forwards to `System`.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wattflip_agent::clock::Clock;
@@ -33,34 +32,9 @@ use wattflip_agent::sensors::{discover_all, SensorKinds};
 
 /// Counts heap allocations made by threads that opted in (the sampler's), so "nothing allocated
 /// per tick" is measured, not assumed.
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local! {
-    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNT_HERE.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNT_HERE.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{count_here, Counting, ALLOCS};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -140,13 +114,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let sys0 = thread_read_syscalls();
         // Allocations are counted from here on; the first window's batch, the histogram and the
         // sensors' own state are allocated once, windows (1 s) allocate their batch.
-        COUNT_HERE.with(|c| c.set(true));
+        count_here(true);
         let mut windows = 0u64;
         let s = run(found.power, Duration::from_micros(period_us), Duration::from_secs(1), Clock::new(), flag, |_| {
             windows += 1;
             true
         });
-        COUNT_HERE.with(|c| c.set(false));
+        count_here(false);
         let ticks = s.lateness.ticks();
         (Side { lateness: s.lateness, cpu_s: thread_cpu_seconds() - c0, ticks, read_syscalls: thread_read_syscalls() - sys0 }, s.reads, s.errors, windows)
     });

@@ -3,46 +3,20 @@
 //! between two window closes. An allocation per tick is garbage per millisecond for the agent's
 //! lifetime; a buffer that grows per tick (the lateness list once did) is a leak.
 
-// The counting allocator is the one unsafe item: a `GlobalAlloc` that forwards to `System`.
+// The counting allocator (tests/support/counting_alloc.rs) is the one unsafe item: a `GlobalAlloc`
+// that forwards to `System`.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use wattflip_agent::sensors::sampler::{run_on, Timebase};
 use wattflip_agent::sensors::{discover_all, SensorKinds};
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local! {
-    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNT_HERE.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNT_HERE.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{count_here, Counting, ALLOCS};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -92,12 +66,12 @@ fn a_thousand_hz_sampler_allocates_nothing_per_tick() {
     // there is one of the ticks'.
     let mut time = Ticks { now: 0, ticks: 0, from: 1_000, to: 6_000, counted: None, stop: stop.clone() };
     let mut windows = 0;
-    COUNT_HERE.with(|c| c.set(true));
+    count_here(true);
     let stats = run_on(sensors, Duration::from_secs(10), &mut time, stop, |_| {
         windows += 1;
         true
     });
-    COUNT_HERE.with(|c| c.set(false));
+    count_here(false);
     assert_eq!(windows, 0, "no window closed in the counted ticks");
     assert_eq!(stats.errors, 0, "the fixtures read cleanly");
     assert_eq!(stats.reads, 6_000 * n as u64, "every source read on every tick");
