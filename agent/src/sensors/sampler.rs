@@ -385,13 +385,14 @@ mod tests {
     use super::*;
     use wattflip_proto::units::{Joules, Watts};
 
-    /// Energy that arrives in the window's last, incomplete span still counts in its min/max: the
-    /// open span joins the last complete one, so min ≤ mean ≤ max holds (a counter that wrapped
-    /// 2 ms before the window closed).
+    /// A counter reading without flags.
     fn counter(watts: f64, joules: f64, interval_ns: u64) -> PowerReading {
         PowerReading { watts: Watts(watts), joules: Some(Joules(joules)), interval_ns, flags: Flags::NONE }
     }
 
+    /// Energy that arrives in the window's last, incomplete span still counts in its min/max: the
+    /// open span joins the last complete one, so min ≤ mean ≤ max holds (a counter that wrapped
+    /// 2 ms before the window closed).
     #[test]
     fn a_trailing_partial_span_joins_the_last_one() {
         let mut a = Agg::default();

@@ -150,10 +150,7 @@ impl Tiers {
             host.newest = Some(host.newest.map_or(t, |n| n.max(t)));
             host.since = Some(host.since.map_or(t, |n| n.min(t)));
         }
-        let live_changed = {
-            let live = host.live_scopes();
-            live.len() != host.live.len() || live.iter().zip(&host.live).any(|(a, b)| *a != b)
-        };
+        let live_changed = !host.live_scopes().into_iter().eq(host.live.iter());
         if grew || live_changed {
             host.decide(agent);
         }
