@@ -2,7 +2,7 @@
 # PKI and the collector started from a config. Source it; set WF_EXTRA_CLEANUP for more to kill.
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
-cargo build --quiet --release --manifest-path "$ROOT/Cargo.toml" -p wattflip-collector -p wattflip-loadgen
+[ -n "${WF_NO_BUILD:-}" ] || cargo build --quiet --release --manifest-path "$ROOT/Cargo.toml" -p wattflip-collector -p wattflip-loadgen
 DIR=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 1; rm -rf "$DIR"; }
@@ -13,10 +13,11 @@ tls_section() {
   "$T/release/wattflip-loadgen" pki "$DIR/pki" >/dev/null
   printf '[tls]\nca_file = "%s"\ncert_file = "%s"\nkey_file = "%s"\n' "$DIR/pki/ca.pem" "$DIR/pki/collector.pem" "$DIR/pki/collector.key"
 }
-# start_collector CONFIG_TEXT: writes it, starts the release collector, sets CPID.
+# start_collector CONFIG_TEXT: writes it, starts the release collector, sets CPID. WF_COLLECTOR_BIN
+# runs another build of the collector (bench/regress.sh: the baseline) under the same load generator.
 start_collector() {
   printf '%s\n' "$1" > "$DIR/collector.toml"
-  RUST_LOG=warn "$T/release/wattflip-collector" --config "$DIR/collector.toml" 2>"$DIR/collector.log" &
+  RUST_LOG=warn "${WF_COLLECTOR_BIN:-$T/release/wattflip-collector}" --config "$DIR/collector.toml" 2>"$DIR/collector.log" &
   CPID=$!; PIDS+=("$CPID"); sleep 1
 }
 peak_rss() { echo "collector peak RSS: $(grep VmHWM "/proc/$CPID/status" | awk '{print $2, $3}')"; }

@@ -12,16 +12,17 @@
 //! Power points of the scopes of their host's tier get the `budget` tag (`budget.rs`: decided
 //! from the agent's `run` Hello, else from the scopes its points show).
 //! Every batch also feeds the fleet-wide throttling detector (`analysis::throttle`, shared by all
-//! streams so its state survives reconnects) and the energy-proportionality analysis; their
-//! points are written with the batch.
+//! streams so its state survives reconnects, sharded by host so streams of different hosts never
+//! wait for each other) and the energy-proportionality analysis; their points are written with
+//! the batch.
 
-use crate::analysis::throttle::ThrottleDetector;
+use crate::analysis::throttle::Sharded;
 use crate::service::budget::Tiers;
 use crate::service::guard::{Dedup, RateLimiter};
 use crate::sinks::influx::{JobOutcome, WriterHandle};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
@@ -74,7 +75,7 @@ pub struct IngestService {
     identity: IdentitySource,
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
-    throttle: Arc<Mutex<ThrottleDetector>>,
+    throttle: Arc<Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
 }
@@ -125,7 +126,7 @@ struct Ctx {
     stats: Arc<IngestStats>,
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
-    throttle: Arc<Mutex<ThrottleDetector>>,
+    throttle: Arc<Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
 }
@@ -288,7 +289,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
     let tags = HostTags { host: hello.agent_id.clone(), labels: hello.labels.clone() };
     let encoder = BatchEncoder::new(&tags);
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
-    lock(&throttle).set_inventory(&hello.agent_id, &hello.inventory);
+    throttle.lock(&hello.agent_id).set_inventory(&hello.agent_id, &hello.inventory);
     tiers.hello(&hello);
     // Inventory points need no acknowledgement: the agent sends a Hello on every connection.
     if writer.write(encode(&hello_points(&hello, &tags), &stats)).await.is_err() {
@@ -387,7 +388,8 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
         }
         let agent_lines = lines.len();
         let mut points = rejection_events(&converted.rejected, seq, &tags);
-        for e in lock(&throttle).observe_batch(&hello.agent_id, &batch) {
+        let episodes = throttle.lock(&hello.agent_id).observe_batch(&hello.agent_id, &batch);
+        for e in episodes {
             stats.throttle_events.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
                 throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
@@ -431,11 +433,6 @@ fn rejection_events(rejected: &[Rejection], seq: u64, tags: &HostTags) -> Vec<Po
                 .int("count", rs.len() as i64)
         })
         .collect()
-}
-
-/// The detector lock; a panic elsewhere must not stop ingestion, so a poisoned lock is taken as is.
-fn lock(m: &Mutex<ThrottleDetector>) -> std::sync::MutexGuard<'_, ThrottleDetector> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Convenience for tests and tools: the proto message for a batch.

@@ -6,6 +6,7 @@
 //! - [`telemetry`]: counters, histograms, the Prometheus text format and the `/metrics` server.
 //! - [`cli`]: logging set-up, exit codes with the error chain, SIGINT/SIGTERM.
 //! - [`backoff`]: capped exponential reconnect/retry delays with jitter.
+//! - [`limits`]: the open-file limit raised at start and the connections it allows.
 //!
 //! To add a piece: a module here only if both binaries use it and it is not about the wire format
 //! (that goes in `wattflip-proto`) nor about units (`wattflip-units`); one binary's plumbing stays
@@ -13,6 +14,7 @@
 
 pub mod backoff;
 pub mod cli;
+pub mod limits;
 pub mod telemetry;
 pub mod tls;
 pub mod tomlcfg;
