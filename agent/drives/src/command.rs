@@ -11,7 +11,7 @@
 //! health (§7.2). Callers that want "exit 0 or error" call [`CommandOutput::into_success`].
 //! To recognise a new stderr pattern, extend [`Hint::from_stderr`].
 
-use crate::nvme_cli::NvmeStatus;
+use crate::nvme_status::NvmeStatus;
 use std::fmt;
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};

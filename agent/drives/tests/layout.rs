@@ -5,7 +5,7 @@
 //! The layers, from the top: what changes a drive and puts it back (restore, and the test
 //! doubles); what reads or sets a drive through the tools (governor, inventory, cross-check,
 //! thermal view, sweep plans); the tool wrappers (nvme-cli, smartctl, sysfs); the command runner
-//! they share; the leaves (JSON helpers, units). A new top-level module goes in at its layer.
+//! they share; the leaves (JSON helpers, the NVMe status, units). A new top-level module goes in at its layer.
 
 #[macro_use]
 #[path = "../../../tests/layout/gate.rs"]
@@ -34,6 +34,7 @@ const POLICY: Policy = Policy {
         ("sysfs", 3),
         ("command", 4),
         ("jsonutil", 5),
+        ("nvme_status", 5),
         ("units", 5),
     ],
     max_upward: 0,
