@@ -340,25 +340,7 @@ impl CommandRunner for SystemRunner {
                 }
             })?;
         let pgid = child.id();
-
-        let (tx, rx) = mpsc::channel::<Stream>();
-        if let Some(mut out) = child.stdout.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = out.read_to_end(&mut buf);
-                let _ = tx.send(Stream::Out(buf));
-            });
-        }
-        if let Some(mut err) = child.stderr.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = err.read_to_end(&mut buf);
-                let _ = tx.send(Stream::Err(buf));
-            });
-        }
-        drop(tx);
+        let rx = spawn_readers(&mut child);
 
         // Wait for exit, polling with a growing sleep (1 ms .. 20 ms): nvme-cli usually answers
         // in a few milliseconds and this keeps the agent's own latency small.
@@ -402,6 +384,28 @@ impl CommandRunner for SystemRunner {
         };
         Ok(CommandOutput { argv: argv.to_vec(), exit, stdout: streams.0, stderr: streams.1 })
     }
+}
+
+/// One reader thread per pipe of the child; each sends its whole stream when the pipe closes.
+fn spawn_readers(child: &mut std::process::Child) -> mpsc::Receiver<Stream> {
+    let (tx, rx) = mpsc::channel::<Stream>();
+    if let Some(mut out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = out.read_to_end(&mut buf);
+            let _ = tx.send(Stream::Out(buf));
+        });
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = err.read_to_end(&mut buf);
+            let _ = tx.send(Stream::Err(buf));
+        });
+    }
+    rx
 }
 
 /// Collects both streams until both arrived or `wait` passed. Returns (stdout, stderr), done.
