@@ -1,7 +1,9 @@
-//! InfluxDB sink: the writer task (batching, gzip, retries, acknowledgement on durability) and
-//! the dead-letter store of the lines InfluxDB refused (`dead_letter`). Line
+//! InfluxDB sink: its configuration (`config`, composed by the service's), the writer task
+//! (batching, gzip, retries, acknowledgement on durability) and the dead-letter store of the lines
+//! InfluxDB refused (`dead_letter`). Line
 //! encoding and the schema live in `wattflip_proto::{lineproto, schema}`, shared with the agent.
 
+pub mod config;
 pub mod dead_letter;
 pub mod writer;
 

@@ -11,7 +11,7 @@
 //! retried unchanged (`influx-grafana-ansible.md` §3). To support another store that speaks line
 //! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
 
-use crate::config::{InfluxApi, InfluxConfig};
+use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
 use std::collections::VecDeque;
 use std::io::Write as _;
