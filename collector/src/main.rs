@@ -147,7 +147,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn run_dead_letter(cfg: &Config, action: DeadLetterCommand) -> anyhow::Result<()> {
-    use wattflip_collector::sinks::influx::dead_letter::{replay, DeadLetterStore};
+    use wattflip_collector::sinks::influx::dead_letter::DeadLetterStore;
+    use wattflip_collector::sinks::influx::replay::replay;
     let store = DeadLetterStore::new(cfg.influx.dead_letter_dir.clone());
     match action {
         DeadLetterCommand::List => {

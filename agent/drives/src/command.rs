@@ -11,7 +11,7 @@
 //! health (§7.2). Callers that want "exit 0 or error" call [`CommandOutput::into_success`].
 //! To recognise a new stderr pattern, extend [`Hint::from_stderr`].
 
-use crate::nvme_cli::NvmeStatus;
+use crate::nvme_status::NvmeStatus;
 use std::fmt;
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -340,25 +340,7 @@ impl CommandRunner for SystemRunner {
                 }
             })?;
         let pgid = child.id();
-
-        let (tx, rx) = mpsc::channel::<Stream>();
-        if let Some(mut out) = child.stdout.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = out.read_to_end(&mut buf);
-                let _ = tx.send(Stream::Out(buf));
-            });
-        }
-        if let Some(mut err) = child.stderr.take() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = err.read_to_end(&mut buf);
-                let _ = tx.send(Stream::Err(buf));
-            });
-        }
-        drop(tx);
+        let rx = spawn_readers(&mut child);
 
         // Wait for exit, polling with a growing sleep (1 ms .. 20 ms): nvme-cli usually answers
         // in a few milliseconds and this keeps the agent's own latency small.
@@ -402,6 +384,28 @@ impl CommandRunner for SystemRunner {
         };
         Ok(CommandOutput { argv: argv.to_vec(), exit, stdout: streams.0, stderr: streams.1 })
     }
+}
+
+/// One reader thread per pipe of the child; each sends its whole stream when the pipe closes.
+fn spawn_readers(child: &mut std::process::Child) -> mpsc::Receiver<Stream> {
+    let (tx, rx) = mpsc::channel::<Stream>();
+    if let Some(mut out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = out.read_to_end(&mut buf);
+            let _ = tx.send(Stream::Out(buf));
+        });
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = err.read_to_end(&mut buf);
+            let _ = tx.send(Stream::Err(buf));
+        });
+    }
+    rx
 }
 
 /// Collects both streams until both arrived or `wait` passed. Returns (stdout, stderr), done.

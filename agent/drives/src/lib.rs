@@ -30,6 +30,7 @@ pub mod governor;
 pub mod inventory;
 mod jsonutil;
 pub mod nvme_cli;
+pub mod nvme_status;
 pub mod restore;
 pub mod smartctl;
 pub mod sweep;

@@ -16,6 +16,8 @@
 //! barrier, so the timed loop does nothing but IO and clock reads. To add a work kind, add a
 //! `Work` variant in `plan.rs` and turn it into per-process IO lists in `io_lists`.
 
+// Re-exported where it was defined: `crate::engine::AlignedBuf` (target.rs) still names it.
+pub use crate::buf::AlignedBuf;
 use crate::error::ProbeError;
 use crate::format::{random_format, sequential_format};
 use crate::iolog;
@@ -30,46 +32,6 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// An IO buffer aligned for O_DIRECT without `unsafe`: a `Vec<u8>` over-allocated by `align` bytes
-/// and sliced at the first aligned address. Allocated once per process per run, before timing.
-pub struct AlignedBuf {
-    raw: Vec<u8>,
-    off: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    /// `len` usable bytes starting at an address that is a multiple of `align` (a power of two).
-    pub fn new(len: usize, align: usize) -> std::io::Result<Self> {
-        let align = align.max(1).next_power_of_two();
-        let raw = vec![0u8; len + align];
-        let off = raw.as_ptr().align_offset(align);
-        if off == usize::MAX || off + len > raw.len() {
-            return Err(std::io::Error::other(format!("cannot align a {len}-byte buffer to {align}")));
-        }
-        Ok(AlignedBuf { raw, off, len })
-    }
-    /// The aligned bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.raw[self.off..self.off + self.len]
-    }
-    /// The aligned bytes, mutable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.raw[self.off..self.off + self.len]
-    }
-    /// Fill with pseudo-random bytes (xorshift64*), so writes are not trivially compressible.
-    pub fn fill_pattern(&mut self, seed: u64) {
-        let mut x = seed | 1;
-        for chunk in self.as_mut_slice().chunks_mut(8) {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
 
 /// Maps monotonic instants to UTC once per probe (brief: "map a monotonic Instant to UTC once").
 #[derive(Debug, Clone, Copy)]
@@ -542,18 +504,6 @@ fn write_trace(dir: &std::path::Path, name: &str, procs: &[Proc], per_proc: &[Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn aligned_buffer_is_aligned() {
-        for align in [512usize, 4096, 65536] {
-            let b = AlignedBuf::new(12345, align).unwrap();
-            assert_eq!(b.as_slice().as_ptr() as usize % align, 0);
-            assert_eq!(b.as_slice().len(), 12345);
-        }
-        let mut b = AlignedBuf::new(16, 4096).unwrap();
-        b.fill_pattern(1);
-        assert!(b.as_slice().iter().any(|&x| x != 0));
-    }
 
     #[test]
     fn spin_waits_at_least() {

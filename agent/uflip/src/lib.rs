@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod buf;
 pub mod calibrate;
 pub mod engine;
 pub mod error;

@@ -285,60 +285,12 @@ pub async fn rollup(db: &Influx, by: By, model: Option<&str>, metrics: &[String]
                 }
             }
             "background" => {
-                let series = db.query(&background_query(since, model)).await?;
-                let mut acc: BTreeMap<(Key, String), BTreeMap<Device, String>> = BTreeMap::new();
-                for s in &series {
-                    // The latest classification of the device under this key.
-                    if let Some(c) = (0..s.values.len()).rev().find_map(|i| s.s(i, "last")).filter(|c| !c.is_empty()) {
-                        acc.entry((key(s, by), tag(s, "experiment"))).or_default().insert((tag(s, "host"), tag(s, "device")), c);
-                    }
-                }
-                for ((k, experiment), devs) in acc {
-                    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-                    for c in devs.values() {
-                        *counts.entry(c.clone()).or_default() += 1;
-                    }
-                    let top = counts.values().copied().max().unwrap_or(0);
-                    let class = counts.iter().filter(|(_, n)| **n == top).map(|(c, _)| c.as_str()).collect::<Vec<_>>().join("/");
-                    entry(&mut results, &k).background.push(BackgroundClass { experiment, class, devices: counts });
+                if background_rollup(db, by, model, since, &mut results).await? {
                     found.insert(metric.clone());
                 }
             }
             "throttle" => {
-                let [inv_q, days_q, events_q] = throttle_queries(since, model);
-                // (host, controller) → group; a controller's namespaces are one drive.
-                let mut drives: BTreeMap<Device, Key> = BTreeMap::new();
-                for s in db.query(&inv_q).await? {
-                    let fw = (0..s.values.len()).rev().find_map(|i| s.s(i, "firmware")).unwrap_or_default();
-                    let k = (tag(&s, "model"), (by == By::ModelFirmware).then(|| fw.trim().to_string()));
-                    drives.insert((tag(&s, "host"), controller_of(&tag(&s, "device"))), k);
-                }
-                let mut days: BTreeMap<Device, u64> = BTreeMap::new();
-                for s in db.query(&days_q).await? {
-                    let d = (tag(&s, "host"), tag(&s, "device"));
-                    if drives.contains_key(&d) {
-                        *days.entry(d).or_default() += (0..s.values.len()).filter(|&i| s.f(i, "count").is_some_and(|c| c > 0.0)).count() as u64;
-                    }
-                }
-                let mut events: BTreeMap<Device, u64> = BTreeMap::new();
-                for s in db.query(&events_q).await? {
-                    let n: f64 = (0..s.values.len()).filter_map(|i| s.f(i, "count")).sum();
-                    events.insert((tag(&s, "host"), tag(&s, "device")), n as u64);
-                }
-                let mut acc: BTreeMap<Key, Throttling> = BTreeMap::new();
-                for (d, k) in &drives {
-                    // A drive never observed has no device-days: it says nothing about throttling.
-                    let Some(&dd) = days.get(d).filter(|n| **n > 0) else {
-                        continue;
-                    };
-                    let t = acc.entry(k.clone()).or_insert(Throttling { devices: 0, device_days: 0, events: 0, events_per_device_day: 0.0 });
-                    t.devices += 1;
-                    t.device_days += dd;
-                    t.events += events.get(d).copied().unwrap_or(0);
-                }
-                for (k, mut t) in acc {
-                    t.events_per_device_day = t.events as f64 / t.device_days as f64;
-                    entry(&mut results, &k).throttle = Some(t);
+                if throttle_rollup(db, by, model, since, &mut results).await? {
                     found.insert(metric.clone());
                 }
             }
@@ -366,6 +318,74 @@ pub async fn rollup(db: &Influx, by: By, model: Option<&str>, metrics: &[String]
         }
     }
     Ok(Rollup { by, since: since.into(), metrics, groups: results.into_values().collect(), missing })
+}
+
+/// The background-work roll-up: per group and experiment, the class most devices have. Whether
+/// any group has data.
+async fn background_rollup(db: &Influx, by: By, model: Option<&str>, since: &str, results: &mut BTreeMap<Key, GroupRollup>) -> Result<bool, PlanError> {
+    let mut found = false;
+    let series = db.query(&background_query(since, model)).await?;
+    let mut acc: BTreeMap<(Key, String), BTreeMap<Device, String>> = BTreeMap::new();
+    for s in &series {
+        // The latest classification of the device under this key.
+        if let Some(c) = (0..s.values.len()).rev().find_map(|i| s.s(i, "last")).filter(|c| !c.is_empty()) {
+            acc.entry((key(s, by), tag(s, "experiment"))).or_default().insert((tag(s, "host"), tag(s, "device")), c);
+        }
+    }
+    for ((k, experiment), devs) in acc {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for c in devs.values() {
+            *counts.entry(c.clone()).or_default() += 1;
+        }
+        let top = counts.values().copied().max().unwrap_or(0);
+        let class = counts.iter().filter(|(_, n)| **n == top).map(|(c, _)| c.as_str()).collect::<Vec<_>>().join("/");
+        entry(results, &k).background.push(BackgroundClass { experiment, class, devices: counts });
+        found = true;
+    }
+    Ok(found)
+}
+
+/// The throttling roll-up: per group, events per device-day over the drives observed in the
+/// window. Whether any group has data.
+async fn throttle_rollup(db: &Influx, by: By, model: Option<&str>, since: &str, results: &mut BTreeMap<Key, GroupRollup>) -> Result<bool, PlanError> {
+    let mut found = false;
+    let [inv_q, days_q, events_q] = throttle_queries(since, model);
+    // (host, controller) → group; a controller's namespaces are one drive.
+    let mut drives: BTreeMap<Device, Key> = BTreeMap::new();
+    for s in db.query(&inv_q).await? {
+        let fw = (0..s.values.len()).rev().find_map(|i| s.s(i, "firmware")).unwrap_or_default();
+        let k = (tag(&s, "model"), (by == By::ModelFirmware).then(|| fw.trim().to_string()));
+        drives.insert((tag(&s, "host"), controller_of(&tag(&s, "device"))), k);
+    }
+    let mut days: BTreeMap<Device, u64> = BTreeMap::new();
+    for s in db.query(&days_q).await? {
+        let d = (tag(&s, "host"), tag(&s, "device"));
+        if drives.contains_key(&d) {
+            *days.entry(d).or_default() += (0..s.values.len()).filter(|&i| s.f(i, "count").is_some_and(|c| c > 0.0)).count() as u64;
+        }
+    }
+    let mut events: BTreeMap<Device, u64> = BTreeMap::new();
+    for s in db.query(&events_q).await? {
+        let n: f64 = (0..s.values.len()).filter_map(|i| s.f(i, "count")).sum();
+        events.insert((tag(&s, "host"), tag(&s, "device")), n as u64);
+    }
+    let mut acc: BTreeMap<Key, Throttling> = BTreeMap::new();
+    for (d, k) in &drives {
+        // A drive never observed has no device-days: it says nothing about throttling.
+        let Some(&dd) = days.get(d).filter(|n| **n > 0) else {
+            continue;
+        };
+        let t = acc.entry(k.clone()).or_insert(Throttling { devices: 0, device_days: 0, events: 0, events_per_device_day: 0.0 });
+        t.devices += 1;
+        t.device_days += dd;
+        t.events += events.get(d).copied().unwrap_or(0);
+    }
+    for (k, mut t) in acc {
+        t.events_per_device_day = t.events as f64 / t.device_days as f64;
+        entry(results, &k).throttle = Some(t);
+        found = true;
+    }
+    Ok(found)
 }
 
 fn entry<'a>(results: &'a mut BTreeMap<Key, GroupRollup>, k: &Key) -> &'a mut GroupRollup {

@@ -2,9 +2,10 @@
 //! points beyond the retention policy), kept on the collector's disk so nothing refused disappears
 //! without a trace. Each refusal is one JSON-lines file `dl-<ns>-<n>.jsonl` in `influx.dead_letter_dir`,
 //! written to a temporary name, synced and renamed, before the batch it came from is acknowledged.
-//! `wattflip-collector dead-letter list` shows them; `replay` writes them again once the cause is
-//! fixed (a conflicting measurement dropped, say): stored lines leave the store, lines still refused
-//! are written back as a new file first, so a crash during replay loses nothing. A new kind of
+//! `wattflip-collector dead-letter list` shows them; `replay` (`replay.rs`, above both this store
+//! and the writer it writes through) writes them again once the cause is fixed (a conflicting
+//! measurement dropped, say): stored lines leave the store, lines still refused are written back
+//! as a new file first, so a crash during replay loses nothing. A new kind of
 //! refusal needs only its class in [`class_of`].
 
 use serde::{Deserialize, Serialize};
@@ -123,57 +124,6 @@ impl DeadLetterStore {
     pub fn entry(class: &str, reason: &str, line: &str) -> Entry {
         Entry { at_ns: now_ns(), class: class.into(), reason: reason.into(), line: line.trim_end_matches('\n').into() }
     }
-}
-
-/// What a replay did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReplayReport {
-    pub files: usize,
-    pub stored: usize,
-    /// Refused again: back in the store (as new files), by class.
-    pub still_refused: std::collections::BTreeMap<String, usize>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    #[error(transparent)]
-    Store(#[from] DeadLetterError),
-    #[error("InfluxDB at {0} was not writable in time; nothing was removed from the dead-letter store (the lines written so far are stored and will be written again, harmlessly, by the next replay)")]
-    Unfinished(String),
-}
-
-/// Writes every dead-lettered line again through the collector's own writer (same batching,
-/// retries and refusal handling); a file leaves the store once each of its lines is stored or
-/// dead-lettered anew. Gives up after `deadline` while InfluxDB stays unreachable.
-pub async fn replay(cfg: &crate::config::InfluxConfig, deadline: std::time::Duration) -> Result<ReplayReport, ReplayError> {
-    let store = DeadLetterStore::new(cfg.dead_letter_dir.clone());
-    let files = store.files()?;
-    let stats = std::sync::Arc::new(crate::sinks::influx::SinkStats::default());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (writer, task) = crate::sinks::influx::spawn(cfg.clone(), stats, stop_rx);
-    let mut report = ReplayReport { files: files.len(), ..Default::default() };
-    let until = tokio::time::Instant::now() + deadline;
-    for file in &files {
-        let entries = store.read(file)?;
-        let lines: Vec<String> = entries.iter().map(|e| format!("{}\n", e.line)).collect();
-        let n = lines.len();
-        let outcome = match writer.write(lines).await {
-            Ok(done) => tokio::time::timeout_at(until, done).await.ok().and_then(Result::ok),
-            Err(_) => None,
-        };
-        let Some(outcome) = outcome else {
-            let _ = stop_tx.send(true);
-            return Err(ReplayError::Unfinished(cfg.url.clone()));
-        };
-        for (_, class) in &outcome.refused {
-            *report.still_refused.entry(class.to_string()).or_default() += 1;
-        }
-        report.stored += n - outcome.refused.len();
-        store.remove(file)?;
-    }
-    drop(writer);
-    let _ = task.await;
-    Ok(report)
 }
 
 #[cfg(test)]

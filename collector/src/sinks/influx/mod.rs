@@ -1,8 +1,11 @@
-//! InfluxDB sink: the writer task (batching, gzip, retries, acknowledgement on durability) and
-//! the dead-letter store of the lines InfluxDB refused (`dead_letter`). Line
+//! InfluxDB sink: its configuration (`config`, composed by the service's), the writer task
+//! (batching, gzip, retries, acknowledgement on durability) and the dead-letter store of the lines
+//! InfluxDB refused (`dead_letter`) and its replay (`replay`). Line
 //! encoding and the schema live in `wattflip_proto::{lineproto, schema}`, shared with the agent.
 
+pub mod config;
 pub mod dead_letter;
+pub mod replay;
 pub mod writer;
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! retried unchanged (`influx-grafana-ansible.md` §3). To support another store that speaks line
 //! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
 
-use crate::config::{InfluxApi, InfluxConfig};
+use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -150,6 +150,20 @@ pub fn error_text(body: &str) -> String {
         .ok()
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
         .unwrap_or_else(|| body.to_owned())
+}
+
+/// `piece` split into the lines at the indices `named` (ascending) and the others, each in order.
+fn split_named(piece: Tagged, named: &[usize]) -> (Tagged, Tagged) {
+    let (mut bad, mut rest) = (Vec::with_capacity(named.len()), Vec::with_capacity(piece.len() - named.len()));
+    let mut next = named.iter().peekable();
+    for (k, item) in piece.into_iter().enumerate() {
+        if next.next_if(|&&i| i == k).is_some() {
+            bad.push(item);
+        } else {
+            rest.push(item);
+        }
+    }
+    (bad, rest)
 }
 
 /// Indices of the lines of `lines` that the 400 answer `body` names (see [`offending_lines`]).
@@ -341,6 +355,8 @@ struct Writer {
 
 /// Where a line being written came from: its job (index in `pending`) and its index in that job.
 type Origin = (usize, usize);
+/// Lines, each with its origin.
+type Tagged = Vec<(Origin, String)>;
 
 impl Writer {
     fn unwritten(&self) -> usize {
@@ -486,15 +502,7 @@ impl Writer {
                         pieces.push(a);
                         continue;
                     }
-                    let (mut bad, mut rest) = (Vec::with_capacity(named.len()), Vec::with_capacity(piece.len() - named.len()));
-                    let mut next = named.iter().peekable();
-                    for (k, item) in piece.into_iter().enumerate() {
-                        if next.next_if(|&&i| i == k).is_some() {
-                            bad.push(item);
-                        } else {
-                            rest.push(item);
-                        }
-                    }
+                    let (mut bad, mut rest) = split_named(piece, &named);
                     if self.dead_letter(&bad, &error_text(&body), &mut refused) {
                         // The answer may not name every refused line: write the others again.
                         pieces.push(rest);
@@ -523,17 +531,8 @@ impl Writer {
                     }
                 }
                 Err(PostError::NoDatabase) => {
-                    match self.endpoint.create_database().await {
-                        Ok(()) => {
-                            self.stats.databases_created.fetch_add(1, Ordering::Relaxed);
-                            tracing::info!(database = %self.endpoint.cfg.database, "created the InfluxDB database");
-                        }
-                        Err(e) => {
-                            tracing::warn!("cannot create database {}: {e}", self.endpoint.cfg.database);
-                            if !self.pause(&mut backoff, None).await {
-                                return None;
-                            }
-                        }
+                    if !self.create_database(&mut backoff).await {
+                        return None;
                     }
                     pieces.push(piece);
                 }
@@ -548,6 +547,22 @@ impl Writer {
             }
         }
         Some(refused)
+    }
+
+    /// Creates the database InfluxDB said is missing; when it cannot, waits the next backoff
+    /// delay. False on shutdown.
+    async fn create_database(&mut self, backoff: &mut Backoff) -> bool {
+        match self.endpoint.create_database().await {
+            Ok(()) => {
+                self.stats.databases_created.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(database = %self.endpoint.cfg.database, "created the InfluxDB database");
+                true
+            }
+            Err(e) => {
+                tracing::warn!("cannot create database {}: {e}", self.endpoint.cfg.database);
+                self.pause(backoff, None).await
+            }
+        }
     }
 
     /// Sleeps the next backoff delay (jittered), or InfluxDB's Retry-After (capped); false on

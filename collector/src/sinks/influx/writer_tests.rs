@@ -2,7 +2,7 @@
 
 use super::fake_server::start;
 use super::writer::{offending_lines, spawn, Offending, SinkStats};
-use crate::config::{InfluxApi, InfluxConfig};
+use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;

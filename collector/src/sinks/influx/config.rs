@@ -1,0 +1,153 @@
+//! The InfluxDB sink's configuration: the `[influx]` table of the collector's TOML ([`RawInflux`])
+//! and its checked form ([`InfluxConfig`]), owned by the sink and composed by the service
+//! configuration (`crate::config`). A new setting is a field of both, a check in
+//! [`InfluxConfig::from_raw`] (its problems named `influx.<key>`) and a line in
+//! `collector.example.toml`.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+use wattflip_infra::tomlcfg::{parse_duration, Loader};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfluxApi {
+    /// `/write` + `/query` of InfluxDB 1.x; also served by 1.8+, 2.x (DBRP) and 3.x.
+    V1,
+    /// `/api/v2/write` with a token (InfluxDB 2.x, 3.x; 1.8+ with `user:password` as token).
+    V2,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InfluxConfig {
+    pub url: String,
+    pub database: String,
+    pub api: InfluxApi,
+    pub org: String,
+    pub bucket: String,
+    /// Token (v2) or password (v1), read from a file or an environment variable; never logged.
+    pub secret: Option<Secret>,
+    pub username: String,
+    pub batch_lines: usize,
+    pub flush_interval: Duration,
+    pub request_timeout: Duration,
+    pub max_backoff: Duration,
+    pub gzip: bool,
+    /// Where lines InfluxDB refused are kept (`wattflip-collector dead-letter list|replay`).
+    pub dead_letter_dir: PathBuf,
+}
+
+/// A credential. Its Debug output is redacted so it cannot leak into logs or errors.
+#[derive(Clone, PartialEq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// The `[influx]` table as written; [`InfluxConfig::from_raw`] checks it.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawInflux {
+    url: Option<String>,
+    database: Option<String>,
+    api: Option<String>,
+    org: Option<String>,
+    bucket: Option<String>,
+    username: Option<String>,
+    secret_file: Option<PathBuf>,
+    secret_env: Option<String>,
+    batch_lines: Option<usize>,
+    flush_interval: Option<String>,
+    request_timeout: Option<String>,
+    max_backoff: Option<String>,
+    gzip: Option<bool>,
+    dead_letter_dir: Option<PathBuf>,
+}
+
+pub const DEFAULT_DEAD_LETTER_DIR: &str = "/var/lib/wattflip-collector/dead-letter";
+
+impl InfluxConfig {
+    /// Checks the `[influx]` table, with the command line's `--influx-url` and `--influx-db` over
+    /// it, and records every problem in `loader` under `influx.<key>` (the caller's
+    /// `loader.finish()` reports them). Returns defaults where a value was refused.
+    pub fn from_raw(influx: RawInflux, url_override: Option<String>, database_override: Option<String>, loader: &mut Loader) -> InfluxConfig {
+        let url = url_override.or(influx.url).unwrap_or_else(|| "http://127.0.0.1:8086".into());
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            loader.problem("influx.url", format!("`{url}` must start with http:// or https://"));
+        }
+        let database = database_override.or(influx.database).unwrap_or_else(|| "wattflip".into());
+        if database.is_empty() || database.contains(['"', '\n']) {
+            loader.problem("influx.database", "must be a non-empty name without quotes");
+        }
+        let api = match influx.api.as_deref().unwrap_or("v1") {
+            "v1" => InfluxApi::V1,
+            "v2" => InfluxApi::V2,
+            other => {
+                loader.problem("influx.api", format!("`{other}` is not `v1` or `v2`"));
+                InfluxApi::V1
+            }
+        };
+        let org = influx.org.unwrap_or_default();
+        let bucket = influx.bucket.unwrap_or_else(|| database.clone());
+        if api == InfluxApi::V2 && org.is_empty() {
+            loader.problem("influx.org", "is required with api = \"v2\"");
+        }
+        let secret = read_secret(influx.secret_file, influx.secret_env, loader);
+        if api == InfluxApi::V2 && secret.is_none() {
+            loader.problem("influx.secret_file", "a token is required with api = \"v2\" (secret_file or secret_env)");
+        }
+        let batch_lines = influx.batch_lines.unwrap_or(5000);
+        if !(1..=5000).contains(&batch_lines) {
+            loader.problem("influx.batch_lines", format!("{batch_lines} is outside 1..=5000"));
+        }
+        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
+            Some(s) => parse_duration(key, &s, loader).unwrap_or(default),
+            None => default,
+        };
+        let flush_interval = dur("influx.flush_interval", influx.flush_interval, Duration::from_secs(1));
+        let request_timeout = dur("influx.request_timeout", influx.request_timeout, Duration::from_secs(10));
+        let max_backoff = dur("influx.max_backoff", influx.max_backoff, Duration::from_secs(30));
+        InfluxConfig {
+            url: url.trim_end_matches('/').to_string(),
+            database,
+            api,
+            org,
+            bucket,
+            secret,
+            username: influx.username.unwrap_or_default(),
+            batch_lines,
+            flush_interval,
+            request_timeout,
+            max_backoff,
+            gzip: influx.gzip.unwrap_or(true),
+            dead_letter_dir: influx.dead_letter_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DEAD_LETTER_DIR)),
+        }
+    }
+}
+
+/// The token or password from `secret_file` or `secret_env` (at most one of them), a problem in
+/// `loader` when it cannot be read.
+fn read_secret(file: Option<PathBuf>, env: Option<String>, loader: &mut Loader) -> Option<Secret> {
+    match (file, env) {
+        (Some(_), Some(_)) => {
+            loader.problem("influx.secret_file", "set either secret_file or secret_env, not both");
+            None
+        }
+        (Some(f), None) => match std::fs::read_to_string(&f) {
+            Ok(s) => Some(Secret(s.trim().to_string())),
+            Err(e) => {
+                loader.problem("influx.secret_file", format!("cannot read {}: {e}", f.display()));
+                None
+            }
+        },
+        (None, Some(var)) => match std::env::var(&var) {
+            Ok(s) if !s.is_empty() => Some(Secret(s)),
+            _ => {
+                loader.problem("influx.secret_env", format!("environment variable {var} is not set"));
+                None
+            }
+        },
+        (None, None) => None,
+    }
+}

@@ -1,0 +1,356 @@
+//! The point-by-point conversion of a `v1` batch into the domain types: every point is checked,
+//! an invalid one is left out and recorded as a [`Rejection`] naming its field, value and [`Rule`],
+//! and the rest of the batch converts. A new payload gets a check (or a `convert_*` function)
+//! here and a line in [`convert_batch_points`].
+
+use super::{finite, invalid, method, tag_value, utc, Batch, InvalidField, PowerSample, TemperatureSample, MAX_FLAGS, MAX_FLAG_BYTES};
+use crate::units::{Celsius, Joules, UnixNanos, Watts};
+use crate::v1;
+
+/// The rule a rejected point broke: the `reason` of its counters, Ack and `point_rejected` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// NaN or ±infinity.
+    NotFinite,
+    /// A finite number outside the physical range (temperature, negative energy or interval).
+    OutOfRange,
+    /// A tag value that cannot be stored exactly (empty, control characters, trailing backslash,
+    /// longer than 256 bytes).
+    BadTag,
+    /// Not a UTC timestamp in nanoseconds.
+    BadTime,
+    /// A value the point cannot be without (a power sample with neither watts nor joules).
+    Missing,
+    /// Values that contradict each other (ends before it starts, joules on a full-rate sample).
+    Inconsistent,
+    /// An enum left at its UNSPECIFIED value.
+    Unspecified,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 7] = [Rule::NotFinite, Rule::OutOfRange, Rule::BadTag, Rule::BadTime, Rule::Missing, Rule::Inconsistent, Rule::Unspecified];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::NotFinite => "not_finite",
+            Rule::OutOfRange => "out_of_range",
+            Rule::BadTag => "bad_tag",
+            Rule::BadTime => "bad_time",
+            Rule::Missing => "missing",
+            Rule::Inconsistent => "inconsistent",
+            Rule::Unspecified => "unspecified",
+        }
+    }
+}
+
+/// One point of a batch refused by the checks: which field, its value, the rule and why. The rest
+/// of the batch is unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} = {value}: {reason}")]
+pub struct Rejection {
+    /// `temperature[3].celsius`: the payload, the point's index in the batch, the field.
+    pub field: String,
+    /// The offending value as text (at most 64 characters of a string value).
+    pub value: String,
+    pub rule: Rule,
+    pub reason: String,
+    /// The point's own timestamp when it has a valid one (the `point_rejected` event's time).
+    pub time_ns: Option<i64>,
+}
+
+impl Rejection {
+    /// The payload the point belonged to: `temperature` of `temperature[3].celsius`.
+    pub fn payload(&self) -> &str {
+        self.field.split('[').next().unwrap_or(&self.field)
+    }
+
+    /// The field without the index: `temperature.celsius`.
+    pub fn field_name(&self) -> String {
+        match self.field.split_once("].") {
+            Some((_, f)) => format!("{}.{f}", self.payload()),
+            None => self.field.clone(),
+        }
+    }
+}
+
+/// A converted batch: the points that passed, and one [`Rejection`] per point that did not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Converted {
+    pub batch: Batch,
+    pub rejected: Vec<Rejection>,
+}
+
+/// A failed check of one field, before the field's full name is formatted (only on failure).
+struct Bad {
+    name: &'static str,
+    value: String,
+    rule: Rule,
+    reason: String,
+}
+
+fn bad(name: &'static str, value: impl std::fmt::Display, rule: Rule, reason: impl Into<String>) -> Bad {
+    Bad { name, value: value.to_string(), rule, reason: reason.into() }
+}
+
+fn shown(v: &str) -> String {
+    match v.char_indices().nth(64) {
+        Some((cut, _)) => format!("{:?}…", &v[..cut]),
+        None => format!("{v:?}"),
+    }
+}
+
+fn tag(name: &'static str, v: &str) -> Result<(), Bad> {
+    tag_value(v).map_err(|r| bad(name, shown(v), Rule::BadTag, r))
+}
+
+fn opt_tag(name: &'static str, v: &str) -> Result<(), Bad> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    tag(name, v)
+}
+
+fn time(name: &'static str, t: i64) -> Result<UnixNanos, Bad> {
+    utc(t).map_err(|r| bad(name, t, Rule::BadTime, r))
+}
+
+fn num(name: &'static str, v: f64) -> Result<f64, Bad> {
+    finite(v).map_err(|r| bad(name, v, Rule::NotFinite, r))
+}
+
+fn opt_num(name: &'static str, v: Option<f64>) -> Result<Option<f64>, Bad> {
+    v.map(|v| num(name, v)).transpose()
+}
+
+/// A power sample's flags, checked (each one lowercase word, so the comma-joined `flags` field
+/// splits back into exactly these) and put in canonical order: sorted, duplicates dropped.
+fn power_flags(mut flags: Vec<String>) -> Result<Vec<String>, Bad> {
+    if flags.len() > MAX_FLAGS {
+        return Err(bad("flags", flags.len(), Rule::OutOfRange, format!("{} flags; at most {MAX_FLAGS}", flags.len())));
+    }
+    for f in &flags {
+        let word = !f.is_empty() && f.len() <= MAX_FLAG_BYTES && f.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !word {
+            return Err(bad("flags", shown(f), Rule::OutOfRange, format!("a flag is one lowercase word ([a-z0-9_], 1 to {MAX_FLAG_BYTES} bytes)")));
+        }
+    }
+    flags.sort_unstable();
+    flags.dedup();
+    Ok(flags)
+}
+
+/// Checks every point of `items` with `check`; a failing point is left out and recorded.
+fn each<T, U>(
+    payload: &str,
+    items: Vec<T>,
+    rejected: &mut Vec<Rejection>,
+    time_of: impl Fn(&T) -> i64,
+    check: impl Fn(&T) -> Result<(), Bad>,
+    convert: impl Fn(T) -> Result<U, Bad>,
+) -> Vec<U> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let t = time_of(&item);
+        match check(&item).and_then(|()| convert(item)) {
+            Ok(u) => out.push(u),
+            Err(b) => rejected.push(Rejection {
+                field: format!("{payload}[{i}].{}", b.name),
+                value: b.value,
+                rule: b.rule,
+                reason: b.reason,
+                time_ns: utc(t).ok().map(|u| u.0),
+            }),
+        }
+    }
+    out
+}
+
+/// Converts a batch, checking that it belongs to `agent_id`; the first invalid point fails the
+/// whole batch. For local output and tests; the collector uses [`convert_batch_points`].
+pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField> {
+    let c = convert_batch_points(agent_id, b)?;
+    match c.rejected.into_iter().next() {
+        Some(r) => Err(invalid(r.field, r.reason)),
+        None => Ok(c.batch),
+    }
+}
+
+/// Converts a batch point by point: an invalid point is left out and recorded in
+/// [`Converted::rejected`] with its field, value and rule, and the rest of the batch converts.
+/// Only a batch that is not this agent's, or has no sequence, fails as a whole.
+pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, InvalidField> {
+    if b.agent_id != agent_id {
+        return Err(invalid("batch.agent_id", format!("`{}` differs from the stream's Hello agent id `{agent_id}`", b.agent_id)));
+    }
+    if b.sequence == 0 {
+        return Err(invalid("batch.sequence", "must be at least 1"));
+    }
+    let mut rejected = Vec::new();
+    let power = each("power", b.power, &mut rejected, |p| p.time_ns, |_| Ok(()), convert_power);
+    let temperature = each("temperature", b.temperature, &mut rejected, |t| t.time_ns, |_| Ok(()), convert_temperature);
+    let probe_runs = each("probe_runs", b.probe_runs, &mut rejected, |r| r.start_ns, check_probe_run, Ok);
+    let power_state_changes = each("power_state_changes", b.power_state_changes, &mut rejected, |c| c.time_ns, check_power_state_change, Ok);
+    let events = each("events", b.events, &mut rejected, |e| e.time_ns, check_event, Ok);
+    let nvme_smart = each("nvme_smart", b.nvme_smart, &mut rejected, |s| s.time_ns, check_nvme_smart, Ok);
+    let electrical = each("electrical", b.electrical, &mut rejected, |s| s.time_ns, check_electrical, Ok);
+    let idle_profiles = each("idle_profiles", b.idle_profiles, &mut rejected, |p| p.time_ns, check_idle_profile, Ok);
+    Ok(Converted {
+        batch: Batch {
+            agent_id: b.agent_id,
+            sequence: b.sequence,
+            power,
+            temperature,
+            probe_runs,
+            power_state_changes,
+            events,
+            nvme_smart,
+            electrical,
+            idle_profiles,
+        },
+        rejected,
+    })
+}
+
+fn check_power_state_change(c: &v1::PowerStateChange) -> Result<(), Bad> {
+    time("time_ns", c.time_ns)?;
+    tag("device", &c.device)?;
+    if v1::PowerStateOutcome::try_from(c.outcome).unwrap_or_default() == v1::PowerStateOutcome::Unspecified {
+        return Err(bad("outcome", c.outcome, Rule::Unspecified, "must be set"));
+    }
+    Ok(())
+}
+
+fn check_event(e: &v1::Event) -> Result<(), Bad> {
+    time("time_ns", e.time_ns)?;
+    tag("kind", &e.kind)?;
+    opt_tag("device", &e.device)?;
+    if v1::Severity::try_from(e.severity).unwrap_or_default() == v1::Severity::Unspecified {
+        return Err(bad("severity", e.severity, Rule::Unspecified, "must be set"));
+    }
+    Ok(())
+}
+
+fn check_nvme_smart(s: &v1::NvmeSmart) -> Result<(), Bad> {
+    time("time_ns", s.time_ns)?;
+    tag("device", &s.device)?;
+    opt_tag("serial", &s.serial)?;
+    // Absent (None) is allowed: the drive or tool did not report it.
+    opt_num("composite_celsius", s.composite_celsius)?;
+    Ok(())
+}
+
+fn check_electrical(s: &v1::ElectricalSample) -> Result<(), Bad> {
+    time("time_ns", s.time_ns)?;
+    tag("source", &s.source)?;
+    tag("chip", &s.chip)?;
+    tag("channel", &s.channel)?;
+    match (s.volts, s.amperes) {
+        (Some(v), None) => num("volts", v).map(drop),
+        (None, Some(a)) => num("amperes", a).map(drop),
+        (v, a) => Err(bad("volts", format!("{v:?}/{a:?}"), Rule::Missing, "exactly one of volts and amperes must be set")),
+    }
+}
+
+fn check_idle_profile(p: &v1::IdleProfile) -> Result<(), Bad> {
+    time("time_ns", p.time_ns)?;
+    tag("device", &p.device)?;
+    tag("model", &p.model)?;
+    for (name, v) in [("window_s", Some(p.window_s)), ("median_w", Some(p.median_w)), ("spread_w", Some(p.spread_w))].into_iter().chain([
+        ("activity_period_s", p.activity_period_s),
+        ("activity_correlation", p.activity_correlation),
+        ("activity_energy_j", p.activity_energy_j),
+    ]) {
+        opt_num(name, v)?;
+    }
+    Ok(())
+}
+
+fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
+    tag("source", &p.source)?;
+    tag("zone", &p.zone)?;
+    opt_tag("scope", &p.scope)?;
+    let watts = opt_num("watts", p.watts)?.map(Watts);
+    let joules = opt_num("joules", p.joules)?.map(Joules);
+    if watts.is_none() && joules.is_none() {
+        return Err(bad("watts", "none", Rule::Missing, "a power sample needs watts or joules"));
+    }
+    if let Some(j) = joules.filter(|j| j.0 < 0.0) {
+        return Err(bad("joules", j.0, Rule::OutOfRange, "energy in an interval cannot be negative"));
+    }
+    // Full-rate points overlap the aggregate stream in time: joules on both would make
+    // SUM(joules) over a window count that energy twice.
+    if let Some(j) = joules.filter(|_| p.full_rate) {
+        return Err(bad("joules", j.0, Rule::Inconsistent, "a full-rate sample carries watts only (the window aggregates carry the joules)"));
+    }
+    Ok(PowerSample {
+        time: time("time_ns", p.time_ns)?,
+        method: method(p.method).map_err(|r| bad("method", p.method, Rule::Unspecified, r))?,
+        watts,
+        joules,
+        interval_ns: u64::try_from(p.interval_ns).map_err(|_| bad("interval_ns", p.interval_ns, Rule::OutOfRange, "cannot be negative"))?,
+        min_watts: opt_num("min_watts", p.min_watts)?.map(Watts),
+        max_watts: opt_num("max_watts", p.max_watts)?.map(Watts),
+        readings: p.readings,
+        full_rate: p.full_rate,
+        flags: power_flags(p.flags)?,
+        source: p.source,
+        zone: p.zone,
+        scope: p.scope,
+    })
+}
+
+fn convert_temperature(t: v1::TemperatureSample) -> Result<TemperatureSample, Bad> {
+    tag("source", &t.source)?;
+    tag("device", &t.device)?;
+    tag("sensor", &t.sensor)?;
+    let c = num("celsius", t.celsius)?;
+    // Below absolute zero or above 500 °C is a decoding bug (K vs °C vs m°C), not a reading.
+    if !(-273.15..=500.0).contains(&c) {
+        return Err(bad("celsius", c, Rule::OutOfRange, format!("{c} °C is outside -273.15..500; check the unit")));
+    }
+    Ok(TemperatureSample { time: time("time_ns", t.time_ns)?, source: t.source, device: t.device, sensor: t.sensor, celsius: Celsius(c) })
+}
+
+fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
+    tag("run_id", &r.run_id)?;
+    tag("device", &r.device)?;
+    opt_tag("model", &r.model)?;
+    tag("bench", &r.bench)?;
+    tag("experiment", &r.experiment)?;
+    tag("pattern", &r.pattern)?;
+    // Optional tag: absent (empty) when the agent does not know it, else a valid tag value.
+    opt_tag("firmware", &r.firmware)?;
+    time("start_ns", r.start_ns)?;
+    time("end_ns", r.end_ns)?;
+    if r.end_ns < r.start_ns {
+        return Err(bad("end_ns", r.end_ns, Rule::Inconsistent, "ends before it starts"));
+    }
+    for (name, v) in [
+        ("value", r.value),
+        ("mean_us", r.mean_us),
+        ("min_us", r.min_us),
+        ("max_us", r.max_us),
+        ("stddev_us", r.stddev_us),
+        ("p50_us", r.p50_us),
+        ("p95_us", r.p95_us),
+        ("p99_us", r.p99_us),
+        ("iops", r.iops),
+        ("mib_per_s", r.mib_per_s),
+    ] {
+        num(name, v)?;
+    }
+    for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
+        opt_num(name, v)?;
+    }
+    for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
+        if let Some(t) = t {
+            time(name, t)?;
+        }
+    }
+    if let (Some(s), Some(e)) = (r.energy_start_ns, r.energy_end_ns) {
+        if e < s {
+            return Err(bad("energy_end_ns", e, Rule::Inconsistent, "the run ends in the power trace before it starts"));
+        }
+    }
+    Ok(())
+}

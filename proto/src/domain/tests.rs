@@ -1,0 +1,134 @@
+//! The unit tests of `domain.rs` and its point-by-point conversion (`domain/convert.rs`).
+
+use super::*;
+
+fn sample() -> v1::PowerSample {
+    v1::PowerSample {
+        time_ns: 1_700_000_000_000_000_000,
+        source: "rapl".into(),
+        zone: "package-0".into(),
+        scope: "package".into(),
+        method: v1::Method::Measured as i32,
+        watts: Some(10.0),
+        joules: Some(10.0),
+        interval_ns: 1_000_000_000,
+        ..Default::default()
+    }
+}
+
+fn batch(power: Vec<v1::PowerSample>) -> v1::Batch {
+    v1::Batch { agent_id: "a1".into(), sequence: 1, power, ..Default::default() }
+}
+
+#[test]
+fn probe_run_firmware_is_optional_but_checked_when_present() {
+    let run = |fw: &str| v1::ProbeRun {
+        run_id: "1-0".into(),
+        device: "nvme0n1".into(),
+        bench: "granularity".into(),
+        experiment: "granularity/RR".into(),
+        pattern: "RR".into(),
+        start_ns: 1_700_000_000_000_000_000,
+        end_ns: 1_700_000_000_100_000_000,
+        firmware: fw.into(),
+        ..Default::default()
+    };
+    let b = |fw: &str| v1::Batch { agent_id: "a1".into(), sequence: 1, probe_runs: vec![run(fw)], ..Default::default() };
+    assert!(convert_batch("a1", b("")).is_ok());
+    assert!(convert_batch("a1", b("2B2QEXM7")).is_ok());
+    let e = convert_batch("a1", b("FW\n1")).unwrap_err();
+    assert_eq!((e.field.as_str(), e.reason.as_str()), ("probe_runs[0].firmware", "contains control characters"));
+}
+
+#[test]
+fn good_batch_converts_with_units() {
+    let b = convert_batch("a1", batch(vec![sample()])).unwrap();
+    assert_eq!(b.power[0].watts, Some(Watts(10.0)));
+    assert_eq!(b.power[0].method, Method::Measured);
+    assert_eq!(b.len(), 1);
+}
+
+#[test]
+fn rejections_name_the_field() {
+    let mut s = sample();
+    s.watts = Some(f64::NAN);
+    let e = convert_batch("a1", batch(vec![sample(), s])).unwrap_err();
+    assert_eq!(e.field, "power[1].watts");
+    let e = convert_batch("other", batch(vec![])).unwrap_err();
+    assert_eq!(e.field, "batch.agent_id");
+    let mut s = sample();
+    s.method = 0;
+    assert_eq!(convert_batch("a1", batch(vec![s])).unwrap_err().field, "power[0].method");
+    let mut s = sample();
+    s.time_ns = 0;
+    assert_eq!(convert_batch("a1", batch(vec![s])).unwrap_err().field, "power[0].time_ns");
+    let mut b = batch(vec![]);
+    b.temperature.push(v1::TemperatureSample { time_ns: 5, source: "hwmon".into(), device: "nvme0".into(), sensor: "Composite".into(), celsius: 49850.0 });
+    let e = convert_batch("a1", b).unwrap_err();
+    assert_eq!(e.field, "temperature[0].celsius");
+}
+
+#[test]
+fn a_bad_point_is_left_out_alone_with_its_field_value_and_rule() {
+    let t = |i: i64, c: f64| v1::TemperatureSample {
+        time_ns: 1_700_000_000_000_000_000 + i,
+        source: "hwmon".into(),
+        device: "nvme0".into(),
+        sensor: "Composite".into(),
+        celsius: c,
+    };
+    let mut b = batch(vec![sample()]);
+    b.temperature = vec![t(0, 41.0), t(1, 600.0), t(2, 42.0)];
+    b.events.push(v1::Event { time_ns: 7, kind: "k".into(), severity: 0, ..Default::default() });
+    b.power.push(v1::PowerSample { zone: "end\\".into(), ..sample() });
+    let c = convert_batch_points("a1", b).unwrap();
+    assert_eq!(c.batch.temperature.iter().map(|t| t.celsius.0).collect::<Vec<_>>(), [41.0, 42.0]);
+    assert_eq!(c.batch.power.len(), 1);
+    assert_eq!(c.batch.events.len(), 0);
+    let got: Vec<(&str, &str, Rule, Option<i64>)> = c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule, r.time_ns)).collect();
+    assert_eq!(
+        got,
+        [
+            ("power[1].zone", "\"end\\\\\"", Rule::BadTag, Some(1_700_000_000_000_000_000)),
+            ("temperature[1].celsius", "600", Rule::OutOfRange, Some(1_700_000_000_000_000_001)),
+            ("events[0].severity", "0", Rule::Unspecified, Some(7)),
+        ]
+    );
+    assert_eq!(c.rejected[1].field_name(), "temperature.celsius");
+    assert_eq!(c.rejected[1].to_string(), "temperature[1].celsius = 600: 600 °C is outside -273.15..500; check the unit");
+    // The strict form fails on the first.
+    assert_eq!(convert_batch("a1", batch(vec![v1::PowerSample { zone: "end\\".into(), ..sample() }])).unwrap_err().field, "power[0].zone");
+}
+
+#[test]
+fn power_flags_are_words_in_canonical_order() {
+    let flags = |f: &[&str]| v1::PowerSample { flags: f.iter().map(|s| s.to_string()).collect(), ..sample() };
+    let b = convert_batch("a1", batch(vec![flags(&["deactivated", "estimated", "deactivated"])])).unwrap();
+    assert_eq!(b.power[0].flags, vec!["deactivated".to_string(), "estimated".into()]);
+    assert_eq!(convert_batch("a1", batch(vec![sample()])).unwrap().power[0].flags, Vec::<String>::new());
+    let c = convert_batch_points("a1", batch(vec![flags(&["a,b"]), flags(&["Deactivated"]), flags(&[""]), flags(&["x"; 9])])).unwrap();
+    let got: Vec<(&str, &str, Rule)> = c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule)).collect();
+    assert_eq!(
+        got,
+        [
+            ("power[0].flags", "\"a,b\"", Rule::OutOfRange),
+            ("power[1].flags", "\"Deactivated\"", Rule::OutOfRange),
+            ("power[2].flags", "\"\"", Rule::OutOfRange),
+            ("power[3].flags", "9", Rule::OutOfRange),
+        ]
+    );
+    assert_eq!(c.rejected[0].reason, "a flag is one lowercase word ([a-z0-9_], 1 to 32 bytes)");
+}
+
+#[test]
+fn labels_are_bounded_and_cannot_shadow_schema_tags() {
+    assert!(check_label("rack", "r12").is_ok());
+    assert_eq!(check_label("host", "x").unwrap_err().field, "labels.host");
+    assert!(check_label("Rack", "x").is_err());
+    assert!(check_label("rack", "").is_err());
+    let e = check_label("site", "end\\").unwrap_err();
+    assert_eq!(e.field, "labels.site");
+    assert!(e.reason.starts_with("ends in a backslash"), "{}", e.reason);
+    assert!(check_agent_id("id", "node-1.dc_2").is_ok());
+    assert!(check_agent_id("id", "node 1").is_err());
+}
