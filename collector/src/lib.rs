@@ -7,4 +7,3 @@ pub mod config;
 pub mod plan;
 pub mod service;
 pub mod sinks;
-pub mod telemetry;

@@ -95,6 +95,8 @@ fn pki(dir: &std::path::Path) -> anyhow::Result<()> {
 struct Totals {
     acked_samples: AtomicU64,
     latency_us: Mutex<hdrhistogram::Histogram<u64>>,
+    connected: AtomicU64,
+    failed: AtomicU64,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -113,7 +115,10 @@ async fn agent(
     if let Some(t) = tls {
         ep = ep.tls_config(t)?;
     }
-    let mut client = IngestClient::new(ep.connect().await.context("connect")?);
+    // A connection that cannot be made says so within 20 s instead of hanging.
+    let ep = ep.connect_timeout(Duration::from_secs(20));
+    let mut client = IngestClient::new(ep.connect().await.with_context(|| format!("agent {id}: connect"))?);
+    totals.connected.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::mpsc::channel(window.max(1));
     tx.send(AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: id.clone(), time_ns: now_ns(), ..Default::default() })) }).await?;
     let mut acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
@@ -162,6 +167,23 @@ async fn agent(
     Ok(())
 }
 
+/// Every 10 s on stderr: agents connected and failed, samples acknowledged so far.
+async fn report_progress(totals: Arc<Totals>, agents: usize) {
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        eprintln!(
+            "loadgen: +{:.0} s: {}/{agents} agents connected, {} failed, {} samples acknowledged",
+            started.elapsed().as_secs_f64(),
+            totals.connected.load(Ordering::Relaxed),
+            totals.failed.load(Ordering::Relaxed),
+            totals.acked_samples.load(Ordering::Relaxed)
+        );
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     wattflip_infra::tls::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new()?;
@@ -175,7 +197,24 @@ fn main() -> anyhow::Result<()> {
                 }
                 None => None,
             };
-            let totals = Arc::new(Totals { acked_samples: AtomicU64::new(0), latency_us: Mutex::new(hdrhistogram::Histogram::new(3)?) });
+            // Each agent is one connection: raise the open-file limit, and refuse what it cannot hold.
+            let (limit, err) = wattflip_infra::limits::raise_nofile();
+            if let Some(e) = err {
+                eprintln!("loadgen: cannot raise the open-file limit from {:?} to {:?}: {e}", limit.soft, limit.hard);
+            }
+            anyhow::ensure!(
+                agents as u64 <= limit.connections(),
+                "{agents} agents need {agents} connections, but the open-file limit ({:?}) holds {}; raise it (ulimit -Hn) or run fewer agents",
+                limit.soft,
+                limit.connections()
+            );
+            let totals = Arc::new(Totals {
+                acked_samples: AtomicU64::new(0),
+                latency_us: Mutex::new(hdrhistogram::Histogram::new(3)?),
+                connected: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+            });
+            let progress = tokio::spawn(report_progress(totals.clone(), agents));
             let started = Instant::now();
             let until = started + Duration::from_secs(seconds);
             let mut tasks = Vec::new();
@@ -191,15 +230,25 @@ fn main() -> anyhow::Result<()> {
                     }
                     None => None,
                 };
-                tasks.push(tokio::spawn(agent(i, url.clone(), tls, batch, rate_hz, window, until, totals.clone())));
+                let t = totals.clone();
+                let run = agent(i, url.clone(), tls, batch, rate_hz, window, until, totals.clone());
+                tasks.push(tokio::spawn(async move {
+                    let r = run.await;
+                    if let Err(e) = &r {
+                        // Said when it happens, not only at the end of a long run.
+                        t.failed.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("agent failed: {e:#}");
+                    }
+                    Ok::<(), anyhow::Error>(())
+                }));
             }
-            let mut failed = 0;
             for t in tasks {
                 if let Ok(Err(e)) | Err(e) = t.await.map_err(anyhow::Error::from) {
-                    failed += 1;
                     eprintln!("agent failed: {e:#}");
                 }
             }
+            progress.abort();
+            let failed = totals.failed.load(Ordering::Relaxed);
             let secs = started.elapsed().as_secs_f64();
             let n = totals.acked_samples.load(Ordering::Relaxed);
             let h = totals.latency_us.lock().unwrap_or_else(|p| p.into_inner());

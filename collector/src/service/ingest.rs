@@ -19,15 +19,15 @@
 use crate::analysis::throttle::Sharded;
 use crate::service::budget::Tiers;
 use crate::service::guard::{Dedup, RateLimiter};
+pub use crate::service::stats::IngestStats;
 use crate::sinks::influx::{JobOutcome, WriterHandle};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
-use wattflip_infra::telemetry::LabelledCounter;
 use wattflip_proto::domain::{convert_batch_points, Hello};
 use wattflip_proto::domain::{Rejection, Rule};
 use wattflip_proto::encoder::BatchEncoder;
@@ -37,28 +37,6 @@ use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, 
 
 /// Metadata key on an `invalid_argument` status that names the rejected batch.
 pub const REJECTED_SEQUENCE: &str = "wattflip-rejected-sequence";
-
-#[derive(Debug, Default)]
-pub struct IngestStats {
-    pub streams_opened: AtomicU64,
-    pub batches_received: AtomicU64,
-    pub batches_acked: AtomicU64,
-    pub batches_rejected: AtomicU64,
-    pub points_unencodable: AtomicU64,
-    pub throttle_events: AtomicU64,
-    pub samples_received: AtomicU64,
-    pub batches_duplicate: AtomicU64,
-    pub batches_rate_limited: AtomicU64,
-    /// Agent points stored (acknowledged as in the store).
-    pub points_stored: AtomicU64,
-    /// Agent points left out by the checks, by rule (`out_of_range`, `bad_tag`, ...).
-    pub points_rejected: LabelledCounter,
-    /// Agent points InfluxDB refused, kept in the dead-letter store, by class.
-    pub points_dead_lettered: LabelledCounter,
-    /// Refused connections and streams by reason (tls_handshake, no_identity, hello_agent_id,
-    /// batch_agent_id, hello_timeout).
-    pub agents_rejected: LabelledCounter,
-}
 
 /// How streams learn who is calling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +56,7 @@ pub struct IngestService {
     throttle: Arc<Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
+    max_streams: u64,
 }
 
 impl IngestService {
@@ -91,7 +70,15 @@ impl IngestService {
             throttle: Arc::default(),
             tiers: Arc::default(),
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
+            max_streams: u64::MAX,
         }
+    }
+
+    /// At most `n` streams at once; one more is refused with `resource_exhausted` naming the limit
+    /// (the server sizes it from the open-file limit).
+    pub fn with_max_streams(mut self, n: u64) -> Self {
+        self.max_streams = n;
+        self
     }
 
     /// A stream that sends no Hello within `t` is closed (`limits.hello_timeout`).
@@ -161,6 +148,17 @@ impl Ingest for IngestService {
         // which is back-pressure through HTTP/2 flow control to the agent.
         let (pend_tx, pend_rx) = mpsc::channel(64);
         self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
+        let open = self.stats.streams_open.fetch_add(1, Ordering::Relaxed) + 1;
+        let slot = OpenStream(self.stats.clone());
+        if open > self.max_streams {
+            // Refused with a status rather than left to fail on a descriptor later (a hang).
+            self.stats.agents_rejected.inc("stream_limit");
+            tracing::warn!(%peer, limit = self.max_streams, "refused a stream: the collector holds as many streams as its open-file limit allows");
+            return Err(Status::resource_exhausted(format!(
+                "the collector holds {} streams, as many as its open-file limit allows; retry later or connect to another collector (collector.urls)",
+                self.max_streams
+            )));
+        }
         let ctx = Ctx {
             writer: self.writer.clone(),
             stats: self.stats.clone(),
@@ -171,7 +169,7 @@ impl Ingest for IngestService {
             hello_timeout: self.hello_timeout,
         };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
-        tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified));
+        tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified, slot));
         Ok(Response::new(ReceiverStream::new(out_rx)))
     }
 }
@@ -247,8 +245,29 @@ fn deny(stats: &IngestStats, reason: &str, msg: String) -> Pending {
     Pending::Fail(Status::permission_denied(msg))
 }
 
-async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pending>, ctx: Ctx, peer: String, certified: Option<String>) {
-    let Ctx { writer, stats, rate, dedup, throttle, tiers, hello_timeout } = ctx;
+/// One open stream, counted in `streams_open` while it lives.
+struct OpenStream(Arc<IngestStats>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.streams_open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What one stream knows of its agent after the Hello.
+struct Agent {
+    hello: Hello,
+    id: Arc<str>,
+    /// Durable sequences are remembered per spool incarnation: a new epoch's numbers are new data.
+    dedup_key: Arc<str>,
+    tags: HostTags,
+    encoder: BatchEncoder,
+}
+
+/// Reads and checks the Hello; on a refusal, sends it and returns None.
+async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sender<Pending>, ctx: &Ctx, peer: &str, certified: Option<&str>) -> Option<Agent> {
+    let stats = &ctx.stats;
+    let hello_timeout = ctx.hello_timeout;
     let first = match tokio::time::timeout(hello_timeout, inbound.message()).await {
         Ok(m) => m,
         Err(_) => {
@@ -256,43 +275,50 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
             tracing::warn!(%peer, "closed a stream that sent no Hello within {hello_timeout:?} (limits.hello_timeout)");
             let m = format!("no Hello within {hello_timeout:?}; a stream starts with a Hello");
             let _ = pending.send(Pending::Fail(Status::deadline_exceeded(m))).await;
-            return;
+            return None;
         }
+    };
+    let refuse = |p: Pending| async move {
+        let _ = pending.send(p).await;
+        None
     };
     let hello = match first {
         Ok(Some(AgentMessage { kind: Some(Kind::Hello(h)) })) => h,
-        Ok(Some(_)) => {
-            let _ = pending.send(reject(&stats, None, "the first message of a stream must be a Hello".into())).await;
-            return;
-        }
-        Ok(None) => return,
+        Ok(Some(_)) => return refuse(reject(stats, None, "the first message of a stream must be a Hello".into())).await,
+        Ok(None) => return None,
         Err(e) => {
             tracing::debug!(%peer, "stream ended before Hello: {e}");
-            return;
+            return None;
         }
     };
     let hello = match Hello::try_from(hello) {
         Ok(h) => h,
-        Err(e) => {
-            let _ = pending.send(reject(&stats, None, format!("{e}"))).await;
-            return;
-        }
+        Err(e) => return refuse(reject(stats, None, format!("{e}"))).await,
     };
-    if let Some(id) = certified.as_deref().filter(|id| *id != hello.agent_id) {
+    if let Some(id) = certified.filter(|id| *id != hello.agent_id) {
         let m = format!("hello.agent_id: `{}` is not the agent id of the client certificate (`{id}`)", hello.agent_id);
-        let _ = pending.send(deny(&stats, "hello_agent_id", m)).await;
-        return;
+        return refuse(deny(stats, "hello_agent_id", m)).await;
     }
-    let agent: Arc<str> = Arc::from(hello.agent_id.as_str());
-    // Durable sequences are remembered per spool incarnation: a new epoch's numbers are new data.
-    let dedup_key: Arc<str> = Arc::from(format!("{}#{}", hello.agent_id, hello.stream_epoch));
     let tags = HostTags { host: hello.agent_id.clone(), labels: hello.labels.clone() };
-    let encoder = BatchEncoder::new(&tags);
+    Some(Agent {
+        id: Arc::from(hello.agent_id.as_str()),
+        dedup_key: Arc::from(format!("{}#{}", hello.agent_id, hello.stream_epoch)),
+        encoder: BatchEncoder::new(&tags),
+        tags,
+        hello,
+    })
+}
+
+async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pending>, ctx: Ctx, peer: String, certified: Option<String>, _open: OpenStream) {
+    let Some(agent) = read_hello(&mut inbound, &pending, &ctx, &peer, certified.as_deref()).await else {
+        return;
+    };
+    let hello = &agent.hello;
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
-    throttle.lock(&hello.agent_id).set_inventory(&hello.agent_id, &hello.inventory);
-    tiers.hello(&hello);
+    ctx.throttle.lock(&hello.agent_id).set_inventory(&hello.agent_id, &hello.inventory);
+    ctx.tiers.hello(hello);
     // Inventory points need no acknowledgement: the agent sends a Hello on every connection.
-    if writer.write(encode(&hello_points(&hello, &tags), &stats)).await.is_err() {
+    if ctx.writer.write(encode(&hello_points(hello, &agent.tags), &ctx.stats)).await.is_err() {
         return;
     }
     let mut last_seq = 0u64;
@@ -303,7 +329,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
             Err(e) if e.code() == tonic::Code::OutOfRange => {
                 // tonic's decoder refused a message above limits.max_message_bytes.
                 let m = format!("{}; the collector's limits.max_message_bytes refuses it", e.message());
-                stats.agents_rejected.inc("oversized_message");
+                ctx.stats.agents_rejected.inc("oversized_message");
                 tracing::warn!(agent = %hello.agent_id, "{m}");
                 let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
                 return;
@@ -316,93 +342,118 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
         let batch = match msg.kind {
             Some(Kind::Batch(b)) => b,
             Some(Kind::Hello(_)) | None => {
-                let _ = pending.send(reject(&stats, None, "only the first message of a stream may be a Hello".into())).await;
+                let _ = pending.send(reject(&ctx.stats, None, "only the first message of a stream may be a Hello".into())).await;
                 return;
             }
         };
-        stats.batches_received.fetch_add(1, Ordering::Relaxed);
-        let seq = batch.sequence;
-        if seq <= last_seq {
-            let m = format!("batch.sequence: {seq} is not above the previous {last_seq}; sequences must increase strictly");
-            let _ = pending.send(reject(&stats, Some(seq), m)).await;
-            return;
-        }
-        if batch.agent_id != hello.agent_id {
-            let m = format!("batch.agent_id: `{}` in batch {seq} is not this stream's agent `{}`", batch.agent_id, hello.agent_id);
-            let _ = pending.send(deny(&stats, "batch_agent_id", m)).await;
-            return;
-        }
-        if dedup.is_durable(&dedup_key, seq) {
-            // Written before, but the acknowledgement was lost: acknowledge, do not rewrite.
-            stats.batches_duplicate.fetch_add(1, Ordering::Relaxed);
-            last_seq = seq;
-            if pending.send(Pending::Duplicate { seq }).await.is_err() {
-                return;
-            }
-            continue;
-        }
-        let samples = batch.power.len() + batch.temperature.len();
-        let points = samples
-            + batch.probe_runs.len()
-            + batch.power_state_changes.len()
-            + batch.events.len()
-            + batch.nvme_smart.len()
-            + batch.electrical.len()
-            + batch.idle_profiles.len();
-        if !rate.admit(&agent, points, tokio::time::Instant::now()) {
-            stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
-            let m = format!("agent `{agent}` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch {seq}");
-            tracing::warn!("{m}");
-            let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
-            return;
-        }
-        let converted = match convert_batch_points(&hello.agent_id, batch) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(agent = %hello.agent_id, seq, "rejected batch: {e}");
-                let _ = pending.send(reject(&stats, Some(seq), format!("batch {seq}: {e}"))).await;
-                return;
-            }
+        // Ok: acknowledge in order and go on; Err: the stream ends with it.
+        let (next, stop) = match on_batch(&ctx, &agent, batch, &mut last_seq).await {
+            Ok(p) => (p, false),
+            Err(p) => (p, true),
         };
-        last_seq = seq;
-        let batch = converted.batch;
-        stats.samples_received.fetch_add((batch.power.len() + batch.temperature.len()) as u64, Ordering::Relaxed);
-        let mut rejected: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for r in &converted.rejected {
-            stats.points_rejected.inc(r.rule.as_str());
-            *rejected.entry(r.rule.as_str()).or_default() += 1;
-        }
-        if let Some(first) = converted.rejected.first() {
-            tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(),
-                "left out invalid points, stored the rest of the batch; first: {first}");
-        }
-        let mut lines = Vec::new();
-        let tier = tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| (s.scope.as_str(), s.time.0)));
-        for e in encoder.encode_tagged(&batch, &mut lines, tier.as_deref()) {
-            // Domain checks make this unreachable (the ingest_message fuzz target asserts it);
-            // counted as a rejected point rather than failing the batch.
-            stats.points_unencodable.fetch_add(1, Ordering::Relaxed);
-            stats.points_rejected.inc("unencodable");
-            *rejected.entry("unencodable").or_default() += 1;
-            tracing::error!("dropping an unencodable point: {e}");
-        }
-        let agent_lines = lines.len();
-        let mut points = rejection_events(&converted.rejected, seq, &tags);
-        let episodes = throttle.lock(&hello.agent_id).observe_batch(&hello.agent_id, &batch);
-        for e in episodes {
-            stats.throttle_events.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
-                throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
-            points.push(throttle_event_point(&e, &tags));
-        }
-        // A load ladder arrives whole in one batch (the probe sends all its runs at once).
-        points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &tags, &hello.inventory));
-        lines.extend(encode(&points, &stats));
-        let Ok(done) = writer.write(lines).await else { return };
-        if pending.send(Pending::Ack { seq, done, key: dedup_key.clone(), agent_lines, rejected }).await.is_err() {
+        if pending.send(next).await.is_err() || stop {
             return;
         }
     }
+}
+
+/// Checks, converts, analyses and queues one batch; `Ok` with what to acknowledge, `Err` with the
+/// refusal that ends the stream.
+async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64) -> Result<Pending, Pending> {
+    let (stats, hello) = (&ctx.stats, &agent.hello);
+    stats.batches_received.fetch_add(1, Ordering::Relaxed);
+    let seq = batch.sequence;
+    if seq <= *last_seq {
+        let m = format!("batch.sequence: {seq} is not above the previous {last_seq}; sequences must increase strictly");
+        return Err(reject(stats, Some(seq), m));
+    }
+    if batch.agent_id != hello.agent_id {
+        let m = format!("batch.agent_id: `{}` in batch {seq} is not this stream's agent `{}`", batch.agent_id, hello.agent_id);
+        return Err(deny(stats, "batch_agent_id", m));
+    }
+    if ctx.dedup.is_durable(&agent.dedup_key, seq) {
+        // Written before, but the acknowledgement was lost: acknowledge, do not rewrite.
+        stats.batches_duplicate.fetch_add(1, Ordering::Relaxed);
+        *last_seq = seq;
+        return Ok(Pending::Duplicate { seq });
+    }
+    let points = batch.power.len()
+        + batch.temperature.len()
+        + batch.probe_runs.len()
+        + batch.power_state_changes.len()
+        + batch.events.len()
+        + batch.nvme_smart.len()
+        + batch.electrical.len()
+        + batch.idle_profiles.len();
+    if !ctx.rate.admit(&agent.id, points, tokio::time::Instant::now()) {
+        stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
+        let m = format!("agent `{}` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch {seq}", agent.id);
+        tracing::warn!("{m}");
+        return Err(Pending::Fail(Status::resource_exhausted(m)));
+    }
+    let converted = match convert_batch_points(&hello.agent_id, batch) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(agent = %hello.agent_id, seq, "rejected batch: {e}");
+            return Err(reject(stats, Some(seq), format!("batch {seq}: {e}")));
+        }
+    };
+    *last_seq = seq;
+    let batch = converted.batch;
+    stats.samples_received.fetch_add((batch.power.len() + batch.temperature.len()) as u64, Ordering::Relaxed);
+    let mut rejected: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for r in &converted.rejected {
+        stats.points_rejected.inc(r.rule.as_str());
+        *rejected.entry(r.rule.as_str()).or_default() += 1;
+    }
+    if let Some(first) = converted.rejected.first() {
+        tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(),
+            "left out invalid points, stored the rest of the batch; first: {first}");
+    }
+    let mut lines = Vec::new();
+    let tier = ctx.tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| (s.scope.as_str(), s.time.0)));
+    for e in agent.encoder.encode_tagged(&batch, &mut lines, tier.as_deref()) {
+        // Domain checks make this unreachable (the ingest_message fuzz target asserts it);
+        // counted as a rejected point rather than failing the batch.
+        stats.points_unencodable.fetch_add(1, Ordering::Relaxed);
+        stats.points_rejected.inc("unencodable");
+        *rejected.entry("unencodable").or_default() += 1;
+        tracing::error!("dropping an unencodable point: {e}");
+    }
+    let agent_lines = lines.len();
+    let mut points = rejection_events(&converted.rejected, seq, &agent.tags);
+    points.extend(analyses(ctx, agent, &batch));
+    lines.extend(encode(&points, stats));
+    let Ok(done) = ctx.writer.write(lines).await else {
+        return Err(Pending::Fail(Status::unavailable("collector is shutting down; resend unacknowledged batches")));
+    };
+    Ok(Pending::Ack { seq, done, key: agent.dedup_key.clone(), agent_lines, rejected })
+}
+
+/// The analyses' points for one batch: throttling episodes (under this host's shard of the
+/// detector only) and the load ladder's proportionality.
+fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> Vec<Point> {
+    let hello = &agent.hello;
+    let (episodes, late) = {
+        let mut d = ctx.throttle.lock(&hello.agent_id);
+        let before = d.late_readings;
+        let e = d.observe_batch(&hello.agent_id, batch);
+        (e, d.late_readings - before)
+    };
+    if late > 0 {
+        ctx.stats.throttle_late_readings.fetch_add(late, Ordering::Relaxed);
+        tracing::warn!(agent = %hello.agent_id, late, "readings older than the throttling detector's retention were counted, not placed");
+    }
+    let mut points = Vec::new();
+    for e in episodes {
+        ctx.stats.throttle_events.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
+            throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
+        points.push(throttle_event_point(&e, &agent.tags));
+    }
+    // A load ladder arrives whole in one batch (the probe sends all its runs at once).
+    points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &agent.tags, &hello.inventory));
+    points
 }
 
 /// One `event` of kind `point_rejected` per field and rule among a batch's rejected points, with

@@ -4,9 +4,10 @@
 
 use crate::config::{Config, SinkKind};
 use crate::service::guard::{Dedup, RateLimiter};
-use crate::service::ingest::{IdentitySource, IngestService, IngestStats};
+use crate::service::ingest::{IdentitySource, IngestService};
+pub use crate::service::stats::Stats;
 use crate::service::tls::{self, TlsSetupError};
-use crate::sinks::influx::{self, SinkStats};
+use crate::sinks::influx;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,11 +31,17 @@ pub enum ServeError {
     PlaintextBeyondLoopback(std::net::SocketAddr),
 }
 
-/// Counters of one collector process.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub ingest: Arc<IngestStats>,
-    pub sink: Arc<SinkStats>,
+/// Raises the open-file soft limit to the hard one and says how many agent streams that holds
+/// (one descriptor each, [`wattflip_infra::limits::RESERVED_FDS`] kept for the rest).
+fn stream_capacity() -> u64 {
+    let (limit, err) = wattflip_infra::limits::raise_nofile();
+    if let Some(e) = err {
+        tracing::warn!("cannot raise the open-file limit from {:?} to {:?}: {e}; streams beyond the current limit are refused", limit.soft, limit.hard);
+    }
+    let n = limit.connections();
+    tracing::info!(streams = n, soft = ?limit.soft, was = ?limit.soft_before, hard = ?limit.hard,
+        "the collector can hold {n} agent streams (open-file limit; raise LimitNOFILE for more)");
+    n
 }
 
 /// Serves until `shutdown` completes, then flushes the writer (at most `drain` long).
@@ -59,7 +66,7 @@ pub async fn serve(
     if let Some(addr) = cfg.metrics_listen {
         let s = stats.clone();
         let mut stop = stop_rx.clone();
-        let bound = serve_metrics(addr, Arc::new(move || crate::telemetry::render(&s)), async move {
+        let bound = serve_metrics(addr, Arc::new(move || crate::service::telemetry::render(&s)), async move {
             let _ = stop.changed().await;
         })
         .await?;
@@ -69,6 +76,7 @@ pub async fn serve(
         SinkKind::InfluxDb => influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx),
         SinkKind::Null => influx::spawn_null(stats.sink.clone()),
     };
+    let streams = stream_capacity();
     let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
     let (reporter, health) = tonic_health::server::health_reporter();
     let l = &cfg.limits;
@@ -79,7 +87,8 @@ pub async fn serve(
         RateLimiter::new(l.agent_points_per_second, l.agent_burst_points),
         Dedup::new(l.dedup_window),
     )
-    .with_hello_timeout(l.hello_timeout);
+    .with_hello_timeout(l.hello_timeout)
+    .with_max_streams(streams);
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
     reporter.set_serving::<IngestServer<IngestService>>().await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },

@@ -5,7 +5,7 @@
 //! subjectAltName, or its subject CN when it has no DNS SAN. To trust another kind of identity
 //! (a URI SAN, say), extend `identity` and document it in the README.
 
-use crate::service::ingest::IngestStats;
+use crate::service::stats::IngestStats;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::pki_types::pem::PemObject;

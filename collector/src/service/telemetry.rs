@@ -2,7 +2,7 @@
 //! counters that the ingest service and the sink keep anyway. To add a metric, add the counter to
 //! `IngestStats` or `SinkStats` and one line to [`render`].
 
-use crate::service::server::Stats;
+use crate::service::stats::Stats;
 use std::sync::atomic::Ordering::Relaxed;
 use wattflip_infra::telemetry::Text;
 
@@ -10,6 +10,12 @@ pub fn render(s: &Stats) -> String {
     let (i, k) = (&s.ingest, &s.sink);
     Text::default()
         .counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
+        .gauge("wattflip_collector_streams_open", "Agent streams open now (held against the stream limit).", i.streams_open.load(Relaxed) as f64)
+        .counter(
+            "wattflip_collector_throttle_late_readings_total",
+            "Readings the throttling detector could not place: older than its retention.",
+            i.throttle_late_readings.load(Relaxed),
+        )
         .counter("wattflip_collector_batches_received_total", "Batches received from agents.", i.batches_received.load(Relaxed))
         .counter("wattflip_collector_batches_acked_total", "Batches acknowledged as durable.", i.batches_acked.load(Relaxed))
         .counter("wattflip_collector_batches_rejected_total", "Batches refused as invalid (invalid_argument).", i.batches_rejected.load(Relaxed))
