@@ -2,7 +2,8 @@
 //! only its damaged record and says so exactly (scenario 4), a full spool counts every lost batch
 //! (scenario 5), odd files in the spool folder are skipped with an event instead of a crash loop, a
 //! hang or gigabytes of memory (scenario 6), SIGTERM during a probe keeps its completed runs
-//! (scenario 8), and a config that is not a small regular file is refused (scenario 9). Counts are checked against
+//! (scenario 8), a config that is not a small regular file is refused (scenario 9), and a second
+//! agent on the same spool refuses to start (issue 32 §1). Counts are checked against
 //! the agent's own ledger lines (`wattflip::ledger`, one per stored batch).
 
 use std::collections::BTreeMap;
@@ -133,6 +134,40 @@ fn scenario_4_a_corrupt_spool_record_loses_only_itself() {
     assert_eq!(ev.len(), 1, "the event reached InfluxDB");
     let attrs = ev[0][1].as_str().unwrap();
     assert_eq!(attrs, format!("damaged_bytes={k_len} lost_batches=1 truncated_bytes={}", half.len()));
+}
+
+/// Issue 32 §1: the same config started twice at once (one spool folder). One agent owns the
+/// spool; the other refuses at once and names the owner's pid; every sample of the one that ran
+/// reaches InfluxDB exactly once (its ledger lines are the truth).
+#[test]
+fn two_agents_on_one_spool_one_refuses_naming_the_owner_and_nothing_is_lost() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let (da, db_dir) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&da).unwrap();
+    std::fs::create_dir_all(&db_dir).unwrap();
+    let influx = Influx::start();
+    let db = "wf_s32_spool";
+    let port = free_port();
+    let _c = Collector::start_on(port, &influx.url, db);
+    let url = format!("https://127.0.0.1:{port}");
+    // One config text, one spool (under `a`); each agent logs into its own folder.
+    let cfg_a = agent_cfg(&da, &sys, "s32-agent", &url);
+    let cfg_b = agent_config(&db_dir, &std::fs::read_to_string(&cfg_a).unwrap());
+    let mut a = spawn_agent(&da, &["run", "--config", cfg_a.to_str().unwrap(), "--samples", "30"]);
+    let mut b = spawn_agent(&db_dir, &["run", "--config", cfg_b.to_str().unwrap(), "--samples", "30"]);
+    let (sa, sb) = (wait_child(&mut a, Duration::from_secs(60), &da), wait_child(&mut b, Duration::from_secs(60), &db_dir));
+    assert_ne!(sa.success(), sb.success(), "exactly one agent runs: a {sa}, b {sb}");
+    let (ran, refused, owner) = if sa.success() { (&da, &db_dir, a.id()) } else { (&db_dir, &da, b.id()) };
+    let why = plain(&std::fs::read_to_string(refused.join("agent.stderr")).unwrap());
+    let spool = da.join("spool");
+    assert!(why.contains(&format!("spool {} is in use by pid {owner}", spool.display())), "the refusal names the owner:\n{why}");
+    assert!(ledger(refused).is_empty(), "the refused agent stored nothing");
+    let mine = ledger(ran);
+    assert!(!mine.is_empty(), "the agent that ran stored its batches");
+    let (power, temperature) = mine.values().fold((0, 0), |s, v| (s.0 + v.0, s.1 + v.1));
+    let w = "host = 's32-agent'";
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")), power, "every power sample, once");
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature);
 }
 
 /// Unmounts on drop.

@@ -33,6 +33,9 @@ pub enum BacklogError {
         #[source]
         source: std::io::Error,
     },
+    /// Another process owns the spool (see `spool_lock`).
+    #[error("spool {dir} is in use by {holder} (it holds {dir}/lock): two agents on one spool would lose data; stop that agent or give this one another [spool] dir")]
+    Locked { dir: std::path::PathBuf, holder: String },
 }
 
 pub trait Backlog: Send + Sync {
