@@ -3,7 +3,8 @@
 //! (scenario 5), odd files in the spool folder are skipped with an event instead of a crash loop, a
 //! hang or gigabytes of memory (scenario 6), SIGTERM during a probe keeps its completed runs
 //! (scenario 8), a config that is not a small regular file is refused (scenario 9), and a second
-//! agent on the same spool refuses to start (issue 32 §1). Counts are checked against
+//! agent on the same spool refuses to start (issue 32 §1), and an agent whose Hello is too large for
+//! the collector sends a smaller one instead of the same one for ever (issue 32 §3). Counts are checked against
 //! the agent's own ledger lines (`wattflip::ledger`, one per stored batch).
 
 use std::collections::BTreeMap;
@@ -168,6 +169,46 @@ fn two_agents_on_one_spool_one_refuses_naming_the_owner_and_nothing_is_lost() {
     let w = "host = 's32-agent'";
     assert_eq!(count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")), power, "every power sample, once");
     assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature);
+}
+
+/// Issue 32 §3, agent side: 300 extra hwmon chips make the `run` Hello (about 38 KB: each
+/// sensor's path is in it) larger than the collector's 32 KiB limit, while a tick's batch (about
+/// 27 KB) fits. The collector refuses the Hello once; the agent does not send it again but a
+/// smaller one, says so at WARN and in a `hello_truncated` event, and delivers every sample.
+#[test]
+fn an_agent_whose_hello_is_too_large_sends_a_smaller_one_and_says_so() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let dir = tmp.path();
+    for i in 10..310 {
+        let chip = sys.join(format!("class/hwmon/hwmon{i}"));
+        std::fs::create_dir_all(&chip).unwrap();
+        std::fs::write(chip.join("name"), format!("board_sensor_chip_{i}\n")).unwrap();
+        std::fs::write(chip.join("temp1_input"), "41000\n").unwrap();
+        std::fs::write(chip.join("temp1_label"), format!("inlet air temperature near slot {i}\n")).unwrap();
+    }
+    let influx = Influx::start();
+    let db = "wf_s32_hello";
+    let port = free_port();
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let extra = format!("{}[limits]\nmax_message_bytes = 32768\n[metrics]\nlisten = \"{metrics_addr}\"\n", pki().collector_tls());
+    let c = Collector::start_with(port, &influx.url, db, &extra);
+    let cfg = agent_cfg(dir, &sys, "s32-hello", &format!("https://127.0.0.1:{port}"));
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "5"]);
+    let st = wait_child(&mut a, Duration::from_secs(90), dir);
+    let log = plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    assert!(st.success(), "every batch delivered:\n{log}\n{}", c.log());
+    assert!(log.lines().any(|l| l.contains("WARN") && l.contains("the collector refused the Hello of")), "{log}");
+    let m = reqwest::blocking::get(format!("http://{metrics_addr}/metrics")).unwrap().text().unwrap();
+    assert!(m.lines().any(|l| l == "wattflip_collector_agents_rejected_total{reason=\"oversized_hello\"} 1"), "refused once, not again:\n{m}");
+    let w = "host = 's32-hello'";
+    let ev = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'hello_truncated'"));
+    assert_eq!(ev.len(), 1, "the event reached InfluxDB");
+    let attrs: BTreeMap<&str, u64> = ev[0][1].as_str().unwrap().split(' ').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k, v.parse().unwrap())).collect();
+    assert!(attrs["hello_bytes"] > 32768 && attrs["sent_bytes"] <= 32768 - 64, "{attrs:?}");
+    assert_eq!(attrs["limit_bytes"], 32768);
+    assert!(attrs["dropped_temperature_sensors"] > 0 && attrs["dropped_power_sources"] == 0, "{attrs:?}");
+    let temperature: u64 = ledger(dir).values().map(|v| v.1).sum();
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature, "every temperature sample arrived");
 }
 
 /// Unmounts on drop.

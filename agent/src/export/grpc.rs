@@ -4,10 +4,13 @@
 //! disconnect the exporter moves to the next configured collector endpoint, waits with capped
 //! exponential backoff with jitter (`wattflip_infra::Backoff`), and after a fresh Hello resends everything unacknowledged, in order, as
 //! fast as the stream takes it. Batches dropped because the backlog was full are counted and the
-//! count is reported in the next batch as a `backlog_dropped` event. Connections use mutual TLS
-//! unless the config names the plaintext loopback mode.
+//! count is reported in the next batch as a `backlog_dropped` event. A Hello the collector refuses
+//! as too large is made to fit (`hello_fit`) instead of being sent again as it was, with a
+//! `hello_truncated` event in the next batch. Connections use mutual TLS unless the config names
+//! the plaintext loopback mode.
 
 use crate::export::backlog::{samples_of, Backlog, Count};
+use crate::export::hello_fit;
 use crate::export::telemetry::AgentMetrics;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +59,8 @@ pub struct Exporter {
     backlog: Box<dyn Backlog>,
     next_seq: u64,
     dropped_unreported: u64,
+    /// Events for the next stored batch (`hello_truncated`).
+    pending_events: Vec<v1::Event>,
     endpoint: usize,
     summary: ExportSummary,
     metrics: Arc<AgentMetrics>,
@@ -93,6 +98,7 @@ impl Exporter {
             backlog,
             next_seq: first_sequence.max(1),
             dropped_unreported: 0,
+            pending_events: Vec::new(),
             endpoint: 0,
             summary: ExportSummary::default(),
             metrics,
@@ -120,6 +126,9 @@ impl Exporter {
                 attributes: [("dropped_batches".to_string(), self.dropped_unreported.to_string())].into(),
             });
         }
+        // Like the count above: they stay until a batch carrying them is stored.
+        let carried = self.pending_events.len();
+        b.events.extend(self.pending_events.iter().cloned());
         b.agent_id = self.cfg.agent_id.clone();
         b.sequence = self.next_seq;
         self.next_seq += 1;
@@ -132,6 +141,7 @@ impl Exporter {
                 AgentMetrics::add(&self.metrics.batches_stored, 1);
                 AgentMetrics::add(&self.metrics.samples_stored, samples);
                 self.dropped_unreported -= reporting;
+                self.pending_events.drain(..carried);
                 if dropped.batches > 0 {
                     self.dropped(dropped);
                 }
@@ -259,7 +269,7 @@ impl Exporter {
         let mut acks = tokio::select! {
             r = client.stream(ReceiverStream::new(rx)) => match r {
                 Ok(r) => r.into_inner(),
-                Err(s) => return Session::Lost(format!("stream refused: {} {}", s.code(), s.message())),
+                Err(s) => return self.refused(&s, now_ns()),
             },
             _ = shutdown.changed() => return Session::Stop,
         };
@@ -299,12 +309,32 @@ impl Exporter {
                         if status.code() == tonic::Code::InvalidArgument {
                             self.note_rejected(&status);
                         }
+                        self.fit_hello(&status, now_ns());
                         return Session::Lost(format!("{}: {}", status.code(), status.message()));
                     }
                 },
                 _ = tick.tick() => self.backlog.maintain(),
                 _ = shutdown.changed() => return Session::Stop,
             }
+        }
+    }
+
+    /// The stream was refused at once: a Hello too large is made to fit before the next attempt.
+    fn refused(&mut self, s: &tonic::Status, now_ns: i64) -> Session {
+        self.fit_hello(s, now_ns);
+        Session::Lost(format!("stream refused: {} {}", s.code(), s.message()))
+    }
+
+    /// When `status` refuses our Hello for its size: the next connection sends a smaller one (and
+    /// the next batch says what was left out) instead of the same Hello for ever.
+    fn fit_hello(&mut self, status: &tonic::Status, now_ns: i64) {
+        let Some(limit) = hello_fit::refused_limit(status) else { return };
+        match hello_fit::shrink(&mut self.hello, limit, now_ns) {
+            Ok(e) => {
+                tracing::warn!("{}", e.message);
+                self.pending_events.push(e);
+            }
+            Err(why) => tracing::error!("the collector refuses the Hello as too large: {why}"),
         }
     }
 

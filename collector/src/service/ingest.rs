@@ -265,6 +265,10 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
             return;
         }
         Ok(None) => return,
+        Err(e) if crate::service::oversized::is_oversized(&e) => {
+            let _ = pending.send(Pending::Fail(crate::service::oversized::refuse_hello(&stats.agents_rejected, &peer, &e))).await;
+            return;
+        }
         Err(e) => {
             tracing::debug!(%peer, "stream ended before Hello: {e}");
             return;

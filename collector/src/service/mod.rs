@@ -4,5 +4,6 @@
 pub mod budget;
 pub mod guard;
 pub mod ingest;
+pub mod oversized;
 pub mod server;
 pub mod tls;
