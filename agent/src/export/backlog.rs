@@ -38,6 +38,16 @@ pub enum BacklogError {
     Locked { dir: std::path::PathBuf, holder: String },
 }
 
+impl BacklogError {
+    /// The OS error number behind it, if any (EROFS after an ext4 error, ENOSPC, EIO).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            BacklogError::Io { source, .. } => source.raw_os_error(),
+            BacklogError::Locked { .. } => None,
+        }
+    }
+}
+
 pub trait Backlog: Send + Sync {
     /// Stores `b` (its sequence already set, above every stored one). Returns what was dropped to
     /// make room. On error the batch is not stored.
