@@ -4,7 +4,8 @@
 //! hang or gigabytes of memory (scenario 6), SIGTERM during a probe keeps its completed runs
 //! (scenario 8), a config that is not a small regular file is refused (scenario 9), and a second
 //! agent on the same spool refuses to start (issue 32 §1), and an agent whose Hello is too large for
-//! the collector sends a smaller one instead of the same one for ever (issue 32 §3). Counts are checked against
+//! the collector sends a smaller one instead of the same one for ever (issue 32 §3), and a spool
+//! filesystem that fails mid-run keeps the count of what it lost (issue 32 §2). Counts are checked against
 //! the agent's own ledger lines (`wattflip::ledger`, one per stored batch).
 
 use std::collections::BTreeMap;
@@ -209,6 +210,106 @@ fn an_agent_whose_hello_is_too_large_sends_a_smaller_one_and_says_so() {
     assert!(attrs["dropped_temperature_sensors"] > 0 && attrs["dropped_power_sources"] == 0, "{attrs:?}");
     let temperature: u64 = ledger(dir).values().map(|v| v.1).sum();
     assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature, "every temperature sample arrived");
+}
+
+/// A 64 MiB ext4 image on a loop device, mounted `errors=remount-ro` at `mnt`; unmounted and
+/// detached on drop.
+struct FailingExt4 {
+    mnt: std::path::PathBuf,
+    dev: String,
+}
+
+impl FailingExt4 {
+    fn new(dir: &Path, mnt: &Path) -> FailingExt4 {
+        let img = dir.join("spool.img");
+        std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+        let run = |c: &mut Command| {
+            let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e} (e2fsprogs and mount are needed, and root)"));
+            assert!(o.status.success(), "{c:?}: {}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img));
+        let dev = run(Command::new("losetup").args(["-f", "--show"]).arg(&img));
+        std::fs::create_dir_all(mnt).unwrap();
+        let fs = FailingExt4 { mnt: mnt.to_path_buf(), dev };
+        fs.mount();
+        fs
+    }
+    fn mount(&self) {
+        let st = Command::new("mount").args(["-o", "errors=remount-ro", &self.dev]).arg(&self.mnt).status().unwrap();
+        assert!(st.success(), "mount {}", self.dev);
+    }
+    /// A real filesystem error: ext4 remounts itself read-only (`errors=remount-ro`).
+    fn fail(&self) {
+        let name = self.dev.trim_start_matches("/dev/");
+        std::fs::write(format!("/sys/fs/ext4/{name}/trigger_fs_error"), "1").expect("trigger_fs_error (Linux 6.x ext4 sysfs)");
+    }
+    /// Unmount, `e2fsck -fy`, mount again.
+    fn repair(&self) {
+        assert!(Command::new("umount").arg(&self.mnt).status().unwrap().success());
+        let st = Command::new("e2fsck").args(["-fy", &self.dev]).output().unwrap().status;
+        assert!(matches!(st.code(), Some(0 | 1)), "e2fsck: {st}");
+        self.mount();
+    }
+}
+
+impl Drop for FailingExt4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// Issue 32 §2: the spool's ext4 fails mid-run (a real error, remounted read-only). With the
+/// network up the lost count and the failure (errno 30) reach InfluxDB while the spool still
+/// fails; what is lost after the collector is gone too is kept in `<spool>.lost` and reported
+/// after the repair and restart. Every "batch lost" line is counted in InfluxDB exactly once.
+#[test]
+fn a_spool_filesystem_that_fails_mid_run_keeps_the_count_of_what_it_lost() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let dir = tmp.path();
+    let fs = FailingExt4::new(dir, &dir.join("spool"));
+    let influx = Influx::start();
+    let db = "wf_s32_ro";
+    let port = free_port();
+    let c = Collector::start_on(port, &influx.url, db);
+    let cfg = agent_cfg(dir, &sys, "s32-ro", &format!("https://127.0.0.1:{port}"));
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]);
+    assert!(wait_for(Duration::from_secs(30), || (ledger(dir).len() >= 10).then_some(())).is_some(), "10 batches spooled");
+    fs.fail();
+    let w = "host = 's32-ro'";
+    let reported = |influx: &Influx| -> u64 {
+        influx
+            .try_rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'backlog_dropped'"))
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r[1].as_str().unwrap().strip_prefix("dropped_batches=").unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let lost_lines = || plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()).matches("batch lost").count() as u64;
+    let direct = wait_for(Duration::from_secs(60), || (reported(&influx) >= 5).then_some(()));
+    assert!(direct.is_some(), "lost counts reached InfluxDB while the spool failed:\n{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    let failed = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'spool_write_failed'"));
+    assert_eq!(failed.len(), 1, "one event per failure, not per batch");
+    assert!(failed[0][1].as_str().unwrap().contains("errno=30 error=spool "), "{failed:?}");
+    // The network goes too: what is lost now only the file can keep.
+    drop(c);
+    let before = lost_lines();
+    assert!(wait_for(Duration::from_secs(30), || (lost_lines() >= before + 10).then_some(())).is_some());
+    signal(&a, "TERM");
+    wait_child(&mut a, Duration::from_secs(20), dir);
+    let lost = lost_lines();
+    let held: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("spool.lost")).expect("the loss file next to the spool")).unwrap();
+    let in_file = held["dropped_batches"].as_u64().unwrap() + held["direct"]["dropped_batches"].as_u64().unwrap_or(0);
+    assert!(in_file >= 10, "{held}");
+    // Repaired and restarted with a collector: everything lost is counted, once.
+    fs.repair();
+    let _c = Collector::start_on(port, &influx.url, db);
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
+    let st = wait_child(&mut a, Duration::from_secs(60), dir);
+    assert!(st.success(), "{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    assert_eq!(reported(&influx), lost, "every lost batch counted exactly once in InfluxDB");
+    assert!(!dir.join("spool.lost").exists(), "nothing left to report");
 }
 
 /// Unmounts on drop.

@@ -11,7 +11,7 @@
 
 use crate::export::backlog::{samples_of, Backlog, Count};
 use crate::export::hello_fit;
-use crate::export::loss::{dropped_event, LossFile, Losses};
+use crate::export::loss::{direct_batch, dropped_event, failure_event, LossFile, Losses};
 use crate::export::telemetry::AgentMetrics;
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,15 +114,15 @@ impl Exporter {
     pub fn with_loss_file(mut self, file: LossFile, now_ns: i64) -> Self {
         match file.load() {
             Ok(state) => {
-                if state.dropped_batches > 0 {
-                    tracing::warn!(file = %file.path().display(), "{} batch(es) lost before this start were not reported yet: reporting them now", state.dropped_batches);
+                let direct = state.direct.as_ref().map_or(0, |d| d.dropped_batches);
+                if state.dropped_batches + direct > 0 {
+                    tracing::warn!(file = %file.path().display(), "{} batch(es) lost before this start were not reported yet: reporting them now", state.dropped_batches + direct);
                 }
                 self.dropped_unreported += state.dropped_batches;
-                if let Some((errno, text)) = state.spool_error {
-                    self.pending_events.extend(self.losses.store_failed(errno, text, now_ns));
-                    // Reported from the file: the spool itself may work again.
-                    self.losses.failing = None;
-                }
+                self.pending_events.extend(state.spool_error.map(|f| failure_event(&f, now_ns)));
+                // The same sequence as before: a collector that stored it takes it as a duplicate.
+                self.losses.direct =
+                    state.direct.map(|d| (direct_batch(&self.cfg.agent_id, d.sequence, d.dropped_batches, d.spool_error.as_ref(), now_ns), d.dropped_batches));
             }
             Err(e) => tracing::error!("{e}"),
         }
@@ -159,15 +159,13 @@ impl Exporter {
                 AgentMetrics::add(&self.metrics.batches_stored, 1);
                 AgentMetrics::add(&self.metrics.samples_stored, samples);
                 self.dropped_unreported -= reporting;
-                if self.pending_events.drain(..carried).any(|e| e.kind == "spool_write_failed") {
-                    self.losses.error_unreported = None;
-                }
+                self.pending_events.drain(..carried);
                 self.losses.failing = None;
                 if dropped.batches > 0 {
                     self.dropped(dropped);
                 }
                 if reporting > 0 || carried > 0 || dropped.batches > 0 {
-                    self.losses.save(self.dropped_unreported);
+                    self.losses.save(self.dropped_unreported, &self.pending_events);
                 }
             }
             Err(e) => {
@@ -176,7 +174,7 @@ impl Exporter {
                 self.dropped(Count { batches: 1, samples });
                 self.pending_events.extend(self.losses.store_failed(e.raw_os_error(), e.to_string(), now_ns));
                 self.prepare_direct(now_ns);
-                self.losses.save(self.dropped_unreported);
+                self.losses.save(self.dropped_unreported, &self.pending_events);
             }
         }
         self.metrics.backlog_batches.store(self.backlog.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -189,11 +187,8 @@ impl Exporter {
         if self.losses.direct.is_some() || self.losses.failing.is_none() || (self.dropped_unreported == 0 && self.pending_events.is_empty()) {
             return;
         }
-        let mut b = v1::Batch { agent_id: self.cfg.agent_id.clone(), sequence: self.next_seq, ..Default::default() };
+        let mut b = direct_batch(&self.cfg.agent_id, self.next_seq, self.dropped_unreported, None, now_ns);
         self.next_seq += 1;
-        if self.dropped_unreported > 0 {
-            b.events.push(dropped_event(self.dropped_unreported, now_ns));
-        }
         b.events.append(&mut self.pending_events);
         self.losses.direct = Some((b, self.dropped_unreported));
         self.dropped_unreported = 0;
@@ -211,7 +206,7 @@ impl Exporter {
 
     fn ack(&mut self, seq: u64) {
         if self.losses.acked(seq) {
-            self.losses.save(self.dropped_unreported);
+            self.losses.save(self.dropped_unreported, &self.pending_events);
         }
         let n = self.backlog.ack(seq);
         self.summary.acked += n.batches;
@@ -539,10 +534,14 @@ mod tests {
         assert_eq!(kinds(&direct), vec![("backlog_dropped".into(), Some("1".into())), ("spool_write_failed".into(), Some("30".into()))]);
         assert_eq!(direct.events[1].attributes["error"], "spool /spool/1.seg: cannot append a batch: Read-only file system (os error 30)");
         let held = |f: &LossFile| f.load().unwrap();
-        assert_eq!(held(&file).dropped_batches, 3, "1 in flight, 2 not sent yet");
-        assert_eq!(held(&file).spool_error.map(|x| x.0), Some(Some(libc::EROFS)));
+        let in_flight = held(&file).direct.unwrap();
+        assert_eq!((held(&file).dropped_batches, in_flight.sequence, in_flight.dropped_batches), (2, 3, 1), "2 not sent yet, 1 in flight");
+        assert_eq!(in_flight.spool_error.map(|x| x.0), Some(Some(libc::EROFS)));
+        // Stopped now, the next start sends the same direct batch again (a duplicate if stored).
+        let restarted = exporter(16).with_loss_file(file.clone(), 9);
+        assert_eq!(restarted.losses.direct.as_ref().map(|d| (d.0.sequence, kinds(&d.0))), Some((3, kinds(&direct))));
         e.ack(3);
-        assert_eq!((held(&file).dropped_batches, held(&file).spool_error), (2, None));
+        assert_eq!((held(&file).dropped_batches, held(&file).direct), (2, None));
         // Stopped now, the file carries the 2 into the next start: reported by its first batch.
         let mut again = exporter(16).with_loss_file(file.clone(), 9);
         again.enqueue(v1::Batch::default(), 10);

@@ -16,20 +16,35 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use wattflip_proto::v1;
 
+/// A store failure: (errno, message).
+pub type StoreError = (Option<i32>, String);
+
 /// What is lost and not yet acknowledged by the collector.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LossState {
-    /// Batches lost (dropped for room, or not stored because the spool failed).
+    /// Batches lost (dropped for room, or not stored because the spool failed) and in no message.
     #[serde(default)]
     pub dropped_batches: u64,
-    /// The spool's last store failure not yet reported: (errno, message).
+    /// The spool's store failure not yet in any message.
     #[serde(default)]
-    pub spool_error: Option<(Option<i32>, String)>,
+    pub spool_error: Option<StoreError>,
+    /// The direct batch sent and not acknowledged: sent again after a restart with the same
+    /// sequence, so a collector that stored it before the agent stopped takes it as a duplicate.
+    #[serde(default)]
+    pub direct: Option<DirectRecord>,
+}
+
+/// A direct batch, enough to build it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectRecord {
+    pub sequence: u64,
+    pub dropped_batches: u64,
+    pub spool_error: Option<StoreError>,
 }
 
 impl LossState {
     fn is_empty(&self) -> bool {
-        self.dropped_batches == 0 && self.spool_error.is_none()
+        self.dropped_batches == 0 && self.spool_error.is_none() && self.direct.is_none()
     }
 }
 
@@ -94,10 +109,8 @@ impl LossFile {
 #[derive(Debug, Default)]
 pub struct Losses {
     pub file: Option<LossFile>,
-    /// The spool's current store failure (errno, message); `None` while it stores.
-    pub failing: Option<(Option<i32>, String)>,
-    /// The spool failure reported by an event not yet acknowledged or stored.
-    pub error_unreported: Option<(Option<i32>, String)>,
+    /// The spool's current store failure; `None` while it stores.
+    pub failing: Option<StoreError>,
     /// The direct batch in flight and the dropped count it carries.
     pub direct: Option<(v1::Batch, u64)>,
 }
@@ -108,15 +121,7 @@ impl Losses {
     pub fn store_failed(&mut self, errno: Option<i32>, text: String, now_ns: i64) -> Option<v1::Event> {
         let new = self.failing.as_ref().is_none_or(|f| f.0 != errno);
         self.failing = Some((errno, text.clone()));
-        if !new {
-            return None;
-        }
-        self.error_unreported = Some((errno, text.clone()));
-        let msg = format!("the spool cannot store batches: {text}; batches are lost (counted in backlog_dropped events) until it can: check the spool's filesystem (dmesg), repair it and restart the agent");
-        let mut e = event(now_ns, "spool_write_failed", v1::Severity::Critical, "", msg);
-        e.attributes.insert("errno".into(), errno.map_or("unknown".into(), |n| n.to_string()));
-        e.attributes.insert("error".into(), text);
-        Some(e)
+        new.then(|| failure_event(&(errno, text), now_ns))
     }
 
     /// The sequence of the direct batch, if one is in flight.
@@ -124,27 +129,51 @@ impl Losses {
         self.direct.as_ref().map(|d| d.0.sequence)
     }
 
-    /// The collector acknowledged up to `seq`: the direct batch, if covered, is delivered.
+    /// The collector acknowledged up to `seq`: whether that delivered the direct batch.
     pub fn acked(&mut self, seq: u64) -> bool {
-        if self.direct_seq().is_some_and(|d| d <= seq) {
-            if let Some((b, _)) = self.direct.take() {
-                if b.events.iter().any(|e| e.kind == "spool_write_failed") {
-                    self.error_unreported = None;
-                }
-            }
-            return true;
+        let delivered = self.direct_seq().is_some_and(|d| d <= seq);
+        if delivered {
+            self.direct = None;
         }
-        false
+        delivered
     }
 
-    /// Writes what is not yet reported (`dropped` not in any message, plus the direct batch's).
-    pub fn save(&self, dropped: u64) {
+    /// Writes what is not yet reported: `dropped` and the failure among `pending` events (in no
+    /// message yet), and the direct batch in flight.
+    pub fn save(&self, dropped: u64, pending: &[v1::Event]) {
         let Some(f) = &self.file else { return };
-        let state = LossState { dropped_batches: dropped + self.direct.as_ref().map_or(0, |d| d.1), spool_error: self.error_unreported.clone() };
+        let direct = self.direct.as_ref().map(|(b, n)| DirectRecord { sequence: b.sequence, dropped_batches: *n, spool_error: error_in(&b.events) });
+        let state = LossState { dropped_batches: dropped, spool_error: error_in(pending), direct };
         if let Err(e) = f.save(&state) {
-            tracing::error!(file = %f.path().display(), "cannot keep the count of lost batches ({} unreported): {e}", state.dropped_batches);
+            tracing::error!(file = %f.path().display(), "cannot keep the count of lost batches ({dropped} unreported): {e}");
         }
     }
+}
+
+/// The failure reported by a `spool_write_failed` event among `events`.
+pub fn error_in(events: &[v1::Event]) -> Option<StoreError> {
+    let e = events.iter().find(|e| e.kind == "spool_write_failed")?;
+    Some((e.attributes.get("errno").and_then(|n| n.parse().ok()), e.attributes.get("error").cloned().unwrap_or_default()))
+}
+
+/// The `spool_write_failed` event of `failure`.
+pub fn failure_event(failure: &StoreError, now_ns: i64) -> v1::Event {
+    let (errno, text) = failure;
+    let msg = format!("the spool cannot store batches: {text}; batches are lost (counted in backlog_dropped events) until it can: check the spool's filesystem (dmesg), repair it and restart the agent");
+    let mut e = event(now_ns, "spool_write_failed", v1::Severity::Critical, "", msg);
+    e.attributes.insert("errno".into(), errno.map_or("unknown".into(), |n| n.to_string()));
+    e.attributes.insert("error".into(), text.clone());
+    e
+}
+
+/// The direct batch of `agent_id` carrying `dropped` (if any) and `failure` (if any).
+pub fn direct_batch(agent_id: &str, sequence: u64, dropped: u64, failure: Option<&StoreError>, now_ns: i64) -> v1::Batch {
+    let mut b = v1::Batch { agent_id: agent_id.to_string(), sequence, ..Default::default() };
+    if dropped > 0 {
+        b.events.push(dropped_event(dropped, now_ns));
+    }
+    b.events.extend(failure.map(|f| failure_event(f, now_ns)));
+    b
 }
 
 /// The `backlog_dropped` event for `n` lost batches.
@@ -170,9 +199,12 @@ mod tests {
         let f = LossFile::of_spool(&dir.path().join("spool"));
         assert_eq!(f.path(), dir.path().join("spool.lost"));
         assert_eq!(f.load().unwrap(), LossState::default());
-        let s = LossState { dropped_batches: 140, spool_error: Some((Some(30), "Read-only file system (os error 30)".into())) };
+        let s = LossState { dropped_batches: 140, spool_error: Some((Some(30), "Read-only file system (os error 30)".into())), direct: None };
         f.save(&s).unwrap();
-        assert_eq!(std::fs::read_to_string(f.path()).unwrap(), r#"{"dropped_batches":140,"spool_error":[30,"Read-only file system (os error 30)"]}"#);
+        assert_eq!(
+            std::fs::read_to_string(f.path()).unwrap(),
+            r#"{"dropped_batches":140,"spool_error":[30,"Read-only file system (os error 30)"],"direct":null}"#
+        );
         assert_eq!(f.load().unwrap(), s);
         f.save(&LossState::default()).unwrap();
         assert!(!f.path().exists());
