@@ -101,7 +101,7 @@ impl TargetOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// stat/open failed.
-    #[error("cannot open probe target {path}: {source}; check the path and permissions")]
+    #[error("cannot open probe target {path}: {source}; {}", crate::error::write_advice(source, "check the path and permissions"))]
     Open {
         /// Path.
         path: PathBuf,

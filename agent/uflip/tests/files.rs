@@ -2,7 +2,7 @@
 //! filesystem): an existing file with data is written or grown only with destroy consent, one with
 //! a filesystem signature only with the signature override too; a file the probe made (or found
 //! empty) is its scratch file, a copy of it is not; growth is said before it happens; an active
-//! swap file is "in use", not a health problem. Every test checksums every file involved.
+//! swap file or a running executable is "in use", not a health or permission problem. Every test checksums every file involved.
 
 // A panic is the failure report of these tests and their helpers
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
@@ -168,6 +168,24 @@ fn the_probes_own_file_is_scratch_and_a_copy_of_it_is_not() {
     std::fs::File::create(&empty).unwrap();
     let t = Target::open(&TargetOptions::file(&empty, 4 * MIB)).unwrap();
     t.ensure_writable().unwrap();
+}
+
+/// A running program's file cannot be opened for writing (ETXTBSY): said as "in use", not as a
+/// permission problem.
+#[test]
+fn a_running_executable_is_reported_in_use() {
+    let dir = work_dir("exec");
+    let exe = dir.join("sleep-copy");
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let before = checksum(&exe);
+    let mut child = Command::new(&exe).arg("30").spawn().unwrap();
+    let err = Target::open(&TargetOptions::file(&exe, 0)).unwrap_err();
+    let _ = child.kill();
+    let _ = child.wait();
+    let msg = err.to_string();
+    assert!(matches!(&err, TargetError::Open { source, .. } if source.raw_os_error() == Some(26)), "ETXTBSY expected: {msg}");
+    assert!(msg.contains("it is in use as swap or as an executable") && !msg.contains("permissions"), "{msg}");
+    assert_eq!(checksum(&exe), before);
 }
 
 /// swapoff on drop.
