@@ -51,8 +51,8 @@ pub struct ProbeCli {
     /// destroyed; repeatable.
     #[arg(long = "destroy-consent")]
     pub destroy_consent: Vec<String>,
-    /// Also write a consented device that carries a filesystem, LUKS, LVM, RAID or partition-table
-    /// signature (found by libblkid). Separate from --destroy-consent on purpose.
+    /// Also write a consented device or file that carries a filesystem, LUKS, LVM, RAID, swap or
+    /// partition-table signature (found by libblkid). Separate from --destroy-consent on purpose.
     #[arg(long)]
     pub overwrite_signatures: bool,
     /// Run only the read-only benchmarks (allowed on any device without consent).
