@@ -255,8 +255,19 @@ impl FailingExt4 {
 
 impl Drop for FailingExt4 {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
+        // Lazy: a test that failed may leave a process on it; the device goes when it lets go.
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
         let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// An agent killed when its test fails (so it does not hold a mount).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -274,7 +285,7 @@ fn a_spool_filesystem_that_fails_mid_run_keeps_the_count_of_what_it_lost() {
     let port = free_port();
     let c = Collector::start_on(port, &influx.url, db);
     let cfg = agent_cfg(dir, &sys, "s32-ro", &format!("https://127.0.0.1:{port}"));
-    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]);
+    let mut a = KillOnDrop(spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]));
     assert!(wait_for(Duration::from_secs(30), || (ledger(dir).len() >= 10).then_some(())).is_some(), "10 batches spooled");
     fs.fail();
     let w = "host = 's32-ro'";
@@ -296,8 +307,8 @@ fn a_spool_filesystem_that_fails_mid_run_keeps_the_count_of_what_it_lost() {
     drop(c);
     let before = lost_lines();
     assert!(wait_for(Duration::from_secs(30), || (lost_lines() >= before + 10).then_some(())).is_some());
-    signal(&a, "TERM");
-    wait_child(&mut a, Duration::from_secs(20), dir);
+    signal(&a.0, "TERM");
+    wait_child(&mut a.0, Duration::from_secs(20), dir);
     let lost = lost_lines();
     let held: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("spool.lost")).expect("the loss file next to the spool")).unwrap();
     let in_file = held["dropped_batches"].as_u64().unwrap() + held["direct"]["dropped_batches"].as_u64().unwrap_or(0);
