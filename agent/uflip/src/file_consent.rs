@@ -4,13 +4,14 @@
 //! attribute, naming the file's inode, so a copy made with `cp -a` does not inherit it). Any other
 //! existing file needs destroy consent naming it, and one carrying a filesystem or other signature
 //! also needs the separate signature override. Whatever else: never a file that backs a loop
-//! device, compared by the backing inode ([`crate::loopid`]).
+//! device, compared by the backing inode ([`crate::loopid`]), nor an active swap file
+//! (`<procfs>/swaps`, compared by inode).
 //!
 //! To add a check: push a [`RefusalReason`] from [`check_file_writable`] (its `#[error]` text says
 //! what to do).
 
 use crate::loopid::BackingId;
-use crate::safety::{self, BackingMatch, Refusal, RefusalReason, WriteCheck};
+use crate::safety::{self, BackingMatch, HostRoots, Refusal, RefusalReason, WriteCheck};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -80,6 +81,7 @@ pub fn check_file_writable(path: &Path, handle: &fs::File, check: &FileCheck<'_>
             }
         })
         .collect();
+    reasons.extend(swap_files(check.write.roots, (meta.dev(), meta.ino())).into_iter().map(|swap_file| RefusalReason::InUseAsSwap { swap_file }));
     if !check.scratch && meta.len() > 0 && !is_marked_scratch(handle) {
         if !consented(check.write.consent, (meta.dev(), meta.ino())) {
             reasons.push(RefusalReason::FileNoConsent { path: path.display().to_string(), bytes: meta.len() });
@@ -96,6 +98,25 @@ pub fn check_file_writable(path: &Path, handle: &fs::File, check: &FileCheck<'_>
     } else {
         Err(Refusal { device: path.to_path_buf(), reasons })
     }
+}
+
+/// Active swap files in `<procfs>/swaps` that are the file `(st_dev, st_ino)` = `id` (each
+/// `stat`ed with the loop checks' timeout; one that does not answer is not this file's concern:
+/// the kernel's ETXTBSY still stops the writes).
+fn swap_files(roots: &HostRoots, id: (u64, u64)) -> Vec<String> {
+    let Ok(text) = fs::read_to_string(roots.procfs.join("swaps")) else {
+        return Vec::new();
+    };
+    // "Filename\tType\tSize\tUsed\tPriority"; spaces in names are written as \040.
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (name, kind) = (f.next()?, f.next()?);
+            (kind == "file").then(|| name.replace("\\040", " "))
+        })
+        .filter(|name| safety::stat_within(Path::new(name), safety::STAT_TIMEOUT).ok().flatten() == Some(id))
+        .collect()
 }
 
 #[cfg(test)]

@@ -109,6 +109,12 @@ pub enum RefusalReason {
         /// Why the backing inode is unknown.
         error: String,
     },
+    /// An active swap file: the kernel refuses every write to it (ETXTBSY).
+    #[error("it is an active swap file ({swap_file} in /proc/swaps), and the kernel refuses writes to it: if it may be destroyed, `swapoff {swap_file}` first, or probe another file")]
+    InUseAsSwap {
+        /// The swap file as /proc/swaps names it.
+        swap_file: String,
+    },
     /// An existing file with content that wattflip did not create (no scratch marker of its own)
     /// and that is not in the destroy-consent list.
     #[error("it is an existing file of {bytes} bytes that wattflip did not create (it carries no wattflip scratch marker), so writing would destroy its content; if ALL of it may be destroyed, pass `--destroy-consent {path}` (destroy_consent = [\"{path}\"]), or give a path that does not exist yet")]
@@ -367,7 +373,7 @@ pub const STAT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// `stat` of `path` that gives up after `timeout` (a file on a stalled FUSE or NFS mount blocks
 /// `stat` in the kernel; the helper thread is then left behind, blocked until the mount answers).
 /// `Ok(None)` when the file does not exist.
-fn stat_within(path: &Path, timeout: std::time::Duration) -> Result<Option<(u64, u64)>, ()> {
+pub(crate) fn stat_within(path: &Path, timeout: std::time::Duration) -> Result<Option<(u64, u64)>, ()> {
     let (tx, rx) = std::sync::mpsc::channel();
     let p = path.to_path_buf();
     std::thread::Builder::new()

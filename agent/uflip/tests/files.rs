@@ -197,10 +197,12 @@ impl Drop for Swap {
     }
 }
 
-/// An active swap file, consented with the override: the kernel refuses the writes (ETXTBSY) and
-/// the error says the file is in use, not that the device is unhealthy.
+/// An active swap file, consented with the override: refused before any IO for being swap
+/// (`/proc/swaps`, by inode). Had the check missed it (a swapon after it; here a procfs without
+/// it), the kernel refuses the writes (ETXTBSY) and the error says the file is in use, not that
+/// the device is unhealthy.
 #[test]
-fn an_active_swap_file_is_reported_in_use_not_unhealthy() {
+fn an_active_swap_file_is_refused_as_swap_and_never_called_unhealthy() {
     let dir = work_dir("swap");
     let f = dir.join("swap.img");
     std::fs::write(&f, vec![0u8; (16 * MIB) as usize]).unwrap();
@@ -212,6 +214,16 @@ fn an_active_swap_file_is_reported_in_use_not_unhealthy() {
     let mut o = TargetOptions::file(&f, 0);
     o.destroy_consent = vec![f.display().to_string()];
     o.overwrite_signatures = true;
+    let t = Target::open(&o).unwrap();
+    let err = run(&t, &write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert_eq!(reasons_of(&err), vec![RefusalReason::InUseAsSwap { swap_file: f.display().to_string() }]);
+    assert!(err.to_string().contains(&format!("`swapoff {}` first", f.display())), "{err}");
+    // A procfs that does not list it: the kernel has the last word.
+    let procfs = dir.join("proc");
+    std::fs::create_dir_all(procfs.join("self")).unwrap();
+    std::fs::write(procfs.join("swaps"), "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n").unwrap();
+    std::fs::copy("/proc/self/mountinfo", procfs.join("self/mountinfo")).unwrap();
+    o.roots = HostRoots { sysfs: "/sys".into(), procfs };
     let t = Target::open(&o).unwrap();
     let err = run(&t, &write_plan(t.size), &mut NullObserver).unwrap_err();
     let msg = err.to_string();
