@@ -200,7 +200,7 @@ fn an_agent_whose_hello_is_too_large_sends_a_smaller_one_and_says_so() {
     assert!(st.success(), "every batch delivered:\n{log}\n{}", c.log());
     assert!(log.lines().any(|l| l.contains("WARN") && l.contains("the collector refused the Hello of")), "{log}");
     let m = reqwest::blocking::get(format!("http://{metrics_addr}/metrics")).unwrap().text().unwrap();
-    assert!(m.lines().any(|l| l == "wattflip_collector_agents_rejected_total{reason=\"oversized_hello\"} 1"), "refused once, not again:\n{m}");
+    assert!(m.lines().any(|l| l == "wattflip_collector_agents_rejected_total{reason=\"oversized_hello\"} 1"), "refused once, not again:\n{m}\n{log}");
     let w = "host = 's32-hello'";
     let ev = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'hello_truncated'"));
     assert_eq!(ev.len(), 1, "the event reached InfluxDB");

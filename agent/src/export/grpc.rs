@@ -344,7 +344,7 @@ impl Exporter {
                             permit.send(AgentMessage { kind: Some(Kind::Batch(b)) });
                         }
                     }
-                    Err(_) => return Session::Lost("stream closed".into()),
+                    Err(_) => return self.why_closed(&mut acks, now_ns()).await,
                 },
                 b = input.recv(), if *input_open => match b {
                     Some(b) => self.enqueue(b, now_ns()),
@@ -357,16 +357,32 @@ impl Exporter {
                         self.ack(a.durable_sequence);
                     }
                     Ok(None) => return Session::Lost("the collector closed the stream".into()),
-                    Err(status) => {
-                        if status.code() == tonic::Code::InvalidArgument {
-                            self.note_rejected(&status);
-                        }
-                        self.fit_hello(&status, now_ns());
-                        return Session::Lost(format!("{}: {}", status.code(), status.message()));
-                    }
+                    Err(status) => return self.failed(&status, now_ns()),
                 },
                 _ = tick.tick() => self.backlog.maintain(),
                 _ = shutdown.changed() => return Session::Stop,
+            }
+        }
+    }
+
+    /// The collector ended the stream with `status`: a refused batch is noted, a Hello too large is
+    /// made to fit before the next attempt.
+    fn failed(&mut self, status: &tonic::Status, now_ns: i64) -> Session {
+        if status.code() == tonic::Code::InvalidArgument {
+            self.note_rejected(status);
+        }
+        self.fit_hello(status, now_ns);
+        Session::Lost(format!("{}: {}", status.code(), status.message()))
+    }
+
+    /// Our side of the stream closed (the collector stopped reading it): its answer says why, if
+    /// it gave one in time (a refused Hello must be seen, or the same one is sent again).
+    async fn why_closed(&mut self, acks: &mut tonic::Streaming<v1::Ack>, now_ns: i64) -> Session {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(2), acks.message()).await {
+                Ok(Ok(Some(a))) => self.ack(a.durable_sequence),
+                Ok(Err(status)) => return self.failed(&status, now_ns),
+                Ok(Ok(None)) | Err(_) => return Session::Lost("stream closed".into()),
             }
         }
     }
