@@ -57,9 +57,16 @@ pub struct LossFile {
 impl LossFile {
     /// The loss file of the spool folder `spool_dir`: `<spool_dir>.lost`.
     pub fn of_spool(spool_dir: &Path) -> LossFile {
-        let mut p = spool_dir.as_os_str().to_owned();
-        p.push(".lost");
-        LossFile { path: PathBuf::from(p) }
+        // By components, so `spool/` names `spool.lost` too, not a file inside the folder.
+        let path = match (spool_dir.parent(), spool_dir.file_name()) {
+            (Some(parent), Some(name)) => {
+                let mut n = name.to_owned();
+                n.push(".lost");
+                parent.join(n)
+            }
+            _ => spool_dir.join("wattflip-spool.lost"),
+        };
+        LossFile { path }
     }
 
     pub fn path(&self) -> &Path {
@@ -198,6 +205,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = LossFile::of_spool(&dir.path().join("spool"));
         assert_eq!(f.path(), dir.path().join("spool.lost"));
+        assert_eq!(LossFile::of_spool(Path::new("/var/spool/wf/")).path(), Path::new("/var/spool/wf.lost"));
         assert_eq!(f.load().unwrap(), LossState::default());
         let s = LossState { dropped_batches: 140, spool_error: Some((Some(30), "Read-only file system (os error 30)".into())), direct: None };
         f.save(&s).unwrap();
