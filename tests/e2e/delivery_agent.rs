@@ -2,7 +2,10 @@
 //! only its damaged record and says so exactly (scenario 4), a full spool counts every lost batch
 //! (scenario 5), odd files in the spool folder are skipped with an event instead of a crash loop, a
 //! hang or gigabytes of memory (scenario 6), SIGTERM during a probe keeps its completed runs
-//! (scenario 8), and a config that is not a small regular file is refused (scenario 9). Counts are checked against
+//! (scenario 8), a config that is not a small regular file is refused (scenario 9), and a second
+//! agent on the same spool refuses to start (issue 32 §1), and an agent whose Hello is too large for
+//! the collector sends a smaller one instead of the same one for ever (issue 32 §3), and a spool
+//! filesystem that fails mid-run keeps the count of what it lost (issue 32 §2). Counts are checked against
 //! the agent's own ledger lines (`wattflip::ledger`, one per stored batch).
 
 use std::collections::BTreeMap;
@@ -133,6 +136,191 @@ fn scenario_4_a_corrupt_spool_record_loses_only_itself() {
     assert_eq!(ev.len(), 1, "the event reached InfluxDB");
     let attrs = ev[0][1].as_str().unwrap();
     assert_eq!(attrs, format!("damaged_bytes={k_len} lost_batches=1 truncated_bytes={}", half.len()));
+}
+
+/// Issue 32 §1: the same config started twice at once (one spool folder). One agent owns the
+/// spool; the other refuses at once and names the owner's pid; every sample of the one that ran
+/// reaches InfluxDB exactly once (its ledger lines are the truth).
+#[test]
+fn two_agents_on_one_spool_one_refuses_naming_the_owner_and_nothing_is_lost() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let (da, db_dir) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&da).unwrap();
+    std::fs::create_dir_all(&db_dir).unwrap();
+    let influx = Influx::start();
+    let db = "wf_s32_spool";
+    let port = free_port();
+    let _c = Collector::start_on(port, &influx.url, db);
+    let url = format!("https://127.0.0.1:{port}");
+    // One config text, one spool (under `a`); each agent logs into its own folder.
+    let cfg_a = agent_cfg(&da, &sys, "s32-agent", &url);
+    let cfg_b = agent_config(&db_dir, &std::fs::read_to_string(&cfg_a).unwrap());
+    let mut a = spawn_agent(&da, &["run", "--config", cfg_a.to_str().unwrap(), "--samples", "30"]);
+    let mut b = spawn_agent(&db_dir, &["run", "--config", cfg_b.to_str().unwrap(), "--samples", "30"]);
+    let (sa, sb) = (wait_child(&mut a, Duration::from_secs(60), &da), wait_child(&mut b, Duration::from_secs(60), &db_dir));
+    assert_ne!(sa.success(), sb.success(), "exactly one agent runs: a {sa}, b {sb}");
+    let (ran, refused, owner) = if sa.success() { (&da, &db_dir, a.id()) } else { (&db_dir, &da, b.id()) };
+    let why = plain(&std::fs::read_to_string(refused.join("agent.stderr")).unwrap());
+    let spool = da.join("spool");
+    assert!(why.contains(&format!("spool {} is in use by pid {owner}", spool.display())), "the refusal names the owner:\n{why}");
+    assert!(ledger(refused).is_empty(), "the refused agent stored nothing");
+    let mine = ledger(ran);
+    assert!(!mine.is_empty(), "the agent that ran stored its batches");
+    let (power, temperature) = mine.values().fold((0, 0), |s, v| (s.0 + v.0, s.1 + v.1));
+    let w = "host = 's32-agent'";
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(watts) FROM power WHERE {w}")), power, "every power sample, once");
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature);
+}
+
+/// Issue 32 §3, agent side: 300 extra hwmon chips make the `run` Hello (about 38 KB: each
+/// sensor's path is in it) larger than the collector's 32 KiB limit, while a tick's batch (about
+/// 27 KB) fits. The collector refuses the Hello once; the agent does not send it again but a
+/// smaller one, says so at WARN and in a `hello_truncated` event, and delivers every sample.
+#[test]
+fn an_agent_whose_hello_is_too_large_sends_a_smaller_one_and_says_so() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let dir = tmp.path();
+    for i in 10..310 {
+        let chip = sys.join(format!("class/hwmon/hwmon{i}"));
+        std::fs::create_dir_all(&chip).unwrap();
+        std::fs::write(chip.join("name"), format!("board_sensor_chip_{i}\n")).unwrap();
+        std::fs::write(chip.join("temp1_input"), "41000\n").unwrap();
+        std::fs::write(chip.join("temp1_label"), format!("inlet air temperature near slot {i}\n")).unwrap();
+    }
+    let influx = Influx::start();
+    let db = "wf_s32_hello";
+    let port = free_port();
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let extra = format!("{}[limits]\nmax_message_bytes = 32768\n[metrics]\nlisten = \"{metrics_addr}\"\n", pki().collector_tls());
+    let c = Collector::start_with(port, &influx.url, db, &extra);
+    let cfg = agent_cfg(dir, &sys, "s32-hello", &format!("https://127.0.0.1:{port}"));
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "5"]);
+    let st = wait_child(&mut a, Duration::from_secs(90), dir);
+    let log = plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    assert!(st.success(), "every batch delivered:\n{log}\n{}", c.log());
+    assert!(log.lines().any(|l| l.contains("WARN") && l.contains("the collector refused the Hello of")), "{log}");
+    let m = reqwest::blocking::get(format!("http://{metrics_addr}/metrics")).unwrap().text().unwrap();
+    assert!(m.lines().any(|l| l == "wattflip_collector_agents_rejected_total{reason=\"oversized_hello\"} 1"), "refused once, not again:\n{m}\n{log}");
+    let w = "host = 's32-hello'";
+    let ev = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'hello_truncated'"));
+    assert_eq!(ev.len(), 1, "the event reached InfluxDB");
+    let attrs: BTreeMap<&str, u64> = ev[0][1].as_str().unwrap().split(' ').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k, v.parse().unwrap())).collect();
+    assert!(attrs["hello_bytes"] > 32768 && attrs["sent_bytes"] <= 32768 - 64, "{attrs:?}");
+    assert_eq!(attrs["limit_bytes"], 32768);
+    assert!(attrs["dropped_temperature_sensors"] > 0 && attrs["dropped_power_sources"] == 0, "{attrs:?}");
+    let temperature: u64 = ledger(dir).values().map(|v| v.1).sum();
+    assert_eq!(count(&influx, db, &format!("SELECT COUNT(celsius) FROM temperature WHERE {w}")), temperature, "every temperature sample arrived");
+}
+
+/// A 64 MiB ext4 image on a loop device, mounted `errors=remount-ro` at `mnt`; unmounted and
+/// detached on drop.
+struct FailingExt4 {
+    mnt: std::path::PathBuf,
+    dev: String,
+}
+
+impl FailingExt4 {
+    fn new(dir: &Path, mnt: &Path) -> FailingExt4 {
+        let img = dir.join("spool.img");
+        std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+        let run = |c: &mut Command| {
+            let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e} (e2fsprogs and mount are needed, and root)"));
+            assert!(o.status.success(), "{c:?}: {}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img));
+        let dev = run(Command::new("losetup").args(["-f", "--show"]).arg(&img));
+        std::fs::create_dir_all(mnt).unwrap();
+        let fs = FailingExt4 { mnt: mnt.to_path_buf(), dev };
+        fs.mount();
+        fs
+    }
+    fn mount(&self) {
+        let st = Command::new("mount").args(["-o", "errors=remount-ro", &self.dev]).arg(&self.mnt).status().unwrap();
+        assert!(st.success(), "mount {}", self.dev);
+    }
+    /// A real filesystem error: ext4 remounts itself read-only (`errors=remount-ro`).
+    fn fail(&self) {
+        let name = self.dev.trim_start_matches("/dev/");
+        std::fs::write(format!("/sys/fs/ext4/{name}/trigger_fs_error"), "1").expect("trigger_fs_error (Linux 6.x ext4 sysfs)");
+    }
+    /// Unmount, `e2fsck -fy`, mount again.
+    fn repair(&self) {
+        assert!(Command::new("umount").arg(&self.mnt).status().unwrap().success());
+        let st = Command::new("e2fsck").args(["-fy", &self.dev]).output().unwrap().status;
+        assert!(matches!(st.code(), Some(0 | 1)), "e2fsck: {st}");
+        self.mount();
+    }
+}
+
+impl Drop for FailingExt4 {
+    fn drop(&mut self) {
+        // Lazy: a test that failed may leave a process on it; the device goes when it lets go.
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// An agent killed when its test fails (so it does not hold a mount).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 32 §2: the spool's ext4 fails mid-run (a real error, remounted read-only). With the
+/// network up the lost count and the failure (errno 30) reach InfluxDB while the spool still
+/// fails; what is lost after the collector is gone too is kept in `<spool>.lost` and reported
+/// after the repair and restart. Every "batch lost" line is counted in InfluxDB exactly once.
+#[test]
+fn a_spool_filesystem_that_fails_mid_run_keeps_the_count_of_what_it_lost() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let dir = tmp.path();
+    let fs = FailingExt4::new(dir, &dir.join("spool"));
+    let influx = Influx::start();
+    let db = "wf_s32_ro";
+    let port = free_port();
+    let c = Collector::start_on(port, &influx.url, db);
+    let cfg = agent_cfg(dir, &sys, "s32-ro", &format!("https://127.0.0.1:{port}"));
+    let mut a = KillOnDrop(spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]));
+    assert!(wait_for(Duration::from_secs(30), || (ledger(dir).len() >= 10).then_some(())).is_some(), "10 batches spooled");
+    fs.fail();
+    let w = "host = 's32-ro'";
+    let reported = |influx: &Influx| -> u64 {
+        influx
+            .try_rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'backlog_dropped'"))
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r[1].as_str().unwrap().strip_prefix("dropped_batches=").unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let lost_lines = || plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()).matches("batch lost").count() as u64;
+    let direct = wait_for(Duration::from_secs(60), || (reported(&influx) >= 5).then_some(()));
+    assert!(direct.is_some(), "lost counts reached InfluxDB while the spool failed:\n{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    let failed = influx.rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'spool_write_failed'"));
+    assert_eq!(failed.len(), 1, "one event per failure, not per batch");
+    assert!(failed[0][1].as_str().unwrap().contains("errno=30 error=spool "), "{failed:?}");
+    // The network goes too: what is lost now only the file can keep.
+    drop(c);
+    let before = lost_lines();
+    assert!(wait_for(Duration::from_secs(30), || (lost_lines() >= before + 10).then_some(())).is_some());
+    signal(&a.0, "TERM");
+    wait_child(&mut a.0, Duration::from_secs(20), dir);
+    let lost = lost_lines();
+    let held: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("spool.lost")).expect("the loss file next to the spool")).unwrap();
+    let in_file = held["dropped_batches"].as_u64().unwrap() + held["direct"]["dropped_batches"].as_u64().unwrap_or(0);
+    assert!(in_file >= 10, "{held}");
+    // Repaired and restarted with a collector: everything lost is counted, once.
+    fs.repair();
+    let _c = Collector::start_on(port, &influx.url, db);
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
+    let st = wait_child(&mut a, Duration::from_secs(60), dir);
+    assert!(st.success(), "{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    assert_eq!(reported(&influx), lost, "every lost batch counted exactly once in InfluxDB");
+    assert!(!dir.join("spool.lost").exists(), "nothing left to report");
 }
 
 /// Unmounts on drop.

@@ -1,8 +1,9 @@
 //! Intruders at the collector's door, over real mutual TLS: a forged agent id (in the Hello and in
-//! a Batch), a certificate from another CA, no certificate, plaintext, an oversized message and an
-//! agent over its rate limit. Every one is refused, counted in `/metrics`, and nothing of theirs
-//! reaches InfluxDB.
+//! a Batch), a certificate from another CA, no certificate, plaintext, an oversized message, an
+//! oversized Hello and an agent over its rate limit. Every one is refused, counted in `/metrics`,
+//! and nothing of theirs reaches InfluxDB.
 
+use prost::Message as _;
 use std::time::Duration;
 use tokio_stream::StreamExt as _;
 use wattflip_e2e::*;
@@ -114,6 +115,45 @@ fn intruders_are_refused_counted_and_write_nothing() {
     assert_eq!(metric(&m, "wattflip_collector_samples_received_total"), Some(0.0), "{m}");
     let log = collector.log();
     assert!(log.contains("refused a connection: TLS handshake failed"), "{log}");
+}
+
+/// Issue 32 §3: 1,100 channels with long names make a Hello above limits.max_message_bytes. It is
+/// refused with a status naming its size and the limit (and both in metadata for the agent),
+/// counted as `oversized_hello` and logged at WARN, not ended silently.
+#[test]
+fn an_oversized_hello_is_refused_naming_its_size_and_the_limit() {
+    let influx = Influx::start();
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let extra = format!("{}[limits]\nmax_message_bytes = 65536\n[metrics]\nlisten = \"{metrics_addr}\"\n", pki().collector_tls());
+    let collector = Collector::start_with(free_port(), &influx.url, "wf_big_hello", &extra);
+    let id = pki().issue("big", &["big"], None);
+    let sensors = (0..1100)
+        .map(|i| v1::TemperatureSensor {
+            source: "hwmon".into(),
+            device: format!("hwmon{i}"),
+            sensor: format!("temp1 {}", "x".repeat(40)),
+            path: String::new(),
+        })
+        .collect();
+    let inventory = v1::Inventory { temperature_sensors: sensors, ..Default::default() };
+    let msg =
+        AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: "big".into(), time_ns: now_ns(), inventory: Some(inventory), ..Default::default() })) };
+    let size = msg.encoded_len();
+    assert!(size > 65536, "the Hello must be above the limit: {size}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let e = rt.block_on(async {
+        let ch = pki().channel(&collector.url, Some(id)).await.unwrap();
+        first_answer(ch, vec![msg]).await.unwrap_err()
+    });
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    let said = format!("the Hello of {size} bytes is above the collector's limit of 65536 bytes (limits.max_message_bytes)");
+    assert!(e.message().starts_with(&said), "{}", e.message());
+    let md = |k: &str| e.metadata().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+    assert_eq!((md("wattflip-limit-bytes"), md("wattflip-refused-message")), (Some("65536".into()), Some("hello".into())));
+    let m = get_metrics(&metrics_addr);
+    assert_eq!(metric(&m, "wattflip_collector_agents_rejected_total{reason=\"oversized_hello\"}"), Some(1.0), "{m}");
+    let log = collector.log();
+    assert!(log.lines().any(|l| l.contains("WARN") && l.contains(&said)), "{log}");
 }
 
 #[test]

@@ -47,11 +47,12 @@ pub struct ProbeCli {
     /// Also write every IO's response time as one CSV per run into this folder.
     #[arg(long)]
     pub io_trace: Option<PathBuf>,
-    /// Serial (or identity) of a block device whose data may be destroyed; repeatable.
+    /// Serial (or identity) of a block device, or path of an existing file, whose data may be
+    /// destroyed; repeatable.
     #[arg(long = "destroy-consent")]
     pub destroy_consent: Vec<String>,
-    /// Also write a consented device that carries a filesystem, LUKS, LVM, RAID or partition-table
-    /// signature (found by libblkid). Separate from --destroy-consent on purpose.
+    /// Also write a consented device or file that carries a filesystem, LUKS, LVM, RAID, swap or
+    /// partition-table signature (found by libblkid). Separate from --destroy-consent on purpose.
     #[arg(long)]
     pub overwrite_signatures: bool,
     /// Run only the read-only benchmarks (allowed on any device without consent).

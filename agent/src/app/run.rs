@@ -17,6 +17,7 @@ use crate::drives::tools::{DriveInventory, DriveTools};
 use crate::events::event;
 use crate::export::backlog::{Backlog, MemoryBacklog};
 use crate::export::grpc::{ExportSummary, Exporter};
+use crate::export::loss::LossFile;
 use crate::export::spool::Spool;
 use crate::export::telemetry::AgentMetrics;
 use crate::sensors::nvme_estimate::NvmeEstimate;
@@ -123,7 +124,10 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
     );
     let (tx, rx) = mpsc::channel::<v1::Batch>(64);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let exporter = Exporter::new(exporter_config(&cfg, tls), hello, backlog, first_sequence, metrics.clone());
+    let mut exporter = Exporter::new(exporter_config(&cfg, tls), hello, backlog, first_sequence, metrics.clone());
+    if let Some(sc) = &cfg.spool {
+        exporter = exporter.with_loss_file(LossFile::of_spool(&sc.dir), clock.utc_now());
+    }
     let export_task = tokio::spawn(exporter.run(rx, stop_rx, move || clock.utc_now()));
     // Scheduled probes feed the same exporter; they stop when sampling stops.
     let (jobs_stop, jobs_stop_rx) = watch::channel(JobStop::Run);

@@ -33,6 +33,19 @@ pub enum BacklogError {
         #[source]
         source: std::io::Error,
     },
+    /// Another process owns the spool (see `spool_lock`).
+    #[error("spool {dir} is in use by {holder} (it holds {dir}/lock): two agents on one spool would lose data; stop that agent or give this one another [spool] dir")]
+    Locked { dir: std::path::PathBuf, holder: String },
+}
+
+impl BacklogError {
+    /// The OS error number behind it, if any (EROFS after an ext4 error, ENOSPC, EIO).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            BacklogError::Io { source, .. } => source.raw_os_error(),
+            BacklogError::Locked { .. } => None,
+        }
+    }
 }
 
 pub trait Backlog: Send + Sync {

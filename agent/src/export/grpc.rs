@@ -4,10 +4,14 @@
 //! disconnect the exporter moves to the next configured collector endpoint, waits with capped
 //! exponential backoff with jitter (`wattflip_infra::Backoff`), and after a fresh Hello resends everything unacknowledged, in order, as
 //! fast as the stream takes it. Batches dropped because the backlog was full are counted and the
-//! count is reported in the next batch as a `backlog_dropped` event. Connections use mutual TLS
-//! unless the config names the plaintext loopback mode.
+//! count is reported in the next batch as a `backlog_dropped` event. A Hello the collector refuses
+//! as too large is made to fit (`hello_fit`) instead of being sent again as it was, with a
+//! `hello_truncated` event in the next batch. Connections use mutual TLS unless the config names
+//! the plaintext loopback mode.
 
 use crate::export::backlog::{samples_of, Backlog, Count};
+use crate::export::hello_fit;
+use crate::export::loss::{direct_batch, dropped_event, failure_event, LossFile, Losses};
 use crate::export::telemetry::AgentMetrics;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +60,10 @@ pub struct Exporter {
     backlog: Box<dyn Backlog>,
     next_seq: u64,
     dropped_unreported: u64,
+    /// Events for the next stored batch (`hello_truncated`, `spool_write_failed`).
+    pending_events: Vec<v1::Event>,
+    /// Loss counts while the spool fails (see `loss`).
+    losses: Losses,
     endpoint: usize,
     summary: ExportSummary,
     metrics: Arc<AgentMetrics>,
@@ -93,10 +101,33 @@ impl Exporter {
             backlog,
             next_seq: first_sequence.max(1),
             dropped_unreported: 0,
+            pending_events: Vec::new(),
+            losses: Losses::default(),
             endpoint: 0,
             summary: ExportSummary::default(),
             metrics,
         }
+    }
+
+    /// Keeps loss counts in `file` and reports what it held from before (a restart after the spool
+    /// failed and the network was down too).
+    pub fn with_loss_file(mut self, file: LossFile, now_ns: i64) -> Self {
+        match file.load() {
+            Ok(state) => {
+                let direct = state.direct.as_ref().map_or(0, |d| d.dropped_batches);
+                if state.dropped_batches + direct > 0 {
+                    tracing::warn!(file = %file.path().display(), "{} batch(es) lost before this start were not reported yet: reporting them now", state.dropped_batches + direct);
+                }
+                self.dropped_unreported += state.dropped_batches;
+                self.pending_events.extend(state.spool_error.map(|f| failure_event(&f, now_ns)));
+                // The same sequence as before: a collector that stored it takes it as a duplicate.
+                self.losses.direct =
+                    state.direct.map(|d| (direct_batch(&self.cfg.agent_id, d.sequence, d.dropped_batches, d.spool_error.as_ref(), now_ns), d.dropped_batches));
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
+        self.losses.file = Some(file);
+        self
     }
 
     fn dropped(&mut self, n: Count) {
@@ -111,15 +142,11 @@ impl Exporter {
         // to store takes the report with it, so the count stays (plus that batch) for the next.
         let reporting = self.dropped_unreported;
         if reporting > 0 {
-            b.events.push(v1::Event {
-                time_ns: now_ns,
-                kind: "backlog_dropped".into(),
-                severity: v1::Severity::Warning as i32,
-                device: String::new(),
-                message: format!("{} batch(es) dropped because the collector was unreachable and the spool or backlog was full", self.dropped_unreported),
-                attributes: [("dropped_batches".to_string(), self.dropped_unreported.to_string())].into(),
-            });
+            b.events.push(dropped_event(reporting, now_ns));
         }
+        // Like the count above: they stay until a batch carrying them is stored.
+        let carried = self.pending_events.len();
+        b.events.extend(self.pending_events.iter().cloned());
         b.agent_id = self.cfg.agent_id.clone();
         b.sequence = self.next_seq;
         self.next_seq += 1;
@@ -132,20 +159,55 @@ impl Exporter {
                 AgentMetrics::add(&self.metrics.batches_stored, 1);
                 AgentMetrics::add(&self.metrics.samples_stored, samples);
                 self.dropped_unreported -= reporting;
+                self.pending_events.drain(..carried);
+                self.losses.failing = None;
                 if dropped.batches > 0 {
                     self.dropped(dropped);
+                }
+                if reporting > 0 || carried > 0 || dropped.batches > 0 {
+                    self.losses.save(self.dropped_unreported, &self.pending_events);
                 }
             }
             Err(e) => {
                 tracing::error!(sequence = seq, "batch lost: {e}");
                 AgentMetrics::add(&self.metrics.store_errors, 1);
                 self.dropped(Count { batches: 1, samples });
+                self.pending_events.extend(self.losses.store_failed(e.raw_os_error(), e.to_string(), now_ns));
+                self.prepare_direct(now_ns);
+                self.losses.save(self.dropped_unreported, &self.pending_events);
             }
         }
         self.metrics.backlog_batches.store(self.backlog.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// While the spool fails, what it cannot carry goes in an events-only batch that is sent
+    /// directly (not stored): the lost count and the failure event. One at a time; what is lost
+    /// while it is in flight goes in the next.
+    fn prepare_direct(&mut self, now_ns: i64) {
+        if self.losses.direct.is_some() || self.losses.failing.is_none() || (self.dropped_unreported == 0 && self.pending_events.is_empty()) {
+            return;
+        }
+        let mut b = direct_batch(&self.cfg.agent_id, self.next_seq, self.dropped_unreported, None, now_ns);
+        self.next_seq += 1;
+        b.events.append(&mut self.pending_events);
+        self.losses.direct = Some((b, self.dropped_unreported));
+        self.dropped_unreported = 0;
+    }
+
+    /// The next batch to send after `sent`, in sequence order: from the backlog, or the direct one.
+    fn next_to_send(&mut self, sent: u64) -> Option<v1::Batch> {
+        let stored = self.backlog.next_after(sent);
+        match (self.losses.direct_seq().filter(|d| *d > sent), stored) {
+            (Some(d), Some(b)) if b.sequence < d => Some(b),
+            (Some(_), _) => self.losses.direct.as_ref().map(|d| d.0.clone()),
+            (None, b) => b,
+        }
+    }
+
     fn ack(&mut self, seq: u64) {
+        if self.losses.acked(seq) {
+            self.losses.save(self.dropped_unreported, &self.pending_events);
+        }
         let n = self.backlog.ack(seq);
         self.summary.acked += n.batches;
         AgentMetrics::add(&self.metrics.batches_acked, n.batches);
@@ -177,7 +239,7 @@ impl Exporter {
         let mut backoff = Backoff::new(self.cfg.backoff_initial, self.cfg.backoff_max);
         let mut tick = tokio::time::interval(self.cfg.maintain_every);
         loop {
-            if !input_open && self.backlog.is_empty() {
+            if !input_open && self.backlog.is_empty() && self.losses.direct.is_none() {
                 break;
             }
             match self.session(&mut input, &mut input_open, &mut shutdown, &now_ns, &mut backoff, &mut tick).await {
@@ -259,7 +321,7 @@ impl Exporter {
         let mut acks = tokio::select! {
             r = client.stream(ReceiverStream::new(rx)) => match r {
                 Ok(r) => r.into_inner(),
-                Err(s) => return Session::Lost(format!("stream refused: {} {}", s.code(), s.message())),
+                Err(s) => return self.refused(&s, now_ns()),
             },
             _ = shutdown.changed() => return Session::Stop,
         };
@@ -268,21 +330,21 @@ impl Exporter {
         // Highest sequence sent on this stream: everything above it still has to go.
         let mut sent = 0u64;
         loop {
-            if !*input_open && self.backlog.is_empty() {
+            if !*input_open && self.backlog.is_empty() && self.losses.direct.is_none() {
                 return Session::Done;
             }
-            let more = self.backlog.has_after(sent);
+            let more = self.backlog.has_after(sent) || self.losses.direct_seq().is_some_and(|d| d > sent);
             tokio::select! {
                 permit = tx.reserve(), if more => match permit {
                     Ok(permit) => {
-                        if let Some(b) = self.backlog.next_after(sent) {
+                        if let Some(b) = self.next_to_send(sent) {
                             sent = b.sequence;
                             AgentMetrics::add(&self.metrics.batches_sent, 1);
                             AgentMetrics::add(&self.metrics.samples_sent, samples_of(&b));
                             permit.send(AgentMessage { kind: Some(Kind::Batch(b)) });
                         }
                     }
-                    Err(_) => return Session::Lost("stream closed".into()),
+                    Err(_) => return self.why_closed(&mut acks, now_ns()).await,
                 },
                 b = input.recv(), if *input_open => match b {
                     Some(b) => self.enqueue(b, now_ns()),
@@ -295,16 +357,52 @@ impl Exporter {
                         self.ack(a.durable_sequence);
                     }
                     Ok(None) => return Session::Lost("the collector closed the stream".into()),
-                    Err(status) => {
-                        if status.code() == tonic::Code::InvalidArgument {
-                            self.note_rejected(&status);
-                        }
-                        return Session::Lost(format!("{}: {}", status.code(), status.message()));
-                    }
+                    Err(status) => return self.failed(&status, now_ns()),
                 },
                 _ = tick.tick() => self.backlog.maintain(),
                 _ = shutdown.changed() => return Session::Stop,
             }
+        }
+    }
+
+    /// The collector ended the stream with `status`: a refused batch is noted, a Hello too large is
+    /// made to fit before the next attempt.
+    fn failed(&mut self, status: &tonic::Status, now_ns: i64) -> Session {
+        if status.code() == tonic::Code::InvalidArgument {
+            self.note_rejected(status);
+        }
+        self.fit_hello(status, now_ns);
+        Session::Lost(format!("{}: {}", status.code(), status.message()))
+    }
+
+    /// Our side of the stream closed (the collector stopped reading it): its answer says why, if
+    /// it gave one in time (a refused Hello must be seen, or the same one is sent again).
+    async fn why_closed(&mut self, acks: &mut tonic::Streaming<v1::Ack>, now_ns: i64) -> Session {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(2), acks.message()).await {
+                Ok(Ok(Some(a))) => self.ack(a.durable_sequence),
+                Ok(Err(status)) => return self.failed(&status, now_ns),
+                Ok(Ok(None)) | Err(_) => return Session::Lost("stream closed".into()),
+            }
+        }
+    }
+
+    /// The stream was refused at once: a Hello too large is made to fit before the next attempt.
+    fn refused(&mut self, s: &tonic::Status, now_ns: i64) -> Session {
+        self.fit_hello(s, now_ns);
+        Session::Lost(format!("stream refused: {} {}", s.code(), s.message()))
+    }
+
+    /// When `status` refuses our Hello for its size: the next connection sends a smaller one (and
+    /// the next batch says what was left out) instead of the same Hello for ever.
+    fn fit_hello(&mut self, status: &tonic::Status, now_ns: i64) {
+        let Some(limit) = hello_fit::refused_limit(status) else { return };
+        match hello_fit::shrink(&mut self.hello, limit, now_ns) {
+            Ok(e) => {
+                tracing::warn!("{}", e.message);
+                self.pending_events.push(e);
+            }
+            Err(why) => tracing::error!("the collector refuses the Hello as too large: {why}"),
         }
     }
 
@@ -392,6 +490,83 @@ mod tests {
         assert_eq!(e.backlog.len(), 1);
         assert_eq!(e.summary.acked, 1);
         assert_eq!(e.metrics.batches_dropped.load(std::sync::atomic::Ordering::Relaxed), 2);
+    }
+
+    /// A memory backlog whose stores fail with EROFS while `failing` is set: a spool on a
+    /// filesystem remounted read-only after an error.
+    struct ReadOnly {
+        inner: MemoryBacklog,
+        failing: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Backlog for ReadOnly {
+        fn push(&mut self, b: v1::Batch) -> Result<Count, crate::export::backlog::BacklogError> {
+            if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+                let source = std::io::Error::from_raw_os_error(libc::EROFS);
+                return Err(crate::export::backlog::BacklogError::Io { path: "/spool/1.seg".into(), what: "cannot append a batch", source });
+            }
+            self.inner.push(b)
+        }
+        fn ack(&mut self, seq: u64) -> Count {
+            self.inner.ack(seq)
+        }
+        fn next_after(&mut self, seq: u64) -> Option<v1::Batch> {
+            self.inner.next_after(seq)
+        }
+        fn has_after(&self, seq: u64) -> bool {
+            self.inner.has_after(seq)
+        }
+        fn remove(&mut self, seq: u64) {
+            self.inner.remove(seq)
+        }
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+    }
+
+    fn kinds(b: &v1::Batch) -> Vec<(String, Option<String>)> {
+        b.events.iter().map(|e| (e.kind.clone(), e.attributes.get("dropped_batches").or(e.attributes.get("errno")).cloned())).collect()
+    }
+
+    /// Issue 32 §2: while the spool cannot store, the lost count and the failure (with its errno)
+    /// go out in a direct batch between the stored ones, and what is not yet acknowledged is in the
+    /// loss file; a restart reports what the file holds.
+    #[test]
+    fn a_failing_spool_sends_its_losses_directly_and_keeps_them_in_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = LossFile::of_spool(&dir.path().join("spool"));
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut e = exporter(1);
+        e.backlog = Box::new(ReadOnly { inner: MemoryBacklog::new(16), failing: failing.clone() });
+        let mut e = e.with_loss_file(file.clone(), 1);
+        e.enqueue(v1::Batch::default(), 5); // 1: stored
+        failing.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in 6..9 {
+            e.enqueue(v1::Batch::default(), t); // 2 lost (3: the direct batch), 4 and 5 lost
+        }
+        let first = e.next_to_send(0).unwrap();
+        let direct = e.next_to_send(first.sequence).unwrap();
+        assert_eq!((first.sequence, direct.sequence, e.next_to_send(3)), (1, 3, None));
+        assert_eq!(kinds(&direct), vec![("backlog_dropped".into(), Some("1".into())), ("spool_write_failed".into(), Some("30".into()))]);
+        assert_eq!(direct.events[1].attributes["error"], "spool /spool/1.seg: cannot append a batch: Read-only file system (os error 30)");
+        let held = |f: &LossFile| f.load().unwrap();
+        let in_flight = held(&file).direct.unwrap();
+        assert_eq!((held(&file).dropped_batches, in_flight.sequence, in_flight.dropped_batches), (2, 3, 1), "2 not sent yet, 1 in flight");
+        assert_eq!(in_flight.spool_error.map(|x| x.0), Some(Some(libc::EROFS)));
+        // Stopped now, the next start sends the same direct batch again (a duplicate if stored).
+        let restarted = exporter(16).with_loss_file(file.clone(), 9);
+        assert_eq!(restarted.losses.direct.as_ref().map(|d| (d.0.sequence, kinds(&d.0))), Some((3, kinds(&direct))));
+        e.ack(3);
+        assert_eq!((held(&file).dropped_batches, held(&file).direct), (2, None));
+        // Stopped now, the file carries the 2 into the next start: reported by its first batch.
+        let mut again = exporter(16).with_loss_file(file.clone(), 9);
+        again.enqueue(v1::Batch::default(), 10);
+        assert_eq!(kinds(&again.backlog.next_after(0).unwrap()), vec![("backlog_dropped".into(), Some("2".into()))]);
+        assert!(!file.path().exists(), "reported in a stored batch: nothing left to keep");
+        // The spool recovers: the next stored batch of the first exporter carries its 2 as well.
+        failing.store(false, std::sync::atomic::Ordering::Relaxed);
+        e.enqueue(v1::Batch::default(), 11);
+        assert_eq!(kinds(&e.backlog.next_after(3).unwrap()), vec![("backlog_dropped".into(), Some("2".into()))]);
     }
 
     #[tokio::test]

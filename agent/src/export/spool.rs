@@ -23,6 +23,7 @@
 
 use crate::export::backlog::{samples_of, Backlog, BacklogError, Count};
 use crate::export::segment::{frame, list, lost_in, open_checked, scan, segment_path, Rec, HEADER, MAX_RECORD};
+use crate::export::spool_lock::{lock, SpoolLock};
 use prost::Message as _;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -88,6 +89,8 @@ pub struct Spool {
     total_bytes: u64,
     unsynced: bool,
     last_sync: Instant,
+    /// Held for the spool's life: one agent per spool folder.
+    _lock: SpoolLock,
 }
 
 fn io<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> BacklogError + 'a {
@@ -100,6 +103,7 @@ impl Spool {
     /// wiped spool).
     pub fn open(cfg: SpoolConfig, min_next: u64) -> Result<(Spool, Recovery), BacklogError> {
         std::fs::create_dir_all(&cfg.dir).map_err(io(&cfg.dir, "cannot create the directory"))?;
+        let held = lock(&cfg.dir)?;
         let mut rec = Recovery { next_sequence: min_next.max(1), ..Default::default() };
         // A segment never exceeds this: it rotates before passing `segment_bytes`, and its first
         // record may be up to MAX_RECORD.
@@ -163,7 +167,7 @@ impl Spool {
         let active = OpenOptions::new().create(true).append(true).open(newest).map_err(io(newest, "cannot open a segment"))?;
         sync_dir(&cfg.dir);
         let total_bytes = segments.iter().map(|s| s.bytes).sum();
-        Ok((Spool { cfg, segments, active, total_bytes, unsynced: false, last_sync: Instant::now() }, rec))
+        Ok((Spool { cfg, segments, active, total_bytes, unsynced: false, last_sync: Instant::now(), _lock: held }, rec))
     }
 
     fn sync(&mut self) -> Result<(), BacklogError> {
@@ -503,6 +507,23 @@ mod tests {
         );
         assert_eq!((r.records, r.next_sequence), (1, 2));
         assert_eq!(s.next_after(0).unwrap().sequence, 1);
+    }
+
+    /// A second owner is refused while the first holds the spool, naming the holder's pid; once
+    /// the first is gone the spool opens again with everything it held.
+    #[test]
+    fn a_second_owner_is_refused_and_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        s.push(batch(1)).unwrap();
+        let e = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).err().expect("a second owner must be refused");
+        let msg = e.to_string();
+        assert!(matches!(&e, BacklogError::Locked { holder, .. } if *holder == format!("pid {}", std::process::id())), "{msg}");
+        assert!(msg.contains(&format!("is in use by pid {}", std::process::id())), "{msg}");
+        assert_eq!(segs(dir.path()).len(), 1, "the refused open touched nothing");
+        drop(s);
+        let (_, r) = Spool::open(cfg(dir.path(), 1 << 20, 1 << 16), 1).unwrap();
+        assert_eq!((r.records, r.next_sequence), (1, 2));
     }
 
     #[test]

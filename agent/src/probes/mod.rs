@@ -286,7 +286,8 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
 }
 
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
-/// of `size` bytes, created with its parent folders. Shared by `probe` and `governor sweep`.
+/// of `size` bytes, created with its parent folders (an existing file with data needs its path in
+/// `destroy_consent`, see `wattflip_uflip::file_consent`). Shared by `probe` and `governor sweep`.
 pub fn open_target(path: &Path, size: u64, destroy_consent: &[String]) -> Result<uflip::Target, ProbeCmdError> {
     open_target_with(path, size, destroy_consent, false)
 }
@@ -302,9 +303,18 @@ pub fn open_target_with(path: &Path, size: u64, destroy_consent: &[String], over
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| ProbeCmdError::Output { path: dir.to_owned(), source: e })?;
         }
-        TargetOptions::file(path, size)
+        let mut o = TargetOptions::file(path, size);
+        o.destroy_consent = destroy_consent.to_vec();
+        o.overwrite_signatures = overwrite_signatures;
+        o.on_grow = Some(say_growth);
+        o
     };
     Ok(uflip::Target::open(&opts)?)
+}
+
+/// Said right before an existing probe file is grown (the fill writes past its old end).
+fn say_growth(path: &Path, from: u64, to: u64) {
+    tracing::warn!(file = %path.display(), "growing the probe file {} from {from} to {to} bytes: the probe writes a fill pattern after its current end", path.display());
 }
 
 /// Runs the probe and returns its report (outputs are written by the caller). With `--pause auto`,

@@ -6,6 +6,16 @@ use crate::pattern::Mode;
 use crate::safety::Refusal;
 use std::path::PathBuf;
 
+/// What to do after an IO on a target failed with `e`: a target the kernel refuses to write
+/// because it is in use (ETXTBSY: an active swap file, a running program) is not a health problem.
+pub fn write_advice(e: &std::io::Error, otherwise: &'static str) -> &'static str {
+    if e.raw_os_error() == Some(libc::ETXTBSY) {
+        "it is in use as swap or as an executable (the kernel refuses writes to it): swapoff it or stop the program, or probe another target"
+    } else {
+        otherwise
+    }
+}
+
 /// Errors returned by [`crate::run`].
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -48,7 +58,7 @@ pub enum ProbeError {
         source: std::io::Error,
     },
     /// An IO failed (EIO, short transfer, …).
-    #[error("{} of {len} B at offset {offset} on {path} failed in run {run} ({experiment}): {source}; check the device's health (dmesg, SMART) before probing again", mode.as_str())]
+    #[error("{} of {len} B at offset {offset} on {path} failed in run {run} ({experiment}): {source}; {}", mode.as_str(), write_advice(source, "check the device's health (dmesg, SMART) before probing again"))]
     Io {
         /// Target path.
         path: PathBuf,

@@ -7,7 +7,8 @@
 //! - [`alloc`]: the fresh-area allocator (§5)
 //! - [`format`]: random and sequential formats (§6.1)
 //! - [`calibrate`]: IgnoreIO/IOCount from a response-time series (§6.3)
-//! - [`target`], [`safety`]: file and block targets, write refusal checks (§6.1, §9)
+//! - [`target`], [`safety`], [`file_consent`], [`loopid`]: file and block targets, write refusal
+//!   checks (§6.1, §9)
 //! - [`engine`]: the timed IO loop (§3.3, §3.4, §9)
 //! - [`stats`], [`report`]: per-run statistics and results (§8)
 //! - [`iolog`]: fio iolog v2 emission (§10)
@@ -21,8 +22,10 @@ pub mod buf;
 pub mod calibrate;
 pub mod engine;
 pub mod error;
+pub mod file_consent;
 pub mod format;
 pub mod iolog;
+pub mod loopid;
 pub mod pattern;
 pub mod plan;
 pub mod report;

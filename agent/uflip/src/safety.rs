@@ -1,8 +1,9 @@
 //! Write-safety checks for block devices (spec §6.1 "device-state enforcement", brief §6): identity
 //! and destroy consent, mounts, partitions, signatures (libblkid through the `blkid` tool, run on
-//! the open handle behind [`CommandRunner`]), loop backing files shared with a device in use, and
-//! for regular files: not the backing file of a loop device. The exclusive open and the per-run
-//! re-check of the open handle are [`crate::target::Target`]'s.
+//! the open handle behind [`CommandRunner`]), loop backing files shared with a device in use
+//! (compared by the backing inode, [`crate::loopid`]). Regular files get the same care in
+//! [`crate::file_consent`]. The exclusive open and the per-run re-check of the open handle are
+//! [`crate::target::Target`]'s.
 //!
 //! Every host path is read under [`HostRoots`] (sysfs and procfs roots passed as values, never from
 //! globals), so tests run the same code on fixture trees. Every check adds a [`RefusalReason`]
@@ -10,7 +11,9 @@
 //! a check: add a reason variant (with its advice in the `#[error]` text) and push it from
 //! [`check_block_writable`].
 
+use crate::loopid::{self, BackingId};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -94,6 +97,32 @@ pub enum RefusalReason {
         other: String,
         /// "mounted on /mnt", "held by dm-0", "busy (exclusive open failed: …)".
         state: String,
+    },
+    /// A loop device's backing file is deleted (or its path cannot be trusted) and its backing
+    /// inode could not be read, so whether it is this file cannot be told.
+    #[error("whether {loop_dev} serves this very file cannot be told: its backing file reads {backing:?} and its backing inode could not be read ({error}); install util-linux's `losetup` and run as root, or detach {loop_dev} (`losetup -d {loop_dev}`) first")]
+    BackingIdentityUnknown {
+        /// The loop device.
+        loop_dev: String,
+        /// Its backing file as sysfs names it.
+        backing: String,
+        /// Why the backing inode is unknown.
+        error: String,
+    },
+    /// An active swap file: the kernel refuses every write to it (ETXTBSY).
+    #[error("it is an active swap file ({swap_file} in /proc/swaps), and the kernel refuses writes to it: if it may be destroyed, `swapoff {swap_file}` first, or probe another file")]
+    InUseAsSwap {
+        /// The swap file as /proc/swaps names it.
+        swap_file: String,
+    },
+    /// An existing file with content that wattflip did not create (no scratch marker of its own)
+    /// and that is not in the destroy-consent list.
+    #[error("it is an existing file of {bytes} bytes that wattflip did not create (it carries no wattflip scratch marker), so writing would destroy its content; if ALL of it may be destroyed, pass `--destroy-consent {path}` (destroy_consent = [\"{path}\"]), or give a path that does not exist yet")]
+    FileNoConsent {
+        /// The file (its path when opened).
+        path: String,
+        /// Its size when checked.
+        bytes: u64,
     },
     /// A loop device's backing file did not answer `stat`, so sharing cannot be ruled out.
     #[error("whether it shares storage with {loop_dev} cannot be told: that device's backing file {backing} did not answer stat within 2 s (a stalled FUSE or NFS mount?); repair or detach {loop_dev} (`losetup -d {loop_dev}`) first")]
@@ -344,7 +373,7 @@ pub const STAT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// `stat` of `path` that gives up after `timeout` (a file on a stalled FUSE or NFS mount blocks
 /// `stat` in the kernel; the helper thread is then left behind, blocked until the mount answers).
 /// `Ok(None)` when the file does not exist.
-fn stat_within(path: &Path, timeout: std::time::Duration) -> Result<Option<(u64, u64)>, ()> {
+pub(crate) fn stat_within(path: &Path, timeout: std::time::Duration) -> Result<Option<(u64, u64)>, ()> {
     let (tx, rx) = std::sync::mpsc::channel();
     let p = path.to_path_buf();
     std::thread::Builder::new()
@@ -387,6 +416,13 @@ pub enum BackingMatch {
         /// The backing file path.
         backing: String,
     },
+    /// Its backing file is deleted and its backing inode could not be read, so nobody can tell.
+    Unknown {
+        /// The backing file as sysfs names it (with " (deleted)").
+        backing: String,
+        /// Why the inode could not be read.
+        error: String,
+    },
 }
 
 /// The backing file path of loop device `name` (without the kernel's " (deleted)" suffix).
@@ -395,25 +431,64 @@ fn loop_backing_path(roots: &HostRoots, name: &str) -> Option<String> {
     Some(b.strip_suffix(" (deleted)").unwrap_or(&b).to_string())
 }
 
-/// Loop devices (kernel names) whose backing file is the file at `path` with `(st_dev, st_ino)`,
-/// from `<sysfs>/block/loop*/loop/backing_file`. The same path matches at once; a backing file on
-/// another device number (and not on btrfs, whose files carry per-subvolume numbers) cannot be
-/// the file and is never touched; the rest are `stat`ed with a timeout.
-pub fn loops_backed_by(roots: &HostRoots, path: &Path, dev_ino_of: (u64, u64)) -> Vec<(String, BackingMatch)> {
+/// Loop devices (kernel names) under `<sysfs>/block` that have a backing file.
+fn bound_loops(roots: &HostRoots) -> Vec<String> {
     let Ok(rd) = fs::read_dir(roots.sysfs.join("block")) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("loop")).collect();
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("loop") && roots.sysfs.join("block").join(n).join("loop/backing_file").exists())
+        .collect();
     names.sort();
-    let ours = split_dev(dev_ino_of.0);
+    names
+}
+
+/// The backing identities of the attached loop devices, read only when sysfs shows any (so a
+/// host without loop devices never runs losetup).
+pub fn loop_ids(roots: &HostRoots, runner: &dyn CommandRunner) -> LoopIds {
+    if bound_loops(roots).is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    loopid::backing_ids(runner)
+}
+
+/// Backing identities by loop device name, or why they could not be read.
+pub type LoopIds = Result<BTreeMap<String, BackingId>, String>;
+
+/// Loop devices (kernel names) whose backing file is the file `id` (its `(st_dev, st_ino)`),
+/// found at `path`. A device whose backing identity is in `ids` is decided by it alone, whatever
+/// path names the file (hard link, `/proc/PID/fd/N`, deleted image). Without it, by
+/// `<sysfs>/block/loop*/loop/backing_file`: the same path matches at once; a deleted backing file
+/// cannot be told apart; a backing file on another device number (and not on btrfs, whose files
+/// carry per-subvolume numbers) cannot be the file and is never touched; the rest are `stat`ed
+/// with a timeout.
+pub fn loops_backed_by(roots: &HostRoots, ids: &LoopIds, path: &Path, id: BackingId) -> Vec<(String, BackingMatch)> {
+    let ours = id.dev;
     let mut out = Vec::new();
-    for n in names {
-        let Some(b) = loop_backing_path(roots, &n) else {
+    for n in bound_loops(roots) {
+        if let Some(known) = ids.as_ref().ok().and_then(|m| m.get(&n)) {
+            if *known == id {
+                out.push((n, BackingMatch::Same));
+            }
+            continue;
+        }
+        let Some(raw) = read_trim(&roots.sysfs.join("block").join(&n).join("loop/backing_file")) else {
             continue;
         };
+        let b = raw.strip_suffix(" (deleted)").unwrap_or(&raw).to_string();
         let bp = Path::new(&b);
         if bp == path {
             out.push((n, BackingMatch::Same));
+            continue;
+        }
+        if b.len() != raw.len() {
+            let error = match ids {
+                Err(e) => e.clone(),
+                Ok(_) => "losetup did not list it".to_string(),
+            };
+            out.push((n, BackingMatch::Unknown { backing: raw, error }));
             continue;
         }
         if let Some((dev, fstype)) = mount_of(roots, bp) {
@@ -422,7 +497,7 @@ pub fn loops_backed_by(roots: &HostRoots, path: &Path, dev_ino_of: (u64, u64)) -
             }
         }
         match stat_within(bp, STAT_TIMEOUT) {
-            Ok(Some(di)) if di == dev_ino_of => out.push((n, BackingMatch::Same)),
+            Ok(Some(di)) if BackingId { dev: split_dev(di.0), ino: di.1 } == id => out.push((n, BackingMatch::Same)),
             Ok(_) => {}
             Err(()) => out.push((n, BackingMatch::Unanswered { backing: b })),
         }
@@ -471,7 +546,7 @@ pub struct WriteCheck<'a> {
     pub roots: &'a HostRoots,
     /// Destroy-consent identities.
     pub consent: &'a [String],
-    /// Runs blkid.
+    /// Runs blkid (and losetup for loop backing identities).
     pub runner: &'a dyn CommandRunner,
     /// The separate override that lets a consented device carrying signatures be written.
     pub overwrite_signatures: bool,
@@ -500,9 +575,15 @@ pub fn check_block_writable(dev_path: &Path, handle: &fs::File, info: &BlockInfo
         Err(error) => reasons.push(RefusalReason::SignatureScanFailed { error }),
     }
     if let Some(backing) = &info.loop_backing {
-        match stat_within(Path::new(backing), STAT_TIMEOUT) {
-            Ok(Some(di)) => {
-                for (other, m) in loops_backed_by(roots, Path::new(backing), di) {
+        let ids = loop_ids(roots, check.runner);
+        // Its own backing inode from the loop driver; by path only when that is unknown.
+        let own = match ids.as_ref().ok().and_then(|m| m.get(&info.name)) {
+            Some(id) => Ok(Some(*id)),
+            None => stat_within(Path::new(backing), STAT_TIMEOUT).map(|o| o.map(|di| BackingId { dev: split_dev(di.0), ino: di.1 })),
+        };
+        match own {
+            Ok(Some(id)) => {
+                for (other, m) in loops_backed_by(roots, &ids, Path::new(backing), id) {
                     if other == info.name {
                         continue;
                     }
@@ -514,11 +595,16 @@ pub fn check_block_writable(dev_path: &Path, handle: &fs::File, info: &BlockInfo
                             }
                         }
                         BackingMatch::Unanswered { backing } => reasons.push(RefusalReason::BackingUnanswered { loop_dev: other_dev, backing }),
+                        BackingMatch::Unknown { backing, error } => reasons.push(RefusalReason::BackingIdentityUnknown { loop_dev: other_dev, backing, error }),
                     }
                 }
             }
-            // A backing file that is gone (deleted) cannot be shared by path any more.
-            Ok(None) => {}
+            // Deleted, and the loop driver's inode unreadable: sharing cannot be ruled out.
+            Ok(None) => reasons.push(RefusalReason::BackingIdentityUnknown {
+                loop_dev: dev_path.display().to_string(),
+                backing: backing.clone(),
+                error: ids.err().unwrap_or_else(|| "losetup did not list it".into()),
+            }),
             Err(()) => reasons.push(RefusalReason::BackingUnanswered { loop_dev: dev_path.display().to_string(), backing: backing.clone() }),
         }
     }
@@ -531,26 +617,6 @@ pub fn check_block_writable(dev_path: &Path, handle: &fs::File, info: &BlockInfo
     match identity {
         Some(id) if reasons.is_empty() => Ok(id),
         _ => Err(Refusal { device: dev_path.to_path_buf(), reasons }),
-    }
-}
-
-/// Refusals for writing the regular file open as `handle`: it must not back a loop device.
-pub fn check_file_writable(path: &Path, handle: &fs::File, roots: &HostRoots) -> Result<(), Refusal> {
-    let meta = handle.metadata().map_err(|e| Refusal {
-        device: path.to_path_buf(),
-        reasons: vec![RefusalReason::HandleChanged { detail: format!("fstat of the open file failed: {e}") }],
-    })?;
-    let reasons: Vec<RefusalReason> = loops_backed_by(roots, path, (meta.dev(), meta.ino()))
-        .into_iter()
-        .map(|(n, m)| match m {
-            BackingMatch::Same => RefusalReason::BacksLoopDevice { loop_dev: format!("/dev/{n}") },
-            BackingMatch::Unanswered { backing } => RefusalReason::BackingUnanswered { loop_dev: format!("/dev/{n}"), backing },
-        })
-        .collect();
-    if reasons.is_empty() {
-        Ok(())
-    } else {
-        Err(Refusal { device: path.to_path_buf(), reasons })
     }
 }
 

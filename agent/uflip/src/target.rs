@@ -1,6 +1,7 @@
 //! Probe targets (brief §6, spec §9): a regular file (created and filled to the configured size on
-//! a filesystem that supports O_DIRECT) or a whole block device (size, logical block size,
-//! model/serial from sysfs, write clearance from [`crate::safety`]).
+//! a filesystem that supports O_DIRECT; written without consent only when scratch, see
+//! [`crate::file_consent`]) or a whole block device (size, logical block size, model/serial from
+//! sysfs, write clearance from [`crate::safety`]).
 //!
 //! A target is opened ONCE: [`Target::open`] resolves the path and opens it, and every check runs on
 //! that open handle (`fstat` device number, the sysfs identity of that number, signatures read
@@ -13,6 +14,7 @@
 //! constructor filling [`Target`], and make [`Target::open_for_writes`] and [`Target::verify`]
 //! decide its write clearance.
 
+use crate::file_consent::{self, FileCheck};
 use crate::safety::{self, CommandRunner, HostRoots, Refusal, RefusalReason, SystemRunner};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
@@ -49,7 +51,8 @@ pub struct TargetOptions {
     pub path: PathBuf,
     /// For files: create/fill the file to this many bytes (0 = use the existing length).
     pub file_size: u64,
-    /// Device identities (serial, wwid, `loop:<backing file>`) whose data may be destroyed.
+    /// Device identities (serial, wwid, `loop:<backing file>`) and files (any path naming the
+    /// file, optionally `file:`-prefixed) whose data may be destroyed.
     pub destroy_consent: Vec<String>,
     /// The separate override for a consented device that carries a filesystem, LUKS, LVM, RAID or
     /// partition-table signature (off: such a device is refused).
@@ -58,8 +61,11 @@ pub struct TargetOptions {
     pub roots: HostRoots,
     /// Override the detected logical block size (bytes).
     pub logical_block_size: Option<u64>,
-    /// Runs blkid for the signature scan.
+    /// Runs blkid for the signature scan (and losetup for loop backing identities).
     pub runner: Arc<dyn CommandRunner>,
+    /// Told (path, current bytes, new bytes) right before an existing file is grown to the size
+    /// asked for (the library never prints; the agent logs it).
+    pub on_grow: Option<fn(&Path, u64, u64)>,
 }
 
 impl TargetOptions {
@@ -73,6 +79,7 @@ impl TargetOptions {
             roots: HostRoots::default(),
             logical_block_size: None,
             runner: Arc::new(SystemRunner),
+            on_grow: None,
         }
     }
     /// Options for a block device with a consent list.
@@ -85,6 +92,7 @@ impl TargetOptions {
             roots: HostRoots::default(),
             logical_block_size: None,
             runner: Arc::new(SystemRunner),
+            on_grow: None,
         }
     }
 }
@@ -93,7 +101,7 @@ impl TargetOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// stat/open failed.
-    #[error("cannot open probe target {path}: {source}; check the path and permissions")]
+    #[error("cannot open probe target {path}: {source}; {}", crate::error::write_advice(source, "check the path and permissions"))]
     Open {
         /// Path.
         path: PathBuf,
@@ -122,7 +130,7 @@ pub enum TargetError {
         path: PathBuf,
     },
     /// Creating or filling the file failed.
-    #[error("cannot fill probe file {path} to {size} bytes: {source}; check free space")]
+    #[error("cannot fill probe file {path} to {size} bytes: {source}; {}", crate::error::write_advice(source, "check free space"))]
     Fill {
         /// Path.
         path: PathBuf,
@@ -174,6 +182,8 @@ pub struct Target {
     /// so the exclusive claim) as long as the target, shared by its clones.
     write_handle: Arc<std::sync::OnceLock<Arc<fs::File>>>,
     runner: Arc<dyn CommandRunner>,
+    /// Files: the probe created it or found it empty, so it may be written without consent.
+    scratch: bool,
 }
 
 /// Default O_DIRECT alignment when the backing device cannot be found: 4096 is a multiple of every
@@ -205,23 +215,13 @@ impl Target {
     fn open_file(opts: &TargetOptions) -> Result<Target, TargetError> {
         let path = opts.path.clone();
         let oerr = |source| TargetError::Open { path: path.clone(), source };
-        let existed = path.exists();
-        // The one handle: O_DIRECT (O_DSYNC for write-through writes, §9; no effect on reads).
-        // O_DIRECT support is a property of the filesystem: tmpfs rejects the open with EINVAL.
-        let opened = OpenOptions::new().read(true).write(true).create(true).truncate(false).custom_flags(libc::O_DIRECT | libc::O_DSYNC).open(&path);
-        let direct = match opened {
-            Ok(d) => d,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                if !existed {
-                    let _ = fs::remove_file(&path); // do not leave our empty file behind
-                }
-                let fstype = fs::metadata(path.parent().unwrap_or(Path::new(".")))
-                    .ok()
-                    .and_then(|m| fs_type_of(&opts.roots, safety::split_dev(m.dev())))
-                    .unwrap_or_else(|| "unknown".to_string());
-                return Err(TargetError::DirectIoUnsupported { path, fstype });
+        let (direct, created) = open_direct(opts)?;
+        // Leaves nothing of ours behind when the file cannot be a target.
+        let forget = |e: TargetError| {
+            if created {
+                let _ = fs::remove_file(&path);
             }
-            Err(e) => return Err(oerr(e)),
+            e
         };
         let meta = direct.metadata().map_err(oerr)?;
         if !meta.is_file() {
@@ -231,19 +231,33 @@ impl Target {
         let fstype = fs_type_of(&opts.roots, dev).unwrap_or_else(|| "unknown".to_string());
         if RAM_FILESYSTEMS.contains(&fstype.as_str()) {
             drop(direct);
-            if !existed {
-                let _ = fs::remove_file(&path);
-            }
-            return Err(TargetError::DirectIoUnsupported { path, fstype });
+            return Err(forget(TargetError::DirectIoUnsupported { path: path.clone(), fstype }));
         }
         let lbs = opts.logical_block_size.unwrap_or_else(|| file_block_size(&opts.roots, dev));
         let size = if opts.file_size > 0 { opts.file_size / lbs * lbs } else { meta.len() / lbs * lbs };
         if size == 0 {
-            return Err(TargetError::Empty { path });
+            return Err(forget(TargetError::Empty { path: path.clone() }));
         }
+        // Nothing to destroy in a file we made or found empty: it becomes our scratch file.
+        let fresh = created || meta.len() == 0;
+        if fresh {
+            // Best effort: without user xattrs the next probe of it needs consent.
+            let _ = file_consent::mark_scratch(&direct);
+        }
+        let scratch = fresh || file_consent::is_marked_scratch(&direct);
         if meta.len() < size {
-            // Filling writes: never into a file that backs a loop device.
-            safety::check_file_writable(&path, &direct, &opts.roots).map_err(TargetError::Refused)?;
+            // Filling writes: the same clearance as a writing probe.
+            let write = safety::WriteCheck {
+                roots: &opts.roots,
+                consent: &opts.destroy_consent,
+                runner: opts.runner.as_ref(),
+                overwrite_signatures: opts.overwrite_signatures,
+            };
+            let check = FileCheck { write, scratch };
+            file_consent::check_file_writable(&path, &direct, &check).map_err(TargetError::Refused)?;
+            if let Some(say) = opts.on_grow.filter(|_| !created) {
+                say(&path, meta.len(), size);
+            }
             // Fill with real data (not a sparse file or fallocate's unwritten extents): reads of
             // holes never reach the device and would make read benchmarks meaningless.
             fill(&direct, meta.len() / lbs * lbs, size, lbs).map_err(|source| TargetError::Fill { path: path.clone(), size, source })?;
@@ -267,6 +281,7 @@ impl Target {
             handle: Arc::new(direct),
             write_handle: Arc::default(),
             runner: opts.runner.clone(),
+            scratch,
         })
     }
 
@@ -318,7 +333,18 @@ impl Target {
             handle: Arc::new(f),
             write_handle: Arc::default(),
             runner: opts.runner.clone(),
+            scratch: false,
         })
+    }
+
+    /// What a file's write check needs from this target.
+    fn file_check(&self) -> FileCheck<'_> {
+        FileCheck { write: self.write_check(), scratch: self.scratch }
+    }
+
+    /// What a write check needs from this target.
+    fn write_check(&self) -> safety::WriteCheck<'_> {
+        safety::WriteCheck { roots: &self.roots, consent: &self.destroy_consent, runner: self.runner.as_ref(), overwrite_signatures: self.overwrite_signatures }
     }
 
     /// The handle opened by [`Target::open`] (read-only for block devices).
@@ -326,7 +352,8 @@ impl Target {
         &self.handle
     }
 
-    /// Whether writes are allowed right now: files unless they back a loop device; block devices
+    /// Whether writes are allowed right now: files when scratch or consented (see
+    /// [`file_consent`]) and not backing a loop device; block devices
     /// only after every check of [`safety::check_block_writable`] passes on an exclusive handle,
     /// which the target then keeps (see [`Target::open_for_writes`]).
     pub fn ensure_writable(&self) -> Result<(), Refusal> {
@@ -346,19 +373,14 @@ impl Target {
         self.verify(&self.handle, false)?;
         let info = match (&self.kind, &self.block) {
             (TargetKind::File, _) => {
-                safety::check_file_writable(&self.device, &self.handle, &self.roots)?;
+                file_consent::check_file_writable(&self.device, &self.handle, &self.file_check())?;
                 return Ok(self.handle.clone());
             }
             (TargetKind::Block, Some(info)) => info,
             (TargetKind::Block, None) => return Err(Refusal { device: self.device.clone(), reasons: vec![RefusalReason::NoIdentity] }),
         };
         let excl = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT | libc::O_DSYNC | libc::O_EXCL).open(fd_path(&self.handle));
-        let check = safety::WriteCheck {
-            roots: &self.roots,
-            consent: &self.destroy_consent,
-            runner: self.runner.as_ref(),
-            overwrite_signatures: self.overwrite_signatures,
-        };
+        let check = self.write_check();
         let scan_on = excl.as_ref().unwrap_or(&self.handle);
         let checked = safety::check_block_writable(&self.device, scan_on, info, &check);
         match (excl, checked) {
@@ -397,7 +419,7 @@ impl Target {
                     }
                 }
                 if writing {
-                    safety::check_file_writable(&self.device, handle, &self.roots)?;
+                    file_consent::check_file_writable(&self.device, handle, &self.file_check())?;
                 }
                 Ok(())
             }
@@ -467,6 +489,32 @@ impl Target {
                 Ok(())
             }
         }
+    }
+}
+
+/// Opens (creating it when absent, and then knowing it is ours) the file target with
+/// `O_RDWR|O_DIRECT|O_DSYNC`: the one handle (O_DSYNC for write-through writes, §9; no effect on
+/// reads). O_DIRECT support is a property of the filesystem: tmpfs rejects the open with EINVAL.
+fn open_direct(opts: &TargetOptions) -> Result<(fs::File, bool), TargetError> {
+    let path = &opts.path;
+    let flags = libc::O_DIRECT | libc::O_DSYNC;
+    let (opened, created) = match OpenOptions::new().read(true).write(true).create_new(true).custom_flags(flags).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (OpenOptions::new().read(true).write(true).custom_flags(flags).open(path), false),
+        other => (other, true),
+    };
+    match opened {
+        Ok(f) => Ok((f, created)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            if created {
+                let _ = fs::remove_file(path); // do not leave our empty file behind
+            }
+            let fstype = fs::metadata(path.parent().unwrap_or(Path::new(".")))
+                .ok()
+                .and_then(|m| fs_type_of(&opts.roots, safety::split_dev(m.dev())))
+                .unwrap_or_else(|| "unknown".to_string());
+            Err(TargetError::DirectIoUnsupported { path: path.clone(), fstype })
+        }
+        Err(source) => Err(TargetError::Open { path: path.clone(), source }),
     }
 }
 

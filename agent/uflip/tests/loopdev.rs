@@ -2,7 +2,8 @@
 //! consent is written and the report names it; one carrying a mounted ext4, a partition table, a
 //! LUKS header, no consent, an image file behind a mounted loop device, a loop device sharing its
 //! image with a mounted one are refused; a symlink re-pointed and a loop device detached and
-//! re-bound while the probe runs stop it; a device that stops completing IO is a device fault.
+//! re-bound while the probe runs stop it; a device that stops completing IO is a device fault. A
+//! deleted image is recognised by its backing inode, by any name (issue 32).
 //! Every test checksums every device involved before and after. Loop devices, mounts and FUSE
 //! daemons are released by drop guards. A test that cannot set up its scenario FAILS and names
 //! what to install (tests/run.sh installs it).
@@ -281,15 +282,86 @@ fn image_file_behind_a_loop_device_is_refused() {
     mkfs_ext4(&lo.dev);
     let _m = Mount::ro(&lo.dev, "backing");
     let before = checksum(&img.0);
-    let t = Target::open(&TargetOptions::file(&img.0, 0)).unwrap();
+    // Consented, with the signature override: only the loop check stands in the way.
+    let t = Target::open(&consented_file(&img.0, 0)).unwrap();
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
     assert_eq!(reasons_of(&err), vec![RefusalReason::BacksLoopDevice { loop_dev: lo.dev.display().to_string() }]);
     assert!(err.to_string().contains(&format!("losetup -d {}", lo.dev.display())), "{err}");
     // Growing it would write too: refused at open.
-    let grow = Target::open(&TargetOptions::file(&img.0, 64 * MIB)).unwrap_err();
+    let grow = Target::open(&consented_file(&img.0, 64 * MIB)).unwrap_err();
     assert!(matches!(grow, TargetError::Refused(_)), "{grow}");
     assert_eq!(checksum(&img.0), before);
     assert_eq!(std::fs::metadata(&img.0).unwrap().len(), 32 * MIB);
+}
+
+/// File target options with destroy consent for `path` and the signature override, so that only
+/// the loop checks can refuse.
+fn consented_file(path: &Path, size: u64) -> TargetOptions {
+    let mut o = TargetOptions::file(path, size);
+    o.destroy_consent = vec![path.display().to_string()];
+    o.overwrite_signatures = true;
+    o
+}
+
+/// Issue 32 point 4: `mkfs.ext4 m.img; losetup; mount; ln m.img b.img; rm m.img`, then `b.img` as
+/// the target, and `/proc/PID/fd/N` of a process holding the image once no name is left. The
+/// loop's `backing_file` reads `m.img (deleted)`; the backing inode still says it is this file.
+#[test]
+fn a_deleted_image_behind_a_mounted_loop_device_is_refused_by_any_name() {
+    let img = Image::new("deleted", 32 * MIB);
+    let lo = LoopDev::on(&img.0, &[]);
+    mkfs_ext4(&lo.dev);
+    let _m = Mount::ro(&lo.dev, "deleted");
+    let link = Image(img.0.with_extension("link.img"));
+    std::fs::hard_link(&img.0, &link.0).unwrap();
+    std::fs::remove_file(&img.0).unwrap();
+    let sysfs = format!("/sys/block/{}/loop/backing_file", lo.name());
+    assert_eq!(std::fs::read_to_string(&sysfs).unwrap().trim(), format!("{} (deleted)", img.0.display()));
+    let before = checksum(&link.0);
+    let want = vec![RefusalReason::BacksLoopDevice { loop_dev: lo.dev.display().to_string() }];
+    let t = Target::open(&consented_file(&link.0, 0)).unwrap();
+    assert_eq!(reasons_of(&run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err()), want);
+    drop(t);
+    // No name left: only a descriptor of another holder reaches the image.
+    let holder = std::fs::File::open(&link.0).unwrap();
+    std::fs::remove_file(&link.0).unwrap();
+    let by_fd = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(&holder)));
+    let t = Target::open(&consented_file(&by_fd, 0)).unwrap();
+    assert_eq!(reasons_of(&run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err()), want);
+    let grow = Target::open(&consented_file(&by_fd, 64 * MIB)).unwrap_err();
+    assert!(grow.to_string().contains(&format!("it is the backing file of {}", lo.dev.display())), "{grow}");
+    assert_eq!(checksum(&by_fd), before, "the mounted filesystem's image was not written");
+}
+
+/// The refusal of a loop device whose image `img` is also behind `inner`, mounted at `m`.
+fn shares_with_mounted(img: &Path, inner: &LoopDev, m: &Mount) -> RefusalReason {
+    RefusalReason::SharedBackingFile {
+        backing: img.display().to_string(),
+        other: inner.dev.display().to_string(),
+        state: format!("mounted ({} on {})", inner.dev.display(), m.dir.display()),
+    }
+}
+
+/// Issue 32 point 4, block side: a second loop device over a deleted image whose filesystem is
+/// mounted through the first. Consented (by its identity, which names the deleted path) and with
+/// the override, it is still refused: the two share the backing inode.
+#[test]
+fn a_loop_device_sharing_a_deleted_image_with_a_mounted_one_is_refused() {
+    let img = Image::new("deleted-shared", 32 * MIB);
+    let inner = LoopDev::on(&img.0, &[]);
+    mkfs_ext4(&inner.dev);
+    let _m = Mount::ro(&inner.dev, "deleted-shared");
+    let outer = LoopDev::on(&img.0, &[]);
+    let before = checksum(&outer.dev);
+    std::fs::remove_file(&img.0).unwrap();
+    let identity = format!("loop:{} (deleted)", img.0.display());
+    let mut o = TargetOptions::block(&outer.dev, vec![identity.clone()]);
+    o.overwrite_signatures = true;
+    let t = Target::open(&o).unwrap();
+    assert_eq!(t.identity.as_deref(), Some(identity.as_str()));
+    let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert_eq!(reasons_of(&err), vec![shares_with_mounted(&img.0, &inner, &_m)]);
+    assert_eq!(checksum(&outer.dev), before);
 }
 
 /// Issue 16 point 4: a second loop device over an image whose filesystem is mounted through
@@ -304,14 +376,7 @@ fn loop_device_sharing_its_image_with_a_mounted_loop_device_is_refused() {
     let before = checksum(&img.0);
     let t = Target::open(&TargetOptions::block(&outer.dev, vec![outer.identity()])).unwrap();
     let err = run(&t, &small_write_plan(t.size), &mut NullObserver).unwrap_err();
-    assert_eq!(
-        reasons_of(&err),
-        vec![RefusalReason::SharedBackingFile {
-            backing: img.0.display().to_string(),
-            other: inner.dev.display().to_string(),
-            state: format!("mounted ({} on {})", inner.dev.display(), _m.dir.display()),
-        }]
-    );
+    assert_eq!(reasons_of(&err), vec![shares_with_mounted(&img.0, &inner, &_m)]);
     assert_eq!(checksum(&img.0), before);
 }
 

@@ -286,6 +286,9 @@ async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sende
         Ok(Some(AgentMessage { kind: Some(Kind::Hello(h)) })) => h,
         Ok(Some(_)) => return refuse(reject(stats, None, "the first message of a stream must be a Hello".into())).await,
         Ok(None) => return None,
+        Err(e) if crate::service::oversized::is_oversized(&e) => {
+            return refuse(Pending::Fail(crate::service::oversized::refuse_hello(&stats.agents_rejected, peer, &e))).await;
+        }
         Err(e) => {
             tracing::debug!(%peer, "stream ended before Hello: {e}");
             return None;

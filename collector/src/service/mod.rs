@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod guard;
 pub mod ingest;
+pub mod oversized;
 pub mod server;
 pub mod stats;
 pub mod telemetry;
