@@ -8,7 +8,7 @@
 //! give it a step in [`discover`] and a pure merge function with a fixture test.
 
 use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, PowerState};
-use crate::smartctl::{Smartctl, SmartctlReport};
+use crate::smartctl::{ScannedDevice, Smartctl, SmartctlError, SmartctlReport};
 use crate::sysfs::{scan_nvme, SysfsController};
 use crate::units::Celsius;
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,11 @@ pub struct Drive {
     pub name: String,
     /// NVMe controller node for admin commands (`/dev/nvme0`); `None` for ATA/SCSI.
     pub controller: Option<String>,
+    /// smartctl's `-d` type the drive was found with (`sat`, `megaraid,1`, `sat+megaraid,0`):
+    /// with `name` the drive's identity, since disks behind one RAID controller share a node
+    /// (`/dev/bus/0`); `None` for NVMe drives found through sysfs or nvme-cli.
+    #[serde(default)]
+    pub device_type: Option<String>,
     /// Model.
     pub model: String,
     /// Serial.
@@ -141,14 +146,31 @@ pub fn discover(d: &Discovery) -> Inventory {
                         problems.push(format!("smartctl cannot open {}: {err}", dev.name));
                         continue;
                     }
-                    let known = drives.iter().any(|drv| drv.controller.as_deref() == Some(dev.name.as_str()) || drv.name == dev.name);
+                    let device_type = (!dev.device_type.is_empty()).then(|| dev.device_type.clone());
+                    // One drive per (node, type): MegaRAID disks share `/dev/bus/N`.
+                    let known = drives.iter().any(|drv| {
+                        drv.controller.as_deref() == Some(dev.name.as_str())
+                            || (drv.name == dev.name && (drv.device_type.is_none() || drv.device_type == device_type))
+                    });
                     if known {
                         continue;
                     }
-                    let device_type = (!dev.device_type.is_empty()).then_some(dev.device_type.as_str());
-                    match smartctl.report(&dev.name, device_type) {
-                        Ok(r) => drives.push(drive_from_smartctl(&r)),
-                        Err(e) => problems.push(e.to_string()),
+                    match smartctl.report(&dev.name, device_type.as_deref()) {
+                        Ok(r) => drives.push(Drive {
+                            device_type: device_type.or_else(|| Some(r.device.device_type.clone()).filter(|t| !t.is_empty())),
+                            ..drive_from_smartctl(&r)
+                        }),
+                        // smartctl refuses the type itself (exit bit 0): no drive to poll, said once.
+                        Err(SmartctlError::CallFailed { exit, messages, .. }) if exit.command_line_error() => problems.push(format!(
+                            "smartctl refuses `-d {}` for {}: {messages}; the drive is not polled (check the controller's driver and smartctl's version)",
+                            dev.device_type, dev.name
+                        )),
+                        // Any other failure (a drive that hangs, a transient error) keeps the
+                        // drive, with what the scan knows: the monitor polls it and reports.
+                        Err(e) => {
+                            problems.push(e.to_string());
+                            drives.push(drive_from_scan(&dev, device_type));
+                        }
                     }
                 }
             }
@@ -176,6 +198,7 @@ pub fn merge_nvme(sysfs: &[SysfsController], listed: &[ListedNamespace], id_ctrl
         let base = Drive {
             name: ctrl.clone(),
             controller: Some(ctrl.clone()),
+            device_type: None,
             model: pick(&c.model, |i| &i.model),
             serial: pick(&c.serial, |i| &i.serial),
             firmware: pick(&c.firmware, |i| &i.firmware),
@@ -233,6 +256,7 @@ pub fn merge_nvme(sysfs: &[SysfsController], listed: &[ListedNamespace], id_ctrl
             warning_temperature: id.and_then(IdCtrl::warning_temperature),
             critical_temperature: id.and_then(IdCtrl::critical_temperature),
             controller,
+            device_type: None,
         });
     }
     drives
@@ -249,6 +273,7 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
     Drive {
         name: r.device.name.clone(),
         controller: nvme.then(|| controller_of(&r.device.name)).flatten(),
+        device_type: Some(r.device.device_type.clone()).filter(|t| !t.is_empty()),
         model: r.model.clone().unwrap_or_default(),
         serial: r.serial.clone().unwrap_or_default(),
         firmware: r.firmware.clone().unwrap_or_default(),
@@ -256,6 +281,27 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
         logical_block_size: r.logical_block_size,
         rotational: r.rotational(),
         transport: if nvme { Transport::Unknown } else { Transport::parse(&r.device.protocol) },
+        power_states: Vec::new(),
+        warning_temperature: None,
+        critical_temperature: None,
+    }
+}
+
+/// A scanned drive whose first report failed: identity unknown (empty, filled by a later
+/// inventory), kept so that it is polled and its failures are reported where an operator looks.
+fn drive_from_scan(dev: &ScannedDevice, device_type: Option<String>) -> Drive {
+    let nvme = dev.protocol.eq_ignore_ascii_case("nvme") || dev.device_type == "nvme";
+    Drive {
+        name: dev.name.clone(),
+        controller: nvme.then(|| controller_of(&dev.name)).flatten(),
+        device_type,
+        model: String::new(),
+        serial: String::new(),
+        firmware: String::new(),
+        capacity_bytes: None,
+        logical_block_size: None,
+        transport: if nvme { Transport::Unknown } else { Transport::parse(&dev.protocol) },
+        rotational: None,
         power_states: Vec::new(),
         warning_temperature: None,
         critical_temperature: None,

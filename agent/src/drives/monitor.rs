@@ -15,7 +15,7 @@ use super::tools::{DriveTools, HealthDevice};
 use crate::events::event;
 use std::collections::{BTreeSet, HashMap};
 use wattflip_drives::crosscheck::{cross_check, Disagreement, SourceView, DEFAULT_TEMPERATURE_TOLERANCE};
-use wattflip_drives::{Celsius, CriticalWarning, FieldProblem, SmartLog, SmartctlReport};
+use wattflip_drives::{Celsius, CriticalWarning, FieldProblem, SmartLog, SmartctlError, SmartctlReport};
 use wattflip_proto::v1;
 
 /// Polls the drives' health through the tools.
@@ -30,6 +30,8 @@ pub struct DriveMonitor {
     field_problems: HashMap<String, String>,
     /// Per device, the disagreements between tools raised so far (`field (source vs reference)`).
     disagreements: HashMap<String, BTreeSet<String>>,
+    /// Device tags whose `-d` type smartctl refused: not asked again.
+    refused: BTreeSet<String>,
 }
 
 /// What one poll produced.
@@ -124,7 +126,15 @@ fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlRepo
 
 impl DriveMonitor {
     pub fn new(tools: DriveTools, devices: Vec<HealthDevice>) -> Self {
-        DriveMonitor { tools, devices, warnings: HashMap::new(), last_error: HashMap::new(), field_problems: HashMap::new(), disagreements: HashMap::new() }
+        DriveMonitor {
+            tools,
+            devices,
+            warnings: HashMap::new(),
+            last_error: HashMap::new(),
+            field_problems: HashMap::new(),
+            disagreements: HashMap::new(),
+            refused: BTreeSet::new(),
+        }
     }
 
     /// The temperature sensors this monitor reads, for the Hello inventory (composite only: the
@@ -147,7 +157,10 @@ impl DriveMonitor {
                     source: "smartctl".into(),
                     device: d.tag.clone(),
                     sensor: if d.nvme { "Composite".into() } else { "Temperature".into() },
-                    path: format!("smartctl --json -a {}", d.node),
+                    path: match &d.device_type {
+                        Some(t) => format!("smartctl --json -a -d {t} {}", d.node),
+                        None => format!("smartctl --json -a {}", d.node),
+                    },
                 });
             }
         }
@@ -188,10 +201,16 @@ impl DriveMonitor {
                     Err(e) => self.failed("nvme_cli", dev, t, e.to_string(), &mut out),
                 }
             }
-            if let Some(smartctl) = self.tools.smartctl.clone() {
-                let r = smartctl.report(&dev.node, dev.nvme.then_some("nvme"));
+            if let Some(smartctl) = self.tools.smartctl.clone().filter(|_| !self.refused.contains(&dev.tag)) {
+                let r = smartctl.report(&dev.node, dev.device_type.as_deref().or(dev.nvme.then_some("nvme")));
                 let t = now();
                 match r {
+                    // smartctl refuses the `-d` type (exit bit 0): asking again every interval
+                    // would fail the same way. Reported once; the drive's other tools go on.
+                    Err(e @ SmartctlError::CallFailed { exit, .. }) if exit.command_line_error() => {
+                        self.failed("smartctl", dev, t, format!("{e}; not asked again until the agent restarts"), &mut out);
+                        self.refused.insert(dev.tag.clone());
+                    }
                     Ok(rep) => {
                         self.ok("smartctl", dev);
                         let name = if dev.nvme { "Composite" } else { "Temperature" };
@@ -344,7 +363,7 @@ mod tests {
     }
 
     fn qemu_dev() -> HealthDevice {
-        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }
+        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }
     }
 
     fn tools(nvme: Option<Arc<FakeNvme>>, smart: Option<Arc<ScriptedRunner>>) -> DriveTools {
@@ -531,5 +550,32 @@ mod tests {
         let d = m.describe();
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].source.as_str(), d[0].device.as_str(), d[0].path.as_str()), ("nvme_cli", "nvme0", "nvme smart-log /dev/nvme0 -o json"));
+    }
+
+    /// A `-d` type smartctl refuses (exit 1, `INVALID ARGUMENT TO -d`, as `smartctl.cpp` prints it
+    /// through `jerr`) is one `sensor_error` event and one call, not a failed call every interval.
+    #[test]
+    fn a_refused_device_type_is_reported_once_and_not_asked_again() {
+        let refused =
+            r#"{"smartctl":{"version":[7,4],"exit_status":1,"messages":[{"string":"=======> INVALID ARGUMENT TO -d: megaraid,9","severity":"error"}]}}"#;
+        let smart = Arc::new(ScriptedRunner::new());
+        smart.expect(&["smartctl", "--json", "-a", "-d", "megaraid,9", "/dev/bus/0"], 1, refused, "");
+        let dev = HealthDevice {
+            node: "/dev/bus/0".into(),
+            tag: "bus/0:megaraid,9".into(),
+            device_type: Some("megaraid,9".into()),
+            serial: String::new(),
+            nvme: false,
+        };
+        let mut m = DriveMonitor::new(tools(None, Some(smart.clone())), vec![dev]);
+        let p = m.poll(&|| 1);
+        assert_eq!((p.errors, p.events.len()), (1, 1), "{:?}", p.events);
+        assert_eq!((p.events[0].kind.as_str(), p.events[0].device.as_str()), ("sensor_error", "bus/0:megaraid,9"));
+        assert!(p.events[0].message.contains("INVALID ARGUMENT TO -d: megaraid,9"), "{}", p.events[0].message);
+        for t in 2..5 {
+            let p = m.poll(&|| t);
+            assert_eq!((p.errors, p.events.len()), (0, 0), "poll {t}: {:?}", p.events);
+        }
+        assert_eq!(smart.calls().len(), 1);
     }
 }
