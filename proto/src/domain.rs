@@ -142,6 +142,7 @@ pub struct Batch {
     pub nvme_smart: Vec<v1::NvmeSmart>,
     pub electrical: Vec<v1::ElectricalSample>,
     pub idle_profiles: Vec<v1::IdleProfile>,
+    pub drive_power_modes: Vec<v1::DrivePowerMode>,
 }
 
 impl Batch {
@@ -155,12 +156,16 @@ impl Batch {
             + self.nvme_smart.len()
             + self.electrical.len()
             + self.idle_profiles.len()
+            + self.drive_power_modes.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
+
+/// The power modes a `drive_power_modes` record may carry (smartctl's, in four words).
+pub const DRIVE_POWER_MODES: [&str; 4] = ["active", "idle", "standby", "sleep"];
 
 /// Agent ids become the `host` tag and (later) certificate identities: keep them plain.
 pub fn check_agent_id(field: &str, id: &str) -> Result<(), InvalidField> {
@@ -521,6 +526,22 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
         },
         Ok,
     );
+    let drive_power_modes = each(
+        "drive_power_modes",
+        b.drive_power_modes,
+        &mut rejected,
+        |m| m.time_ns,
+        |m| {
+            time("time_ns", m.time_ns)?;
+            tag("device", &m.device)?;
+            opt_tag("serial", &m.serial)?;
+            if !DRIVE_POWER_MODES.contains(&m.mode.as_str()) {
+                return Err(bad("mode", &m.mode, Rule::Inconsistent, "must be one of active, idle, standby, sleep"));
+            }
+            Ok(())
+        },
+        Ok,
+    );
     Ok(Converted {
         batch: Batch {
             agent_id: b.agent_id,
@@ -533,6 +554,7 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
             nvme_smart,
             electrical,
             idle_profiles,
+            drive_power_modes,
         },
         rejected,
     })

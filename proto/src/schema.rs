@@ -20,6 +20,7 @@ pub const INVENTORY: &str = "inventory";
 pub const POWER_STATE_DESCRIPTOR: &str = "power_state_descriptor";
 pub const THROTTLE_EVENT: &str = "throttle_event";
 pub const IDLE_PROFILE: &str = "idle_profile";
+pub const DRIVE_POWER_MODE: &str = "drive_power_mode";
 /// Value of the `rate` tag on full-rate power points (readings around a probe); window
 /// aggregates have no `rate` tag.
 pub const FULL_RATE: &str = "full";
@@ -182,6 +183,21 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
     for i in &b.idle_profiles {
         pts.push(idle_profile_point(i, tags));
     }
+    for m in &b.drive_power_modes {
+        pts.push(drive_power_mode_point(m, tags));
+    }
+}
+
+/// A drive's power mode: `mode` as a word and `level` as a number a panel can draw (0 sleep,
+/// 1 standby, 2 idle, 3 active), `skipped` when smartctl left the drive alone.
+pub fn drive_power_mode_point(m: &v1::DrivePowerMode, tags: &HostTags) -> Point {
+    let level = crate::domain::DRIVE_POWER_MODES.iter().position(|x| *x == m.mode).map(|i| 3 - i as i64).unwrap_or(-1);
+    tags.point(DRIVE_POWER_MODE, m.time_ns)
+        .tag("device", m.device.clone())
+        .tag("serial", m.serial.clone())
+        .string("mode", m.mode.clone())
+        .int("level", level)
+        .boolean("skipped", m.skipped)
 }
 
 /// One SMART / health record. A reading the record leaves out (the drive or tool did not report
@@ -482,6 +498,30 @@ mod tests {
         assert!(line.contains(",firmware=2B2QEXM7,") || line.contains(",firmware=2B2QEXM7 "), "{line}");
     }
 
+    /// The line protocol of a batch as the collector writes it (host `a1`, no labels).
+    fn lines_of(b: v1::Batch) -> String {
+        let b = convert_batch("a1", b).unwrap();
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let (body, errs) = encode_all(&batch_points(&b, &tags));
+        assert!(errs.is_empty(), "{errs:?}");
+        body
+    }
+
+    /// A sleeping drive smartctl left alone is a point with its mode, not an error; a mode
+    /// outside the four words is refused.
+    #[test]
+    fn drive_power_modes_are_points_with_a_drawable_level() {
+        let m = |t: i64, mode: &str, skipped: bool| v1::DrivePowerMode { time_ns: t, device: "sdc".into(), serial: String::new(), mode: mode.into(), skipped };
+        let b = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_power_modes: vec![m(5, "standby", true), m(6, "active", false)], ..Default::default() };
+        assert_eq!(
+            lines_of(b),
+            "drive_power_mode,device=sdc,host=a1 mode=\"standby\",level=1i,skipped=true 5\n\
+             drive_power_mode,device=sdc,host=a1 mode=\"active\",level=3i,skipped=false 6\n"
+        );
+        let bad = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_power_modes: vec![m(5, "spun-down", true)], ..Default::default() };
+        assert!(convert_batch("a1", bad).unwrap_err().to_string().contains("drive_power_modes[0].mode"));
+    }
+
     #[test]
     fn absent_smart_readings_write_no_field_and_a_reported_zero_stays() {
         let smart = v1::NvmeSmart {
@@ -501,15 +541,11 @@ mod tests {
             nvme_smart: vec![smart, v1::NvmeSmart { time_ns: 8_000, device: "nvme1".into(), ..Default::default() }],
             ..Default::default()
         };
-        let b = convert_batch("a1", b).unwrap();
-        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
-        let (body, errs) = encode_all(&batch_points(&b, &tags));
-        assert!(errs.is_empty(), "{errs:?}");
         // No composite, no TMT counters, no unsafe shutdowns: no such fields. Above i64::MAX a
         // uint saturates and stays an integer (InfluxDB 1.x has no unsigned type; a float would
         // conflict with the field's type).
         assert_eq!(
-            body,
+            lines_of(b),
             "nvme_smart,device=nvme0,host=a1,serial=S1 critical_warning=0i,percentage_used=0i,data_units_read=0i,data_units_written=12i,power_on_hours=9223372036854775807i 7000\n\
              nvme_smart,device=nvme1,host=a1 critical_warning=0i 8000\n"
         );

@@ -9,6 +9,7 @@
 //! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
 //!   tolerant of the nvme-cli 2.3 and later layouts (hardware.md §6).
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
+//! - [`powermode`]: `-n standby` so sleeping disks stay asleep; a skipped read is a power mode.
 //! - [`sysfs`]: `/sys/class/nvme` inventory without privileges; the sysfs root is a parameter.
 //! - [`inventory`]: merges the sources into [`Drive`]s.
 //! - [`thermal`]: one thermal snapshot type from either tool, with throttle detection (§8).
@@ -30,6 +31,7 @@ pub mod governor;
 pub mod inventory;
 mod jsonutil;
 pub mod nvme_cli;
+pub mod powermode;
 pub mod restore;
 pub mod smartctl;
 pub mod sweep;
@@ -43,6 +45,7 @@ pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome}
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
 pub use jsonutil::FieldProblem;
 pub use nvme_cli::{CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus, PowerManagement, PowerState, SmartLog};
+pub use powermode::{Checked, PowerCheck, PowerMode};
 pub use restore::{recover, Recovery, RestoreError, RestoreGuard, RestoreRegistry, RestoreReport, StateRecord};
 pub use smartctl::{Smartctl, SmartctlError, SmartctlExit, SmartctlReport};
 pub use sweep::{plan_sweep, StepPurpose, SweepError, SweepOrder, SweepPlan, SweepStep};

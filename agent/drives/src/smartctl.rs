@@ -241,6 +241,8 @@ pub struct SmartctlReport {
     pub nvme: Option<SmartctlNvmeLog>,
     /// ATA SMART attributes, for ATA devices.
     pub ata_attributes: Vec<AtaAttribute>,
+    /// `power_mode.name` (ATA, printed when `-n` was given): the drive's power mode.
+    pub power_mode: Option<crate::powermode::PowerMode>,
     /// Fields that were printed but could not be read (left out above).
     pub problems: Vec<FieldProblem>,
 }
@@ -304,22 +306,27 @@ impl Smartctl {
 
     /// `smartctl --json -a [-d TYPE] DEV`.
     pub fn report(&self, device: &str, device_type: Option<&str>) -> Result<SmartctlReport, SmartctlError> {
-        let command = format!("{} --json -a {device}", self.tool.program());
+        let (stdout, stderr, argv) = self.run_report(device, device_type, &[])?;
+        parse_report(&stdout, &stderr, &command_line(&argv))
+    }
+
+    /// Runs `smartctl --json -a EXTRA… [-d TYPE] DEV` (a `/dev` path only); stdout, stderr, argv.
+    pub(crate) fn run_report(&self, device: &str, device_type: Option<&str>, extra: &[&str]) -> Result<(String, String, Vec<String>), SmartctlError> {
         if !device.starts_with("/dev/") {
             return Err(SmartctlError::CallFailed {
-                command,
+                command: format!("{} --json -a {device}", self.tool.program()),
                 exit: SmartctlExit(0),
                 messages: format!("device {device:?} is not a /dev path"),
                 advice: "pass a device node from the scan",
             });
         }
         let mut args = vec!["--json", "-a"];
+        args.extend(extra);
         if let Some(t) = device_type {
             args.extend(["-d", t]);
         }
         args.push(device);
-        let (stdout, stderr, argv) = self.run(&args)?;
-        parse_report(&stdout, &stderr, &command_line(&argv))
+        self.run(&args)
     }
 }
 
@@ -479,6 +486,7 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
         power_cycle_count,
         nvme,
         ata_attributes,
+        power_mode: crate::powermode::report_mode(stdout),
         problems: pr.0,
     })
 }

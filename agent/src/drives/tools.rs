@@ -409,10 +409,11 @@ mod tests {
                 ("bus/0:sat+megaraid,0", "MZ7KH480HAHQ0D3", "sata", Some(false)),
             ]
         );
-        // The monitor reads each disk with its own type: 30 °C, 31 °C and 30 °C as captured.
-        runner.expect(&["smartctl", "--json", "-a", "-d", "sat+megaraid,0", "/dev/bus/0"], 4, &sat0, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,1", "/dev/bus/0"], 0, &sas1, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,2", "/dev/bus/0"], 0, &sas2, "");
+        // The monitor reads each disk with its own type (and `-n standby`, as these captures were
+        // taken): 30 °C, 31 °C and 30 °C as captured.
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "sat+megaraid,0", "/dev/bus/0"], 4, &sat0, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,1", "/dev/bus/0"], 0, &sas1, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,2", "/dev/bus/0"], 0, &sas2, "");
         let mut m = super::super::monitor::DriveMonitor::new(t, inv.health_devices());
         let p = m.poll(&|| 1);
         let temps: Vec<(&str, f64)> = p.temperature.iter().map(|s| (s.device.as_str(), s.celsius)).collect();
