@@ -153,6 +153,19 @@ pub fn discover(d: &Discovery) -> Inventory {
                             || (drv.name == dev.name && (drv.device_type.is_none() || drv.device_type == device_type))
                     });
                     if known {
+                        // An NVMe drive nvme-cli did not describe (not installed, or id-ctrl
+                        // failed): smartctl's power states and thresholds stand in.
+                        let bare = drives.iter().any(|drv| {
+                            drv.controller.as_deref() == Some(dev.name.as_str()) && drv.power_states.is_empty() && drv.warning_temperature.is_none()
+                        });
+                        if bare {
+                            match smartctl.report(&dev.name, device_type.as_deref()) {
+                                Ok(r) => {
+                                    fill_from_smartctl(&mut drives, &dev.name, &r);
+                                }
+                                Err(e) => problems.push(e.to_string()),
+                            }
+                        }
                         continue;
                     }
                     match smartctl.report(&dev.name, device_type.as_deref()) {
@@ -281,10 +294,28 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
         logical_block_size: r.logical_block_size,
         rotational: r.rotational(),
         transport: if nvme { Transport::Unknown } else { Transport::parse(&r.device.protocol) },
-        power_states: Vec::new(),
-        warning_temperature: None,
-        critical_temperature: None,
+        power_states: r.nvme_capabilities.power_states.clone(),
+        warning_temperature: r.nvme_capabilities.warning_temperature,
+        critical_temperature: r.nvme_capabilities.critical_temperature,
     }
+}
+
+/// Fills the NVMe drives of `controller` that no nvme-cli id-ctrl described (no power states, no
+/// thresholds) from smartctl's capabilities. Returns whether any drive took something.
+fn fill_from_smartctl(drives: &mut [Drive], controller: &str, r: &SmartctlReport) -> bool {
+    let caps = &r.nvme_capabilities;
+    let mut filled = false;
+    for d in drives.iter_mut().filter(|d| d.controller.as_deref() == Some(controller)) {
+        if d.power_states.is_empty() && !caps.power_states.is_empty() {
+            d.power_states = caps.power_states.clone();
+            filled = true;
+        }
+        if d.warning_temperature.is_none() && d.critical_temperature.is_none() {
+            (d.warning_temperature, d.critical_temperature) = (caps.warning_temperature, caps.critical_temperature);
+            filled |= caps.warning_temperature.is_some() || caps.critical_temperature.is_some();
+        }
+    }
+    filled
 }
 
 /// A scanned drive whose first report failed: identity unknown (empty, filled by a later

@@ -9,6 +9,7 @@
 //! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
 //!   tolerant of the nvme-cli 2.3 and later layouts (hardware.md §6).
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
+//! - [`smartctl_nvme`]: smartctl's NVMe power states and thresholds (when nvme-cli is absent).
 //! - [`powermode`]: `-n standby` so sleeping disks stay asleep; a skipped read is a power mode.
 //! - [`sysfs`]: `/sys/class/nvme` inventory without privileges; the sysfs root is a parameter.
 //! - [`inventory`]: merges the sources into [`Drive`]s.
@@ -34,6 +35,7 @@ pub mod nvme_cli;
 pub mod powermode;
 pub mod restore;
 pub mod smartctl;
+pub mod smartctl_nvme;
 pub mod sweep;
 pub mod sysfs;
 pub mod thermal;

@@ -241,6 +241,8 @@ pub struct SmartctlReport {
     pub nvme: Option<SmartctlNvmeLog>,
     /// ATA SMART attributes, for ATA devices.
     pub ata_attributes: Vec<AtaAttribute>,
+    /// NVMe power states and composite thresholds smartctl printed (`smartctl_nvme`).
+    pub nvme_capabilities: crate::smartctl_nvme::NvmeCapabilities,
     /// `power_mode.name` (ATA, printed when `-n` was given): the drive's power mode.
     pub power_mode: Option<crate::powermode::PowerMode>,
     /// Fields that were printed but could not be read (left out above).
@@ -486,6 +488,7 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
         power_cycle_count,
         nvme,
         ata_attributes,
+        nvme_capabilities: crate::smartctl_nvme::capabilities(&root, &mut pr),
         power_mode: crate::powermode::report_mode(stdout),
         problems: pr.0,
     })
