@@ -163,3 +163,20 @@ fn smartctl_power_states_and_thresholds_when_nvme_cli_is_absent() {
     assert_eq!(d.power_states, want);
     assert_eq!((d.warning_temperature, d.critical_temperature), (Some(Celsius(85.0)), Some(Celsius(85.0))));
 }
+
+/// A drive that already hangs at start-up (its first report runs into the tool deadline) stays in
+/// the inventory with what the scan knows, so the monitor polls it and its failures are reported,
+/// instead of being dropped with one log line.
+#[test]
+fn a_drive_that_hangs_at_discovery_is_kept_from_the_scan() {
+    let smart = Arc::new(ScriptedRunner::new());
+    let scan = r#"{"smartctl":{"version":[7,4],"exit_status":0},"devices":[{"name":"/dev/sdc","info_name":"/dev/sdc [SAT]","type":"sat","protocol":"ATA"}]}"#;
+    smart.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
+    smart.expect_timeout(&["smartctl", "--json", "-a", "-d", "sat", "/dev/sdc"]);
+    let inv = discover(&Discovery { sysfs_root: fixtures_dir().join("nvme/sysfs/does-not-exist"), nvme: None, smartctl: Some(Smartctl::new(smart)) });
+    assert_eq!(inv.problems.len(), 1, "{:?}", inv.problems);
+    assert!(inv.problems[0].contains("/dev/sdc"), "{}", inv.problems[0]);
+    let got: Vec<(&str, Option<&str>, &Transport, &str)> =
+        inv.drives.iter().map(|d| (d.name.as_str(), d.device_type.as_deref(), &d.transport, d.model.as_str())).collect();
+    assert_eq!(got, vec![("/dev/sdc", Some("sat"), &Transport::Ata, "")]);
+}
