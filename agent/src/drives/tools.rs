@@ -204,8 +204,12 @@ impl DriveInventory {
             if d.warning_temperature.is_none() && d.critical_temperature.is_none() {
                 continue;
             }
-            let device = tag_of(d.controller.as_deref().unwrap_or(&d.name));
-            let ns = tag_of(&d.name);
+            // The same tag as the drive's temperature and SMART points (`drive_tag`).
+            let device = match &d.controller {
+                Some(c) => tag_of(c),
+                None => drive_tag(&d.name, d.device_type.as_deref()),
+            };
+            let ns = drive_tag(&d.name, d.device_type.as_deref());
             match out.iter_mut().find(|l| l.device == device) {
                 Some(l) => {
                     if !l.namespaces.contains(&ns) && ns != device {
