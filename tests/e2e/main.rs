@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod dashboards;
+mod dashboards_hosts;
 mod dcmi;
 mod delivery;
 mod delivery_agent;

@@ -36,6 +36,8 @@ pub const STALE_AGE_NS: i64 = 20 * 60 * 1_000_000_000;
 pub const SEED_CONTROLLER: &str = "nvme0";
 pub const SEED_NAMESPACE: &str = "nvme0n1";
 pub const SEED_MODEL: &str = "QEMU NVMe Ctrl";
+/// A SATA disk of the first host whose power mode is seeded (standby, then active).
+pub const SEED_POWER_MODE_DEVICE: &str = "sdb";
 /// Granularity values and baseline patterns of the seeded energy runs.
 pub const SEED_SIZES_KIB: [u64; 3] = [4, 32, 128];
 pub const SEED_PATTERNS: [&str; 4] = ["SR", "RR", "SW", "RW"];
@@ -337,6 +339,17 @@ pub fn seed(fleet: &Fleet) -> i64 {
             celsius,
         });
     }
+    // A SATA disk of the first host that spun down: smartctl's `-n standby` left it asleep (a
+    // `drive_power_mode` point, skipped), then it was read awake.
+    for (i, (mode, skipped)) in [("standby", true), ("active", false)].into_iter().enumerate() {
+        batch.drive_power_modes.push(v1::DrivePowerMode {
+            time_ns: t0 + 1_000_000_000 + i as i64 * 10_000_000_000,
+            device: SEED_POWER_MODE_DEVICE.into(),
+            serial: "WF-SATA-0001".into(),
+            mode: mode.into(),
+            skipped,
+        });
+    }
     send_through_collector(&fleet.collector.url, host, rack, batch);
 
     // 2. The governor sweep and load ladders, as the agent's `governor sweep` and `probe --ladder`
@@ -495,7 +508,7 @@ pub fn seed(fleet: &Fleet) -> i64 {
 
 /// Sends one batch as `host` (with its labels, so the points get the same tags as the real
 /// agent's) and waits for the collector's acknowledgement, which means stored.
-fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
+pub fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
     send_through_collector_seq(url, host, rack, batch, 1)
 }
 
