@@ -11,6 +11,7 @@ mod dcmi;
 mod delivery;
 mod delivery_agent;
 mod drives;
+mod drives_fleet;
 mod energy;
 mod energy_schedules;
 mod faults;

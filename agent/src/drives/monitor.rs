@@ -1,15 +1,18 @@
 //! The SMART monitor: every `drives.smart_interval` it reads `nvme smart-log` (source `nvme_cli`)
-//! and `smartctl --json -a` (source `smartctl`) for each drive, and turns them into
-//! `temperature` samples, one `nvme_smart` record per NVMe drive and `critical_warning` events.
+//! and `smartctl --json -a` (source `smartctl`, with `-n standby` for ATA/SCSI so a sleeping disk
+//! stays asleep) for each drive, and turns them into `temperature` samples, one `nvme_smart`
+//! record per NVMe drive, `drive_power_mode` points and `critical_warning` events.
 //!
 //! Why a separate, slower interval than power sampling: every read is an admin command (CAP_SYS_ADMIN,
 //! one at a time per controller, hardware.md §9) and Zhang et al. polled SMART once a minute so as
-//! not to perturb the workload (§8.2). The calls block (the runner waits for the child), so the
-//! agent runs [`DriveMonitor::poll`] on a blocking thread. One failing tool or drive degrades only
-//! itself: its error becomes a `sensor_error` event once per distinct message.
+//! not to perturb the workload (§8.2). The tool calls block (the runner waits for the child): they
+//! are [`read`] (no state, `reading`), run for `run` by the worker pool (`pool`) so a hung drive
+//! delays only itself, and their results are applied here by [`DriveMonitor::absorb`], which keeps
+//! what was reported. One failing tool or drive degrades only itself: its error becomes a
+//! `sensor_error` event once per distinct message.
 //!
-//! To add a health source, read it in [`DriveMonitor::poll`] and push samples with its own
-//! `source` name.
+//! To add a health source, run it in `reading::read` and turn its output into samples with its own
+//! `source` name in [`DriveMonitor::absorb`].
 
 use super::reading::describe_warning;
 use super::reading::{power_mode, read, sample, smart_record, smart_record_from_smartctl, view, Reading};

@@ -66,7 +66,7 @@ fn sat_u64(v: u128) -> u64 {
 
 /// The `nvme_smart` record of an nvme-cli SMART log. A counter the log lacks or that could not be
 /// read is left out of the record (absent on the wire, no field in the store); an unreadable one is
-/// also reported by [`DriveMonitor::poll`] as a `drive_field` event naming the field.
+/// also reported by `DriveMonitor::absorb` as a `drive_field` event naming the field.
 pub fn smart_record(time_ns: i64, dev: &HealthDevice, log: &SmartLog) -> v1::NvmeSmart {
     let tm = &log.thermal_mgmt;
     v1::NvmeSmart {
