@@ -95,8 +95,8 @@ impl DriveMonitor {
         self
     }
 
-    /// What a pool needs to read a device away from the monitor: the tools, the devices, the
-    /// power check, and whether smartctl refused a device's type (then it is not asked again).
+    /// What a pool needs to read the devices away from the monitor: the tools, the devices and
+    /// the power check ([`DriveMonitor::refused`] says, per read, whether to skip smartctl).
     pub fn read_plan(&self) -> (DriveTools, Vec<HealthDevice>, Option<PowerCheck>) {
         (self.tools.clone(), self.devices.clone(), self.nocheck)
     }
