@@ -4,8 +4,8 @@
 //! and a ratio that leaves its band raises one `source_disagreement` event until it is back.
 //!
 //! Pure and self-contained: [`Agreement::observe`] takes a host's power samples as the collector
-//! validated them and returns [`Finding`]s; the caller writes [`Finding::point`] and, when
-//! [`Finding::event`] is set, that event. A scope's power over a window is the sum over its zones
+//! validated them and returns [`Finding`]s; the caller writes [`Finding::points`] (the ratio point
+//! and, when the band was just left or regained, the event). A scope's power over a window is the sum over its zones
 //! of each zone's energy divided by the time that zone's samples cover (joules of counter
 //! sources, else watts × interval), so zones read at different rates compare fairly. Full-rate
 //! samples repeat the window aggregates and are left out. To add a check, add a [`Band`].
@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use wattflip_proto::domain::PowerSample;
 use wattflip_proto::lineproto::Point;
+use wattflip_proto::schema::{HostTags, EVENT};
 
 /// Measurement of the ratio points.
 pub const SOURCE_AGREEMENT: &str = "source_agreement";
@@ -71,16 +72,30 @@ impl Finding {
         (self.min..=self.max).contains(&self.ratio)
     }
 
-    /// The `source_agreement` point (at the window's end): tags host and check, fields ratio,
-    /// band and whether it was within.
-    pub fn point(&self) -> Point {
-        Point::new(SOURCE_AGREEMENT, self.end_ns)
-            .tag("host", self.host.clone())
-            .tag("check", self.band.clone())
-            .float("ratio", self.ratio)
-            .float("min", self.min)
-            .float("max", self.max)
-            .boolean("within", self.within())
+    /// What the collector writes for this finding, with the host's tags (`host` and its labels):
+    /// the `source_agreement` point at the window's end (tag `check`; fields ratio, band, within)
+    /// and, when [`Finding::event`] is set, an `event` of kind [`SOURCE_DISAGREEMENT`] (warning
+    /// when the ratio left its band, info when it is back), tagged by check so a resent batch
+    /// overwrites it.
+    pub fn points(&self, tags: &HostTags) -> Vec<Point> {
+        let base = |measurement: &str| {
+            let mut p = Point::new(measurement, self.end_ns).tag("host", tags.host.clone());
+            for (k, v) in &tags.labels {
+                p = p.tag(k.clone(), v.clone());
+            }
+            p.tag("check", self.band.clone())
+        };
+        let mut out = vec![base(SOURCE_AGREEMENT).float("ratio", self.ratio).float("min", self.min).float("max", self.max).boolean("within", self.within())];
+        if let Some(message) = &self.event {
+            out.push(
+                base(EVENT)
+                    .tag("kind", SOURCE_DISAGREEMENT)
+                    .tag("severity", if self.within() { "info" } else { "warning" })
+                    .string("message", message.clone())
+                    .string("attributes", format!("check={} ratio={:.4} min={} max={}", self.band, self.ratio, self.min, self.max)),
+            );
+        }
+        out
     }
 }
 
@@ -252,9 +267,16 @@ mod tests {
         assert!(!f[0].within() && f[0].event.is_none(), "still outside: no second event");
         let f = a.observe("h1", &minute(5, 250.0, 220.0));
         assert!(f[0].within() && f[0].event.as_deref() == Some("h1: psu_efficiency = 0.880 is back within 0.80..0.97"), "{f:?}");
-        let mut line = String::new();
-        f[0].point().write_line(&mut line).unwrap();
-        assert_eq!(line, "source_agreement,check=psu_efficiency,host=h1 ratio=0.88,min=0.8,max=0.97,within=true 300000000000\n");
+        let tags = HostTags { host: "h1".into(), labels: [("rack".to_string(), "r7".to_string())].into() };
+        let mut lines = String::new();
+        for p in f[0].points(&tags) {
+            p.write_line(&mut lines).unwrap();
+        }
+        assert_eq!(
+            lines,
+            "source_agreement,check=psu_efficiency,host=h1,rack=r7 ratio=0.88,min=0.8,max=0.97,within=true 300000000000\n\
+             event,check=psu_efficiency,host=h1,kind=source_disagreement,rack=r7,severity=info message=\"h1: psu_efficiency = 0.880 is back within 0.80..0.97\",attributes=\"check=psu_efficiency ratio=0.8800 min=0.8 max=0.97\" 300000000000\n"
+        );
     }
 
     /// A band is checked only when every scope of both sides has data; full-rate samples do not
