@@ -16,6 +16,7 @@ mod energy;
 mod energy_schedules;
 mod faults;
 mod grpc;
+mod hwmon_scopes;
 mod ledger;
 mod plan;
 mod probe;
