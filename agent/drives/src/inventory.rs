@@ -142,55 +142,57 @@ pub fn discover(d: &Discovery) -> Inventory {
         match smartctl.scan_open() {
             Ok(devices) => {
                 for dev in devices {
-                    if let Some(err) = &dev.open_error {
-                        problems.push(format!("smartctl cannot open {}: {err}", dev.name));
-                        continue;
-                    }
-                    let device_type = (!dev.device_type.is_empty()).then(|| dev.device_type.clone());
-                    // One drive per (node, type): MegaRAID disks share `/dev/bus/N`.
-                    let known = drives.iter().any(|drv| {
-                        drv.controller.as_deref() == Some(dev.name.as_str())
-                            || (drv.name == dev.name && (drv.device_type.is_none() || drv.device_type == device_type))
-                    });
-                    if known {
-                        // An NVMe drive nvme-cli did not describe (not installed, or id-ctrl
-                        // failed): smartctl's power states and thresholds stand in.
-                        let bare = drives.iter().any(|drv| {
-                            drv.controller.as_deref() == Some(dev.name.as_str()) && drv.power_states.is_empty() && drv.warning_temperature.is_none()
-                        });
-                        if bare {
-                            match smartctl.report(&dev.name, device_type.as_deref()) {
-                                Ok(r) => {
-                                    fill_from_smartctl(&mut drives, &dev.name, &r);
-                                }
-                                Err(e) => problems.push(e.to_string()),
-                            }
-                        }
-                        continue;
-                    }
-                    match smartctl.report(&dev.name, device_type.as_deref()) {
-                        Ok(r) => drives.push(Drive {
-                            device_type: device_type.or_else(|| Some(r.device.device_type.clone()).filter(|t| !t.is_empty())),
-                            ..drive_from_smartctl(&r)
-                        }),
-                        // smartctl refuses the type itself (exit bit 0): no drive to poll, said once.
-                        Err(SmartctlError::CallFailed { exit, messages, .. }) if exit.command_line_error() => problems.push(format!(
-                            "smartctl refuses `-d {}` for {}: {messages}; the drive is not polled (check the controller's driver and smartctl's version)",
-                            dev.device_type, dev.name
-                        )),
-                        // Any other failure (a drive that hangs, a transient error) keeps the
-                        // drive, with what the scan knows: the monitor polls it and reports.
-                        Err(e) => {
-                            problems.push(e.to_string());
-                            drives.push(drive_from_scan(&dev, device_type));
-                        }
-                    }
+                    add_scanned(smartctl, &dev, &mut drives, &mut problems);
                 }
             }
             Err(e) => problems.push(e.to_string()),
         }
     }
     Inventory { drives, problems }
+}
+
+/// One `smartctl --scan-open` entry: a new drive (one per (node, `-d` type): MegaRAID disks share
+/// `/dev/bus/N`), or the smartctl view of an NVMe drive nvme-cli did not describe.
+fn add_scanned(smartctl: &Smartctl, dev: &ScannedDevice, drives: &mut Vec<Drive>, problems: &mut Vec<String>) {
+    if let Some(err) = &dev.open_error {
+        problems.push(format!("smartctl cannot open {}: {err}", dev.name));
+        return;
+    }
+    let device_type = (!dev.device_type.is_empty()).then(|| dev.device_type.clone());
+    let known = drives.iter().any(|drv| {
+        drv.controller.as_deref() == Some(dev.name.as_str()) || (drv.name == dev.name && (drv.device_type.is_none() || drv.device_type == device_type))
+    });
+    if known {
+        // An NVMe drive nvme-cli did not describe (not installed, or id-ctrl failed): smartctl's
+        // power states and thresholds stand in.
+        let bare =
+            drives.iter().any(|drv| drv.controller.as_deref() == Some(dev.name.as_str()) && drv.power_states.is_empty() && drv.warning_temperature.is_none());
+        if bare {
+            match smartctl.report(&dev.name, device_type.as_deref()) {
+                Ok(r) => {
+                    fill_from_smartctl(drives, &dev.name, &r);
+                }
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        return;
+    }
+    match smartctl.report(&dev.name, device_type.as_deref()) {
+        Ok(r) => {
+            drives.push(Drive { device_type: device_type.or_else(|| Some(r.device.device_type.clone()).filter(|t| !t.is_empty())), ..drive_from_smartctl(&r) })
+        }
+        // smartctl refuses the type itself (exit bit 0): no drive to poll, said once.
+        Err(SmartctlError::CallFailed { exit, messages, .. }) if exit.command_line_error() => problems.push(format!(
+            "smartctl refuses `-d {}` for {}: {messages}; the drive is not polled (check the controller's driver and smartctl's version)",
+            dev.device_type, dev.name
+        )),
+        // Any other failure (a drive that hangs, a transient error) keeps the drive, with what the
+        // scan knows: the monitor polls it and reports.
+        Err(e) => {
+            problems.push(e.to_string());
+            drives.push(drive_from_scan(dev, device_type));
+        }
+    }
 }
 
 /// Merges sysfs controllers, `nvme list` namespaces and id-ctrl results (keyed by controller
