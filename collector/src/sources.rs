@@ -13,10 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use wattflip_proto::domain::PowerSample;
 use wattflip_proto::lineproto::Point;
-use wattflip_proto::schema::{HostTags, EVENT};
+pub use wattflip_proto::schema::SOURCE_AGREEMENT;
+use wattflip_proto::schema::{source_agreement_point, HostTags, EVENT};
 
-/// Measurement of the ratio points.
-pub const SOURCE_AGREEMENT: &str = "source_agreement";
 /// Kind of the event raised when a ratio leaves its band.
 pub const SOURCE_DISAGREEMENT: &str = "source_disagreement";
 
@@ -85,7 +84,7 @@ impl Finding {
             }
             p.tag("check", self.band.clone())
         };
-        let mut out = vec![base(SOURCE_AGREEMENT).float("ratio", self.ratio).float("min", self.min).float("max", self.max).boolean("within", self.within())];
+        let mut out = vec![source_agreement_point(tags, self.end_ns, &self.band, self.ratio, (self.min, self.max))];
         if let Some(message) = &self.event {
             out.push(
                 base(EVENT)

@@ -46,6 +46,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "Probe runs",
             "Energy in the range per zone",
             "Events",
+            "Source agreement per host",
         ],
     ),
     (
