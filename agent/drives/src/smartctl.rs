@@ -435,20 +435,7 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
             }
         }
     }
-    // SCSI/SAS: identity in scsi_* (smartctl ≥ 7.0); 6.x dev builds printed model_name/revision.
-    let model = field_str(&root, "model_name")
-        .or_else(|| field_str(&root, "scsi_model_name"))
-        .or_else(|| {
-            let vendor = field_str(&root, "scsi_vendor");
-            let product = field_str(&root, "scsi_product");
-            match (vendor, product) {
-                (Some(v), Some(p)) => Some(format!("{v} {p}")),
-                (v, p) => v.or(p),
-            }
-        })
-        .filter(|m| !m.is_empty());
-    let firmware =
-        field_str(&root, "firmware_version").or_else(|| field_str(&root, "scsi_revision")).or_else(|| field_str(&root, "revision")).filter(|f| !f.is_empty());
+    let (model, firmware) = model_and_firmware(&root);
     let user_capacity = match root.get("user_capacity") {
         Some(u) => pr.take(field_num::<u64>(u, "user_capacity", "bytes")),
         None => None,
@@ -492,6 +479,21 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
         power_mode: crate::powermode::report_mode(stdout),
         problems: pr.0,
     })
+}
+
+/// Model and firmware. SCSI/SAS: identity in scsi_* (smartctl ≥ 7.0); 6.x dev builds printed
+/// model_name/revision.
+fn model_and_firmware(root: &Value) -> (Option<String>, Option<String>) {
+    let model = field_str(root, "model_name")
+        .or_else(|| field_str(root, "scsi_model_name"))
+        .or_else(|| match (field_str(root, "scsi_vendor"), field_str(root, "scsi_product")) {
+            (Some(v), Some(p)) => Some(format!("{v} {p}")),
+            (v, p) => v.or(p),
+        })
+        .filter(|m| !m.is_empty());
+    let firmware =
+        field_str(root, "firmware_version").or_else(|| field_str(root, "scsi_revision")).or_else(|| field_str(root, "revision")).filter(|f| !f.is_empty());
+    (model, firmware)
 }
 
 /// The NVMe log read as raw text so 128-bit counters keep every digit. smartctl writes a number
