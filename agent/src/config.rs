@@ -520,6 +520,16 @@ mod tests {
         assert_eq!(paths, vec!["drives.bogus", "drives.smart_interval", "drives.nvme_path", "drives.sweep_patterns[0]", "drives.sweep_patterns[1]"]);
     }
 
+    /// `drives.smart_nocheck` takes smartctl's `-n` words only; `drives.smart_workers` 1..=256.
+    #[test]
+    fn drives_power_check_and_workers() {
+        let d = parse("[drives]\nsmart_nocheck = \"idle\"\nsmart_workers = 32\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap().drives;
+        assert_eq!((d.smart_nocheck, d.smart_workers), (wattflip_drives::PowerCheck::Idle, 32));
+        let err = parse("[drives]\nsmart_nocheck = \"spun-down\"\nsmart_workers = 0\n[tls]\ninsecure_plaintext_loopback_only = true\n").unwrap_err();
+        let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["drives.smart_nocheck", "drives.smart_workers"]);
+    }
+
     #[test]
     fn all_problems_at_once_with_dotted_paths() {
         let err = parse(

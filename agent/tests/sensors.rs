@@ -4,28 +4,14 @@
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/sysfs.rs"]
+mod sysfs;
+
 use std::path::{Path, PathBuf};
+use sysfs::{copy_fixture, discover, electrical_readings, fixture, power_readings, scopes};
 use wattflip_agent::drives::block;
-use wattflip_agent::sensors::{discover_all, rapl, Discovered, Electrical, SensorKinds};
+use wattflip_agent::sensors::{rapl, Discovered, Electrical, SensorKinds};
 use wattflip_proto::units::{Amperes, Celsius, Joules, Volts, Watts};
-
-fn fixture(scenario: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs").join(scenario).join("sys")
-}
-
-/// A writable copy of a fixture, so a test can advance counters.
-fn copy_fixture(scenario: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("cp").arg("-a").arg(fixture(scenario)).arg(dir.path()).status().unwrap();
-    assert!(status.success());
-    let root = dir.path().join("sys");
-    (dir, root)
-}
-
-fn discover(root: &Path) -> Discovered {
-    let runner: std::sync::Arc<dyn wattflip_drives::CommandRunner> = std::sync::Arc::new(wattflip_drives::SystemRunner::new());
-    discover_all(root, &SensorKinds::default(), &runner)
-}
 
 fn zones(d: &Discovered) -> Vec<(String, String)> {
     d.power
@@ -153,17 +139,6 @@ fn block_inventory_skips_partitions_and_loops() {
     assert_eq!(d.transport, "nvme");
 }
 
-fn power_readings(d: &mut Discovered) -> Vec<(String, String, Watts, f64)> {
-    d.power
-        .iter_mut()
-        .map(|p| {
-            let s = p.describe();
-            let r = p.read(0).unwrap().unwrap();
-            (s.zone, s.scope, r.watts, s.shunt_ohms)
-        })
-        .collect()
-}
-
 #[test]
 fn pmbus_psu_input_and_output_power() {
     let mut d = discover(&fixture("pmbus-psu"));
@@ -264,16 +239,6 @@ fn sampler_reads_each_source_on_its_own_grid() {
     assert_eq!((stats.reads, stats.errors, stats.windows), (3 * 10 + 3 * 100, 0, 3));
 }
 
-fn electrical_readings(d: &mut Discovered) -> Vec<(String, String, Electrical)> {
-    d.electrical
-        .iter_mut()
-        .map(|e| {
-            let c = e.describe();
-            (c.chip, c.channel, e.read().unwrap())
-        })
-        .collect()
-}
-
 #[test]
 fn pmbus_psu_voltage_and_current_on_their_own() {
     let mut d = discover(&fixture("pmbus-psu"));
@@ -307,7 +272,21 @@ fn ina3221_every_channel_voltage_and_current() {
     let a = |ch: &str, x: f64| (chip.clone(), ch.to_string(), Electrical::Amperes(Amperes(x)));
     assert_eq!(
         electrical_readings(&mut d),
-        vec![v("SSD 12V", 12.0), v("SSD 5V", 5.0), v("SSD 3V3", 3.3), v("in4", 0.14), a("curr1", 0.5), a("curr2", 1.0), a("curr3", 0.0), a("curr4", 1.5),]
+        // in4..in6 are the shunt voltages and in7 their sum, in µV (Documentation/hwmon/ina3221.rst):
+        // 0.5 A and 1 A through 10 mΩ are 5 mV and 10 mV (fixture README), not 5 V and 10 V.
+        vec![
+            v("SSD 12V", 12.0),
+            v("SSD 5V", 5.0),
+            v("SSD 3V3", 3.3),
+            v("in4", 0.005),
+            v("in5", 0.01),
+            v("in6", 0.0),
+            v("in7", 0.015),
+            a("curr1", 0.5),
+            a("curr2", 1.0),
+            a("curr3", 0.0),
+            a("curr4", 1.5),
+        ]
     );
 }
 
@@ -325,16 +304,6 @@ fn ina219_without_power_attribute_multiplies_bus_voltage_and_current() {
             ("ina219-2-0045".into(), "curr1".into(), Electrical::Amperes(Amperes(2.0))),
         ]
     );
-}
-
-fn scopes(d: &Discovered) -> Vec<(String, String, bool)> {
-    d.power
-        .iter()
-        .map(|p| {
-            let s = p.describe();
-            (s.zone, s.scope, s.counter)
-        })
-        .collect()
 }
 
 #[test]

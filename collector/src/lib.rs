@@ -1,6 +1,7 @@
 //! wattflip collector: receives agent streams over gRPC (`service/`), writes InfluxDB
-//! (`sinks/influx/`), and computes fleet analyses (`analysis/`). `main.rs` only parses flags,
-//! loads the config and calls [`service::server::serve`].
+//! (`sinks/influx/`), and computes fleet analyses (`analysis/`: throttling,
+//! energy proportionality, cross-source validation). `main.rs` only parses flags, loads the
+//! config and calls [`service::server::serve`].
 
 pub mod analysis;
 pub mod config;

@@ -130,6 +130,7 @@ pub struct Batch {
     pub nvme_smart: Vec<v1::NvmeSmart>,
     pub electrical: Vec<v1::ElectricalSample>,
     pub idle_profiles: Vec<v1::IdleProfile>,
+    pub drive_power_modes: Vec<v1::DrivePowerMode>,
 }
 
 impl Batch {
@@ -143,12 +144,16 @@ impl Batch {
             + self.nvme_smart.len()
             + self.electrical.len()
             + self.idle_profiles.len()
+            + self.drive_power_modes.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
+
+/// The power modes a `drive_power_modes` record may carry (smartctl's, in four words).
+pub const DRIVE_POWER_MODES: [&str; 4] = ["active", "idle", "standby", "sleep"];
 
 /// Agent ids become the `host` tag and (later) certificate identities: keep them plain.
 pub fn check_agent_id(field: &str, id: &str) -> Result<(), InvalidField> {

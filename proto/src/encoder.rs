@@ -315,6 +315,7 @@ mod tests {
             ],
             electrical: Vec::new(),
             idle_profiles: Vec::new(),
+            drive_power_modes: Vec::new(),
         }
     }
 

@@ -20,6 +20,8 @@ pub const INVENTORY: &str = "inventory";
 pub const POWER_STATE_DESCRIPTOR: &str = "power_state_descriptor";
 pub const THROTTLE_EVENT: &str = "throttle_event";
 pub const IDLE_PROFILE: &str = "idle_profile";
+pub const DRIVE_POWER_MODE: &str = "drive_power_mode";
+pub const SOURCE_AGREEMENT: &str = "source_agreement";
 /// Value of the `rate` tag on full-rate power points (readings around a probe); window
 /// aggregates have no `rate` tag.
 pub const FULL_RATE: &str = "full";
@@ -182,6 +184,33 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
     for i in &b.idle_profiles {
         pts.push(idle_profile_point(i, tags));
     }
+    for m in &b.drive_power_modes {
+        pts.push(drive_power_mode_point(m, tags));
+    }
+}
+
+/// One cross-source check of a host over a window (computed by the collector,
+/// `collector/src/sources.rs`), at the window's end: tag `check`; fields `ratio`, the band `min`
+/// and `max`, and whether the ratio was `within` it.
+pub fn source_agreement_point(tags: &HostTags, end_ns: i64, check: &str, ratio: f64, (min, max): (f64, f64)) -> Point {
+    tags.point(SOURCE_AGREEMENT, end_ns)
+        .tag("check", check.to_string())
+        .float("ratio", ratio)
+        .float("min", min)
+        .float("max", max)
+        .boolean("within", (min..=max).contains(&ratio))
+}
+
+/// A drive's power mode: `mode` as a word and `level` as a number a panel can draw (0 sleep,
+/// 1 standby, 2 idle, 3 active), `skipped` when smartctl left the drive alone.
+pub fn drive_power_mode_point(m: &v1::DrivePowerMode, tags: &HostTags) -> Point {
+    let level = crate::domain::DRIVE_POWER_MODES.iter().position(|x| *x == m.mode).map(|i| 3 - i as i64).unwrap_or(-1);
+    tags.point(DRIVE_POWER_MODE, m.time_ns)
+        .tag("device", m.device.clone())
+        .tag("serial", m.serial.clone())
+        .string("mode", m.mode.clone())
+        .int("level", level)
+        .boolean("skipped", m.skipped)
 }
 
 /// One SMART / health record. A reading the record leaves out (the drive or tool did not report

@@ -25,6 +25,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "Background-work tail vs IO size",
             "Background work per experiment",
             "Runs",
+            "Drive power mode",
         ],
     ),
     (
@@ -45,6 +46,7 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             "Probe runs",
             "Energy in the range per zone",
             "Events",
+            "Source agreement per host",
         ],
     ),
     (
@@ -93,7 +95,7 @@ fn dashboards_dir() -> PathBuf {
 }
 
 /// Every `*.json` in `dashboards/`, sorted by name, parsed.
-fn load() -> Vec<(String, Value)> {
+pub(crate) fn load() -> Vec<(String, Value)> {
     let dir = dashboards_dir();
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
@@ -134,7 +136,7 @@ fn annotations(d: &Value) -> Vec<&Value> {
     d["annotations"]["list"].as_array().map(|a| a.iter().collect()).unwrap_or_default()
 }
 
-fn s(v: &Value) -> &str {
+pub(crate) fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
 }
 
@@ -343,7 +345,7 @@ fn dashboards_and_provisioning_are_well_formed() {
 }
 
 /// Grafana's regex escaping of a variable value (`escapeRegex` in `@grafana/data`).
-fn escape_regex(v: &str) -> String {
+pub(crate) fn escape_regex(v: &str) -> String {
     let mut out = String::new();
     for c in v.chars() {
         if "\\^$*+?.()|[]{}/".contains(c) {
@@ -355,7 +357,7 @@ fn escape_regex(v: &str) -> String {
 }
 
 /// What Grafana sends to InfluxDB for a query: the time range, the interval, then each variable.
-fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64) -> String {
+pub(crate) fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64) -> String {
     let q = q
         .replace("$timeFilter", &format!("time >= {from_ms}ms and time <= {to_ms}ms"))
         .replace("$__interval_ms", "10000")
@@ -388,7 +390,7 @@ fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64
 }
 
 /// Runs a query; the number of series, or the error to report.
-fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
+pub(crate) fn run(influx_url: &str, db: &str, q: &str) -> Result<Vec<Value>, String> {
     let resp = reqwest::blocking::Client::new()
         .get(format!("{influx_url}/query"))
         .query(&[("db", db), ("q", q), ("epoch", "ms")])
@@ -513,7 +515,7 @@ fn resolve_variables(
 }
 
 /// A panel by title.
-fn panel<'a>(d: &'a Value, title: &str) -> &'a Value {
+pub(crate) fn panel<'a>(d: &'a Value, title: &str) -> &'a Value {
     panels(d).iter().find(|p| s(&p["title"]) == title).unwrap_or_else(|| panic!("no panel `{title}`"))
 }
 

@@ -15,18 +15,18 @@ use wattflip_e2e::*;
 const DB: &str = "wf_drives";
 const HOST: &str = "e2e-drives";
 
-fn drive_fixtures() -> PathBuf {
+pub(crate) fn drive_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/drives/tests/fixtures")
 }
 
-fn copy_exe(src: &Path, dst: &Path) {
+pub(crate) fn copy_exe(src: &Path, dst: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::copy(src, dst).expect("copy fake tool");
     std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 /// The fake nvme in `dir/nvme/` with the given id-ctrl and list fixtures, FID 02h value and mode.
-fn fake_nvme(dir: &Path, id_ctrl: &str, list: &str, power_value: u32, mode: &str) -> PathBuf {
+pub(crate) fn fake_nvme(dir: &Path, id_ctrl: &str, list: &str, power_value: u32, mode: &str) -> PathBuf {
     let d = dir.join("nvme");
     std::fs::create_dir_all(d.join("state")).unwrap();
     let fx = drive_fixtures();
@@ -40,7 +40,7 @@ fn fake_nvme(dir: &Path, id_ctrl: &str, list: &str, power_value: u32, mode: &str
 }
 
 /// The fake smartctl in `dir/smartctl/`: scan finds /dev/nvme0, `-a` prints QEMU's capture, exit 8.
-fn fake_smartctl(dir: &Path) -> PathBuf {
+pub(crate) fn fake_smartctl(dir: &Path) -> PathBuf {
     let d = dir.join("smartctl");
     std::fs::create_dir_all(&d).unwrap();
     let fx = drive_fixtures();
@@ -61,7 +61,7 @@ fn config(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>) -> 
 }
 
 /// [`config`] with more `[drives]` keys (`extra`, one per line).
-fn config_with(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>, extra: &str) -> PathBuf {
+pub(crate) fn config_with(dir: &Path, collector: &str, nvme: &Path, smartctl: Option<&Path>, extra: &str) -> PathBuf {
     let sys = dir.join("sys");
     std::fs::create_dir_all(&sys).unwrap();
     let smart = match smartctl {

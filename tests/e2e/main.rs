@@ -6,14 +6,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod dashboards;
+mod dashboards_hosts;
 mod dcmi;
 mod delivery;
 mod delivery_agent;
 mod drives;
+mod drives_fleet;
 mod energy;
 mod energy_schedules;
 mod faults;
 mod grpc;
+mod hwmon_scopes;
 mod ledger;
 mod plan;
 mod probe;

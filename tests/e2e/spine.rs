@@ -188,9 +188,14 @@ fn voltage_and_current_channels_are_their_own_points() {
     // The collector's writer flushes on its own schedule: wait until the last tick is in.
     let all_in = wait_for(Duration::from_secs(20), || q("curr4", "amperes").first().filter(|r| r[1].as_i64() == Some(3)).cloned());
     assert!(all_in.is_some(), "{}", collector.log());
-    for (channel, field, value) in
-        [("SSD 12V", "volts", 12.0), ("SSD 3V3", "volts", 3.3), ("in4", "volts", 0.14), ("curr2", "amperes", 1.0), ("curr4", "amperes", 1.5)]
-    {
+    for (channel, field, value) in [
+        ("SSD 12V", "volts", 12.0),
+        ("SSD 3V3", "volts", 3.3),
+        ("in4", "volts", 0.005),
+        ("in7", "volts", 0.015),
+        ("curr2", "amperes", 1.0),
+        ("curr4", "amperes", 1.5),
+    ] {
         let r = q(channel, field);
         assert_eq!(r.len(), 1, "{channel}: {r:?}\n{}", collector.log());
         assert_eq!((r[0][1].as_i64(), f(&r[0][2]), f(&r[0][3])), (Some(3), value, value), "{channel}: {r:?}");

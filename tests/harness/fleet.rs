@@ -12,16 +12,17 @@
 //! `power_state`, governor-sweep runs and load ladders (from which the collector itself derives
 //! `energy_proportionality` and `energy_proportionality_level`), the second host's drive power
 //! estimate, and a stale third agent that reported once long before the run ([`STALE_HOST`]).
-//! Only `throttle_event` is written
-//! as line protocol straight to InfluxDB, built by the collector's own schema function
-//! (`wattflip_proto::schema::throttle_event_point`), since no fixture makes a drive throttle.
+//! Only `throttle_event` and `source_agreement` are written as line protocol straight to
+//! InfluxDB, built by the collector's own schema functions (`wattflip_proto::schema::
+//! throttle_event_point`, `source_agreement_point`), since no fixture makes a drive throttle and
+//! the cross-source check is not wired into ingest yet.
 
 use crate::*;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wattflip_proto::schema::{throttle_event_point, HostTags, ThrottleEvent};
+use wattflip_proto::schema::{source_agreement_point, throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1;
 
 /// The fleet's hosts (agent id, `rack` label). The first one runs the probe.
@@ -36,6 +37,8 @@ pub const STALE_AGE_NS: i64 = 20 * 60 * 1_000_000_000;
 pub const SEED_CONTROLLER: &str = "nvme0";
 pub const SEED_NAMESPACE: &str = "nvme0n1";
 pub const SEED_MODEL: &str = "QEMU NVMe Ctrl";
+/// A SATA disk of the first host whose power mode is seeded (standby, then active).
+pub const SEED_POWER_MODE_DEVICE: &str = "sdb";
 /// Granularity values and baseline patterns of the seeded energy runs.
 pub const SEED_SIZES_KIB: [u64; 3] = [4, 32, 128];
 pub const SEED_PATTERNS: [&str; 4] = ["SR", "RR", "SW", "RW"];
@@ -337,6 +340,17 @@ pub fn seed(fleet: &Fleet) -> i64 {
             celsius,
         });
     }
+    // A SATA disk of the first host that spun down: smartctl's `-n standby` left it asleep (a
+    // `drive_power_mode` point, skipped), then it was read awake.
+    for (i, (mode, skipped)) in [("standby", true), ("active", false)].into_iter().enumerate() {
+        batch.drive_power_modes.push(v1::DrivePowerMode {
+            time_ns: t0 + 1_000_000_000 + i as i64 * 10_000_000_000,
+            device: SEED_POWER_MODE_DEVICE.into(),
+            serial: "WF-SATA-0001".into(),
+            mode: mode.into(),
+            skipped,
+        });
+    }
     send_through_collector(&fleet.collector.url, host, rack, batch);
 
     // 2. The governor sweep and load ladders, as the agent's `governor sweep` and `probe --ladder`
@@ -479,7 +493,12 @@ pub fn seed(fleet: &Fleet) -> i64 {
         ongoing: false,
     };
     let tags = HostTags { host: host.into(), labels: [("rack".to_string(), rack.to_string())].into() };
-    let pts = vec![throttle_event_point(&event, &tags)];
+    let mut pts = vec![throttle_event_point(&event, &tags)];
+    // Cross-source checks of the first host (the collector's `sources` module computes them once
+    // wired into ingest): PSU efficiency over two windows, the second outside its band.
+    for (i, ratio) in [0.88, 0.99].into_iter().enumerate() {
+        pts.push(source_agreement_point(&tags, t0 + (10 + 10 * i as i64) * 1_000_000_000, "psu_efficiency", ratio, (0.80, 0.97)));
+    }
     let (body, errs) = wattflip_proto::lineproto::encode_all(&pts);
     assert!(errs.is_empty(), "seed line protocol: {errs:?}");
     let resp = reqwest::blocking::Client::new()
@@ -495,7 +514,7 @@ pub fn seed(fleet: &Fleet) -> i64 {
 
 /// Sends one batch as `host` (with its labels, so the points get the same tags as the real
 /// agent's) and waits for the collector's acknowledgement, which means stored.
-fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
+pub fn send_through_collector(url: &str, host: &str, rack: &str, batch: v1::Batch) {
     send_through_collector_seq(url, host, rack, batch, 1)
 }
 

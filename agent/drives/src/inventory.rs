@@ -8,7 +8,7 @@
 //! give it a step in [`discover`] and a pure merge function with a fixture test.
 
 use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, PowerState};
-use crate::smartctl::{Smartctl, SmartctlReport};
+use crate::smartctl::{ScannedDevice, Smartctl, SmartctlError, SmartctlReport};
 use crate::sysfs::{scan_nvme, SysfsController};
 use crate::units::Celsius;
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,11 @@ pub struct Drive {
     pub name: String,
     /// NVMe controller node for admin commands (`/dev/nvme0`); `None` for ATA/SCSI.
     pub controller: Option<String>,
+    /// smartctl's `-d` type the drive was found with (`sat`, `megaraid,1`, `sat+megaraid,0`):
+    /// with `name` the drive's identity, since disks behind one RAID controller share a node
+    /// (`/dev/bus/0`); `None` for NVMe drives found through sysfs or nvme-cli.
+    #[serde(default)]
+    pub device_type: Option<String>,
     /// Model.
     pub model: String,
     /// Serial.
@@ -137,25 +142,57 @@ pub fn discover(d: &Discovery) -> Inventory {
         match smartctl.scan_open() {
             Ok(devices) => {
                 for dev in devices {
-                    if let Some(err) = &dev.open_error {
-                        problems.push(format!("smartctl cannot open {}: {err}", dev.name));
-                        continue;
-                    }
-                    let known = drives.iter().any(|drv| drv.controller.as_deref() == Some(dev.name.as_str()) || drv.name == dev.name);
-                    if known {
-                        continue;
-                    }
-                    let device_type = (!dev.device_type.is_empty()).then_some(dev.device_type.as_str());
-                    match smartctl.report(&dev.name, device_type) {
-                        Ok(r) => drives.push(drive_from_smartctl(&r)),
-                        Err(e) => problems.push(e.to_string()),
-                    }
+                    add_scanned(smartctl, &dev, &mut drives, &mut problems);
                 }
             }
             Err(e) => problems.push(e.to_string()),
         }
     }
     Inventory { drives, problems }
+}
+
+/// One `smartctl --scan-open` entry: a new drive (one per (node, `-d` type): MegaRAID disks share
+/// `/dev/bus/N`), or the smartctl view of an NVMe drive nvme-cli did not describe.
+fn add_scanned(smartctl: &Smartctl, dev: &ScannedDevice, drives: &mut Vec<Drive>, problems: &mut Vec<String>) {
+    if let Some(err) = &dev.open_error {
+        problems.push(format!("smartctl cannot open {}: {err}", dev.name));
+        return;
+    }
+    let device_type = (!dev.device_type.is_empty()).then(|| dev.device_type.clone());
+    let known = drives.iter().any(|drv| {
+        drv.controller.as_deref() == Some(dev.name.as_str()) || (drv.name == dev.name && (drv.device_type.is_none() || drv.device_type == device_type))
+    });
+    if known {
+        // An NVMe drive nvme-cli did not describe (not installed, or id-ctrl failed): smartctl's
+        // power states and thresholds stand in.
+        let bare =
+            drives.iter().any(|drv| drv.controller.as_deref() == Some(dev.name.as_str()) && drv.power_states.is_empty() && drv.warning_temperature.is_none());
+        if bare {
+            match smartctl.report(&dev.name, device_type.as_deref()) {
+                Ok(r) => {
+                    fill_from_smartctl(drives, &dev.name, &r);
+                }
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        return;
+    }
+    match smartctl.report(&dev.name, device_type.as_deref()) {
+        Ok(r) => {
+            drives.push(Drive { device_type: device_type.or_else(|| Some(r.device.device_type.clone()).filter(|t| !t.is_empty())), ..drive_from_smartctl(&r) })
+        }
+        // smartctl refuses the type itself (exit bit 0): no drive to poll, said once.
+        Err(SmartctlError::CallFailed { exit, messages, .. }) if exit.command_line_error() => problems.push(format!(
+            "smartctl refuses `-d {}` for {}: {messages}; the drive is not polled (check the controller's driver and smartctl's version)",
+            dev.device_type, dev.name
+        )),
+        // Any other failure (a drive that hangs, a transient error) keeps the drive, with what the
+        // scan knows: the monitor polls it and reports.
+        Err(e) => {
+            problems.push(e.to_string());
+            drives.push(drive_from_scan(dev, device_type));
+        }
+    }
 }
 
 /// Merges sysfs controllers, `nvme list` namespaces and id-ctrl results (keyed by controller
@@ -176,6 +213,7 @@ pub fn merge_nvme(sysfs: &[SysfsController], listed: &[ListedNamespace], id_ctrl
         let base = Drive {
             name: ctrl.clone(),
             controller: Some(ctrl.clone()),
+            device_type: None,
             model: pick(&c.model, |i| &i.model),
             serial: pick(&c.serial, |i| &i.serial),
             firmware: pick(&c.firmware, |i| &i.firmware),
@@ -233,6 +271,7 @@ pub fn merge_nvme(sysfs: &[SysfsController], listed: &[ListedNamespace], id_ctrl
             warning_temperature: id.and_then(IdCtrl::warning_temperature),
             critical_temperature: id.and_then(IdCtrl::critical_temperature),
             controller,
+            device_type: None,
         });
     }
     drives
@@ -249,6 +288,7 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
     Drive {
         name: r.device.name.clone(),
         controller: nvme.then(|| controller_of(&r.device.name)).flatten(),
+        device_type: Some(r.device.device_type.clone()).filter(|t| !t.is_empty()),
         model: r.model.clone().unwrap_or_default(),
         serial: r.serial.clone().unwrap_or_default(),
         firmware: r.firmware.clone().unwrap_or_default(),
@@ -256,6 +296,45 @@ pub fn drive_from_smartctl(r: &SmartctlReport) -> Drive {
         logical_block_size: r.logical_block_size,
         rotational: r.rotational(),
         transport: if nvme { Transport::Unknown } else { Transport::parse(&r.device.protocol) },
+        power_states: r.nvme_capabilities.power_states.clone(),
+        warning_temperature: r.nvme_capabilities.warning_temperature,
+        critical_temperature: r.nvme_capabilities.critical_temperature,
+    }
+}
+
+/// Fills the NVMe drives of `controller` that no nvme-cli id-ctrl described (no power states, no
+/// thresholds) from smartctl's capabilities. Returns whether any drive took something.
+fn fill_from_smartctl(drives: &mut [Drive], controller: &str, r: &SmartctlReport) -> bool {
+    let caps = &r.nvme_capabilities;
+    let mut filled = false;
+    for d in drives.iter_mut().filter(|d| d.controller.as_deref() == Some(controller)) {
+        if d.power_states.is_empty() && !caps.power_states.is_empty() {
+            d.power_states = caps.power_states.clone();
+            filled = true;
+        }
+        if d.warning_temperature.is_none() && d.critical_temperature.is_none() {
+            (d.warning_temperature, d.critical_temperature) = (caps.warning_temperature, caps.critical_temperature);
+            filled |= caps.warning_temperature.is_some() || caps.critical_temperature.is_some();
+        }
+    }
+    filled
+}
+
+/// A scanned drive whose first report failed: identity unknown (empty, filled by a later
+/// inventory), kept so that it is polled and its failures are reported where an operator looks.
+fn drive_from_scan(dev: &ScannedDevice, device_type: Option<String>) -> Drive {
+    let nvme = dev.protocol.eq_ignore_ascii_case("nvme") || dev.device_type == "nvme";
+    Drive {
+        name: dev.name.clone(),
+        controller: nvme.then(|| controller_of(&dev.name)).flatten(),
+        device_type,
+        model: String::new(),
+        serial: String::new(),
+        firmware: String::new(),
+        capacity_bytes: None,
+        logical_block_size: None,
+        transport: if nvme { Transport::Unknown } else { Transport::parse(&dev.protocol) },
+        rotational: None,
         power_states: Vec::new(),
         warning_temperature: None,
         critical_temperature: None,

@@ -9,6 +9,8 @@
 //! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
 //!   tolerant of the nvme-cli 2.3 and later layouts (hardware.md §6).
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
+//! - [`smartctl_nvme`]: smartctl's NVMe power states and thresholds (when nvme-cli is absent).
+//! - [`powermode`]: `-n standby` so sleeping disks stay asleep; a skipped read is a power mode.
 //! - [`sysfs`]: `/sys/class/nvme` inventory without privileges; the sysfs root is a parameter.
 //! - [`inventory`]: merges the sources into [`Drive`]s.
 //! - [`thermal`]: one thermal snapshot type from either tool, with throttle detection (§8).
@@ -31,8 +33,10 @@ pub mod inventory;
 mod jsonutil;
 pub mod nvme_cli;
 pub mod nvme_status;
+pub mod powermode;
 pub mod restore;
 pub mod smartctl;
+pub mod smartctl_nvme;
 pub mod sweep;
 pub mod sysfs;
 pub mod thermal;
@@ -44,6 +48,7 @@ pub use governor::{Governor, GovernorError, IntelGovernorMode, Knob, SetOutcome}
 pub use inventory::{discover, Discovery, Drive, Inventory, Transport};
 pub use jsonutil::FieldProblem;
 pub use nvme_cli::{CriticalWarning, FeatureCapabilities, IdCtrl, ListedNamespace, NvmeCli, NvmeError, NvmeStatus, PowerManagement, PowerState, SmartLog};
+pub use powermode::{Checked, PowerCheck, PowerMode};
 pub use restore::{recover, Recovery, RestoreError, RestoreGuard, RestoreRegistry, RestoreReport, StateRecord};
 pub use smartctl::{Smartctl, SmartctlError, SmartctlExit, SmartctlReport};
 pub use sweep::{plan_sweep, StepPurpose, SweepError, SweepOrder, SweepPlan, SweepStep};

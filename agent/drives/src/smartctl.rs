@@ -241,6 +241,10 @@ pub struct SmartctlReport {
     pub nvme: Option<SmartctlNvmeLog>,
     /// ATA SMART attributes, for ATA devices.
     pub ata_attributes: Vec<AtaAttribute>,
+    /// NVMe power states and composite thresholds smartctl printed (`smartctl_nvme`).
+    pub nvme_capabilities: crate::smartctl_nvme::NvmeCapabilities,
+    /// `power_mode.name` (ATA, printed when `-n` was given): the drive's power mode.
+    pub power_mode: Option<crate::powermode::PowerMode>,
     /// Fields that were printed but could not be read (left out above).
     pub problems: Vec<FieldProblem>,
 }
@@ -304,22 +308,27 @@ impl Smartctl {
 
     /// `smartctl --json -a [-d TYPE] DEV`.
     pub fn report(&self, device: &str, device_type: Option<&str>) -> Result<SmartctlReport, SmartctlError> {
-        let command = format!("{} --json -a {device}", self.tool.program());
+        let (stdout, stderr, argv) = self.run_report(device, device_type, &[])?;
+        parse_report(&stdout, &stderr, &command_line(&argv))
+    }
+
+    /// Runs `smartctl --json -a EXTRA… [-d TYPE] DEV` (a `/dev` path only); stdout, stderr, argv.
+    pub(crate) fn run_report(&self, device: &str, device_type: Option<&str>, extra: &[&str]) -> Result<(String, String, Vec<String>), SmartctlError> {
         if !device.starts_with("/dev/") {
             return Err(SmartctlError::CallFailed {
-                command,
+                command: format!("{} --json -a {device}", self.tool.program()),
                 exit: SmartctlExit(0),
                 messages: format!("device {device:?} is not a /dev path"),
                 advice: "pass a device node from the scan",
             });
         }
         let mut args = vec!["--json", "-a"];
+        args.extend(extra);
         if let Some(t) = device_type {
             args.extend(["-d", t]);
         }
         args.push(device);
-        let (stdout, stderr, argv) = self.run(&args)?;
-        parse_report(&stdout, &stderr, &command_line(&argv))
+        self.run(&args)
     }
 }
 
@@ -426,20 +435,7 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
             }
         }
     }
-    // SCSI/SAS: identity in scsi_* (smartctl ≥ 7.0); 6.x dev builds printed model_name/revision.
-    let model = field_str(&root, "model_name")
-        .or_else(|| field_str(&root, "scsi_model_name"))
-        .or_else(|| {
-            let vendor = field_str(&root, "scsi_vendor");
-            let product = field_str(&root, "scsi_product");
-            match (vendor, product) {
-                (Some(v), Some(p)) => Some(format!("{v} {p}")),
-                (v, p) => v.or(p),
-            }
-        })
-        .filter(|m| !m.is_empty());
-    let firmware =
-        field_str(&root, "firmware_version").or_else(|| field_str(&root, "scsi_revision")).or_else(|| field_str(&root, "revision")).filter(|f| !f.is_empty());
+    let (model, firmware) = model_and_firmware(&root);
     let user_capacity = match root.get("user_capacity") {
         Some(u) => pr.take(field_num::<u64>(u, "user_capacity", "bytes")),
         None => None,
@@ -479,8 +475,25 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
         power_cycle_count,
         nvme,
         ata_attributes,
+        nvme_capabilities: crate::smartctl_nvme::capabilities(&root, &mut pr),
+        power_mode: crate::powermode::report_mode(stdout),
         problems: pr.0,
     })
+}
+
+/// Model and firmware. SCSI/SAS: identity in scsi_* (smartctl ≥ 7.0); 6.x dev builds printed
+/// model_name/revision.
+fn model_and_firmware(root: &Value) -> (Option<String>, Option<String>) {
+    let model = field_str(root, "model_name")
+        .or_else(|| field_str(root, "scsi_model_name"))
+        .or_else(|| match (field_str(root, "scsi_vendor"), field_str(root, "scsi_product")) {
+            (Some(v), Some(p)) => Some(format!("{v} {p}")),
+            (v, p) => v.or(p),
+        })
+        .filter(|m| !m.is_empty());
+    let firmware =
+        field_str(root, "firmware_version").or_else(|| field_str(root, "scsi_revision")).or_else(|| field_str(root, "revision")).filter(|f| !f.is_empty());
+    (model, firmware)
 }
 
 /// The NVMe log read as raw text so 128-bit counters keep every digit. smartctl writes a number

@@ -142,7 +142,10 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         })
         .collect();
     let (monitor_stop, monitor_stop_rx) = watch::channel(false);
-    let monitor_task = (!monitor.is_empty()).then(|| tokio::spawn(monitor_loop(monitor, cfg.drives.smart_interval, clock, tx.clone(), monitor_stop_rx)));
+    let monitor_task = (!monitor.is_empty()).then(|| {
+        let d = &cfg.drives;
+        tokio::spawn(monitor_loop(monitor, (d.smart_interval, d.smart_workers, d.timeout), clock, tx.clone(), monitor_stop_rx))
+    });
     for s in &found.unusable_power {
         first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
         tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
@@ -220,7 +223,7 @@ fn startup(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Startup {
             }
         }
     }
-    let monitor = DriveMonitor::new(tools, drives.health_devices());
+    let monitor = DriveMonitor::new(tools, drives.health_devices()).with_nocheck(cfg.drives.smart_nocheck);
     Startup { found, drives, monitor }
 }
 

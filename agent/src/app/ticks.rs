@@ -7,11 +7,13 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::drives::monitor::DriveMonitor;
+use crate::drives::pool::{HealthPool, UtcClock};
 use crate::events::event;
 use crate::export::grpc::ExportSummary;
 use crate::export::telemetry::AgentMetrics;
 use crate::sensors::{Discovered, PowerSensor};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wattflip_proto::v1;
 
@@ -25,17 +27,29 @@ pub struct RunSummary {
     pub export: ExportSummary,
 }
 
-/// Polls drive health every `interval` on a blocking thread and sends each poll as its own batch,
-/// until `stop` turns true (a poll in progress is finished and sent first). Returns (temperature
-/// samples, failed tool calls).
+/// Reads drive health through a [`HealthPool`]: every drive on its own `interval` on one of
+/// `workers` threads, so a hung drive delays only itself; what finished goes out as its own batch,
+/// a few times per interval. Runs until `stop` turns true; reads still running then are waited for
+/// (up to `wait`, the tool deadline) and sent. Every run reads each drive at least once. Returns
+/// (temperature samples, failed tool calls).
 pub async fn monitor_loop(
     mut monitor: DriveMonitor,
-    interval: std::time::Duration,
+    (interval, workers, wait): (Duration, usize, Duration),
     clock: Clock,
     tx: tokio::sync::mpsc::Sender<v1::Batch>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> (u64, u64) {
-    let mut ticker = tokio::time::interval(interval);
+    let utc: UtcClock = Arc::new(move || clock.utc_now());
+    let mut pool = match HealthPool::new(&monitor, interval, workers, utc, Instant::now()) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("cannot start the drive reader threads ({e}); drive temperatures are not read");
+            return (0, 0);
+        }
+    };
+    // Often enough that a read starts within a small part of its interval, rarely enough to cost
+    // nothing (a step only looks at clocks and channels).
+    let mut ticker = tokio::time::interval((interval / 20).clamp(Duration::from_millis(10), Duration::from_millis(500)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut samples, mut errors) = (0, 0);
     loop {
@@ -44,18 +58,13 @@ pub async fn monitor_loop(
             // reads the drives at least once.
             biased;
             _ = ticker.tick() => {}
-            _ = stop.changed() => break,
+            _ = stop.changed() => {}
         }
-        let joined = tokio::task::spawn_blocking(move || {
-            let p = monitor.poll(&|| clock.utc_now());
-            (monitor, p)
-        })
-        .await;
-        let Ok((m, poll)) = joined else {
-            tracing::error!("the drive monitor stopped unexpectedly; drive temperatures are no longer read");
-            break;
-        };
-        monitor = m;
+        let stopping = *stop.borrow();
+        let mut poll = pool.step(&mut monitor, Instant::now());
+        if stopping {
+            poll.merge(tokio::task::block_in_place(|| pool.finish(&mut monitor, Instant::now() + wait)));
+        }
         samples += poll.temperature.len() as u64;
         errors += poll.errors;
         let mut batch = v1::Batch::default();
@@ -63,7 +72,7 @@ pub async fn monitor_loop(
         if batch != v1::Batch::default() && tx.send(batch).await.is_err() {
             break;
         }
-        if *stop.borrow() {
+        if stopping {
             break;
         }
     }

@@ -1,7 +1,9 @@
 //! Block-device inventory from `<sysfs>/class/block`: whole disks only (partitions, loop, ram,
 //! device-mapper and optical devices are skipped), with model, serial, firmware, capacity, logical
 //! block size and transport. For NVMe the identity lives on the controller (`device/` of the
-//! namespace), which is where the kernel exposes `model`, `serial` and `firmware_rev`.
+//! namespace), which is where the kernel exposes `model`, `serial` and `firmware_rev`; under native
+//! multipath that parent is the subsystem (same attributes), the controller is the subsystem's
+//! first, and the hidden per-path disks are left out (tests/fixtures/sysfs/nvme-multipath).
 
 use std::path::Path;
 use wattflip_proto::v1;
@@ -22,6 +24,40 @@ fn transport(name: &str) -> &'static str {
     }
 }
 
+/// A hidden per-path disk of NVMe native multipath, `nvme<subsys>c<ctrl>n<nsid>`
+/// (`drivers/nvme/host/multipath.c`, `nvme_mpath_set_disk_name`): no `/dev` node, not a drive.
+fn is_path_disk(name: &str) -> bool {
+    let digits = |s: &str| -> usize { s.bytes().take_while(u8::is_ascii_digit).count() };
+    let Some(rest) = name.strip_prefix("nvme") else { return false };
+    let n = digits(rest);
+    let Some(rest) = rest.get(n..).and_then(|r| r.strip_prefix('c')).filter(|_| n > 0) else { return false };
+    let c = digits(rest);
+    let Some(ns) = rest.get(c..).and_then(|r| r.strip_prefix('n')).filter(|_| c > 0) else { return false };
+    !ns.is_empty() && digits(ns) == ns.len()
+}
+
+/// The NVMe controller of a disk: the name its `device` link points at (`nvme0`), or under native
+/// multipath, where that is the subsystem (`nvme-subsys0`), the first controller linked into the
+/// subsystem's directory (`nvme-subsys0/nvme0`, `…/nvme1`): the one the tools address, and the
+/// name the drive's thermal limits and SMART points carry.
+fn nvme_controller(dev: &Path) -> String {
+    let Some(target) = std::fs::read_link(dev).ok().and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned())) else {
+        return String::new();
+    };
+    if !target.starts_with("nvme-subsys") {
+        return if target.starts_with("nvme") { target } else { String::new() };
+    }
+    let Ok(rd) = std::fs::read_dir(dev) else { return String::new() };
+    let mut ctrls: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.strip_prefix("nvme").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())))
+        .collect();
+    // nvme10 after nvme9.
+    ctrls.sort_by_key(|n| (n.len(), n.clone()));
+    ctrls.into_iter().next().unwrap_or_default()
+}
+
 /// Lists the whole-disk block devices under `sysfs_root`, sorted by name.
 pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
     let dir = sysfs_root.join("class/block");
@@ -31,18 +67,16 @@ pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
     let mut out = Vec::new();
     for name in names {
         let d = dir.join(&name);
-        if SKIP_PREFIXES.iter().any(|p| name.starts_with(p)) || d.join("partition").exists() {
+        // Hidden disks (`hidden` = 1, Documentation/ABI/stable/sysfs-block) are the per-path
+        // nodes of a multipath namespace: the drive is its head disk, listed once.
+        if SKIP_PREFIXES.iter().any(|p| name.starts_with(p)) || d.join("partition").exists() || is_path_disk(&name) || attr(&d.join("hidden")) == "1" {
             continue;
         }
         let dev = d.join("device");
         // Unreadable attributes are left out (absent on the wire), never guessed.
         let sectors: Option<u64> = attr(&d.join("size")).parse().ok();
         let firmware = Some(attr(&dev.join("firmware_rev"))).filter(|s| !s.is_empty()).unwrap_or_else(|| attr(&dev.join("rev")));
-        let controller = std::fs::read_link(&dev)
-            .ok()
-            .and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
-            .filter(|c| c.starts_with("nvme"))
-            .unwrap_or_default();
+        let controller = nvme_controller(&dev);
         out.push(v1::StorageDevice {
             transport: transport(&name).into(),
             model: attr(&dev.join("model")),
@@ -90,5 +124,29 @@ mod tests {
         assert_eq!(names, vec!["sda", "sdb"]);
         assert_eq!((d[0].capacity_bytes, d[0].logical_block_size, d[0].rotational), (Some(4_000_787_030_016), Some(4096), Some(true)));
         assert_eq!((d[1].capacity_bytes, d[1].logical_block_size, d[1].rotational), (None, None, None));
+    }
+
+    /// NVMe native multipath (tests/fixtures/sysfs/nvme-multipath/README.md): two drives, five
+    /// disks in `class/block`. The head disks hang off their subsystem; the controller is the
+    /// first controller linked into it (`nvme0`, and `nvme2` for `nvme1n1`), never the subsystem,
+    /// and the hidden per-path disks are not drives.
+    #[test]
+    fn multipath_heads_name_their_controller_and_path_disks_are_not_drives() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/nvme-multipath/sys");
+        let d = scan(&root);
+        let got: Vec<(&str, &str, &str, Option<u64>)> =
+            d.iter().map(|d| (d.name.as_str(), d.controller.as_str(), d.serial.as_str(), d.capacity_bytes)).collect();
+        assert_eq!(
+            got,
+            vec![("nvme0n1", "nvme0", "S6EUNA0R100001", Some(7_501_476_528 * 512)), ("nvme1n1", "nvme2", "PHLJ000000011P0BGN", Some(1_953_525_168 * 512))]
+        );
+        assert_eq!((d[0].model.as_str(), d[0].firmware.as_str(), d[0].transport.as_str()), ("SAMSUNG MZWLR3T8HBLS-00007", "MPK7525Q", "nvme"));
+    }
+
+    /// Kernels without the `hidden` attribute: the `c` in the name still marks a path disk.
+    #[test]
+    fn path_disks_are_recognised_by_name() {
+        assert!(is_path_disk("nvme0c1n1") && is_path_disk("nvme12c3n45"));
+        assert!(!is_path_disk("nvme0n1") && !is_path_disk("nvme1n12") && !is_path_disk("sdc") && !is_path_disk("nvme0c1"));
     }
 }

@@ -1,5 +1,5 @@
 //! `[drives]` of the agent config: which tools to use (nvme-cli, smartctl), their paths and
-//! deadline, the SMART interval, and the governor's state folder, consent and sweep settings.
+//! deadline, the SMART interval, power check and worker count, and the governor's state folder, consent and sweep settings.
 //! [`DrivesConfig::from_raw`] checks them and reports each problem at its `drives.<key>` path. A
 //! new drive setting is a field here, its check in `from_raw` and a line in
 //! `agent/agent.example.toml`.
@@ -8,6 +8,7 @@ use super::sweep::SweepPattern;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
+use wattflip_drives::PowerCheck;
 use wattflip_infra::tomlcfg::{parse_duration, Loader};
 
 /// `[drives]`: nvme-cli and smartctl (inventory, temperatures, SMART) and the power governor.
@@ -25,6 +26,12 @@ pub struct DrivesConfig {
     pub timeout: Duration,
     /// How often SMART logs are read (temperatures from the tools, `nvme_smart`, critical warnings).
     pub smart_interval: Duration,
+    /// smartctl's `-n` for ATA/SCSI drives: below which power mode a drive is left asleep
+    /// (`never`, `sleep`, `standby`, `idle`; `smartctl.8`). Default `standby`.
+    pub smart_nocheck: PowerCheck,
+    /// Drive reads that may run at once (each drive on its own interval; a hung one delays only
+    /// itself).
+    pub smart_workers: usize,
     /// Where the governor's restore state files live (must survive a crash; not tmpfs on reboot is fine).
     pub state_dir: PathBuf,
     /// Serials of block devices a governor sweep may write to.
@@ -47,6 +54,9 @@ impl Default for DrivesConfig {
             smartctl_path: "smartctl".into(),
             timeout: wattflip_drives::DEFAULT_TIMEOUT,
             smart_interval: Duration::from_secs(60),
+            smart_nocheck: PowerCheck::Standby,
+            // Enough that a few hung drives leave most workers to the others; cheap (idle threads).
+            smart_workers: 8,
             state_dir: PathBuf::from("/var/lib/wattflip"),
             destroy_consent: Vec::new(),
             sweep_patterns: SweepPattern::defaults(),
@@ -64,6 +74,8 @@ pub struct RawDrives {
     pub smartctl_path: Option<String>,
     pub timeout: Option<String>,
     pub smart_interval: Option<String>,
+    pub smart_nocheck: Option<String>,
+    pub smart_workers: Option<usize>,
     pub state_dir: Option<PathBuf>,
     pub destroy_consent: Option<Vec<String>>,
     pub sweep_patterns: Option<Vec<String>>,
@@ -90,6 +102,7 @@ impl DrivesConfig {
         let smart_interval = dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), Duration::from_secs(86_400));
         let sweep_settle = dur("drives.sweep_settle", r.sweep_settle, d.sweep_settle, Duration::ZERO, Duration::from_secs(3600));
         let io_deadline_floor = dur("drives.io_deadline_floor", r.io_deadline_floor, d.io_deadline_floor, Duration::from_secs(1), Duration::from_secs(3600));
+        let (smart_nocheck, smart_workers) = smart_reads(r.smart_nocheck, r.smart_workers, &d, l);
         let mut tool = |key: &str, v: Option<String>, default: String| match v {
             Some(p) if p.trim().is_empty() || p.contains(char::is_whitespace) => {
                 l.problem(key, format!("`{p}` is not an executable name or path"));
@@ -130,6 +143,8 @@ impl DrivesConfig {
             smartctl_path,
             timeout,
             smart_interval,
+            smart_nocheck,
+            smart_workers,
             state_dir: r.state_dir.unwrap_or(d.state_dir),
             destroy_consent,
             sweep_patterns,
@@ -137,4 +152,24 @@ impl DrivesConfig {
             io_deadline_floor,
         }
     }
+}
+
+/// `drives.smart_nocheck` and `drives.smart_workers`, checked; the defaults stand in for bad values.
+fn smart_reads(nocheck: Option<String>, workers: Option<usize>, d: &DrivesConfig, l: &mut Loader) -> (PowerCheck, usize) {
+    let nocheck = match nocheck {
+        None => d.smart_nocheck,
+        Some(v) => PowerCheck::parse(&v).unwrap_or_else(|| {
+            l.problem("drives.smart_nocheck", format!("`{v}` is not one of never, sleep, standby, idle (smartctl's -n modes)"));
+            d.smart_nocheck
+        }),
+    };
+    let workers = match workers {
+        Some(n) if !(1..=256).contains(&n) => {
+            l.problem("drives.smart_workers", format!("{n} is outside 1..=256"));
+            d.smart_workers
+        }
+        Some(n) => n,
+        None => d.smart_workers,
+    };
+    (nocheck, workers)
 }

@@ -3,7 +3,9 @@
 //! - `tools`: nvme-cli and smartctl (probed once, "not available" when missing) and what they
 //!   discover, merged into the inventory;
 //! - `monitor`: SMART polling → drive temperatures (`nvme_cli`, `smartctl`), `nvme_smart`,
-//!   critical-warning events;
+//!   power modes (`-n standby`), critical-warning events; `reading`: one drive's tool calls and
+//!   record conversions; `pool`: the bounded worker pool `run` reads the drives with, each on its
+//!   own interval, so a hung drive delays only itself;
 //! - `governor`: one NVMe controller's power states (show, set, Intel mode) with the crash-safe
 //!   restore guard; `changes`: the records of every change and the restore after a crash;
 //! - `sweep`: the uFLIP patterns a governor sweep measures per power state (the sweep itself is
@@ -18,6 +20,8 @@ pub mod changes;
 pub mod config;
 pub mod governor;
 pub mod monitor;
+pub mod pool;
+pub mod reading;
 pub mod report;
 pub mod sweep;
 pub mod tools;

@@ -1,27 +1,34 @@
 //! The SMART monitor: every `drives.smart_interval` it reads `nvme smart-log` (source `nvme_cli`)
-//! and `smartctl --json -a` (source `smartctl`) for each drive, and turns them into
-//! `temperature` samples, one `nvme_smart` record per NVMe drive and `critical_warning` events.
+//! and `smartctl --json -a` (source `smartctl`, with `-n standby` for ATA/SCSI so a sleeping disk
+//! stays asleep) for each drive, and turns them into `temperature` samples, one `nvme_smart`
+//! record per NVMe drive, `drive_power_mode` points and `critical_warning` events.
 //!
 //! Why a separate, slower interval than power sampling: every read is an admin command (CAP_SYS_ADMIN,
 //! one at a time per controller, hardware.md §9) and Zhang et al. polled SMART once a minute so as
-//! not to perturb the workload (§8.2). The calls block (the runner waits for the child), so the
-//! agent runs [`DriveMonitor::poll`] on a blocking thread. One failing tool or drive degrades only
-//! itself: its error becomes a `sensor_error` event once per distinct message.
+//! not to perturb the workload (§8.2). The tool calls block (the runner waits for the child): they
+//! are [`read`] (no state, `reading`), run for `run` by the worker pool (`pool`) so a hung drive
+//! delays only itself, and their results are applied here by [`DriveMonitor::absorb`], which keeps
+//! what was reported. One failing tool or drive degrades only itself: its error becomes a
+//! `sensor_error` event once per distinct message.
 //!
-//! To add a health source, read it in [`DriveMonitor::poll`] and push samples with its own
-//! `source` name.
+//! To add a health source, run it in `reading::read` and turn its output into samples with its own
+//! `source` name in [`DriveMonitor::absorb`].
 
+use super::reading::describe_warning;
+use super::reading::{power_mode, read, sample, smart_record, smart_record_from_smartctl, view, Reading};
 use super::tools::{DriveTools, HealthDevice};
 use crate::events::event;
 use std::collections::{BTreeSet, HashMap};
 use wattflip_drives::crosscheck::{cross_check, Disagreement, SourceView, DEFAULT_TEMPERATURE_TOLERANCE};
-use wattflip_drives::{Celsius, CriticalWarning, FieldProblem, SmartLog, SmartctlReport};
+use wattflip_drives::{Checked, CriticalWarning, FieldProblem, PowerCheck, SmartctlError};
 use wattflip_proto::v1;
 
 /// Polls the drives' health through the tools.
 pub struct DriveMonitor {
     tools: DriveTools,
     devices: Vec<HealthDevice>,
+    /// smartctl's `-n` for ATA/SCSI drives (`drives.smart_nocheck`); `None`: never check.
+    nocheck: Option<PowerCheck>,
     /// Last critical warning per device tag, so an event fires only when it changes.
     warnings: HashMap<String, u8>,
     /// Last error per (source, device), so a persistent failure is reported once.
@@ -30,6 +37,8 @@ pub struct DriveMonitor {
     field_problems: HashMap<String, String>,
     /// Per device, the disagreements between tools raised so far (`field (source vs reference)`).
     disagreements: HashMap<String, BTreeSet<String>>,
+    /// Device tags whose `-d` type smartctl refused: not asked again.
+    refused: BTreeSet<String>,
 }
 
 /// What one poll produced.
@@ -37,9 +46,12 @@ pub struct DriveMonitor {
 pub struct Poll {
     pub temperature: Vec<v1::TemperatureSample>,
     pub nvme_smart: Vec<v1::NvmeSmart>,
+    pub drive_power_modes: Vec<v1::DrivePowerMode>,
     pub events: Vec<v1::Event>,
     /// Tool calls that failed (also reported as events the first time).
     pub errors: u64,
+    /// Reads that were due while the drive's previous read still ran (skipped; see `pool`).
+    pub late: u64,
 }
 
 impl Poll {
@@ -47,84 +59,51 @@ impl Poll {
     pub fn into_batch(self, batch: &mut v1::Batch) {
         batch.temperature.extend(self.temperature);
         batch.nvme_smart.extend(self.nvme_smart);
+        batch.drive_power_modes.extend(self.drive_power_modes);
         batch.events.extend(self.events);
     }
-}
 
-/// What the set bits of an NVMe critical warning mean (hardware.md §5.4), for event messages.
-pub fn describe_warning(w: CriticalWarning) -> String {
-    let bits = [
-        (w.spare_below_threshold(), "available spare below threshold"),
-        (w.temperature(), "temperature above or below a threshold (check airflow; the drive may throttle)"),
-        (w.reliability_degraded(), "reliability degraded (media or internal errors)"),
-        (w.read_only(), "media is read-only"),
-        (w.volatile_backup_failed(), "volatile memory backup failed"),
-        (w.pmr_read_only(), "persistent memory region read-only or unreliable"),
-    ];
-    let set: Vec<&str> = bits.iter().filter(|(b, _)| *b).map(|(_, s)| *s).collect();
-    if set.is_empty() {
-        "cleared".into()
-    } else {
-        set.join("; ")
+    /// Adds another poll's output to this one.
+    pub fn merge(&mut self, other: Poll) {
+        self.temperature.extend(other.temperature);
+        self.nvme_smart.extend(other.nvme_smart);
+        self.drive_power_modes.extend(other.drive_power_modes);
+        self.events.extend(other.events);
+        self.errors += other.errors;
+        self.late += other.late;
     }
-}
-
-/// A 128-bit counter on the 64-bit wire: saturates (2^64 data units is 9.4 ZB, not reached).
-fn sat_u64(v: u128) -> u64 {
-    u64::try_from(v).unwrap_or(u64::MAX)
-}
-
-/// The `nvme_smart` record of an nvme-cli SMART log. A counter the log lacks or that could not be
-/// read is left out of the record (absent on the wire, no field in the store); an unreadable one is
-/// also reported by [`DriveMonitor::poll`] as a `drive_field` event naming the field.
-pub fn smart_record(time_ns: i64, dev: &HealthDevice, log: &SmartLog) -> v1::NvmeSmart {
-    let tm = &log.thermal_mgmt;
-    v1::NvmeSmart {
-        time_ns,
-        device: dev.tag.clone(),
-        serial: dev.serial.trim().to_string(),
-        critical_warning: u32::from(log.critical_warning.0),
-        composite_celsius: log.composite.map(|c| c.0),
-        percentage_used: log.percentage_used.map(u32::from),
-        data_units_read: log.data_units_read.map(sat_u64),
-        data_units_written: log.data_units_written.map(sat_u64),
-        warning_temp_time_min: log.warning_temp_time_min.map(u64::from),
-        critical_temp_time_min: log.critical_temp_time_min.map(u64::from),
-        thm_temp1_trans_count: tm[0].transitions.map(u64::from),
-        thm_temp2_trans_count: tm[1].transitions.map(u64::from),
-        thm_temp1_total_time_s: tm[0].total_time_s.map(u64::from),
-        thm_temp2_total_time_s: tm[1].total_time_s.map(u64::from),
-        power_on_hours: log.power_on_hours.map(sat_u64),
-        unsafe_shutdowns: log.unsafe_shutdowns.map(sat_u64),
-        media_errors: log.media_errors.map(sat_u64),
-    }
-}
-
-/// The `nvme_smart` record from smartctl's NVMe log, when nvme-cli is not available. smartctl ≤ 7.5
-/// has no thermal-management counters in JSON (§7.1): they are absent, not 0.
-fn smart_record_from_smartctl(time_ns: i64, dev: &HealthDevice, r: &SmartctlReport) -> Option<v1::NvmeSmart> {
-    let n = r.nvme.as_ref()?;
-    Some(v1::NvmeSmart {
-        time_ns,
-        device: dev.tag.clone(),
-        serial: dev.serial.trim().to_string(),
-        critical_warning: u32::from(n.critical_warning.0),
-        composite_celsius: n.temperature.or(r.temperature).map(|c| c.0),
-        percentage_used: n.percentage_used.map(u32::from),
-        data_units_read: n.data_units_read.map(sat_u64),
-        data_units_written: n.data_units_written.map(sat_u64),
-        warning_temp_time_min: n.warning_temp_time_min.map(u64::from),
-        critical_temp_time_min: n.critical_temp_time_min.map(u64::from),
-        power_on_hours: n.power_on_hours.map(sat_u64),
-        unsafe_shutdowns: n.unsafe_shutdowns.map(sat_u64),
-        media_errors: n.media_errors.map(sat_u64),
-        ..Default::default()
-    })
 }
 
 impl DriveMonitor {
+    /// A monitor that passes `-n standby` to ATA/SCSI drives ([`DriveMonitor::with_nocheck`]).
     pub fn new(tools: DriveTools, devices: Vec<HealthDevice>) -> Self {
-        DriveMonitor { tools, devices, warnings: HashMap::new(), last_error: HashMap::new(), field_problems: HashMap::new(), disagreements: HashMap::new() }
+        DriveMonitor {
+            tools,
+            devices,
+            nocheck: Some(PowerCheck::default()),
+            warnings: HashMap::new(),
+            last_error: HashMap::new(),
+            field_problems: HashMap::new(),
+            disagreements: HashMap::new(),
+            refused: BTreeSet::new(),
+        }
+    }
+
+    /// Another power check (`drives.smart_nocheck`: `never` reads even a sleeping drive).
+    pub fn with_nocheck(mut self, check: PowerCheck) -> Self {
+        self.nocheck = (check != PowerCheck::Never).then_some(check);
+        self
+    }
+
+    /// What a pool needs to read the devices away from the monitor: the tools, the devices and
+    /// the power check ([`DriveMonitor::refused`] says, per read, whether to skip smartctl).
+    pub fn read_plan(&self) -> (DriveTools, Vec<HealthDevice>, Option<PowerCheck>) {
+        (self.tools.clone(), self.devices.clone(), self.nocheck)
+    }
+
+    /// Whether smartctl refused this device's `-d` type.
+    pub fn refused(&self, tag: &str) -> bool {
+        self.refused.contains(tag)
     }
 
     /// The temperature sensors this monitor reads, for the Hello inventory (composite only: the
@@ -147,7 +126,10 @@ impl DriveMonitor {
                     source: "smartctl".into(),
                     device: d.tag.clone(),
                     sensor: if d.nvme { "Composite".into() } else { "Temperature".into() },
-                    path: format!("smartctl --json -a {}", d.node),
+                    path: match &d.device_type {
+                        Some(t) => format!("smartctl --json -a -d {t} {}", d.node),
+                        None => format!("smartctl --json -a {}", d.node),
+                    },
                 });
             }
         }
@@ -159,70 +141,88 @@ impl DriveMonitor {
         self.devices.is_empty() || !self.tools.any()
     }
 
-    /// Reads every device with every tool once. `now` gives the UTC ns timestamp of a reading.
+    /// Reads every device with every tool once, one after the other (`inventory`, tests; `run`
+    /// reads them concurrently through [`super::pool::HealthPool`]). `now` gives the UTC ns
+    /// timestamp of a reading.
     pub fn poll(&mut self, now: &dyn Fn() -> i64) -> Poll {
         let mut out = Poll::default();
-        let devices = self.devices.clone();
-        for dev in &devices {
-            let mut smart: Option<v1::NvmeSmart> = None;
-            let (mut views, mut last_read) = (Vec::new(), None);
-            if let (true, Some(nvme)) = (dev.nvme, self.tools.nvme.clone()) {
-                let r = nvme.smart_log(&dev.node);
-                let t = now();
-                match r {
-                    Ok(log) => {
-                        self.ok("nvme_cli", dev);
-                        if let Some(c) = log.composite {
-                            out.temperature.push(sample(t, "nvme_cli", dev, "Composite", c.0));
-                        }
-                        for (i, s) in log.sensors.iter().enumerate() {
-                            if let Some(c) = s {
-                                out.temperature.push(sample(t, "nvme_cli", dev, &format!("Sensor {}", i + 1), c.0));
-                            }
-                        }
-                        smart = Some(smart_record(t, dev, &log));
-                        self.report_problems("nvme_cli", dev, t, &log.problems, &mut out);
-                        views.push(view("nvme_cli", Some(&dev.serial), None, log.composite));
-                        last_read = Some(t);
+        for dev in self.devices.clone() {
+            let r = read(&self.tools, &dev, self.refused.contains(&dev.tag), self.nocheck, now);
+            out.merge(self.absorb(&dev, r));
+        }
+        out
+    }
+
+    /// What one device's [`Reading`] gives: samples, records, power mode, and the events of what
+    /// changed since the last one (errors and warnings once per distinct message).
+    pub fn absorb(&mut self, dev: &HealthDevice, r: Reading) -> Poll {
+        let mut out = Poll::default();
+        let mut smart: Option<v1::NvmeSmart> = None;
+        let (mut views, mut last_read) = (Vec::new(), None);
+        if let Some((t, r)) = r.nvme {
+            match r {
+                Ok(log) => {
+                    self.ok("nvme_cli", dev);
+                    if let Some(c) = log.composite {
+                        out.temperature.push(sample(t, "nvme_cli", dev, "Composite", c.0));
                     }
-                    Err(e) => self.failed("nvme_cli", dev, t, e.to_string(), &mut out),
-                }
-            }
-            if let Some(smartctl) = self.tools.smartctl.clone() {
-                let r = smartctl.report(&dev.node, dev.nvme.then_some("nvme"));
-                let t = now();
-                match r {
-                    Ok(rep) => {
-                        self.ok("smartctl", dev);
-                        let name = if dev.nvme { "Composite" } else { "Temperature" };
-                        if let Some(c) = rep.temperature {
-                            out.temperature.push(sample(t, "smartctl", dev, name, c.0));
+                    for (i, s) in log.sensors.iter().enumerate() {
+                        if let Some(c) = s {
+                            out.temperature.push(sample(t, "nvme_cli", dev, &format!("Sensor {}", i + 1), c.0));
                         }
-                        if let Some(n) = &rep.nvme {
-                            for (i, s) in n.sensors.iter().enumerate() {
-                                if let Some(c) = s {
-                                    out.temperature.push(sample(t, "smartctl", dev, &format!("Sensor {}", i + 1), c.0));
-                                }
-                            }
-                        }
-                        if smart.is_none() {
-                            smart = smart_record_from_smartctl(t, dev, &rep);
-                        }
-                        self.report_problems("smartctl", dev, t, &rep.problems, &mut out);
-                        views.push(view("smartctl", rep.serial.as_ref(), rep.model.as_ref(), rep.temperature));
-                        last_read = Some(t);
                     }
-                    Err(e) => self.failed("smartctl", dev, t, e.to_string(), &mut out),
+                    smart = Some(smart_record(t, dev, &log));
+                    self.report_problems("nvme_cli", dev, t, &log.problems, &mut out);
+                    views.push(view("nvme_cli", Some(&dev.serial), None, log.composite));
+                    last_read = Some(t);
                 }
+                Err(e) => self.failed("nvme_cli", dev, t, e, &mut out),
             }
-            if let Some(s) = smart {
-                self.track_warning(dev, &s, &mut out);
-                out.nvme_smart.push(s);
+        }
+        if let Some((t, r)) = r.smartctl {
+            match r {
+                // smartctl refuses the `-d` type (exit bit 0): asking again every interval
+                // would fail the same way. Reported once; the drive's other tools go on.
+                Err(e @ SmartctlError::CallFailed { exit, .. }) if exit.command_line_error() => {
+                    self.failed("smartctl", dev, t, format!("{e}; not asked again until the agent restarts"), &mut out);
+                    self.refused.insert(dev.tag.clone());
+                }
+                // A sleeping drive left alone (`-n`): its power mode is the reading.
+                Ok(Checked::Skipped(mode)) => {
+                    self.ok("smartctl", dev);
+                    out.drive_power_modes.push(power_mode(t, dev, mode, true));
+                }
+                Ok(Checked::Report(rep)) => {
+                    self.ok("smartctl", dev);
+                    if let Some(mode) = rep.power_mode {
+                        out.drive_power_modes.push(power_mode(t, dev, mode, false));
+                    }
+                    let name = if dev.nvme { "Composite" } else { "Temperature" };
+                    if let Some(c) = rep.temperature {
+                        out.temperature.push(sample(t, "smartctl", dev, name, c.0));
+                    }
+                    for (i, s) in rep.nvme.iter().flat_map(|n| n.sensors.iter()).enumerate() {
+                        if let Some(c) = s {
+                            out.temperature.push(sample(t, "smartctl", dev, &format!("Sensor {}", i + 1), c.0));
+                        }
+                    }
+                    if smart.is_none() {
+                        smart = smart_record_from_smartctl(t, dev, &rep);
+                    }
+                    self.report_problems("smartctl", dev, t, &rep.problems, &mut out);
+                    views.push(view("smartctl", rep.serial.as_ref(), rep.model.as_ref(), rep.temperature));
+                    last_read = Some(t);
+                }
+                Err(e) => self.failed("smartctl", dev, t, e.to_string(), &mut out),
             }
-            // Only a cycle in which several tools answered can say whether they agree.
-            if let (true, Some(t)) = (views.len() > 1, last_read) {
-                self.track_disagreements(dev, t, &views, &mut out);
-            }
+        }
+        if let Some(s) = smart {
+            self.track_warning(dev, &s, &mut out);
+            out.nvme_smart.push(s);
+        }
+        // Only a cycle in which several tools answered can say whether they agree.
+        if let (true, Some(t)) = (views.len() > 1, last_read) {
+            self.track_disagreements(dev, t, &views, &mut out);
         }
         out
     }
@@ -313,20 +313,12 @@ impl DriveMonitor {
     }
 }
 
-fn view(source: &str, serial: Option<&String>, model: Option<&String>, temperature: Option<Celsius>) -> SourceView {
-    SourceView { source: source.into(), model: model.cloned(), serial: serial.cloned(), firmware: None, temperature }
-}
-
 /// What stays the same while a disagreement persists: the field and the sources, not the values.
 fn disagreement_key(d: &Disagreement) -> String {
     match d {
         Disagreement::Identity { field, reference, other } => format!("{field} ({} vs {})", other.0, reference.0),
         Disagreement::Temperature { reference, other, .. } => format!("temperature ({} vs {})", other.0, reference.0),
     }
-}
-
-fn sample(time_ns: i64, source: &str, dev: &HealthDevice, sensor: &str, celsius: f64) -> v1::TemperatureSample {
-    v1::TemperatureSample { time_ns, source: source.into(), device: dev.tag.clone(), sensor: sensor.into(), celsius }
 }
 
 #[cfg(test)]
@@ -344,7 +336,7 @@ mod tests {
     }
 
     fn qemu_dev() -> HealthDevice {
-        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }
+        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }
     }
 
     fn tools(nvme: Option<Arc<FakeNvme>>, smart: Option<Arc<ScriptedRunner>>) -> DriveTools {
@@ -531,5 +523,32 @@ mod tests {
         let d = m.describe();
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].source.as_str(), d[0].device.as_str(), d[0].path.as_str()), ("nvme_cli", "nvme0", "nvme smart-log /dev/nvme0 -o json"));
+    }
+
+    /// A `-d` type smartctl refuses (exit 1, `INVALID ARGUMENT TO -d`, as `smartctl.cpp` prints it
+    /// through `jerr`) is one `sensor_error` event and one call, not a failed call every interval.
+    #[test]
+    fn a_refused_device_type_is_reported_once_and_not_asked_again() {
+        let refused =
+            r#"{"smartctl":{"version":[7,4],"exit_status":1,"messages":[{"string":"=======> INVALID ARGUMENT TO -d: megaraid,9","severity":"error"}]}}"#;
+        let smart = Arc::new(ScriptedRunner::new());
+        smart.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,9", "/dev/bus/0"], 1, refused, "");
+        let dev = HealthDevice {
+            node: "/dev/bus/0".into(),
+            tag: "bus/0:megaraid,9".into(),
+            device_type: Some("megaraid,9".into()),
+            serial: String::new(),
+            nvme: false,
+        };
+        let mut m = DriveMonitor::new(tools(None, Some(smart.clone())), vec![dev]);
+        let p = m.poll(&|| 1);
+        assert_eq!((p.errors, p.events.len()), (1, 1), "{:?}", p.events);
+        assert_eq!((p.events[0].kind.as_str(), p.events[0].device.as_str()), ("sensor_error", "bus/0:megaraid,9"));
+        assert!(p.events[0].message.contains("INVALID ARGUMENT TO -d: megaraid,9"), "{}", p.events[0].message);
+        for t in 2..5 {
+            let p = m.poll(&|| t);
+            assert_eq!((p.errors, p.events.len()), (0, 0), "poll {t}: {:?}", p.events);
+        }
+        assert_eq!(smart.calls().len(), 1);
     }
 }

@@ -46,7 +46,7 @@ impl DriveReport {
     pub fn gather(drives: &DrivesConfig, sysfs_root: &Path, runner: Arc<dyn CommandRunner>, clock: &Clock) -> DriveReport {
         let tools = DriveTools::probe(drives, runner);
         let inventory = DriveInventory::discover(&tools, sysfs_root);
-        let mut monitor = DriveMonitor::new(tools, inventory.health_devices());
+        let mut monitor = DriveMonitor::new(tools, inventory.health_devices()).with_nocheck(drives.smart_nocheck);
         let sensors = monitor.describe();
         let readings = if monitor.is_empty() { Poll::default() } else { monitor.poll(&|| clock.utc_now()) };
         DriveReport { inventory, sensors, readings }

@@ -92,6 +92,16 @@ pub fn tag_of(dev: &str) -> String {
     dev.strip_prefix("/dev/").unwrap_or(dev).to_string()
 }
 
+/// The device tag of a drive: its node's [`tag_of`], plus `:` and smartctl's `-d` type when the
+/// type addresses one disk behind the node (`megaraid,1`, `sat+megaraid,0`, `cciss,2`: a type
+/// with a disk number), so every disk behind a RAID controller's `/dev/bus/0` is its own series.
+pub fn drive_tag(node: &str, device_type: Option<&str>) -> String {
+    match device_type {
+        Some(t) if t.contains(',') => format!("{}:{t}", tag_of(node)),
+        _ => tag_of(node),
+    }
+}
+
 impl DriveInventory {
     /// Runs discovery with the usable tools.
     pub fn discover(tools: &DriveTools, sysfs_root: &Path) -> DriveInventory {
@@ -114,14 +124,15 @@ impl DriveInventory {
     pub fn health_devices(&self) -> Vec<HealthDevice> {
         let mut out: Vec<HealthDevice> = Vec::new();
         for d in &self.drives {
-            let (node, nvme) = match &d.controller {
-                Some(c) => (c.clone(), true),
-                None => (d.name.clone(), false),
+            let (node, nvme, device_type) = match &d.controller {
+                Some(c) => (c.clone(), true, None),
+                None => (d.name.clone(), false, d.device_type.clone()),
             };
-            if out.iter().any(|h| h.node == node) {
+            let tag = drive_tag(&node, device_type.as_deref());
+            if out.iter().any(|h| h.tag == tag) {
                 continue;
             }
-            out.push(HealthDevice { tag: tag_of(&node), node, serial: d.serial.clone(), nvme });
+            out.push(HealthDevice { tag, node, device_type, serial: d.serial.clone(), nvme });
         }
         out
     }
@@ -131,7 +142,7 @@ impl DriveInventory {
     /// HBA that only smartctl reaches).
     pub fn enrich(&self, devices: &mut Vec<v1::StorageDevice>) {
         for d in &self.drives {
-            let name = tag_of(&d.name);
+            let name = drive_tag(&d.name, d.device_type.as_deref());
             let states: Vec<v1::PowerStateDescriptor> = d
                 .power_states
                 .iter()
@@ -193,8 +204,12 @@ impl DriveInventory {
             if d.warning_temperature.is_none() && d.critical_temperature.is_none() {
                 continue;
             }
-            let device = tag_of(d.controller.as_deref().unwrap_or(&d.name));
-            let ns = tag_of(&d.name);
+            // The same tag as the drive's temperature and SMART points (`drive_tag`).
+            let device = match &d.controller {
+                Some(c) => tag_of(c),
+                None => drive_tag(&d.name, d.device_type.as_deref()),
+            };
+            let ns = drive_tag(&d.name, d.device_type.as_deref());
             match out.iter_mut().find(|l| l.device == device) {
                 Some(l) => {
                     if !l.namespaces.contains(&ns) && ns != device {
@@ -219,8 +234,10 @@ impl DriveInventory {
 pub struct HealthDevice {
     /// Node the tools are run on: `/dev/nvme0` (controller) or `/dev/sda`.
     pub node: String,
-    /// Device tag of its points: `nvme0`, `sda`.
+    /// Device tag of its points: `nvme0`, `sda`, `bus/0:megaraid,1` ([`drive_tag`]).
     pub tag: String,
+    /// smartctl's `-d` type for this drive (`sat`, `megaraid,1`); `None`: NVMe (`-d nvme`) or none.
+    pub device_type: Option<String>,
     pub serial: String,
     /// NVMe (smart-log applies) or not (smartctl only).
     pub nvme: bool,
@@ -328,7 +345,10 @@ mod tests {
                 namespaces: vec!["nvme0n1".into()],
             }]
         );
-        assert_eq!(inv.health_devices(), vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), serial: "deadbeef".into(), nvme: true }]);
+        assert_eq!(
+            inv.health_devices(),
+            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }]
+        );
     }
 
     #[test]
@@ -345,5 +365,91 @@ mod tests {
             vec!["smartctl: disabled by drives.smartctl = false".to_string(), "drives: nvme-cli/smartctl found no NVMe or SATA drive on this host".to_string()]
         );
         assert_eq!(runner.remaining(), 0);
+    }
+
+    fn capture(name: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/captures/smartctl").join(name);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// Disks behind a MegaRAID controller share one node, `/dev/bus/0`, and differ by their `-d`
+    /// type (smartmontools `os_linux.cpp`, `linux_megaraid_device`; real smartctl 7.1 captures,
+    /// tests/fixtures/captures/PROVENANCE.md): each (node, type) pair is its own drive, read with
+    /// its type, its points tagged `bus/0:megaraid,N`. A type smartctl refuses (exit 1, "INVALID
+    /// ARGUMENT TO -d") is one problem line, not a drive polled (and refused) every interval.
+    #[test]
+    fn megaraid_disks_on_one_node_are_each_a_drive_read_with_its_type() {
+        let scan = r#"{"smartctl":{"version":[7,1],"exit_status":0},"devices":[
+{"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_00] [SAT]","type":"sat+megaraid,0","protocol":"ATA"},
+{"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_01]","type":"megaraid,1","protocol":"SCSI"},
+{"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_02]","type":"megaraid,2","protocol":"SCSI"},
+{"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_09]","type":"megaraid,9","protocol":"SCSI"}]}"#;
+        let refused =
+            r#"{"smartctl":{"version":[7,1],"exit_status":1,"messages":[{"string":"=======> INVALID ARGUMENT TO -d: megaraid,9","severity":"error"}]}}"#;
+        let (sat0, sas1, sas2) = (
+            capture("sce-7.1-sata-megaraid0-samsung-mz7kh480-exit4.json"),
+            capture("sce-7.1-sas-megaraid1-toshiba-mg08sca16tey.json"),
+            capture("sce-7.1-sas-megaraid2-toshiba-mg08sca16tey.json"),
+        );
+        let runner = Arc::new(ScriptedRunner::new());
+        runner.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
+        runner.expect(&["smartctl", "--json", "-a", "-d", "sat+megaraid,0", "/dev/bus/0"], 4, &sat0, "");
+        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,1", "/dev/bus/0"], 0, &sas1, "");
+        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,2", "/dev/bus/0"], 0, &sas2, "");
+        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,9", "/dev/bus/0"], 1, refused, "");
+        let t = DriveTools { nvme: None, smartctl: Some(wattflip_drives::Smartctl::new(runner.clone())), unavailable: Vec::new() };
+        let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
+        assert_eq!(inv.problems.len(), 1, "{:?}", inv.problems);
+        assert!(inv.problems[0].contains("INVALID ARGUMENT TO -d: megaraid,9"), "{}", inv.problems[0]);
+        let mut devices = Vec::new();
+        inv.enrich(&mut devices);
+        let got: Vec<(&str, &str, &str, Option<bool>)> =
+            devices.iter().map(|d| (d.name.as_str(), d.model.as_str(), d.transport.as_str(), d.rotational)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("bus/0:megaraid,1", "TOSHIBA MG08SCA16TEY", "scsi", Some(true)),
+                ("bus/0:megaraid,2", "TOSHIBA MG08SCA16TEY", "scsi", Some(true)),
+                ("bus/0:sat+megaraid,0", "MZ7KH480HAHQ0D3", "sata", Some(false)),
+            ]
+        );
+        // The monitor reads each disk with its own type (and `-n standby`, as these captures were
+        // taken): 30 °C, 31 °C and 30 °C as captured.
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "sat+megaraid,0", "/dev/bus/0"], 4, &sat0, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,1", "/dev/bus/0"], 0, &sas1, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,2", "/dev/bus/0"], 0, &sas2, "");
+        let mut m = super::super::monitor::DriveMonitor::new(t, inv.health_devices());
+        let p = m.poll(&|| 1);
+        let temps: Vec<(&str, f64)> = p.temperature.iter().map(|s| (s.device.as_str(), s.celsius)).collect();
+        assert_eq!(temps, vec![("bus/0:sat+megaraid,0", 30.0), ("bus/0:megaraid,1", 31.0), ("bus/0:megaraid,2", 30.0)]);
+        assert_eq!((p.errors, runner.remaining()), (0, 0), "{:?}", p.events);
+    }
+
+    /// NVMe native multipath (tests/fixtures/sysfs/nvme-multipath): one identity per drive. The
+    /// block inventory, the thermal limits (which the collector's throttling detector keys by) and
+    /// the SMART monitor's devices all name the dual-port drive's controller `nvme0` and the
+    /// single-port one's `nvme2`: never `nvme-subsys0`, and the second path `nvme1` is not polled
+    /// as a drive of its own.
+    #[test]
+    fn multipath_drive_has_one_identity_across_inventory_limits_and_smart() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/nvme-multipath/sys");
+        let id = fixture("nvme/qemu-nvme-cli-2.3-id-ctrl.json");
+        let fake = Arc::new(
+            FakeNvme::new()
+                .with_controller("/dev/nvme0", &id, 0, SetBehaviour::Refuse)
+                .with_controller("/dev/nvme1", &id, 0, SetBehaviour::Refuse)
+                .with_controller("/dev/nvme2", &id, 0, SetBehaviour::Refuse),
+        );
+        let t = DriveTools { nvme: Some(wattflip_drives::NvmeCli::new(fake)), smartctl: None, unavailable: Vec::new() };
+        let inv = DriveInventory::discover(&t, &root);
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        let mut devices = super::super::block::scan(&root);
+        inv.enrich(&mut devices);
+        let block: Vec<(&str, &str)> = devices.iter().map(|d| (d.name.as_str(), d.controller.as_str())).collect();
+        assert_eq!(block, vec![("nvme0n1", "nvme0"), ("nvme1n1", "nvme2")]);
+        let limits: Vec<(String, Vec<String>)> = inv.thermal_limits().into_iter().map(|l| (l.device, l.namespaces)).collect();
+        assert_eq!(limits, vec![("nvme0".to_string(), vec!["nvme0n1".to_string()]), ("nvme2".to_string(), vec!["nvme1n1".to_string()])]);
+        let polled: Vec<String> = inv.health_devices().into_iter().map(|h| h.tag).collect();
+        assert_eq!(polled, vec!["nvme0", "nvme2"]);
     }
 }

@@ -1,10 +1,13 @@
 //! hwmon channels (`<sysfs>/class/hwmon/hwmon*/`): `temp*_input` (m°C) as temperature sensors,
 //! `power*_input`/`power*_average` (µW) as instantaneous power sources (ACPI power meter, PMBus,
-//! INA2xx), and `in*_input` (mV) / `curr*_input` (mA) as voltage and current channels of their own
-//! (PMBus vin/vout/iin/iout, INA2xx shunt and bus voltage and current). hwmonN numbers are unstable across boots, so chips are named by their `name` plus the
-//! device they hang off (hardware.md §2). Add a channel kind with a scan in `discover` and a
-//! sensor type implementing the trait from `sensors`.
+//! INA2xx), and `in*_input` / `curr*_input` as voltage and current channels of their own
+//! (PMBus vin/vout/iin/iout, INA2xx shunt and bus voltage and current). Units and scopes come from
+//! the driver table (`drivers`): INA3221's shunt voltages are µV, an unknown driver's power is
+//! scope `unknown`. hwmonN numbers are unstable across boots, so chips are named by their `name`
+//! plus the device they hang off (hardware.md §2). Add a channel kind with a scan in `discover`
+//! and a sensor type implementing the trait from `sensors`; a driver is a row in `drivers`.
 
+use super::drivers::{self, Quantity, Unit};
 use super::{
     read_attr, read_int, Attr, Discovered, Electrical, ElectricalChannel, ElectricalSensor, Flags, PowerReading, PowerSensor, SensorError, TemperatureSensor,
 };
@@ -37,11 +40,12 @@ impl TemperatureSensor for HwmonTemp {
     }
 }
 
-/// A voltage (`in<n>_input`, mV) or current (`curr<n>_input`, mA) channel.
+/// A voltage (`in<n>_input`) or current (`curr<n>_input`) channel, in its driver's unit (mV, µV
+/// for INA3221's shunt voltages, mA).
 pub struct HwmonElectrical {
     chip: String,
     channel: String,
-    volts: bool,
+    unit: Unit,
     input: Attr,
 }
 
@@ -51,10 +55,10 @@ impl ElectricalSensor for HwmonElectrical {
     }
 
     fn read(&mut self) -> Result<Electrical, SensorError> {
-        Ok(if self.volts {
-            Electrical::Volts(Volts::from_millivolts(self.input.read_int("an integer (mV)")?))
-        } else {
-            Electrical::Amperes(Amperes::from_milliamperes(self.input.read_int("an integer (mA)")?))
+        Ok(match self.unit {
+            Unit::MicroVolt => Electrical::Volts(Volts(self.input.read_int::<i64>("an integer (µV)")? as f64 / 1e6)),
+            Unit::MilliAmpere => Electrical::Amperes(Amperes::from_milliamperes(self.input.read_int("an integer (mA)")?)),
+            _ => Electrical::Volts(Volts::from_millivolts(self.input.read_int("an integer (mV)")?)),
         })
     }
 }
@@ -166,18 +170,6 @@ fn chip_device(chip_dir: &Path, name: &str) -> String {
     }
 }
 
-/// Scope of a power channel from its chip's driver and its label (docs/schema.md, "Scopes by
-/// source and hwmon driver"): the ACPI power meter measures the whole host (`wall`, like a BMC),
-/// PMBus labels `pin`/`pout*` are the PSU's input and output, anything else is one rail.
-pub fn power_scope(driver: &str, label: &str) -> &'static str {
-    match (driver, label) {
-        ("power_meter", _) => "wall",
-        (_, l) if l.starts_with("pin") => "psu_in",
-        (_, l) if l.starts_with("pout") => "psu_out",
-        _ => "rail",
-    }
-}
-
 /// Channel numbers present for `prefix` (e.g. `temp` → [1, 2] from temp1_input, temp2_input).
 fn channels(files: &[String], prefix: &str, suffix: &str) -> Vec<u32> {
     let mut v: Vec<u32> = files.iter().filter_map(|f| f.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok()).collect();
@@ -195,6 +187,7 @@ pub fn discover(sysfs_root: &Path, recheck: Duration, out: &mut Discovered) {
     };
     let mut chips: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     chips.sort();
+    let rapl_package = has_rapl_package(sysfs_root);
     for chip in chips {
         let Ok(name) = read_attr(&chip.join("name"), HINT) else { continue };
         let device = chip_device(&chip, &name);
@@ -210,16 +203,21 @@ pub fn discover(sysfs_root: &Path, recheck: Duration, out: &mut Discovered) {
                 input: Attr::new(chip.join(format!("temp{n}_input")), HINT, recheck),
             }));
         }
-        discover_power(&chip, (&name, &device), &files, recheck, out);
+        let disabled = disabled_channels(&chip, &name);
+        discover_power(&chip, (&name, &device), &files, (recheck, rapl_package), &disabled, out);
         // Every voltage and current channel the chip has: a bounded set per chip, so the series
         // per host stay few. Channel tags are labels when the driver gives them (vin, iout1,
-        // SSD 12V), else the attribute stem (in0, curr1).
-        for (prefix, volts) in [("in", true), ("curr", false)] {
+        // SSD 12V), else the attribute stem (in0, curr1). A disabled channel's inputs (and its
+        // INA3221 shunt voltage, in<n+3>) have no data: not read.
+        for (prefix, quantity) in [("in", Quantity::Voltage), ("curr", Quantity::Current)] {
             for n in channels(&files, prefix, "_input") {
+                if disabled.contains(&n) || (prefix == "in" && disabled.contains(&n.saturating_sub(3))) {
+                    continue;
+                }
                 out.electrical.push(Box::new(HwmonElectrical {
                     chip: device.clone(),
                     channel: label(&chip, prefix, n),
-                    volts,
+                    unit: drivers::unit(&name, quantity, n),
                     input: Attr::new(chip.join(format!("{prefix}{n}_input")), HINT, recheck),
                 }));
             }
@@ -254,7 +252,47 @@ fn shunt_ohms(chip: &Path, n: u32) -> f64 {
     read_int::<i64>(&path, HINT, "µΩ").map(|uo| uo as f64 / 1e6).unwrap_or(0.0)
 }
 
-fn discover_power(chip: &Path, (name, device): (&str, &str), files: &[String], recheck: Duration, out: &mut Discovered) {
+/// Whether powercap has a RAPL package zone: then `amd_energy`'s socket counters are the same
+/// quantity read twice and get scope `package_hwmon` (recorded as a cross-check, never summed),
+/// like an MMIO package zone beside its MSR zone (docs/schema.md, "Zone identity").
+fn has_rapl_package(sysfs_root: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(sysfs_root.join("class/powercap")) else { return false };
+    rd.filter_map(|e| e.ok()).any(|e| read_attr(&e.path().join("name"), HINT).is_ok_and(|n| n.starts_with("package")))
+}
+
+/// INA3221 channels (1..3) that are disabled: `in<n>_enable` = 0, or a read of `in<n>_input`
+/// that fails with ENODATA, which is how the driver answers for a disabled channel
+/// (Documentation/hwmon/ina3221.rst, `ina3221_read_in`).
+fn disabled_channels(chip: &Path, name: &str) -> Vec<u32> {
+    if name != "ina3221" {
+        return Vec::new();
+    }
+    (1..=3)
+        .filter(|n| {
+            let off = read_attr(&chip.join(format!("in{n}_enable")), HINT).is_ok_and(|v| v == "0");
+            let no_data = matches!(std::fs::read_to_string(chip.join(format!("in{n}_input"))), Err(e) if e.raw_os_error() == Some(libc::ENODATA));
+            off || no_data
+        })
+        .collect()
+}
+
+/// The scope of a power or energy channel (the driver table's), with `amd_energy`'s sockets set
+/// apart when RAPL already has the package ([`has_rapl_package`]).
+fn channel_scope(name: &str, quantity: Quantity, n: u32, label: &str, rapl_package: bool) -> String {
+    match drivers::scope(name, quantity, n, label) {
+        "package" if name == "amd_energy" && rapl_package => "package_hwmon".into(),
+        s => s.into(),
+    }
+}
+
+fn discover_power(
+    chip: &Path,
+    (name, device): (&str, &str),
+    files: &[String],
+    (recheck, rapl_package): (Duration, bool),
+    disabled: &[u32],
+    out: &mut Discovered,
+) {
     let update = update_period(chip);
     let mut have_power = false;
     // One zone per physical channel: an energy counter when the chip has one (exact joules over
@@ -265,7 +303,7 @@ fn discover_power(chip: &Path, (name, device): (&str, &str), files: &[String], r
         have_power = true;
         out.power.push(Box::new(HwmonPower {
             zone: format!("{device}/{}", power_label(chip, *n, &l)),
-            scope: power_scope(name, &l).into(),
+            scope: channel_scope(name, Quantity::Energy, *n, &l, rapl_package),
             input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT, recheck), last: None },
             shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, *n) } else { 0.0 },
             update,
@@ -287,18 +325,31 @@ fn discover_power(chip: &Path, (name, device): (&str, &str), files: &[String], r
             };
             out.power.push(Box::new(HwmonPower {
                 zone: format!("{device}/{l}"),
-                scope: power_scope(name, &l).into(),
+                scope: channel_scope(name, Quantity::Power, n, &l, rapl_package),
                 input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT, recheck)),
                 shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
                 update: period,
             }));
         }
     }
-    // Shunt monitors without a power attribute: INA3221 channels 1..3 pair in<n> (bus, mV) with
-    // curr<n> (mA); INA2xx pairs in1 (bus) with curr1 (in0 is the shunt voltage).
+    if !have_power {
+        discover_shunt_pairs(chip, (name, device), (recheck, rapl_package, update), disabled, out);
+    }
+}
+
+/// Shunt monitors without a power attribute: INA3221 channels 1..3 pair in<n> (bus, mV) with
+/// curr<n> (mA); INA2xx pairs in1 (bus) with curr1 (in0 is the shunt voltage). A disabled INA3221
+/// channel is listed as a disabled source that says why.
+fn discover_shunt_pairs(
+    chip: &Path,
+    (name, device): (&str, &str),
+    (recheck, rapl_package, update): (Duration, bool, Duration),
+    disabled: &[u32],
+    out: &mut Discovered,
+) {
     let pairs: Vec<u32> = if name == "ina3221" {
         (1..=3).collect()
-    } else if name.starts_with("ina2") && !have_power {
+    } else if name.starts_with("ina2") {
         vec![1]
     } else {
         Vec::new()
@@ -309,9 +360,27 @@ fn discover_power(chip: &Path, (name, device): (&str, &str), files: &[String], r
             continue;
         }
         let l = read_attr(&chip.join(format!("in{n}_label")), HINT).unwrap_or_else(|_| format!("channel{n}"));
+        let scope = channel_scope(name, Quantity::Power, n, &l, rapl_package);
+        if disabled.contains(&n) {
+            // Listed, so the inventory says why this rail has no points, but not usable.
+            out.unusable_power.push(v1::PowerSource {
+                source: "hwmon".into(),
+                zone: format!("{device}/{l}"),
+                scope,
+                method: v1::Method::Measured as i32,
+                path: amps.display().to_string(),
+                enabled: false,
+                note: format!(
+                    "channel {n} is disabled (in{n}_enable = 0): the driver has no data for it; enable it in the device tree or with `echo 1 > in{n}_enable`"
+                ),
+                shunt_ohms: shunt_ohms(chip, n),
+                ..Default::default()
+            });
+            continue;
+        }
         out.power.push(Box::new(HwmonPower {
             zone: format!("{device}/{l}"),
-            scope: "rail".into(),
+            scope,
             input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT, recheck), amps: Attr::new(amps, HINT, recheck) },
             shunt_ohms: shunt_ohms(chip, n),
             update,
@@ -328,9 +397,14 @@ mod tests {
         let files: Vec<String> = ["temp1_input", "temp10_input", "temp2_label", "temp3_input", "power1_average"].iter().map(|s| s.to_string()).collect();
         assert_eq!(channels(&files, "temp", "_input"), vec![1, 3, 10]);
         assert_eq!(channels(&files, "power", "_average"), vec![1]);
-        assert_eq!(power_scope("pmbus", "pin"), "psu_in");
-        assert_eq!(power_scope("pmbus", "pout2"), "psu_out");
-        assert_eq!(power_scope("ina226", "vdd"), "rail");
-        assert_eq!(power_scope("power_meter", "power1"), "wall");
+        let p = |d: &str, l: &str| channel_scope(d, Quantity::Power, 1, l, false);
+        assert_eq!(
+            (p("pmbus", "pin"), p("pmbus", "pout2"), p("ina226", "vdd"), p("power_meter", "power1")),
+            ("psu_in".into(), "psu_out".into(), "rail".into(), "wall".into())
+        );
+        // A driver the table does not know: recorded, never summed.
+        assert_eq!(p("nct6798", "power1"), "unknown");
+        assert_eq!(channel_scope("amd_energy", Quantity::Energy, 9, "Esocket0", false), "package");
+        assert_eq!(channel_scope("amd_energy", Quantity::Energy, 9, "Esocket0", true), "package_hwmon");
     }
 }

@@ -7,6 +7,7 @@
 //! registration line, its call in [`discover_all`].
 
 pub mod config;
+pub mod drivers;
 pub mod hwmon;
 pub mod ipmi;
 pub mod nvme_estimate;

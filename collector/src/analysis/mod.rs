@@ -3,4 +3,5 @@
 //! through `wattflip_proto::schema`. Add one as a module here plus one call in `ingest::receive`.
 
 pub mod proportionality;
+pub mod sources;
 pub mod throttle;

@@ -16,6 +16,7 @@
 //! wait for each other) and the energy-proportionality analysis; their points are written with
 //! the batch.
 
+use crate::analysis::sources;
 use crate::analysis::throttle::Sharded;
 use crate::service::budget::Tiers;
 use crate::service::guard::{Dedup, RateLimiter};
@@ -54,6 +55,7 @@ pub struct IngestService {
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
     throttle: Arc<Sharded>,
+    sources: Arc<sources::Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
     max_streams: u64,
@@ -68,6 +70,7 @@ impl IngestService {
             rate: Arc::new(rate),
             dedup: Arc::new(dedup),
             throttle: Arc::default(),
+            sources: Arc::default(),
             tiers: Arc::default(),
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
             max_streams: u64::MAX,
@@ -114,6 +117,7 @@ struct Ctx {
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
     throttle: Arc<Sharded>,
+    sources: Arc<sources::Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
 }
@@ -165,6 +169,7 @@ impl Ingest for IngestService {
             rate: self.rate.clone(),
             dedup: self.dedup.clone(),
             throttle: self.throttle.clone(),
+            sources: self.sources.clone(),
             tiers: self.tiers.clone(),
             hello_timeout: self.hello_timeout,
         };
@@ -387,7 +392,8 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
         + batch.events.len()
         + batch.nvme_smart.len()
         + batch.electrical.len()
-        + batch.idle_profiles.len();
+        + batch.idle_profiles.len()
+        + batch.drive_power_modes.len();
     if !ctx.rate.admit(&agent.id, points, tokio::time::Instant::now()) {
         stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
         let m = format!("agent `{}` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch {seq}", agent.id);
@@ -456,6 +462,9 @@ fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> 
     }
     // A load ladder arrives whole in one batch (the probe sends all its runs at once).
     points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &agent.tags, &hello.inventory));
+    for f in ctx.sources.observe(&hello.agent_id, &batch.power) {
+        points.extend(f.points(&agent.tags));
+    }
     points
 }
 

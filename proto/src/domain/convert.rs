@@ -3,7 +3,7 @@
 //! and the rest of the batch converts. A new payload gets a check (or a `convert_*` function)
 //! here and a line in [`convert_batch_points`].
 
-use super::{finite, invalid, method, tag_value, utc, Batch, InvalidField, PowerSample, TemperatureSample, MAX_FLAGS, MAX_FLAG_BYTES};
+use super::{finite, invalid, method, tag_value, utc, Batch, InvalidField, PowerSample, TemperatureSample, DRIVE_POWER_MODES, MAX_FLAGS, MAX_FLAG_BYTES};
 use crate::units::{Celsius, Joules, UnixNanos, Watts};
 use crate::v1;
 
@@ -194,6 +194,7 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
     let nvme_smart = each("nvme_smart", b.nvme_smart, &mut rejected, |s| s.time_ns, check_nvme_smart, Ok);
     let electrical = each("electrical", b.electrical, &mut rejected, |s| s.time_ns, check_electrical, Ok);
     let idle_profiles = each("idle_profiles", b.idle_profiles, &mut rejected, |p| p.time_ns, check_idle_profile, Ok);
+    let drive_power_modes = each("drive_power_modes", b.drive_power_modes, &mut rejected, |m| m.time_ns, check_drive_power_mode, Ok);
     Ok(Converted {
         batch: Batch {
             agent_id: b.agent_id,
@@ -206,6 +207,7 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
             nvme_smart,
             electrical,
             idle_profiles,
+            drive_power_modes,
         },
         rejected,
     })
@@ -249,6 +251,16 @@ fn check_electrical(s: &v1::ElectricalSample) -> Result<(), Bad> {
         (None, Some(a)) => num("amperes", a).map(drop),
         (v, a) => Err(bad("volts", format!("{v:?}/{a:?}"), Rule::Missing, "exactly one of volts and amperes must be set")),
     }
+}
+
+fn check_drive_power_mode(m: &v1::DrivePowerMode) -> Result<(), Bad> {
+    time("time_ns", m.time_ns)?;
+    tag("device", &m.device)?;
+    opt_tag("serial", &m.serial)?;
+    if !DRIVE_POWER_MODES.contains(&m.mode.as_str()) {
+        return Err(bad("mode", &m.mode, Rule::Inconsistent, "must be one of active, idle, standby, sleep"));
+    }
+    Ok(())
 }
 
 fn check_idle_profile(p: &v1::IdleProfile) -> Result<(), Bad> {

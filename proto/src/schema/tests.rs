@@ -241,3 +241,27 @@ fn hello_writes_one_point_per_power_state() {
     assert!(body.contains("inventory,device=sda,host=a1 "), "{body}");
     assert_eq!(body.lines().count(), 1 + 2 + 3);
 }
+
+/// The line protocol of a batch as the collector writes it (host `a1`, no labels).
+fn lines_of(b: v1::Batch) -> String {
+    let b = convert_batch("a1", b).unwrap();
+    let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+    let (body, errs) = encode_all(&batch_points(&b, &tags));
+    assert!(errs.is_empty(), "{errs:?}");
+    body
+}
+
+/// A sleeping drive smartctl left alone is a point with its mode, not an error; a mode
+/// outside the four words is refused.
+#[test]
+fn drive_power_modes_are_points_with_a_drawable_level() {
+    let m = |t: i64, mode: &str, skipped: bool| v1::DrivePowerMode { time_ns: t, device: "sdc".into(), serial: String::new(), mode: mode.into(), skipped };
+    let b = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_power_modes: vec![m(5, "standby", true), m(6, "active", false)], ..Default::default() };
+    assert_eq!(
+        lines_of(b),
+        "drive_power_mode,device=sdc,host=a1 mode=\"standby\",level=1i,skipped=true 5\n\
+             drive_power_mode,device=sdc,host=a1 mode=\"active\",level=3i,skipped=false 6\n"
+    );
+    let bad = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_power_modes: vec![m(5, "spun-down", true)], ..Default::default() };
+    assert!(convert_batch("a1", bad).unwrap_err().to_string().contains("drive_power_modes[0].mode"));
+}

@@ -224,6 +224,9 @@ captures! {
     smartctl_7_1_nvme_intel_p3700 => "smartctl/sce-7.1-nvme-intel-p3700",
     smartctl_7_1_sata_hdd_wd_hc550_exit64 => "smartctl/sce-7.1-sata-hdd-wd-hc550-exit64",
     smartctl_7_1_sata_ssd_samsung_pm893 => "smartctl/sce-7.1-sata-ssd-samsung-pm893",
+    smartctl_7_1_sas_megaraid1_toshiba_mg08sca16tey => "smartctl/sce-7.1-sas-megaraid1-toshiba-mg08sca16tey",
+    smartctl_7_1_sas_megaraid2_toshiba_mg08sca16tey => "smartctl/sce-7.1-sas-megaraid2-toshiba-mg08sca16tey",
+    smartctl_7_1_sata_megaraid0_samsung_mz7kh480_exit4 => "smartctl/sce-7.1-sata-megaraid0-samsung-mz7kh480-exit4",
     smartctl_7_3_nvme_crucial_p2 => "smartctl/sce-7.3-nvme-crucial-p2",
     smartctl_7_3_nvme_intel_p4510 => "smartctl/sce-7.3-nvme-intel-p4510",
     smartctl_7_3_nvme_micron_7450 => "smartctl/sce-7.3-nvme-micron-7450",
@@ -314,9 +317,9 @@ fn collector_accepts_every_corpus_temperature() {
     use wattflip_proto::domain::convert_batch;
     use wattflip_proto::v1;
     let temps = corpus_temperatures();
-    // Counted by hand: 24 smartctl readings (all but the -i only KIOXIA), 13 NVMe sensors
-    // (4+1+3+2+3), 4 smart-log composites.
-    assert_eq!(temps.len(), 41, "temperatures in the corpus");
+    // Counted by hand: 27 smartctl readings (all but the -i only KIOXIA; 3 of them the MegaRAID
+    // disks), 13 NVMe sensors (4+1+3+2+3), 4 smart-log composites.
+    assert_eq!(temps.len(), 44, "temperatures in the corpus");
     let batch = |celsius: &[f64]| v1::Batch {
         agent_id: "a1".into(),
         sequence: 1,
@@ -334,7 +337,7 @@ fn collector_accepts_every_corpus_temperature() {
     };
     let all: Vec<f64> = temps.iter().map(|t| t.2).collect();
     let accepted = convert_batch("a1", batch(&all)).map(|b| b.temperature.len());
-    assert_eq!(accepted.ok(), Some(41), "{temps:?}");
+    assert_eq!(accepted.ok(), Some(44), "{temps:?}");
     for (rel, sensor, c) in &temps {
         assert!((0.0..=60.0).contains(c), "{rel} {sensor}: {c} °C is not a drive temperature");
     }

@@ -138,3 +138,45 @@ fn capacity_falls_back_to_tnvmcap_for_a_single_namespace() {
         ]
     );
 }
+
+/// Without nvme-cli, smartctl's own NVMe power-state table and composite thresholds fill the drive
+/// sysfs found (fixture README: smartmontools `nvmeprint.cpp`). The five states are those
+/// nvme-cli reads from the same drive's id-ctrl (`constructed-5ps-*`), less the idle/active power
+/// and workload smartctl's JSON does not carry for the inventory; thresholds are smartctl's
+/// whole degrees (358 K − 273 = 85 °C).
+#[test]
+fn smartctl_power_states_and_thresholds_when_nvme_cli_is_absent() {
+    let smart = Arc::new(ScriptedRunner::new());
+    let scan = r#"{"smartctl":{"version":[7,4],"exit_status":0},"devices":[{"name":"/dev/nvme0","info_name":"/dev/nvme0","type":"nvme","protocol":"NVMe"}]}"#;
+    smart.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
+    smart.expect(&["smartctl", "--json", "-a", "-d", "nvme", "/dev/nvme0"], 0, &fixture("smartctl/constructed-smartctl-7.4-nvme-a-5ps.json"), "");
+    let inv = discover(&Discovery { sysfs_root: fixtures_dir().join("nvme/sysfs/qemu-7.2"), nvme: None, smartctl: Some(Smartctl::new(smart.clone())) });
+    assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+    assert_eq!(smart.remaining(), 0);
+    assert_eq!(inv.drives.len(), 1);
+    let d = &inv.drives[0];
+    assert_eq!((d.name.as_str(), d.controller.as_deref()), ("/dev/nvme0n1", Some("/dev/nvme0")));
+    let mut want = parse_id_ctrl(&fixture("nvme/constructed-5ps-nvme-cli-2.11-id-ctrl.json")).expect("parse").power_states;
+    for p in &mut want {
+        (p.idle_power, p.active_power, p.active_power_workload) = (None, None, 0);
+    }
+    assert_eq!(d.power_states, want);
+    assert_eq!((d.warning_temperature, d.critical_temperature), (Some(Celsius(85.0)), Some(Celsius(85.0))));
+}
+
+/// A drive that already hangs at start-up (its first report runs into the tool deadline) stays in
+/// the inventory with what the scan knows, so the monitor polls it and its failures are reported,
+/// instead of being dropped with one log line.
+#[test]
+fn a_drive_that_hangs_at_discovery_is_kept_from_the_scan() {
+    let smart = Arc::new(ScriptedRunner::new());
+    let scan = r#"{"smartctl":{"version":[7,4],"exit_status":0},"devices":[{"name":"/dev/sdc","info_name":"/dev/sdc [SAT]","type":"sat","protocol":"ATA"}]}"#;
+    smart.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
+    smart.expect_timeout(&["smartctl", "--json", "-a", "-d", "sat", "/dev/sdc"]);
+    let inv = discover(&Discovery { sysfs_root: fixtures_dir().join("nvme/sysfs/does-not-exist"), nvme: None, smartctl: Some(Smartctl::new(smart)) });
+    assert_eq!(inv.problems.len(), 1, "{:?}", inv.problems);
+    assert!(inv.problems[0].contains("/dev/sdc"), "{}", inv.problems[0]);
+    let got: Vec<(&str, Option<&str>, &Transport, &str)> =
+        inv.drives.iter().map(|d| (d.name.as_str(), d.device_type.as_deref(), &d.transport, d.model.as_str())).collect();
+    assert_eq!(got, vec![("/dev/sdc", Some("sat"), &Transport::Ata, "")]);
+}
