@@ -47,21 +47,22 @@ fn live_recording_at_1khz_gives_each_runs_known_energy() {
     };
     let model = sched.model(3);
     let truths = sched.truth(&model, &[]);
-    // The fixture sensor: one reading per ms, each the mean power over its millisecond (an INA2xx
-    // conversion), ±4 mW of deterministic noise.
+    // The fixture sensor: an energy counter read once per ms, each reading the mean power over the
+    // millisecond that ended at its read (as the recorder stores `energy1_input` deltas), ±4 mW of
+    // deterministic noise.
     let n = (sched.duration() / MS) as usize;
     let zone = ZoneSeries {
         source: "hwmon".into(),
         zone: "fixture/SSD 12V".into(),
         scope: "rail".into(),
-        t: (0..n).map(|k| t0 + k as i64 * MS).collect(),
+        t: (0..n).map(|k| t0 + (k as i64 + 1) * MS).collect(),
         watts: (0..n)
             .map(|k| {
                 let k = k as i64;
                 model.energy(k * MS, (k + 1) * MS) / 1e-3 + 0.004 * (((k * 7919) % 9) as f64 / 4.0 - 1.0)
             })
             .collect(),
-        interval_ns: vec![0; n],
+        interval_ns: vec![MS as u64; n],
         ..Default::default()
     };
     let e = wattflip_agent::energy::energy_of_recording(&report, &zone, std::time::Duration::from_secs(1), None).expect("readings in order");

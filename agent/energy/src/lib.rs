@@ -9,7 +9,8 @@
 //! - [`trace`]: `ShuntCircuit`, the streaming integrators, CSV and raw (f32/i16 + sidecar) import.
 //! - [`series`]: `PowerSeries`, the validated input of every analysis.
 //! - [`idle`]: idle characterisation (baseline, period of regular idle work).
-//! - [`run`]: baseline, run start/end detection and the per-run `RunEnergy` record.
+//! - [`record`]: the analysis' types: `Baseline`, `RunDetectConfig`, `RunInfo`, the `RunEnergy` record.
+//! - [`run`]: run start/end detection and the per-run energy.
 //! - [`fine`]: run edges refined to the sample (second pass over the trace).
 //! - [`probe`]: a whole probe's runs: one idle baseline, neighbour-bounded runs, cut tails, plausibility.
 //! - [`background`]: Table 2 classes and the §11.6 pause rule.
@@ -23,6 +24,7 @@ pub mod error;
 pub mod fine;
 pub mod idle;
 pub mod probe;
+pub mod record;
 pub mod run;
 pub mod series;
 pub mod stats;
