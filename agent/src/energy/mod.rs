@@ -390,6 +390,11 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     if e.runs.iter().any(|r| r.tail_cut) {
         let _ = writeln!(s, "cut: background work still going on at the next run's first IO; the energy is split there and bg s is a lower bound");
     }
+    let low: Vec<String> =
+        e.runs.iter().filter(|r| r.low_confidence).map(|r| format!("{} ({:.0} % covered)", r.run_id, r.coverage.unwrap_or(1.0) * 100.0)).collect();
+    if !low.is_empty() {
+        let _ = writeln!(s, "low confidence (shorter than {LOW_CONFIDENCE_PERIODS} readings, or readings missing): runs {}", low.join(", "));
+    }
     if e.gap_samples > 0 {
         let _ = writeln!(s, "Gaps: {} samples (NaN) in the trace; they carry no energy, in the runs as in the total", e.gap_samples);
     }
