@@ -296,7 +296,20 @@ impl<K: Sink> Parser<'_, K> {
             .and_then(|d| d.to_nanos(self.opts.time_unit.exp10()))
             .ok_or_else(|| self.parse_err(tc, "time", format!("not a time in {:?}: \"{}\"", self.opts.time_unit, show(tcell))))?;
         let v = parse_volts(vcell, self.decimal_comma).ok_or_else(|| self.parse_err(vc, "V_shunt", format!("not a number: \"{}\"", show(vcell))))?;
-        let t = t.saturating_add(self.origin);
+        // Beyond i64 ns (year 2262) with the origin: an error on this line, never a saturated time
+        // that the next line's check would blame on the next line.
+        let t = t.checked_add(self.origin).ok_or_else(|| {
+            self.parse_err(
+                tc,
+                "time",
+                format!(
+                    "\"{}\" {:?} after the time origin {} ns is past the largest time (i64 ns, year 2262); check --time-unit and the time origin",
+                    show(tcell),
+                    self.opts.time_unit,
+                    self.origin
+                ),
+            )
+        })?;
         if let Some(p) = self.prev_t {
             if t < p {
                 return Err(TraceError::TimeBackwards { path: self.path.to_path_buf(), line: self.line, time_ns: t, previous_ns: p });
@@ -430,6 +443,21 @@ mod tests {
         assert_eq!(ns("0.0000000015", TimeUnit::Seconds), Some(2));
         assert_eq!(ns("12345678901234.567", TimeUnit::Seconds), None);
         assert_eq!(ns("1e400", TimeUnit::Seconds), None);
+    }
+
+    /// Issue 27: 9e9 s after a 2023 origin is past i64 ns; it saturated and the error named the
+    /// next line (time going backwards). The error is on its own line and says why.
+    #[test]
+    fn a_time_past_the_largest_names_its_own_line() {
+        let csv = "t,v\n0,0.01\n0.001,0.01\n9e9,0.01\n9e9,0.01\n";
+        let opts = CsvOptions { time_origin: Some(UnixNanos(1_700_000_000_000_000_000)), ..CsvOptions::default() };
+        let circuit = ShuntCircuit::new(crate::units::Ohms(0.1), crate::units::Volts(5.0));
+        let err = integrate_csv_reader(csv.as_bytes(), std::path::Path::new("/data/t.csv"), circuit.expect("circuit"), &opts).expect_err("out of range");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("/data/t.csv:4: column 1 (time): \"9e9\" Seconds after the time origin 1700000000000000000 ns is past the largest time"),
+            "{text}"
+        );
     }
 
     #[test]
