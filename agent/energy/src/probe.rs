@@ -240,6 +240,7 @@ pub fn analyze_probe_fine(
         });
         ctx.push(EdgeContext {
             lower: (r.first_submit.0.saturating_sub(slack)).max(prev.unwrap_or(i64::MIN)),
+            slack_from: r.first_submit.0.saturating_sub(slack),
             limit: runs.get(i + 1).map_or(i64::MAX, |n| n.first_submit.0),
         });
     }

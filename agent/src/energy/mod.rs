@@ -237,14 +237,15 @@ pub const MIN_COVERAGE: f64 = 0.99;
 pub const LOW_CONFIDENCE_PERIODS: u64 = 10;
 
 /// Why a run's energy is not a value to write, if it is not: a zero-length run, or a total that is
-/// not positive (power never is; the readings around it did not cover it).
+/// negative or not finite (power never is; the readings around it did not cover it). Zero stays a
+/// value: a counter that did not move over the run said so.
 fn not_a_value(e: &wattflip_energy::RunEnergy) -> Option<String> {
     if e.duration.0 == 0 {
         return Some(format!("zero-length run at {} ns: energy not written", e.start.0));
     }
-    if !(e.energy_total.0.is_finite() && e.energy_total.0 > 0.0) {
+    if !(e.energy_total.0.is_finite() && e.energy_total.0 >= 0.0) {
         return Some(format!(
-            "energy {} J over [{}, {}) ns is not positive (readings cover {:.1} % of the run): not written",
+            "energy {} J over [{}, {}) ns is negative (readings cover {:.1} % of the run): not written",
             e.energy_total.0,
             e.start.0,
             e.end.0,
