@@ -11,40 +11,22 @@
 #[path = "../energy/tests/truth/mod.rs"]
 mod truth;
 
-use truth::{Schedule, MS, S};
+#[path = "support/quick_schedule.rs"]
+mod quick;
+
+use quick::quick_schedule;
+use truth::MS;
 use wattflip_agent::energy::live::ZoneSeries;
-use wattflip_uflip::{ProbeReport, RunStatus};
+use wattflip_uflip::RunStatus;
 
 #[test]
 fn live_recording_at_1khz_gives_each_runs_known_energy() {
-    let text = include_str!("../../tests/fixtures/energy/quick-report.json");
-    let report: ProbeReport = serde_json::from_str(text).expect("fixture report");
+    let (report, sched, t0) = quick_schedule(|pattern| match pattern {
+        "SW" => 40 * MS,
+        "RW" => 4 * MS,
+        _ => 0,
+    });
     let runs: Vec<_> = report.runs.iter().filter(|r| r.status == RunStatus::Ok).collect();
-    let first = i64::try_from(report.started_ns).expect("ns");
-    let t0 = first - S;
-    let sched = Schedule {
-        idle_w: 6.0,
-        runs: runs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| truth::Run {
-                first_submit: r.start_ns as i64 - t0,
-                last_complete: r.end_ns as i64 - t0,
-                latency: 40_000,
-                active_w: 1.0 + 0.5 * (i % 3) as f64,
-                tail: match r.pattern.as_str() {
-                    "SW" => 40 * MS,
-                    "RW" => 4 * MS,
-                    _ => 0,
-                },
-                tail_w: 0.6,
-                experiment: 0,
-                value: 0.0,
-            })
-            .collect(),
-        lead: S,
-        trail: S,
-    };
     let model = sched.model(3);
     let truths = sched.truth(&model, &[]);
     // The fixture sensor: an energy counter read once per ms, each reading the mean power over the

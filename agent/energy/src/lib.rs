@@ -5,6 +5,7 @@
 //! `&PowerSeries` and gets its own module with a config struct holding every constant.
 //!
 //! Layout:
+//! - [`align`]: the trace's offset and rate error against the probe's schedule, checked or corrected.
 //! - [`units`]: unit newtypes (`Watts`, `Joules`, `Volts`, `Ohms`, `Hertz`, `UnixNanos`, `Nanos`, …).
 //! - [`trace`]: `ShuntCircuit`, the streaming integrators, CSV and raw (f32/i16 + sidecar) import.
 //! - [`series`]: `PowerSeries`, the validated input of every analysis.
@@ -19,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod align;
 pub mod background;
 pub mod error;
 pub mod fine;
@@ -31,6 +33,7 @@ pub mod stats;
 pub mod trace;
 pub mod units;
 
+pub use align::{Alignment, MAX_OFFSET, MAX_RATE_ERROR};
 pub use background::{
     classify, interferes, recommend_pause, recommend_pause_for_value, BackgroundClass, BackgroundObservation, Classification, ClassifyConfig, IoMix,
     PauseConfig, ValueRuns,

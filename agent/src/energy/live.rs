@@ -42,6 +42,12 @@ impl ZoneSeries {
         format!("{}:{}", self.source, self.zone)
     }
 
+    /// The readings at their read instants, as streamed (`power` points): the idle profile counts
+    /// and characterises these, so its `samples` are the points of its window.
+    pub fn readings_series(&self) -> Option<PowerSeries> {
+        PowerSeries::new(self.t.iter().map(|&t| UnixNanos(t)).collect(), self.watts.iter().map(|&w| Watts(w)).collect()).ok()
+    }
+
     /// The zone's readings come from an energy counter (each measured an interval).
     pub fn is_counter(&self) -> bool {
         self.interval_ns.iter().any(|&iv| iv > 0)

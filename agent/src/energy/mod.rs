@@ -166,6 +166,10 @@ pub struct ProbeEnergy {
     /// Why the whole trace was refused (it does not match the probe); every run is then skipped.
     #[serde(default)]
     pub refused: Option<String>,
+    /// An imported trace's time base against the probe's, from the runs' rises (`trace import`
+    /// refuses one beyond the bounds, or corrects it with `--align auto`).
+    #[serde(skip)]
+    pub alignment: Option<wattflip_energy::Alignment>,
 }
 
 impl ProbeEnergy {
@@ -209,7 +213,9 @@ pub fn analyze_trace(
     fine: &mut dyn FineSamples,
 ) -> Result<ProbeEnergy, TraceError> {
     let (ok, infos) = measured_runs(report, datasheet_w);
-    Ok(records(&ok, analyze_probe_fine(series, &infos, idle, cfg, fine)?, series, source, false))
+    let a = analyze_probe_fine(series, &infos, idle, cfg, fine)?;
+    let alignment = wattflip_energy::align::estimate(series, &infos, &a, cfg);
+    Ok(ProbeEnergy { alignment, ..records(&ok, a, series, source, false) })
 }
 
 /// The probe's measured runs, in execution order, and what the analysis knows of each.
@@ -343,7 +349,7 @@ pub fn energy_of_recording(report: &ProbeReport, zone: &live::ZoneSeries, idle: 
     let idle_from = UnixNanos(first.saturating_sub(i64::try_from(idle.as_nanos()).unwrap_or(0)));
     let window = (idle_from, UnixNanos(first));
     let mut energy = analyze(report, &series, Some(window), &zone.label(), &live_detect_config_for(zone), datasheet_w);
-    energy.idle = characterise_idle(&series, window.0, window.1, &zone.label());
+    energy.idle = zone.readings_series().and_then(|readings| characterise_idle(&readings, window.0, window.1, &zone.label()));
     Some(energy)
 }
 
