@@ -178,6 +178,12 @@ impl LivePower {
         LivePower(Arc::new(Mutex::new(zones)))
     }
 
+    /// The detection-level span of the zone a probe's energy is attributed to
+    /// ([`ZoneSeries::level_span_ns`]; 0 while there is none).
+    pub fn level_span_ns(&self, prefer: Option<&str>) -> i64 {
+        self.0.lock().ok().and_then(|zones| pick_for_drive(&zones, prefer).ok().map(ZoneSeries::level_span_ns)).unwrap_or(0)
+    }
+
     /// The samples at or after `from_ns` of the zone a probe's energy is attributed to
     /// ([`pick_for_drive`] with `prefer`); `None` while there is no such zone or too few samples.
     pub fn since(&self, prefer: Option<&str>, from_ns: i64) -> Option<PowerSeries> {

@@ -250,6 +250,8 @@ impl LiveTails {
         let Some(baseline) = &self.baseline else {
             return;
         };
+        // A counter zone's levels are averaged: the end refinement must know over how long.
+        self.detect.level_span = wattflip_energy::Nanos(u64::try_from(self.power.level_span_ns(self.prefer.as_deref())).unwrap_or(0));
         while self.analysed + 1 < done.len() {
             let (r, next) = (&done[self.analysed], &done[self.analysed + 1]);
             self.analysed += 1;
