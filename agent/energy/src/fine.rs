@@ -295,7 +295,22 @@ fn refine_start(r: &mut RunEnergy, ctx: &EdgeContext, prev: Option<Refined>, low
     let (a, z) = s.between(lo, ctx.limit);
     let avg = s.averaged(m, a, z);
     let thr = nz.band(m);
-    match (a..z).find(|&i| avg[i - a].is_finite() && (avg[i - a] - nz.b).abs() > thr) {
+    // The start of the stretch outside the band that is going on at the first submit (or the first
+    // one after it): a stretch that returned to idle before the first submit is the previous
+    // run's last work (a decayed tail's remnant), not this run's rise.
+    let first = r.run.first_submit.0;
+    let mut cand = None;
+    for i in a..z {
+        if avg[i - a].is_finite() && (avg[i - a] - nz.b).abs() > thr {
+            cand = cand.or(Some(i));
+        } else if s.t[i] < first {
+            cand = None;
+        }
+        if cand.is_some() && s.t[i] >= first {
+            break;
+        }
+    }
+    match cand {
         Some(k0) => s.t[k0],
         None => r.start.0.max(lower),
     }
