@@ -287,3 +287,42 @@ fn a_recorder_stall_leaves_no_negative_or_shifted_run_and_flags_what_it_overlaps
     let r = e.runs.iter().find(|m| m.run_id == 6).unwrap();
     assert!(r.coverage.unwrap() < 0.5, "{r:?}");
 }
+
+/// A counter source whose 20th read blocks for 120 ms (a recorder descheduled on a busy machine).
+struct Stalling {
+    reads: u32,
+}
+
+impl wattflip_agent::sensors::PowerSensor for Stalling {
+    fn describe(&self) -> wattflip_proto::v1::PowerSource {
+        wattflip_proto::v1::PowerSource { source: "fixture".into(), zone: "stall".into(), scope: "rail".into(), counter: true, ..Default::default() }
+    }
+    fn read(&mut self, _now_ns: u64) -> Result<Option<wattflip_agent::sensors::PowerReading>, wattflip_agent::sensors::SensorError> {
+        self.reads += 1;
+        if self.reads == 20 {
+            std::thread::sleep(std::time::Duration::from_millis(120));
+        }
+        Ok(Some(wattflip_agent::sensors::PowerReading {
+            watts: wattflip_proto::units::Watts(5.0),
+            joules: None,
+            interval_ns: 1,
+            flags: wattflip_agent::sensors::Flags::NONE,
+        }))
+    }
+}
+
+/// Issue 27: after a stall the recorder caught up the grid instants it had missed with reads
+/// microseconds apart (a counter's readings then 0 W or far too high), and nothing said it had
+/// stalled. Now it skips the missed instants and records the stall (sent as an event).
+#[test]
+fn a_stalled_recorder_skips_the_missed_instants_and_records_the_stall() {
+    let sensor = Stalling { reads: 0 };
+    let rec =
+        wattflip_agent::energy::live::PowerRecorder::start(vec![Box::new(sensor)], std::time::Duration::from_millis(5), wattflip_agent::clock::Clock::new());
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let zones = rec.stop();
+    let z = &zones[0];
+    assert!(z.stalls.iter().any(|&(_, gap)| gap >= 110_000_000), "stalls {:?}", z.stalls);
+    let close = z.t.windows(2).filter(|w| w[1] - w[0] < 200_000).count();
+    assert!(close <= 2, "{close} readings less than 0.2 ms apart (catch-up reads): {:?}", z.t.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>());
+}

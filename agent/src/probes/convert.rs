@@ -235,6 +235,16 @@ mod tests {
     }
 
     #[test]
+    fn each_recorder_stall_is_a_warning_event_at_the_reading_after_it() {
+        let z = ZoneSeries { stalls: vec![(1_800_000_000_092_000_000, 92_000_000)], ..zone("ina226/power1", 3, 0) };
+        let e: Vec<v1::Event> = stall_events(&z).collect();
+        assert_eq!(e.len(), 1);
+        assert_eq!((e[0].time_ns, e[0].kind.as_str(), e[0].severity), (1_800_000_000_092_000_000, "power_recorder_stall", v1::Severity::Warning as i32));
+        assert!(e[0].message.starts_with("power recorder stalled 92.0 ms before this reading of hwmon:ina226/power1"), "{}", e[0].message);
+        assert_eq!(stall_events(&zone("a", 3, 0)).count(), 0);
+    }
+
+    #[test]
     fn full_rate_samples_are_split_into_bounded_batches_in_order() {
         let b = full_rate_batches(&[zone("a", 5, 0), zone("b", 4, 1_000_000)], 4);
         assert_eq!(b.iter().map(|b| b.power.len()).collect::<Vec<_>>(), vec![4, 4, 1]);
