@@ -119,3 +119,29 @@ fn a_sample_rate_off_by_0_2_percent_is_refused_naming_the_rate_error_and_correct
     let (o, e) = reported(&stdout, "alignment: ");
     assert!(o.abs() <= 1.0 && e.abs() <= 0.05, "{stdout}");
 }
+
+/// A CSV trace (`time,V_shunt`, seconds from its origin) whose `--time-origin-ns` is 20 ms early:
+/// refused naming the offset; `--align auto` corrects the origin.
+#[test]
+fn a_csv_with_its_origin_20ms_off_is_refused_and_its_origin_corrected() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = folder(dir.path(), 0, 0.0);
+    let samples: Vec<f32> = std::fs::read(&raw).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let mut csv = String::from("time_s,v_shunt\n");
+    for (k, v) in samples.iter().enumerate() {
+        csv.push_str(&format!("{:.5},{v:e}\n", k as f64 / RATE));
+    }
+    let path = dir.path().join("trace.csv");
+    std::fs::write(&path, csv).unwrap();
+    let (_, _, t0) = schedule();
+    let origin = (t0 - 20 * MS).to_string();
+    let args = ["--shunt-ohms", "0.05", "--supply-volts", "12", "--time-origin-ns", origin.as_str()];
+    let (ok, stdout, stderr) = import(dir.path(), &path, &args);
+    assert!(!ok, "a misaligned trace was imported:\n{stdout}");
+    let (o, _) = reported(&stderr, "trace not aligned with the probe: ");
+    assert!((o + 20.0).abs() <= 1.5, "{stderr}");
+    let (ok, stdout, stderr) = import(dir.path(), &path, &[&args[..], &["--align", "auto"]].concat());
+    assert!(ok, "{stdout}\n{stderr}");
+    let (o, e) = reported(&stdout, "alignment: ");
+    assert!(o.abs() <= 1.0 && e.abs() <= 0.05, "{stdout}");
+}
