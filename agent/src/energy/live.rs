@@ -56,8 +56,13 @@ impl ZoneSeries {
     /// Span over which the detection levels of this zone are averaged (ns; 0: a reading's own):
     /// [`LEVEL_SPAN_UPDATES`] updates of a counter whose update period is known.
     pub fn level_span_ns(&self) -> i64 {
+        self.counter_update_ns().saturating_mul(LEVEL_SPAN_UPDATES)
+    }
+
+    /// The update period of a counter zone (ns; 0 for an instantaneous source or when unknown).
+    fn counter_update_ns(&self) -> i64 {
         if self.is_counter() {
-            i64::try_from(self.update_ns).unwrap_or(0).saturating_mul(LEVEL_SPAN_UPDATES)
+            i64::try_from(self.update_ns).unwrap_or(0)
         } else {
             0
         }
@@ -70,14 +75,14 @@ impl ZoneSeries {
     /// holds from the midpoint with the reading before it. Readings stored without intervals (an
     /// older `power.csv`) hold from their read instant. `None` when the readings are out of order.
     pub fn series(&self) -> Option<PowerSeries> {
-        series_of(&self.t, &self.watts, &self.interval_ns, 0, self.level_span_ns())
+        series_of(&self.t, &self.watts, &self.interval_ns, 0, self.counter_update_ns())
     }
 }
 
 /// The series of readings `i0..` of `t`/`watts`/`interval_ns` (see [`ZoneSeries::series`]). The
 /// last reading's hold ends at its read instant (a counter's interval, or half the spacing before
 /// it for an instantaneous source).
-fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, span: i64) -> Option<PowerSeries> {
+fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i64) -> Option<PowerSeries> {
     let n = t.len().min(watts.len());
     if i0 >= n {
         return None;
@@ -88,10 +93,14 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, span: i64
     }
     let mut starts = Vec::with_capacity(n - i0);
     let counter = interval_ns[i0..n].iter().any(|&iv| iv > 0);
+    // A counter read at t holds the energy up to its last update, on average half an update period
+    // before t (RAPL: 488 µs): its readings are placed that much earlier.
+    let lag = update.max(0) / 2;
+    let span = update.max(0).saturating_mul(LEVEL_SPAN_UPDATES);
     for i in i0..n {
         let iv = i64::try_from(interval_ns[i]).unwrap_or(i64::MAX);
         let start = if iv > 0 {
-            t[i].saturating_sub(iv)
+            t[i].saturating_sub(iv).saturating_sub(lag)
         } else if i > i0 {
             t[i - 1] + (t[i] - t[i - 1]) / 2
         } else {
@@ -100,7 +109,13 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, span: i64
         starts.push(UnixNanos(start));
     }
     let last = n - 1;
-    let end = if interval_ns[last] > 0 || n - i0 < 2 { t[last] } else { t[last] + (t[last] - t[last - 1]) / 2 };
+    let end = if interval_ns[last] > 0 {
+        t[last] - lag
+    } else if n - i0 < 2 {
+        t[last]
+    } else {
+        t[last] + (t[last] - t[last - 1]) / 2
+    };
     if !counter || span <= 0 {
         return PowerSeries::new(starts, watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?.ending_at(UnixNanos(end));
     }
@@ -190,7 +205,7 @@ impl LivePower {
         let zones = self.0.lock().ok()?;
         let z = pick_for_drive(&zones, prefer).ok()?;
         let i = z.t.partition_point(|&t| t < from_ns);
-        series_of(&z.t, &z.watts, &z.interval_ns, i, z.level_span_ns())
+        series_of(&z.t, &z.watts, &z.interval_ns, i, z.counter_update_ns())
     }
 }
 
