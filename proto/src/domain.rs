@@ -615,6 +615,11 @@ fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
     for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
         opt_num(name, v)?;
     }
+    if let Some(c) = opt_num("energy_coverage", r.energy_coverage)? {
+        if !(0.0..=1.0).contains(&c) {
+            return Err(bad("energy_coverage", c, Rule::OutOfRange, "a share of the run's time, 0 to 1"));
+        }
+    }
     for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
         if let Some(t) = t {
             time(name, t)?;
@@ -650,9 +655,9 @@ mod tests {
         v1::Batch { agent_id: "a1".into(), sequence: 1, power, ..Default::default() }
     }
 
-    #[test]
-    fn probe_run_firmware_is_optional_but_checked_when_present() {
-        let run = |fw: &str| v1::ProbeRun {
+    /// A valid probe run for the tests that change one field of it.
+    fn probe_run() -> v1::ProbeRun {
+        v1::ProbeRun {
             run_id: "1-0".into(),
             device: "nvme0n1".into(),
             bench: "granularity".into(),
@@ -660,14 +665,28 @@ mod tests {
             pattern: "RR".into(),
             start_ns: 1_700_000_000_000_000_000,
             end_ns: 1_700_000_000_100_000_000,
-            firmware: fw.into(),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn probe_run_firmware_is_optional_but_checked_when_present() {
+        let run = |fw: &str| v1::ProbeRun { firmware: fw.into(), ..probe_run() };
         let b = |fw: &str| v1::Batch { agent_id: "a1".into(), sequence: 1, probe_runs: vec![run(fw)], ..Default::default() };
         assert!(convert_batch("a1", b("")).is_ok());
         assert!(convert_batch("a1", b("2B2QEXM7")).is_ok());
         let e = convert_batch("a1", b("FW\n1")).unwrap_err();
         assert_eq!((e.field.as_str(), e.reason.as_str()), ("probe_runs[0].firmware", "contains control characters"));
+    }
+
+    #[test]
+    fn a_runs_energy_coverage_is_a_share_of_its_time() {
+        let run = |c: f64| v1::ProbeRun { energy_coverage: Some(c), energy_low_confidence: Some(c < 0.99), ..probe_run() };
+        let b = |c: f64| v1::Batch { agent_id: "a1".into(), sequence: 1, probe_runs: vec![run(c)], ..Default::default() };
+        assert!(convert_batch("a1", b(0.0)).is_ok() && convert_batch("a1", b(0.4)).is_ok() && convert_batch("a1", b(1.0)).is_ok());
+        let e = convert_batch("a1", b(1.5)).unwrap_err();
+        assert_eq!((e.field.as_str(), e.reason.as_str()), ("probe_runs[0].energy_coverage", "a share of the run's time, 0 to 1"));
+        assert_eq!(convert_batch("a1", b(f64::NAN)).unwrap_err().field, "probe_runs[0].energy_coverage");
     }
 
     #[test]

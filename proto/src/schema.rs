@@ -480,6 +480,24 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_coverage_and_low_confidence_are_fields_when_known() {
+        let run = v1::ProbeRun {
+            bench: "granularity".into(),
+            energy_j: Some(0.5),
+            energy_coverage: Some(0.25),
+            energy_low_confidence: Some(true),
+            ..Default::default()
+        };
+        let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+        let mut line = String::new();
+        probe_run_point(&run, &tags).write_line(&mut line).unwrap();
+        assert!(line.contains(",energy_coverage=0.25,energy_low_confidence=true"), "{line}");
+        let mut line = String::new();
+        probe_run_point(&v1::ProbeRun { energy_coverage: None, energy_low_confidence: None, ..run }, &tags).write_line(&mut line).unwrap();
+        assert!(!line.contains("coverage") && !line.contains("low_confidence"), "absent, never a zero: {line}");
+    }
+
+    #[test]
     fn probe_runs_carry_the_firmware_tag_when_known() {
         let run = v1::ProbeRun { device: "nvme0n1".into(), model: "M".into(), firmware: "2B2QEXM7".into(), bench: "granularity".into(), ..Default::default() };
         let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
