@@ -74,14 +74,18 @@ impl Alignment {
 /// the bounds (twice) or the rises are too few, else the rises' estimate of [`from_rises`] (which
 /// resolves far below a window but needs the runs found where they are).
 pub fn estimate(series: &PowerSeries, runs: &[RunInfo], analysis: &ProbeAnalysis, cfg: &RunDetectConfig) -> Option<Alignment> {
-    let coarse = analysis.baseline.as_ref().and_then(|b| coarse(series, runs, b.median.0 + cfg.band(b)));
-    let fine = from_rises(runs, analysis);
-    match (coarse, fine) {
-        (Some(c), _) if c.offset_ns.abs() > 2.0 * MAX_OFFSET.0 as f64 || c.rate_error.abs() > 2.0 * MAX_RATE_ERROR => Some(c),
-        (c, None) => c,
-        (_, f) => f,
+    // The rises are trusted when at least half of the runs gave one and they agree (a trace far off
+    // finds a few runs' rises in the wrong place).
+    let found = analysis.runs.iter().filter(|r| !matches!(r, Err(crate::error::AnalysisError::RunOutsideTrace { .. }))).count();
+    let fine = from_rises(runs, analysis).filter(|f| 2 * f.runs >= found && f.spread_ns <= MAX_RISE_SPREAD.0 as f64);
+    match fine {
+        Some(f) => Some(f),
+        None => analysis.baseline.as_ref().and_then(|b| coarse(series, runs, b.median.0 + cfg.band(b))),
     }
 }
+
+/// The rises' estimate is trusted when their median residual is at most this.
+pub const MAX_RISE_SPREAD: Nanos = Nanos(250_000);
 
 /// Grid of the coarse search: offsets within ±[`COARSE_OFFSET`] in steps of half a window,
 /// rate errors within ±[`COARSE_RATE`] in steps of [`COARSE_RATE_STEP`].
@@ -90,8 +94,8 @@ pub const COARSE_RATE: f64 = 0.03;
 pub const COARSE_RATE_STEP: f64 = 2.5e-4;
 
 /// The offset and rate error at which the trace's activity (samples above `threshold`) best covers
-/// the runs' IO time (from first submit to last completion), on a grid; ties go to the smaller
-/// correction. Resolution: a window (1 ms for a trace) and [`COARSE_RATE_STEP`].
+/// the runs' IO time (from first submit to last completion) and rises at their first submits, on
+/// a grid; ties go to the smaller correction. Resolution: a window (1 ms for a trace) and [`COARSE_RATE_STEP`].
 pub fn coarse(series: &PowerSeries, runs: &[RunInfo], threshold: f64) -> Option<Alignment> {
     let period = i64::try_from(series.typical_period().0).ok().filter(|p| *p > 0)?;
     let f0 = runs.iter().map(|r| r.first_submit.0).min()?;
@@ -107,30 +111,29 @@ pub fn coarse(series: &PowerSeries, runs: &[RunInfo], threshold: f64) -> Option<
     if total <= 0.0 {
         return None;
     }
+    // Covered IO time (windows) plus, per run, a rise at its first submit (idle two windows before,
+    // active one window after) worth its share of the IO time: coverage alone is flat wherever
+    // activity runs on past the runs (tails, short pauses); the rises are sharp.
+    let on = |k: usize| k < n && active[k + 1] > active[k];
+    let rise_worth = total / period as f64 / runs.len() as f64;
     let score = |o: f64, e: f64| -> f64 {
         let map = |h: i64| h as f64 + o + e * (h - f0) as f64;
         runs.iter()
             .map(|r| {
                 let (a, z) = (idx(map(r.first_submit.0)), idx(map(r.last_complete.0)));
-                f64::from(active[z.max(a)] - active[a])
+                let rise = a >= 2 && !on(a - 2) && on(a + 1);
+                f64::from(active[z.max(a)] - active[a]) + if rise { rise_worth } else { 0.0 }
             })
             .sum::<f64>()
     };
     let step_o = (period / 2).max(1) as f64;
     let (no, ne) = ((COARSE_OFFSET.0 as f64 / step_o) as i64, (COARSE_RATE / COARSE_RATE_STEP).round() as i64);
-    let mut best: (f64, f64, f64) = (f64::MIN, 0.0, 0.0);
-    for ke in -ne..=ne {
-        let e = ke as f64 * COARSE_RATE_STEP;
-        for ko in -no..=no {
-            let o = ko as f64 * step_o;
-            let sc = score(o, e);
-            let smaller = o.abs() / MAX_OFFSET.0 as f64 + e.abs() / MAX_RATE_ERROR < best.1.abs() / MAX_OFFSET.0 as f64 + best.2.abs() / MAX_RATE_ERROR;
-            if sc > best.0 || (sc == best.0 && smaller) {
-                best = (sc, o, e);
-            }
-        }
-    }
-    Some(Alignment { reference: UnixNanos(f0), offset_ns: best.1, rate_error: best.2, runs: runs.len(), spread_ns: period as f64 })
+    let grid = || (-ne..=ne).flat_map(move |ke| (-no..=no).map(move |ko| (ko as f64 * step_o, ke as f64 * COARSE_RATE_STEP)));
+    let best = grid().map(|(o, e)| score(o, e)).fold(f64::MIN, f64::max);
+    // Ties go to the smallest correction.
+    let size = |(o, e): (f64, f64)| o.abs() / MAX_OFFSET.0 as f64 + e.abs() / MAX_RATE_ERROR;
+    let (o, e) = grid().filter(|&(o, e)| score(o, e) >= best).min_by(|a, b| size(*a).total_cmp(&size(*b)))?;
+    Some(Alignment { reference: UnixNanos(f0), offset_ns: o, rate_error: e, runs: runs.len(), spread_ns: period as f64 })
 }
 
 /// The alignment estimated from the runs whose rise the analysis found in the trace (`Trace`
