@@ -11,57 +11,40 @@
 #[path = "../energy/tests/truth/mod.rs"]
 mod truth;
 
-use truth::{Schedule, MS, S};
+#[path = "support/quick_schedule.rs"]
+mod quick;
+
+use quick::quick_schedule;
+use truth::MS;
 use wattflip_agent::energy::live::ZoneSeries;
-use wattflip_uflip::{ProbeReport, RunStatus};
+use wattflip_uflip::RunStatus;
 
 #[test]
 fn live_recording_at_1khz_gives_each_runs_known_energy() {
-    let text = include_str!("../../tests/fixtures/energy/quick-report.json");
-    let report: ProbeReport = serde_json::from_str(text).expect("fixture report");
+    let (report, sched, t0) = quick_schedule(|pattern| match pattern {
+        "SW" => 40 * MS,
+        "RW" => 4 * MS,
+        _ => 0,
+    });
     let runs: Vec<_> = report.runs.iter().filter(|r| r.status == RunStatus::Ok).collect();
-    let first = i64::try_from(report.started_ns).expect("ns");
-    let t0 = first - S;
-    let sched = Schedule {
-        idle_w: 6.0,
-        runs: runs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| truth::Run {
-                first_submit: r.start_ns as i64 - t0,
-                last_complete: r.end_ns as i64 - t0,
-                latency: 40_000,
-                active_w: 1.0 + 0.5 * (i % 3) as f64,
-                tail: match r.pattern.as_str() {
-                    "SW" => 40 * MS,
-                    "RW" => 4 * MS,
-                    _ => 0,
-                },
-                tail_w: 0.6,
-                experiment: 0,
-                value: 0.0,
-            })
-            .collect(),
-        lead: S,
-        trail: S,
-    };
     let model = sched.model(3);
     let truths = sched.truth(&model, &[]);
-    // The fixture sensor: one reading per ms, each the mean power over its millisecond (an INA2xx
-    // conversion), ±4 mW of deterministic noise.
+    // The fixture sensor: an energy counter read once per ms, each reading the mean power over the
+    // millisecond that ended at its read (as the recorder stores `energy1_input` deltas), ±4 mW of
+    // deterministic noise.
     let n = (sched.duration() / MS) as usize;
     let zone = ZoneSeries {
         source: "hwmon".into(),
         zone: "fixture/SSD 12V".into(),
         scope: "rail".into(),
-        t: (0..n).map(|k| t0 + k as i64 * MS).collect(),
+        t: (0..n).map(|k| t0 + (k as i64 + 1) * MS).collect(),
         watts: (0..n)
             .map(|k| {
                 let k = k as i64;
                 model.energy(k * MS, (k + 1) * MS) / 1e-3 + 0.004 * (((k * 7919) % 9) as f64 / 4.0 - 1.0)
             })
             .collect(),
-        interval_ns: vec![0; n],
+        interval_ns: vec![MS as u64; n],
         ..Default::default()
     };
     let e = wattflip_agent::energy::energy_of_recording(&report, &zone, std::time::Duration::from_secs(1), None).expect("readings in order");

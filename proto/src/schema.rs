@@ -321,6 +321,12 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     if !r.energy_baseline_source.is_empty() {
         p = p.string("energy_baseline_source", r.energy_baseline_source.clone());
     }
+    if let Some(c) = r.energy_coverage {
+        p = p.float("energy_coverage", c);
+    }
+    if let Some(low) = r.energy_low_confidence {
+        p = p.boolean("energy_low_confidence", low);
+    }
     p
 }
 

@@ -5,8 +5,7 @@
 //! energy is summed sample by sample. To support a new trace format, implement [`FineSamples`].
 
 use crate::error::TraceError;
-use crate::run::Efficiency;
-use crate::run::{hold_end, sample_at, RunEnergy, RunInfo};
+use crate::run::{hold_end, sample_at, Efficiency, EndFound, RunEnergy, RunInfo, StartFound};
 use crate::series::PowerSeries;
 use crate::stats;
 use crate::trace::csv::{read_csv_samples, CsvOptions};
@@ -135,82 +134,216 @@ fn edge_range(series: &PowerSeries, at: i64) -> (UnixNanos, UnixNanos) {
 pub(crate) struct EdgeContext {
     /// The start search's lower bound (previous run's completion or end).
     pub lower: i64,
+    /// `first_submit − start_slack`: the lower bound once the previous run's edges are refined.
+    pub slack_from: i64,
     /// The next run's first submit (the end's upper bound).
     pub limit: i64,
 }
 
-/// Refine every analysed run to the sample. `runs[i]` is `Some((record, context))` for runs with
-/// energy. Records are updated in place; the window-level values stay where the samples cannot be
-/// read.
+/// The previous run as refined: its end, and whether its tail was cut at this run's first submit.
+#[derive(Clone, Copy)]
+struct Refined {
+    end: i64,
+    cut: bool,
+}
+
+/// The idle level and per-sample noise of a run's baseline, and the decision rule built on them.
+struct Noise {
+    b: f64,
+    sigma: f64,
+    k: f64,
+    min_spread: f64,
+    period: i64,
+}
+
+impl Noise {
+    /// Samples averaged for a band that lets a step of `level` W above idle through at half its
+    /// height (k·σ/√m ≤ level/2), at least [`EDGE_AVERAGE`], at most [`MAX_TAIL_AVERAGE`].
+    fn samples_for(&self, level: f64) -> usize {
+        let m0 = ((EDGE_AVERAGE.0 as i64 / self.period) as usize).max(1);
+        let cap = ((MAX_TAIL_AVERAGE.0 as i64 / self.period) as usize).max(m0);
+        if !(level.is_finite() && level > 0.0) {
+            return m0;
+        }
+        let need = (2.0 * self.k * self.sigma / level).powi(2).ceil();
+        (need.min(cap as f64) as usize).max(m0)
+    }
+    /// Half-width of the idle band for averages of `m` samples.
+    fn band(&self, m: usize) -> f64 {
+        self.k * (self.sigma / (m as f64).sqrt()).max(self.min_spread)
+    }
+}
+
+/// Longest average over which the power just before the next run's first submit decides a cut:
+/// work that ended more than this before it is not cut.
+pub const CUT_AVERAGE: Nanos = Nanos(300_000);
+
+/// Longest average the end search uses for a weak tail (its edge then moves by at most half of it).
+pub const MAX_TAIL_AVERAGE: Nanos = Nanos(1_000_000);
+
+/// Refine every analysed run to the sample, in execution order. `runs[i]` is `Some((record,
+/// context))` for runs with energy. Records are updated in place; the window-level values stay
+/// where the samples cannot be read. Each run's start is searched after the previous run's refined
+/// end (nothing is counted twice), and a tail is cut only when the average of the samples just
+/// before the next run's first submit is above the idle band.
 pub(crate) fn refine(
     series: &PowerSeries,
     runs: &mut [Option<(&mut RunEnergy, EdgeContext)>],
     (k, min_spread): (f64, f64),
     source: &mut dyn FineSamples,
 ) -> Result<(), TraceError> {
-    // Ranges: per run the baseline's first NOISE_WINDOW, the start, the end and the last completion.
+    // Ranges: per run the baseline's first NOISE_WINDOW, the start, the end, the last completion
+    // and the next run's first submit.
+    let last = series.end_time().0 - 1;
     let mut ranges = Vec::new();
-    for (r, _) in runs.iter().flatten() {
+    for (r, ctx) in runs.iter().flatten() {
         let b = &r.baseline;
         ranges.push((b.from, b.to.min(b.from.plus(NOISE_WINDOW))));
         ranges.push(edge_range(series, r.start.0));
         ranges.push(edge_range(series, r.end.0));
         ranges.push(edge_range(series, r.run.last_complete.0));
+        ranges.push(edge_range(series, ctx.limit.min(last)));
     }
     let fetched = source.fetch(&ranges)?;
-    let mut it = fetched.chunks(4);
-    for (r, ctx) in runs.iter_mut().flatten() {
-        let Some([noise, s, e, c]) = it.next() else {
+    let mut it = fetched.chunks(5);
+    let mut prev: Option<Refined> = None;
+    for slot in runs.iter_mut() {
+        let Some((r, ctx)) = slot else {
+            prev = None;
+            continue;
+        };
+        let Some([noise, s, e, c, l]) = it.next() else {
             break;
         };
-        refine_one(series, r, ctx, (k, min_spread), &Fine::new(noise), &Fine::new(s), &Fine::new(e), &Fine::new(c));
+        prev = refine_one(series, r, ctx, prev, (k, min_spread), &Fine::new(noise), [&Fine::new(s), &Fine::new(e), &Fine::new(c), &Fine::new(l)]);
     }
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn refine_one(series: &PowerSeries, r: &mut RunEnergy, ctx: &EdgeContext, (k, min_spread): (f64, f64), noise: &Fine, s: &Fine, e: &Fine, c: &Fine) {
+/// Refines one run after `prev`; returns what the next run needs, or `None` when the samples could
+/// not be read (the window-level values stay).
+fn refine_one(
+    series: &PowerSeries,
+    r: &mut RunEnergy,
+    ctx: &EdgeContext,
+    prev: Option<Refined>,
+    (k, min_spread): (f64, f64),
+    noise: &Fine,
+    fines: [&Fine; 4],
+) -> Option<Refined> {
+    let [s, e, c, l] = fines;
     let idle: Vec<f64> = noise.p.iter().copied().filter(|p| p.is_finite()).collect();
-    let Some((b_s, sigma)) = stats::median_and_sigma(&idle) else {
-        return;
-    };
+    let (b_s, sigma) = stats::median_and_sigma(&idle)?;
     if s.t.len() < 2 || e.t.len() < 2 {
-        return;
+        return None;
     }
-    let period = (s.t[1] - s.t[0]).max(1);
-    let m = ((EDGE_AVERAGE.0 as i64 / period) as usize).max(1);
-    // Floor: the detector's `min_spread` (a flat or quantised idle trace has σ = 0).
-    let thr = k * (sigma / (m as f64).sqrt()).max(min_spread);
-    let out = |p: f64| p.is_finite() && (p - b_s).abs() > thr;
-    let mut start = r.start.0;
-    if r.start_found == crate::run::StartFound::Trace {
-        // Averages only over samples inside [lower, limit): a centred average reaching across a
-        // bound would see the previous run's tail or the next run's first IO.
-        let lo = ctx.lower.max(r.start.0 - EDGE_REACH.0 as i64);
-        let (a, z) = s.between(lo, ctx.limit);
-        let avg = s.averaged(m, a, z);
-        if let Some(k0) = (a..z).find(|&i| out(avg[i - a])) {
-            start = s.t[k0];
+    let nz = Noise { b: b_s, sigma, k, min_spread, period: (s.t[1] - s.t[0]).max(1) };
+    let lower = prev.map_or(ctx.lower, |p| p.end.max(ctx.slack_from));
+    let start = refine_start(r, ctx, prev, lower, &nz, s);
+    // The tail's level above idle, for the end's average length: its samples after the last
+    // completion (the window holding that instant also holds the run's own IO).
+    let tail_level = tail_level(c, r, nz.b);
+    let m_end = nz.samples_for(tail_level);
+    // Cut: power above the band just before the next first submit, averaged over at most
+    // CUT_AVERAGE (a longer average would reach back to this run's own last IOs).
+    let m_cut = m_end.min(((CUT_AVERAGE.0 as i64 / nz.period) as usize).max(1));
+    // Only samples whose whole hold lies before the next first submit: the one holding it already
+    // holds the next run's rise.
+    let before = ctx.limit.saturating_sub(nz.period - 1);
+    let cut = ctx.limit < i64::MAX && last_level(l, start, before, m_cut).is_some_and(|p| p - nz.b > nz.band(m_cut));
+    let end = if cut {
+        ctx.limit
+    } else {
+        let search = if r.tail_cut { l } else { e };
+        let hi = if r.tail_cut { ctx.limit } else { ctx.limit.min(r.end.0 + EDGE_REACH.0 as i64) };
+        let (a, z) = search.between(lower.max(start), before);
+        let avg = search.averaged(m_end, a, z);
+        let thr = nz.band(m_end);
+        match (a..z).rev().find(|&i| search.t[i] < hi && avg[i - a].is_finite() && (avg[i - a] - nz.b).abs() > thr) {
+            Some(k1) => (search.t[k1] + search.hold(k1)).min(ctx.limit),
+            None if r.tail_cut => r.run.last_complete.0.min(ctx.limit),
+            None => r.end.0,
         }
-    }
-    let mut end = r.end.0;
-    if !r.tail_cut {
-        let hi = ctx.limit.min(r.end.0 + EDGE_REACH.0 as i64);
-        let (a, z) = e.between(ctx.lower.max(start), ctx.limit);
-        let avg = e.averaged(m, a, z);
-        if let Some(k1) = (a..z).rev().find(|&i| e.t[i] < hi && out(avg[i - a])) {
-            end = (e.t[k1] + e.hold(k1)).min(ctx.limit);
-        }
+    };
+    if r.tail_cut != cut {
+        r.tail_cut = cut;
+        r.end_found = if cut { EndFound::NextRunStarted } else { EndFound::IdleBeforeNextRun };
     }
     let end = end.max(start);
-    // Energy: whole windows inside [start, end) from the series, the edge windows from samples.
+    set_energy(series, r, (start, end), nz.period, &fines);
+    Some(Refined { end, cut })
+}
+
+/// The run's start: exactly the first submit after a cut tail; otherwise the first sample whose
+/// centred average (over samples in `[lower, limit)` only: an average reaching across a bound would
+/// see the previous run's tail or the next run's first IO) leaves the idle band.
+fn refine_start(r: &mut RunEnergy, ctx: &EdgeContext, prev: Option<Refined>, lower: i64, nz: &Noise, s: &Fine) -> i64 {
+    match prev {
+        Some(p) if p.cut => {
+            r.start_found = StartFound::SplitAtFirstSubmit;
+            return r.run.first_submit.0;
+        }
+        // The window level split here, the samples say the previous tail was over: search.
+        Some(_) if r.start_found == StartFound::SplitAtFirstSubmit => r.start_found = StartFound::Trace,
+        _ => {}
+    }
+    if r.start_found != StartFound::Trace {
+        return r.start.0.max(lower);
+    }
+    let m = nz.samples_for(f64::NAN);
+    let lo = lower.max(r.start.0.min(r.run.first_submit.0) - EDGE_REACH.0 as i64);
+    let (a, z) = s.between(lo, ctx.limit);
+    let avg = s.averaged(m, a, z);
+    let thr = nz.band(m);
+    // The start of the stretch outside the band that is going on at the first submit (or the first
+    // one after it): a stretch that returned to idle before the first submit is the previous
+    // run's last work (a decayed tail's remnant), not this run's rise.
+    let first = r.run.first_submit.0;
+    let mut cand = None;
+    for i in a..z {
+        if avg[i - a].is_finite() && (avg[i - a] - nz.b).abs() > thr {
+            cand = cand.or(Some(i));
+        } else if s.t[i] < first {
+            cand = None;
+        }
+        if cand.is_some() && s.t[i] >= first {
+            break;
+        }
+    }
+    match cand {
+        Some(k0) => s.t[k0],
+        None => r.start.0.max(lower),
+    }
+}
+
+/// Mean power above idle `b` of the samples from 100 µs after the last completion to the
+/// window-level end (at most [`EDGE_REACH`]); 0 when there are fewer than 20 (no tail to speak of).
+fn tail_level(c: &Fine, r: &RunEnergy, b: f64) -> f64 {
+    let last = r.run.last_complete.0;
+    let (a, z) = c.between(last + EDGE_AVERAGE.0 as i64, r.end.0.min(last + EDGE_REACH.0 as i64));
+    let v: Vec<f64> = c.p[a..z].iter().copied().filter(|p| p.is_finite()).collect();
+    if v.len() < 20 {
+        return 0.0;
+    }
+    v.iter().sum::<f64>() / v.len() as f64 - b
+}
+
+/// Mean power of the last `m` samples before `limit` (at or after `from`), gaps skipped.
+fn last_level(l: &Fine, from: i64, limit: i64, m: usize) -> Option<f64> {
+    let (a, z) = l.between(from, limit);
+    let v: Vec<f64> = l.p[a.max(z.saturating_sub(m))..z].iter().copied().filter(|p| p.is_finite()).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The record's bounds and energies from `[start, end)`, edge windows summed sample by sample.
+fn set_energy(series: &PowerSeries, r: &mut RunEnergy, (start, end): (i64, i64), period: i64, fines: &[&Fine; 4]) {
     let b = r.baseline.median.0;
-    let (total, gaps, gap_ns) = span(series, start, end, &[s, e, c]);
+    let (total, gaps, gap_ns) = span(series, start, end, fines);
     let valid = ((end - start) - gap_ns).max(0) as f64 * 1e-9;
     let last = r.run.last_complete.0;
     let bg_from = start.max(last);
     let background = if bg_from < end {
-        let (eb, _, g) = span(series, bg_from, end, &[s, e, c]);
+        let (eb, _, g) = span(series, bg_from, end, fines);
         eb - b * ((end - bg_from) - g).max(0) as f64 * 1e-9
     } else {
         0.0
@@ -230,11 +363,12 @@ fn refine_one(series: &PowerSeries, r: &mut RunEnergy, ctx: &EdgeContext, (k, mi
     r.gap_samples = gaps;
     r.gap_duration = Nanos(u64::try_from(gap_ns).unwrap_or(0));
     r.sample_period = Nanos(u64::try_from(period).unwrap_or(0));
+    r.coverage = 1.0 - (gap_ns as f64 / (end - start).max(1) as f64).clamp(0.0, 1.0);
 }
 
 /// Energy, gap samples and gap time of `[from, to)`: windows wholly inside from the series, the
 /// window holding each edge from the samples of whichever fetched range covers it whole.
-fn span(series: &PowerSeries, from: i64, to: i64, fine: &[&Fine]) -> (f64, u64, i64) {
+fn span(series: &PowerSeries, from: i64, to: i64, fine: &[&Fine; 4]) -> (f64, u64, i64) {
     if to <= from {
         return (0.0, 0, 0);
     }

@@ -5,11 +5,13 @@
 //! `&PowerSeries` and gets its own module with a config struct holding every constant.
 //!
 //! Layout:
+//! - [`align`]: the trace's offset and rate error against the probe's schedule, checked or corrected.
 //! - [`units`]: unit newtypes (`Watts`, `Joules`, `Volts`, `Ohms`, `Hertz`, `UnixNanos`, `Nanos`, …).
 //! - [`trace`]: `ShuntCircuit`, the streaming integrators, CSV and raw (f32/i16 + sidecar) import.
 //! - [`series`]: `PowerSeries`, the validated input of every analysis.
 //! - [`idle`]: idle characterisation (baseline, period of regular idle work).
-//! - [`run`]: baseline, run start/end detection and the per-run `RunEnergy` record.
+//! - [`record`]: the analysis' types: `Baseline`, `RunDetectConfig`, `RunInfo`, the `RunEnergy` record.
+//! - [`run`]: run start/end detection and the per-run energy.
 //! - [`fine`]: run edges refined to the sample (second pass over the trace).
 //! - [`probe`]: a whole probe's runs: one idle baseline, neighbour-bounded runs, cut tails, plausibility.
 //! - [`background`]: Table 2 classes and the §11.6 pause rule.
@@ -18,17 +20,20 @@
 
 #![forbid(unsafe_code)]
 
+pub mod align;
 pub mod background;
 pub mod error;
 pub mod fine;
 pub mod idle;
 pub mod probe;
+pub mod record;
 pub mod run;
 pub mod series;
 pub mod stats;
 pub mod trace;
 pub mod units;
 
+pub use align::{Alignment, MAX_OFFSET, MAX_RATE_ERROR};
 pub use background::{
     classify, interferes, recommend_pause, recommend_pause_for_value, BackgroundClass, BackgroundObservation, Classification, ClassifyConfig, IoMix,
     PauseConfig, ValueRuns,

@@ -89,6 +89,23 @@ pub const MIN_GAIN: f64 = 0.2;
 pub const MAX_LAG: Nanos = Nanos(1_000_000_000);
 pub const MIN_LAG: Nanos = Nanos(5_000_000);
 
+/// Prefix count of the grid instants `from + k·period` (k < n) whose sample is above `threshold`
+/// (the sample holding each instant; none before the series or after its end).
+pub(crate) fn active_prefix(series: &PowerSeries, from: i64, period: i64, n: usize, threshold: f64) -> Vec<u32> {
+    let (t, p) = (series.times(), series.powers());
+    let mut active = vec![0u32; n + 1];
+    let mut i = 0usize;
+    for k in 0..n {
+        let at = from + k as i64 * period;
+        while i + 1 < t.len() && t[i + 1].0 <= at {
+            i += 1;
+        }
+        let on = at >= t[0].0 && at < series.end_time().0 && p[i].0 > threshold;
+        active[k + 1] = active[k] + u32::from(on);
+    }
+    active
+}
+
 /// The shift (ns, trace relative to the probe) at which the trace's activity (samples above the
 /// idle threshold) best covers the runs' IO time, with the covered fractions as aligned and at that
 /// shift; `None` when the trace matches best (within [`MIN_GAIN`]) as aligned.
@@ -102,18 +119,7 @@ fn best_lag(series: &PowerSeries, runs: &[RunInfo], b: &Baseline, cfg: &RunDetec
         return None;
     }
     let threshold = b.median.0 + cfg.k * b.spread.0.max(cfg.min_spread.0);
-    let (t, p) = (series.times(), series.powers());
-    // Prefix count of active grid points (the sample holding each grid instant).
-    let mut active = vec![0u32; n + 1];
-    let mut i = 0usize;
-    for k in 0..n {
-        let at = from + k as i64 * period;
-        while i + 1 < t.len() && t[i + 1].0 <= at {
-            i += 1;
-        }
-        let on = at >= t[0].0 && at < series.end_time().0 && p[i].0 > threshold;
-        active[k + 1] = active[k] + u32::from(on);
-    }
+    let active = active_prefix(series, from, period, n, threshold);
     let idx = |at: i64| (((at - from) / period).max(0) as usize).min(n);
     let total: i64 = runs.iter().map(|r| (idx(r.last_complete.0) - idx(r.first_submit.0)) as i64).sum();
     if total <= 0 {
@@ -240,6 +246,7 @@ pub fn analyze_probe_fine(
         });
         ctx.push(EdgeContext {
             lower: (r.first_submit.0.saturating_sub(slack)).max(prev.unwrap_or(i64::MIN)),
+            slack_from: r.first_submit.0.saturating_sub(slack),
             limit: runs.get(i + 1).map_or(i64::MAX, |n| n.first_submit.0),
         });
     }

@@ -4,237 +4,36 @@
 //! detector, keep [`RunDetectConfig`] the single home of its constants and document them in
 //! `docs/energy-method.md`.
 
-use crate::error::{AnalysisError, ConfigError};
+use crate::error::AnalysisError;
+pub use crate::record::{Baseline, BaselineSource, Efficiency, EndFound, RunDetectConfig, RunEnergy, RunInfo, StartFound, TimeBase};
 use crate::series::PowerSeries;
-use crate::stats;
-use crate::units::{Joules, JoulesPerIo, JoulesPerMb, JoulesPerMib, Nanos, UnixNanos, Watts};
-use serde::{Deserialize, Serialize};
+use crate::units::{Joules, Nanos, UnixNanos, Watts};
 
-/// Idle baseline: `b = median(P)` and `s = 1.4826·MAD(P)` over an idle window.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Baseline {
-    pub median: Watts,
-    /// Robust spread, 1.4826·MAD (σ for normal noise).
-    pub spread: Watts,
-    pub samples: usize,
-    pub from: UnixNanos,
-    pub to: UnixNanos,
-}
+/// A sample holding longer than this many typical periods does not cover its time: the recorder
+/// stalled (or the source skipped readings), so where its energy went inside it is unknown.
+pub const MAX_HOLD_PERIODS: i64 = 4;
 
-impl Baseline {
-    /// Baseline of the samples with timestamps in `[from, to)`; needs at least `min_samples`.
-    pub fn from_window(series: &PowerSeries, from: UnixNanos, to: UnixNanos, min_samples: usize) -> Result<Baseline, AnalysisError> {
-        let ps: Vec<f64> = series.powers_between(from, to).iter().map(|w| w.0).collect();
-        let needed = min_samples.max(1);
-        match stats::median_and_sigma(&ps) {
-            Some((m, s)) if ps.len() >= needed => Ok(Baseline { median: Watts(m), spread: Watts(s), samples: ps.len(), from, to }),
-            _ => Err(AnalysisError::NotEnoughBaseline { from_ns: from.0, to_ns: to.0, found: ps.len(), needed }),
+/// Share of `[start, end)` covered by holds of at most [`MAX_HOLD_PERIODS`] typical periods,
+/// minus `gap_ns` (1 for an empty span).
+pub fn coverage(series: &PowerSeries, start: i64, end: i64, gap_ns: f64) -> f64 {
+    if end <= start || series.is_empty() {
+        return 1.0;
+    }
+    let max_hold = i64::try_from(series.typical_period().0).unwrap_or(i64::MAX).saturating_mul(MAX_HOLD_PERIODS);
+    let t = series.times();
+    let mut uncovered = 0i64;
+    // Before the first sample or after the last hold nothing covers the run.
+    uncovered += (t[0].0.min(end) - start).max(0);
+    uncovered += (end - series.end_time().0.max(start)).max(0);
+    let (ja, jz) = (sample_at(series, start), sample_at(series, end - 1));
+    for (j, tj) in t.iter().enumerate().take(jz + 1).skip(ja) {
+        let (w0, w1) = (tj.0, hold_end(series, j));
+        if w1 - w0 > max_hold && max_hold > 0 {
+            uncovered += (w1.min(end) - w0.max(start)).max(0);
         }
     }
-}
-
-/// Constants of the run detector (`ufip.md` §11.3). All configurable; defaults in `Default`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RunDetectConfig {
-    /// Length of the idle window before the run used for the baseline (default 1 s: the paper starts
-    /// collecting about 1 s before the first IO).
-    pub baseline_window: Nanos,
-    /// The start is searched from `first_submit − start_slack`, and the baseline window ends there
-    /// (default 50 ms; covers clock misalignment between host and trace).
-    pub start_slack: Nanos,
-    /// The quiet stretch that ends the run may begin at `last_complete − end_slack` (default 50 ms).
-    pub end_slack: Nanos,
-    /// Threshold multiplier k: active means `P > b + k·s`, idle means `|P − b| ≤ k·s` (default 5).
-    pub k: f64,
-    /// w: the start needs this long of consecutive samples above threshold (default 1 ms, at least
-    /// one sample).
-    pub min_duration: Nanos,
-    /// T_hold: the end needs the trace back within `b ± k·s` for this long (default 1 s; make it
-    /// longer than the idle-spike period for devices with periodic idle work).
-    pub hold: Nanos,
-    /// Floor for s, so a perfectly flat or quantised idle trace does not make every LSB of noise a
-    /// deviation (default 1 mW; set to ≥ 1 LSB of the power sensor).
-    pub min_spread: Watts,
-    /// Fewest samples accepted in the baseline window (default 10).
-    pub min_baseline_samples: usize,
-}
-
-impl Default for RunDetectConfig {
-    fn default() -> Self {
-        RunDetectConfig {
-            baseline_window: Nanos(1_000_000_000),
-            start_slack: Nanos(50_000_000),
-            end_slack: Nanos(50_000_000),
-            k: 5.0,
-            min_duration: Nanos(1_000_000),
-            hold: Nanos(1_000_000_000),
-            min_spread: Watts(0.001),
-            min_baseline_samples: 10,
-        }
-    }
-}
-
-impl RunDetectConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(self.k.is_finite() && self.k > 0.0) {
-            return Err(ConfigError::new("k", format!("must be > 0, got {}", self.k)));
-        }
-        if self.baseline_window.0 == 0 {
-            return Err(ConfigError::new("baseline_window", "must be > 0"));
-        }
-        if !(self.min_spread.0.is_finite() && self.min_spread.0 >= 0.0) {
-            return Err(ConfigError::new("min_spread", "must be a finite number ≥ 0"));
-        }
-        Ok(())
-    }
-}
-
-/// What the probe knows about a run (host side, `CLOCK_REALTIME` aligned with the trace).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RunInfo {
-    pub first_submit: UnixNanos,
-    pub last_complete: UnixNanos,
-    /// Bytes transferred by the run's IOs.
-    pub bytes: u64,
-    /// Number of IOs in the run.
-    pub ios: u64,
-    /// When the next run starts, if any: the end search stops there (interference, §11.6).
-    pub next_run_start: Option<UnixNanos>,
-    /// Datasheet (or NVMe PSD) active power, for the §11.7 estimate.
-    pub datasheet_active: Option<Watts>,
-}
-
-/// How the run start was determined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StartFound {
-    /// First window with `w` worth of consecutive windows above `b + k·s`, refined inside the edge
-    /// windows from their energy above idle (§4 of `docs/energy-method.md`).
-    Trace,
-    /// Live recordings only (the series is on the probe's own clock): no rise was found, the host's
-    /// first submit is used (a run invisible in power, e.g. reads on a coarse sensor).
-    Nominal,
-    /// The previous run's tail was still going on at this run's first submit: the energy is split
-    /// at that instant and this run starts there.
-    SplitAtFirstSubmit,
-}
-
-/// How the run end was determined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndFound {
-    /// The trace stayed within `b ± k·s` for `hold` after the end.
-    ReturnedToIdle,
-    /// The trace was back within `b ± k·s` before the next run's first submit (shorter than
-    /// `hold`: the pause was short, but the run's work was over).
-    IdleBeforeNextRun,
-    /// The trace ended before `hold` of idle was seen; the end is the last deviation.
-    TraceEnded,
-    /// Background work was still going on at the next run's first submit: the tail was cut there
-    /// (interference, §11.6) and the energy split at that instant.
-    NextRunStarted,
-    /// Live recordings only: no rise was found, the host's last completion is used.
-    Nominal,
-}
-
-/// How the series' clock relates to the probe's run timestamps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeBase {
-    /// Recorded by the agent during the probe, on the probe's own clock (the live path): a run
-    /// whose activity is not seen in power is measured over its host window (`Nominal`), and the
-    /// trace is never refused as misaligned.
-    Shared,
-    /// Imported and aligned by the user (origin, rate, time unit): a run whose activity is not
-    /// found gets no energy, and a trace that does not match the probe is refused.
-    Imported,
-}
-
-/// Which idle baseline a run was measured against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum BaselineSource {
-    /// The probe's idle characterisation window (the normal case, live and imported).
-    #[default]
-    IdleWindow,
-    /// Fallback: the idle stretch just before the run, after the previous run's end (used only
-    /// when the probe's idle window is not in the trace).
-    Local,
-}
-
-/// Energy per unit of work; `None` where the divisor is zero.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Efficiency {
-    pub per_io: Option<JoulesPerIo>,
-    pub per_mib: Option<JoulesPerMib>,
-    pub per_mb: Option<JoulesPerMb>,
-}
-
-impl Efficiency {
-    pub fn new(energy: Joules, bytes: u64, ios: u64) -> Efficiency {
-        Efficiency {
-            per_io: (ios > 0).then(|| JoulesPerIo(energy.0 / ios as f64)),
-            per_mib: (bytes > 0).then(|| JoulesPerMib(energy.0 / (bytes as f64 / 1_048_576.0))),
-            per_mb: (bytes > 0).then(|| JoulesPerMb(energy.0 / (bytes as f64 / 1e6))),
-        }
-    }
-}
-
-/// The per-run energy record of `ufip.md` §11.4.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunEnergy {
-    pub run: RunInfo,
-    /// Trace start of the run (timestamp of the first active sample).
-    pub start: UnixNanos,
-    /// Trace end of the run: the end of the last sample outside the idle band.
-    pub end: UnixNanos,
-    pub start_found: StartFound,
-    pub end_found: EndFound,
-    pub baseline: Baseline,
-    /// `b + k·s` with s floored at `min_spread`.
-    pub threshold: Watts,
-    /// Half-width of the idle band, `k·s`.
-    pub band: Watts,
-    /// `end − start`.
-    pub duration: Nanos,
-    /// Σ P·Δ over `[start, end)`.
-    pub energy_total: Joules,
-    /// Σ (P − b)·Δ over `[start, end)`.
-    pub energy_above_idle: Joules,
-    /// Σ (P − b)·Δ over `[max(start, last_complete), end)`: the background-work tail's energy.
-    pub energy_background: Joules,
-    /// `end − last_complete` (0 if the trace was idle again before the last completion).
-    pub background_duration: Nanos,
-    pub mean_power: Watts,
-    /// From `energy_total`.
-    pub efficiency_total: Efficiency,
-    /// From `energy_above_idle`.
-    pub efficiency_above_idle: Efficiency,
-    /// Datasheet active power × host duration (`last_complete − first_submit`).
-    pub datasheet_estimate: Option<Joules>,
-    /// `datasheet_estimate / energy_total` (the paper found 2–3 on whole benchmarks).
-    pub datasheet_ratio: Option<f64>,
-    /// Median sample spacing of the series analysed.
-    pub sample_period: Nanos,
-    /// Background work was still going on at the next run's first submit: the tail was cut there
-    /// and `background_duration` is a lower bound (interference, §11.6).
-    pub tail_cut: bool,
-    /// Gap samples (NaN/∞ in the trace) inside `[start, end)`, and the time they cover. Gaps carry no
-    /// energy, in the run as in the trace total.
-    pub gap_samples: u64,
-    pub gap_duration: Nanos,
-    pub baseline_source: BaselineSource,
-    /// End of the last sample outside the idle band, unrefined (window resolution; `end` for a
-    /// cut or nominal run): the next run's start is searched from here, so a tail's last
-    /// partly-idle window is never taken for the next run's rise.
-    pub activity_end: UnixNanos,
-}
-
-impl RunEnergy {
-    /// The trace had not returned to idle when the next run started (§11.6).
-    pub fn interference(&self) -> bool {
-        self.tail_cut
-    }
+    let span = (end - start) as f64;
+    ((span - uncovered as f64 - gap_ns) / span).clamp(0.0, 1.0)
 }
 
 /// Analyse one run on its own, taking the baseline from the idle window just before it (the
@@ -380,7 +179,7 @@ pub(crate) fn analyze_run_bounded(
     cfg: &RunDetectConfig,
     time_base: TimeBase,
 ) -> Result<RunEnergy, AnalysisError> {
-    match detect(series, run, lower, split_start, baseline, cfg) {
+    match detect(series, run, (lower, split_start), baseline, cfg, time_base) {
         Err(AnalysisError::NoActivity { .. } | AnalysisError::ActivityInProgress { .. } | AnalysisError::ActivityEndsEarly { .. })
             if time_base == TimeBase::Shared =>
         {
@@ -397,7 +196,7 @@ fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDe
     let (from_level, to_level) = (p[sample_at(series, start)].0, p[sample_at(series, (end - 1).max(start))].0);
     let (total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
     let b = baseline.median.0;
-    let s = baseline.spread.0.max(cfg.min_spread.0);
+    let band = cfg.band(baseline);
     let duration = Nanos(u64::try_from(end - start).unwrap_or(0));
     // Σ (P − b)·Δ sample by sample, so a flat rail at the baseline gives exactly 0.
     let t = series.times();
@@ -418,8 +217,8 @@ fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDe
         start_found: StartFound::Nominal,
         end_found: EndFound::Nominal,
         baseline: *baseline,
-        threshold: Watts(b + cfg.k * s),
-        band: Watts(cfg.k * s),
+        threshold: Watts(b + band),
+        band: Watts(band),
         duration,
         energy_total,
         energy_above_idle,
@@ -436,24 +235,24 @@ fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDe
         gap_duration: Nanos(gap_ns.round() as u64),
         baseline_source: BaselineSource::IdleWindow,
         activity_end: run.last_complete,
+        coverage: coverage(series, start, end, gap_ns),
     })
 }
 
 fn detect(
     series: &PowerSeries,
     run: &RunInfo,
-    lower: Option<UnixNanos>,
-    split_start: bool,
+    (lower, split_start): (Option<UnixNanos>, bool),
     baseline: &Baseline,
     cfg: &RunDetectConfig,
+    time_base: TimeBase,
 ) -> Result<RunEnergy, AnalysisError> {
     cfg.validate()?;
     check_covered(series, run)?;
     let (t, p) = (series.times(), series.powers());
     let n = t.len();
     let b = baseline.median.0;
-    let s = baseline.spread.0.max(cfg.min_spread.0);
-    let band = cfg.k * s;
+    let band = cfg.band(baseline);
     let threshold = b + band;
     let period = series.typical_period();
     let need = if period.0 == 0 { 1 } else { cfg.min_duration.0.div_ceil(period.0).max(1) as usize };
@@ -505,7 +304,15 @@ fn detect(
         let edge = hold_end(series, a);
         let earliest = t[lo].0.max(lower);
         let start = (edge - on_ns.round() as i64).clamp(earliest, edge);
-        (start, b, a, StartFound::Trace)
+        if time_base == TimeBase::Shared {
+            // A live series shares the probe's clock: the run starts at its first submit (never
+            // before the previous run's end), the rise above only confirms it is visible. The part
+            // of the reading holding that instant before it is idle (§4, "Live runs").
+            let start = first.max(lower);
+            (start, b, sample_at(series, start), StartFound::Trace)
+        } else {
+            (start, b, a, StartFound::Trace)
+        }
     };
 
     // End (§4 step 3), bounded above by the next run's first submit.
@@ -534,9 +341,15 @@ fn detect(
     }
     // Refine like the start: the energy above idle of the last active window (and of the window
     // after it, when that one ends before the next run) over the tail's own level.
+    let span = ns(cfg.level_span);
     let refine_end = |last_out: usize| -> i64 {
-        let level = level_of(series, last_out.saturating_sub(3).max(a)..last_out, b, band, p[last_out].0);
-        let mut excess = series.sample_energy(last_out) - b * valid_s(series, last_out);
+        // Averaged levels stay outside the band up to a span after the work: refine from there.
+        let j0 = if span > 0 { sample_at(series, t[last_out].0 - span).clamp(a, last_out) } else { last_out };
+        let level = level_of(series, j0.saturating_sub(3).max(a)..j0, b, band, p[j0].0);
+        let mut excess = 0.0;
+        for j in j0..=last_out {
+            excess += series.sample_energy(j) - b * valid_s(series, j);
+        }
         let mut latest = hold_end(series, last_out);
         if last_out + 1 < n && hold_end(series, last_out + 1) <= limit {
             excess += series.sample_energy(last_out + 1) - b * valid_s(series, last_out + 1);
@@ -546,16 +359,22 @@ fn detect(
             return hold_end(series, last_out);
         }
         let on_ns = (excess / (level - b) * 1e9).max(0.0);
-        (t[last_out].0 + on_ns.round() as i64).clamp(t[last_out].0, latest)
+        (t[j0].0 + on_ns.round() as i64).clamp(t[j0].0, latest)
     };
     let mut tail_cut = false;
     let (end, end_split) = match (end_found, stop) {
         (EndFound::NextRunStarted, Some(j)) => {
             // Cut only when the work was still going on when the next run began: the last whole
             // window before it is active and the refined end reaches its end.
-            let active_to_the_end = last_out + 1 == j && {
-                let wl = hold_end(series, last_out) - t[last_out].0;
-                refine_end(last_out) >= hold_end(series, last_out) - wl / 10
+            // On averaged levels (a live counter series) the last level before the next run is
+            // the mean of the span before it: work above the band within that span is a cut.
+            let active_to_the_end = if span > 0 {
+                j > 0 && p[j - 1].0 - b > band
+            } else {
+                last_out + 1 == j && {
+                    let wl = hold_end(series, last_out) - t[last_out].0;
+                    refine_end(last_out) >= hold_end(series, last_out) - wl / 10
+                }
             };
             if active_to_the_end && j > a {
                 tail_cut = true;
@@ -568,7 +387,9 @@ fn detect(
         _ if last_out + 1 >= n => (series.end_time().0, None),
         _ => (refine_end(last_out), None),
     };
-    let end = end.max(start);
+    // On a live series the IOs themselves bound the run: it lasts at least until its last
+    // completion (never past the next run's first submit).
+    let end = if time_base == TimeBase::Shared { end.max(last.min(limit)) } else { end }.max(start);
     if end < last.saturating_sub(ns(cfg.end_slack)) {
         return Err(AnalysisError::ActivityEndsEarly { end_ns: end, last_complete_ns: last, slack_ns: ns(cfg.end_slack) });
     }
@@ -611,6 +432,9 @@ fn detect(
         gap_samples,
         gap_duration: Nanos(gap_ns.round() as u64),
         baseline_source: BaselineSource::IdleWindow,
-        activity_end: UnixNanos(if tail_cut { end } else { hold_end(series, last_out).max(end) }),
+        // Never past the next run's first submit: a long hold there (a recorder stall) must not
+        // push the next run's start after its first IO.
+        activity_end: UnixNanos(if tail_cut { end } else { hold_end(series, last_out).max(end).min(limit.max(end)) }),
+        coverage: coverage(series, start, end, gap_ns),
     })
 }

@@ -19,6 +19,12 @@ pub struct PowerSeries {
     /// Per sample: gap samples inside its hold, and the time they cover (ns); empty means none.
     gaps: Vec<u64>,
     gap_ns: Vec<u64>,
+    /// The powers are averages of quantised readings (a counter's), the energies exact
+    /// ([`with_energies`](Self::with_energies)).
+    averaged: bool,
+    /// End of the last sample's hold when known (readings that each measured an interval);
+    /// otherwise the last sample holds for the interval before it.
+    end: Option<i64>,
 }
 
 impl PowerSeries {
@@ -38,13 +44,42 @@ impl PowerSeries {
                 return Err(AnalysisError::NotIncreasing { index: i, t_ns: t[i].0, previous_ns: t[i - 1].0 });
             }
         }
-        Ok(PowerSeries { t, p, e: Vec::new(), gaps: Vec::new(), gap_ns: Vec::new() })
+        Ok(PowerSeries { t, p, e: Vec::new(), gaps: Vec::new(), gap_ns: Vec::new(), averaged: false, end: None })
     }
 
     /// Build from `(time, power)` pairs.
     pub fn from_samples(samples: impl IntoIterator<Item = (UnixNanos, Watts)>) -> Result<Self, AnalysisError> {
         let (t, p) = samples.into_iter().unzip();
         PowerSeries::new(t, p)
+    }
+
+    /// The same series with the last sample's hold ending at `end` (a reading that measured the
+    /// interval up to its read instant); `None` when `end` is not after the last sample.
+    pub fn ending_at(mut self, end: UnixNanos) -> Option<Self> {
+        let last = self.t.last()?;
+        if end <= *last {
+            return None;
+        }
+        self.end = Some(end.0);
+        Some(self)
+    }
+
+    /// The same series with each sample's energy given (J; a counter reading's exact energy),
+    /// while its power stays the level the detector compares (`None` on a length mismatch or a
+    /// non-finite energy).
+    pub fn with_energies(mut self, energy: Vec<f64>) -> Option<Self> {
+        if energy.len() != self.t.len() || energy.iter().any(|e| !e.is_finite()) {
+            return None;
+        }
+        self.e = energy;
+        self.averaged = true;
+        Some(self)
+    }
+
+    /// The powers are averaged levels and the energies exact: a baseline takes the energy over
+    /// the time (a median of quantised averages is biased by up to one counter step).
+    pub fn levels_averaged(&self) -> bool {
+        self.averaged
     }
 
     /// One sample per window (its mean power at the window start), anchored at `start`. Each sample
@@ -104,6 +139,9 @@ impl PowerSeries {
     /// End of the covered time: the last timestamp plus the last interval.
     pub fn end_time(&self) -> UnixNanos {
         let n = self.t.len();
+        if let (Some(end), true) = (self.end, n > 0) {
+            return UnixNanos(end);
+        }
         match n {
             0 => UnixNanos(0),
             1 => self.t[0],
@@ -116,6 +154,8 @@ impl PowerSeries {
         let n = self.t.len();
         if i + 1 < n {
             self.t[i + 1].0 - self.t[i].0
+        } else if let Some(end) = self.end.filter(|_| i + 1 == n) {
+            end - self.t[i].0
         } else if n >= 2 {
             self.t[n - 1].0 - self.t[n - 2].0
         } else {

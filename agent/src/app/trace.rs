@@ -42,12 +42,25 @@ pub enum TraceCommand {
         /// Agent config, for the agent id and labels.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// `check` (default): refuse a trace whose offset or rate error, estimated from the runs'
+        /// rises, is beyond 1 ms or 0.05 %, naming the estimate. `auto`: correct the trace's time
+        /// origin (and a raw trace's sample rate) by the estimate, say so, and analyse again.
+        #[arg(long, default_value = "check")]
+        align: String,
     },
 }
 
+/// Corrections `--align auto` applies at most (a coarse one, then from the runs' rises).
+const ALIGN_ROUNDS: usize = 3;
+
 /// `trace import`.
 pub fn command(t: TraceCommand) -> anyhow::Result<()> {
-    let TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config } = t;
+    let TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config, align } = t;
+    let auto = match align.as_str() {
+        "check" => false,
+        "auto" => true,
+        other => anyhow::bail!("--align `{other}`: use check or auto"),
+    };
     let unit = match time_unit.as_str() {
         "s" => wattflip_energy::TimeUnit::Seconds,
         "ms" => wattflip_energy::TimeUnit::Millis,
@@ -73,8 +86,14 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
         (first.minus(wattflip_energy::Nanos::from_secs_f64(1.0)), first.minus(detect.start_slack))
     });
     let source = format!("trace:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
-    let mut energy = crate::energy::analyze_trace(&report, &series, idle, &source, &detect, datasheet_w, fine.as_mut())
-        .with_context(|| format!("{}: second pass over the trace", file.display()))?;
+    let analyse = |series: &wattflip_energy::PowerSeries, fine: &mut dyn wattflip_energy::FineSamples| {
+        crate::energy::analyze_trace(&report, series, idle, &source, &detect, datasheet_w, fine)
+            .with_context(|| format!("{}: second pass over the trace", file.display()))
+    };
+    let mut energy = aligned(&file, &csv, auto, analyse(&series, fine.as_mut())?, analyse)?;
+    if let Some(a) = &energy.alignment {
+        println!("alignment: {}", a.describe());
+    }
     println!(
         "{}: {} samples, {} gap samples, {:.6} J over {:.3} s (mean {:.3} W)",
         file.display(),
@@ -105,4 +124,37 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
         send_results(&url, &cfg, vec![crate::probes::convert::batch(&only, Some(&energy))], &input, "trace")?;
     }
     Ok(())
+}
+
+/// The analysis `first`, its alignment checked, not assumed: beyond the bounds the import is
+/// refused naming the estimate, or (`auto`) the trace is corrected and analysed again, each round
+/// on the trace as corrected so far.
+fn aligned(
+    file: &std::path::Path,
+    csv: &crate::energy::trace::CsvCircuit,
+    auto: bool,
+    first: crate::energy::ProbeEnergy,
+    analyse: impl Fn(&wattflip_energy::PowerSeries, &mut dyn wattflip_energy::FineSamples) -> anyhow::Result<crate::energy::ProbeEnergy>,
+) -> anyhow::Result<crate::energy::ProbeEnergy> {
+    let mut energy = first;
+    let mut applied = Vec::new();
+    while let Some(a) = energy.alignment.filter(|a| energy.refused.is_none() && !a.acceptable()) {
+        anyhow::ensure!(
+            auto,
+            "{}: trace not aligned with the probe: {}; fix --time-origin-ns / start_time_utc_ns / sample_rate_hz, or pass --align auto to correct it; nothing was written",
+            file.display(),
+            a.describe()
+        );
+        anyhow::ensure!(
+            applied.len() < ALIGN_ROUNDS,
+            "{}: still not aligned after {ALIGN_ROUNDS} corrections: {}; nothing was written",
+            file.display(),
+            a.describe()
+        );
+        applied.push(a);
+        println!("aligned: corrected by {}", a.describe());
+        let (series, _, mut fine) = crate::energy::trace::import_corrected(file, csv, &applied)?;
+        energy = analyse(&series, fine.as_mut())?;
+    }
+    Ok(energy)
 }

@@ -28,6 +28,13 @@ pub struct ZoneSeries {
     pub flags: Vec<crate::sensors::Flags>,
     /// Read errors while recording (the zone keeps going).
     pub errors: u64,
+    /// How often the source's value changes (`PowerSensor::update_period`; RAPL 976 µs), 0 when
+    /// unknown: a counter's readings step by whole updates, so its detection levels are averaged
+    /// over [`LEVEL_SPAN_UPDATES`] of them ([`ZoneSeries::series`]).
+    pub update_ns: u64,
+    /// Stalls of the recorder while recording this zone: (UTC ns of the late read, ns since the
+    /// read before it), each longer than [`STALL_PERIODS`] reading periods.
+    pub stalls: Vec<(i64, u64)>,
 }
 
 impl ZoneSeries {
@@ -35,9 +42,138 @@ impl ZoneSeries {
         format!("{}:{}", self.source, self.zone)
     }
 
-    pub fn series(&self) -> Option<PowerSeries> {
+    /// The readings at their read instants, as streamed (`power` points): the idle profile counts
+    /// and characterises these, so its `samples` are the points of its window.
+    pub fn readings_series(&self) -> Option<PowerSeries> {
         PowerSeries::new(self.t.iter().map(|&t| UnixNanos(t)).collect(), self.watts.iter().map(|&w| Watts(w)).collect()).ok()
     }
+
+    /// The zone's readings come from an energy counter (each measured an interval).
+    pub fn is_counter(&self) -> bool {
+        self.interval_ns.iter().any(|&iv| iv > 0)
+    }
+
+    /// Span over which the detection levels of this zone are averaged (ns; 0: a reading's own):
+    /// [`LEVEL_SPAN_UPDATES`] updates of a counter whose update period is known.
+    pub fn level_span_ns(&self) -> i64 {
+        self.counter_update_ns().saturating_mul(LEVEL_SPAN_UPDATES)
+    }
+
+    /// The update period of a counter zone (ns; 0 for an instantaneous source or when unknown).
+    fn counter_update_ns(&self) -> i64 {
+        if self.is_counter() {
+            i64::try_from(self.update_ns).unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// The readings as a power series, each placed over the time it measured
+    /// (`docs/energy-method.md` §1, "Live readings"): a counter reading (its `interval_ns` > 0) is
+    /// the mean over the interval that *ended* at its read, so it holds from `t − interval`; an
+    /// instantaneous reading (`interval_ns` 0) stands for the power around its read instant, so it
+    /// holds from the midpoint with the reading before it. Readings stored without intervals (an
+    /// older `power.csv`) hold from their read instant. `None` when the readings are out of order.
+    pub fn series(&self) -> Option<PowerSeries> {
+        series_of(&self.t, &self.watts, &self.interval_ns, 0, self.counter_update_ns())
+    }
+}
+
+/// The series of readings `i0..` of `t`/`watts`/`interval_ns` (see [`ZoneSeries::series`]). The
+/// last reading's hold ends at its read instant (a counter's interval, or half the spacing before
+/// it for an instantaneous source).
+fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i64) -> Option<PowerSeries> {
+    let n = t.len().min(watts.len());
+    if i0 >= n {
+        return None;
+    }
+    if interval_ns.len() < n {
+        let s = PowerSeries::new(t[i0..n].iter().map(|&t| UnixNanos(t)).collect(), watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?;
+        return Some(s);
+    }
+    let mut starts = Vec::with_capacity(n - i0);
+    let counter = interval_ns[i0..n].iter().any(|&iv| iv > 0);
+    // A counter read at t holds the energy up to its last update, on average half an update period
+    // before t (RAPL: 488 µs): its readings are placed that much earlier.
+    let lag = update.max(0) / 2;
+    let span = update.max(0).saturating_mul(LEVEL_SPAN_UPDATES);
+    for i in i0..n {
+        let iv = i64::try_from(interval_ns[i]).unwrap_or(i64::MAX);
+        let start = if iv > 0 {
+            t[i].saturating_sub(iv).saturating_sub(lag)
+        } else if i > i0 {
+            t[i - 1] + (t[i] - t[i - 1]) / 2
+        } else {
+            t[i]
+        };
+        starts.push(UnixNanos(start));
+    }
+    let last = n - 1;
+    let end = if interval_ns[last] > 0 {
+        t[last] - lag
+    } else if n - i0 < 2 {
+        t[last]
+    } else {
+        t[last] + (t[last] - t[last - 1]) / 2
+    };
+    if !counter || span <= 0 {
+        return PowerSeries::new(starts, watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?.ending_at(UnixNanos(end));
+    }
+    // A counter moves in steps (RAPL every 976 µs): a reading holds 0, 1 or 2 of them, so its own
+    // watts swing by a whole step. The energy stays each reading's own; the level the detector
+    // compares with the idle band is the mean over the readings of the span before it (never
+    // after it: the next run's first readings must not lift the end of this one's).
+    let energy: Vec<f64> = (i0..n).map(|i| watts[i] * interval_ns[i] as f64 * 1e-9).collect();
+    let levels = span_levels(&starts, UnixNanos(end), &energy, span);
+    PowerSeries::new(starts, levels).ok()?.ending_at(UnixNanos(end))?.with_energies(energy)
+}
+
+/// Counter updates over which a counter series' detection level is averaged
+/// (`docs/energy-method.md` §4, "Live runs"): one update more or less moves a level by a tenth.
+pub const LEVEL_SPAN_UPDATES: i64 = 10;
+
+/// A sweep of the recorder later than this many reading periods (and [`STALL_MIN`]) after the one
+/// before it is a stall: logged, kept on the zones and sent as a `power_recorder_stall` event.
+pub const STALL_PERIODS: u32 = 4;
+
+/// Mean power over each reading and the readings before it that began at most `span` ns before
+/// it ended, from per-reading energies and contiguous holds (a trailing average: O(n), one pass).
+fn span_levels(starts: &[UnixNanos], end: UnixNanos, energy: &[f64], span: i64) -> Vec<Watts> {
+    let n = starts.len();
+    let stop = |i: usize| if i + 1 < n { starts[i + 1].0 } else { end.0 };
+    let mut lo = 0usize;
+    let (mut e, mut ns) = (0.0f64, 0i64);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let m = stop(i);
+        e += energy[i];
+        ns += m - starts[i].0;
+        while lo < i && starts[lo].0 < m - span {
+            e -= energy[lo];
+            ns -= stop(lo) - starts[lo].0;
+            lo += 1;
+        }
+        out.push(Watts(if ns > 0 { e / (ns as f64 * 1e-9) } else { 0.0 }));
+    }
+    // The first readings have less than a span before them: they take the first full span's level
+    // (the recording starts in the idle window, whose spread must not see single steps).
+    if let Some(f) = (0..n).find(|&i| stop(i) - starts[0].0 >= span) {
+        let first = out[f];
+        out[..f].fill(first);
+    }
+    out
+}
+
+/// A stall is also at least this long (a 1 ms recorder on a loaded machine misses a few ticks
+/// often; that is jitter, not a stall).
+pub const STALL_MIN: Duration = Duration::from_millis(20);
+
+/// The time since the previous sweep when it exceeds [`STALL_PERIODS`] periods and [`STALL_MIN`]
+/// (a stall of the recorder: the machine was busy, the thread descheduled); marks this sweep.
+fn stall_since(last: &mut Option<std::time::Instant>, period: Duration) -> Option<u64> {
+    let now = std::time::Instant::now();
+    let gap = last.replace(now).map(|l| now.duration_since(l))?;
+    (gap > period.saturating_mul(STALL_PERIODS).max(STALL_MIN)).then(|| u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX))
 }
 
 pub struct PowerRecorder {
@@ -57,13 +193,19 @@ impl LivePower {
         LivePower(Arc::new(Mutex::new(zones)))
     }
 
+    /// The detection-level span of the zone a probe's energy is attributed to
+    /// ([`ZoneSeries::level_span_ns`]; 0 while there is none).
+    pub fn level_span_ns(&self, prefer: Option<&str>) -> i64 {
+        self.0.lock().ok().and_then(|zones| pick_for_drive(&zones, prefer).ok().map(ZoneSeries::level_span_ns)).unwrap_or(0)
+    }
+
     /// The samples at or after `from_ns` of the zone a probe's energy is attributed to
     /// ([`pick_for_drive`] with `prefer`); `None` while there is no such zone or too few samples.
     pub fn since(&self, prefer: Option<&str>, from_ns: i64) -> Option<PowerSeries> {
         let zones = self.0.lock().ok()?;
         let z = pick_for_drive(&zones, prefer).ok()?;
         let i = z.t.partition_point(|&t| t < from_ns);
-        PowerSeries::new(z.t[i..].iter().map(|&t| UnixNanos(t)).collect(), z.watts[i..].iter().map(|&w| Watts(w)).collect()).ok()
+        series_of(&z.t, &z.watts, &z.interval_ns, i, z.counter_update_ns())
     }
 }
 
@@ -78,7 +220,8 @@ impl PowerRecorder {
                 .iter()
                 .map(|s| {
                     let d = s.describe();
-                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, ..Default::default() }
+                    let update_ns = u64::try_from(s.update_period().as_nanos()).unwrap_or(0);
+                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, update_ns, ..Default::default() }
                 })
                 .collect(),
         );
@@ -87,7 +230,9 @@ impl PowerRecorder {
             let start = std::time::Instant::now();
             let mut k: u32 = 0;
             let mut sweep = Vec::with_capacity(sensors.len());
+            let mut last_sweep: Option<std::time::Instant> = None;
             while !flag.load(Ordering::Relaxed) {
+                let stall = stall_since(&mut last_sweep, period);
                 // Read every sensor first, then append under the lock once per sweep: the lock is
                 // never held across a sensor read, so a reader cannot delay the sampling grid.
                 sweep.clear();
@@ -98,6 +243,10 @@ impl PowerRecorder {
                     sweep.push((utc0.saturating_add(i64::try_from(at.saturating_sub(mono0)).unwrap_or(i64::MAX)), read));
                 }
                 if let Ok(mut out) = shared.0.lock() {
+                    if let (Some(gap), Some((utc, _))) = (stall, sweep.first()) {
+                        tracing::warn!(stall_ms = gap as f64 / 1e6, period = ?period, "power recorder stalled: runs overlapping it carry coverage < 1 and low_confidence");
+                        out.iter_mut().for_each(|z| z.stalls.push((*utc, gap)));
+                    }
                     for ((utc, read), z) in sweep.drain(..).zip(out.iter_mut()) {
                         match read {
                             Ok(Some(r)) => {
@@ -112,9 +261,13 @@ impl PowerRecorder {
                     }
                 }
                 k = k.saturating_add(1);
-                // Absolute deadlines: the sampling grid does not drift with read durations.
-                let next = start + period.saturating_mul(k);
+                // Absolute deadlines: the sampling grid does not drift with read durations. A late
+                // sweep skips the grid instants it missed instead of catching up with reads
+                // microseconds apart (a counter's steps make such readings 0 W or far too high).
                 let now = std::time::Instant::now();
+                let due = u32::try_from(now.duration_since(start).as_nanos() / period.as_nanos().max(1)).unwrap_or(u32::MAX);
+                k = k.max(due.saturating_add(1));
+                let next = start + period.saturating_mul(k);
                 if next > now {
                     std::thread::sleep(next - now);
                 }

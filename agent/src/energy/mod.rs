@@ -52,6 +52,20 @@ pub struct RunEnergyRecord {
     /// Robust spread of the baseline, 1.4826·MAD (W).
     #[serde(default)]
     pub idle_spread_w: Option<f64>,
+    /// Half-width of the idle band the run's edges were found with (W): power closer than this to
+    /// the baseline is idle, so a weaker tail is not seen (docs/energy-method.md §4).
+    #[serde(default)]
+    pub idle_band_w: Option<f64>,
+    /// Share of the run's time the power readings cover (1 = all of it; a stall of the recorder
+    /// or a gap leaves part of the run's energy known only as a total over a longer interval).
+    /// `None` in records written before it was kept.
+    #[serde(default)]
+    pub coverage: Option<f64>,
+    /// The number is less certain than the method's figures (docs/energy-method.md §4, "Live
+    /// runs"): the readings cover less than [`MIN_COVERAGE`] of the run, or a live run lasts
+    /// fewer than [`LOW_CONFIDENCE_PERIODS`] reading periods.
+    #[serde(default)]
+    pub low_confidence: bool,
     /// Background work was still going on at the next run's first IO: the tail was cut there and
     /// the energy split at that instant (interference); `background_s` is then a lower bound.
     #[serde(default)]
@@ -152,6 +166,10 @@ pub struct ProbeEnergy {
     /// Why the whole trace was refused (it does not match the probe); every run is then skipped.
     #[serde(default)]
     pub refused: Option<String>,
+    /// An imported trace's time base against the probe's, from the runs' rises (`trace import`
+    /// refuses one beyond the bounds, or corrects it with `--align auto`).
+    #[serde(skip)]
+    pub alignment: Option<wattflip_energy::Alignment>,
 }
 
 impl ProbeEnergy {
@@ -180,7 +198,7 @@ pub fn analyze(
     datasheet_w: Option<f64>,
 ) -> ProbeEnergy {
     let (ok, infos) = measured_runs(report, datasheet_w);
-    records(&ok, analyze_probe(series, &infos, idle, cfg, TimeBase::Shared), series, source)
+    records(&ok, analyze_probe(series, &infos, idle, cfg, TimeBase::Shared), series, source, true)
 }
 
 /// [`analyze`] for an imported shunt trace: the run edges are then refined to the sample by a
@@ -195,7 +213,9 @@ pub fn analyze_trace(
     fine: &mut dyn FineSamples,
 ) -> Result<ProbeEnergy, TraceError> {
     let (ok, infos) = measured_runs(report, datasheet_w);
-    Ok(records(&ok, analyze_probe_fine(series, &infos, idle, cfg, fine)?, series, source))
+    let a = analyze_probe_fine(series, &infos, idle, cfg, fine)?;
+    let alignment = wattflip_energy::align::estimate(series, &infos, &a, cfg);
+    Ok(ProbeEnergy { alignment, ..records(&ok, a, series, source, false) })
 }
 
 /// The probe's measured runs, in execution order, and what the analysis knows of each.
@@ -215,7 +235,33 @@ fn measured_runs(report: &ProbeReport, datasheet_w: Option<f64>) -> (Vec<&RunRes
     (ok, infos)
 }
 
-fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &str) -> ProbeEnergy {
+/// Below this share of its time covered by readings a run's energy is flagged `low_confidence`.
+pub const MIN_COVERAGE: f64 = 0.99;
+
+/// A live run shorter than this many reading periods is flagged `low_confidence`: its two edge
+/// readings carry most of its energy (docs/energy-method.md §4, "Live runs", for the figures).
+pub const LOW_CONFIDENCE_PERIODS: u64 = 10;
+
+/// Why a run's energy is not a value to write, if it is not: a zero-length run, or a total that is
+/// negative or not finite (power never is; the readings around it did not cover it). Zero stays a
+/// value: a counter that did not move over the run said so.
+fn not_a_value(e: &wattflip_energy::RunEnergy) -> Option<String> {
+    if e.duration.0 == 0 {
+        return Some(format!("zero-length run at {} ns: energy not written", e.start.0));
+    }
+    if !(e.energy_total.0.is_finite() && e.energy_total.0 >= 0.0) {
+        return Some(format!(
+            "energy {} J over [{}, {}) ns is negative (readings cover {:.1} % of the run): not written",
+            e.energy_total.0,
+            e.start.0,
+            e.end.0,
+            e.coverage * 100.0
+        ));
+    }
+    None
+}
+
+fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &str, live: bool) -> ProbeEnergy {
     let mut out = ProbeEnergy { gap_samples: a.gap_samples, refused: a.refused().map(str::to_string), warnings: a.warnings.clone(), ..Default::default() };
     let mut per_experiment = PerExperiment::new();
     for (r, res) in ok.iter().zip(a.runs) {
@@ -226,6 +272,11 @@ fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &s
                 continue;
             }
         };
+        if let Some(why) = not_a_value(&e) {
+            tracing::warn!(run = r.run_id, "{why}");
+            out.skipped.push((r.run_id, why));
+            continue;
+        }
         per_experiment
             .entry(r.experiment.clone())
             .or_default()
@@ -253,6 +304,9 @@ fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &s
             trace_start_ns: Some(e.start.0),
             trace_end_ns: Some(e.end.0),
             idle_spread_w: Some(e.baseline.spread.0),
+            idle_band_w: Some(e.band.0),
+            coverage: Some(e.coverage),
+            low_confidence: e.coverage < MIN_COVERAGE || (live && e.duration.0 < e.sample_period.0.saturating_mul(LOW_CONFIDENCE_PERIODS)),
             tail_cut: e.tail_cut,
             gap_samples: e.gap_samples,
             baseline_source: match e.baseline_source {
@@ -294,15 +348,22 @@ pub fn energy_of_recording(report: &ProbeReport, zone: &live::ZoneSeries, idle: 
     let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
     let idle_from = UnixNanos(first.saturating_sub(i64::try_from(idle.as_nanos()).unwrap_or(0)));
     let window = (idle_from, UnixNanos(first));
-    let mut energy = analyze(report, &series, Some(window), &zone.label(), &live_detect_config(), datasheet_w);
-    energy.idle = characterise_idle(&series, window.0, window.1, &zone.label());
+    let mut energy = analyze(report, &series, Some(window), &zone.label(), &live_detect_config_for(zone), datasheet_w);
+    energy.idle = zone.readings_series().and_then(|readings| characterise_idle(&readings, window.0, window.1, &zone.label()));
     Some(energy)
 }
 
 /// The detector for live recordings: the defaults, with an idle window of at least 3 readings (a
 /// short `--idle` at a slow `--power-interval`).
 pub fn live_detect_config() -> RunDetectConfig {
-    RunDetectConfig { min_baseline_samples: 3, ..RunDetectConfig::default() }
+    RunDetectConfig { min_baseline_samples: 3, idle_peak_margin: 2.0, ..RunDetectConfig::default() }
+}
+
+/// [`live_detect_config`] for `zone`'s readings: a counter zone's levels may be averaged
+/// ([`live::ZoneSeries::level_span_ns`]), which the end refinement must know.
+pub fn live_detect_config_for(zone: &live::ZoneSeries) -> RunDetectConfig {
+    let span = u64::try_from(zone.level_span_ns()).unwrap_or(0);
+    RunDetectConfig { level_span: wattflip_energy::Nanos(span), ..live_detect_config() }
 }
 
 /// Plain-text energy table for the probe summary.
@@ -335,6 +396,11 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     }
     if e.runs.iter().any(|r| r.tail_cut) {
         let _ = writeln!(s, "cut: background work still going on at the next run's first IO; the energy is split there and bg s is a lower bound");
+    }
+    let low: Vec<String> =
+        e.runs.iter().filter(|r| r.low_confidence).map(|r| format!("{} ({:.0} % covered)", r.run_id, r.coverage.unwrap_or(1.0) * 100.0)).collect();
+    if !low.is_empty() {
+        let _ = writeln!(s, "low confidence (shorter than {LOW_CONFIDENCE_PERIODS} readings, or readings missing): runs {}", low.join(", "));
     }
     if e.gap_samples > 0 {
         let _ = writeln!(s, "Gaps: {} samples (NaN) in the trace; they carry no energy, in the runs as in the total", e.gap_samples);

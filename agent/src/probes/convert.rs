@@ -72,6 +72,8 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         energy_tail_cut: e.map(|e| e.tail_cut),
         energy_gap_samples: e.map(|e| e.gap_samples),
         energy_baseline_source: e.map(|e| e.baseline_source.clone()).unwrap_or_default(),
+        energy_coverage: e.and_then(|e| e.coverage),
+        energy_low_confidence: e.map(|e| e.low_confidence),
     })
 }
 
@@ -177,9 +179,30 @@ pub fn batches(m: &super::Measured) -> Vec<v1::Batch> {
             attributes: Default::default(),
         });
     }
+    first.events.extend(m.power.iter().flat_map(stall_events).map(|mut e| {
+        e.device = device_tag(&m.report);
+        e
+    }));
     let mut out = vec![first];
     out.extend(full_rate_batches(&m.recording, FULL_RATE_BATCH));
     out
+}
+
+/// One `power_recorder_stall` event per stall of the recorder while it recorded `zone`: the runs
+/// overlapping it carry `energy_coverage` < 1 and `energy_low_confidence`.
+fn stall_events(zone: &ZoneSeries) -> impl Iterator<Item = v1::Event> + '_ {
+    zone.stalls.iter().map(move |&(at, gap)| v1::Event {
+        time_ns: at,
+        kind: "power_recorder_stall".into(),
+        severity: v1::Severity::Warning as i32,
+        device: String::new(),
+        message: format!(
+            "power recorder stalled {:.1} ms before this reading of {}: the energy of that interval is known only as its total; runs overlapping it are flagged low_confidence with their coverage",
+            gap as f64 / 1e6,
+            zone.label()
+        ),
+        attributes: Default::default(),
+    })
 }
 
 /// Human form of a varying value: sizes in KiB, everything else as a number.
@@ -207,8 +230,18 @@ mod tests {
             watts: (0..n).map(|i| i as f64).collect(),
             interval_ns: vec![interval_ns; n],
             flags: vec![crate::sensors::Flags::NONE; n],
-            errors: 0,
+            ..Default::default()
         }
+    }
+
+    #[test]
+    fn each_recorder_stall_is_a_warning_event_at_the_reading_after_it() {
+        let z = ZoneSeries { stalls: vec![(1_800_000_000_092_000_000, 92_000_000)], ..zone("ina226/power1", 3, 0) };
+        let e: Vec<v1::Event> = stall_events(&z).collect();
+        assert_eq!(e.len(), 1);
+        assert_eq!((e[0].time_ns, e[0].kind.as_str(), e[0].severity), (1_800_000_000_092_000_000, "power_recorder_stall", v1::Severity::Warning as i32));
+        assert!(e[0].message.starts_with("power recorder stalled 92.0 ms before this reading of hwmon:ina226/power1"), "{}", e[0].message);
+        assert_eq!(stall_events(&zone("a", 3, 0)).count(), 0);
     }
 
     #[test]

@@ -250,6 +250,8 @@ impl LiveTails {
         let Some(baseline) = &self.baseline else {
             return;
         };
+        // A counter zone's levels are averaged: the end refinement must know over how long.
+        self.detect.level_span = wattflip_energy::Nanos(u64::try_from(self.power.level_span_ns(self.prefer.as_deref())).unwrap_or(0));
         while self.analysed + 1 < done.len() {
             let (r, next) = (&done[self.analysed], &done[self.analysed + 1]);
             self.analysed += 1;
@@ -404,6 +406,9 @@ mod tests {
             trace_start_ns: None,
             trace_end_ns: None,
             idle_spread_w: None,
+            idle_band_w: None,
+            coverage: None,
+            low_confidence: false,
             tail_cut: false,
             gap_samples: 0,
             baseline_source: "idle_window".into(),
@@ -429,10 +434,13 @@ mod tests {
     }
 
     /// A 1 kHz drive-rail trace: 1 W idle, 3 W while a run does IO, 2 W during a write run's tail.
+    /// Instantaneous readings, half a millisecond off the whole milliseconds where the power
+    /// changes: each reading stands for the power up to halfway to its neighbours, so the changes
+    /// land exactly where they happened.
     fn rail(t0: i64, runs: &[(i64, i64, i64)], total_ms: i64) -> LivePower {
         let (mut t, mut w) = (Vec::new(), Vec::new());
         for i in 0..total_ms {
-            let now = t0 + i * 1_000_000;
+            let now = t0 + i * 1_000_000 + 500_000;
             let p = runs
                 .iter()
                 .find_map(|&(s, e, tail)| {

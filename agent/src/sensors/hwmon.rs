@@ -115,8 +115,8 @@ impl PowerSensor for HwmonPower {
     fn read_timed(&mut self, now: &mut dyn FnMut() -> u64) -> (u64, Result<Option<PowerReading>, SensorError>) {
         // Counters are timed around the read like RAPL's; instantaneous values are stamped before.
         let t0 = now();
-        if let PowerInput::Energy { counter, .. } = &mut self.input {
-            let cur = counter.read_int::<u64>("an unsigned integer (µJ)");
+        if let PowerInput::Energy { counter, last } = &mut self.input {
+            let cur = counter.read_counter("an unsigned integer (µJ)", last.map(|l| l.0));
             let t1 = now();
             let t = t0 + t1.saturating_sub(t0) / 2;
             return (t, cur.and_then(|c| self.account_energy(c, t)));
@@ -135,8 +135,8 @@ impl PowerSensor for HwmonPower {
                 let ma: i64 = amps.read_int("an integer (mA)")?;
                 Ok(Some(PowerReading { watts: Watts::from_microwatts(mv.saturating_mul(ma)), joules: None, interval_ns: 0, flags: Flags::NONE }))
             }
-            PowerInput::Energy { counter, .. } => {
-                let cur: u64 = counter.read_int("an unsigned integer (µJ)")?;
+            PowerInput::Energy { counter, last } => {
+                let cur = counter.read_counter("an unsigned integer (µJ)", last.map(|l| l.0))?;
                 self.account_energy(cur, now_ns)
             }
         }

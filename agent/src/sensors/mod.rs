@@ -350,6 +350,19 @@ impl Attr {
         }
     }
 
+    /// Reads an energy counter whose previous value was `last`. A value equal to it is checked
+    /// once more after a path check: a file replaced behind the open descriptor (a driver rebind
+    /// re-creates it) answers its old value forever, and reading the new file at the next read,
+    /// not at the next periodic re-check, keeps the energy of the interval in that interval.
+    pub(crate) fn read_counter(&mut self, expected: &'static str, last: Option<u64>) -> Result<u64, SensorError> {
+        let v = self.read_int::<u64>(expected)?;
+        if last != Some(v) {
+            return Ok(v);
+        }
+        self.recheck_now();
+        self.read_int(expected)
+    }
+
     pub(crate) fn read_int<T: std::str::FromStr>(&mut self, expected: &'static str) -> Result<T, SensorError> {
         use std::os::unix::fs::FileExt as _;
         let mut buf = [0u8; 64];

@@ -74,13 +74,13 @@ impl PowerSensor for RaplZone {
     }
 
     fn read(&mut self, now_ns: u64) -> Result<Option<PowerReading>, SensorError> {
-        let cur = self.energy.read_int("an unsigned integer (µJ)")?;
+        let cur = self.energy.read_counter("an unsigned integer (µJ)", self.last.map(|l| l.0))?;
         self.account(cur, now_ns)
     }
 
     fn read_timed(&mut self, now: &mut dyn FnMut() -> u64) -> (u64, Result<Option<PowerReading>, SensorError>) {
         let t0 = now();
-        let cur = self.energy.read_int("an unsigned integer (µJ)");
+        let cur = self.energy.read_counter("an unsigned integer (µJ)", self.last.map(|l| l.0));
         let t1 = now();
         // The value was sampled somewhere within [t0, t1]: the midpoint is off by at most half
         // the read's own duration, however late the read started.

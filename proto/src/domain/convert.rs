@@ -354,6 +354,11 @@ fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
     for (name, v) in r.energy_fields().into_iter().chain(r.sweep_power_fields()) {
         opt_num(name, v)?;
     }
+    if let Some(c) = opt_num("energy_coverage", r.energy_coverage)? {
+        if !(0.0..=1.0).contains(&c) {
+            return Err(bad("energy_coverage", c, Rule::OutOfRange, "a share of the run's time, 0 to 1"));
+        }
+    }
     for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
         if let Some(t) = t {
             time(name, t)?;

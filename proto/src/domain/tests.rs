@@ -132,3 +132,27 @@ fn labels_are_bounded_and_cannot_shadow_schema_tags() {
     assert!(check_agent_id("id", "node-1.dc_2").is_ok());
     assert!(check_agent_id("id", "node 1").is_err());
 }
+
+/// A valid probe run for the tests that change one field of it.
+fn probe_run() -> v1::ProbeRun {
+    v1::ProbeRun {
+        run_id: "1-0".into(),
+        device: "nvme0n1".into(),
+        bench: "granularity".into(),
+        experiment: "granularity/RR".into(),
+        pattern: "RR".into(),
+        start_ns: 1_700_000_000_000_000_000,
+        end_ns: 1_700_000_000_100_000_000,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_runs_energy_coverage_is_a_share_of_its_time() {
+    let run = |c: f64| v1::ProbeRun { energy_coverage: Some(c), energy_low_confidence: Some(c < 0.99), ..probe_run() };
+    let b = |c: f64| v1::Batch { agent_id: "a1".into(), sequence: 1, probe_runs: vec![run(c)], ..Default::default() };
+    assert!(convert_batch("a1", b(0.0)).is_ok() && convert_batch("a1", b(0.4)).is_ok() && convert_batch("a1", b(1.0)).is_ok());
+    let e = convert_batch("a1", b(1.5)).unwrap_err();
+    assert_eq!((e.field.as_str(), e.reason.as_str()), ("probe_runs[0].energy_coverage", "a share of the run's time, 0 to 1"));
+    assert_eq!(convert_batch("a1", b(f64::NAN)).unwrap_err().field, "probe_runs[0].energy_coverage");
+}

@@ -265,3 +265,16 @@ fn drive_power_modes_are_points_with_a_drawable_level() {
     let bad = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_power_modes: vec![m(5, "spun-down", true)], ..Default::default() };
     assert!(convert_batch("a1", bad).unwrap_err().to_string().contains("drive_power_modes[0].mode"));
 }
+
+#[test]
+fn a_runs_coverage_and_low_confidence_are_fields_when_known() {
+    let run =
+        v1::ProbeRun { bench: "granularity".into(), energy_j: Some(0.5), energy_coverage: Some(0.25), energy_low_confidence: Some(true), ..Default::default() };
+    let tags = HostTags { host: "a1".into(), labels: BTreeMap::new() };
+    let mut line = String::new();
+    probe_run_point(&run, &tags).write_line(&mut line).unwrap();
+    assert!(line.contains(",energy_coverage=0.25,energy_low_confidence=true"), "{line}");
+    let mut line = String::new();
+    probe_run_point(&v1::ProbeRun { energy_coverage: None, energy_low_confidence: None, ..run }, &tags).write_line(&mut line).unwrap();
+    assert!(!line.contains("coverage") && !line.contains("low_confidence"), "absent, never a zero: {line}");
+}

@@ -30,6 +30,17 @@ pub struct Run {
     pub value: f64,
 }
 
+/// How a run's background work after its last completion looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailShape {
+    /// Constant ±5 % in chunks of 2–5 ms.
+    Flat,
+    /// Decaying exponentially to 13.5 % of `tail_w` at its end.
+    Decaying,
+    /// Bursts at `tail_w` with short idle gaps.
+    Bursty,
+}
+
 /// The truth for one run, from the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Truth {
@@ -104,9 +115,14 @@ impl Schedule {
         last + self.trail
     }
 
-    /// The model: sorted breakpoints and the power from each to the next. Activity ripples by
-    /// ±10 % in chunks of 1–3 ms, tails by ±5 % in chunks of 2–5 ms (seeded, part of the model).
+    /// The model with flat tails ([`TailShape::Flat`]).
     pub fn model(&self, seed: u64) -> Model {
+        self.model_shaped(seed, TailShape::Flat)
+    }
+
+    /// The model: sorted breakpoints and the power from each to the next. Activity ripples by
+    /// ±10 % in chunks of 1–3 ms; tails have the given shape (seeded, part of the model).
+    pub fn model_shaped(&self, seed: u64, shape: TailShape) -> Model {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
         // Contributions (from, to, watts above idle).
         let mut parts: Vec<(i64, i64, f64)> = Vec::new();
@@ -118,9 +134,26 @@ impl Schedule {
                 t = z;
             }
             let mut t = r.last_complete;
-            while t < r.last_complete + r.tail {
-                let z = (t + rng.random_range(2 * MS..5 * MS)).min(r.last_complete + r.tail);
-                parts.push((t, z, r.tail_w * rng.random_range(0.95..1.05)));
+            let end = r.last_complete + r.tail;
+            while t < end {
+                let (z, w) = match shape {
+                    TailShape::Flat => ((t + rng.random_range(2 * MS..5 * MS)).min(end), r.tail_w * rng.random_range(0.95..1.05)),
+                    // e^(−2·x) over the tail in 0.2 ms steps: from tail_w down to 13.5 % of it.
+                    TailShape::Decaying => {
+                        let z = (t + MS / 5).min(end);
+                        (z, r.tail_w * (-2.0 * (t - r.last_complete) as f64 / r.tail.max(1) as f64).exp())
+                    }
+                    // Bursts of 0.5–2 ms at tail_w with idle gaps of 0.2–1 ms between them; the
+                    // last burst ends the tail.
+                    TailShape::Bursty => {
+                        let z = (t + rng.random_range(MS / 2..2 * MS)).min(end);
+                        parts.push((t, z, r.tail_w));
+                        let gap = rng.random_range(MS / 5..MS);
+                        t = if z + gap + MS / 2 < end { z + gap } else { z };
+                        continue;
+                    }
+                };
+                parts.push((t, z, w));
                 t = z;
             }
         }
