@@ -244,29 +244,27 @@ impl<K: Sink> Parser<'_, K> {
         TraceError::Parse { path: self.path.to_path_buf(), line: self.line, column: column + 1, column_name: name, message }
     }
 
+    /// The separator, decided on the first data or header line: `;` or `,` if present, else tab.
     #[inline]
-    fn line(&mut self, raw: &[u8]) -> Result<(), TraceError> {
-        self.line += 1;
-        let l = trim(raw);
-        if l.is_empty() || l[0] == b'#' {
-            return Ok(());
+    fn separator(&mut self, l: &[u8]) -> u8 {
+        if let Some(s) = self.sep {
+            return s;
         }
-        let sep = match self.sep {
-            Some(s) => s,
-            None => {
-                let s = if l.contains(&b';') {
-                    b';'
-                } else if l.contains(&b',') {
-                    b','
-                } else {
-                    b'\t'
-                };
-                self.sep = Some(s);
-                self.decimal_comma = s != b',';
-                s
-            }
+        let s = if l.contains(&b';') {
+            b';'
+        } else if l.contains(&b',') {
+            b','
+        } else {
+            b'\t'
         };
-        // Pick the two cells without allocating.
+        self.sep = Some(s);
+        self.decimal_comma = s != b',';
+        s
+    }
+
+    /// The time and shunt cells of a line, picked without allocating.
+    #[inline]
+    fn cells<'l>(&self, l: &'l [u8], sep: u8) -> Result<(&'l [u8], &'l [u8]), TraceError> {
         let (tc, vc) = (self.opts.time_column, self.opts.shunt_column);
         let mut tcell: Option<&[u8]> = None;
         let mut vcell: Option<&[u8]> = None;
@@ -283,9 +281,22 @@ impl<K: Sink> Parser<'_, K> {
                 break;
             }
         }
-        let (Some(tcell), Some(vcell)) = (tcell, vcell) else {
-            return Err(TraceError::MissingColumn { path: self.path.to_path_buf(), line: self.line, needed: self.need, found });
-        };
+        match (tcell, vcell) {
+            (Some(t), Some(v)) => Ok((t, v)),
+            _ => Err(TraceError::MissingColumn { path: self.path.to_path_buf(), line: self.line, needed: self.need, found }),
+        }
+    }
+
+    #[inline]
+    fn line(&mut self, raw: &[u8]) -> Result<(), TraceError> {
+        self.line += 1;
+        let l = trim(raw);
+        if l.is_empty() || l[0] == b'#' {
+            return Ok(());
+        }
+        let sep = self.separator(l);
+        let (tc, vc) = (self.opts.time_column, self.opts.shunt_column);
+        let (tcell, vcell) = self.cells(l, sep)?;
         let (tcell, vcell) = (trim(tcell), trim(vcell));
         let td = parse_decimal(tcell, self.decimal_comma);
         let looks_numeric = matches!(tcell.first(), Some(b'0'..=b'9' | b'+' | b'-' | b'.'));
