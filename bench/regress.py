@@ -38,8 +38,8 @@ def collector(bindir, root):
 def sampler(bindir, _root):
     secs = os.environ.get("WF_SAMPLER_SECONDS", "5")
     text = run([f"{bindir}/examples/sampler_bench", secs, "8", "1000"])
-    # "sampler      CPU 2.50 % of one core" (older builds print one "CPU x %" line only).
-    pattern = r"(?m)^sampler\s+CPU ([\d.]+) %" if re.search(r"(?m)^sampler\s+CPU", text) else r"CPU ([\d.]+) %"
+    # "sampler      CPU 2.50 % of one core"; older builds print one "CPU 0.120 s = 2.40 % of one core".
+    pattern = r"(?m)^sampler\s+CPU ([\d.]+) %" if re.search(r"(?m)^sampler\s+CPU", text) else r"= ([\d.]+) % of one core"
     return {"sampler CPU % of a core": grab(pattern, text, "sampler CPU")}
 
 
@@ -78,12 +78,18 @@ def main():
             print(f"regress: {name}: the baseline has no {binary}; skipped", flush=True)
             continue
         got = {"base": {f: [] for f in figures}, "cur": {f: [] for f in figures}}
-        for i in range(pairs):
-            order = [("base", a.base), ("cur", a.cur)] if i % 2 == 0 else [("cur", a.cur), ("base", a.base)]
-            for side, bindir in order:
-                for f, v in fn(bindir, a.root).items():
-                    got[side][f].append(v)
-            print(f"regress: {name} pair {i + 1}/{pairs} done", flush=True)
+        try:
+            for i in range(pairs):
+                order = [("base", a.base), ("cur", a.cur)] if i % 2 == 0 else [("cur", a.cur), ("base", a.base)]
+                for side, bindir in order:
+                    figs = fn(bindir, a.root)
+                    for f, v in figs.items():
+                        got[side][f].append(v)
+                    print(f"regress: {name} pair {i + 1}/{pairs} {side}: " + ", ".join(f"{f} {v:g}" for f, v in figs.items()), flush=True)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"regress: {name} failed, its rows are left out: {e}", flush=True)
+            flagged += 1
+            continue
         for f, higher in figures.items():
             b, c = statistics.median(got["base"][f]), statistics.median(got["cur"][f])
             # Pair by pair, then the median of the ratios: a pair shares the machine's state.
