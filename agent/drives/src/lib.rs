@@ -11,6 +11,7 @@
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
 //! - [`smartctl_nvme`]: smartctl's NVMe power states and thresholds (when nvme-cli is absent).
 //! - [`powermode`]: `-n standby` so sleeping disks stay asleep; a skipped read is a power mode.
+//! - [`smartctl_mode`]: the power-mode words and their parsers, shared by `smartctl` and `powermode`.
 //! - [`sysfs`]: `/sys/class/nvme` inventory without privileges; the sysfs root is a parameter.
 //! - [`inventory`]: merges the sources into [`Drive`]s.
 //! - [`thermal`]: one thermal snapshot type from either tool, with throttle detection (§8).
@@ -36,6 +37,7 @@ pub mod nvme_status;
 pub mod powermode;
 pub mod restore;
 pub mod smartctl;
+pub mod smartctl_mode;
 pub mod smartctl_nvme;
 pub mod sweep;
 pub mod sysfs;

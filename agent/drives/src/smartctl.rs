@@ -244,7 +244,7 @@ pub struct SmartctlReport {
     /// NVMe power states and composite thresholds smartctl printed (`smartctl_nvme`).
     pub nvme_capabilities: crate::smartctl_nvme::NvmeCapabilities,
     /// `power_mode.name` (ATA, printed when `-n` was given): the drive's power mode.
-    pub power_mode: Option<crate::powermode::PowerMode>,
+    pub power_mode: Option<crate::smartctl_mode::PowerMode>,
     /// Fields that were printed but could not be read (left out above).
     pub problems: Vec<FieldProblem>,
 }
@@ -476,7 +476,7 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
         nvme,
         ata_attributes,
         nvme_capabilities: crate::smartctl_nvme::capabilities(&root, &mut pr),
-        power_mode: crate::powermode::report_mode(stdout),
+        power_mode: crate::smartctl_mode::report_mode(stdout),
         problems: pr.0,
     })
 }

@@ -2,19 +2,10 @@
 //! Each variant names the target/run and says what to do. Add a variant when a new failure needs
 //! different advice; keep OS errors as `source` so the agent can print the chain.
 
+pub use crate::advice::write_advice;
 use crate::pattern::Mode;
 use crate::safety::Refusal;
 use std::path::PathBuf;
-
-/// What to do after an IO on a target failed with `e`: a target the kernel refuses to write
-/// because it is in use (ETXTBSY: an active swap file, a running program) is not a health problem.
-pub fn write_advice(e: &std::io::Error, otherwise: &'static str) -> &'static str {
-    if e.raw_os_error() == Some(libc::ETXTBSY) {
-        "it is in use as swap or as an executable (the kernel refuses writes to it): swapoff it or stop the program, or probe another target"
-    } else {
-        otherwise
-    }
-}
 
 /// Errors returned by [`crate::run`].
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,9 @@
 //! - [`format`]: random and sequential formats (§6.1)
 //! - [`calibrate`]: IgnoreIO/IOCount from a response-time series (§6.3)
 //! - [`target`], [`safety`], [`file_consent`], [`loopid`]: file and block targets, write refusal
-//!   checks (§6.1, §9)
+//!   checks (§6.1, §9); `hostfs`: the host facts behind a target (filesystem, block size, sysfs)
+//! - [`runner`]: the [`CommandRunner`] seam for external programs (blkid, losetup)
+//! - [`error`], [`advice`]: what stops a probe, and what to do after an OS error on a target
 //! - [`engine`]: the timed IO loop (§3.3, §3.4, §9)
 //! - [`stats`], [`report`]: per-run statistics and results (§8)
 //! - [`iolog`]: fio iolog v2 emission (§10)
@@ -17,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod advice;
 pub mod alloc;
 pub mod buf;
 pub mod calibrate;
@@ -24,11 +27,13 @@ pub mod engine;
 pub mod error;
 pub mod file_consent;
 pub mod format;
+mod hostfs;
 pub mod iolog;
 pub mod loopid;
 pub mod pattern;
 pub mod plan;
 pub mod report;
+pub mod runner;
 pub mod safety;
 pub mod stats;
 pub mod target;

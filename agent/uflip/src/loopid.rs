@@ -8,7 +8,7 @@
 //! without `unsafe` and tests inject answers. To use another source of the same numbers, make
 //! [`backing_ids`] read it; callers only see the map.
 
-use crate::safety::CommandRunner;
+use crate::runner::CommandRunner;
 use std::collections::BTreeMap;
 
 /// A loop device's backing file: (major, minor) of its filesystem and its inode.

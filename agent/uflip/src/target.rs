@@ -15,11 +15,13 @@
 //! decide its write clearance.
 
 use crate::file_consent::{self, FileCheck};
+use crate::hostfs::{block_info_at, file_block_size, fill, fs_type_of, RAM_FILESYSTEMS};
+pub use crate::hostfs::{supports_direct_io, FALLBACK_BLOCK_SIZE};
 use crate::safety::{self, CommandRunner, HostRoots, Refusal, RefusalReason, SystemRunner};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,7 +103,7 @@ impl TargetOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// stat/open failed.
-    #[error("cannot open probe target {path}: {source}; {}", crate::error::write_advice(source, "check the path and permissions"))]
+    #[error("cannot open probe target {path}: {source}; {}", crate::advice::write_advice(source, "check the path and permissions"))]
     Open {
         /// Path.
         path: PathBuf,
@@ -130,7 +132,7 @@ pub enum TargetError {
         path: PathBuf,
     },
     /// Creating or filling the file failed.
-    #[error("cannot fill probe file {path} to {size} bytes: {source}; {}", crate::error::write_advice(source, "check free space"))]
+    #[error("cannot fill probe file {path} to {size} bytes: {source}; {}", crate::advice::write_advice(source, "check free space"))]
     Fill {
         /// Path.
         path: PathBuf,
@@ -185,10 +187,6 @@ pub struct Target {
     /// Files: the probe created it or found it empty, so it may be written without consent.
     scratch: bool,
 }
-
-/// Default O_DIRECT alignment when the backing device cannot be found: 4096 is a multiple of every
-/// common logical block size (§9).
-pub const FALLBACK_BLOCK_SIZE: u64 = 4096;
 
 fn changed(device: &Path, detail: String) -> Refusal {
     Refusal { device: device.to_path_buf(), reasons: vec![RefusalReason::HandleChanged { detail }] }
@@ -518,60 +516,6 @@ fn open_direct(opts: &TargetOptions) -> Result<(fs::File, bool), TargetError> {
     }
 }
 
-/// Kernel name and sysfs facts of the block device node `path` with device number `rdev`.
-fn block_info_at(path: &Path, roots: &HostRoots, rdev: u64) -> safety::BlockInfo {
-    let dev = safety::split_dev(rdev);
-    let name = safety::block_name(roots, dev)
-        .or_else(|| fs::canonicalize(path).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())))
-        .unwrap_or_default();
-    safety::block_info(roots, &name, dev)
-}
-
-/// Filesystems that live in memory: a probe there never reaches a device.
-const RAM_FILESYSTEMS: [&str; 3] = ["tmpfs", "ramfs", "devtmpfs"];
-
-/// Filesystem type of the mount whose device number is `dev`, from `<procfs>/self/mountinfo`.
-fn fs_type_of(roots: &HostRoots, dev: (u32, u32)) -> Option<String> {
-    let text = fs::read_to_string(roots.procfs.join("self/mountinfo")).ok()?;
-    let key = format!("{}:{}", dev.0, dev.1);
-    text.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (left.split(' ').nth(2) == Some(key.as_str())).then(|| right.split(' ').next().unwrap_or("").to_string())
-    })
-}
-
-/// Logical block size of the device holding a file: `<sysfs>/dev/block/M:m/queue/…`, or the parent's
-/// queue for a partition; [`FALLBACK_BLOCK_SIZE`] when unknown (e.g. btrfs/overlay anonymous devs).
-fn file_block_size(roots: &HostRoots, dev: (u32, u32)) -> u64 {
-    let base = roots.sysfs.join(format!("dev/block/{}:{}", dev.0, dev.1));
-    for rel in ["queue/logical_block_size", "../queue/logical_block_size"] {
-        if let Ok(s) = fs::read_to_string(base.join(rel)) {
-            if let Ok(v) = s.trim().parse::<u64>() {
-                if v > 0 {
-                    return v;
-                }
-            }
-        }
-    }
-    FALLBACK_BLOCK_SIZE
-}
-
-fn fill(f: &fs::File, from: u64, to: u64, lbs: u64) -> std::io::Result<()> {
-    let chunk = (1u64 << 20) / lbs.max(1) * lbs.max(1);
-    let mut buf = crate::engine::AlignedBuf::new(chunk.max(lbs) as usize, lbs.max(4096) as usize)?;
-    buf.fill_pattern(0x5eed);
-    let mut off = from;
-    while off < to {
-        let len = chunk.min(to - off) as usize;
-        let n = f.write_at(&buf.as_slice()[..len], off)?;
-        if n == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("write returned 0 at offset {off}")));
-        }
-        off += n as u64;
-    }
-    f.sync_all()
-}
-
 /// Summary of a target for reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetInfo {
@@ -612,12 +556,4 @@ impl From<&Target> for TargetInfo {
             identity: t.identity.clone(),
         }
     }
-}
-
-/// Whether `path`'s filesystem accepts O_DIRECT (used by tests and the example to pick a dir).
-pub fn supports_direct_io(dir: &Path) -> bool {
-    let p = dir.join(format!(".uflip-odirect-{}", std::process::id()));
-    let ok = OpenOptions::new().read(true).write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&p).is_ok();
-    let _ = fs::remove_file(&p);
-    ok
 }

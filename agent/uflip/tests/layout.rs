@@ -4,8 +4,9 @@
 //!
 //! The layers, from the top: the engine that runs a plan; the error it returns (which carries a
 //! partial report); the report; what a report is made of (the plan, the target, calibration);
-//! the leaves (safety checks, patterns, formats, statistics, the aligned buffer). A new top-level
-//! module goes in at its layer.
+//! the checks and facts below them (safety checks, file consent, loop identities, host facts,
+//! patterns, formats, statistics, the aligned buffer); the leaves they share (the command runner,
+//! the advice after an OS error). A new top-level module goes in at its layer.
 
 #[macro_use]
 #[path = "../../../tests/layout/gate.rs"]
@@ -31,12 +32,17 @@ const POLICY: Policy = Policy {
         ("plan", 4),
         ("target", 4),
         ("safety", 5),
+        ("file_consent", 5),
+        ("loopid", 5),
+        ("hostfs", 5),
         ("alloc", 5),
         ("buf", 5),
         ("format", 5),
         ("iolog", 5),
         ("pattern", 5),
         ("stats", 5),
+        ("runner", 6),
+        ("advice", 6),
     ],
     max_upward: 0,
     min_imports: 20,

@@ -184,84 +184,102 @@ async fn report_progress(totals: Arc<Totals>, agents: usize) {
     }
 }
 
+/// `agents`: `agents` simulated agents streaming for `seconds`, then one summary line on stdout.
+async fn run_agents(url: String, pki: Option<PathBuf>, agents: usize, batch: usize, rate_hz: f64, seconds: u64, window: usize) -> anyhow::Result<()> {
+    let issuer = load_issuer(pki.as_deref())?;
+    ensure_open_files(agents)?;
+    let totals = Arc::new(Totals {
+        acked_samples: AtomicU64::new(0),
+        latency_us: Mutex::new(hdrhistogram::Histogram::new(3)?),
+        connected: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    });
+    let progress = tokio::spawn(report_progress(totals.clone(), agents));
+    let started = Instant::now();
+    let until = started + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for i in 0..agents {
+        let tls = match &issuer {
+            Some((iss, ca)) => {
+                let (c, k) = issue(iss, &[&format!("load-{i}")])?;
+                Some(
+                    tonic::transport::ClientTlsConfig::new()
+                        .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+                        .identity(tonic::transport::Identity::from_pem(c, k)),
+                )
+            }
+            None => None,
+        };
+        let t = totals.clone();
+        let run = agent(i, url.clone(), tls, batch, rate_hz, window, until, totals.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = run.await;
+            if let Err(e) = &r {
+                // Said when it happens, not only at the end of a long run.
+                t.failed.fetch_add(1, Ordering::Relaxed);
+                eprintln!("agent failed: {e:#}");
+            }
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        if let Ok(Err(e)) | Err(e) = t.await.map_err(anyhow::Error::from) {
+            eprintln!("agent failed: {e:#}");
+        }
+    }
+    progress.abort();
+    print_summary(&totals, agents, batch, rate_hz, started);
+    Ok(())
+}
+
+/// The test CA from a `pki` dir (mutual TLS), with its certificate; `None` without a dir (plaintext).
+fn load_issuer(pki: Option<&std::path::Path>) -> anyhow::Result<Option<(rcgen::Issuer<'static, rcgen::KeyPair>, Vec<u8>)>> {
+    Ok(match pki {
+        Some(d) => {
+            let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(d.join("ca.key"))?)?;
+            Some((rcgen::Issuer::new(ca_params()?, key), std::fs::read(d.join("ca.pem"))?))
+        }
+        None => None,
+    })
+}
+
+/// Each agent is one connection: raise the open-file limit, and refuse what it cannot hold.
+fn ensure_open_files(agents: usize) -> anyhow::Result<()> {
+    let (limit, err) = wattflip_infra::limits::raise_nofile();
+    if let Some(e) = err {
+        eprintln!("loadgen: cannot raise the open-file limit from {:?} to {:?}: {e}", limit.soft, limit.hard);
+    }
+    anyhow::ensure!(
+        agents as u64 <= limit.connections(),
+        "{agents} agents need {agents} connections, but the open-file limit ({:?}) holds {}; raise it (ulimit -Hn) or run fewer agents",
+        limit.soft,
+        limit.connections()
+    );
+    Ok(())
+}
+
+/// The run's one line on stdout: throughput, ack latency percentiles, failed agents.
+fn print_summary(totals: &Totals, agents: usize, batch: usize, rate_hz: f64, started: Instant) {
+    let failed = totals.failed.load(Ordering::Relaxed);
+    let secs = started.elapsed().as_secs_f64();
+    let n = totals.acked_samples.load(Ordering::Relaxed);
+    let h = totals.latency_us.lock().unwrap_or_else(|p| p.into_inner());
+    println!(
+        "agents={agents} batch={batch} rate_hz={rate_hz} seconds={secs:.1} acked_samples={n} samples_per_s={:.0} \
+         ack_latency_ms p50={:.1} p99={:.1} max={:.1} failed_agents={failed}",
+        n as f64 / secs,
+        h.value_at_quantile(0.5) as f64 / 1e3,
+        h.value_at_quantile(0.99) as f64 / 1e3,
+        h.max() as f64 / 1e3
+    );
+}
+
 fn main() -> anyhow::Result<()> {
     wattflip_infra::tls::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new()?;
     match Cli::parse().cmd {
         Cmd::Pki { dir } => pki(&dir),
-        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window } => rt.block_on(async move {
-            let issuer = match &pki {
-                Some(d) => {
-                    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(d.join("ca.key"))?)?;
-                    Some((rcgen::Issuer::new(ca_params()?, key), std::fs::read(d.join("ca.pem"))?))
-                }
-                None => None,
-            };
-            // Each agent is one connection: raise the open-file limit, and refuse what it cannot hold.
-            let (limit, err) = wattflip_infra::limits::raise_nofile();
-            if let Some(e) = err {
-                eprintln!("loadgen: cannot raise the open-file limit from {:?} to {:?}: {e}", limit.soft, limit.hard);
-            }
-            anyhow::ensure!(
-                agents as u64 <= limit.connections(),
-                "{agents} agents need {agents} connections, but the open-file limit ({:?}) holds {}; raise it (ulimit -Hn) or run fewer agents",
-                limit.soft,
-                limit.connections()
-            );
-            let totals = Arc::new(Totals {
-                acked_samples: AtomicU64::new(0),
-                latency_us: Mutex::new(hdrhistogram::Histogram::new(3)?),
-                connected: AtomicU64::new(0),
-                failed: AtomicU64::new(0),
-            });
-            let progress = tokio::spawn(report_progress(totals.clone(), agents));
-            let started = Instant::now();
-            let until = started + Duration::from_secs(seconds);
-            let mut tasks = Vec::new();
-            for i in 0..agents {
-                let tls = match &issuer {
-                    Some((iss, ca)) => {
-                        let (c, k) = issue(iss, &[&format!("load-{i}")])?;
-                        Some(
-                            tonic::transport::ClientTlsConfig::new()
-                                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
-                                .identity(tonic::transport::Identity::from_pem(c, k)),
-                        )
-                    }
-                    None => None,
-                };
-                let t = totals.clone();
-                let run = agent(i, url.clone(), tls, batch, rate_hz, window, until, totals.clone());
-                tasks.push(tokio::spawn(async move {
-                    let r = run.await;
-                    if let Err(e) = &r {
-                        // Said when it happens, not only at the end of a long run.
-                        t.failed.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("agent failed: {e:#}");
-                    }
-                    Ok::<(), anyhow::Error>(())
-                }));
-            }
-            for t in tasks {
-                if let Ok(Err(e)) | Err(e) = t.await.map_err(anyhow::Error::from) {
-                    eprintln!("agent failed: {e:#}");
-                }
-            }
-            progress.abort();
-            let failed = totals.failed.load(Ordering::Relaxed);
-            let secs = started.elapsed().as_secs_f64();
-            let n = totals.acked_samples.load(Ordering::Relaxed);
-            let h = totals.latency_us.lock().unwrap_or_else(|p| p.into_inner());
-            println!(
-                "agents={agents} batch={batch} rate_hz={rate_hz} seconds={secs:.1} acked_samples={n} samples_per_s={:.0} \
-                 ack_latency_ms p50={:.1} p99={:.1} max={:.1} failed_agents={failed}",
-                n as f64 / secs,
-                h.value_at_quantile(0.5) as f64 / 1e3,
-                h.value_at_quantile(0.99) as f64 / 1e3,
-                h.max() as f64 / 1e3
-            );
-            Ok(())
-        }),
+        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window } => rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window)),
         Cmd::Direct { influx_url, db, points, batch } => rt.block_on(async move {
             let client = reqwest::Client::new();
             let t0 = now_ns();

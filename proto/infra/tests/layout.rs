@@ -15,7 +15,7 @@ use gate::Policy;
 const POLICY: Policy = Policy {
     dir: env!("CARGO_MANIFEST_DIR"),
     lib: "wattflip_infra",
-    layers: &[("cli", 1), ("tls", 2), ("tomlcfg", 3), ("backoff", 3), ("telemetry", 3)],
+    layers: &[("cli", 1), ("tls", 2), ("tomlcfg", 3), ("backoff", 3), ("telemetry", 3), ("limits", 3)],
     max_upward: 0,
     min_imports: 2,
     tables: &[],
