@@ -184,7 +184,10 @@ impl Host {
             let t = &batch.temperature[*i as usize];
             (t.device.as_str(), t.time.0, t.source.as_str())
         };
-        order.sort_unstable_by(|x, y| key(x).cmp(&key(y)));
+        // Readings already in strictly increasing time (a sampler's batch) are in order per drive.
+        if !order.windows(2).all(|w| batch.temperature[w[0] as usize].time.0 < batch.temperature[w[1] as usize].time.0) {
+            order.sort_unstable_by(|x, y| key(x).cmp(&key(y)));
+        }
         for &i in &order {
             let t = &batch.temperature[i as usize];
             self.drive(&t.device).temperature(t.time.0, &t.source, t.celsius.0, b);

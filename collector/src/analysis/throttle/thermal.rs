@@ -8,7 +8,7 @@
 //!
 //! To add a trigger, add a [`Thermal`] variant and handle it in `ThermalState::apply`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A temperature within this many °C below a threshold reaches it (K → °C conversions).
@@ -144,6 +144,45 @@ fn moved(was: &[Option<u64>; 5], now: &[Option<u64>; 5]) -> bool {
     now.iter().zip(was.iter()).any(|(n, w)| matches!((n, w), (Some(n), Some(w)) if n > w))
 }
 
+/// Observations in key order. They arrive in order nearly always and leave from the front, and a
+/// dropped one is among the last few: a deque beats a tree here (no node per entry, appends and
+/// removals near the end in O(streams)).
+#[derive(Debug, Default)]
+struct SortedLog(VecDeque<(Key, Thermal)>);
+
+impl SortedLog {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn find(&self, key: &Key) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.cmp(key))
+    }
+
+    fn get(&self, key: &Key) -> Option<&Thermal> {
+        self.find(key).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Stores `obs` under `key`, replacing what the key held.
+    fn insert(&mut self, key: Key, obs: Thermal) {
+        if self.0.back().is_none_or(|(k, _)| *k < key) {
+            self.0.push_back((key, obs));
+            return;
+        }
+        match self.find(&key) {
+            Ok(i) => self.0[i].1 = obs,
+            Err(i) => self.0.insert(i, (key, obs)),
+        }
+    }
+
+    /// Removes `key`, looked for from the back (a dropped observation is a stream's newest).
+    fn remove(&mut self, key: &Key) {
+        if let Some(i) = self.0.iter().rposition(|(k, _)| k == key) {
+            self.0.remove(i);
+        }
+    }
+}
+
 /// What [`ThermalLog::insert`] did with an observation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Inserted {
@@ -174,7 +213,7 @@ pub struct ThermalLog {
     settled: ThermalState,
     settled_closed: VecDeque<Period>,
     /// Observations at or after `settled_until`, compacted (see [`ThermalLog::insert`]).
-    log: BTreeMap<Key, Thermal>,
+    log: SortedLog,
     settled_until: i64,
     /// `settled` + every logged observation up to `tail_at`, and the periods that closed there.
     tail: ThermalState,
@@ -207,10 +246,12 @@ impl ThermalLog {
         if key.0 < self.settled_until {
             return Inserted::Late;
         }
-        if self.log.get(&key) == Some(&obs) {
+        let in_order = !self.dirty && self.tail_at.as_ref().is_none_or(|t| key > *t);
+        // In order, nothing at or after the key is logged: no duplicate to look for.
+        if !in_order && self.log.get(&key) == Some(&obs) {
             return Inserted::Duplicate;
         }
-        if !self.dirty && self.tail_at.as_ref().is_none_or(|t| key > *t) {
+        if in_order {
             if let Some(prev) = self.step(&key, &obs, limit) {
                 self.log.remove(&prev);
             }
@@ -275,11 +316,11 @@ impl ThermalLog {
         let mut folded = 0usize;
         loop {
             let over = self.log.len() > cap;
-            let Some(entry) = self.log.first_entry() else { break };
-            if entry.key().0 >= cutoff && !over {
+            let Some((first, _)) = self.log.0.front() else { break };
+            if first.0 >= cutoff && !over {
                 break;
             }
-            let (key, obs) = entry.remove_entry();
+            let Some((key, obs)) = self.log.0.pop_front() else { break };
             let before = self.settled_closed.len();
             self.settled.apply(key.0, &key.1, &obs, limit, &mut self.settled_closed);
             self.applied += 1;
@@ -308,14 +349,20 @@ impl ThermalLog {
         self.newest.clear();
         let log = std::mem::take(&mut self.log);
         let mut dropped = Vec::new();
-        for (key, obs) in &log {
+        for (key, obs) in &log.0 {
             dropped.extend(self.step(key, obs, limit));
         }
         self.log = log;
-        for k in dropped {
-            self.log.remove(&k);
-        }
-        self.tail_at = self.log.last_key_value().map(|(k, _)| k.clone());
+        // Dropped keys come in log order: one pass removes them all.
+        let mut next = dropped.iter().peekable();
+        self.log.0.retain(|(k, _)| {
+            let gone = next.peek().is_some_and(|d| *d == k);
+            if gone {
+                next.next();
+            }
+            !gone
+        });
+        self.tail_at = self.log.0.back().map(|(k, _)| k.clone());
         self.dirty = false;
     }
 
