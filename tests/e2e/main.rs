@@ -23,5 +23,6 @@ mod probe;
 mod rediscovery;
 mod report;
 mod security;
+mod source_agreement;
 mod spine;
 mod throttle;
