@@ -172,40 +172,7 @@ pub fn analyze_probe(
         out.push(res);
     }
     // Plausibility of the whole trace against the probe.
-    let covered = out.iter().filter(|r| !matches!(r, Err(AnalysisError::RunOutsideTrace { .. }))).count();
-    let unmatched = out
-        .iter()
-        .filter(|r| matches!(r, Err(AnalysisError::NoActivity { .. } | AnalysisError::ActivityInProgress { .. } | AnalysisError::ActivityEndsEarly { .. })))
-        .count();
-    let span = |a: i64, z: i64| (z - a) as f64 / 1e9;
-    let (trace_from, trace_to) = (series.first_time().0, series.end_time().0);
-    let (runs_from, runs_to) = (runs.iter().map(|r| r.first_submit.0).min().unwrap_or(0), runs.iter().map(|r| r.last_complete.0).max().unwrap_or(0));
-    let numbers = format!(
-        "the trace covers {:.3} s from {trace_from} ns, the probe's runs {:.3} s from {runs_from} ns",
-        span(trace_from, trace_to),
-        span(runs_from, runs_to)
-    );
-    let refuse = if time_base == TimeBase::Shared {
-        None
-    } else if !runs.is_empty() && covered == 0 && !series.is_empty() {
-        Some(format!(
-            "trace does not match the probe: none of its {} runs lies inside the trace ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), --time-unit and sample_rate_hz",
-            runs.len()
-        ))
-    } else if covered > 0 && unmatched as f64 > MAX_UNMATCHED_FRACTION * covered as f64 {
-        Some(format!(
-            "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); check sample_rate_hz (a wrong rate stretches the trace), --time-unit and the time origin (--time-origin-ns, start_time_utc_ns)"
-        ))
-    } else if let Some((lag, at_zero, best)) = baseline.as_ref().and_then(|b| best_lag(series, runs, b, cfg)) {
-        Some(format!(
-            "trace does not match the probe: its activity covers {:.0} % of the runs' IO time as aligned, {:.0} % when shifted by {:+.1} ms ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), sample_rate_hz and --time-unit",
-            at_zero * 100.0,
-            best * 100.0,
-            lag as f64 / 1e6
-        ))
-    } else {
-        None
-    };
+    let (refuse, covered, unmatched, numbers) = plausibility(series, runs, &out, baseline.as_ref(), cfg, time_base);
     if let Some(why) = refuse {
         out = runs.iter().map(|_| Err(AnalysisError::TraceMismatch(why.clone()))).collect();
     } else if unmatched > 0 {
@@ -253,4 +220,64 @@ pub fn analyze_probe_fine(
     let mut refs: Vec<Option<(&mut RunEnergy, EdgeContext)>> = a.runs.iter_mut().zip(ctx).map(|(r, c)| r.as_mut().ok().map(|r| (r, c))).collect();
     refine(series, &mut refs, (cfg.k, cfg.min_spread.0), source)?;
     Ok(a)
+}
+
+/// Whether an imported trace matches the probe: the refusal (every run then gets
+/// `TraceMismatch`), the runs inside the trace, those without activity, and the spans compared.
+fn plausibility(
+    series: &PowerSeries,
+    runs: &[RunInfo],
+    out: &[Result<RunEnergy, AnalysisError>],
+    baseline: Option<&Baseline>,
+    cfg: &RunDetectConfig,
+    time_base: TimeBase,
+) -> (Option<String>, usize, usize, String) {
+    let covered = out.iter().filter(|r| !matches!(r, Err(AnalysisError::RunOutsideTrace { .. }))).count();
+    let unmatched = out
+        .iter()
+        .filter(|r| matches!(r, Err(AnalysisError::NoActivity { .. } | AnalysisError::ActivityInProgress { .. } | AnalysisError::ActivityEndsEarly { .. })))
+        .count();
+    let span = |a: i64, z: i64| (z - a) as f64 / 1e9;
+    let (trace_from, trace_to) = (series.first_time().0, series.end_time().0);
+    let (runs_from, runs_to) = (runs.iter().map(|r| r.first_submit.0).min().unwrap_or(0), runs.iter().map(|r| r.last_complete.0).max().unwrap_or(0));
+    let numbers = format!(
+        "the trace covers {:.3} s from {trace_from} ns, the probe's runs {:.3} s from {runs_from} ns",
+        span(trace_from, trace_to),
+        span(runs_from, runs_to)
+    );
+    let refuse = if time_base == TimeBase::Shared {
+        None
+    } else if !runs.is_empty() && covered == 0 && !series.is_empty() {
+        Some(format!(
+            "trace does not match the probe: none of its {} runs lies inside the trace ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), --time-unit and sample_rate_hz",
+            runs.len()
+        ))
+    } else if covered > 0 && samples_within(series, runs_from, runs_to) < runs.len() {
+        // Fewer samples over the runs than there are runs (a CSV in ms read as seconds): the
+        // trace cannot resolve them, whether or not an idle window happens to hold enough.
+        Some(format!(
+            "trace does not match the probe: only {} of its samples fall within the probe's {} runs ({numbers}); check --time-unit, sample_rate_hz and the time origin (--time-origin-ns, start_time_utc_ns)",
+            samples_within(series, runs_from, runs_to),
+            runs.len()
+        ))
+    } else if covered > 0 && unmatched as f64 > MAX_UNMATCHED_FRACTION * covered as f64 {
+        Some(format!(
+            "trace does not match the probe: {unmatched} of the {covered} runs inside the trace show no activity where the probe ran them ({numbers}); check sample_rate_hz (a wrong rate stretches the trace), --time-unit and the time origin (--time-origin-ns, start_time_utc_ns)"
+        ))
+    } else if let Some((lag, at_zero, best)) = baseline.and_then(|b| best_lag(series, runs, b, cfg)) {
+        Some(format!(
+            "trace does not match the probe: its activity covers {:.0} % of the runs' IO time as aligned, {:.0} % when shifted by {:+.1} ms ({numbers}); check the time origin (--time-origin-ns, start_time_utc_ns), sample_rate_hz and --time-unit",
+            at_zero * 100.0,
+            best * 100.0,
+            lag as f64 / 1e6
+        ))
+    } else {
+        None
+    };
+    (refuse, covered, unmatched, numbers)
+}
+
+/// Samples of `series` from `from` to `to` (ns).
+fn samples_within(series: &PowerSeries, from: i64, to: i64) -> usize {
+    series.index_at_or_after(UnixNanos(to)).saturating_sub(series.index_at_or_after(UnixNanos(from)))
 }
