@@ -152,6 +152,21 @@ impl Batch {
     }
 }
 
+/// Points a wire batch carries, counted before conversion (the collector's rate limit): the same
+/// payloads as [`Batch::len`], so a new payload is counted in both or the compiler's field list
+/// of `Batch` reminds the author.
+pub fn wire_points(b: &v1::Batch) -> usize {
+    b.power.len()
+        + b.temperature.len()
+        + b.probe_runs.len()
+        + b.power_state_changes.len()
+        + b.events.len()
+        + b.nvme_smart.len()
+        + b.electrical.len()
+        + b.idle_profiles.len()
+        + b.drive_power_modes.len()
+}
+
 /// The power modes a `drive_power_modes` record may carry (smartctl's, in four words).
 pub const DRIVE_POWER_MODES: [&str; 4] = ["active", "idle", "standby", "sleep"];
 

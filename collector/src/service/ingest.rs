@@ -385,15 +385,7 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
         *last_seq = seq;
         return Ok(Pending::Duplicate { seq });
     }
-    let points = batch.power.len()
-        + batch.temperature.len()
-        + batch.probe_runs.len()
-        + batch.power_state_changes.len()
-        + batch.events.len()
-        + batch.nvme_smart.len()
-        + batch.electrical.len()
-        + batch.idle_profiles.len()
-        + batch.drive_power_modes.len();
+    let points = wattflip_proto::domain::wire_points(&batch);
     if !ctx.rate.admit(&agent.id, points, tokio::time::Instant::now()) {
         stats.batches_rate_limited.fetch_add(1, Ordering::Relaxed);
         let m = format!("agent `{}` exceeds its rate limit (limits.agent_points_per_second); back off and resend from batch {seq}", agent.id);

@@ -22,17 +22,7 @@ fn batch(power: Vec<v1::PowerSample>) -> v1::Batch {
 
 #[test]
 fn probe_run_firmware_is_optional_but_checked_when_present() {
-    let run = |fw: &str| v1::ProbeRun {
-        run_id: "1-0".into(),
-        device: "nvme0n1".into(),
-        bench: "granularity".into(),
-        experiment: "granularity/RR".into(),
-        pattern: "RR".into(),
-        start_ns: 1_700_000_000_000_000_000,
-        end_ns: 1_700_000_000_100_000_000,
-        firmware: fw.into(),
-        ..Default::default()
-    };
+    let run = |fw: &str| v1::ProbeRun { firmware: fw.into(), ..probe_run() };
     let b = |fw: &str| v1::Batch { agent_id: "a1".into(), sequence: 1, probe_runs: vec![run(fw)], ..Default::default() };
     assert!(convert_batch("a1", b("")).is_ok());
     assert!(convert_batch("a1", b("2B2QEXM7")).is_ok());
