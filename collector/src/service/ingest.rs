@@ -27,7 +27,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio_stream::adapters::Map;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use wattflip_proto::domain::{convert_batch_points, Hello};
 use wattflip_proto::domain::{Rejection, Rule};
@@ -124,7 +126,9 @@ struct Ctx {
 
 #[tonic::async_trait]
 impl Ingest for IngestService {
-    type StreamStream = ReceiverStream<Result<Ack, Status>>;
+    /// Channel items are boxed: a channel allocates its slots 32 at a time, and at one stream per
+    /// agent 32 unboxed `Result<Ack, Status>` were ~4 KiB per stream (heaptrack, docs/benchmarks.md).
+    type StreamStream = Map<ReceiverStream<Box<Result<Ack, Status>>>, fn(Box<Result<Ack, Status>>) -> Result<Ack, Status>>;
 
     async fn stream(&self, req: Request<Streaming<AgentMessage>>) -> Result<Response<Self::StreamStream>, Status> {
         let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unknown peer".into());
@@ -175,13 +179,14 @@ impl Ingest for IngestService {
         };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
         tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified, slot));
-        Ok(Response::new(ReceiverStream::new(out_rx)))
+        let unbox: fn(Box<Result<Ack, Status>>) -> Result<Ack, Status> = |b| *b;
+        Ok(Response::new(ReceiverStream::new(out_rx).map(unbox)))
     }
 }
 
-async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Result<Ack, Status>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
+async fn acknowledge(mut pending: mpsc::Receiver<Box<Pending>>, out: mpsc::Sender<Box<Result<Ack, Status>>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
     while let Some(p) = pending.recv().await {
-        let msg = match p {
+        let msg = match *p {
             Pending::Ack { seq, done, key, agent_lines, rejected } => match done.await {
                 Ok(outcome) => {
                     dedup.record(&key, seq);
@@ -211,7 +216,7 @@ async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Res
             Pending::Fail(s) => Err(s),
         };
         let stop = msg.is_err();
-        if out.send(msg).await.is_err() || stop {
+        if out.send(Box::new(msg)).await.is_err() || stop {
             return;
         }
     }
@@ -270,7 +275,13 @@ struct Agent {
 }
 
 /// Reads and checks the Hello; on a refusal, sends it and returns None.
-async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sender<Pending>, ctx: &Ctx, peer: &str, certified: Option<&str>) -> Option<Agent> {
+async fn read_hello(
+    inbound: &mut Streaming<AgentMessage>,
+    pending: &mpsc::Sender<Box<Pending>>,
+    ctx: &Ctx,
+    peer: &str,
+    certified: Option<&str>,
+) -> Option<Agent> {
     let stats = &ctx.stats;
     let hello_timeout = ctx.hello_timeout;
     let first = match tokio::time::timeout(hello_timeout, inbound.message()).await {
@@ -279,12 +290,12 @@ async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sende
             stats.agents_rejected.inc("hello_timeout");
             tracing::warn!(%peer, "closed a stream that sent no Hello within {hello_timeout:?} (limits.hello_timeout)");
             let m = format!("no Hello within {hello_timeout:?}; a stream starts with a Hello");
-            let _ = pending.send(Pending::Fail(Status::deadline_exceeded(m))).await;
+            let _ = pending.send(Box::new(Pending::Fail(Status::deadline_exceeded(m)))).await;
             return None;
         }
     };
     let refuse = |p: Pending| async move {
-        let _ = pending.send(p).await;
+        let _ = pending.send(Box::new(p)).await;
         None
     };
     let hello = match first {
@@ -317,7 +328,14 @@ async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sende
     })
 }
 
-async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pending>, ctx: Ctx, peer: String, certified: Option<String>, _open: OpenStream) {
+async fn receive(
+    mut inbound: Streaming<AgentMessage>,
+    pending: mpsc::Sender<Box<Pending>>,
+    ctx: Ctx,
+    peer: String,
+    certified: Option<String>,
+    _open: OpenStream,
+) {
     let Some(agent) = read_hello(&mut inbound, &pending, &ctx, &peer, certified.as_deref()).await else {
         return;
     };
@@ -339,7 +357,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
                 let m = format!("{}; the collector's limits.max_message_bytes refuses it", e.message());
                 ctx.stats.agents_rejected.inc("oversized_message");
                 tracing::warn!(agent = %hello.agent_id, "{m}");
-                let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
+                let _ = pending.send(Box::new(Pending::Fail(Status::resource_exhausted(m)))).await;
                 return;
             }
             Err(e) => {
@@ -350,7 +368,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
         let batch = match msg.kind {
             Some(Kind::Batch(b)) => b,
             Some(Kind::Hello(_)) | None => {
-                let _ = pending.send(reject(&ctx.stats, None, "only the first message of a stream may be a Hello".into())).await;
+                let _ = pending.send(Box::new(reject(&ctx.stats, None, "only the first message of a stream may be a Hello".into()))).await;
                 return;
             }
         };
@@ -359,7 +377,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
             Ok(p) => (p, false),
             Err(p) => (p, true),
         };
-        if pending.send(next).await.is_err() || stop {
+        if pending.send(Box::new(next)).await.is_err() || stop {
             return;
         }
     }
