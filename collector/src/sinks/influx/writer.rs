@@ -82,12 +82,25 @@ impl WriterHandle {
 /// Starts the writer. It ends when every handle is dropped and the queue is flushed, or at once
 /// when `shutdown` turns true (pending jobs are then left unacknowledged, to be resent by agents).
 pub fn spawn(cfg: InfluxConfig, stats: Arc<SinkStats>, shutdown: watch::Receiver<bool>) -> (WriterHandle, tokio::task::JoinHandle<()>) {
-    let dead = DeadLetterStore::new(cfg.dead_letter_dir.clone());
+    let dead = Arc::new(DeadLetterStore::new(cfg.dead_letter_dir.clone()));
     let (tx, rx) = mpsc::channel(256);
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let client = reqwest::Client::builder().timeout(cfg.request_timeout).build().unwrap_or_else(|_| reqwest::Client::new());
     let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
-    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new(), dead };
-    (handle, tokio::spawn(writer.run()))
+    // `writers` tasks share the queue: one gathers the next request while another's is in flight.
+    let tasks: Vec<_> = (0..cfg.writers.max(1))
+        .map(|_| {
+            let endpoint = Endpoint { cfg: cfg.clone(), client: client.clone() };
+            let writer = Writer { endpoint, stats: stats.clone(), rx: rx.clone(), shutdown: shutdown.clone(), pending: VecDeque::new(), dead: dead.clone() };
+            tokio::spawn(writer.run())
+        })
+        .collect();
+    let all = tokio::spawn(async move {
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    (handle, all)
 }
 
 /// A sink that discards every line and completes at once: measures the gRPC side alone.
@@ -347,10 +360,11 @@ fn without_url(e: reqwest::Error) -> String {
 struct Writer {
     endpoint: Endpoint,
     stats: Arc<SinkStats>,
-    rx: mpsc::Receiver<Job>,
+    /// Shared by the writers; held only while one gathers its next request.
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
     shutdown: watch::Receiver<bool>,
     pending: VecDeque<Job>,
-    dead: DeadLetterStore,
+    dead: Arc<DeadLetterStore>,
 }
 
 /// Where a line being written came from: its job (index in `pending`) and its index in that job.
@@ -364,32 +378,44 @@ impl Writer {
     }
 
     async fn run(mut self) {
-        let batch = self.endpoint.cfg.batch_lines;
+        let queue = self.rx.clone();
         let mut closed = false;
         while !closed {
+            let mut rx = tokio::select! {
+                rx = queue.lock() => rx,
+                _ = self.shutdown.changed() => break,
+            };
             if self.pending.is_empty() {
                 tokio::select! {
-                    job = self.rx.recv() => match job {
+                    job = rx.recv() => match job {
                         Some(j) => self.pending.push_back(j),
                         None => break,
                     },
                     _ = self.shutdown.changed() => break,
                 }
             }
-            let deadline = Instant::now() + self.endpoint.cfg.flush_interval;
-            while self.unwritten() < batch {
-                tokio::select! {
-                    job = self.rx.recv() => match job {
-                        Some(j) => self.pending.push_back(j),
-                        None => { closed = true; break; }
-                    },
-                    _ = tokio::time::sleep_until(deadline) => break,
-                }
-            }
+            closed = self.gather(&mut rx).await;
+            drop(rx);
             if !self.flush().await {
                 break;
             }
         }
+    }
+
+    /// Takes jobs until a request is full or `flush_interval` has passed; true when the queue closed.
+    async fn gather(&mut self, rx: &mut mpsc::Receiver<Job>) -> bool {
+        let batch = self.endpoint.cfg.batch_lines;
+        let deadline = Instant::now() + self.endpoint.cfg.flush_interval;
+        while self.unwritten() < batch {
+            tokio::select! {
+                job = rx.recv() => match job {
+                    Some(j) => self.pending.push_back(j),
+                    None => return true,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        false
     }
 
     /// Writes everything pending; false when shutdown interrupted it.
