@@ -18,6 +18,8 @@ mod faults;
 mod grpc;
 mod hwmon_scopes;
 mod ledger;
+mod otlp;
+mod otlp_fleet;
 mod plan;
 mod probe;
 mod rediscovery;
