@@ -20,6 +20,7 @@ mod hwmon_scopes;
 mod ledger;
 mod otlp;
 mod otlp_fleet;
+mod otlp_outage;
 mod plan;
 mod probe;
 mod rediscovery;
