@@ -73,7 +73,16 @@ pub async fn serve(
         tracing::info!(%bound, "metrics at /metrics");
     }
     let (writer, writer_task) = match cfg.sink {
-        SinkKind::InfluxDb => influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx),
+        SinkKind::InfluxDb => {
+            // With raw retention set, every stored line marks its bucket and the rollup task
+            // recomputes settled buckets (crate::rollup).
+            let observer = cfg.influx.retention.as_ref().map(|r| {
+                let dirty = Arc::new(crate::rollup::Dirty::new(r.max_dirty, stats.rollup.clone()));
+                tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), stop_rx.clone()));
+                dirty as Arc<dyn influx::StoredLines>
+            });
+            influx::spawn_observed(cfg.influx.clone(), stats.sink.clone(), stop_rx, observer)
+        }
         SinkKind::Null => influx::spawn_null(stats.sink.clone()),
     };
     let streams = stream_capacity();

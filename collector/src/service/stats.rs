@@ -38,4 +38,5 @@ pub struct IngestStats {
 pub struct Stats {
     pub ingest: Arc<IngestStats>,
     pub sink: Arc<SinkStats>,
+    pub rollup: Arc<crate::rollup::RollupStats>,
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use wattflip_infra::telemetry::Text;
 
 pub fn render(s: &Stats) -> String {
-    let (i, k) = (&s.ingest, &s.sink);
+    let (i, k, r) = (&s.ingest, &s.sink, &s.rollup);
     Text::default()
         .counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
         .gauge("wattflip_collector_streams_open", "Agent streams open now (held against the stream limit).", i.streams_open.load(Relaxed) as f64)
@@ -51,5 +51,24 @@ pub fn render(s: &Stats) -> String {
         .counter("wattflip_collector_influx_requests_total", "Write requests to InfluxDB.", k.requests.load(Relaxed))
         .counter("wattflip_collector_influx_retries_total", "Write requests retried after an error.", k.retries.load(Relaxed))
         .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency)
+        .counter(
+            "wattflip_collector_rollup_buckets_marked_total",
+            "Rollup buckets (measurement, host, minute) marked for recompute.",
+            r.buckets_marked.load(Relaxed),
+        )
+        .counter(
+            "wattflip_collector_rollup_buckets_dropped_total",
+            "Rollup buckets dropped because the dirty set was full (influx.rollup_max_dirty): their rollups may miss points.",
+            r.buckets_dropped.load(Relaxed),
+        )
+        .counter("wattflip_collector_rollup_buckets_recomputed_total", "Rollup buckets recomputed from raw points.", r.buckets_recomputed.load(Relaxed))
+        .counter("wattflip_collector_rollup_statements_total", "SELECT INTO statements run by the rollup task.", r.statements.load(Relaxed))
+        .counter(
+            "wattflip_collector_rollup_statements_failed_total",
+            "Rollup statements that failed (their buckets are retried).",
+            r.statements_failed.load(Relaxed),
+        )
+        .counter("wattflip_collector_rollup_points_written_total", "Rollup and copy points written.", r.points_written.load(Relaxed))
+        .gauge("wattflip_collector_rollup_buckets_pending", "Rollup buckets waiting for their writes to settle.", r.pending.load(Relaxed) as f64)
         .finish()
 }

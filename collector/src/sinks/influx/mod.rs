@@ -13,4 +13,4 @@ mod fake_server;
 #[cfg(test)]
 mod writer_tests;
 
-pub use writer::{spawn, spawn_null, JobOutcome, SinkStats, WriterHandle};
+pub use writer::{spawn, spawn_null, spawn_observed, JobOutcome, SinkStats, StoredLines, WriterHandle};

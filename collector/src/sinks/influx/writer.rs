@@ -51,6 +51,12 @@ pub struct JobOutcome {
     pub refused: Vec<(usize, &'static str)>,
 }
 
+/// Told of every line once InfluxDB has stored it (the rollups' dirty buckets,
+/// `crate::rollup::Dirty`). A trait so the writer does not depend on its observers.
+pub trait StoredLines: Send + Sync {
+    fn stored(&self, lines: &[&str]);
+}
+
 /// Handle used by streams to queue lines.
 #[derive(Clone)]
 pub struct WriterHandle {
@@ -82,11 +88,21 @@ impl WriterHandle {
 /// Starts the writer. It ends when every handle is dropped and the queue is flushed, or at once
 /// when `shutdown` turns true (pending jobs are then left unacknowledged, to be resent by agents).
 pub fn spawn(cfg: InfluxConfig, stats: Arc<SinkStats>, shutdown: watch::Receiver<bool>) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+    spawn_observed(cfg, stats, shutdown, None)
+}
+
+/// [`spawn`], telling `observer` of every line stored.
+pub fn spawn_observed(
+    cfg: InfluxConfig,
+    stats: Arc<SinkStats>,
+    shutdown: watch::Receiver<bool>,
+    observer: Option<Arc<dyn StoredLines>>,
+) -> (WriterHandle, tokio::task::JoinHandle<()>) {
     let dead = DeadLetterStore::new(cfg.dead_letter_dir.clone());
     let (tx, rx) = mpsc::channel(256);
     let client = reqwest::Client::builder().timeout(cfg.request_timeout).build().unwrap_or_else(|_| reqwest::Client::new());
     let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
-    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new(), dead };
+    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new(), dead, observer };
     (handle, tokio::spawn(writer.run()))
 }
 
@@ -263,7 +279,15 @@ impl Endpoint {
         let c = &self.cfg;
         let mut req = match c.api {
             // 1.x spells nanosecond precision `n`; `ns` is also accepted, `us` is silently wrong.
-            InfluxApi::V1 => self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]),
+            InfluxApi::V1 => {
+                let req = self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]);
+                // Named, not left to the default: a missing policy then fails the write (and is
+                // created) instead of sending the points to another policy.
+                match c.retention {
+                    Some(_) => req.query(&[("rp", crate::sinks::influx::config::RAW_RP)]),
+                    None => req,
+                }
+            }
             InfluxApi::V2 => {
                 self.client.post(format!("{}/api/v2/write", c.url)).query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")])
             }
@@ -311,23 +335,29 @@ impl Endpoint {
         match status.as_u16() {
             400 | 422 => Err(PostError::Rejected { body: body.to_string() }),
             404 if body.contains("database not found") => Err(PostError::NoDatabase),
+            404 | 500 if body.contains("retention policy not found") => Err(PostError::NoDatabase),
             413 => Err(PostError::TooLarge),
             s => Err(PostError::Retry { reason: format!("InfluxDB answered {s}: {body}"), after: retry_after }),
         }
     }
 
+    /// Creates the database, and with `retention` set its retention policies.
     async fn create_database(&self) -> Result<(), String> {
         let c = &self.cfg;
-        let q = format!("CREATE DATABASE \"{}\"", c.database);
-        let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
-        let resp = req.send().await.map_err(without_url)?;
-        let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
-        if status.is_success() && !body.contains("\"error\"") {
-            Ok(())
-        } else {
-            Err(format!("InfluxDB answered {status}: {}", body.trim()))
+        let statements = match &c.retention {
+            Some(r) => r.setup_statements(&c.database),
+            None => vec![(format!("CREATE DATABASE \"{}\"", c.database), false)],
+        };
+        for (q, may_fail) in statements {
+            let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
+            let resp = req.send().await.map_err(without_url)?;
+            let status = resp.status();
+            let body = resp.text().await.unwrap_or_default();
+            if !may_fail && !(status.is_success() && !body.contains("\"error\"")) {
+                return Err(format!("InfluxDB answered {status} to {q}: {}", body.trim()));
+            }
         }
+        Ok(())
     }
 }
 
@@ -351,6 +381,7 @@ struct Writer {
     shutdown: watch::Receiver<bool>,
     pending: VecDeque<Job>,
     dead: DeadLetterStore,
+    observer: Option<Arc<dyn StoredLines>>,
 }
 
 /// Where a line being written came from: its job (index in `pending`) and its index in that job.
@@ -490,6 +521,9 @@ impl Writer {
                 Ok(()) => {
                     backoff.reset();
                     self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
+                    if let Some(o) = &self.observer {
+                        o.stored(&refs);
+                    }
                 }
                 Err(PostError::Rejected { body }) => {
                     backoff.reset();
