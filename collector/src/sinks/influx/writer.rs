@@ -353,7 +353,8 @@ impl Endpoint {
             let resp = req.send().await.map_err(without_url)?;
             let status = resp.status();
             let body = resp.text().await.unwrap_or_default();
-            if !may_fail && !(status.is_success() && !body.contains("\"error\"")) {
+            let failed = !status.is_success() || body.contains("\"error\"");
+            if failed && !may_fail {
                 return Err(format!("InfluxDB answered {status} to {q}: {}", body.trim()));
             }
         }
