@@ -89,6 +89,10 @@ enum PlanCommand {
         /// Averaging window of the peak (an InfluxQL duration).
         #[arg(long, default_value = "1m")]
         bucket: String,
+        /// `auto` (1-minute rollups when the database has them and --bucket is whole minutes,
+        /// else raw points), `raw` or `rollup`.
+        #[arg(long, default_value = "auto")]
+        resolution: String,
     },
     /// How many drives of a model fit a power budget at a workload, and what they deliver.
     Capacity {
@@ -206,9 +210,16 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
     // `now() - 0d` selects nothing: every plan would report missing data for a window that was
     // never a window.
     anyhow::ensure!(since.chars().any(|c| c.is_ascii_digit() && c != '0'), "--since `{since}`: the time range is empty; give a positive duration such as 30d");
-    let db = Influx::new(&cfg.influx.url, &cfg.influx.database);
+    let mut db = Influx::new(&cfg.influx.url, &cfg.influx.database);
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (table, value) = rt.block_on(async {
+        // Runs, inventory and events: raw within the raw retention, else their whole copies.
+        let whole = plan::resolution::whole_policy(&db.storage().await?, since);
+        if whole.is_rollup() {
+            db.whole_rp = Some(wattflip_collector::sinks::influx::config::ROLLUP_RP.to_string());
+        }
+        let db = &db;
+        let with_line = |table: String| format!("{table}resolution: {}\n", whole.describe());
         Ok::<_, anyhow::Error>(match plan {
             PlanCommand::PowerCap { model, state, mix } => {
                 let mix = match mix {
@@ -218,22 +229,23 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
                     }
                     None => None,
                 };
-                let p = plan::power_cap(&db, &model, state, mix, since).await?;
-                (plan::power_cap_table(&p), serde_json::to_value(&p)?)
+                let p = plan::power_cap(db, &model, state, mix, since).await?;
+                (with_line(plan::power_cap_table(&p)), with_resolution(serde_json::to_value(&p)?, whole.describe()))
             }
-            PlanCommand::Budget { group_by, budget_w, bucket } => {
-                let p = plan::budget(&db, &group_by, budget_w, &bucket, since).await?;
+            PlanCommand::Budget { group_by, budget_w, bucket, resolution } => {
+                let choice = resolution.parse().map_err(anyhow::Error::msg)?;
+                let p = plan::budget(db, &group_by, budget_w, &bucket, since, choice).await?;
                 (plan::budget_table(&p), serde_json::to_value(&p)?)
             }
             PlanCommand::Capacity { model, budget_w, workload } => {
-                let p = plan::capacity(&db, &model, budget_w, &workload, since).await?;
-                (plan::capacity_table(&p), serde_json::to_value(&p)?)
+                let p = plan::capacity(db, &model, budget_w, &workload, since).await?;
+                (with_line(plan::capacity_table(&p)), with_resolution(serde_json::to_value(&p)?, whole.describe()))
             }
             PlanCommand::Rollup { by, model, metric } => {
                 let by: plan::rollup::By = by.parse().map_err(anyhow::Error::msg)?;
                 let metrics = plan::rollup::parse_metrics(&metric).map_err(anyhow::Error::msg)?;
-                let p = plan::rollup::rollup(&db, by, model.as_deref(), &metrics, since).await?;
-                (plan::rollup::rollup_table(&p), serde_json::to_value(&p)?)
+                let p = plan::rollup::rollup(db, by, model.as_deref(), &metrics, since).await?;
+                (with_line(plan::rollup::rollup_table(&p)), with_resolution(serde_json::to_value(&p)?, whole.describe()))
             }
         })
     })?;
@@ -243,6 +255,14 @@ fn run_plan(cfg: &Config, plan: PlanCommand, since: &str, json: bool) -> anyhow:
         print!("{table}");
     }
     Ok(())
+}
+
+/// The plan's JSON with the resolution it read (`resolution`, as the table's last line).
+fn with_resolution(mut v: serde_json::Value, resolution: &str) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("resolution".into(), resolution.into());
+    }
+    v
 }
 
 async fn shutdown_signal() {

@@ -25,6 +25,7 @@ mod plan;
 mod probe;
 mod rediscovery;
 mod report;
+mod rollups;
 mod security;
 mod source_agreement;
 mod spine;

@@ -524,11 +524,9 @@ fn send_through_collector_seq(url: &str, host: &str, rack: &str, batch: v1::Batc
     send_as(url, host, rack, now_ns(), batch, seq, "probe")
 }
 
-/// Like [`send_through_collector`], with the Hello stamped `hello_ns` (the `agent` point's time).
-fn send_as(url: &str, host: &str, rack: &str, hello_ns: i64, batch: v1::Batch, seq: u64, session: &str) {
-    use tokio_stream::StreamExt as _;
-    use v1::agent_message::Kind;
-    let hello = v1::Hello {
+/// The Hello of agent `host` with label `rack`, stamped `hello_ns` (the `agent` point's time).
+pub fn hello(host: &str, rack: &str, hello_ns: i64, session: &str) -> v1::Hello {
+    v1::Hello {
         agent_id: host.into(),
         hostname: host.into(),
         agent_version: env!("CARGO_PKG_VERSION").into(),
@@ -537,7 +535,14 @@ fn send_as(url: &str, host: &str, rack: &str, hello_ns: i64, batch: v1::Batch, s
         time_ns: hello_ns,
         session: session.into(),
         ..Default::default()
-    };
+    }
+}
+
+/// Like [`send_through_collector`], with the Hello stamped `hello_ns` (the `agent` point's time).
+fn send_as(url: &str, host: &str, rack: &str, hello_ns: i64, batch: v1::Batch, seq: u64, session: &str) {
+    use tokio_stream::StreamExt as _;
+    use v1::agent_message::Kind;
+    let hello = hello(host, rack, hello_ns, session);
     let msgs = vec![v1::AgentMessage { kind: Some(Kind::Hello(hello)) }, v1::AgentMessage { kind: Some(Kind::Batch(batch)) }];
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     rt.block_on(async {

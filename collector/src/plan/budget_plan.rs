@@ -4,7 +4,9 @@
 //! missing with the reason. Its queries are documented in `docs/analyses.md`; a new grouping or
 //! tier rule goes here with a test of its arithmetic.
 
+use crate::plan::resolution::{budget_resolution, rewrite_whole, whole_policy, Choice, Resolution};
 use crate::plan::{check_budget, points, Influx, PlanError};
+use crate::sinks::influx::config::ROLLUP_RP;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -49,6 +51,8 @@ pub struct BudgetPlan {
     /// The tiers in order of precedence.
     pub precedence: Vec<String>,
     pub groups: Vec<GroupBudget>,
+    /// What the power came from: raw points or 1-minute rollups, and why.
+    pub resolution: String,
 }
 
 /// Tags of `power` and `agent` points that are not labels.
@@ -59,6 +63,18 @@ pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {
     let group = if group_by == "host" { String::new() } else { format!(", \"{group_by}\"") };
     format!(
         "SELECT mean(\"watts\") FROM \"power\" WHERE {} AND time > now() - {since} \
+         GROUP BY time({bucket}), \"host\", \"zone\", \"scope\"{group} fill(none)",
+        points::SUMMABLE
+    )
+}
+
+/// [`budget_query`] on the 1-minute rollups: each bucket's mean is Σ watts ÷ Σ count of its
+/// minutes, so a 1-minute bucket is exactly the raw mean of that minute (the same sum and count
+/// InfluxDB's `mean()` divides), and a longer bucket the mean of all its raw points.
+pub fn budget_rollup_query(bucket: &str, since: &str, group_by: &str) -> String {
+    let group = if group_by == "host" { String::new() } else { format!(", \"{group_by}\"") };
+    format!(
+        "SELECT sum(\"watts_sum\") / sum(\"count\") AS \"mean\" FROM \"{ROLLUP_RP}\".\"power\" WHERE {} AND time > now() - {since} \
          GROUP BY time({bucket}), \"host\", \"zone\", \"scope\"{group} fill(none)",
         points::SUMMABLE
     )
@@ -93,8 +109,15 @@ async fn labels(db: &Influx) -> Result<Vec<String>, PlanError> {
 /// per bucket, and the group's peak is the maximum of that coincident total (not the sum of the
 /// hosts' own peaks). Every host the window knows (power or Hello) is counted or listed as
 /// missing with the reason.
-pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, since: &str) -> Result<BudgetPlan, PlanError> {
+pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, since: &str, choice: Choice) -> Result<BudgetPlan, PlanError> {
     check_budget(budget_w)?;
+    let storage = db.storage().await?;
+    let resolution = budget_resolution(choice, &storage, bucket, since)?;
+    let power_q = if resolution.is_rollup() { budget_rollup_query(bucket, since, group_by) } else { budget_query(bucket, since, group_by) };
+    let hosts_q = match whole_policy(&storage, since) {
+        Resolution::Rollup(_) => rewrite_whole(&budget_hosts_query(since, group_by), ROLLUP_RP),
+        Resolution::Raw(_) => budget_hosts_query(since, group_by),
+    };
     if group_by.is_empty() || group_by.contains(['"', '\\']) {
         return Err(PlanError::Input(format!("--group-by `{group_by}`: name a label (rack, site, …) or `host`")));
     }
@@ -115,7 +138,7 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
     };
     // (group, host) → scope → time → watts summed over zones.
     let mut power: PowerByHost = BTreeMap::new();
-    for s in db.query(&budget_query(bucket, since, group_by)).await? {
+    for s in db.query_raw(&power_q).await? {
         let host = s.tags.get("host").cloned().unwrap_or_default();
         let scope = s.tags.get("scope").cloned().unwrap_or_default();
         let by_time = power.entry((group_of(&s.tags), host)).or_default().entry(scope).or_default();
@@ -127,7 +150,7 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
         }
     }
     let mut known: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for s in db.query(&budget_hosts_query(since, group_by)).await? {
+    for s in db.query_raw(&hosts_q).await? {
         known.entry(group_of(&s.tags)).or_default().insert(s.tags.get("host").cloned().unwrap_or_default());
     }
     for (g, h) in power.keys() {
@@ -141,7 +164,13 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
         });
     }
     let groups = known.into_iter().map(|(group, hosts)| group_budget(group, hosts, &power, since, budget_w)).collect();
-    Ok(BudgetPlan { group_by: group_by.into(), budget_w, precedence: points::HOST_TIERS.iter().map(|t| t.name.to_string()).collect(), groups })
+    Ok(BudgetPlan {
+        group_by: group_by.into(),
+        budget_w,
+        precedence: points::HOST_TIERS.iter().map(|t| t.name.to_string()).collect(),
+        groups,
+        resolution: resolution.describe().to_string(),
+    })
 }
 
 /// (group, host) → scope → time → watts summed over zones.
@@ -220,6 +249,7 @@ pub fn budget_table(p: &BudgetPlan) -> String {
         let _ = writeln!(s, "{:<20} {:>6} {:>10} {:>11}  {status}", g.group, g.hosts, peak, headroom);
         let _ = writeln!(s, "  {}", g.coverage);
     }
+    let _ = writeln!(s, "resolution: {}", p.resolution);
     s
 }
 

@@ -132,7 +132,10 @@ mod tests {
 
     /// Every plan query that reads `power`, with sample arguments.
     fn plan_queries() -> Vec<(String, String)> {
-        vec![("plan budget".to_string(), crate::plan::budget_query("1m", "30d", "rack"))]
+        vec![
+            ("plan budget".to_string(), crate::plan::budget_query("1m", "30d", "rack")),
+            ("plan budget (rollups)".to_string(), crate::plan::budget_plan::budget_rollup_query("1m", "30d", "rack")),
+        ]
     }
 
     /// A query that reads `power` must carry [`SUMMABLE`] (or select the full-rate trace on
@@ -140,10 +143,11 @@ mod tests {
     /// innermost one reads the points.
     fn violations(place: &str, q: &str) -> Vec<String> {
         let mut out = Vec::new();
-        if !q.contains("FROM \"power\"") {
+        // Raw points, or the rollups (`"rollup_1m"."power"`, the same series and tags).
+        let reads = q.matches("FROM \"power\"").count() + q.matches(".\"power\"").count();
+        if reads == 0 {
             return out;
         }
-        let reads = q.matches("FROM \"power\"").count();
         let filtered = q.matches(SUMMABLE).count() + q.matches(FULL_RATE_ONLY).count();
         if filtered < reads {
             out.push(format!("{place}: reads `power` {reads} time(s) but filters {SUMMABLE} {filtered} time(s): {q}"));
@@ -158,11 +162,11 @@ mod tests {
     #[test]
     fn every_dashboard_panel_and_plan_query_uses_the_shared_point_rules() {
         let all: Vec<(String, String)> = dashboard_queries().into_iter().chain(plan_queries()).collect();
-        let power = all.iter().filter(|(_, q)| q.contains("FROM \"power\"")).count();
+        let power = all.iter().filter(|(_, q)| q.contains("FROM \"power\"") || q.contains(".\"power\"")).count();
         // Fleet overview: agents online, last seen, power per host, energy per zone; power budget:
         // six panels; throttling:
-        // drive power; plan budget.
-        assert_eq!(power, 4 + 6 + 1 + 1, "queries reading power: {all:#?}");
+        // drive power; plan budget on raw points and on rollups.
+        assert_eq!(power, 4 + 6 + 1 + 2, "queries reading power: {all:#?}");
         let bad: Vec<String> = all.iter().flat_map(|(p, q)| violations(p, q)).collect();
         assert!(bad.is_empty(), "{}", bad.join("\n"));
         // The check itself catches a bypass.

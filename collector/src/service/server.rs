@@ -44,6 +44,22 @@ fn stream_capacity() -> u64 {
     n
 }
 
+/// The InfluxDB sink (or the null one). With raw retention set, every stored line marks its
+/// bucket and the rollup task recomputes settled buckets (crate::rollup).
+fn spawn_influx(cfg: &Config, stats: &Arc<Stats>, stop_rx: &tokio::sync::watch::Receiver<bool>) -> (influx::WriterHandle, tokio::task::JoinHandle<()>) {
+    match cfg.sink {
+        SinkKind::InfluxDb => {
+            let observer = cfg.influx.retention.as_ref().map(|r| {
+                let dirty = Arc::new(crate::rollup::Dirty::new(r.max_dirty, stats.rollup.clone()));
+                tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), stop_rx.clone()));
+                dirty as Arc<dyn influx::StoredLines>
+            });
+            influx::spawn_observed(cfg.influx.clone(), stats.sink.clone(), stop_rx.clone(), observer)
+        }
+        SinkKind::Null => influx::spawn_null(stats.sink.clone()),
+    }
+}
+
 /// Serves until `shutdown` completes, then flushes the writer (at most `drain` long).
 pub async fn serve(
     cfg: Config,
@@ -72,10 +88,7 @@ pub async fn serve(
         .await?;
         tracing::info!(%bound, "metrics at /metrics");
     }
-    let (writer, writer_task) = match cfg.sink {
-        SinkKind::InfluxDb => influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx.clone()),
-        SinkKind::Null => influx::spawn_null(stats.sink.clone()),
-    };
+    let (writer, writer_task) = spawn_influx(&cfg, &stats, &stop_rx);
     let (otlp, otlp_task) = match cfg.otlp.clone() {
         Some(o) => {
             tracing::info!(url = %o.url, required = o.required, "OTLP sink on");

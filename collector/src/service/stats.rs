@@ -40,4 +40,5 @@ pub struct Stats {
     pub ingest: Arc<IngestStats>,
     pub sink: Arc<SinkStats>,
     pub otlp: Arc<OtlpStats>,
+    pub rollup: Arc<crate::rollup::RollupStats>,
 }

@@ -36,6 +36,44 @@ pub struct InfluxConfig {
     pub gzip: bool,
     /// Where lines InfluxDB refused are kept (`wattflip-collector dead-letter list|replay`).
     pub dead_letter_dir: PathBuf,
+    /// Raw retention and 1-minute rollups (`raw_retention` set), else None: one default retention
+    /// policy as before (docs/schema.md, *Retention and rollups*).
+    pub retention: Option<Retention>,
+}
+
+/// The retention policy raw points are written to (the database's default, so every unqualified
+/// query reads raw points) and the one rollups and the whole copies of runs and events go to.
+pub const RAW_RP: &str = "raw";
+pub const ROLLUP_RP: &str = "rollup_1m";
+
+/// `[influx] raw_retention`, `rollup_retention`, `rollup_settle`, `rollup_max_dirty`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// How long raw points are kept (InfluxDB's minimum is 1 h).
+    pub raw: Duration,
+    /// How long rollups and the copies of runs and events are kept (≥ `raw`).
+    pub rollup: Duration,
+    /// How long after the last write into a minute that minute's rollup is recomputed.
+    pub settle: Duration,
+    /// At most this many (measurement, host, minute) buckets wait to be recomputed.
+    pub max_dirty: usize,
+}
+
+impl Retention {
+    /// The statements that create the retention policies (or bring an existing one to the
+    /// configured duration): `raw` as the default, `rollup_1m` beside it. Each CREATE fails
+    /// harmlessly when the policy exists (its error is ignored); the ALTER that follows applies.
+    pub fn setup_statements(&self, database: &str) -> Vec<(String, bool)> {
+        let db = database.replace('"', "");
+        let (raw, long) = (self.raw.as_secs(), self.rollup.as_secs());
+        vec![
+            (format!("CREATE DATABASE \"{db}\""), false),
+            (format!("CREATE RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s REPLICATION 1 DEFAULT"), true),
+            (format!("ALTER RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s DEFAULT"), false),
+            (format!("CREATE RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s REPLICATION 1"), true),
+            (format!("ALTER RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s"), false),
+        ]
+    }
 }
 
 /// A credential. Its Debug output is redacted so it cannot leak into logs or errors.
@@ -66,6 +104,10 @@ pub struct RawInflux {
     max_backoff: Option<String>,
     gzip: Option<bool>,
     dead_letter_dir: Option<PathBuf>,
+    raw_retention: Option<String>,
+    rollup_retention: Option<String>,
+    rollup_settle: Option<String>,
+    rollup_max_dirty: Option<usize>,
 }
 
 pub const DEFAULT_DEAD_LETTER_DIR: &str = "/var/lib/wattflip-collector/dead-letter";
@@ -116,6 +158,10 @@ impl InfluxConfig {
         let flush_interval = dur("influx.flush_interval", influx.flush_interval, Duration::from_secs(1));
         let request_timeout = dur("influx.request_timeout", influx.request_timeout, Duration::from_secs(10));
         let max_backoff = dur("influx.max_backoff", influx.max_backoff, Duration::from_secs(30));
+        let retention = retention(&influx.raw_retention, &influx.rollup_retention, &influx.rollup_settle, influx.rollup_max_dirty, loader);
+        if retention.is_some() && api == InfluxApi::V2 {
+            loader.problem("influx.raw_retention", "needs api = \"v1\": retention policies and SELECT … INTO are InfluxQL (1.x API)");
+        }
         InfluxConfig {
             url: url.trim_end_matches('/').to_string(),
             database,
@@ -131,8 +177,41 @@ impl InfluxConfig {
             max_backoff,
             gzip: influx.gzip.unwrap_or(true),
             dead_letter_dir: influx.dead_letter_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DEAD_LETTER_DIR)),
+            retention,
         }
     }
+}
+
+/// The checked retention settings; None when `raw_retention` is not set (then the other three
+/// must not be either: they would do nothing).
+fn retention(raw: &Option<String>, rollup: &Option<String>, settle: &Option<String>, max_dirty: Option<usize>, loader: &mut Loader) -> Option<Retention> {
+    let Some(raw) = raw else {
+        if rollup.is_some() || settle.is_some() || max_dirty.is_some() {
+            loader.problem("influx.raw_retention", "rollup_retention, rollup_settle and rollup_max_dirty need raw_retention (e.g. \"7d\")");
+        }
+        return None;
+    };
+    let raw = parse_duration("influx.raw_retention", raw, loader)?;
+    let hour = Duration::from_secs(3600);
+    if raw < hour {
+        loader.problem("influx.raw_retention", format!("{raw:?} is shorter than InfluxDB's minimum retention of 1h"));
+    }
+    let rollup = match rollup {
+        Some(s) => parse_duration("influx.rollup_retention", s, loader)?,
+        None => Duration::from_secs(400 * 86_400),
+    };
+    if rollup < raw {
+        loader.problem("influx.rollup_retention", format!("{rollup:?} is shorter than raw_retention ({raw:?}): rollups must outlive the raw points"));
+    }
+    let settle = match settle {
+        Some(s) => parse_duration("influx.rollup_settle", s, loader)?,
+        None => Duration::from_secs(30),
+    };
+    let max_dirty = max_dirty.unwrap_or(200_000);
+    if max_dirty == 0 {
+        loader.problem("influx.rollup_max_dirty", "must be at least 1");
+    }
+    Some(Retention { raw, rollup, settle, max_dirty })
 }
 
 /// The token or password from `secret_file` or `secret_env` (at most one of them), a problem in

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod dead_letter;
+pub mod refusal;
 pub mod replay;
 pub mod writer;
 
@@ -13,4 +14,4 @@ mod fake_server;
 #[cfg(test)]
 mod writer_tests;
 
-pub use writer::{spawn, spawn_null, JobOutcome, SinkStats, WriterHandle};
+pub use writer::{spawn, spawn_null, spawn_observed, JobOutcome, SinkStats, StoredLines, WriterHandle};

@@ -24,6 +24,7 @@ fn cfg(url: &str) -> InfluxConfig {
         gzip: true,
         // Kept (not deleted on drop): the writer task may outlive the test's locals.
         dead_letter_dir: tempfile::tempdir().unwrap().keep().join("dead-letter"),
+        retention: None,
     }
 }
 

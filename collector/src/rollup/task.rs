@@ -1,0 +1,215 @@
+//! The rollup task: creates the retention policies, then every tick recomputes the buckets whose
+//! writes settled, grouped into few statements (one per measurement and run of minutes with the
+//! same hosts, at most [`MAX_HOSTS`] hosts and [`MAX_MINUTES`] minutes each). A failed statement
+//! puts its buckets back. At start it recomputes the last minutes of every host (buckets a
+//! previous process had not recomputed when it stopped); at shutdown it recomputes what waits.
+
+use crate::rollup::dirty::{Bucket, Dirty, MINUTE_NS};
+use crate::rollup::statements::{ident, recompute};
+use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Retention};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use wattflip_infra::Backoff;
+
+/// Hosts per statement (the regex stays short) and minutes per statement (one statement's raw
+/// points stay far below `max-select-point` even for full-rate series).
+pub const MAX_HOSTS: usize = 100;
+pub const MAX_MINUTES: i64 = 60;
+/// How far back the start-up pass recomputes, beyond the settle delay.
+const CATCH_UP: Duration = Duration::from_secs(600);
+
+/// One statement's worth of buckets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Work {
+    pub measurement: String,
+    pub hosts: BTreeSet<String>,
+    pub from_ns: i64,
+    pub to_ns: i64,
+}
+
+/// Groups buckets into statements: per measurement, the hosts of each minute (in chunks of
+/// [`MAX_HOSTS`]), consecutive minutes with the same hosts merged up to [`MAX_MINUTES`].
+pub fn plan(buckets: &[Bucket]) -> Vec<Work> {
+    let mut by_minute: BTreeMap<(&str, i64), BTreeSet<String>> = BTreeMap::new();
+    for b in buckets {
+        by_minute.entry((b.measurement.as_str(), b.minute_ns)).or_default().insert(b.host.clone());
+    }
+    let mut out: Vec<Work> = Vec::new();
+    for ((m, minute), hosts) in by_minute {
+        let hosts: Vec<String> = hosts.into_iter().collect();
+        for chunk in hosts.chunks(MAX_HOSTS) {
+            let chunk: BTreeSet<String> = chunk.iter().cloned().collect();
+            let merged = out
+                .iter_mut()
+                .rev()
+                .take(hosts.len().div_ceil(MAX_HOSTS))
+                .find(|w| w.measurement == m && w.to_ns == minute && w.hosts == chunk && (w.to_ns - w.from_ns) / MINUTE_NS < MAX_MINUTES);
+            match merged {
+                Some(w) => w.to_ns += MINUTE_NS,
+                None => out.push(Work { measurement: m.to_string(), hosts: chunk, from_ns: minute, to_ns: minute + MINUTE_NS }),
+            }
+        }
+    }
+    out
+}
+
+struct Runner {
+    cfg: InfluxConfig,
+    client: reqwest::Client,
+    dirty: Arc<Dirty>,
+}
+
+impl Runner {
+    /// Runs one InfluxQL statement (POST, as `SELECT … INTO` and DDL need); the points it wrote.
+    async fn exec(&self, q: &str) -> Result<u64, String> {
+        let c = &self.cfg;
+        let req = self.authed(self.client.post(format!("{}/query", c.url)).query(&[("db", c.database.as_str()), ("q", q)]));
+        let resp = req.send().await.map_err(|e| format!("cannot reach InfluxDB at {}: {}", c.url, e.without_url()))?;
+        let status = resp.status();
+        let body = resp.text().await.map_err(|e| format!("InfluxDB answered {status}, unreadable: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("InfluxDB answered {status} without JSON ({e}): {body}"))?;
+        if let Some(e) = v.pointer("/results/0/error").or_else(|| v.get("error")) {
+            return Err(format!("InfluxDB refused {q}: {}", e.as_str().unwrap_or_default()));
+        }
+        Ok(v.pointer("/results/0/series/0/values/0/1").and_then(serde_json::Value::as_u64).unwrap_or(0))
+    }
+
+    /// The 1.x API's basic auth when a user is configured (retention needs `api = "v1"`).
+    fn authed(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match (&self.cfg.api, &self.cfg.secret) {
+            (InfluxApi::V1, Some(p)) if !self.cfg.username.is_empty() => req.basic_auth(&self.cfg.username, Some(&p.0)),
+            _ => req,
+        }
+    }
+
+    async fn setup(&self, r: &Retention) -> Result<(), String> {
+        for (q, may_fail) in r.setup_statements(&self.cfg.database) {
+            if let Err(e) = self.exec(&q).await {
+                if !may_fail {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the statements of `buckets`; a failed statement's buckets wait again.
+    async fn recompute(&self, buckets: &[Bucket]) {
+        let stats = &self.dirty.stats;
+        for w in plan(buckets) {
+            let q = recompute(&self.cfg.database, &w.measurement, Some(&w.hosts), w.from_ns, w.to_ns);
+            stats.statements.fetch_add(1, Ordering::Relaxed);
+            let minutes = ((w.to_ns - w.from_ns) / MINUTE_NS) as u64;
+            match self.exec(&q).await {
+                Ok(n) => {
+                    stats.points_written.fetch_add(n, Ordering::Relaxed);
+                    stats.buckets_recomputed.fetch_add(minutes * w.hosts.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    stats.statements_failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("rollup of {} for {} host(s) failed, will retry: {e}", w.measurement, w.hosts.len());
+                    let again =
+                        buckets.iter().filter(|b| b.measurement == w.measurement && w.hosts.contains(&b.host) && (w.from_ns..w.to_ns).contains(&b.minute_ns));
+                    self.dirty.mark(again.cloned(), Instant::now());
+                }
+            }
+        }
+    }
+
+    /// Recomputes the last minutes of every host and measurement: what a previous process stored
+    /// but had not recomputed when it stopped.
+    async fn catch_up(&self, settle: Duration) -> Result<(), String> {
+        let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        let back = i64::try_from((settle + CATCH_UP).as_nanos()).unwrap_or(i64::MAX);
+        let (from, to) = ((now_ns - back).div_euclid(MINUTE_NS) * MINUTE_NS, (now_ns.div_euclid(MINUTE_NS) + 1) * MINUTE_NS);
+        let q = format!("SHOW MEASUREMENTS ON {}", ident(&self.cfg.database));
+        let v = self.measurements(&q).await?;
+        for m in v {
+            let q = recompute(&self.cfg.database, &m, None, from, to);
+            let n = self.exec(&q).await?;
+            self.dirty.stats.points_written.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    async fn measurements(&self, q: &str) -> Result<Vec<String>, String> {
+        let c = &self.cfg;
+        let body = self
+            .authed(self.client.get(format!("{}/query", c.url)).query(&[("db", c.database.as_str()), ("q", q)]))
+            .send()
+            .await
+            .map_err(|e| e.without_url().to_string())?
+            .text()
+            .await
+            .map_err(|e| e.to_string())?;
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("SHOW MEASUREMENTS: not JSON ({e})"))?;
+        let rows = v.pointer("/results/0/series/0/values").and_then(|r| r.as_array()).cloned().unwrap_or_default();
+        Ok(rows.iter().filter_map(|r| r.get(0)?.as_str().map(str::to_string)).collect())
+    }
+}
+
+/// Runs until `shutdown`: creates the policies (retrying), catches up, then recomputes settled
+/// buckets every tick and logs the buckets the dirty set had to drop.
+pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, mut shutdown: watch::Receiver<bool>) {
+    let Some(retention) = cfg.retention.clone() else { return };
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap_or_else(|_| reqwest::Client::new());
+    let r = Runner { cfg, client, dirty };
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    while let Err(e) = r.setup(&retention).await {
+        tracing::warn!(attempt = backoff.attempt(), "cannot create the retention policies, will retry: {e}");
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.next_delay_or(None)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+    if let Err(e) = r.catch_up(retention.settle).await {
+        tracing::warn!("rollup catch-up of the last minutes failed (they are recomputed when written again): {e}");
+    }
+    let tick = (retention.settle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let mut dropped_seen = 0;
+    loop {
+        let stop = tokio::select! {
+            _ = tokio::time::sleep(tick) => false,
+            _ = shutdown.changed() => true,
+        };
+        let settle = if stop { Duration::ZERO } else { retention.settle };
+        let ready = r.dirty.take_settled(Instant::now(), settle);
+        r.recompute(&ready).await;
+        let dropped = r.dirty.stats.buckets_dropped.load(Ordering::Relaxed);
+        if dropped > dropped_seen {
+            tracing::warn!(dropped = dropped - dropped_seen, max = retention.max_dirty,
+                "rollup buckets dropped: the dirty set was full, so these minutes' rollups may miss points (raise influx.rollup_max_dirty; wattflip_collector_rollup_buckets_dropped_total)");
+            dropped_seen = dropped;
+        }
+        if stop {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollup::statements::aggregates;
+
+    #[test]
+    fn buckets_group_into_few_statements() {
+        let b = |m: &str, h: &str, k: i64| Bucket { measurement: m.into(), host: h.into(), minute_ns: k * MINUTE_NS };
+        let set = |hs: &[&str]| hs.iter().map(|h| h.to_string()).collect::<BTreeSet<String>>();
+        let w = |m: &str, hs: &[&str], a: i64, z: i64| Work { measurement: m.into(), hosts: set(hs), from_ns: a * MINUTE_NS, to_ns: z * MINUTE_NS };
+        let mut buckets = vec![b("power", "a", 0), b("power", "b", 0), b("power", "a", 1), b("power", "b", 1), b("power", "a", 3), b("event", "a", 1)];
+        assert_eq!(plan(&buckets), vec![w("event", &["a"], 1, 2), w("power", &["a", "b"], 0, 2), w("power", &["a"], 3, 4)]);
+        // 61 consecutive minutes of one host: two statements.
+        buckets = (0..61).map(|k| b("power", "a", k)).collect();
+        assert_eq!(plan(&buckets), vec![w("power", &["a"], 0, 60), w("power", &["a"], 60, 61)]);
+        // 150 hosts in two minutes: two host chunks, each over both minutes.
+        let hosts: Vec<String> = (0..150).map(|i| format!("h{i:03}")).collect();
+        buckets = (0..2).flat_map(|k| hosts.iter().map(move |h| b("power", h, k))).collect();
+        let p = plan(&buckets);
+        assert_eq!(p.iter().map(|w| (w.hosts.len(), w.from_ns, w.to_ns)).collect::<Vec<_>>(), vec![(100, 0, 2 * MINUTE_NS), (50, 0, 2 * MINUTE_NS)]);
+        assert!(aggregates("probe_run").is_none());
+    }
+}
