@@ -19,6 +19,7 @@ mod grpc;
 mod hwmon_scopes;
 mod ledger;
 mod otlp;
+mod otlp_dashboards;
 mod otlp_fleet;
 mod otlp_outage;
 mod plan;

@@ -84,6 +84,7 @@ fn a_known_fleet_is_found_exactly_in_prometheus() {
         ("instance", "otlp-wall"),
         ("job", "wattflip"),
         ("rack", "ra"),
+        ("wattflip_budget", "wall"),
         ("wattflip_method", "measured"),
         ("wattflip_scope", "wall"),
         ("wattflip_source", "ipmi"),

@@ -112,29 +112,19 @@ impl Prometheus {
 
     /// Every series of an instant or range query, with its samples (one for a vector).
     pub fn series(&self, promql: &str, time_s: f64) -> Vec<Series> {
-        let data = self.query(promql, time_s);
-        let num = |x: &Value| x.as_str().and_then(|s| s.parse::<f64>().ok()).unwrap_or(f64::NAN);
-        let sample = |p: &Value| (p[0].as_f64().unwrap_or(f64::NAN), num(&p[1]));
-        let mut out: Vec<Series> = data["result"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|s| {
-                        let labels = s["metric"]
-                            .as_object()
-                            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
-                            .unwrap_or_default();
-                        let samples = match s.get("values").and_then(Value::as_array) {
-                            Some(vs) => vs.iter().map(sample).collect(),
-                            None => vec![sample(&s["value"])],
-                        };
-                        (labels, samples)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        parse(&self.query(promql, time_s))
+    }
+
+    /// A range query (`/api/v1/query_range`) from `start_s` to `end_s` every `step_s`.
+    pub fn range(&self, promql: &str, start_s: f64, end_s: f64, step_s: f64) -> Vec<Series> {
+        let resp = reqwest::blocking::Client::new()
+            .get(format!("{}/api/v1/query_range", self.url))
+            .query(&[("query", promql), ("start", &format!("{start_s:.3}")), ("end", &format!("{end_s:.3}")), ("step", &format!("{step_s}"))])
+            .send()
+            .expect("query Prometheus");
+        let v: Value = resp.json().expect("JSON answer");
+        assert_eq!(v["status"], "success", "range query {promql:?} failed: {v}");
+        parse(&v["data"])
     }
 
     /// The raw samples of `selector` over the `window` before `time_s` (`selector[window]`).
@@ -153,4 +143,30 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The series of an answer's `data` (vector or matrix), sorted by labels.
+fn parse(data: &Value) -> Vec<Series> {
+    let num = |x: &Value| x.as_str().and_then(|s| s.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let sample = |p: &Value| (p[0].as_f64().unwrap_or(f64::NAN), num(&p[1]));
+    let mut out: Vec<Series> = data["result"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    let labels = s["metric"]
+                        .as_object()
+                        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                        .unwrap_or_default();
+                    let samples = match s.get("values").and_then(Value::as_array) {
+                        Some(vs) => vs.iter().map(sample).collect(),
+                        None => vec![sample(&s["value"])],
+                    };
+                    (labels, samples)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }

@@ -44,6 +44,11 @@ enum Cmd {
         /// Batches in flight per agent (unacknowledged) when rate_hz is 0.
         #[arg(long, default_value_t = 32)]
         window: usize,
+        /// Every sample of a batch its own series (device), and each batch at least 1 ms after the
+        /// previous: for a store that keeps one sample per series and millisecond (Prometheus;
+        /// bench/otlp-sink.sh). Default: 8 devices, timestamps 1 ns apart.
+        #[arg(long)]
+        ms_series: bool,
     },
     /// The same points written directly to InfluxDB (/write, gzip, batches of `batch` lines).
     Direct {
@@ -104,7 +109,7 @@ async fn agent(
     i: usize,
     url: String,
     tls: Option<tonic::transport::ClientTlsConfig>,
-    per_batch: usize,
+    (per_batch, ms_series): (usize, bool),
     rate_hz: f64,
     window: usize,
     until: Instant,
@@ -127,6 +132,7 @@ async fn agent(
     let (s2, p2) = (sent_at.clone(), permits.clone());
     let sender = tokio::spawn(async move {
         let mut seq = 0u64;
+        let mut last_t0 = i64::MIN;
         let mut tick = (rate_hz > 0.0).then(|| tokio::time::interval(Duration::from_secs_f64(1.0 / rate_hz)));
         while Instant::now() < until {
             match tick.as_mut() {
@@ -137,8 +143,13 @@ async fn agent(
             }
             seq += 1;
             // Distinct timestamps per agent and batch, so points never overwrite each other.
-            let t0 = now_ns() + (i as i64) * 1_000_000_000;
-            let m = wattflip_e2e::temperature_batch(&id, seq, per_batch, t0);
+            let mut t0 = now_ns() + (i as i64) * 1_000_000_000;
+            if ms_series {
+                t0 = t0.max(last_t0.saturating_add(1_000_000));
+            }
+            last_t0 = t0;
+            let series = if ms_series { per_batch } else { 8 };
+            let m = wattflip_e2e::temperature_batch_over(&id, seq, per_batch, t0, series);
             s2.lock().unwrap_or_else(|p| p.into_inner()).push_back((seq, Instant::now()));
             if tx.send(m).await.is_err() {
                 break;
@@ -185,7 +196,17 @@ async fn report_progress(totals: Arc<Totals>, agents: usize) {
 }
 
 /// `agents`: `agents` simulated agents streaming for `seconds`, then one summary line on stdout.
-async fn run_agents(url: String, pki: Option<PathBuf>, agents: usize, batch: usize, rate_hz: f64, seconds: u64, window: usize) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments)]
+async fn run_agents(
+    url: String,
+    pki: Option<PathBuf>,
+    agents: usize,
+    batch: usize,
+    rate_hz: f64,
+    seconds: u64,
+    window: usize,
+    ms_series: bool,
+) -> anyhow::Result<()> {
     let issuer = load_issuer(pki.as_deref())?;
     ensure_open_files(agents)?;
     let totals = Arc::new(Totals {
@@ -211,7 +232,7 @@ async fn run_agents(url: String, pki: Option<PathBuf>, agents: usize, batch: usi
             None => None,
         };
         let t = totals.clone();
-        let run = agent(i, url.clone(), tls, batch, rate_hz, window, until, totals.clone());
+        let run = agent(i, url.clone(), tls, (batch, ms_series), rate_hz, window, until, totals.clone());
         tasks.push(tokio::spawn(async move {
             let r = run.await;
             if let Err(e) = &r {
@@ -279,7 +300,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     match Cli::parse().cmd {
         Cmd::Pki { dir } => pki(&dir),
-        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window } => rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window)),
+        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window, ms_series } => {
+            rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window, ms_series))
+        }
         Cmd::Direct { influx_url, db, points, batch } => rt.block_on(async move {
             let client = reqwest::Client::new();
             let t0 = now_ns();
