@@ -39,6 +39,8 @@ if ((${#packages[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
+bash tests/thanos/build.sh >/dev/null # thanos for tests/e2e/thanos_store (issue 29): minutes once, then cached
+
 # A one-off build gains nothing from incremental caches (they double the target dir); say how
 # much disk there is, because a full disk shows up much later as an obscure linker error.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi

@@ -25,4 +25,5 @@ mod report;
 mod security;
 mod source_agreement;
 mod spine;
+mod thanos_store;
 mod throttle;
