@@ -15,6 +15,8 @@
 //! streams so its state survives reconnects, sharded by host so streams of different hosts never
 //! wait for each other) and the energy-proportionality analysis; their points are written with
 //! the batch.
+//! With an OTLP sink (`[otlp]`), each batch is also translated and queued there; the Ack then
+//! waits for it only when it is required (docs/deployment.md, *Two sinks*).
 
 use crate::analysis::sources;
 use crate::analysis::throttle::Sharded;
@@ -22,6 +24,7 @@ use crate::service::budget::Tiers;
 use crate::service::guard::{Dedup, RateLimiter};
 pub use crate::service::stats::IngestStats;
 use crate::sinks::influx::{JobOutcome, WriterHandle};
+use crate::sinks::otlp::{OtlpHandle, OtlpOutcome};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,7 +36,7 @@ use wattflip_proto::domain::{convert_batch_points, Hello};
 use wattflip_proto::domain::{Rejection, Rule};
 use wattflip_proto::encoder::BatchEncoder;
 use wattflip_proto::lineproto::Point;
-use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags};
+use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, AgentMessage};
 
 /// Metadata key on an `invalid_argument` status that names the rejected batch.
@@ -59,6 +62,7 @@ pub struct IngestService {
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
     max_streams: u64,
+    otlp: Option<OtlpHandle>,
 }
 
 impl IngestService {
@@ -74,7 +78,14 @@ impl IngestService {
             tiers: Arc::default(),
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
             max_streams: u64::MAX,
+            otlp: None,
         }
+    }
+
+    /// Sends every batch to the OTLP sink too (`[otlp]`).
+    pub fn with_otlp(mut self, otlp: Option<OtlpHandle>) -> Self {
+        self.otlp = otlp;
+        self
     }
 
     /// At most `n` streams at once; one more is refused with `resource_exhausted` naming the limit
@@ -102,6 +113,8 @@ enum Pending {
         key: Arc<str>,
         agent_lines: usize,
         rejected: BTreeMap<&'static str, u64>,
+        /// A required OTLP sink's completion (an optional one is never waited for).
+        otlp: Option<oneshot::Receiver<OtlpOutcome>>,
     },
     /// A batch already durable: acknowledged as a duplicate, nothing written.
     Duplicate {
@@ -120,6 +133,7 @@ struct Ctx {
     sources: Arc<sources::Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
+    otlp: Option<OtlpHandle>,
 }
 
 #[tonic::async_trait]
@@ -172,6 +186,7 @@ impl Ingest for IngestService {
             sources: self.sources.clone(),
             tiers: self.tiers.clone(),
             hello_timeout: self.hello_timeout,
+            otlp: self.otlp.clone(),
         };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
         tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified, slot));
@@ -182,7 +197,7 @@ impl Ingest for IngestService {
 async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Result<Ack, Status>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
     while let Some(p) = pending.recv().await {
         let msg = match p {
-            Pending::Ack { seq, done, key, agent_lines, rejected } => match done.await {
+            Pending::Ack { seq, done, key, agent_lines, rejected, otlp } => match both(done, otlp).await {
                 Ok(outcome) => {
                     dedup.record(&key, seq);
                     stats.batches_acked.fetch_add(1, Ordering::Relaxed);
@@ -215,6 +230,16 @@ async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Res
             return;
         }
     }
+}
+
+/// The InfluxDB job's outcome once the required OTLP sink (when there is one) has stored or refused
+/// its points too; Err when either stopped first (the batch stays unacknowledged).
+async fn both(influx: oneshot::Receiver<JobOutcome>, otlp: Option<oneshot::Receiver<OtlpOutcome>>) -> Result<JobOutcome, oneshot::error::RecvError> {
+    let outcome = influx.await?;
+    if let Some(o) = otlp {
+        o.await?;
+    }
+    Ok(outcome)
 }
 
 fn encode(points: &[Point], stats: &IngestStats) -> Vec<String> {
@@ -329,6 +354,9 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
     if ctx.writer.write(encode(&hello_points(hello, &agent.tags), &ctx.stats)).await.is_err() {
         return;
     }
+    if let Some(o) = &ctx.otlp {
+        o.hello(&agent.tags, hello).await;
+    }
     let mut last_seq = 0u64;
     loop {
         let msg = match inbound.message().await {
@@ -423,17 +451,22 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
     }
     let agent_lines = lines.len();
     let mut points = rejection_events(&converted.rejected, seq, &agent.tags);
-    points.extend(analyses(ctx, agent, &batch));
+    let (analysed, episodes) = analyses(ctx, agent, &batch);
+    points.extend(analysed);
     lines.extend(encode(&points, stats));
     let Ok(done) = ctx.writer.write(lines).await else {
         return Err(Pending::Fail(Status::unavailable("collector is shutting down; resend unacknowledged batches")));
     };
-    Ok(Pending::Ack { seq, done, key: agent.dedup_key.clone(), agent_lines, rejected })
+    let otlp = match &ctx.otlp {
+        Some(o) => o.batch(&agent.tags, &batch, tier.as_deref(), &episodes).await,
+        None => None,
+    };
+    Ok(Pending::Ack { seq, done, key: agent.dedup_key.clone(), agent_lines, rejected, otlp })
 }
 
 /// The analyses' points for one batch: throttling episodes (under this host's shard of the
-/// detector only) and the load ladder's proportionality.
-fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> Vec<Point> {
+/// detector only) and the load ladder's proportionality; and the episodes (for the OTLP sink).
+fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> (Vec<Point>, Vec<ThrottleEvent>) {
     let hello = &agent.hello;
     let (episodes, late) = {
         let mut d = ctx.throttle.lock(&hello.agent_id);
@@ -446,18 +479,18 @@ fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> 
         tracing::warn!(agent = %hello.agent_id, late, "readings older than the throttling detector's retention were counted, not placed");
     }
     let mut points = Vec::new();
-    for e in episodes {
+    for e in &episodes {
         ctx.stats.throttle_events.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
             throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
-        points.push(throttle_event_point(&e, &agent.tags));
+        points.push(throttle_event_point(e, &agent.tags));
     }
     // A load ladder arrives whole in one batch (the probe sends all its runs at once).
     points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &agent.tags, &hello.inventory));
     for f in ctx.sources.observe(&hello.agent_id, &batch.power) {
         points.extend(f.points(&agent.tags));
     }
-    points
+    (points, episodes)
 }
 
 /// One `event` of kind `point_rejected` per field and rule among a batch's rejected points, with

@@ -7,7 +7,7 @@ use crate::service::guard::{Dedup, RateLimiter};
 use crate::service::ingest::{IdentitySource, IngestService};
 pub use crate::service::stats::Stats;
 use crate::service::tls::{self, TlsSetupError};
-use crate::sinks::influx;
+use crate::sinks::{influx, otlp};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,8 +73,16 @@ pub async fn serve(
         tracing::info!(%bound, "metrics at /metrics");
     }
     let (writer, writer_task) = match cfg.sink {
-        SinkKind::InfluxDb => influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx),
+        SinkKind::InfluxDb => influx::spawn(cfg.influx.clone(), stats.sink.clone(), stop_rx.clone()),
         SinkKind::Null => influx::spawn_null(stats.sink.clone()),
+    };
+    let (otlp, otlp_task) = match cfg.otlp.clone() {
+        Some(o) => {
+            tracing::info!(url = %o.url, required = o.required, "OTLP sink on");
+            let (h, t) = otlp::spawn(o, stats.otlp.clone(), stop_rx.clone());
+            (Some(h), Some(t))
+        }
+        None => (None, None),
     };
     let streams = stream_capacity();
     let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
@@ -88,7 +96,8 @@ pub async fn serve(
         Dedup::new(l.dedup_window),
     )
     .with_hello_timeout(l.hello_timeout)
-    .with_max_streams(streams);
+    .with_max_streams(streams)
+    .with_otlp(otlp);
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
     reporter.set_serving::<IngestServer<IngestService>>().await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
@@ -106,5 +115,8 @@ pub async fn serve(
         let _ = writer_task.await;
     }
     let _ = stop_tx.send(true);
+    if let Some(t) = otlp_task {
+        let _ = t.await;
+    }
     result.map_err(ServeError::from)
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use wattflip_infra::telemetry::Text;
 
 pub fn render(s: &Stats) -> String {
-    let (i, k) = (&s.ingest, &s.sink);
+    let (i, k, o) = (&s.ingest, &s.sink, &s.otlp);
     Text::default()
         .counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
         .gauge("wattflip_collector_streams_open", "Agent streams open now (held against the stream limit).", i.streams_open.load(Relaxed) as f64)
@@ -51,5 +51,21 @@ pub fn render(s: &Stats) -> String {
         .counter("wattflip_collector_influx_requests_total", "Write requests to InfluxDB.", k.requests.load(Relaxed))
         .counter("wattflip_collector_influx_retries_total", "Write requests retried after an error.", k.retries.load(Relaxed))
         .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency)
+        .counter("wattflip_collector_otlp_points_sent_total", "OTLP data points the receiver accepted.", o.points_sent.load(Relaxed))
+        .labelled_counter(
+            "wattflip_collector_otlp_points_dead_lettered_total",
+            "OTLP data points that will not be stored, by reason (queue_full, refused, shutdown).",
+            "reason",
+            &o.points_dead_lettered,
+        )
+        .gauge("wattflip_collector_otlp_points_queued", "OTLP data points waiting to be sent.", o.points_queued.load(Relaxed) as f64)
+        .counter("wattflip_collector_otlp_requests_total", "OTLP export requests.", o.requests.load(Relaxed))
+        .counter("wattflip_collector_otlp_retries_total", "OTLP export requests retried after an error.", o.retries.load(Relaxed))
+        .counter(
+            "wattflip_collector_otlp_stale_samples_total",
+            "Energy samples not newer than their series' newest (resent): not added to a counter twice.",
+            o.stale_samples.load(Relaxed),
+        )
+        .histogram("wattflip_collector_otlp_write_seconds", "OTLP export request latency.", &o.write_latency)
         .finish()
 }

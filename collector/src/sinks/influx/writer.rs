@@ -332,7 +332,7 @@ impl Endpoint {
 }
 
 /// reqwest errors print the URL; ours carry no credentials, but keep messages short and stable.
-fn without_url(e: reqwest::Error) -> String {
+pub(crate) fn without_url(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut s = e.to_string();
     let mut src = std::error::Error::source(&e);
