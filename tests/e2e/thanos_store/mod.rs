@@ -3,6 +3,9 @@
 //! answered exactly once by `thanos query` with deduplication (three times without). Also pins the
 //! receiver's OTLP path, which differs from Prometheus's. Add a case for another request shape
 //! (a sum, another tenant) next to these, building it with [`gauge_request`]'s pattern.
+//! The fault test with agents and collectors is `faults.rs`.
+
+mod faults;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
