@@ -44,6 +44,11 @@ enum Cmd {
         /// Batches in flight per agent (unacknowledged) when rate_hz is 0.
         #[arg(long, default_value_t = 32)]
         window: usize,
+        /// `ns`: a batch's samples 1 ns apart on 8 devices (InfluxDB keeps ns). `ms-slots`: for
+        /// stores that keep one sample per series and millisecond (Prometheus, Thanos): each batch
+        /// takes its own millisecond (10 min ago + sequence) and each sample its own series.
+        #[arg(long, value_enum, default_value_t = Stamps::Ns)]
+        timestamps: Stamps,
     },
     /// The same points written directly to InfluxDB (/write, gzip, batches of `batch` lines).
     Direct {
@@ -56,6 +61,31 @@ enum Cmd {
         #[arg(long, default_value_t = 5000)]
         batch: usize,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Stamps {
+    Ns,
+    MsSlots,
+}
+
+/// Batch `seq` of agent `id` stamped as `stamps` says (see `Cmd::Agents::timestamps`).
+fn batch_of(id: &str, i: usize, seq: u64, per_batch: usize, stamps: Stamps, start_ms: i64) -> AgentMessage {
+    match stamps {
+        // Distinct timestamps per agent and batch, so points never overwrite each other.
+        Stamps::Ns => wattflip_e2e::temperature_batch(id, seq, per_batch, now_ns() + (i as i64) * 1_000_000_000),
+        Stamps::MsSlots => {
+            let t_ns = (start_ms + seq as i64) * 1_000_000;
+            let mut m = wattflip_e2e::temperature_batch(id, seq, per_batch, t_ns);
+            if let Some(Kind::Batch(b)) = m.kind.as_mut() {
+                for (k, s) in b.temperature.iter_mut().enumerate() {
+                    s.time_ns = t_ns;
+                    s.device = format!("nvme{k}");
+                }
+            }
+            m
+        }
+    }
 }
 
 fn now_ns() -> i64 {
@@ -107,6 +137,7 @@ async fn agent(
     per_batch: usize,
     rate_hz: f64,
     window: usize,
+    stamps: Stamps,
     until: Instant,
     totals: Arc<Totals>,
 ) -> anyhow::Result<()> {
@@ -125,6 +156,7 @@ async fn agent(
     let sent_at: Arc<Mutex<std::collections::VecDeque<(u64, Instant)>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(window.max(1)));
     let (s2, p2) = (sent_at.clone(), permits.clone());
+    let start_ms = now_ns() / 1_000_000 - 600_000;
     let sender = tokio::spawn(async move {
         let mut seq = 0u64;
         let mut tick = (rate_hz > 0.0).then(|| tokio::time::interval(Duration::from_secs_f64(1.0 / rate_hz)));
@@ -136,9 +168,7 @@ async fn agent(
                 None => p2.acquire().await.map(|p| p.forget()).unwrap_or(()),
             }
             seq += 1;
-            // Distinct timestamps per agent and batch, so points never overwrite each other.
-            let t0 = now_ns() + (i as i64) * 1_000_000_000;
-            let m = wattflip_e2e::temperature_batch(&id, seq, per_batch, t0);
+            let m = batch_of(&id, i, seq, per_batch, stamps, start_ms);
             s2.lock().unwrap_or_else(|p| p.into_inner()).push_back((seq, Instant::now()));
             if tx.send(m).await.is_err() {
                 break;
@@ -185,7 +215,17 @@ async fn report_progress(totals: Arc<Totals>, agents: usize) {
 }
 
 /// `agents`: `agents` simulated agents streaming for `seconds`, then one summary line on stdout.
-async fn run_agents(url: String, pki: Option<PathBuf>, agents: usize, batch: usize, rate_hz: f64, seconds: u64, window: usize) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments)]
+async fn run_agents(
+    url: String,
+    pki: Option<PathBuf>,
+    agents: usize,
+    batch: usize,
+    rate_hz: f64,
+    seconds: u64,
+    window: usize,
+    stamps: Stamps,
+) -> anyhow::Result<()> {
     let issuer = load_issuer(pki.as_deref())?;
     ensure_open_files(agents)?;
     let totals = Arc::new(Totals {
@@ -211,7 +251,7 @@ async fn run_agents(url: String, pki: Option<PathBuf>, agents: usize, batch: usi
             None => None,
         };
         let t = totals.clone();
-        let run = agent(i, url.clone(), tls, batch, rate_hz, window, until, totals.clone());
+        let run = agent(i, url.clone(), tls, batch, rate_hz, window, stamps, until, totals.clone());
         tasks.push(tokio::spawn(async move {
             let r = run.await;
             if let Err(e) = &r {
@@ -279,7 +319,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     match Cli::parse().cmd {
         Cmd::Pki { dir } => pki(&dir),
-        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window } => rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window)),
+        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window, timestamps } => {
+            rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window, timestamps))
+        }
         Cmd::Direct { influx_url, db, points, batch } => rt.block_on(async move {
             let client = reqwest::Client::new();
             let t0 = now_ns();
