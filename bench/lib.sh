@@ -21,3 +21,27 @@ start_collector() {
   CPID=$!; PIDS+=("$CPID"); sleep 1
 }
 peak_rss() { echo "collector peak RSS: $(grep VmHWM "/proc/$CPID/status" | awk '{print $2, $3}')"; }
+# start_influxd: a private influxd (Debian's package) on a free loopback port with its data in
+# $DIR; sets IPORT and waits for /ping.
+start_influxd() {
+  IPORT=$(free_port); local rport; rport=$(free_port)
+  cat > "$DIR/influxdb.conf" <<CFG
+reporting-disabled = true
+bind-address = "127.0.0.1:$rport"
+[meta]
+  dir = "$DIR/meta"
+[data]
+  dir = "$DIR/data"
+  wal-dir = "$DIR/wal"
+  query-log-enabled = false
+[monitor]
+  store-enabled = false
+[http]
+  bind-address = "127.0.0.1:$IPORT"
+  log-enabled = false
+[logging]
+  level = "warn"
+CFG
+  influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & PIDS+=("$!")
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$IPORT/ping" && break; sleep 0.2; done
+}
