@@ -21,10 +21,11 @@ start_collector() {
   CPID=$!; PIDS+=("$CPID"); sleep 1
 }
 peak_rss() { echo "collector peak RSS: $(grep VmHWM "/proc/$CPID/status" | awk '{print $2, $3}')"; }
-# start_influxd: a private influxd (Debian's package) on a free loopback port with its data in
-# $DIR; sets IPORT and waits for /ping.
+# start_influxd: a private influxd (Debian's 1.x package) on free loopback ports, data in $DIR;
+# sets IPORT (its HTTP port) and returns once it answers /ping.
 start_influxd() {
-  IPORT=$(free_port); local rport; rport=$(free_port)
+  IPORT=$(free_port)
+  local rport; rport=$(free_port)
   cat > "$DIR/influxdb.conf" <<CFG
 reporting-disabled = true
 bind-address = "127.0.0.1:$rport"

@@ -77,11 +77,15 @@ pub fn hw_type(scope: &str) -> &'static str {
 
 /// The attributes of a power zone: `hw.id` `<source>:<zone>` (unique within the host), its type,
 /// name and parent (the zone path's head: `rapl:package-0` for `package-0/core`), and wattflip's
-/// scope, source and method, so a query keeps to one scope as the InfluxDB ones do.
-fn power_attrs(s: &PowerSample) -> Vec<(&'static str, String)> {
+/// scope, source and method, so a query keeps to one scope as the InfluxDB ones do, and the host's
+/// tier (`wattflip.budget`, InfluxDB's `budget` tag) on the zones that make up its power.
+fn power_attrs(s: &PowerSample, tier: &str) -> Vec<(&'static str, String)> {
     let mut a = vec![("hw.id", format!("{}:{}", s.source, s.zone)), ("hw.type", hw_type(&s.scope).to_string()), ("hw.name", s.zone.clone())];
     if let Some((parent, _)) = s.zone.rsplit_once('/') {
         a.push(("hw.parent", format!("{}:{parent}", s.source)));
+    }
+    if !tier.is_empty() {
+        a.push(("wattflip.budget", tier.to_string()));
     }
     a.extend([("wattflip.method", s.method.as_str().to_string()), ("wattflip.scope", s.scope.clone()), ("wattflip.source", s.source.clone())]);
     a
@@ -141,7 +145,8 @@ impl Translator {
         samples.sort_by_key(|s| s.time.0);
         let mut tier: Vec<(&PowerSample, bool)> = Vec::new();
         for s in samples {
-            let attrs = power_attrs(s);
+            let tier_value = budget.map(|b| b.value_for(&s.scope)).unwrap_or_default();
+            let attrs = power_attrs(s, tier_value);
             if let Some(w) = s.watts {
                 out.push(DataPoint { metric: &HW_POWER, attrs: attrs.clone(), time_ns: s.time.0, start_ns: 0, value: w.0 });
             }
@@ -153,7 +158,7 @@ impl Translator {
                     None => new = false,
                 }
             }
-            if budget.is_some_and(|b| !b.value_for(&s.scope).is_empty()) {
+            if !tier_value.is_empty() {
                 tier.push((s, new));
             }
         }
