@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/prometheus/build.sh >/dev/null # Prometheus for the OTLP tests (issue 28): built once per version, cached outside the repo
+bash tests/thanos/build.sh >/dev/null # Thanos for tests/e2e/thanos_store (issue 29): built once per version, cached outside the repo
 
 packages=()
 command -v influxd >/dev/null 2>&1 || packages+=(influxdb)
@@ -39,8 +40,6 @@ if ((${#packages[@]})); then
   # The package's own service is not wanted: the tests start private servers.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
-
-bash tests/thanos/build.sh >/dev/null # thanos for tests/e2e/thanos_store (issue 29): minutes once, then cached
 
 # A one-off build gains nothing from incremental caches (they double the target dir); say how
 # much disk there is, because a full disk shows up much later as an obscure linker error.
