@@ -41,7 +41,7 @@ fn agent_cfg(dir: &Path, sys: &Path, host: &str, urls: &[&str]) -> PathBuf {
 /// OTLP retries back off up to 30 s (the default): when c1 is killed a few seconds after r0 is
 /// back, it is most likely still waiting to retry, so a collector that acknowledged batches before
 /// Thanos stored them would lose them here (with `required = false` this test fails).
-fn collector(port: u16, influx: &Influx, otlp_url: &str) -> Collector {
+pub(super) fn collector(port: u16, influx: &Influx, otlp_url: &str) -> Collector {
     let extra = format!("{}[otlp]\nurl = \"{otlp_url}\"\nrequired = true\nflush_interval = \"100ms\"\nmax_backoff = \"30s\"\n", pki().collector_tls());
     Collector::start_with(port, &influx.url, DB, &extra)
 }

@@ -5,6 +5,7 @@
 //! (a sum, another tenant) next to these, building it with [`gauge_request`]'s pattern.
 //! The fault test with agents and collectors is `faults.rs`.
 
+mod conflict;
 mod faults;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
