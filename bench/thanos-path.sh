@@ -7,9 +7,9 @@
 #    agents for WF_SECONDS; acknowledged samples/s and ack latency; then what the receivers'
 #    TSDBs appended (÷ 3 replicas), which must not be below what was acknowledged;
 # 2. InfluxDB: a private influxd 1.x, the collector's InfluxDB sink, the same agents and data.
-# The data is `loadgen agents --timestamps ms-slots`: a Prometheus TSDB keeps one sample per series
-# and millisecond, so each batch takes its own millisecond and each sample its own series (the
-# default ns-spaced batches would collide there). Env: WF_AGENTS (4), WF_BATCH (1000),
+# The data is `loadgen agents --ms-series`: a Prometheus TSDB keeps one sample per series and
+# millisecond, so each sample is its own series and each batch at least 1 ms after the previous
+# (the default ns-spaced batches would collide there). Env: WF_AGENTS (4), WF_BATCH (1000),
 # WF_SECONDS (20), CARGO_TARGET_DIR. Release builds.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -51,7 +51,7 @@ $2
 $TLS
 $LIMITS"
   RUN=$("$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" --agents "$AGENTS" \
-    --batch "$BATCH" --seconds "$SECONDS_" --timestamps ms-slots)
+    --batch "$BATCH" --seconds "$SECONDS_" --ms-series)
   echo "$1: $RUN"
   peak_rss
   kill "$CPID"; wait "$CPID" 2>/dev/null || true

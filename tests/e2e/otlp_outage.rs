@@ -4,7 +4,8 @@
 //! waits for InfluxDB only), InfluxDB holds every acknowledged point, the bounded retry queue
 //! drops its oldest points and counts them exactly (what Prometheus lacks is what the metrics page
 //! says was dropped), and the energy counter's total is still exact after the gap. Required OTLP
-//! sink: an Ack waits until Prometheus is back and has the batch.
+//! sink: an Ack waits until Prometheus is back and has the batch; a batch Prometheus refuses (too
+//! old) is acknowledged and its points counted as refused.
 
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt as _;
@@ -198,5 +199,14 @@ fn a_required_sink_holds_the_ack_until_the_receiver_has_the_batch() {
     let series = prom.samples(&format!("hw_power_watts{{instance=\"{HOST}\"}}"), "30m", t_end);
     assert_eq!(series[0].1.iter().map(|s| s.1).collect::<Vec<_>>(), (0..4).map(watts).collect::<Vec<_>>());
     assert_eq!(metric(mport, "wattflip_collector_otlp_points_dead_lettered_total{reason=\"queue_full\"} "), 0);
-    assert_eq!(influx.rows("wf_otlp_req", "SELECT count(\"watts\") FROM \"power\"")[0][1], serde_json::json!(4));
+    // A zone whose first window is 3 h old: Prometheus refuses it (400, older than its head
+    // block); the Ack comes (a refusal is final), its 2 points (hw.power, hw.energy) are counted.
+    let mut old = window(t0 - 3 * 3_600_000_000_000, 4);
+    if let Some(Kind::Batch(b)) = &mut old.kind {
+        b.power[0].zone = "package-1".into();
+    }
+    agent.rt.block_on(agent.tx.send(old)).unwrap();
+    assert_eq!(agent.ack(Duration::from_secs(20)), Some(5), "{}", collector.log());
+    assert_eq!(metric(mport, "wattflip_collector_otlp_points_dead_lettered_total{reason=\"refused\"} "), 2, "{}", collector.log());
+    assert_eq!(influx.rows("wf_otlp_req", "SELECT count(\"watts\") FROM \"power\"")[0][1], serde_json::json!(5));
 }

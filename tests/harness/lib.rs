@@ -463,6 +463,11 @@ pub fn overwrite_in_place(path: &Path, value: u64) {
 /// A batch message of `n` temperature samples from `agent_id` (nvme0..7 `Composite`, 40–49 °C),
 /// stamped `t0`, `t0 + 1`, … ns so that no two samples share a point.
 pub fn temperature_batch(agent_id: &str, seq: u64, n: usize, t0: i64) -> wattflip_proto::v1::AgentMessage {
+    temperature_batch_over(agent_id, seq, n, t0, 8)
+}
+
+/// [`temperature_batch`] over `series` devices (`nvme0` … `nvme<series-1>`, round robin).
+pub fn temperature_batch_over(agent_id: &str, seq: u64, n: usize, t0: i64, series: usize) -> wattflip_proto::v1::AgentMessage {
     use wattflip_proto::v1;
     v1::AgentMessage {
         kind: Some(v1::agent_message::Kind::Batch(v1::Batch {
@@ -472,7 +477,7 @@ pub fn temperature_batch(agent_id: &str, seq: u64, n: usize, t0: i64) -> wattfli
                 .map(|i| v1::TemperatureSample {
                     time_ns: t0 + i as i64,
                     source: "hwmon".into(),
-                    device: format!("nvme{}", i % 8),
+                    device: format!("nvme{}", i % series.max(1)),
                     sensor: "Composite".into(),
                     // Realistic m°C readings (40.000, 40.125, …): not integers, which print faster.
                     celsius: 40.0 + (i % 80) as f64 * 0.125,

@@ -44,11 +44,11 @@ enum Cmd {
         /// Batches in flight per agent (unacknowledged) when rate_hz is 0.
         #[arg(long, default_value_t = 32)]
         window: usize,
-        /// `ns`: a batch's samples 1 ns apart on 8 devices (InfluxDB keeps ns). `ms-slots`: for
-        /// stores that keep one sample per series and millisecond (Prometheus, Thanos): each batch
-        /// takes its own millisecond (10 min ago + sequence) and each sample its own series.
-        #[arg(long, value_enum, default_value_t = Stamps::Ns)]
-        timestamps: Stamps,
+        /// Every sample of a batch its own series (device), and each batch at least 1 ms after the
+        /// previous: for a store that keeps one sample per series and millisecond (Prometheus;
+        /// bench/otlp-sink.sh). Default: 8 devices, timestamps 1 ns apart.
+        #[arg(long)]
+        ms_series: bool,
     },
     /// The same points written directly to InfluxDB (/write, gzip, batches of `batch` lines).
     Direct {
@@ -61,31 +61,6 @@ enum Cmd {
         #[arg(long, default_value_t = 5000)]
         batch: usize,
     },
-}
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum Stamps {
-    Ns,
-    MsSlots,
-}
-
-/// Batch `seq` of agent `id` stamped as `stamps` says (see `Cmd::Agents::timestamps`).
-fn batch_of(id: &str, i: usize, seq: u64, per_batch: usize, stamps: Stamps, start_ms: i64) -> AgentMessage {
-    match stamps {
-        // Distinct timestamps per agent and batch, so points never overwrite each other.
-        Stamps::Ns => wattflip_e2e::temperature_batch(id, seq, per_batch, now_ns() + (i as i64) * 1_000_000_000),
-        Stamps::MsSlots => {
-            let t_ns = (start_ms + seq as i64) * 1_000_000;
-            let mut m = wattflip_e2e::temperature_batch(id, seq, per_batch, t_ns);
-            if let Some(Kind::Batch(b)) = m.kind.as_mut() {
-                for (k, s) in b.temperature.iter_mut().enumerate() {
-                    s.time_ns = t_ns;
-                    s.device = format!("nvme{k}");
-                }
-            }
-            m
-        }
-    }
 }
 
 fn now_ns() -> i64 {
@@ -134,10 +109,9 @@ async fn agent(
     i: usize,
     url: String,
     tls: Option<tonic::transport::ClientTlsConfig>,
-    per_batch: usize,
+    (per_batch, ms_series): (usize, bool),
     rate_hz: f64,
     window: usize,
-    stamps: Stamps,
     until: Instant,
     totals: Arc<Totals>,
 ) -> anyhow::Result<()> {
@@ -156,9 +130,9 @@ async fn agent(
     let sent_at: Arc<Mutex<std::collections::VecDeque<(u64, Instant)>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(window.max(1)));
     let (s2, p2) = (sent_at.clone(), permits.clone());
-    let start_ms = now_ns() / 1_000_000 - 600_000;
     let sender = tokio::spawn(async move {
         let mut seq = 0u64;
+        let mut last_t0 = i64::MIN;
         let mut tick = (rate_hz > 0.0).then(|| tokio::time::interval(Duration::from_secs_f64(1.0 / rate_hz)));
         while Instant::now() < until {
             match tick.as_mut() {
@@ -168,7 +142,14 @@ async fn agent(
                 None => p2.acquire().await.map(|p| p.forget()).unwrap_or(()),
             }
             seq += 1;
-            let m = batch_of(&id, i, seq, per_batch, stamps, start_ms);
+            // Distinct timestamps per agent and batch, so points never overwrite each other.
+            let mut t0 = now_ns() + (i as i64) * 1_000_000_000;
+            if ms_series {
+                t0 = t0.max(last_t0.saturating_add(1_000_000));
+            }
+            last_t0 = t0;
+            let series = if ms_series { per_batch } else { 8 };
+            let m = wattflip_e2e::temperature_batch_over(&id, seq, per_batch, t0, series);
             s2.lock().unwrap_or_else(|p| p.into_inner()).push_back((seq, Instant::now()));
             if tx.send(m).await.is_err() {
                 break;
@@ -224,7 +205,7 @@ async fn run_agents(
     rate_hz: f64,
     seconds: u64,
     window: usize,
-    stamps: Stamps,
+    ms_series: bool,
 ) -> anyhow::Result<()> {
     let issuer = load_issuer(pki.as_deref())?;
     ensure_open_files(agents)?;
@@ -251,7 +232,7 @@ async fn run_agents(
             None => None,
         };
         let t = totals.clone();
-        let run = agent(i, url.clone(), tls, batch, rate_hz, window, stamps, until, totals.clone());
+        let run = agent(i, url.clone(), tls, (batch, ms_series), rate_hz, window, until, totals.clone());
         tasks.push(tokio::spawn(async move {
             let r = run.await;
             if let Err(e) = &r {
@@ -319,8 +300,8 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     match Cli::parse().cmd {
         Cmd::Pki { dir } => pki(&dir),
-        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window, timestamps } => {
-            rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window, timestamps))
+        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window, ms_series } => {
+            rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window, ms_series))
         }
         Cmd::Direct { influx_url, db, points, batch } => rt.block_on(async move {
             let client = reqwest::Client::new();

@@ -54,7 +54,7 @@ pub fn render(s: &Stats) -> String {
         .counter("wattflip_collector_otlp_points_sent_total", "OTLP data points the receiver accepted.", o.points_sent.load(Relaxed))
         .labelled_counter(
             "wattflip_collector_otlp_points_dead_lettered_total",
-            "OTLP data points that will not be stored, by reason (queue_full, refused, shutdown).",
+            "OTLP data points not stored, by reason: queue_full, shutdown, refused (points of requests answered 400-class; the receiver may have stored some).",
             "reason",
             &o.points_dead_lettered,
         )

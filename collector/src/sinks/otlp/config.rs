@@ -17,7 +17,7 @@ pub const PROMETHEUS_OTLP_PATH: &str = "/api/v1/otlp/v1/metrics";
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpConfig {
     /// The full OTLP/HTTP metrics URL: `http://prometheus:9090/api/v1/otlp/v1/metrics`, a Thanos
-    /// receive's `/api/v1/otlp/v1/metrics`, an OpenTelemetry Collector's `/v1/metrics`.
+    /// receive's or Mimir's OTLP endpoint, an OpenTelemetry Collector's `/v1/metrics`.
     pub url: String,
     /// Required: an agent's batch is acknowledged only once stored here too (retried without
     /// limit, like InfluxDB). Optional (default): a bounded retry queue; what it drops is counted.

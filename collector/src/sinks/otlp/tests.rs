@@ -246,3 +246,29 @@ fn smart_status_endurance_and_disk_size() {
     .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_throttling_episode_written_again_counts_once() {
+    use wattflip_proto::schema::ThrottleEvent;
+    let ev = |onset_s: i64, ongoing: bool| ThrottleEvent {
+        time_ns: onset_s * 1_000_000_000,
+        device: "nvme0".into(),
+        trigger: "temperature".into(),
+        signal: "throughput".into(),
+        pattern: "SW/131072".into(),
+        onset_celsius: Some(71.0),
+        warning_celsius: Some(70.0),
+        critical_celsius: None,
+        throughput_drop_pct: Some(25.0),
+        power_drop_pct: None,
+        duration_s: 4.0,
+        ongoing,
+    };
+    let mut t = Translator::default();
+    let b = batch(vec![]);
+    let count = |p: Vec<DataPoint>| rows(&p);
+    // Onset 100 s (ongoing), then the same episode updated (ended), then a second one at 300 s.
+    assert_eq!(count(t.batch(&tags("h1"), &b, None, &[ev(100, true)])), vec![("wattflip.throttle.episodes", "nvme0".into(), 100, 100, 1.0)]);
+    assert_eq!(count(t.batch(&tags("h1"), &b, None, &[ev(100, false)])), vec![]);
+    assert_eq!(count(t.batch(&tags("h1"), &b, None, &[ev(300, true)])), vec![("wattflip.throttle.episodes", "nvme0".into(), 300, 100, 2.0)]);
+}
