@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/prometheus/build.sh >/dev/null # Prometheus for the OTLP tests (issue 28): built once per version, cached outside the repo
+bash tests/thanos/build.sh >/dev/null # Thanos for tests/e2e/thanos_store (issue 29): built once per version, cached outside the repo
 
 packages=()
 command -v influxd >/dev/null 2>&1 || packages+=(influxdb)

@@ -41,7 +41,7 @@ fn probes_started_finished(dir: &Path) -> (usize, usize) {
 }
 
 /// Removes ANSI colour sequences (the log may be coloured).
-fn plain(s: &str) -> String {
+pub(crate) fn plain(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut it = s.chars().peekable();
     while let Some(c) = it.next() {
@@ -61,7 +61,7 @@ fn plain(s: &str) -> String {
 /// sequence → (power, temperature) samples, from the agent's ledger lines, completed by its
 /// `wattflip::resend` lines: a batch synced to the spool just before a SIGKILL never got its
 /// ledger line, but it is sent (and logged by content) from the spool after the restart.
-fn ledger(stderr: &str) -> BTreeMap<u64, (i64, i64, i64)> {
+pub(crate) fn ledger(stderr: &str) -> BTreeMap<u64, (i64, i64, i64)> {
     let mut m = BTreeMap::new();
     let lines = plain(stderr);
     let stored = lines.lines().filter(|l| l.contains("wattflip::ledger") && l.contains("stored"));

@@ -30,4 +30,5 @@ mod rollups;
 mod security;
 mod source_agreement;
 mod spine;
+mod thanos_store;
 mod throttle;

@@ -10,6 +10,7 @@
 
 pub mod fleet;
 pub mod prometheus;
+pub mod thanos;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,9 @@
 //! `ExportMetricsServiceRequest`s (protobuf over OTLP/HTTP, gzip) of at most `batch_points`
 //! points, flushed at least every `flush_interval`, and retries network errors, 5xx, 429 and auth
 //! failures with capped exponential backoff. A 400 (Prometheus: out-of-order or too old samples;
-//! it stores the rest of the request), 413, 415 or 422 is final: the request's points are
+//! it stores the rest of the request), 409 (Thanos receive: a sample conflicting with a stored
+//! one, e.g. another collector's running total resent for the same millisecond; it stores the
+//! rest), 413, 415 or 422 is final: the request's points are
 //! dead-lettered (counted by reason, logged at WARN) and not retried.
 //! Required sink (`otlp.required = true`): a job completes only once its points are stored or
 //! refused, and the agent's Ack waits for it; producers wait for room in the queue. Optional sink:
@@ -182,7 +184,7 @@ pub fn spawn(cfg: OtlpConfig, stats: Arc<OtlpStats>, shutdown: watch::Receiver<b
 enum PostError {
     /// Worth retrying after a pause (network, 5xx, 429, 401/403/404: a receiver being set up).
     Retry { reason: String, after: Option<Duration> },
-    /// Final: the receiver refused the data (400, 413, 415, 422).
+    /// Final: the receiver refused the data (400, 409, 413, 415, 422).
     Refused { reason: String },
 }
 
@@ -335,7 +337,7 @@ impl Writer {
         let text = resp.text().await.unwrap_or_default();
         let reason = format!("{} answered {status}: {}", c.url, text.trim().chars().take(400).collect::<String>());
         match status.as_u16() {
-            400 | 413 | 415 | 422 => Err(PostError::Refused { reason }),
+            400 | 409 | 413 | 415 | 422 => Err(PostError::Refused { reason }),
             _ => Err(PostError::Retry { reason, after }),
         }
     }
