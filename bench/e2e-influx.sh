@@ -10,26 +10,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 AGENTS=${WF_AGENTS:-4}; BATCH=${WF_BATCH:-1000}; SECONDS_=${WF_SECONDS:-20}; PAIRS=${WF_PAIRS:-3}
-IPORT=$(free_port); RPORT=$(free_port); PORT=$(free_port)
-cat > "$DIR/influxdb.conf" <<CFG
-reporting-disabled = true
-bind-address = "127.0.0.1:$RPORT"
-[meta]
-  dir = "$DIR/meta"
-[data]
-  dir = "$DIR/data"
-  wal-dir = "$DIR/wal"
-  query-log-enabled = false
-[monitor]
-  store-enabled = false
-[http]
-  bind-address = "127.0.0.1:$IPORT"
-  log-enabled = false
-[logging]
-  level = "warn"
-CFG
-influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & PIDS+=("$!")
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$IPORT/ping" && break; sleep 0.2; done
+PORT=$(free_port)
+start_influxd
 RATIOS=()
 for pair in $(seq "$PAIRS"); do
 start_collector "listen = \"127.0.0.1:$PORT\"

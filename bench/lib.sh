@@ -21,3 +21,29 @@ start_collector() {
   CPID=$!; PIDS+=("$CPID"); sleep 1
 }
 peak_rss() { echo "collector peak RSS: $(grep VmHWM "/proc/$CPID/status" | awk '{print $2, $3}')"; }
+# start_influxd [EXTRA_CONFIG]: a private influxd on free loopback ports with its data in $DIR;
+# sets IPORT and IPID. EXTRA_CONFIG is appended (e.g. a [coordinator] section with limits).
+start_influxd() {
+  IPORT=$(free_port); local rport; rport=$(free_port)
+  cat > "$DIR/influxdb.conf" <<CFG
+reporting-disabled = true
+bind-address = "127.0.0.1:$rport"
+[meta]
+  dir = "$DIR/meta"
+[data]
+  dir = "$DIR/data"
+  wal-dir = "$DIR/wal"
+  query-log-enabled = false
+[monitor]
+  store-enabled = false
+[http]
+  bind-address = "127.0.0.1:$IPORT"
+  log-enabled = false
+[logging]
+  level = "warn"
+${1:-}
+CFG
+  influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & IPID=$!; PIDS+=("$IPID")
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$IPORT/ping" && return 0; sleep 0.2; done
+  echo "influxd did not start; its log:" >&2; cat "$DIR/influxd.log" >&2; exit 1
+}
