@@ -4,6 +4,7 @@
 //! missing with the reason. Its queries are documented in `docs/analyses.md`; a new grouping or
 //! tier rule goes here with a test of its arithmetic.
 
+use crate::plan::budget_rollup::GroupPower;
 use crate::plan::resolution::{budget_resolution, rewrite_whole, whole_policy, Choice, Resolution};
 use crate::plan::{check_budget, points, Influx, PlanError};
 use crate::sinks::influx::config::ROLLUP_RP;
@@ -177,15 +178,6 @@ fn plan(group_by: &str, budget_w: f64, groups: Vec<GroupBudget>, resolution: &Re
         groups,
         resolution: resolution.describe().to_string(),
     }
-}
-
-/// What the rollup path brings back (`budget_rollup::power`): the scopes of each (group, host)
-/// in the window, each counted host's own peak and each group's coincident peak.
-#[derive(Debug, Default)]
-pub struct GroupPower {
-    pub scopes: BTreeMap<(String, String), BTreeSet<String>>,
-    pub host_peak: BTreeMap<String, f64>,
-    pub group_peak: BTreeMap<String, f64>,
 }
 
 /// [`group_budget`] from peaks InfluxDB computed: the same hosts counted and missing.

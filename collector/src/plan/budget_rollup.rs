@@ -6,7 +6,6 @@
 //! peak. Each bucket's mean is Σ `watts_sum` ÷ Σ `count` of its minutes, the raw points' mean.
 //! A new figure is one more query of the same shape.
 
-use crate::plan::budget_plan::GroupPower;
 use crate::plan::{points, Influx, PlanError};
 use crate::rollup::statements::tag_condition;
 use crate::sinks::influx::config::ROLLUP_RP;
@@ -78,6 +77,15 @@ pub fn host_peaks_query(filter: &str, bucket: &str, since: &str) -> String {
 /// one query level (the nested form walks every empty minute of the window per host).
 pub fn one_zone_peaks_query(filter: &str, since: &str) -> String {
     format!("SELECT max(\"watts\") FROM \"{ROLLUP_RP}\".\"power\" WHERE {} AND {filter} AND time > now() - {since} GROUP BY \"host\"", points::SUMMABLE)
+}
+
+/// What the rollup path brings back ([`power`]): the scopes of each (group, host)
+/// in the window, each counted host's own peak and each group's coincident peak.
+#[derive(Debug, Default)]
+pub struct GroupPower {
+    pub scopes: BTreeMap<(String, String), BTreeSet<String>>,
+    pub host_peak: BTreeMap<String, f64>,
+    pub group_peak: BTreeMap<String, f64>,
 }
 
 /// The power of every (group, host) of the window from the rollups: its scopes, and for the hosts

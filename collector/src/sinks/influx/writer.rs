@@ -13,6 +13,7 @@
 
 use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
+pub use crate::sinks::influx::observer::StoredLines;
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,12 +50,6 @@ struct Job {
 pub struct JobOutcome {
     /// Index of each refused line in the job, and its class (`type_conflict`, `parse_error`, `refused`).
     pub refused: Vec<(usize, &'static str)>,
-}
-
-/// Told of every line once InfluxDB has stored it (the rollups' dirty buckets,
-/// `crate::rollup::Dirty`). A trait so the writer does not depend on its observers.
-pub trait StoredLines: Send + Sync {
-    fn stored(&self, lines: &[&str]);
 }
 
 /// Handle used by streams to queue lines.
@@ -279,15 +274,8 @@ impl Endpoint {
         let c = &self.cfg;
         let mut req = match c.api {
             // 1.x spells nanosecond precision `n`; `ns` is also accepted, `us` is silently wrong.
-            InfluxApi::V1 => {
-                let req = self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]);
-                // Named, not left to the default: a missing policy then fails the write (and is
-                // created) instead of sending the points to another policy.
-                match c.retention {
-                    Some(_) => req.query(&[("rp", crate::sinks::influx::config::RAW_RP)]),
-                    None => req,
-                }
-            }
+            // With retention the policy is named: a missing one fails the write (and is created).
+            InfluxApi::V1 => self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]).query(&c.raw_rp()),
             InfluxApi::V2 => {
                 self.client.post(format!("{}/api/v2/write", c.url)).query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")])
             }
@@ -344,11 +332,7 @@ impl Endpoint {
     /// Creates the database, and with `retention` set its retention policies.
     async fn create_database(&self) -> Result<(), String> {
         let c = &self.cfg;
-        let statements = match &c.retention {
-            Some(r) => r.setup_statements(&c.database),
-            None => vec![(format!("CREATE DATABASE \"{}\"", c.database), false)],
-        };
-        for (q, may_fail) in statements {
+        for (q, may_fail) in c.setup_statements() {
             let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
             let resp = req.send().await.map_err(without_url)?;
             let status = resp.status();
@@ -522,9 +506,7 @@ impl Writer {
                 Ok(()) => {
                     backoff.reset();
                     self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
-                    if let Some(o) = &self.observer {
-                        o.stored(&refs);
-                    }
+                    self.observer.iter().for_each(|o| o.stored(&refs));
                 }
                 Err(PostError::Rejected { body }) => {
                     backoff.reset();
