@@ -151,6 +151,18 @@ impl Runner {
     }
 }
 
+/// Recomputes every bucket waiting in `dirty` now (the dead-letter replay's, which runs without
+/// the service); the buckets recomputed, and those that failed (they stay in `dirty`).
+pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap_or_else(|_| reqwest::Client::new());
+    let r = Runner { cfg: cfg.clone(), client, dirty };
+    let stats = &r.dirty.stats;
+    let (done, failed) = (stats.buckets_recomputed.load(Ordering::Relaxed), stats.statements_failed.load(Ordering::Relaxed));
+    let ready = r.dirty.take_settled(Instant::now(), Duration::ZERO);
+    r.recompute(&ready).await;
+    (stats.buckets_recomputed.load(Ordering::Relaxed) - done, stats.statements_failed.load(Ordering::Relaxed) - failed)
+}
+
 /// Runs until `shutdown`: creates the policies (retrying), catches up, then recomputes settled
 /// buckets every tick and logs the buckets the dirty set had to drop.
 pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, mut shutdown: watch::Receiver<bool>) {
