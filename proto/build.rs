@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={f}");
     }
     let fds = protox::compile(files, ["."])?;
-    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
+    // The generated client and server use the lean codec (src/codec.rs): small per-stream buffers.
+    tonic_prost_build::configure().build_client(true).build_server(true).codec_path("crate::codec::LeanCodec").compile_fds(fds)?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 # loopback ports with temp data dirs and stop it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tests/prometheus/build.sh >/dev/null # Prometheus for the OTLP tests (issue 28): built once per version, cached outside the repo
 
 packages=()
 command -v influxd >/dev/null 2>&1 || packages+=(influxdb)

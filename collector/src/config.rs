@@ -1,7 +1,8 @@
 //! Collector configuration: a strict TOML file (unknown keys rejected, every problem reported at
 //! once with its dotted path) overlaid by command-line flags. Add a setting as a field of a `Raw*`
 //! struct, a check in `Config::from_loader`, and a line in `collector.example.toml`; a sink's own
-//! settings go in its configuration type (`[influx]`: `sinks/influx/config.rs`), composed here.
+//! settings go in its configuration type (`[influx]`: `sinks/influx/config.rs`; `[otlp]`:
+//! `sinks/otlp/config.rs`), composed here.
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -13,6 +14,8 @@ use wattflip_infra::tls::{RawTls, TlsMode};
 // composes them (and re-exports them here, where they were).
 use crate::sinks::influx::config::RawInflux;
 pub use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Secret, DEFAULT_DEAD_LETTER_DIR};
+pub use crate::sinks::otlp::config::OtlpConfig;
+use crate::sinks::otlp::config::RawOtlp;
 use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
 
 /// Where accepted lines go.
@@ -41,6 +44,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub influx: InfluxConfig,
     pub sink: SinkKind,
+    /// The OTLP sink (`[otlp]`), when configured.
+    pub otlp: Option<OtlpConfig>,
     pub limits: Limits,
     pub tls: TlsMode,
     /// `GET /metrics` (Prometheus text format) is served here when set.
@@ -96,6 +101,7 @@ impl Config {
         let sink: Option<String> = loader.take("sink");
         let mut raw_tls: RawTls = loader.take("tls");
         let metrics: RawMetrics = loader.take("metrics");
+        let otlp: Option<RawOtlp> = loader.take("otlp");
 
         let listen_s = ov.listen.clone().or(listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
         let listen = match listen_s.parse::<SocketAddr>() {
@@ -106,6 +112,7 @@ impl Config {
             }
         };
         let influx = InfluxConfig::from_raw(influx, ov.influx_url.clone(), ov.influx_db.clone(), &mut loader);
+        let otlp = OtlpConfig::from_raw(otlp, &mut loader);
         let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
             Some(s) => parse_duration(key, &s, &mut loader).unwrap_or(default),
             None => default,
@@ -158,6 +165,7 @@ impl Config {
             listen: listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             influx,
             sink,
+            otlp,
             limits: Limits { max_message_bytes, agent_points_per_second, agent_burst_points, dedup_window, hello_timeout },
             // finish() succeeded, so from_raw returned a mode.
             tls: tls.unwrap_or(TlsMode::InsecurePlaintextLoopback),

@@ -133,6 +133,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::CheckConfig) => {
             let tls = if cfg.tls.is_insecure() { "plaintext (loopback only)" } else { "mutual TLS" };
             println!("config OK: listen {} ({tls}), InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
+            if let Some(o) = &cfg.otlp {
+                println!("OTLP sink: {} ({})", o.url, if o.required { "required: Acks wait for it" } else { "optional: bounded retry queue" });
+            }
             return Ok(());
         }
         Some(Command::Plan { plan, since, json }) => return run_plan(&cfg, plan, &since, json),

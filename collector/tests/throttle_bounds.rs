@@ -204,3 +204,34 @@ fn readings_past_the_retention_are_counted() {
     d.observe_batch("h0", &late);
     assert_eq!(d.late_readings, (late.temperature.len() + late.power.len() + late.probe_runs.len()) as u64);
 }
+
+/// A fleet of one-drive hosts (10,000 agents behind one collector): the detector's state for a
+/// host that has sent one second of readings is a few hundred bytes plus its log, not a mostly
+/// empty 11-entry map node of whole drives (that was ~9.4 KiB per host: heaptrack at 2,000 agents).
+#[test]
+fn a_one_drive_host_costs_little_state() {
+    const FLEET: usize = 1000;
+    let mut d = ThrottleDetector::with_bounds(Bounds::default());
+    let batches: Vec<(String, Batch)> = (0..FLEET)
+        .map(|h| {
+            let mut b = v1::Batch { agent_id: format!("f{h}"), sequence: 1, ..Default::default() };
+            b.temperature.push(v1::TemperatureSample {
+                time_ns: T0,
+                source: "hwmon".into(),
+                device: "nvme0".into(),
+                sensor: "Composite".into(),
+                celsius: 40.0,
+            });
+            (format!("f{h}"), convert_batch(&format!("f{h}"), b).unwrap())
+        })
+        .collect();
+    counting_alloc::count_here(true);
+    let before = counting_alloc::LIVE_BYTES.load(Ordering::Relaxed);
+    for (host, b) in &batches {
+        d.observe_batch(host, b);
+    }
+    let kept = counting_alloc::LIVE_BYTES.load(Ordering::Relaxed).wrapping_sub(before);
+    counting_alloc::count_here(false);
+    let per_host = kept / FLEET as u64;
+    assert!(per_host <= 3 * 1024, "{per_host} bytes of detector state per one-drive host");
+}

@@ -7,6 +7,7 @@
 //! the domain types keep one definition); TLS, config loading, metrics and CLI plumbing live in
 //! `wattflip-infra`.
 
+pub mod codec;
 pub mod domain;
 pub mod encoder;
 pub mod lineproto;

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod fleet;
+pub mod prometheus;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -13,6 +13,10 @@ pub struct Counting;
 /// Allocations counted so far on opted-in threads.
 pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
+/// Bytes allocated minus bytes freed on opted-in threads (wrapping): the difference between two
+/// readings is the heap a single-threaded piece of code kept.
+pub static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+
 thread_local! {
     static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
 }
@@ -27,17 +31,23 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNT_HERE.with(Cell::get) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
+            LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         }
         // SAFETY: the caller's contract is passed through.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNT_HERE.with(Cell::get) {
+            LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        }
         // SAFETY: the caller's contract is passed through.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if COUNT_HERE.with(Cell::get) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
+            LIVE_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+            LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         }
         // SAFETY: the caller's contract is passed through.
         unsafe { System.realloc(ptr, layout, new_size) }

@@ -15,6 +15,8 @@
 //! streams so its state survives reconnects, sharded by host so streams of different hosts never
 //! wait for each other) and the energy-proportionality analysis; their points are written with
 //! the batch.
+//! With an OTLP sink (`[otlp]`), each batch is also translated and queued there; the Ack then
+//! waits for it only when it is required (docs/deployment.md, *Two sinks*).
 
 use crate::analysis::sources;
 use crate::analysis::throttle::Sharded;
@@ -22,18 +24,21 @@ use crate::service::budget::Tiers;
 use crate::service::guard::{Dedup, RateLimiter};
 pub use crate::service::stats::IngestStats;
 use crate::sinks::influx::{JobOutcome, WriterHandle};
+use crate::sinks::otlp::{OtlpHandle, OtlpOutcome};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio_stream::adapters::Map;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use wattflip_proto::domain::{convert_batch_points, Hello};
 use wattflip_proto::domain::{Rejection, Rule};
 use wattflip_proto::encoder::BatchEncoder;
 use wattflip_proto::lineproto::Point;
-use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags};
+use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, AgentMessage};
 
 /// Metadata key on an `invalid_argument` status that names the rejected batch.
@@ -59,6 +64,7 @@ pub struct IngestService {
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
     max_streams: u64,
+    otlp: Option<OtlpHandle>,
 }
 
 impl IngestService {
@@ -74,7 +80,14 @@ impl IngestService {
             tiers: Arc::default(),
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
             max_streams: u64::MAX,
+            otlp: None,
         }
+    }
+
+    /// Sends every batch to the OTLP sink too (`[otlp]`).
+    pub fn with_otlp(mut self, otlp: Option<OtlpHandle>) -> Self {
+        self.otlp = otlp;
+        self
     }
 
     /// At most `n` streams at once; one more is refused with `resource_exhausted` naming the limit
@@ -102,6 +115,8 @@ enum Pending {
         key: Arc<str>,
         agent_lines: usize,
         rejected: BTreeMap<&'static str, u64>,
+        /// A required OTLP sink's completion (an optional one is never waited for).
+        otlp: Option<oneshot::Receiver<OtlpOutcome>>,
     },
     /// A batch already durable: acknowledged as a duplicate, nothing written.
     Duplicate {
@@ -120,11 +135,14 @@ struct Ctx {
     sources: Arc<sources::Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
+    otlp: Option<OtlpHandle>,
 }
 
 #[tonic::async_trait]
 impl Ingest for IngestService {
-    type StreamStream = ReceiverStream<Result<Ack, Status>>;
+    /// Channel items are boxed: a channel allocates its slots 32 at a time, and at one stream per
+    /// agent 32 unboxed `Result<Ack, Status>` were ~4 KiB per stream (heaptrack, docs/benchmarks.md).
+    type StreamStream = Map<ReceiverStream<Box<Result<Ack, Status>>>, fn(Box<Result<Ack, Status>>) -> Result<Ack, Status>>;
 
     async fn stream(&self, req: Request<Streaming<AgentMessage>>) -> Result<Response<Self::StreamStream>, Status> {
         let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unknown peer".into());
@@ -172,17 +190,19 @@ impl Ingest for IngestService {
             sources: self.sources.clone(),
             tiers: self.tiers.clone(),
             hello_timeout: self.hello_timeout,
+            otlp: self.otlp.clone(),
         };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
         tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified, slot));
-        Ok(Response::new(ReceiverStream::new(out_rx)))
+        let unbox: fn(Box<Result<Ack, Status>>) -> Result<Ack, Status> = |b| *b;
+        Ok(Response::new(ReceiverStream::new(out_rx).map(unbox)))
     }
 }
 
-async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Result<Ack, Status>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
+async fn acknowledge(mut pending: mpsc::Receiver<Box<Pending>>, out: mpsc::Sender<Box<Result<Ack, Status>>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
     while let Some(p) = pending.recv().await {
-        let msg = match p {
-            Pending::Ack { seq, done, key, agent_lines, rejected } => match done.await {
+        let msg = match *p {
+            Pending::Ack { seq, done, key, agent_lines, rejected, otlp } => match both(done, otlp).await {
                 Ok(outcome) => {
                     dedup.record(&key, seq);
                     stats.batches_acked.fetch_add(1, Ordering::Relaxed);
@@ -211,10 +231,20 @@ async fn acknowledge(mut pending: mpsc::Receiver<Pending>, out: mpsc::Sender<Res
             Pending::Fail(s) => Err(s),
         };
         let stop = msg.is_err();
-        if out.send(msg).await.is_err() || stop {
+        if out.send(Box::new(msg)).await.is_err() || stop {
             return;
         }
     }
+}
+
+/// The InfluxDB job's outcome once the required OTLP sink (when there is one) has stored or refused
+/// its points too; Err when either stopped first (the batch stays unacknowledged).
+async fn both(influx: oneshot::Receiver<JobOutcome>, otlp: Option<oneshot::Receiver<OtlpOutcome>>) -> Result<JobOutcome, oneshot::error::RecvError> {
+    let outcome = influx.await?;
+    if let Some(o) = otlp {
+        o.await?;
+    }
+    Ok(outcome)
 }
 
 fn encode(points: &[Point], stats: &IngestStats) -> Vec<String> {
@@ -270,7 +300,13 @@ struct Agent {
 }
 
 /// Reads and checks the Hello; on a refusal, sends it and returns None.
-async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sender<Pending>, ctx: &Ctx, peer: &str, certified: Option<&str>) -> Option<Agent> {
+async fn read_hello(
+    inbound: &mut Streaming<AgentMessage>,
+    pending: &mpsc::Sender<Box<Pending>>,
+    ctx: &Ctx,
+    peer: &str,
+    certified: Option<&str>,
+) -> Option<Agent> {
     let stats = &ctx.stats;
     let hello_timeout = ctx.hello_timeout;
     let first = match tokio::time::timeout(hello_timeout, inbound.message()).await {
@@ -279,12 +315,12 @@ async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sende
             stats.agents_rejected.inc("hello_timeout");
             tracing::warn!(%peer, "closed a stream that sent no Hello within {hello_timeout:?} (limits.hello_timeout)");
             let m = format!("no Hello within {hello_timeout:?}; a stream starts with a Hello");
-            let _ = pending.send(Pending::Fail(Status::deadline_exceeded(m))).await;
+            let _ = pending.send(Box::new(Pending::Fail(Status::deadline_exceeded(m)))).await;
             return None;
         }
     };
     let refuse = |p: Pending| async move {
-        let _ = pending.send(p).await;
+        let _ = pending.send(Box::new(p)).await;
         None
     };
     let hello = match first {
@@ -317,7 +353,14 @@ async fn read_hello(inbound: &mut Streaming<AgentMessage>, pending: &mpsc::Sende
     })
 }
 
-async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pending>, ctx: Ctx, peer: String, certified: Option<String>, _open: OpenStream) {
+async fn receive(
+    mut inbound: Streaming<AgentMessage>,
+    pending: mpsc::Sender<Box<Pending>>,
+    ctx: Ctx,
+    peer: String,
+    certified: Option<String>,
+    _open: OpenStream,
+) {
     let Some(agent) = read_hello(&mut inbound, &pending, &ctx, &peer, certified.as_deref()).await else {
         return;
     };
@@ -329,6 +372,9 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
     if ctx.writer.write(encode(&hello_points(hello, &agent.tags), &ctx.stats)).await.is_err() {
         return;
     }
+    if let Some(o) = &ctx.otlp {
+        o.hello(&agent.tags, hello).await;
+    }
     let mut last_seq = 0u64;
     loop {
         let msg = match inbound.message().await {
@@ -339,7 +385,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
                 let m = format!("{}; the collector's limits.max_message_bytes refuses it", e.message());
                 ctx.stats.agents_rejected.inc("oversized_message");
                 tracing::warn!(agent = %hello.agent_id, "{m}");
-                let _ = pending.send(Pending::Fail(Status::resource_exhausted(m))).await;
+                let _ = pending.send(Box::new(Pending::Fail(Status::resource_exhausted(m)))).await;
                 return;
             }
             Err(e) => {
@@ -350,7 +396,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
         let batch = match msg.kind {
             Some(Kind::Batch(b)) => b,
             Some(Kind::Hello(_)) | None => {
-                let _ = pending.send(reject(&ctx.stats, None, "only the first message of a stream may be a Hello".into())).await;
+                let _ = pending.send(Box::new(reject(&ctx.stats, None, "only the first message of a stream may be a Hello".into()))).await;
                 return;
             }
         };
@@ -359,7 +405,7 @@ async fn receive(mut inbound: Streaming<AgentMessage>, pending: mpsc::Sender<Pen
             Ok(p) => (p, false),
             Err(p) => (p, true),
         };
-        if pending.send(next).await.is_err() || stop {
+        if pending.send(Box::new(next)).await.is_err() || stop {
             return;
         }
     }
@@ -423,17 +469,22 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
     }
     let agent_lines = lines.len();
     let mut points = rejection_events(&converted.rejected, seq, &agent.tags);
-    points.extend(analyses(ctx, agent, &batch));
+    let (analysed, episodes) = analyses(ctx, agent, &batch);
+    points.extend(analysed);
     lines.extend(encode(&points, stats));
     let Ok(done) = ctx.writer.write(lines).await else {
         return Err(Pending::Fail(Status::unavailable("collector is shutting down; resend unacknowledged batches")));
     };
-    Ok(Pending::Ack { seq, done, key: agent.dedup_key.clone(), agent_lines, rejected })
+    let otlp = match &ctx.otlp {
+        Some(o) => o.batch(&agent.tags, &batch, tier.as_deref(), &episodes).await,
+        None => None,
+    };
+    Ok(Pending::Ack { seq, done, key: agent.dedup_key.clone(), agent_lines, rejected, otlp })
 }
 
 /// The analyses' points for one batch: throttling episodes (under this host's shard of the
-/// detector only) and the load ladder's proportionality.
-fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> Vec<Point> {
+/// detector only) and the load ladder's proportionality; and the episodes (for the OTLP sink).
+fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> (Vec<Point>, Vec<ThrottleEvent>) {
     let hello = &agent.hello;
     let (episodes, late) = {
         let mut d = ctx.throttle.lock(&hello.agent_id);
@@ -446,18 +497,18 @@ fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> 
         tracing::warn!(agent = %hello.agent_id, late, "readings older than the throttling detector's retention were counted, not placed");
     }
     let mut points = Vec::new();
-    for e in episodes {
+    for e in &episodes {
         ctx.stats.throttle_events.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(agent = %hello.agent_id, device = %e.device, trigger = %e.trigger, ongoing = e.ongoing,
             throughput_drop_pct = ?e.throughput_drop_pct, power_drop_pct = ?e.power_drop_pct, "thermal throttling");
-        points.push(throttle_event_point(&e, &agent.tags));
+        points.push(throttle_event_point(e, &agent.tags));
     }
     // A load ladder arrives whole in one batch (the probe sends all its runs at once).
     points.extend(crate::analysis::proportionality::points(&batch.probe_runs, &agent.tags, &hello.inventory));
     for f in ctx.sources.observe(&hello.agent_id, &batch.power) {
         points.extend(f.points(&agent.tags));
     }
-    points
+    (points, episodes)
 }
 
 /// One `event` of kind `point_rejected` per field and rule among a batch's rejected points, with

@@ -7,7 +7,7 @@ use crate::service::guard::{Dedup, RateLimiter};
 use crate::service::ingest::{IdentitySource, IngestService};
 pub use crate::service::stats::Stats;
 use crate::service::tls::{self, TlsSetupError};
-use crate::sinks::influx;
+use crate::sinks::{influx, otlp};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,22 @@ fn stream_capacity() -> u64 {
     n
 }
 
+/// The InfluxDB sink (or the null one). With raw retention set, every stored line marks its
+/// bucket and the rollup task recomputes settled buckets (crate::rollup).
+fn spawn_influx(cfg: &Config, stats: &Arc<Stats>, stop_rx: &tokio::sync::watch::Receiver<bool>) -> (influx::WriterHandle, tokio::task::JoinHandle<()>) {
+    match cfg.sink {
+        SinkKind::InfluxDb => {
+            let observer = cfg.influx.retention.as_ref().map(|r| {
+                let dirty = Arc::new(crate::rollup::Dirty::new(r.max_dirty, stats.rollup.clone()));
+                tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), stop_rx.clone()));
+                dirty as Arc<dyn influx::StoredLines>
+            });
+            influx::spawn_observed(cfg.influx.clone(), stats.sink.clone(), stop_rx.clone(), observer)
+        }
+        SinkKind::Null => influx::spawn_null(stats.sink.clone()),
+    }
+}
+
 /// Serves until `shutdown` completes, then flushes the writer (at most `drain` long).
 pub async fn serve(
     cfg: Config,
@@ -72,18 +88,14 @@ pub async fn serve(
         .await?;
         tracing::info!(%bound, "metrics at /metrics");
     }
-    let (writer, writer_task) = match cfg.sink {
-        SinkKind::InfluxDb => {
-            // With raw retention set, every stored line marks its bucket and the rollup task
-            // recomputes settled buckets (crate::rollup).
-            let observer = cfg.influx.retention.as_ref().map(|r| {
-                let dirty = Arc::new(crate::rollup::Dirty::new(r.max_dirty, stats.rollup.clone()));
-                tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), stop_rx.clone()));
-                dirty as Arc<dyn influx::StoredLines>
-            });
-            influx::spawn_observed(cfg.influx.clone(), stats.sink.clone(), stop_rx, observer)
+    let (writer, writer_task) = spawn_influx(&cfg, &stats, &stop_rx);
+    let (otlp, otlp_task) = match cfg.otlp.clone() {
+        Some(o) => {
+            tracing::info!(url = %o.url, required = o.required, "OTLP sink on");
+            let (h, t) = otlp::spawn(o, stats.otlp.clone(), stop_rx.clone());
+            (Some(h), Some(t))
         }
-        SinkKind::Null => influx::spawn_null(stats.sink.clone()),
+        None => (None, None),
     };
     let streams = stream_capacity();
     let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
@@ -97,7 +109,8 @@ pub async fn serve(
         Dedup::new(l.dedup_window),
     )
     .with_hello_timeout(l.hello_timeout)
-    .with_max_streams(streams);
+    .with_max_streams(streams)
+    .with_otlp(otlp);
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
     reporter.set_serving::<IngestServer<IngestService>>().await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
@@ -115,5 +128,8 @@ pub async fn serve(
         let _ = writer_task.await;
     }
     let _ = stop_tx.send(true);
+    if let Some(t) = otlp_task {
+        let _ = t.await;
+    }
     result.map_err(ServeError::from)
 }

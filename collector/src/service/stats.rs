@@ -3,6 +3,7 @@
 //! in `telemetry::render`.
 
 use crate::sinks::influx::SinkStats;
+use crate::sinks::otlp::OtlpStats;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use wattflip_infra::telemetry::LabelledCounter;
@@ -38,5 +39,6 @@ pub struct IngestStats {
 pub struct Stats {
     pub ingest: Arc<IngestStats>,
     pub sink: Arc<SinkStats>,
+    pub otlp: Arc<OtlpStats>,
     pub rollup: Arc<crate::rollup::RollupStats>,
 }

@@ -1,15 +1,25 @@
 //! The collector's Prometheus metrics (`GET /metrics` on `metrics.listen`): a rendering of the
 //! counters that the ingest service and the sink keep anyway. To add a metric, add the counter to
-//! `IngestStats` or `SinkStats` and one line to [`render`].
+//! `IngestStats`, `SinkStats`, `OtlpStats` or `RollupStats` and one line to its function here.
 
-use crate::service::stats::Stats;
+use crate::rollup::RollupStats;
+use crate::service::stats::{IngestStats, Stats};
+use crate::sinks::influx::SinkStats;
+use crate::sinks::otlp::OtlpStats;
 use std::sync::atomic::Ordering::Relaxed;
 use wattflip_infra::telemetry::Text;
 
 pub fn render(s: &Stats) -> String {
-    let (i, k, r) = (&s.ingest, &s.sink, &s.rollup);
-    Text::default()
-        .counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
+    let mut t = Text::default();
+    ingest(&mut t, &s.ingest);
+    influx(&mut t, &s.sink);
+    otlp(&mut t, &s.otlp);
+    rollup(&mut t, &s.rollup);
+    t.finish()
+}
+
+fn ingest(t: &mut Text, i: &IngestStats) {
+    t.counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
         .gauge("wattflip_collector_streams_open", "Agent streams open now (held against the stream limit).", i.streams_open.load(Relaxed) as f64)
         .counter(
             "wattflip_collector_throttle_late_readings_total",
@@ -35,8 +45,11 @@ pub fn render(s: &Stats) -> String {
             "reason",
             &i.points_dead_lettered,
         )
-        .labelled_counter("wattflip_collector_agents_rejected_total", "Connections and streams refused, by reason.", "reason", &i.agents_rejected)
-        .counter("wattflip_collector_lines_written_total", "Line-protocol lines the store accepted.", k.lines_written.load(Relaxed))
+        .labelled_counter("wattflip_collector_agents_rejected_total", "Connections and streams refused, by reason.", "reason", &i.agents_rejected);
+}
+
+fn influx(t: &mut Text, k: &SinkStats) {
+    t.counter("wattflip_collector_lines_written_total", "Line-protocol lines the store accepted.", k.lines_written.load(Relaxed))
         .counter(
             "wattflip_collector_lines_rejected_total",
             "Lines the store refused as bad data (HTTP 400), all dead-lettered.",
@@ -50,25 +63,46 @@ pub fn render(s: &Stats) -> String {
         )
         .counter("wattflip_collector_influx_requests_total", "Write requests to InfluxDB.", k.requests.load(Relaxed))
         .counter("wattflip_collector_influx_retries_total", "Write requests retried after an error.", k.retries.load(Relaxed))
-        .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency)
-        .counter(
-            "wattflip_collector_rollup_buckets_marked_total",
-            "Rollup buckets (measurement, host, minute) marked for recompute.",
-            r.buckets_marked.load(Relaxed),
+        .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency);
+}
+
+fn otlp(t: &mut Text, o: &OtlpStats) {
+    t.counter("wattflip_collector_otlp_points_sent_total", "OTLP data points the receiver accepted.", o.points_sent.load(Relaxed))
+        .labelled_counter(
+            "wattflip_collector_otlp_points_dead_lettered_total",
+            "OTLP data points that will not be stored, by reason (queue_full, refused, shutdown).",
+            "reason",
+            &o.points_dead_lettered,
         )
+        .gauge("wattflip_collector_otlp_points_queued", "OTLP data points waiting to be sent.", o.points_queued.load(Relaxed) as f64)
+        .counter("wattflip_collector_otlp_requests_total", "OTLP export requests.", o.requests.load(Relaxed))
+        .counter("wattflip_collector_otlp_retries_total", "OTLP export requests retried after an error.", o.retries.load(Relaxed))
         .counter(
-            "wattflip_collector_rollup_buckets_dropped_total",
-            "Rollup buckets dropped because the dirty set was full (influx.rollup_max_dirty): their rollups may miss points.",
-            r.buckets_dropped.load(Relaxed),
+            "wattflip_collector_otlp_stale_samples_total",
+            "Energy samples not newer than their series' newest (resent): not added to a counter twice.",
+            o.stale_samples.load(Relaxed),
         )
-        .counter("wattflip_collector_rollup_buckets_recomputed_total", "Rollup buckets recomputed from raw points.", r.buckets_recomputed.load(Relaxed))
-        .counter("wattflip_collector_rollup_statements_total", "SELECT INTO statements run by the rollup task.", r.statements.load(Relaxed))
-        .counter(
-            "wattflip_collector_rollup_statements_failed_total",
-            "Rollup statements that failed (their buckets are retried).",
-            r.statements_failed.load(Relaxed),
-        )
-        .counter("wattflip_collector_rollup_points_written_total", "Rollup and copy points written.", r.points_written.load(Relaxed))
-        .gauge("wattflip_collector_rollup_buckets_pending", "Rollup buckets waiting for their writes to settle.", r.pending.load(Relaxed) as f64)
-        .finish()
+        .histogram("wattflip_collector_otlp_write_seconds", "OTLP export request latency.", &o.write_latency);
+}
+
+fn rollup(t: &mut Text, r: &RollupStats) {
+    t.counter(
+        "wattflip_collector_rollup_buckets_marked_total",
+        "Rollup buckets (measurement, host, minute) marked for recompute.",
+        r.buckets_marked.load(Relaxed),
+    )
+    .counter(
+        "wattflip_collector_rollup_buckets_dropped_total",
+        "Rollup buckets dropped because the dirty set was full (influx.rollup_max_dirty): their rollups may miss points.",
+        r.buckets_dropped.load(Relaxed),
+    )
+    .counter("wattflip_collector_rollup_buckets_recomputed_total", "Rollup buckets recomputed from raw points.", r.buckets_recomputed.load(Relaxed))
+    .counter("wattflip_collector_rollup_statements_total", "SELECT INTO statements run by the rollup task.", r.statements.load(Relaxed))
+    .counter(
+        "wattflip_collector_rollup_statements_failed_total",
+        "Rollup statements that failed (their buckets are retried).",
+        r.statements_failed.load(Relaxed),
+    )
+    .counter("wattflip_collector_rollup_points_written_total", "Rollup and copy points written.", r.points_written.load(Relaxed))
+    .gauge("wattflip_collector_rollup_buckets_pending", "Rollup buckets waiting for their writes to settle.", r.pending.load(Relaxed) as f64);
 }

@@ -86,7 +86,11 @@ pub struct LabelledCounter {
 
 impl LabelledCounter {
     pub fn inc(&self, label: &str) {
-        *self.inner.lock().unwrap_or_else(|p| p.into_inner()).entry(label.to_string()).or_default() += 1;
+        self.add(label, 1);
+    }
+
+    pub fn add(&self, label: &str, n: u64) {
+        *self.inner.lock().unwrap_or_else(|p| p.into_inner()).entry(label.to_string()).or_default() += n;
     }
 
     pub fn get(&self, label: &str) -> u64 {

@@ -28,6 +28,8 @@ pub struct InfluxConfig {
     pub secret: Option<Secret>,
     pub username: String,
     pub batch_lines: usize,
+    /// Requests in flight at once (writer tasks sharing one queue).
+    pub writers: usize,
     pub flush_interval: Duration,
     pub request_timeout: Duration,
     pub max_backoff: Duration,
@@ -96,6 +98,7 @@ pub struct RawInflux {
     secret_file: Option<PathBuf>,
     secret_env: Option<String>,
     batch_lines: Option<usize>,
+    writers: Option<usize>,
     flush_interval: Option<String>,
     request_timeout: Option<String>,
     max_backoff: Option<String>,
@@ -143,6 +146,11 @@ impl InfluxConfig {
         if !(1..=5000).contains(&batch_lines) {
             loader.problem("influx.batch_lines", format!("{batch_lines} is outside 1..=5000"));
         }
+        // Two in flight: InfluxDB stores one request while the next is gathered and compressed.
+        let writers = influx.writers.unwrap_or(2);
+        if !(1..=8).contains(&writers) {
+            loader.problem("influx.writers", format!("{writers} is outside 1..=8"));
+        }
         let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
             Some(s) => parse_duration(key, &s, loader).unwrap_or(default),
             None => default,
@@ -163,6 +171,7 @@ impl InfluxConfig {
             secret,
             username: influx.username.unwrap_or_default(),
             batch_lines,
+            writers,
             flush_interval,
             request_timeout,
             max_backoff,

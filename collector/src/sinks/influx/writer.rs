@@ -14,6 +14,8 @@
 use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
 pub use crate::sinks::influx::observer::StoredLines;
+pub use crate::sinks::influx::refusal::{error_text, offending_indices, offending_lines, Offending};
+use crate::sinks::influx::refusal::{reason_for, SHOWN_CHARS, SHOWN_LINES};
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,12 +95,26 @@ pub fn spawn_observed(
     shutdown: watch::Receiver<bool>,
     observer: Option<Arc<dyn StoredLines>>,
 ) -> (WriterHandle, tokio::task::JoinHandle<()>) {
-    let dead = DeadLetterStore::new(cfg.dead_letter_dir.clone());
+    let dead = Arc::new(DeadLetterStore::new(cfg.dead_letter_dir.clone()));
     let (tx, rx) = mpsc::channel(256);
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let client = reqwest::Client::builder().timeout(cfg.request_timeout).build().unwrap_or_else(|_| reqwest::Client::new());
     let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
-    let writer = Writer { endpoint: Endpoint { cfg, client }, stats, rx, shutdown, pending: VecDeque::new(), dead, observer };
-    (handle, tokio::spawn(writer.run()))
+    // `writers` tasks share the queue: one gathers the next request while another's is in flight.
+    let tasks: Vec<_> = (0..cfg.writers.max(1))
+        .map(|_| {
+            let endpoint = Endpoint { cfg: cfg.clone(), client: client.clone() };
+            let (rx, dead, observer) = (rx.clone(), dead.clone(), observer.clone());
+            let writer = Writer { endpoint, stats: stats.clone(), rx, shutdown: shutdown.clone(), pending: VecDeque::new(), dead, observer };
+            tokio::spawn(writer.run())
+        })
+        .collect();
+    let all = tokio::spawn(async move {
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    (handle, all)
 }
 
 /// A sink that discards every line and completes at once: measures the gRPC side alone.
@@ -122,47 +138,6 @@ enum PostError {
     Rejected { body: String },
 }
 
-/// How many offending lines a rejection log shows, and how much of each: a conflict can hit every
-/// line of a 5,000-line request, and one line can be long.
-const SHOWN_LINES: usize = 3;
-const SHOWN_CHARS: usize = 240;
-
-/// The lines of a request that InfluxDB's 400 answer blames.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Offending {
-    /// How many lines of the request match what the answer names.
-    pub count: usize,
-    /// The first [`SHOWN_LINES`] of them, each cut to [`SHOWN_CHARS`] characters.
-    pub shown: Vec<String>,
-}
-
-/// Finds the lines of `lines` that InfluxDB 1.x's 400 answer `body` names: `unable to parse
-/// '<line>': ...` quotes them; `field type conflict: input field "f" on measurement "m" is type t`
-/// names a measurement, a field and the type sent, which the matching lines carry. Other
-/// rejections (e.g. `points beyond retention policy`) name no line: `count` is then 0.
-pub fn offending_lines(body: &str, lines: &[&str]) -> Offending {
-    let mut out = Offending::default();
-    for line in offending_indices(body, lines).into_iter().map(|i| lines[i].trim_end_matches('\n')) {
-        out.count += 1;
-        if out.shown.len() < SHOWN_LINES {
-            out.shown.push(match line.char_indices().nth(SHOWN_CHARS) {
-                Some((cut, _)) => format!("{}…", &line[..cut]),
-                None => line.to_owned(),
-            });
-        }
-    }
-    out
-}
-
-/// The text of InfluxDB's answer: the 1.x body is `{"error":"..."}`, with the quotes inside
-/// JSON-escaped.
-pub fn error_text(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| body.to_owned())
-}
-
 /// `piece` split into the lines at the indices `named` (ascending) and the others, each in order.
 fn split_named(piece: Tagged, named: &[usize]) -> (Tagged, Tagged) {
     let (mut bad, mut rest) = (Vec::with_capacity(named.len()), Vec::with_capacity(piece.len() - named.len()));
@@ -175,98 +150,6 @@ fn split_named(piece: Tagged, named: &[usize]) -> (Tagged, Tagged) {
         }
     }
     (bad, rest)
-}
-
-/// Indices of the lines of `lines` that the 400 answer `body` names (see [`offending_lines`]).
-pub fn offending_indices(body: &str, lines: &[&str]) -> Vec<usize> {
-    let err = error_text(body);
-    let conflict = parse_conflict(&err);
-    lines
-        .iter()
-        .map(|l| l.trim_end_matches('\n'))
-        .enumerate()
-        .filter(|(_, line)| {
-            err.contains(&format!("unable to parse '{line}'"))
-                || conflict.as_ref().is_some_and(|(field, measurement, kind)| line_has_field_of_type(line, measurement, field, kind))
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
-/// What the answer says about one line it names: its own `unable to parse '<line>': why` part, or
-/// the whole answer (a type conflict names the field, not the line).
-fn reason_for(err: &str, line: &str) -> String {
-    let head = format!("unable to parse '{line}'");
-    match err.split('\n').find(|part| part.contains(&head)) {
-        Some(part) => part.trim_start_matches("partial write: ").to_string(),
-        None => err.to_string(),
-    }
-}
-
-/// (field, measurement, type sent) from `input field "f" on measurement "m" is type t`.
-fn parse_conflict(err: &str) -> Option<(String, String, String)> {
-    let rest = err.split("input field \"").nth(1)?;
-    let (field, rest) = rest.split_once("\" on measurement \"")?;
-    let (measurement, rest) = rest.split_once("\" is type ")?;
-    let kind = rest.split(|c: char| !c.is_ascii_alphanumeric()).next()?;
-    Some((field.to_owned(), measurement.to_owned(), kind.to_owned()))
-}
-
-/// Splits `s` at unescaped `sep` outside double quotes (line protocol's escaping).
-fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
-    let (mut parts, mut start, mut escaped, mut quoted) = (Vec::new(), 0, false, false);
-    for (i, c) in s.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '"' => quoted = !quoted,
-            c if c == sep && !quoted => {
-                parts.push(&s[start..i]);
-                start = i + c.len_utf8();
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts
-}
-
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.extend(chars.next()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Whether `line` is a point of `measurement` whose field `field` has a value of InfluxDB type
-/// `kind` (`float`, `integer`, `unsigned`, `string`, `boolean`).
-fn line_has_field_of_type(line: &str, measurement: &str, field: &str, kind: &str) -> bool {
-    let sections = split_unescaped(line, ' ');
-    let (Some(series), Some(fields)) = (sections.first(), sections.get(1)) else { return false };
-    if unescape(split_unescaped(series, ',')[0]) != measurement {
-        return false;
-    }
-    split_unescaped(fields, ',').into_iter().any(|kv| {
-        let k = split_unescaped(kv, '=')[0];
-        let Some(v) = kv.get(k.len() + 1..) else { return false };
-        let sent = if v.starts_with('"') {
-            "string"
-        } else if matches!(v, "t" | "T" | "true" | "True" | "TRUE" | "f" | "F" | "false" | "False" | "FALSE") {
-            "boolean"
-        } else if v.strip_suffix('i').is_some_and(|n| n.parse::<i64>().is_ok()) {
-            "integer"
-        } else if v.strip_suffix('u').is_some_and(|n| n.parse::<u64>().is_ok()) {
-            "unsigned"
-        } else {
-            "float"
-        };
-        unescape(k) == field && sent == kind
-    })
 }
 
 impl Endpoint {
@@ -347,7 +230,7 @@ impl Endpoint {
 }
 
 /// reqwest errors print the URL; ours carry no credentials, but keep messages short and stable.
-fn without_url(e: reqwest::Error) -> String {
+pub(crate) fn without_url(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut s = e.to_string();
     let mut src = std::error::Error::source(&e);
@@ -362,10 +245,11 @@ fn without_url(e: reqwest::Error) -> String {
 struct Writer {
     endpoint: Endpoint,
     stats: Arc<SinkStats>,
-    rx: mpsc::Receiver<Job>,
+    /// Shared by the writers; held only while one gathers its next request.
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
     shutdown: watch::Receiver<bool>,
     pending: VecDeque<Job>,
-    dead: DeadLetterStore,
+    dead: Arc<DeadLetterStore>,
     observer: Option<Arc<dyn StoredLines>>,
 }
 
@@ -380,32 +264,44 @@ impl Writer {
     }
 
     async fn run(mut self) {
-        let batch = self.endpoint.cfg.batch_lines;
+        let queue = self.rx.clone();
         let mut closed = false;
         while !closed {
+            let mut rx = tokio::select! {
+                rx = queue.lock() => rx,
+                _ = self.shutdown.changed() => break,
+            };
             if self.pending.is_empty() {
                 tokio::select! {
-                    job = self.rx.recv() => match job {
+                    job = rx.recv() => match job {
                         Some(j) => self.pending.push_back(j),
                         None => break,
                     },
                     _ = self.shutdown.changed() => break,
                 }
             }
-            let deadline = Instant::now() + self.endpoint.cfg.flush_interval;
-            while self.unwritten() < batch {
-                tokio::select! {
-                    job = self.rx.recv() => match job {
-                        Some(j) => self.pending.push_back(j),
-                        None => { closed = true; break; }
-                    },
-                    _ = tokio::time::sleep_until(deadline) => break,
-                }
-            }
+            closed = self.gather(&mut rx).await;
+            drop(rx);
             if !self.flush().await {
                 break;
             }
         }
+    }
+
+    /// Takes jobs until a request is full or `flush_interval` has passed; true when the queue closed.
+    async fn gather(&mut self, rx: &mut mpsc::Receiver<Job>) -> bool {
+        let batch = self.endpoint.cfg.batch_lines;
+        let deadline = Instant::now() + self.endpoint.cfg.flush_interval;
+        while self.unwritten() < batch {
+            tokio::select! {
+                job = rx.recv() => match job {
+                    Some(j) => self.pending.push_back(j),
+                    None => return true,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        false
     }
 
     /// Writes everything pending; false when shutdown interrupted it.
@@ -484,6 +380,22 @@ impl Writer {
         }
     }
 
+    /// Posts one piece, counting the request and its latency; when it is stored, counts its
+    /// lines and tells the observer.
+    async fn post_piece(&self, refs: &[&str]) -> Result<(), PostError> {
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = self.endpoint.post(refs).await;
+        self.stats.write_latency.observe(started.elapsed());
+        if result.is_ok() {
+            self.stats.lines_written.fetch_add(refs.len() as u64, Ordering::Relaxed);
+            if let Some(o) = &self.observer {
+                o.stored(refs);
+            }
+        }
+        result
+    }
+
     /// Posts `lines` until each is stored or dead-lettered; returns the dead-lettered ones, None on
     /// shutdown.
     async fn write_with_retry(&mut self, lines: Vec<(Origin, String)>) -> Option<Vec<(Origin, &'static str)>> {
@@ -498,16 +410,8 @@ impl Writer {
                 continue;
             }
             let refs: Vec<&str> = piece.iter().map(|(_, l)| l.as_str()).collect();
-            self.stats.requests.fetch_add(1, Ordering::Relaxed);
-            let started = Instant::now();
-            let result = self.endpoint.post(&refs).await;
-            self.stats.write_latency.observe(started.elapsed());
-            match result {
-                Ok(()) => {
-                    backoff.reset();
-                    self.stats.lines_written.fetch_add(piece.len() as u64, Ordering::Relaxed);
-                    self.observer.iter().for_each(|o| o.stored(&refs));
-                }
+            match self.post_piece(&refs).await {
+                Ok(()) => backoff.reset(),
                 Err(PostError::Rejected { body }) => {
                     backoff.reset();
                     let named = if piece.len() == 1 { vec![0] } else { offending_indices(&body, &refs) };

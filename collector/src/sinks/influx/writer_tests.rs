@@ -17,6 +17,7 @@ fn cfg(url: &str) -> InfluxConfig {
         secret: None,
         username: String::new(),
         batch_lines: 3,
+        writers: 1,
         flush_interval: Duration::from_millis(20),
         request_timeout: Duration::from_secs(5),
         max_backoff: Duration::from_millis(50),
@@ -217,4 +218,28 @@ fn offending_lines_are_bounded_and_cut() {
 fn a_rejection_that_names_no_line_finds_none() {
     let body = "{\"error\":\"partial write: points beyond retention policy dropped=3\"}";
     assert_eq!(offending_lines(body, &["m v=1 1\n", "m v=2 2\n"]), Offending::default());
+}
+
+/// Two writers keep two requests in flight against a slow InfluxDB, and every line of every job
+/// arrives exactly once, each job acknowledged.
+#[tokio::test]
+async fn two_writers_keep_two_requests_in_flight() {
+    let srv = super::fake_server::start_slow(vec![], Duration::from_millis(30)).await;
+    let stats = Arc::new(SinkStats::default());
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let (h, _task) = spawn(InfluxConfig { writers: 2, ..cfg(&srv.url) }, stats.clone(), rx);
+    let mut done = Vec::new();
+    for j in 0..20 {
+        done.push(h.write(lines(&format!("j{j}"), 3)).await.unwrap());
+    }
+    for d in done {
+        tokio::time::timeout(Duration::from_secs(10), d).await.unwrap().unwrap();
+    }
+    assert_eq!(srv.most_in_flight.load(Ordering::SeqCst), 2);
+    let mut got: Vec<String> = srv.received.lock().unwrap().iter().flat_map(|r| r.body.lines().map(String::from).collect::<Vec<_>>()).collect();
+    got.sort();
+    let mut want: Vec<String> = (0..20).flat_map(|j| lines(&format!("j{j}"), 3)).map(|l| l.trim_end().to_string()).collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(stats.lines_written.load(Ordering::Relaxed), 60);
 }
