@@ -21,11 +21,10 @@ start_collector() {
   CPID=$!; PIDS+=("$CPID"); sleep 1
 }
 peak_rss() { echo "collector peak RSS: $(grep VmHWM "/proc/$CPID/status" | awk '{print $2, $3}')"; }
-# start_influxd: a private influxd (Debian's 1.x package) on free loopback ports, data in $DIR;
-# sets IPORT (its HTTP port) and returns once it answers /ping.
+# start_influxd [EXTRA_CONFIG]: a private influxd on free loopback ports with its data in $DIR;
+# sets IPORT and IPID. EXTRA_CONFIG is appended (e.g. a [coordinator] section with limits).
 start_influxd() {
-  IPORT=$(free_port)
-  local rport; rport=$(free_port)
+  IPORT=$(free_port); local rport; rport=$(free_port)
   cat > "$DIR/influxdb.conf" <<CFG
 reporting-disabled = true
 bind-address = "127.0.0.1:$rport"
@@ -42,7 +41,9 @@ bind-address = "127.0.0.1:$rport"
   log-enabled = false
 [logging]
   level = "warn"
+${1:-}
 CFG
-  influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & PIDS+=("$!")
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$IPORT/ping" && break; sleep 0.2; done
+  influxd -config "$DIR/influxdb.conf" 2>"$DIR/influxd.log" & IPID=$!; PIDS+=("$IPID")
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$IPORT/ping" && return 0; sleep 0.2; done
+  echo "influxd did not start; its log:" >&2; cat "$DIR/influxd.log" >&2; exit 1
 }

@@ -35,6 +35,19 @@ def collector(bindir, root):
     }
 
 
+def rollups(bindir, root):
+    """The collector into a real influxd with raw retention and rollups on (a build without them
+    runs without: the ratio is then what the rollups cost at ingest), bench/plan-rollups.sh."""
+    secs = os.environ.get("WF_ROLLUP_SECONDS", "10")
+    text = run(["bash", f"{root}/bench/plan-rollups.sh", "ingest"], {"WF_NO_BUILD": "1", "WF_SECONDS": secs, "WF_COLLECTOR_BIN": f"{bindir}/wattflip-collector"})
+    n = grab(r"acked_samples=(\d+)", text, "acked_samples")
+    return {
+        "influx samples/s": grab(r"samples_per_s=(\d+)", text, "samples_per_s"),
+        "influxd CPU us/sample": 1e6 * grab(r"influxd_cpu_s=([\d.]+)", text, "influxd CPU") / max(n, 1),
+        "collector CPU us/sample": 1e6 * grab(r"collector_cpu_s=([\d.]+)", text, "collector CPU") / max(n, 1),
+    }
+
+
 def sampler(bindir, _root):
     secs = os.environ.get("WF_SAMPLER_SECONDS", "5")
     text = run([f"{bindir}/examples/sampler_bench", secs, "8", "1000"])
@@ -56,6 +69,7 @@ def trace(bindir, _root):
 # name, function, binary it needs, and per figure: True when higher is better.
 BENCHES = [
     ("collector", collector, "wattflip-collector", {"collector samples/s": True, "collector ack p99 ms": False, "collector peak RSS kB": False}),
+    ("rollups", rollups, "wattflip-collector", {"influx samples/s": True, "influxd CPU us/sample": False, "collector CPU us/sample": False}),
     ("sampler", sampler, "examples/sampler_bench", {"sampler CPU % of a core": False}),
     ("trace", trace, "examples/trace_bench", {"trace f32 M samples/s": True, "trace CSV MB/s": True}),
 ]

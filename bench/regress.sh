@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The past against the present: builds a baseline revision into its own target directory and runs
-# the collector (null sink, mutual TLS, 4 agents), sampler and trace-import benchmarks of both
+# the collector (null sink, mutual TLS, 4 agents), collector-into-influxd with rollups
+# (bench/plan-rollups.sh ingest: the baseline without them when it predates them, so the ratio is
+# their cost at ingest), sampler and trace-import benchmarks of both
 # builds in alternating pairs, then prints each figure's median per build and the ratio, oriented
 # so that above 1 is better (throughput: current / baseline; CPU, latency, memory: baseline /
 # current). A ratio below 0.9 is flagged and the script exits 3.
@@ -10,7 +12,8 @@
 # REV: a commit or tag; default the newest tag, else the baseline recorded in docs/benchmarks.md
 # ("Regression baseline: `SHA`"). Both collectors run under the current build's load generator, so
 # only the collector differs. Env: WF_PAIRS (3), WF_COLLECTOR_SECONDS (10), WF_SAMPLER_SECONDS (5),
-# WF_TRACE_SAMPLES (33554432), WF_TRACE_CSV_MB (64), WF_ONLY (collector|sampler|trace: one only).
+# WF_TRACE_SAMPLES (33554432), WF_TRACE_CSV_MB (64), WF_ROLLUP_SECONDS (10),
+# WF_ONLY (collector|rollups|sampler|trace: one only).
 # Baseline builds are cached in target/regress/SHA (delete it to rebuild).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

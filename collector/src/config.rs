@@ -227,6 +227,23 @@ mod tests {
     }
 
     #[test]
+    fn retention_is_off_by_default_and_checked_when_set() {
+        const TLS: &str = "[tls]\ninsecure_plaintext_loopback_only = true\n";
+        assert_eq!(load(TLS).unwrap().influx.retention, None);
+        let c = load(&format!("{TLS}[influx]\nraw_retention = \"7d\"\n")).unwrap();
+        let r = c.influx.retention.unwrap();
+        assert_eq!((r.raw, r.rollup, r.settle, r.max_dirty), (Duration::from_secs(604_800), Duration::from_secs(34_560_000), Duration::from_secs(30), 200_000));
+        assert_eq!(r.setup_statements("wf")[1].0, "CREATE RETENTION POLICY \"raw\" ON \"wf\" DURATION 604800s REPLICATION 1 DEFAULT");
+        let err = load(&format!("{TLS}[influx]\nraw_retention = \"30m\"\nrollup_retention = \"10m\"\nrollup_max_dirty = 0\n")).unwrap_err();
+        let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, vec!["influx.raw_retention", "influx.rollup_retention", "influx.rollup_max_dirty"], "{err}");
+        let err = load(&format!("{TLS}[influx]\nrollup_settle = \"5s\"\n")).unwrap_err();
+        assert!(err.problems[0].message.contains("need raw_retention"), "{err}");
+        let err = load(&format!("{TLS}[influx]\nraw_retention = \"7d\"\napi = \"v2\"\norg = \"o\"\nsecret_env = \"PATH\"\n")).unwrap_err();
+        assert_eq!(err.problems.iter().map(|p| p.path.as_str()).collect::<Vec<_>>(), vec!["influx.raw_retention"], "{err}");
+    }
+
+    #[test]
     fn secrets_never_print() {
         let s = Secret("hunter2".into());
         assert_eq!(format!("{s:?}"), "Secret(<redacted>)");

@@ -181,7 +181,19 @@ fn run_dead_letter(cfg: &Config, action: DeadLetterCommand) -> anyhow::Result<()
         }
         DeadLetterCommand::Replay { timeout } => {
             let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            let r = rt.block_on(replay(&cfg.influx, timeout.into()))?;
+            // With rollups on, the minutes of the lines stored are recomputed afterwards: the
+            // running collector never saw these writes.
+            let dirty = cfg.influx.retention.as_ref().map(|r| Arc::new(wattflip_collector::rollup::Dirty::new(r.max_dirty, Arc::default())));
+            let observer = dirty.clone().map(|d| d as Arc<dyn wattflip_collector::sinks::influx::StoredLines>);
+            let r = rt.block_on(replay(&cfg.influx, timeout.into(), observer))?;
+            if let Some(d) = dirty {
+                let (done, failed) = rt.block_on(wattflip_collector::rollup::task::recompute_now(&cfg.influx, d));
+                println!(
+                    "recomputed the rollups of {done} bucket(s) (measurement, host, minute){}",
+                    if failed > 0 { format!("; {failed} statement(s) failed") } else { String::new() }
+                );
+                anyhow::ensure!(failed == 0, "{failed} rollup statement(s) failed after the replay (see the log): the lines are stored, but their minutes' rollups miss them until points of those minutes are written again");
+            }
             let again: usize = r.still_refused.values().sum();
             let classes: Vec<String> = r.still_refused.iter().map(|(c, n)| format!("{c}={n}")).collect();
             println!(

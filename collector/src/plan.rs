@@ -5,6 +5,7 @@
 //! is tested exactly. A new plan is a function returning a serialisable answer plus a table.
 
 pub mod budget_plan;
+pub mod budget_rollup;
 pub mod points;
 pub mod resolution;
 pub mod rollup;

@@ -311,3 +311,56 @@ fn plan_budget_over_30_days_reads_one_rollup_point_per_series_and_minute_and_equ
     assert_eq!((count("\"rollup_1m\".\"power\"", "count"), count("\"power\"", "watts")), (4 * MINUTES, raw_points));
     drop(c);
 }
+
+/// Lines InfluxDB refused (a type conflict: `celsius` an integer in the shard) and that the
+/// operator replays from the dead-letter store, hours after their minute, after removing the
+/// cause: `dead-letter replay` recomputes their minutes, so the temperature rollups equal the raw
+/// aggregates of the replayed points (the running collector never saw these writes).
+#[test]
+fn a_dead_letter_replay_recomputes_the_rollups_of_its_minutes() {
+    const DB: &str = "wf_rollup_replay";
+    let influx = Influx::start();
+    let t0 = (wattflip_e2e::fleet::now_ns() / MINUTE_NS - 120) * MINUTE_NS;
+    // Created earlier by something else, in the shard of those minutes: `celsius` as an integer.
+    let post = |path: &str, q: &[(&str, &str)], body: &str| {
+        let r = reqwest::blocking::Client::new().post(format!("{}{path}", influx.url)).query(q).body(body.to_string()).send().unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.text().unwrap());
+    };
+    post("/query", &[("q", &format!("CREATE DATABASE {DB}"))], "");
+    post("/query", &[("q", &format!("CREATE RETENTION POLICY \"raw\" ON {DB} DURATION 7d REPLICATION 1 DEFAULT"))], "");
+    post("/write", &[("db", DB), ("rp", "raw"), ("precision", "n")], &format!("temperature,host=other celsius=40i {t0}\n"));
+    let c = collector(&influx, DB);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut s = Stream::open(&c.url, "rr-a", "ra").await;
+        for m in 0..3 {
+            s.send(0, &ZONES, t0, m, 0..PER_MINUTE).await;
+        }
+    });
+    let end = t0 + 3 * MINUTE_NS;
+    wait("the power rollups", || rolled_points(&influx, DB, t0, end) == 2 * 3 * PER_MINUTE);
+    let temps = |rp: &str| format!("SELECT count(\"celsius\") FROM \"{rp}\".\"temperature\" WHERE \"host\" = 'rr-a'");
+    assert!(influx.rows(DB, &temps("raw")).is_empty(), "the temperatures were refused");
+    // The operator removes the cause, then replays.
+    post("/query", &[("db", DB), ("q", "DROP MEASUREMENT temperature")], "");
+    let out = std::process::Command::new(bin("wattflip-collector", "wattflip-collector"))
+        .arg("--config")
+        .arg(c.config())
+        .args(["dead-letter", "replay", "--timeout", "20s"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("{} line(s) stored, 0 refused again", 3 * PER_MINUTE)), "{stdout}");
+    // At once, not after a settle delay: the replay waits for its recompute.
+    let window = format!("\"host\" = 'rr-a' AND time >= {t0} AND time < {end}");
+    let raw_t = series(
+        &influx,
+        DB,
+        &format!("SELECT mean(\"celsius\"), max(\"celsius\"), count(\"celsius\") FROM \"raw\".\"temperature\" WHERE {window} GROUP BY time(1m) fill(none)"),
+    );
+    let rolled_t = series(&influx, DB, &format!("SELECT \"celsius\", \"peak_celsius\", \"count\" FROM \"rollup_1m\".\"temperature\" WHERE {window}"));
+    assert_eq!(raw_t.iter().map(|s| s.1.len()).sum::<usize>(), 3, "{raw_t:?}");
+    assert_eq!(rolled_t.into_iter().map(|s| s.1).collect::<Vec<_>>(), raw_t.into_iter().map(|s| s.1).collect::<Vec<_>>(), "{stdout}");
+    drop(c);
+}

@@ -4,6 +4,7 @@
 //! missing with the reason. Its queries are documented in `docs/analyses.md`; a new grouping or
 //! tier rule goes here with a test of its arithmetic.
 
+use crate::plan::budget_rollup::GroupPower;
 use crate::plan::resolution::{budget_resolution, rewrite_whole, whole_policy, Choice, Resolution};
 use crate::plan::{check_budget, points, Influx, PlanError};
 use crate::sinks::influx::config::ROLLUP_RP;
@@ -68,18 +69,6 @@ pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {
     )
 }
 
-/// [`budget_query`] on the 1-minute rollups: each bucket's mean is Σ watts ÷ Σ count of its
-/// minutes, so a 1-minute bucket is exactly the raw mean of that minute (the same sum and count
-/// InfluxDB's `mean()` divides), and a longer bucket the mean of all its raw points.
-pub fn budget_rollup_query(bucket: &str, since: &str, group_by: &str) -> String {
-    let group = if group_by == "host" { String::new() } else { format!(", \"{group_by}\"") };
-    format!(
-        "SELECT sum(\"watts_sum\") / sum(\"count\") AS \"mean\" FROM \"{ROLLUP_RP}\".\"power\" WHERE {} AND time > now() - {since} \
-         GROUP BY time({bucket}), \"host\", \"zone\", \"scope\"{group} fill(none)",
-        points::SUMMABLE
-    )
-}
-
 /// Every host known in the window (its Hellos) with its group label, so a host without power
 /// data is listed as missing rather than silently absent.
 pub fn budget_hosts_query(since: &str, group_by: &str) -> String {
@@ -113,7 +102,6 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
     check_budget(budget_w)?;
     let storage = db.storage().await?;
     let resolution = budget_resolution(choice, &storage, bucket, since)?;
-    let power_q = if resolution.is_rollup() { budget_rollup_query(bucket, since, group_by) } else { budget_query(bucket, since, group_by) };
     let hosts_q = match whole_policy(&storage, since) {
         Resolution::Rollup(_) => rewrite_whole(&budget_hosts_query(since, group_by), ROLLUP_RP),
         Resolution::Raw(_) => budget_hosts_query(since, group_by),
@@ -136,9 +124,24 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
             tags.get(group_by).filter(|g| !g.is_empty()).cloned().unwrap_or_else(|| format!("(no {group_by})"))
         }
     };
+    let mut known: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in db.query_raw(&hosts_q).await? {
+        known.entry(group_of(&s.tags)).or_default().insert(s.tags.get("host").cloned().unwrap_or_default());
+    }
+    if resolution.is_rollup() {
+        let p = crate::plan::budget_rollup::power(db, bucket, since, group_by, &group_of).await?;
+        for (g, h) in p.scopes.keys() {
+            known.entry(g.clone()).or_default().insert(h.clone());
+        }
+        if p.scopes.is_empty() {
+            return Err(no_power(since));
+        }
+        let groups = known.into_iter().map(|(group, hosts)| group_budget_from_peaks(group, hosts, &p, since, budget_w)).collect();
+        return Ok(plan(group_by, budget_w, groups, &resolution));
+    }
     // (group, host) → scope → time → watts summed over zones.
     let mut power: PowerByHost = BTreeMap::new();
-    for s in db.query_raw(&power_q).await? {
+    for s in db.query_raw(&budget_query(bucket, since, group_by)).await? {
         let host = s.tags.get("host").cloned().unwrap_or_default();
         let scope = s.tags.get("scope").cloned().unwrap_or_default();
         let by_time = power.entry((group_of(&s.tags), host)).or_default().entry(scope).or_default();
@@ -149,28 +152,51 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
             *by_time.entry(t).or_default() += w;
         }
     }
-    let mut known: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for s in db.query_raw(&hosts_q).await? {
-        known.entry(group_of(&s.tags)).or_default().insert(s.tags.get("host").cloned().unwrap_or_default());
-    }
     for (g, h) in power.keys() {
         known.entry(g.clone()).or_default().insert(h.clone());
     }
     if power.is_empty() {
-        return Err(PlanError::NoData {
-            what: "host power".into(),
-            since: since.into(),
-            hint: "agents need a host-level power source (IPMI DCMI, ACPI power meter, PMBus PSU, rails, RAPL)".into(),
-        });
+        return Err(no_power(since));
     }
     let groups = known.into_iter().map(|(group, hosts)| group_budget(group, hosts, &power, since, budget_w)).collect();
-    Ok(BudgetPlan {
+    Ok(plan(group_by, budget_w, groups, &resolution))
+}
+
+fn no_power(since: &str) -> PlanError {
+    PlanError::NoData {
+        what: "host power".into(),
+        since: since.into(),
+        hint: "agents need a host-level power source (IPMI DCMI, ACPI power meter, PMBus PSU, rails, RAPL)".into(),
+    }
+}
+
+fn plan(group_by: &str, budget_w: f64, groups: Vec<GroupBudget>, resolution: &Resolution) -> BudgetPlan {
+    BudgetPlan {
         group_by: group_by.into(),
         budget_w,
         precedence: points::HOST_TIERS.iter().map(|t| t.name.to_string()).collect(),
         groups,
         resolution: resolution.describe().to_string(),
-    })
+    }
+}
+
+/// [`group_budget`] from peaks InfluxDB computed: the same hosts counted and missing.
+fn group_budget_from_peaks(group: String, hosts: BTreeSet<String>, p: &GroupPower, since: &str, budget_w: f64) -> GroupBudget {
+    let (mut counted, mut missing) = (Vec::new(), Vec::new());
+    for host in hosts {
+        let Some(scopes) = p.scopes.get(&(group.clone(), host.clone())) else {
+            missing.push(MissingHost { host, reason: format!("no host-level power data in the last {since}") });
+            continue;
+        };
+        let (Some((tier, used)), Some(peak_w)) = (points::host_tier(scopes.iter().map(String::as_str)), p.host_peak.get(&host)) else {
+            let have: Vec<&str> = scopes.iter().map(String::as_str).collect();
+            missing.push(MissingHost { host, reason: format!("only scopes {}: none is host-level", have.join(", ")) });
+            continue;
+        };
+        counted.push(HostPower { host, tier: tier.name.into(), scopes: used.iter().map(|s| s.to_string()).collect(), peak_w: *peak_w });
+    }
+    let peak_w = if counted.is_empty() { None } else { p.group_peak.get(&group).copied() };
+    finish(group, counted, missing, peak_w, budget_w)
 }
 
 /// (group, host) → scope → time → watts summed over zones.
@@ -204,6 +230,11 @@ fn group_budget(group: String, hosts: BTreeSet<String>, power: &PowerByHost, sin
         counted.push(HostPower { host, tier: tier.name.into(), scopes: used.iter().map(|s| s.to_string()).collect(), peak_w });
     }
     let peak_w = (!totals.is_empty()).then(|| totals.values().copied().fold(f64::NEG_INFINITY, f64::max));
+    finish(group, counted, missing, peak_w, budget_w)
+}
+
+/// A group's figures from its hosts and its peak.
+fn finish(group: String, counted: Vec<HostPower>, missing: Vec<MissingHost>, peak_w: Option<f64>, budget_w: f64) -> GroupBudget {
     let coverage = coverage_line(&counted, &missing);
     GroupBudget {
         group,

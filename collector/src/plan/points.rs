@@ -132,9 +132,15 @@ mod tests {
 
     /// Every plan query that reads `power`, with sample arguments.
     fn plan_queries() -> Vec<(String, String)> {
+        use crate::plan::budget_rollup as rollups;
+        let chosen = rollups::chosen_filter(&[("h1".to_string(), vec!["wall".to_string()])].into());
         vec![
             ("plan budget".to_string(), crate::plan::budget_query("1m", "30d", "rack")),
-            ("plan budget (rollups)".to_string(), crate::plan::budget_plan::budget_rollup_query("1m", "30d", "rack")),
+            ("plan budget (rollups): scopes".to_string(), rollups::scopes_query("30d", "rack")),
+            ("plan budget (rollups): group peaks".to_string(), rollups::group_peaks_query(&chosen, "1m", "30d", "rack")),
+            ("plan budget (rollups): host peaks".to_string(), rollups::host_peaks_query(&chosen, "1m", "30d")),
+            ("plan budget (rollups): 5m peaks".to_string(), rollups::host_peaks_query(&chosen, "5m", "30d")),
+            ("plan budget (rollups): one-zone peaks".to_string(), rollups::one_zone_peaks_query(&chosen, "30d")),
         ]
     }
 
@@ -166,7 +172,7 @@ mod tests {
         // Fleet overview: agents online, last seen, power per host, energy per zone; power budget:
         // six panels; throttling:
         // drive power; plan budget on raw points and on rollups.
-        assert_eq!(power, 4 + 6 + 1 + 2, "queries reading power: {all:#?}");
+        assert_eq!(power, 4 + 6 + 1 + 6, "queries reading power: {all:#?}");
         let bad: Vec<String> = all.iter().flat_map(|(p, q)| violations(p, q)).collect();
         assert!(bad.is_empty(), "{}", bad.join("\n"));
         // The check itself catches a bypass.

@@ -39,12 +39,18 @@ pub fn ident(s: &str) -> String {
 /// The hosts condition: one host by equality (`''` matches points without a host tag), several
 /// by an anchored regex of the escaped names.
 pub fn hosts_condition(hosts: &BTreeSet<String>) -> String {
-    if hosts.len() == 1 {
-        let h = hosts.iter().next().map(String::as_str).unwrap_or_default();
-        return format!("\"host\" = '{}'", h.replace('\\', "\\\\").replace('\'', "\\'"));
+    tag_condition("host", hosts)
+}
+
+/// `tag` equal to one of `values`: equality for one, an anchored regex of the escaped values for
+/// several.
+pub fn tag_condition(tag: &str, values: &BTreeSet<String>) -> String {
+    if values.len() == 1 {
+        let v = values.iter().next().map(String::as_str).unwrap_or_default();
+        return format!("{} = '{}'", ident(tag), v.replace('\\', "\\\\").replace('\'', "\\'"));
     }
-    let alts: Vec<String> = hosts.iter().map(|h| regex_escape(h)).collect();
-    format!("\"host\" =~ /^(?:{})$/", alts.join("|"))
+    let alts: Vec<String> = values.iter().map(|v| regex_escape(v)).collect();
+    format!("{} =~ /^(?:{})$/", ident(tag), alts.join("|"))
 }
 
 /// RE2 metacharacters and the literal's delimiter `/` escaped.

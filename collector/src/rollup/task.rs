@@ -17,7 +17,7 @@ use wattflip_infra::Backoff;
 /// Hosts per statement (the regex stays short) and minutes per statement (one statement's raw
 /// points stay far below `max-select-point` even for full-rate series).
 pub const MAX_HOSTS: usize = 100;
-pub const MAX_MINUTES: i64 = 60;
+pub const MAX_MINUTES: i64 = 10;
 /// How far back the start-up pass recomputes, beyond the settle delay.
 const CATCH_UP: Duration = Duration::from_secs(600);
 
@@ -151,6 +151,18 @@ impl Runner {
     }
 }
 
+/// Recomputes every bucket waiting in `dirty` now (the dead-letter replay's, which runs without
+/// the service); the buckets recomputed, and those that failed (they stay in `dirty`).
+pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap_or_else(|_| reqwest::Client::new());
+    let r = Runner { cfg: cfg.clone(), client, dirty };
+    let stats = &r.dirty.stats;
+    let (done, failed) = (stats.buckets_recomputed.load(Ordering::Relaxed), stats.statements_failed.load(Ordering::Relaxed));
+    let ready = r.dirty.take_settled(Instant::now(), Duration::ZERO);
+    r.recompute(&ready).await;
+    (stats.buckets_recomputed.load(Ordering::Relaxed) - done, stats.statements_failed.load(Ordering::Relaxed) - failed)
+}
+
 /// Runs until `shutdown`: creates the policies (retrying), catches up, then recomputes settled
 /// buckets every tick and logs the buckets the dirty set had to drop.
 pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, mut shutdown: watch::Receiver<bool>) {
@@ -202,9 +214,9 @@ mod tests {
         let w = |m: &str, hs: &[&str], a: i64, z: i64| Work { measurement: m.into(), hosts: set(hs), from_ns: a * MINUTE_NS, to_ns: z * MINUTE_NS };
         let mut buckets = vec![b("power", "a", 0), b("power", "b", 0), b("power", "a", 1), b("power", "b", 1), b("power", "a", 3), b("event", "a", 1)];
         assert_eq!(plan(&buckets), vec![w("event", &["a"], 1, 2), w("power", &["a", "b"], 0, 2), w("power", &["a"], 3, 4)]);
-        // 61 consecutive minutes of one host: two statements.
-        buckets = (0..61).map(|k| b("power", "a", k)).collect();
-        assert_eq!(plan(&buckets), vec![w("power", &["a"], 0, 60), w("power", &["a"], 60, 61)]);
+        // 11 consecutive minutes of one host: two statements.
+        buckets = (0..11).map(|k| b("power", "a", k)).collect();
+        assert_eq!(plan(&buckets), vec![w("power", &["a"], 0, 10), w("power", &["a"], 10, 11)]);
         // 150 hosts in two minutes: two host chunks, each over both minutes.
         let hosts: Vec<String> = (0..150).map(|i| format!("h{i:03}")).collect();
         buckets = (0..2).flat_map(|k| hosts.iter().map(move |h| b("power", h, k))).collect();

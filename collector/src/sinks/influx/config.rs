@@ -182,6 +182,22 @@ impl InfluxConfig {
     }
 }
 
+impl InfluxConfig {
+    /// The statements that create the database (and with retention its policies), each with
+    /// whether it may fail harmlessly.
+    pub fn setup_statements(&self) -> Vec<(String, bool)> {
+        match &self.retention {
+            Some(r) => r.setup_statements(&self.database),
+            None => vec![(format!("CREATE DATABASE \"{}\"", self.database.replace('"', "")), false)],
+        }
+    }
+
+    /// The `rp` parameter of a 1.x write: the raw policy with retention, none without.
+    pub fn raw_rp(&self) -> Vec<(&'static str, &'static str)> {
+        self.retention.iter().map(|_| ("rp", RAW_RP)).collect()
+    }
+}
+
 /// The checked retention settings; None when `raw_retention` is not set (then the other three
 /// must not be either: they would do nothing).
 fn retention(raw: &Option<String>, rollup: &Option<String>, settle: &Option<String>, max_dirty: Option<usize>, loader: &mut Loader) -> Option<Retention> {

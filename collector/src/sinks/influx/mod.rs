@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod dead_letter;
+pub mod observer;
 pub mod refusal;
 pub mod replay;
 pub mod writer;

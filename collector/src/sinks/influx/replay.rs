@@ -5,7 +5,8 @@
 
 use crate::sinks::influx::config::InfluxConfig;
 use crate::sinks::influx::dead_letter::{DeadLetterError, DeadLetterStore};
-use crate::sinks::influx::writer::{spawn, SinkStats};
+use crate::sinks::influx::observer::StoredLines;
+use crate::sinks::influx::writer::{spawn_observed, SinkStats};
 
 /// What a replay did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,13 +27,14 @@ pub enum ReplayError {
 
 /// Writes every dead-lettered line again through the collector's own writer (same batching,
 /// retries and refusal handling); a file leaves the store once each of its lines is stored or
-/// dead-lettered anew. Gives up after `deadline` while InfluxDB stays unreachable.
-pub async fn replay(cfg: &InfluxConfig, deadline: std::time::Duration) -> Result<ReplayReport, ReplayError> {
+/// dead-lettered anew. Gives up after `deadline` while InfluxDB stays unreachable. `observer` is
+/// told of the lines stored (the rollups recompute their minutes).
+pub async fn replay(cfg: &InfluxConfig, deadline: std::time::Duration, observer: Option<std::sync::Arc<dyn StoredLines>>) -> Result<ReplayReport, ReplayError> {
     let store = DeadLetterStore::new(cfg.dead_letter_dir.clone());
     let files = store.files()?;
     let stats = std::sync::Arc::new(SinkStats::default());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (writer, task) = spawn(cfg.clone(), stats, stop_rx);
+    let (writer, task) = spawn_observed(cfg.clone(), stats, stop_rx, observer);
     let mut report = ReplayReport { files: files.len(), ..Default::default() };
     let until = tokio::time::Instant::now() + deadline;
     for file in &files {

@@ -13,6 +13,7 @@
 
 use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
+pub use crate::sinks::influx::observer::StoredLines;
 pub use crate::sinks::influx::refusal::{error_text, offending_indices, offending_lines, Offending};
 use crate::sinks::influx::refusal::{reason_for, SHOWN_CHARS, SHOWN_LINES};
 use std::collections::VecDeque;
@@ -51,12 +52,6 @@ struct Job {
 pub struct JobOutcome {
     /// Index of each refused line in the job, and its class (`type_conflict`, `parse_error`, `refused`).
     pub refused: Vec<(usize, &'static str)>,
-}
-
-/// Told of every line once InfluxDB has stored it (the rollups' dirty buckets,
-/// `crate::rollup::Dirty`). A trait so the writer does not depend on its observers.
-pub trait StoredLines: Send + Sync {
-    fn stored(&self, lines: &[&str]);
 }
 
 /// Handle used by streams to queue lines.
@@ -162,15 +157,8 @@ impl Endpoint {
         let c = &self.cfg;
         let mut req = match c.api {
             // 1.x spells nanosecond precision `n`; `ns` is also accepted, `us` is silently wrong.
-            InfluxApi::V1 => {
-                let req = self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]);
-                // Named, not left to the default: a missing policy then fails the write (and is
-                // created) instead of sending the points to another policy.
-                match c.retention {
-                    Some(_) => req.query(&[("rp", crate::sinks::influx::config::RAW_RP)]),
-                    None => req,
-                }
-            }
+            // With retention the policy is named: a missing one fails the write (and is created).
+            InfluxApi::V1 => self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]).query(&c.raw_rp()),
             InfluxApi::V2 => {
                 self.client.post(format!("{}/api/v2/write", c.url)).query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")])
             }
@@ -227,11 +215,7 @@ impl Endpoint {
     /// Creates the database, and with `retention` set its retention policies.
     async fn create_database(&self) -> Result<(), String> {
         let c = &self.cfg;
-        let statements = match &c.retention {
-            Some(r) => r.setup_statements(&c.database),
-            None => vec![(format!("CREATE DATABASE \"{}\"", c.database), false)],
-        };
-        for (q, may_fail) in statements {
+        for (q, may_fail) in c.setup_statements() {
             let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
             let resp = req.send().await.map_err(without_url)?;
             let status = resp.status();
@@ -396,8 +380,6 @@ impl Writer {
         }
     }
 
-    /// Posts `lines` until each is stored or dead-lettered; returns the dead-lettered ones, None on
-    /// shutdown.
     /// Posts one piece, counting the request and its latency; when it is stored, counts its
     /// lines and tells the observer.
     async fn post_piece(&self, refs: &[&str]) -> Result<(), PostError> {
@@ -414,6 +396,8 @@ impl Writer {
         result
     }
 
+    /// Posts `lines` until each is stored or dead-lettered; returns the dead-lettered ones, None on
+    /// shutdown.
     async fn write_with_retry(&mut self, lines: Vec<(Origin, String)>) -> Option<Vec<(Origin, &'static str)>> {
         // A stack of pieces: a 413, or a 400 that names no line, splits a piece in two.
         let mut pieces: Vec<Vec<(Origin, String)>> = vec![lines];
