@@ -193,6 +193,7 @@ for p in wattflip-agent wattflip-collector; do
   [ "$(in_root dpkg-query -W -f '${Version}' "$p")" = "$v2" ] || fail "$p not upgraded to $v2"
 done
 [ -f "$root$state" ] || fail "the upgrade removed the guard state file"
+[ -f "$root/var/lib/wattflip-agent/spool/wftest-batch" ] || fail "the upgrade deleted the spool"
 [ "$(cat "$root$s/fid02")" = 2 ] || fail "the drive's state changed during the upgrade: $(cat "$root$s/fid02")"
 [ ! -s "$root$s/calls" ] || fail "the upgrade ran nvme-cli: $(cat "$root$s/calls")"
 grep -q '^nvme_cli = true' "$root/etc/wattflip/agent.toml" || fail "the upgrade replaced the changed conffile"
