@@ -620,7 +620,10 @@ for h in "${agents[@]}"; do
   RUST_LOG=info,wattflip::ledger=debug timeout -s TERM 5 "${cmd[@]}" --samples 10 >"$work/logs/agent-$h-spooled.log" 2>&1 9>&- &
   agent_pid[$h]=$!
 done
-spool_sums() { on "$1" sh -c 'cd /var/lib/wattflip-agent/spool && find . -type f ! -name lock -print0 | sort -z | xargs -0 -r sha256sum'; }
+spool_sums() { # the spool's files and their hashes (a missing spool is a difference, not an abort)
+  on "$1" sh -c 'cd /var/lib/wattflip-agent/spool 2>/dev/null || { echo "no spool directory"; exit 0; }
+    find . -type f ! -name lock -print0 | sort -z | xargs -0 -r sha256sum'
+}
 for h in "${agents[@]}"; do
   wait "${agent_pid[$h]}" || true
   n=$(plain "$work/logs/agent-$h-spooled.log" | grep -c 'wattflip::ledger.*stored' || true)
