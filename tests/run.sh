@@ -41,6 +41,11 @@ if ((${#packages[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
+# Outside builds first, so a missing tool fails before the long cargo build (each prints its
+# binary's path; the test scripts below call them again and get the cached result).
+bash tests/dashboards-check/build.sh >/dev/null
+bash tests/package/build.sh >/dev/null
+
 # A one-off build gains nothing from incremental caches (they double the target dir); say how
 # much disk there is, because a full disk shows up much later as an obscure linker error.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
@@ -76,11 +81,15 @@ fi
 
 # The Ansible deployment, really run over SSH against namespace hosts on this machine (root).
 bash tests/ansible/run.sh
+# Every dashboard strict-parsed by Grafana's schema types, every InfluxQL query by InfluxDB's parser.
+bash tests/dashboards-check/run.sh
+# The Debian packages (glibc 2.28) installed, upgraded with an NVMe guard state file, and purged in Debian 11.
+bash tests/package/run.sh
 
 # One closing line for everything: the cargo tests (set -e and pipefail stopped us on a failure)
-# plus the fuzz targets and the Ansible real run; ignored tests (each with its reason in
+# plus the fuzz targets, the Ansible real run, the dashboards check and the package test; ignored tests (each with its reason in
 # target/test-output.log) are counted, never hidden among the passed ones.
-passed=$(grep -E '^test result:' target/test-output.log | awk -v extra=$((fuzz_targets + 1)) '{s += $4} END {print s + extra}')
+passed=$(grep -E '^test result:' target/test-output.log | awk -v extra=$((fuzz_targets + 3)) '{s += $4} END {print s + extra}')
 ignored=$(grep -E '^test result:' target/test-output.log | awk -v ran=$fleet_ran '{s += $8} END {print s - ran}')
 # The plain closing line CI reads: "N passed, N failed" with ", N skipped" (ignored tests) after it.
 echo "tests: ${passed} passed, 0 failed, ${ignored} skipped"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Real-run test of deploy/ansible (issue 9).
+# Real-run test of deploy/ansible (issues 9, 31).
 #
 #  1. ansible-lint (production profile, offline) and ansible-playbook --syntax-check;
+#     the Debian packages, two versions from one glibc-2.28 build (tests/package/build.sh);
 #  2. four hosts on this machine: network namespaces node1..node3 (agents) and collector1
 #     (collector, InfluxDB, Grafana provisioning) on 10.213.57.0/24, bridged in a private switch
 #     namespace; each runs its own sshd inside its own mount namespace with a private tmpfs over
-#     the install root, so every host has its own filesystem view;
-#  3. site.yml over SSH against them: binaries, configs, certificates from a private CA, units;
+#     the install root and overlays over /etc, /usr and /var, so every host has its own
+#     filesystem view and its own dpkg database;
+#  3. site.yml over SSH against them: packages (apt `deb:`), configs, certificates from a
+#     private CA, the drive-commands drop-in where the config enables drive commands;
 #  4. checks on what landed: key modes and owners, certificate identities, the CA key only on
 #     the controller, `systemd-analyze verify` (any stderr fails) and the security scores;
 #  5. starts InfluxDB, the collector and every agent inside their hosts exactly as the installed
@@ -16,7 +19,10 @@
 #     and drive-serial consent from each host's host_vars only;
 #  7. a second site.yml run must report changed=0 everywhere;
 #  8. one host's label changed in the inventory: a third run changes that host's config only and
-#     notifies its restart handler only, and a fourth run changes nothing.
+#     notifies its restart handler only, and a fourth run changes nothing;
+#  9. with the collector stopped and batches in every agent's spool, a fifth run upgrades every
+#     host to the second package version (agents two at a time): the spools come through byte for
+#     byte and, once the collector is back, every agent's ledger equals its points in InfluxDB.
 # Nothing leaves the namespaces (no default route in them); everything is removed at the end,
 # also on failure. Needs root (namespaces, mounts). Prints one PASS/FAIL line; exits non-zero on
 # failure.
@@ -126,9 +132,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-mkdir -p "$work/logs" "$work/bin" "$root" "$work/render"
+mkdir -p "$work/logs" "$root" "$work/render"
 # Nothing of Ansible lands in the home directory: its state, temp files (also for tasks on the
 # controller) and caches stay in the work directory.
+# (The packages' build keeps its tools and target dir in the real tool cache: saved first.)
+tool_cache=${XDG_CACHE_HOME:-$HOME/.cache}
 export ANSIBLE_HOME=$work/ansible-home ANSIBLE_LOCAL_TEMP=$work/ansible-home/tmp XDG_CACHE_HOME=$work/cache
 export ANSIBLE_REMOTE_TEMP=$work/ansible-home/remote-tmp
 export ANSIBLE_CONFIG=$deploy/ansible.cfg ANSIBLE_ROLES_PATH=$deploy/roles ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
@@ -153,12 +161,15 @@ if grep -rn 'destroy_consent' "$deploy/group_vars" "$deploy/inventory" "$here/in
 fi
 ((${#failures[@]} == 0)) || exit 1
 
-# --- binaries: the workspace's own build, without debug info (fast to copy) ------------------
-step "build"
-(cd "$repo" && cargo build --bins --locked -q -p wattflip-agent -p wattflip-collector)
-for b in wattflip-agent wattflip-collector; do
-  objcopy --strip-debug "$target/debug/$b" "$work/bin/$b"
-done
+# --- packages: tests/package/build.sh (glibc 2.28, two versions from one build) ---------------
+step "packages"
+built=$(XDG_CACHE_HOME=$tool_cache bash "$repo/tests/package/build.sh") || die "tests/package/build.sh failed (above)"
+mkdir -p "$work/debs"
+cp "$(tail -n 1 <<<"$built")"/v1/*.deb "$(tail -n 1 <<<"$built")"/v2/*.deb "$work/debs/"
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n 1)
+v1=$version-1
+v2=$version-2
+ls "$work/debs"
 
 # --- 2. the hosts ---------------------------------------------------------------------------
 step "hosts: ${hosts[*]} on $net.0/24"
@@ -176,7 +187,6 @@ ip link add "$tag" type veth peer name ctl netns "$sw"
 ip -n "$sw" link set ctl master br0 up
 ip addr add "$net.254/24" dev "$tag"
 ip link set "$tag" up
-test_uid=64917 # of the `wattflip` user inside the hosts; not on this machine
 for h in "${hosts[@]}"; do
   ns=$tag-$h
   mkdir -p "$work/$h"
@@ -202,17 +212,17 @@ StrictModes no
 PrintMotd no
 Subsystem sftp internal-sftp
 EOF
-  # `ip netns exec` gives sshd its own mount namespace; the tmpfs over the install root is seen
-  # by this sshd and everything it starts (Ansible's modules, and the services below) only.
-  # Service accounts exist only in this host's own /etc/passwd and /etc/group (bind-mounted
-  # copies), so the test creates no user on this machine and the units run as a dedicated user.
-  cp /etc/passwd "$work/$h/passwd"
-  cp /etc/group "$work/$h/group"
-  echo "wattflip:x:$test_uid:$test_uid:wattflip test:/nonexistent:/usr/sbin/nologin" >>"$work/$h/passwd"
-  echo "wattflip:x:$test_uid:" >>"$work/$h/group"
-  getent group grafana >/dev/null || echo "grafana:x:$((test_uid + 1)):" >>"$work/$h/group"
+  # `ip netns exec` gives sshd its own mount namespace; what is mounted there is seen by this
+  # sshd and everything it starts (Ansible's modules, and the services below) only: a tmpfs over
+  # the install root of the influxdb and grafana roles, and overlays (upper layer on a tmpfs)
+  # over /etc, /usr and /var, so each host has its own dpkg database and the packages' files,
+  # service user (the package's useradd) and state land in that host only, never on this machine.
+  mkdir -p "$work/$h/ovl"
   ip netns exec "$ns" sh -c "mount -t tmpfs -o mode=0755,size=1g $tag-$h '$root' \
-    && mount --bind '$work/$h/passwd' /etc/passwd && mount --bind '$work/$h/group' /etc/group \
+    && mount -t tmpfs -o mode=0755,size=1g $tag-$h-ovl '$work/$h/ovl' \
+    && for d in etc usr var; do mkdir '$work/$h/ovl/'\$d.up '$work/$h/ovl/'\$d.wk \
+      && mount -t overlay $tag-$h-\$d -o lowerdir=/\$d,upperdir='$work/$h/ovl/'\$d.up,workdir='$work/$h/ovl/'\$d.wk /\$d || exit 1; done \
+    && { getent group grafana >/dev/null || groupadd --system grafana; } \
     && exec /usr/sbin/sshd -D -e -f '$work/$h/sshd_config'" \
     >"$work/logs/sshd-$h.log" 2>&1 9>&- &
   sshd_pid[$h]=$!
@@ -247,13 +257,10 @@ ansible_ssh_common_args: >-
   -o ControlMaster=auto -o ControlPersist=60s -o ControlPath=$work/cp-%C
 ansible_remote_tmp: $root/.ansible/tmp
 wattflip_root: $root
-# The hosts' own passwd has a wattflip user (above); user creation itself cannot run here,
-# because useradd replaces /etc/passwd, which is a bind mount in the hosts.
-wattflip_user: wattflip
-wattflip_group: wattflip
-wattflip_create_user: false
 wattflip_manage_services: false
-wattflip_binary_dir: $work/bin
+# The packages of tests/package/build.sh: the first version, then the upgrade (step 9).
+wattflip_package_dir: $work/debs
+wattflip_package_version: $v1
 wattflip_pki_dir: $work/pki
 # Two agents, then one: the rolling update runs in two batches.
 wattflip_agent_serial: 2
@@ -306,37 +313,52 @@ expect_stat() { # host path "mode user group"
 }
 san_of() { on "$1" openssl x509 -noout -ext subjectAltName -in "$2" | tail -n +2 | tr -d ' '; }
 for h in "${agents[@]}"; do
-  d=$root/etc/wattflip-agent
-  expect_stat "$h" "$d/agent.key" "600 wattflip disk"
-  expect_stat "$h" "$d/agent.toml" "640 root disk"
-  expect_stat "$h" "$d" "750 root disk"
-  expect_stat "$h" "$root/var/lib/wattflip-agent" "750 wattflip disk"
+  d=/etc/wattflip
+  expect_stat "$h" "$d/agent.key" "600 wattflip wattflip"
+  expect_stat "$h" "$d/agent.toml" "640 root wattflip"
+  expect_stat "$h" "$d" "750 root wattflip"
+  expect_stat "$h" /var/lib/wattflip-agent "750 wattflip wattflip"
+  [ "$(on "$h" dpkg-query -W -f '${Status} ${Version}' wattflip-agent)" = "install ok installed $v1" ] \
+    || fail "$h: wattflip-agent $v1 is not installed: $(on "$h" dpkg-query -W -f '${Status} ${Version}' wattflip-agent 2>&1)"
   [ "$(san_of "$h" "$d/agent.pem")" = "DNS:$h" ] || fail "$h: agent certificate SAN is $(san_of "$h" "$d/agent.pem"), expected DNS:$h"
   on "$h" openssl verify -CAfile "$d/ca.pem" "$d/agent.pem" >/dev/null || fail "$h: agent certificate does not verify against ca.pem"
   grep -q "^agent_id = \"$h\"" <(on "$h" cat "$d/agent.toml") || fail "$h: agent_id is not $h"
   # The governor's restore state must be writable under ProtectSystem=strict: inside the unit's
   # StateDirectory (under the install root here), not the agent's default /var/lib/wattflip.
-  state=$(on "$h" sed -n 's/^StateDirectory=//p' "$root/etc/systemd/system/wattflip-agent.service")
+  state=$(on "$h" sed -n 's/^StateDirectory=//p' /usr/lib/systemd/system/wattflip-agent.service)
   got=$(on "$h" sed -n '/^\[drives\]/,/^\[/s/^state_dir = //p' "$d/agent.toml")
-  [ "$state" = wattflip-agent ] && [ "$got" = "\"$root/var/lib/$state/governor\"" ] \
-    || fail "$h: [drives] state_dir is ${got:-unset}, expected \"$root/var/lib/$state/governor\" (StateDirectory=$state)"
+  [ "$state" = wattflip-agent ] && [ "$got" = "\"/var/lib/$state/governor\"" ] \
+    || fail "$h: [drives] state_dir is ${got:-unset}, expected \"/var/lib/$state/governor\" (StateDirectory=$state)"
+  # Drive commands (CAP_SYS_ADMIN, the package's drop-in) exactly where the config enables them:
+  # node1 and node3 have a probe on a block device (host_vars), node2 none.
+  want=true
+  [ "$h" = node2 ] && want=false
+  grep -q "^nvme_cli = $want\$" <(on "$h" cat "$d/agent.toml") || fail "$h: nvme_cli is not $want in its config"
+  dropin=/etc/systemd/system/wattflip-agent.service.d/drive-commands.conf
+  if [ "$want" = true ]; then
+    [ "$(on "$h" readlink "$dropin")" = /usr/share/wattflip-agent/drive-commands.conf ] || fail "$h: no drive-commands drop-in"
+  else
+    on "$h" test ! -e "$dropin" || fail "$h: a drive-commands drop-in without drive commands in the config"
+  fi
 done
-grep -q '^rack = "r2"' <(on node3 cat "$root/etc/wattflip-agent/agent.toml") || fail "node3: rack label from the inventory missing"
-grep -q '^role = "metadata"' <(on node3 cat "$root/etc/wattflip-agent/agent.toml") || fail "node3: role label from the inventory missing"
-d=$root/etc/wattflip-collector
+grep -q '^rack = "r2"' <(on node3 cat /etc/wattflip/agent.toml) || fail "node3: rack label from the inventory missing"
+grep -q '^role = "metadata"' <(on node3 cat /etc/wattflip/agent.toml) || fail "node3: role label from the inventory missing"
+d=/etc/wattflip
 expect_stat collector1 "$d/collector.key" "600 wattflip wattflip"
 expect_stat collector1 "$d/collector.toml" "640 root wattflip"
 [ "$(san_of collector1 "$d/collector.pem")" = "DNS:collector1,IPAddress:${addr[collector1]}" ] \
   || fail "collector1: server certificate SAN is $(san_of collector1 "$d/collector.pem")"
 for h in "${hosts[@]}"; do
-  found=$(on "$h" find "$root" -name 'ca.key' -o -name '*.csr' | head -n 3)
+  found=$(on "$h" find "$root" /etc/wattflip -name 'ca.key' -o -name '*.csr' | head -n 3)
   [ -z "$found" ] || fail "$h: CA key or CSR on a managed host: $found"
 done
 [ "$(stat -c '%a' "$work/pki/ca.key")" = 600 ] || fail "controller: ca.key is not mode 0600"
 [ "$(stat -c '%a' "$work/pki")" = 700 ] || fail "controller: the CA directory is not mode 0700"
 # Each host saw only its own tmpfs: node2 has no collector, the collector no agent.
-on node2 test ! -e "$root/etc/wattflip-collector" || fail "node2 sees the collector's files: install roots are not private"
-on collector1 test ! -e "$root/etc/wattflip-agent" || fail "collector1 sees an agent's files: install roots are not private"
+on node2 test ! -e /etc/wattflip/collector.toml || fail "node2 sees the collector's files: hosts are not private"
+on collector1 test ! -e /etc/wattflip/agent.toml || fail "collector1 sees an agent's files: hosts are not private"
+# Nothing was installed on this machine itself.
+{ [ ! -e /etc/wattflip ] && ! dpkg-query -W wattflip-agent >/dev/null 2>&1; } || fail "the packages reached this machine"
 ndash=$(find "$dashboards_src" -maxdepth 1 -name '*.json' | wc -l)
 ngot=$(on collector1 find "$root/var/lib/grafana/dashboards/wattflip" -name '*.json' | wc -l)
 [ "$ndash" = "$ngot" ] || fail "grafana: $ngot dashboards provisioned, $ndash in $dashboards_src"
@@ -378,7 +400,7 @@ EOF
 # warns about unknown keys and bad values (exit 0), so any output on stderr fails.
 declare -A score=()
 for u in node1:wattflip-agent collector1:wattflip-collector; do
-  h=${u%%:*} unit=$root/etc/systemd/system/${u#*:}.service
+  h=${u%%:*} unit=/usr/lib/systemd/system/${u#*:}.service
   if ! on "$h" systemd-analyze verify "$unit" >"$work/logs/verify-${u#*:}.out" 2>"$work/logs/verify-${u#*:}.err" \
     || [ -s "$work/logs/verify-${u#*:}.err" ]; then
     cat "$work/logs/verify-${u#*:}.err" >&2
@@ -394,12 +416,16 @@ for u in wattflip-agent:3.0 wattflip-collector:2.0; do
   [ -n "$s" ] || { fail "no security score for ${u%%:*}"; continue; }
   awk -v s="${s%% *}" -v m="${u#*:}" 'BEGIN { exit !(s <= m) }' || fail "${u%%:*}: exposure ${s} above ${u#*:}"
 done
-on node1 grep -q '^DeviceAllow=char-nvme rw$' "$root/etc/systemd/system/wattflip-agent.service" || fail "agent unit: no DeviceAllow for NVMe"
-on node1 grep -q '^PrivateDevices' "$root/etc/systemd/system/wattflip-agent.service" && fail "agent unit: PrivateDevices hides /dev/nvme*"
+# node1's unit with the drive-commands drop-in, as systemd merges them.
+on node1 cat /usr/lib/systemd/system/wattflip-agent.service "$dropin" >"$work/logs/agent-unit-node1.txt"
+grep -q '^DeviceAllow=char-nvme rw$' "$work/logs/agent-unit-node1.txt" || fail "node1: no DeviceAllow for NVMe with drive commands"
+grep -q '^AmbientCapabilities=CAP_SYS_ADMIN' "$work/logs/agent-unit-node1.txt" || fail "node1: no CAP_SYS_ADMIN with drive commands"
+on node2 grep -qE '^[A-Za-z]+=.*CAP_SYS_ADMIN' /usr/lib/systemd/system/wattflip-agent.service && fail "agent unit: CAP_SYS_ADMIN without drive commands"
+on node1 grep -q '^PrivateDevices' /usr/lib/systemd/system/wattflip-agent.service && fail "agent unit: PrivateDevices hides /dev/nvme*"
 
 # --- 5. the services, as their units start them ---------------------------------------------
 step "InfluxDB, collector and agents, started as the units say"
-unit_value() { on "$1" sed -n "s/^$3=//p" "$root/etc/systemd/system/$2.service" | tail -n 1; }
+unit_value() { on "$1" sed -n "s/^$3=//p" "/usr/lib/systemd/system/$2.service" | tail -n 1; }
 unit_cmd() { # host unit: sets `cmd` to the unit's ExecStart run as its User and Group in the host
   local h=$1 unit=$2 exec user group
   exec=$(unit_value "$h" "$unit" ExecStart)
@@ -422,7 +448,9 @@ done
 curl -fsS "$influx/ping" >/dev/null 2>&1 || die "influxd (role config) did not answer on $influx/ping"
 unit_cmd collector1 wattflip-collector
 echo "collector1: ${cmd[*]}"
+collector_cmd=("${cmd[@]}")
 RUST_LOG=info "${cmd[@]}" >"$work/logs/collector.log" 2>&1 9>&- &
+collector_pid=$!
 service_pids+=($!)
 # Ready when it says so (a TCP probe would be logged as a refused TLS handshake).
 plain() { sed 's/\x1b\[[0-9;]*m//g' "$@"; } # the services' logs without colour codes
@@ -437,7 +465,8 @@ for h in "${agents[@]}"; do
   unit_cmd "$h" wattflip-agent
   echo "$h: ${cmd[*]} --samples 15"
   # A short run: 15 samples, then the agent exits once all of them are acknowledged.
-  timeout 90 "${cmd[@]}" --samples 15 >"$work/logs/agent-$h.log" 2>&1 9>&- &
+  # With the ledger lines (one per batch stored in the spool; step 9 adds them up).
+  RUST_LOG=info,wattflip::ledger=debug timeout 90 "${cmd[@]}" --samples 15 >"$work/logs/agent-$h.log" 2>&1 9>&- &
   agent_pid[$h]=$!
 done
 for h in "${agents[@]}"; do
@@ -469,9 +498,9 @@ fi
 
 # The identity is the certificate's: node1's certificate claiming to be node2 is refused.
 on node1 sh -c "sed -e 's/^agent_id = .*/agent_id = \"node2\"/' -e 's|^dir = .*|dir = \"$root/forged-spool\"|' \
-  '$root/etc/wattflip-agent/agent.toml' >'$root/forged.toml' && chmod 0644 '$root/forged.toml' && mkdir -m 0777 '$root/forged-spool'"
+  /etc/wattflip/agent.toml >'$root/forged.toml' && chmod 0644 '$root/forged.toml' && mkdir -m 0777 '$root/forged-spool'"
 unit_cmd node1 wattflip-agent
-for i in "${!cmd[@]}"; do [ "${cmd[$i]}" != "$root/etc/wattflip-agent/agent.toml" ] || cmd[i]=$root/forged.toml; done
+for i in "${!cmd[@]}"; do [ "${cmd[$i]}" != /etc/wattflip/agent.toml ] || cmd[i]=$root/forged.toml; done
 if timeout 8 "${cmd[@]}" --samples 2 >"$work/logs/agent-forged.log" 2>&1 9>&-; then
   fail "an agent claiming another agent's id with its own certificate was accepted"
 elif ! grep -q "hello.agent_id: \`node2\` is not the agent id of the client certificate (\`node1\`)" <(plain "$work/logs/collector.log"); then
@@ -563,9 +592,9 @@ got:
 ${handled:-none}"
 grep -q '"msg": "wattflip-agent.service on node2 needs a restart to apply the change' "$work/logs/site-3.log" \
   || fail "third run: the handler did not report node2's pending restart"
-grep -q '^role = "archive"' <(on node2 cat "$root/etc/wattflip-agent/agent.toml") || fail "node2: the changed role label is not in its config"
-grep -q '^role = "storage"' <(on node1 cat "$root/etc/wattflip-agent/agent.toml") || fail "node1: its role label changed"
-grep -q '^role = "metadata"' <(on node3 cat "$root/etc/wattflip-agent/agent.toml") || fail "node3: its role label changed"
+grep -q '^role = "archive"' <(on node2 cat /etc/wattflip/agent.toml) || fail "node2: the changed role label is not in its config"
+grep -q '^role = "storage"' <(on node1 cat /etc/wattflip/agent.toml) || fail "node1: its role label changed"
+grep -q '^role = "metadata"' <(on node3 cat /etc/wattflip/agent.toml) || fail "node3: its role label changed"
 
 step "site.yml, fourth run: the change is in place"
 playbook -i "$work/node2-role.ini" >"$work/logs/site-4.log" 2>&1 || {
@@ -575,5 +604,76 @@ playbook -i "$work/node2-role.ini" >"$work/logs/site-4.log" 2>&1 || {
 sed -n '/PLAY RECAP/,$p' "$work/logs/site-4.log"
 recap_ok "$work/logs/site-4.log" yes
 if grep -E '^(changed:|RUNNING HANDLER)' "$work/logs/site-4.log" >&2; then fail "fourth run changed something or notified a handler"; fi
+
+# --- 9. a rolling upgrade keeps every agent's spooled data ----------------------------------
+# The collector goes away; each agent samples, stores in its spool what it cannot send, and is
+# stopped with SIGTERM (as the package's prerm stops it). site.yml then upgrades every host to the
+# second package version, two agents at a time. The spools must come through byte for byte, and
+# once the collector is back every batch of every agent's ledger (the `wattflip::ledger` line
+# written when a batch is stored) must be in InfluxDB: sum of the ledgers' power points = count
+# of power points per host.
+step "site.yml, fifth run: rolling upgrade to $v2 with data in the spools"
+kill "$collector_pid"
+wait "$collector_pid" 2>/dev/null || true
+for h in "${agents[@]}"; do
+  unit_cmd "$h" wattflip-agent
+  RUST_LOG=info,wattflip::ledger=debug timeout -s TERM 5 "${cmd[@]}" --samples 10 >"$work/logs/agent-$h-spooled.log" 2>&1 9>&- &
+  agent_pid[$h]=$!
+done
+spool_sums() { # the spool's files and their hashes (a missing spool is a difference, not an abort)
+  on "$1" sh -c 'cd /var/lib/wattflip-agent/spool 2>/dev/null || { echo "no spool directory"; exit 0; }
+    find . -type f ! -name lock -print0 | sort -z | xargs -0 -r sha256sum'
+}
+for h in "${agents[@]}"; do
+  wait "${agent_pid[$h]}" || true
+  n=$(plain "$work/logs/agent-$h-spooled.log" | grep -c 'wattflip::ledger.*stored' || true)
+  [ "$n" -gt 0 ] || fail "$h: nothing stored while the collector was away: $(tail -n 3 "$work/logs/agent-$h-spooled.log")"
+  spool_sums "$h" >"$work/logs/spool-$h.before"
+  [ -s "$work/logs/spool-$h.before" ] || fail "$h: its spool is empty while the collector is away"
+  echo "$h: $n batches stored while the collector was away; spool: $(wc -l <"$work/logs/spool-$h.before") file(s)"
+done
+# (vars.yml comes last on playbook's command line, so the new version goes into it.)
+sed -i "s/^wattflip_package_version: .*/wattflip_package_version: $v2/" "$work/vars.yml"
+playbook >"$work/logs/site-5.log" 2>&1 || {
+  grep -E 'fatal|FAILED|ERROR' "$work/logs/site-5.log" | head -n 20 >&2
+  die "site.yml failed (fifth run, upgrade to $v2)"
+}
+sed -n '/PLAY RECAP/,$p' "$work/logs/site-5.log"
+recap_ok "$work/logs/site-5.log" no
+batches=$(grep -c '^PLAY \[Agents, a batch at a time\]' "$work/logs/site-5.log" || true)
+[ "$batches" -eq 2 ] || fail "upgrade: $batches agent batches, expected 2"
+for h in "${agents[@]}" collector1; do
+  p=wattflip-agent
+  [ "$h" = collector1 ] && p=wattflip-collector
+  got=$(on "$h" dpkg-query -W -f '${Status} ${Version}' "$p" 2>&1)
+  [ "$got" = "install ok installed $v2" ] || fail "$h: $p after the upgrade: $got"
+done
+for h in "${agents[@]}"; do
+  spool_sums "$h" >"$work/logs/spool-$h.after"
+  cmp -s "$work/logs/spool-$h.before" "$work/logs/spool-$h.after" \
+    || fail "$h: the upgrade changed its spool: $(diff "$work/logs/spool-$h.before" "$work/logs/spool-$h.after" | head -n 5)"
+done
+step "after the upgrade: the spools drain, nothing lost"
+RUST_LOG=info "${collector_cmd[@]}" >"$work/logs/collector-2.log" 2>&1 9>&- &
+service_pids+=($!)
+for _ in $(seq 150); do
+  grep -q 'collector serving listen=' <(plain "$work/logs/collector-2.log") && break
+  sleep 0.2
+done
+grep -q 'collector serving listen=' <(plain "$work/logs/collector-2.log") || die "the collector did not come back: $(plain "$work/logs/collector-2.log" | tail -n 3)"
+for h in "${agents[@]}"; do
+  unit_cmd "$h" wattflip-agent
+  RUST_LOG=info,wattflip::ledger=debug timeout 90 "${cmd[@]}" --samples 5 >"$work/logs/agent-$h-drained.log" 2>&1 9>&- &
+  agent_pid[$h]=$!
+done
+for h in "${agents[@]}"; do
+  wait "${agent_pid[$h]}" || fail "agent $h ($v2) did not finish with every batch acknowledged: $(tail -n 3 "$work/logs/agent-$h-drained.log")"
+  ledger=$(cat "$work/logs/agent-$h.log" "$work/logs/agent-$h-spooled.log" "$work/logs/agent-$h-drained.log" | plain |
+    grep 'wattflip::ledger.*stored' | sed -n 's/.* power=\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
+  stored=$(query "SELECT count(watts) FROM power WHERE host = '$h'") || stored=error
+  [ "$ledger" -gt 0 ] && [ "$stored" = "$ledger" ] \
+    || fail "$h: InfluxDB has $stored power points, its ledgers $ledger (first run, spooled across the upgrade, after it)"
+  echo "$h: ledger $ledger power points over three runs and an upgrade = InfluxDB $stored"
+done
 
 ((${#failures[@]} == 0))
