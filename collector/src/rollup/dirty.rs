@@ -4,6 +4,7 @@
 //! ([`RollupStats::buckets_dropped`], logged by the task), never silently. To track another key,
 //! extend [`Bucket`] and [`bucket_of`].
 
+use crate::sinks::influx::refusal::unescape;
 use crate::sinks::influx::StoredLines;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,18 +120,6 @@ fn find_unescaped(s: &str, sep: u8) -> Option<usize> {
     None
 }
 
-fn unescape_tag(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.extend(chars.next()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// (measurement, host, minute start) of a line-protocol line with a timestamp; None for a line
 /// without one (the collector always writes timestamps) or that is not a point.
 pub fn bucket_of(line: &str) -> Option<(&str, String, i64)> {
@@ -140,7 +129,7 @@ pub fn bucket_of(line: &str) -> Option<(&str, String, i64)> {
     let measurement = &key[..find_unescaped(key, b',').unwrap_or(key.len())];
     let host = key.match_indices(",host=").find(|(i, _)| !key[..*i].ends_with('\\')).map(|(i, _)| {
         let v = &key[i + 6..];
-        unescape_tag(&v[..find_unescaped(v, b',').unwrap_or(v.len())])
+        unescape(&v[..find_unescaped(v, b',').unwrap_or(v.len())])
     });
     let ts: i64 = line.rsplit_once(' ')?.1.parse().ok()?;
     if measurement.is_empty() || key_end == line.len() {

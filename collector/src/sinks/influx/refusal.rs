@@ -97,7 +97,8 @@ fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
     parts
 }
 
-fn unescape(s: &str) -> String {
+/// A line-protocol name or tag value with its backslash escapes removed.
+pub(crate) fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
