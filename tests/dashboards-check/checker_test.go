@@ -105,8 +105,16 @@ func TestMutationsFail(t *testing.T) {
 			}},
 		{"variable query not InfluxQL", "power-budget.json", "variable host: influxql",
 			func(d map[string]any) {
+				for _, x := range d["templating"].(map[string]any)["list"].([]any) {
+					if v := x.(map[string]any); v["name"] == "host" {
+						v["query"] = "label_values(up, host)"
+					}
+				}
+			}},
+		{"resolution variable not InfluxQL", "throttling.json", "variable rp: influxql",
+			func(d map[string]any) {
 				v := d["templating"].(map[string]any)["list"].([]any)[0].(map[string]any)
-				v["query"] = "label_values(up, host)"
+				v["query"] = "SELECT last(\"rp\") FROM \"wattflip_resolution\" WHERE \"since_ms\" <= ${__from} AND"
 			}},
 	}
 	for _, c := range cases {

@@ -19,16 +19,18 @@ const timeFilter = "time >= 1700000000000ms and time <= 1700003600000ms"
 var varRef = regexp.MustCompile(`\$([A-Za-z_][A-Za-z0-9_]*)|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::[a-z]+)?\}|\[\[([A-Za-z_][A-Za-z0-9_]*)\]\]`)
 
 // variableValues gives each dashboard variable the text Grafana would put in a query: the current
-// value of custom, textbox, constant and interval variables, and for query variables (multi-value,
-// "All") a regex alternation of two escaped sample values, as Grafana formats them for InfluxDB.
+// value of custom, textbox, constant, interval and single-value query variables, and for query
+// variables (multi-value, "All") a regex alternation of two escaped sample values, as Grafana formats them for InfluxDB.
 func variableValues(vars []rawVariable) map[string]string {
 	out := map[string]string{
 		"timeFilter": timeFilter,
 		"__interval": "10s", "__interval_ms": "10000",
 		"__range": "3600s", "__range_s": "3600", "__range_ms": "3600000",
+		"__from": "1700000000000", "__to": "1700003600000",
 	}
 	for _, v := range vars {
-		if v.Type == "query" {
+		// A single-value query variable (say the retention policy) takes its saved value.
+		if v.Type == "query" && (v.Multi || v.IncludeAll) {
 			out[v.Name] = `(wf\-a|wf\-b)`
 			continue
 		}

@@ -121,6 +121,8 @@ type rawVariable struct {
 	Type       string          `json:"type"`
 	Datasource json.RawMessage `json:"datasource"`
 	Query      json.RawMessage `json:"query"`
+	Multi      bool            `json:"multi"`
+	IncludeAll bool            `json:"includeAll"`
 	Current    struct {
 		Value json.RawMessage `json:"value"`
 	} `json:"current"`

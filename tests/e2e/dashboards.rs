@@ -88,7 +88,7 @@ const ANNOTATIONS: &[(&str, &[&str])] = &[("throttling.json", &["Throttle events
 const PANEL_TYPES: &[&str] = &["timeseries", "table", "stat", "xychart", "bargauge"];
 
 /// Names Grafana defines itself.
-const BUILTINS: &[&str] = &["timeFilter", "__interval", "__interval_ms", "interval"];
+const BUILTINS: &[&str] = &["timeFilter", "__interval", "__interval_ms", "interval", "__from", "__to"];
 
 fn dashboards_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards")
@@ -360,6 +360,8 @@ pub(crate) fn escape_regex(v: &str) -> String {
 pub(crate) fn substitute(q: &str, vars: &BTreeMap<String, String>, from_ms: i64, to_ms: i64) -> String {
     let q = q
         .replace("$timeFilter", &format!("time >= {from_ms}ms and time <= {to_ms}ms"))
+        .replace("${__from}", &from_ms.to_string())
+        .replace("${__to}", &to_ms.to_string())
         .replace("$__interval_ms", "10000")
         .replace("$__interval", "10s")
         .replace("$interval", "10s");
@@ -514,6 +516,20 @@ fn resolve_variables(
     vars
 }
 
+/// The resolution variables (`rp`, `peak_celsius`, `peak_watts`) as Grafana sets them for
+/// `range`: each one's query run against the collector's markers (docs/schema.md, *Dashboards:
+/// resolution by range*). A marker missing is a failure: the panels would read no policy.
+pub(crate) fn resolution_vars(influx_url: &str, db: &str, d: &Value, range: (i64, i64)) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for v in variables(d).iter().filter(|v| ["rp", "peak_celsius", "peak_watts"].contains(&s(&v["name"]))) {
+        let q = substitute(s(&v["query"]), &BTreeMap::new(), range.0, range.1);
+        let series = run(influx_url, db, &q)?;
+        let value = series.first().and_then(|x| x["values"][0][1].as_str()).ok_or_else(|| format!("variable `{}`: no value\n  query: {q}", s(&v["name"])))?;
+        out.insert(s(&v["name"]).to_string(), value.to_string());
+    }
+    Ok(out)
+}
+
 /// A panel by title.
 pub(crate) fn panel<'a>(d: &'a Value, title: &str) -> &'a Value {
     panels(d).iter().find(|p| s(&p["title"]) == title).unwrap_or_else(|| panic!("no panel `{title}`"))
@@ -643,11 +659,12 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     }
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
     // Exactly every variable, panel target and annotation of the expected dashboards.
-    // Query variables: host, model, device (device profile and energy proportionality), host,
-    // model, device, scope (fleet; online_window is a literal), host (power budget; group_by and
-    // budget_w are literals), host, model, device (throttling).
+    // Query variables: rp in each, peak_celsius (fleet, throttling), peak_watts (power budget);
+    // host, model, device (device profile and energy proportionality), host, model, device, scope
+    // (fleet; online_window is a literal), host (power budget; group_by and budget_w are
+    // literals), host, model, device (throttling).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 3 + 3 + 4 + 1 + 3, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 5 + 2 + 1 + 3 + 3 + 4 + 1 + 3, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
@@ -878,7 +895,9 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     // exact), above its RAPL; host 2 (r8) at RAPL psys (90 W, within the counters' steps) plus its
     // seeded NVMe estimate (8.25 W, 4.6 W once, exact), never package or DRAM as well.
     let (budget_d, budget_vars) = &dashboards["power-budget.json"];
-    assert_eq!(budget_vars.keys().map(String::as_str).collect::<Vec<_>>(), ["budget_w", "group_by", "host"], "power-budget.json variables");
+    assert_eq!(budget_vars.keys().map(String::as_str).collect::<Vec<_>>(), ["budget_w", "group_by", "host", "peak_watts", "rp"], "power-budget.json variables");
+    // No rollups in this database: the collector's marker names the default policy.
+    assert_eq!((budget_vars["rp"].as_str(), budget_vars["peak_watts"].as_str()), ("autogen", "watts"), "the resolution variables");
     assert_eq!((budget_vars["group_by"].as_str(), budget_vars["budget_w"].as_str()), ("rack", "1000"));
     let psys = |i: usize| RAPL_WATTS[i].iter().find(|z| z.1 == "psys").map(|z| z.2 as f64).unwrap_or(0.0);
     let meter_w = 125.0;
@@ -1389,6 +1408,7 @@ fn substitution_matches_grafana() {
         "SELECT x FROM m WHERE time >= 1ms and time <= 2ms AND \"host\" =~ /^(a|b\\.c)$/ GROUP BY time(10s), \"rack\""
     );
     assert_eq!(substitute("$nope and $", &vars, 1, 2), "$nope and $");
+    assert_eq!(substitute("\"since_ms\" <= ${__from} AND ${__to} - ${__from}", &vars, 5, 7), "\"since_ms\" <= 5 AND 7 - 5");
     assert_eq!(escape_regex("file:scratch.dat"), "file:scratch\\.dat");
     assert_eq!(used_variables("/^$host$/ ${scope} $__interval $"), ["__interval", "host", "scope"].iter().map(|s| s.to_string()).collect());
 }

@@ -4,7 +4,7 @@
 //! by host and device), never one curve mixing hosts; a `$device` filter matches a controller and
 //! its namespaces exactly (`nvme1` is not `nvme10n1`).
 
-use crate::dashboards::{load, panel, run, s, substitute};
+use crate::dashboards::{load, panel, resolution_vars, run, s, substitute};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -84,7 +84,7 @@ fn per_drive_curves_are_per_host_and_device_filters_are_exact() {
 
     let dashboards: BTreeMap<String, Value> = load().into_iter().collect();
     let range = ((t0 - 60 * s_ns) / 1_000_000, (t0 + 60 * s_ns) / 1_000_000);
-    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let mut vars = resolution_vars(&influx.url, DB, &dashboards["device-energy-profile.json"], range).unwrap();
     // Grafana's "All" of a multi-value variable: an alternation of the (regex-escaped) values.
     vars.insert("host".into(), format!("({HOST_A}|{HOST_B})"));
     vars.insert("model".into(), "(MODEL-A|MODEL-B)".into());

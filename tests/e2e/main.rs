@@ -7,6 +7,7 @@
 
 mod dashboards;
 mod dashboards_hosts;
+mod dashboards_rollups;
 mod dcmi;
 mod delivery;
 mod delivery_agent;

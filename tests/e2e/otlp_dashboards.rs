@@ -55,7 +55,16 @@ type Key = BTreeMap<String, String>;
 
 fn influx_panel(influx: &Influx, panel: &Value, group_by: &str, t0_ms: i64) -> BTreeMap<Key, Vec<f64>> {
     let q = panel["targets"][0]["query"].as_str().unwrap();
-    let q = substitute(&q.replace("$timeFilter", &format!("time >= {t0_ms}ms and time <= {}ms", t0_ms + 60_000)), group_by);
+    let range = (t0_ms, t0_ms + 60_000);
+    let mut q = substitute(&q.replace("$timeFilter", &format!("time >= {}ms and time <= {}ms", range.0, range.1)), group_by);
+    // The resolution variables as Grafana sets them from the collector's markers.
+    let mut res = BTreeMap::new();
+    for (_, d) in crate::dashboards::load() {
+        res.extend(crate::dashboards::resolution_vars(&influx.url, DB, &d, range).unwrap());
+    }
+    for (k, v) in &res {
+        q = q.replace(&format!("${k}"), v);
+    }
     let mut out = BTreeMap::new();
     for (tags, rows) in influx.series(DB, &q) {
         let key: Key = tags.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()).unwrap_or_default();

@@ -21,16 +21,16 @@ use tokio_stream::StreamExt as _;
 use wattflip_e2e::*;
 use wattflip_proto::v1::{self, agent_message::Kind, AgentMessage};
 
-const MINUTE_NS: i64 = 60_000_000_000;
+pub(crate) const MINUTE_NS: i64 = 60_000_000_000;
 /// One point per zone every 5 s: 12 per minute.
-const PER_MINUTE: i64 = 12;
+pub(crate) const PER_MINUTE: i64 = 12;
 const STEP_NS: i64 = MINUTE_NS / PER_MINUTE;
 
 /// A zone: (source, zone, scope, counter).
-type Zone = (&'static str, &'static str, &'static str, bool);
+pub(crate) type Zone = (&'static str, &'static str, &'static str, bool);
 
 /// The collector with raw retention (7 days) and a 1 s settle delay.
-fn collector(influx: &Influx, db: &str) -> Collector {
+pub(crate) fn collector(influx: &Influx, db: &str) -> Collector {
     let extra = format!("raw_retention = \"7d\"\nrollup_settle = \"1s\"\n{}", pki().collector_tls());
     Collector::start_with(free_port(), &influx.url, db, &extra)
 }
@@ -38,7 +38,7 @@ fn collector(influx: &Influx, db: &str) -> Collector {
 /// Watts of `zone` (its index) of host `h` in minute `m`, point `i`: quarters of a watt that
 /// differ per point, so mean, max and min differ. The offsets of a whole minute are a permutation
 /// of 0..12 quarters, so its mean is exact too (base + 1.375 W).
-fn watts(h: i64, zone: i64, m: i64, i: i64) -> f64 {
+pub(crate) fn watts(h: i64, zone: i64, m: i64, i: i64) -> f64 {
     100.0 * (zone + 1) as f64 + 10.0 * h as f64 + 0.25 * m as f64 + 0.25 * ((i * 7) % 12) as f64
 }
 
@@ -76,7 +76,7 @@ fn minute_batch(host: &str, h: i64, zones: &[Zone], t0: i64, m: i64, is: std::op
 }
 
 /// One agent's `run` stream; every batch is acknowledged (stored) before `send` returns.
-struct Stream {
+pub(crate) struct Stream {
     host: String,
     tx: tokio::sync::mpsc::Sender<AgentMessage>,
     acks: tonic::Streaming<v1::Ack>,
@@ -84,7 +84,7 @@ struct Stream {
 }
 
 impl Stream {
-    async fn open(url: &str, host: &str, rack: &str) -> Stream {
+    pub(crate) async fn open(url: &str, host: &str, rack: &str) -> Stream {
         let identity = pki().issue(&format!("rollups-{host}"), &[host], None);
         let channel = pki().channel(url, Some(identity)).await.expect("connect to the collector");
         let mut client = v1::ingest_client::IngestClient::new(channel);
@@ -96,7 +96,7 @@ impl Stream {
     }
 
     /// Sends minute `m` (points `is`) and waits for its acknowledgement.
-    async fn send(&mut self, h: i64, zones: &[Zone], t0: i64, m: i64, is: std::ops::Range<i64>) {
+    pub(crate) async fn send(&mut self, h: i64, zones: &[Zone], t0: i64, m: i64, is: std::ops::Range<i64>) {
         self.seq += 1;
         self.tx.send(minute_batch(&self.host, h, zones, t0, m, is, self.seq)).await.unwrap();
         let ack = tokio::time::timeout(Duration::from_secs(20), self.acks.next()).await.expect("ack within 20 s");
@@ -109,17 +109,17 @@ fn series(influx: &Influx, db: &str, q: &str) -> Vec<(Value, Vec<Vec<Value>>)> {
     influx.series(db, q)
 }
 
-fn wait(what: &str, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait(what: &str, mut ok: impl FnMut() -> bool) {
     assert!(wait_for(Duration::from_secs(60), || ok().then_some(())).is_some(), "{what} within 60 s");
 }
 
 /// Σ `count` of the power rollups in `[from, to)`: raw power points rolled up so far.
-fn rolled_points(influx: &Influx, db: &str, from: i64, to: i64) -> i64 {
+pub(crate) fn rolled_points(influx: &Influx, db: &str, from: i64, to: i64) -> i64 {
     let q = format!("SELECT sum(\"count\") FROM \"rollup_1m\".\"power\" WHERE time >= {from} AND time < {to}");
     influx.try_rows(db, &q).and_then(|r| r.first().and_then(|r| r[1].as_i64())).unwrap_or(0)
 }
 
-const ZONES: [Zone; 2] = [("rapl", "package-0", "package", true), ("ipmi", "dcmi", "wall", false)];
+pub(crate) const ZONES: [Zone; 2] = [("rapl", "package-0", "package", true), ("ipmi", "dcmi", "wall", false)];
 
 #[test]
 fn rollups_equal_the_raw_aggregates_also_after_a_late_out_of_order_backfill() {

@@ -4,9 +4,11 @@
 //! puts its buckets back. At start it recomputes the last minutes of every host (buckets a
 //! previous process had not recomputed when it stopped); at shutdown it recomputes what waits.
 
+use crate::rollup::client::Client;
 use crate::rollup::dirty::{Bucket, Dirty, MINUTE_NS};
+use crate::rollup::resolution;
 use crate::rollup::statements::{ident, recompute};
-use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Retention};
+use crate::sinks::influx::config::{InfluxConfig, Retention};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -57,37 +59,14 @@ pub fn plan(buckets: &[Bucket]) -> Vec<Work> {
 }
 
 struct Runner {
-    cfg: InfluxConfig,
-    client: reqwest::Client,
+    db: Client,
     dirty: Arc<Dirty>,
 }
 
 impl Runner {
-    /// Runs one InfluxQL statement (POST, as `SELECT … INTO` and DDL need); the points it wrote.
-    async fn exec(&self, q: &str) -> Result<u64, String> {
-        let c = &self.cfg;
-        let req = self.authed(self.client.post(format!("{}/query", c.url)).query(&[("db", c.database.as_str()), ("q", q)]));
-        let resp = req.send().await.map_err(|e| format!("cannot reach InfluxDB at {}: {}", c.url, e.without_url()))?;
-        let status = resp.status();
-        let body = resp.text().await.map_err(|e| format!("InfluxDB answered {status}, unreadable: {e}"))?;
-        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("InfluxDB answered {status} without JSON ({e}): {body}"))?;
-        if let Some(e) = v.pointer("/results/0/error").or_else(|| v.get("error")) {
-            return Err(format!("InfluxDB refused {q}: {}", e.as_str().unwrap_or_default()));
-        }
-        Ok(v.pointer("/results/0/series/0/values/0/1").and_then(serde_json::Value::as_u64).unwrap_or(0))
-    }
-
-    /// The 1.x API's basic auth when a user is configured (retention needs `api = "v1"`).
-    fn authed(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match (&self.cfg.api, &self.cfg.secret) {
-            (InfluxApi::V1, Some(p)) if !self.cfg.username.is_empty() => req.basic_auth(&self.cfg.username, Some(&p.0)),
-            _ => req,
-        }
-    }
-
     async fn setup(&self, r: &Retention) -> Result<(), String> {
-        for (q, may_fail) in r.setup_statements(&self.cfg.database) {
-            if let Err(e) = self.exec(&q).await {
+        for (q, may_fail) in r.setup_statements(&self.db.cfg.database) {
+            if let Err(e) = self.db.exec(&q).await {
                 if !may_fail {
                     return Err(e);
                 }
@@ -100,10 +79,10 @@ impl Runner {
     async fn recompute(&self, buckets: &[Bucket]) {
         let stats = &self.dirty.stats;
         for w in plan(buckets) {
-            let q = recompute(&self.cfg.database, &w.measurement, Some(&w.hosts), w.from_ns, w.to_ns);
+            let q = recompute(&self.db.cfg.database, &w.measurement, Some(&w.hosts), w.from_ns, w.to_ns);
             stats.statements.fetch_add(1, Ordering::Relaxed);
             let minutes = ((w.to_ns - w.from_ns) / MINUTE_NS) as u64;
-            match self.exec(&q).await {
+            match self.db.exec(&q).await {
                 Ok(n) => {
                     stats.points_written.fetch_add(n, Ordering::Relaxed);
                     stats.buckets_recomputed.fetch_add(minutes * w.hosts.len() as u64, Ordering::Relaxed);
@@ -125,37 +104,27 @@ impl Runner {
         let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
         let back = i64::try_from((settle + CATCH_UP).as_nanos()).unwrap_or(i64::MAX);
         let (from, to) = ((now_ns - back).div_euclid(MINUTE_NS) * MINUTE_NS, (now_ns.div_euclid(MINUTE_NS) + 1) * MINUTE_NS);
-        let q = format!("SHOW MEASUREMENTS ON {}", ident(&self.cfg.database));
+        let q = format!("SHOW MEASUREMENTS ON {}", ident(&self.db.cfg.database));
         let v = self.measurements(&q).await?;
         for m in v {
-            let q = recompute(&self.cfg.database, &m, None, from, to);
-            let n = self.exec(&q).await?;
+            let q = recompute(&self.db.cfg.database, &m, None, from, to);
+            let n = self.db.exec(&q).await?;
             self.dirty.stats.points_written.fetch_add(n, Ordering::Relaxed);
         }
         Ok(())
     }
 
+    /// The database's measurements, but the resolution markers (they are not copied).
     async fn measurements(&self, q: &str) -> Result<Vec<String>, String> {
-        let c = &self.cfg;
-        let body = self
-            .authed(self.client.get(format!("{}/query", c.url)).query(&[("db", c.database.as_str()), ("q", q)]))
-            .send()
-            .await
-            .map_err(|e| e.without_url().to_string())?
-            .text()
-            .await
-            .map_err(|e| e.to_string())?;
-        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("SHOW MEASUREMENTS: not JSON ({e})"))?;
-        let rows = v.pointer("/results/0/series/0/values").and_then(|r| r.as_array()).cloned().unwrap_or_default();
-        Ok(rows.iter().filter_map(|r| r.get(0)?.as_str().map(str::to_string)).collect())
+        let rows = self.db.rows(q).await.map_err(|e| format!("SHOW MEASUREMENTS: {e}"))?;
+        Ok(rows.iter().filter_map(|r| r.first()?.as_str().map(str::to_string)).filter(|m| m != resolution::MEASUREMENT).collect())
     }
 }
 
 /// Recomputes every bucket waiting in `dirty` now (the dead-letter replay's, which runs without
 /// the service); the buckets recomputed, and those that failed (they stay in `dirty`).
 pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) {
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap_or_else(|_| reqwest::Client::new());
-    let r = Runner { cfg: cfg.clone(), client, dirty };
+    let r = Runner { db: Client::new(cfg.clone()), dirty };
     let stats = &r.dirty.stats;
     let (done, failed) = (stats.buckets_recomputed.load(Ordering::Relaxed), stats.statements_failed.load(Ordering::Relaxed));
     let ready = r.dirty.take_settled(Instant::now(), Duration::ZERO);
@@ -167,8 +136,7 @@ pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) 
 /// buckets every tick and logs the buckets the dirty set had to drop.
 pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, mut shutdown: watch::Receiver<bool>) {
     let Some(retention) = cfg.retention.clone() else { return };
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap_or_else(|_| reqwest::Client::new());
-    let r = Runner { cfg, client, dirty };
+    let r = Runner { db: Client::new(cfg), dirty };
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
     while let Err(e) = r.setup(&retention).await {
         tracing::warn!(attempt = backoff.attempt(), "cannot create the retention policies, will retry: {e}");

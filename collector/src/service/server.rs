@@ -49,6 +49,7 @@ fn stream_capacity() -> u64 {
 fn spawn_influx(cfg: &Config, stats: &Arc<Stats>, stop_rx: &tokio::sync::watch::Receiver<bool>) -> (influx::WriterHandle, tokio::task::JoinHandle<()>) {
     match cfg.sink {
         SinkKind::InfluxDb => {
+            tokio::spawn(crate::rollup::resolution::run(cfg.influx.clone(), stop_rx.clone()));
             let observer = cfg.influx.retention.as_ref().map(|r| {
                 let dirty = Arc::new(crate::rollup::Dirty::new(r.max_dirty, stats.rollup.clone()));
                 tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), stop_rx.clone()));
