@@ -60,33 +60,12 @@ fn origin(p: &Probe) -> i64 {
     p.runs[0].1 - S
 }
 
-/// The model of a device behind the probe's runs: idle 2.4 W; 1.5–3 W above it during each run
-/// (from 30 µs after its first submit); after every write run a tail, 4 ms after RW (inside a 10 ms
-/// pause) and 40 ms after SW (longer than a 10 ms pause: cut by the next run).
+/// The model of a device behind the probe's runs (`truth::probe_schedule`): idle 2.4 W, 1.5–3 W
+/// above it during each run, a 4 ms tail after RW (inside a 10 ms pause) and a 40 ms one after SW
+/// (cut by the next run).
 fn schedule(p: &Probe) -> Schedule {
     let t0 = origin(p);
-    let runs = p
-        .runs
-        .iter()
-        .enumerate()
-        .map(|(i, (_, s, e, pat))| truth::Run {
-            first_submit: s - t0,
-            last_complete: e - t0,
-            latency: 30_000,
-            active_w: 1.5 + 0.5 * (i % 4) as f64,
-            tail: match pat.as_str() {
-                "SW" => 40 * MS,
-                "RW" => 4 * MS,
-                _ => 0,
-            },
-            tail_w: 0.8,
-            experiment: 0,
-            value: 0.0,
-        })
-        .collect();
-    let mut s = Schedule { idle_w: 2.4, runs, lead: S, trail: 2 * S };
-    s.avoid_ambiguous_tails();
-    s
+    truth::probe_schedule(&p.runs.iter().map(|(_, s, e, pat)| (s - t0, e - t0, pat.as_str())).collect::<Vec<_>>())
 }
 
 /// Writes the trace as raw f32 with a sidecar saying `rate_hz`; returns its path.

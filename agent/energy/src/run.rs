@@ -102,6 +102,26 @@ pub(crate) fn hold_end(series: &PowerSeries, i: usize) -> i64 {
     }
 }
 
+/// Half-width of the idle band for sample `i`: `band` (set for a whole window's mean) widened by
+/// √(whole / valid) when part of the sample's window is gap (NaN samples). The mean of a window's
+/// few valid samples beside a gap is that much noisier, so at the whole-window band it left the
+/// band often and, taken for activity, stretched a tail up to `hold` (§4 step 1). `period`: the
+/// series' typical period (a whole window). An all-gap sample is never outside.
+pub(crate) fn band_at(series: &PowerSeries, i: usize, band: f64, period: i64) -> f64 {
+    let gap = i64::try_from(series.sample_gap_ns(i)).unwrap_or(i64::MAX);
+    if gap == 0 || period <= 0 {
+        return band;
+    }
+    // A window before a stretch of all-gap windows holds through them: its whole is one period.
+    let dt = hold_end(series, i) - series.times()[i].0;
+    let (whole, valid) = (dt.min(period), (dt - gap).max(0));
+    match valid {
+        0 => f64::INFINITY,
+        v if v >= whole => band,
+        v => band * (whole as f64 / v as f64).sqrt(),
+    }
+}
+
 /// Valid (non-gap) time of sample `i`'s hold, in s.
 fn valid_s(series: &PowerSeries, i: usize) -> f64 {
     let t = series.times();
@@ -255,6 +275,7 @@ fn detect(
     let band = cfg.band(baseline);
     let threshold = b + band;
     let period = series.typical_period();
+    let per = i64::try_from(period.0).unwrap_or(i64::MAX);
     let need = if period.0 == 0 { 1 } else { cfg.min_duration.0.div_ceil(period.0).max(1) as usize };
     let ns = |d: Nanos| i64::try_from(d.0).unwrap_or(i64::MAX);
     let limit = run.next_run_start.map_or(i64::MAX, |x| x.0);
@@ -277,7 +298,7 @@ fn detect(
             if t[i].0 > search_to {
                 break;
             }
-            count = if p[i].0 > threshold { count + 1 } else { 0 };
+            count = if p[i].0 - b > band_at(series, i, band, per) { count + 1 } else { 0 };
             if count >= need {
                 found = Some(i + 1 - need);
                 break;
@@ -286,7 +307,7 @@ fn detect(
         let Some(a) = found else {
             return Err(AnalysisError::NoActivity { from_ns: lower, to_ns: search_to, threshold_w: threshold, baseline_w: b });
         };
-        if a == i0 && i0 > 0 && !after_previous && p[i0 - 1].0 > threshold && t[i0 - 1].0 < lower {
+        if a == i0 && i0 > 0 && !after_previous && p[i0 - 1].0 - b > band_at(series, i0 - 1, band, per) && t[i0 - 1].0 < lower {
             return Err(AnalysisError::ActivityInProgress { at_ns: lower, watts: p[i0 - 1].0, threshold_w: threshold });
         }
         // Refine inside the edge windows: the energy above idle of the window before and of the
@@ -327,7 +348,7 @@ fn detect(
             end_found = EndFound::NextRunStarted;
             break;
         }
-        if (p[i].0 - b).abs() > band {
+        if (p[i].0 - b).abs() > band_at(series, i, band, per) {
             last_out = i;
             continue;
         }

@@ -525,30 +525,7 @@ fn real_quick_report_schedule_in_a_100ks_trace() {
         .map(|r| (r["start_ns"].as_i64().expect("start"), r["end_ns"].as_i64().expect("end"), r["pattern"].as_str().expect("pattern").to_string()))
         .collect();
     let origin = runs[0].0 - S;
-    let mut sched = Schedule {
-        idle_w: 2.4,
-        runs: runs
-            .iter()
-            .enumerate()
-            .map(|(i, (s, e, pat))| truth::Run {
-                first_submit: s - origin,
-                last_complete: e - origin,
-                latency: 30_000,
-                active_w: 1.5 + 0.5 * (i % 4) as f64,
-                tail: match pat.as_str() {
-                    "SW" => 40 * MS,
-                    "RW" => 4 * MS,
-                    _ => 0,
-                },
-                tail_w: 0.8,
-                experiment: 0,
-                value: 0.0,
-            })
-            .collect(),
-        lead: S,
-        trail: 2 * S,
-    };
-    sched.avoid_ambiguous_tails();
+    let sched = truth::probe_schedule(&runs.iter().map(|(s, e, pat)| (s - origin, e - origin, pat.as_str())).collect::<Vec<_>>());
     let truths = sched.truth(&sched.model(5), &[]);
     assert_eq!(truths.iter().filter(|t| t.cut).count(), 2, "the first two SW tails reach into the next run");
     check_case("real --quick schedule", &sched, Format::F32, 4, 5);

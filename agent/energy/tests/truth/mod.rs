@@ -90,6 +90,35 @@ pub fn random_schedule(rng: &mut ChaCha8Rng, n: usize, run_ms: (f64, f64), pause
     s
 }
 
+/// The model of a device behind a real probe's runs (the imported-trace e2e tests and the real
+/// schedule tests share it): idle 2.4 W; 1.5–3 W above it during each run (from 30 µs after its
+/// first submit); after every write run a tail at 0.8 W, 4 ms after RW (inside a 10 ms pause) and
+/// 40 ms after SW (longer than a 10 ms pause: cut by the next run). `runs`: (first submit, last
+/// completion, pattern) in ns from the trace start, which has 1 s of idle before the first run.
+pub fn probe_schedule(runs: &[(i64, i64, &str)]) -> Schedule {
+    let runs = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (s, e, pat))| Run {
+            first_submit: *s,
+            last_complete: *e,
+            latency: 30_000,
+            active_w: 1.5 + 0.5 * (i % 4) as f64,
+            tail: match *pat {
+                "SW" => 40 * MS,
+                "RW" => 4 * MS,
+                _ => 0,
+            },
+            tail_w: 0.8,
+            experiment: 0,
+            value: 0.0,
+        })
+        .collect();
+    let mut s = Schedule { idle_w: 2.4, runs, lead: S, trail: 2 * S };
+    s.avoid_ambiguous_tails();
+    s
+}
+
 fn log_uniform(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
     if lo >= hi {
         return lo;
