@@ -857,7 +857,11 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     seeded.reverse();
     let (from_seed, live): (Vec<Vec<Value>>, Vec<Vec<Value>>) = rows.into_iter().partition(|r| seeded.contains(r));
     assert_eq!(from_seed, seeded, "Events: the seeded ones, newest first");
-    assert_eq!(live.len(), 1, "Events: exactly one live event: {live:?}");
+    // A loaded machine may starve the probe's power recorder: its stalls are real events of the
+    // run (warning `power_recorder_stall`, agent/src/energy/live.rs), not the fixture's.
+    let (stalls, live): (Vec<Vec<Value>>, Vec<Vec<Value>>) = live.into_iter().partition(|r| s(&r[3]) == "power_recorder_stall");
+    assert!(stalls.iter().all(|r| s(&r[2]) == "warning"), "Events: recorder stalls are warnings: {stalls:?}");
+    assert_eq!(live.len(), 1, "Events: exactly one live event besides recorder stalls: {live:?}");
     let l = &live[0];
     let message = s(&l[5]);
     assert!(
