@@ -104,3 +104,14 @@ fn dashboards_read_rollups_beyond_a_day_or_the_raw_retention_and_answer_the_same
     assert_eq!(top(&roll_t), top(&raw_t), "peak temperature from rollups");
     drop(c);
 }
+
+#[test]
+fn markers_are_written_before_any_agent_has_and_without_warnings() {
+    // A fresh influxd without the database: the collector creates it for its markers.
+    let influx = Influx::start();
+    let c = Collector::start(&influx.url, "wf_dash_fresh");
+    let q = "SELECT last(\"rp\") FROM \"wattflip_resolution\"";
+    let rp = || influx.try_rows("wf_dash_fresh", q).and_then(|r| r.first().and_then(|r| r[1].as_str().map(str::to_string)));
+    assert_eq!(wait_for(std::time::Duration::from_secs(20), rp).as_deref(), Some("autogen"), "the default policy's marker:\n{}", c.log());
+    assert!(!c.log().contains("resolution markers"), "the collector warned about its markers:\n{}", c.log());
+}

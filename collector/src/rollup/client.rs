@@ -22,6 +22,19 @@ impl Client {
         Ok(v.pointer("/results/0/series/0/values/0/1").and_then(serde_json::Value::as_u64).unwrap_or(0))
     }
 
+    /// Runs DDL statements in order, each with whether its failure is harmless (a CREATE of
+    /// what exists); the first other failure is returned.
+    pub async fn setup(&self, statements: Vec<(String, bool)>) -> Result<(), String> {
+        for (q, may_fail) in statements {
+            if let Err(e) = self.exec(&q).await {
+                if !may_fail {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The rows of the first series of a read-only statement (GET).
     pub async fn rows(&self, q: &str) -> Result<Vec<Vec<serde_json::Value>>, String> {
         let v = self.query(self.http.get(format!("{}/query", self.cfg.url)), q).await?;

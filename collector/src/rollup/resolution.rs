@@ -52,8 +52,10 @@ pub fn marker_lines(retention: Option<&Retention>, default_rp: &str, now_ns: i64
     }
 }
 
-/// Writes the markers once: finds the default policy's name when there is no retention.
+/// Writes the markers once: creates the database (and policies) as the writer does, since no
+/// agent may have written yet, and finds the default policy's name when there is no retention.
 async fn write_once(db: &Client) -> Result<(), String> {
+    db.setup(db.cfg.setup_statements()).await?;
     let retention = db.cfg.retention.as_ref();
     let default_rp = match retention {
         Some(_) => String::new(),

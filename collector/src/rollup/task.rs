@@ -8,7 +8,7 @@ use crate::rollup::client::Client;
 use crate::rollup::dirty::{Bucket, Dirty, MINUTE_NS};
 use crate::rollup::resolution;
 use crate::rollup::statements::{ident, recompute};
-use crate::sinks::influx::config::{InfluxConfig, Retention};
+use crate::sinks::influx::config::InfluxConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -64,17 +64,6 @@ struct Runner {
 }
 
 impl Runner {
-    async fn setup(&self, r: &Retention) -> Result<(), String> {
-        for (q, may_fail) in r.setup_statements(&self.db.cfg.database) {
-            if let Err(e) = self.db.exec(&q).await {
-                if !may_fail {
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Runs the statements of `buckets`; a failed statement's buckets wait again.
     async fn recompute(&self, buckets: &[Bucket]) {
         let stats = &self.dirty.stats;
@@ -138,7 +127,7 @@ pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, mut shutdown: watch::Rece
     let Some(retention) = cfg.retention.clone() else { return };
     let r = Runner { db: Client::new(cfg), dirty };
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-    while let Err(e) = r.setup(&retention).await {
+    while let Err(e) = r.db.setup(retention.setup_statements(&r.db.cfg.database)).await {
         tracing::warn!(attempt = backoff.attempt(), "cannot create the retention policies, will retry: {e}");
         tokio::select! {
             _ = tokio::time::sleep(backoff.next_delay_or(None)) => {}
