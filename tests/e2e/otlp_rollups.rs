@@ -27,7 +27,10 @@ const PER_MINUTE: i64 = 12;
 const STEP_NS: i64 = 4 * S;
 const MINUTES: i64 = 2;
 const DB: &str = "wf_otlp_rollups";
-const LATE: &str = "pr-late";
+/// Indices in [`fleet`]: the hosts streamed on time come first.
+const ON_TIME: usize = 2;
+const LATE: usize = 2;
+const RESTART: usize = 3;
 
 fn zone(source: &'static str, zone: &'static str, scope: &'static str, counter: bool) -> Zone {
     Zone { source, zone, scope, counter, watts: [0.0; BUCKETS] }
@@ -38,23 +41,28 @@ type Host = (&'static str, &'static str, Vec<Zone>, Vec<usize>, bool);
 
 /// `pr-pkg`: package + DRAM counters (its tier, so it has host energy) and a drive temperature;
 /// `pr-wall`: a wall meter (its tier: host power, no host energy) over a package counter;
-/// `pr-late`: one package counter, streamed only after its minute's windows were evaluated.
+/// `pr-late`: one package counter, streamed only after its minute's windows were evaluated;
+/// `pr-restart`: one package counter, its minutes through two collectors one after the other.
 fn fleet() -> Vec<Host> {
     vec![
         ("pr-pkg", "ra", vec![zone("rapl", "package-0", "package", true), zone("rapl", "package-0/dram", "dram", true)], vec![0, 1], true),
         ("pr-wall", "rb", vec![zone("ipmi", "dcmi", "wall", false), zone("rapl", "package-0", "package", true)], vec![0], false),
-        (LATE, "ra", vec![zone("rapl", "package-0", "package", true)], vec![0], false),
+        ("pr-late", "ra", vec![zone("rapl", "package-0", "package", true)], vec![0], false),
+        ("pr-restart", "ra", vec![zone("rapl", "package-0", "package", true)], vec![0], false),
     ]
 }
 
-/// Watts of zone `z` of host `h` at point `i` of minute `m`: a permutation of 0..12 quarters
-/// over the minute, so mean, max and min differ and are exact.
+/// Watts of zone `z` of host `h` at point `i` of minute `m` (0 or 1): a permutation of 0..12
+/// steps over the minute, so mean, max and min differ and are exact; minute 1's range lies
+/// strictly inside minute 0's (steps of 0.5 W from +0, then of 0.25 W from +0.5 W), so a window
+/// reaching into the other minute changes its max or min as well as its mean.
 fn watts(h: i64, z: i64, m: i64, i: i64) -> f64 {
-    40.0 * (z + 1) as f64 + 100.0 * h as f64 + 0.25 * m as f64 + 0.25 * ((i * 7) % 12) as f64
+    40.0 * (z + 1) as f64 + 100.0 * h as f64 + 0.5 * m as f64 + 0.25 * (2 - m) as f64 * ((i * 7) % 12) as f64
 }
 
+/// The drive's temperature, with minute 1's range inside minute 0's as for [`watts`].
 fn celsius(m: i64, i: i64) -> f64 {
-    40.0 + 0.125 * ((i + 3 * m) % 9) as f64
+    40.0 + 0.5 * m as f64 + 0.125 * (2 - m) as f64 * ((i + 3 * m) % 9) as f64
 }
 
 fn point_ns(t0: i64, m: i64, i: i64) -> i64 {
@@ -91,9 +99,9 @@ fn step(host: &Host, h: i64, t0: i64, m: i64, i: i64, seq: u64) -> AgentMessage 
     AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: host.0.into(), sequence: seq, power, temperature, ..Default::default() })) }
 }
 
-/// Host `h`'s first `minutes` through the collector, each window acknowledged (stored) before
-/// the next.
-fn stream(url: &str, h: usize, t0: i64, minutes: i64) {
+/// Host `h`'s `minutes` through the collector, each window acknowledged (stored) before the
+/// next (sequence numbers go on across calls, as an agent's do).
+fn stream(url: &str, h: usize, t0: i64, minutes: std::ops::Range<i64>) {
     let host = &fleet()[h];
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -103,10 +111,9 @@ fn stream(url: &str, h: usize, t0: i64, minutes: i64) {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tx.send(run_hello(host.0, host.1, &host.2, host.4, t0)).await.unwrap();
         let mut acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await.expect("open the run stream").into_inner();
-        let mut seq = 0;
-        for m in 0..minutes {
+        for m in minutes {
             for i in 0..PER_MINUTE {
-                seq += 1;
+                let seq = (m * PER_MINUTE + i + 1) as u64;
                 tx.send(step(host, h as i64, t0, m, i, seq)).await.unwrap();
                 let ack = tokio::time::timeout(Duration::from_secs(20), acks.next()).await.expect("ack within 20 s");
                 assert_eq!(ack.expect("a reply").expect("no error").durable_sequence, seq, "{} minute {m} point {i}", host.0);
@@ -161,7 +168,7 @@ fn influx_rollups(influx: &Influx, measurement: &str, fields: &str, by: &str, t0
 /// InfluxDB's rollup of the same minute.
 fn check_on_time(prom: &Prometheus, influx: &Influx, t0: i64, t_end: f64) {
     let power = influx_rollups(influx, "power", "\"watts\", \"peak_watts\", \"low_watts\", \"count\", \"watts_sum\", \"joules\"", "zone", t0);
-    for (h, host) in fleet().iter().enumerate().filter(|(_, h)| h.0 != LATE) {
+    for (h, host) in fleet().iter().enumerate().take(ON_TIME) {
         let (name, hi) = (host.0, h as i64);
         let mut tier_rows: Vec<Vec<Vec<Value>>> = vec![];
         for (z, zn) in host.2.iter().enumerate() {
@@ -225,6 +232,18 @@ fn check_temperatures(prom: &Prometheus, influx: &Influx, t0: i64, t_end: f64) {
     }
 }
 
+/// The collector's config: InfluxDB rollups (7 d raw, 1 s settle) and the OTLP sink.
+fn collector_extra(prom: &Prometheus) -> String {
+    format!("raw_retention = \"7d\"\nrollup_settle = \"1s\"\n{}\n[otlp]\nurl = \"{}\"\nflush_interval = \"100ms\"\n", pki().collector_tls(), prom.otlp_url())
+}
+
+/// A calendar minute 20-80 s ago: its first exact window (T = t0 + 46 s) is evaluated at T + 1m
+/// (query_offset), at least 26 s from now, after the test's stream.
+fn first_minute() -> i64 {
+    let now = wattflip_e2e::fleet::now_ns();
+    (now - 80 * S).div_euclid(MINUTE_NS) * MINUTE_NS + MINUTE_NS
+}
+
 fn sleep_until_ns(t: i64) {
     let now = wattflip_e2e::fleet::now_ns();
     if t > now {
@@ -236,23 +255,15 @@ fn sleep_until_ns(t: i64) {
 fn recording_rules_equal_the_minutes_by_hand_and_influxdb_rollups_and_miss_late_points_until_backfilled() {
     let prom = Prometheus::start_with_rules(&test_rules());
     let influx = Influx::start();
-    let extra = format!(
-        "raw_retention = \"7d\"\nrollup_settle = \"1s\"\n{}\n[otlp]\nurl = \"{}\"\nflush_interval = \"100ms\"\n",
-        pki().collector_tls(),
-        prom.otlp_url()
-    );
-    let collector = Collector::start_with(free_port(), &influx.url, DB, &extra);
-    // A calendar minute 20-80 s ago: its first exact window (T = t0 + 46 s) is evaluated at
-    // T + 1m (query_offset), at least 26 s from now, after the stream below.
-    let now = wattflip_e2e::fleet::now_ns();
-    let t0 = (now - 80 * S).div_euclid(MINUTE_NS) * MINUTE_NS + MINUTE_NS;
-    stream(&collector.url, 0, t0, MINUTES);
-    stream(&collector.url, 1, t0, MINUTES);
+    let collector = Collector::start_with(free_port(), &influx.url, DB, &collector_extra(&prom));
+    let t0 = first_minute();
+    stream(&collector.url, 0, t0, 0..MINUTES);
+    stream(&collector.url, 1, t0, 0..MINUTES);
     assert!(wattflip_e2e::fleet::now_ns() < t0 + 106 * S, "the stream took too long: the first windows were evaluated before it ended");
     // The late host's minute 0: streamed after every window holding its points was evaluated
     // (T < t0 + 106 s, evaluated a minute later).
     sleep_until_ns(t0 + 170 * S);
-    stream(&collector.url, 2, t0, 1);
+    stream(&collector.url, LATE, t0, 0..1);
     // Minute 1's last exact window (T < t0 + 122 s) is evaluated before t0 + 182 s.
     sleep_until_ns(t0 + 185 * S);
     let t_end = (t0 + 185 * S) as f64 / 1e9;
@@ -287,12 +298,13 @@ fn check_late(prom: &Prometheus, influx: &Influx, t0: i64, t_end: f64) {
 /// `promtool tsdb create-blocks-from rules` over the late host's minute with the same rules
 /// file (same path: the same evaluation phase), its blocks loaded by another Prometheus (moving
 /// them into this one's head range is what Prometheus's docs call unsafe: the last 3 hours): the
-/// late host's windows by hand, and the on-time hosts' windows at the live ones' very timestamps.
+/// late host's windows by hand, and the on-time hosts' windows within 1 ms of the live ones.
 fn backfill(prom: &Prometheus, t0: i64, t_end: f64) {
     let end_s = t0 / S + 130;
     let avg = "instance_hw_id:hw_power_watts:avg_over_time1m{instance=\"pr-pkg\"}";
     let in_range = |s: Vec<wattflip_e2e::prometheus::Series>| -> Vec<(f64, f64)> {
-        s.into_iter().flat_map(|s| s.1).filter(|(t, _)| *t >= (t0 / S) as f64 && *t <= end_s as f64).collect()
+        // Windows up to t0 + 120 s: every live one was evaluated (T + 1m) before `t_end`.
+        s.into_iter().flat_map(|s| s.1).filter(|(t, _)| *t >= (t0 / S) as f64 && *t <= (t0 / S + 120) as f64).collect()
     };
     let live = in_range(prom.samples(avg, "15m", t_end));
     let out = tempfile::tempdir().unwrap();
@@ -320,8 +332,53 @@ fn backfill(prom: &Prometheus, t0: i64, t_end: f64) {
     let backfilled = in_range(other.samples(avg, "15m", t_end));
     assert!(backfilled.len() >= 20, "{backfilled:?}");
     for (t, v) in &backfilled {
-        assert!(live.iter().any(|(lt, lv)| (lt - t).abs() <= 0.001 && lv == v), "backfilled window ({t}, {v}) is no live window: {live:?}");
+        let near = |lt: f64| ((lt - t) * 1000.0).round().abs() <= 1.0;
+        assert!(live.iter().any(|(lt, lv)| near(*lt) && lv == v), "backfilled window ({t}, {v}) is no live window: {live:?}");
     }
+}
+
+/// A collector restart between minute 0 and minute 1 of a counter: the next collector's series
+/// starts over (its own running total), so the counter drops; the window of minute 1 holds only
+/// the restarted series' points and records their energy exactly (the rules' drop branch), zone
+/// and host alike; minute 0, the series' first, is absent.
+#[test]
+fn a_collector_restart_drops_the_counter_and_the_window_after_records_the_new_total() {
+    let prom = Prometheus::start_with_rules(&test_rules());
+    let influx = Influx::start();
+    let t0 = first_minute();
+    let first = Collector::start_with(free_port(), &influx.url, "wf_otlp_restart", &collector_extra(&prom));
+    stream(&first.url, RESTART, t0, 0..1);
+    let sel = "instance=\"pr-restart\",hw_id=\"rapl:package-0\"";
+    let counter = |t_end: f64| {
+        prom.samples(&format!("hw_energy_joules_total{{{sel}}}"), "15m", t_end).into_iter().flat_map(|s| s.1).map(|(_, v)| v).collect::<Vec<f64>>()
+    };
+    let joules = |m: i64| (0..PER_MINUTE).map(|i| watts(RESTART as i64, 0, m, i) * 4.0).collect::<Vec<f64>>();
+    // The optional sink is not waited for by the Acks: every point of minute 0 in Prometheus first.
+    let sent = wait_for(Duration::from_secs(20), || (counter((t0 + 60 * S) as f64 / 1e9).len() == PER_MINUTE as usize).then_some(()));
+    assert!(sent.is_some(), "minute 0 never reached Prometheus: {:?}", counter((t0 + 60 * S) as f64 / 1e9));
+    first.kill();
+    let second = Collector::start_with(free_port(), &influx.url, "wf_otlp_restart", &collector_extra(&prom));
+    stream(&second.url, RESTART, t0, 1..2);
+    assert!(wattflip_e2e::fleet::now_ns() < t0 + 106 * S, "the stream took too long: the first windows were evaluated before it ended");
+    sleep_until_ns(t0 + 185 * S);
+    let t_end = (t0 + 185 * S) as f64 / 1e9;
+    // The raw counter: minute 0's running total, then the second collector's from its first point.
+    let running = |j: Vec<f64>| {
+        j.iter()
+            .scan(0.0, |acc, x| {
+                Some({
+                    *acc += x;
+                    *acc
+                })
+            })
+            .collect::<Vec<f64>>()
+    };
+    assert_eq!(counter(t_end), [running(joules(0)), running(joules(1))].concat(), "the counter restarts at the second collector");
+    let minute1: f64 = joules(1).iter().sum();
+    expect(&prom, "instance_hw_id:hw_energy_joules:increase1m", sel, t0, 0, t_end, None);
+    expect(&prom, "instance_hw_id:hw_energy_joules:increase1m", sel, t0, 1, t_end, Some(minute1));
+    expect(&prom, "instance:hw_host_energy_joules:increase1m", "instance=\"pr-restart\"", t0, 1, t_end, Some(minute1));
+    drop(second);
 }
 
 /// The shipped file passes `promtool check rules`.
