@@ -6,7 +6,9 @@
 //! points is compared with the minute's values by hand and with InfluxDB's rollup of the same
 //! minute. Also: a host whose points arrive after their windows were evaluated is missing from the
 //! recorded series (InfluxDB's rollups have it), until `promtool tsdb create-blocks-from rules`
-//! backfills it; and `promtool check rules` accepts the shipped file.
+//! backfills it; a collector restart (a counter drop) records the restarted series' joules; and
+//! `promtool check rules` accepts the shipped file. A new rule gets its expectation in
+//! `check_on_time` (or a test of its own), computed from [`watts`] by hand.
 //!
 //! Points are 4 s apart from 2 s into each minute (the last at 46 s), so a window (T − 1m, T]
 //! holds exactly minute m's points for T in [m + 46 s, m + 62 s): three or four evaluations.
@@ -40,14 +42,14 @@ fn zone(source: &'static str, zone: &'static str, scope: &'static str, counter: 
 type Host = (&'static str, &'static str, Vec<Zone>, Vec<usize>, bool);
 
 /// `pr-pkg`: package + DRAM counters (its tier, so it has host energy) and a drive temperature;
-/// `pr-wall`: a wall meter (its tier: host power, no host energy) over a package counter;
-/// `pr-late`: one package counter, streamed only after its minute's windows were evaluated;
+/// `pr-wall`: a wall meter (its tier: host power, no host energy) over a package counter, in
+/// the same rack; `pr-late` (rack `rb`): one package counter, streamed only after its minute's windows were evaluated;
 /// `pr-restart`: one package counter, its minutes through two collectors one after the other.
 fn fleet() -> Vec<Host> {
     vec![
         ("pr-pkg", "ra", vec![zone("rapl", "package-0", "package", true), zone("rapl", "package-0/dram", "dram", true)], vec![0, 1], true),
-        ("pr-wall", "rb", vec![zone("ipmi", "dcmi", "wall", false), zone("rapl", "package-0", "package", true)], vec![0], false),
-        ("pr-late", "ra", vec![zone("rapl", "package-0", "package", true)], vec![0], false),
+        ("pr-wall", "ra", vec![zone("ipmi", "dcmi", "wall", false), zone("rapl", "package-0", "package", true)], vec![0], false),
+        ("pr-late", "rb", vec![zone("rapl", "package-0", "package", true)], vec![0], false),
         ("pr-restart", "ra", vec![zone("rapl", "package-0", "package", true)], vec![0], false),
     ]
 }
@@ -194,6 +196,14 @@ fn check_on_time(prom: &Prometheus, influx: &Influx, t0: i64, t_end: f64) {
         }
         check_host(prom, host, hi, &tier_rows, t0, t_end);
     }
+    // Rack `ra`: the on-time hosts' minute means summed.
+    for m in 0..MINUTES {
+        let host_mean = |(h, host): (usize, &Host)| {
+            (0..PER_MINUTE).map(|i| host.3.iter().map(|z| watts(h as i64, *z as i64, m, i)).sum::<f64>()).sum::<f64>() / PER_MINUTE as f64
+        };
+        let want: f64 = fleet().iter().enumerate().take(ON_TIME).map(host_mean).sum();
+        expect(prom, "rack:hw_host_power_watts:avg_over_time1m", "rack=\"ra\"", t0, m, t_end, Some(want));
+    }
     check_temperatures(prom, influx, t0, t_end);
 }
 
@@ -284,6 +294,8 @@ fn check_late(prom: &Prometheus, influx: &Influx, t0: i64, t_end: f64) {
     assert!(raw.is_some(), "the late host's raw points in Prometheus");
     let recorded = prom.series("{__name__=~\"instance.*:.*\",instance=\"pr-late\"}[15m]", t_end);
     assert_eq!(recorded, vec![], "late points are in no recorded window (rules evaluate once)");
+    let rack = prom.series("rack:hw_host_power_watts:avg_over_time1m{rack=\"rb\"}[15m]", t_end);
+    assert_eq!(rack, vec![], "the late host's rack: no recorded window");
     let q =
         format!("SELECT \"count\", \"watts\" FROM \"rollup_1m\".\"power\" WHERE \"host\" = 'pr-late' AND time >= {t0} AND time < {}", t0 + MINUTES * MINUTE_NS);
     let want = vec![Some(PER_MINUTE as f64), Some(aggregates(&(0..PER_MINUTE).map(|i| watts(2, 0, 0, i)).collect::<Vec<_>>())[0])];
@@ -387,5 +399,5 @@ fn promtool_accepts_the_shipped_rules() {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/prometheus/wattflip-rollups.rules.yml");
     let o = std::process::Command::new(promtool_path()).args(["check", "rules"]).arg(&file).output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success() && stdout.contains("SUCCESS: 14 rules found"), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && stdout.contains("SUCCESS: 15 rules found"), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
 }
