@@ -23,6 +23,7 @@ mod otlp;
 mod otlp_dashboards;
 mod otlp_fleet;
 mod otlp_outage;
+mod otlp_rollups;
 mod plan;
 mod probe;
 mod rediscovery;

@@ -1,8 +1,9 @@
 //! A private Prometheus server for the OTLP tests (issue 28): the binary built by
 //! `tests/prometheus/build.sh` (cached outside the repo by version), started with
 //! `--web.enable-otlp-receiver` on a free loopback port with a temp data dir, stopped on drop;
-//! [`Prometheus::restart`] keeps port and data. Queries go through its HTTP API. A new query
-//! helper goes here, beside [`Prometheus::samples`].
+//! [`Prometheus::restart`] keeps port and data; [`Prometheus::start_with_rules`] loads a rules
+//! file. Queries go through its HTTP API. A new query helper goes here, beside
+//! [`Prometheus::samples`].
 
 use crate::{free_port, stop, wait_for};
 use serde_json::Value;
@@ -31,6 +32,13 @@ pub fn prometheus_path() -> PathBuf {
     }
 }
 
+/// promtool, built beside the server by the same script (`promtool check rules`, backfill).
+pub fn promtool_path() -> PathBuf {
+    let p = prometheus_path().with_file_name("promtool");
+    assert!(p.exists(), "{} missing: tests/prometheus/build.sh builds it beside the server; run it again", p.display());
+    p
+}
+
 /// A private Prometheus with its OTLP receiver on.
 pub struct Prometheus {
     pub url: String,
@@ -45,8 +53,22 @@ pub type Series = (BTreeMap<String, String>, Vec<(f64, f64)>);
 impl Prometheus {
     pub fn start() -> Prometheus {
         let dir = tempfile::Builder::new().prefix("wf-prometheus-").tempdir().expect("tempdir");
+        Prometheus::start_in(dir, "")
+    }
+
+    /// With the recording and alerting rules of `rules` (a rules file's YAML), loaded from
+    /// `rules.yml` in the data directory ([`Prometheus::rules_file`]); the groups' own
+    /// `interval` and `query_offset` apply.
+    pub fn start_with_rules(rules: &str) -> Prometheus {
+        let dir = tempfile::Builder::new().prefix("wf-prometheus-rules-").tempdir().expect("tempdir");
+        let file = dir.path().join("rules.yml");
+        std::fs::write(&file, rules).expect("write rules.yml");
+        Prometheus::start_in(dir, &format!("rule_files:\n  - {}\n", file.display()))
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &str) -> Prometheus {
         // No scrape jobs: every series comes in through OTLP.
-        std::fs::write(dir.path().join("prometheus.yml"), "global:\n  scrape_interval: 1h\n").expect("write prometheus.yml");
+        std::fs::write(dir.path().join("prometheus.yml"), format!("global:\n  scrape_interval: 1h\n{extra}")).expect("write prometheus.yml");
         let port = free_port();
         let mut p = Prometheus { url: format!("http://127.0.0.1:{port}"), port, child: None, dir };
         p.spawn();
@@ -79,6 +101,22 @@ impl Prometheus {
             self.stop();
             panic!("prometheus did not get ready within 60 s; its log:\n{log}");
         }
+    }
+
+    /// The rules file [`Prometheus::start_with_rules`] loaded.
+    pub fn rules_file(&self) -> PathBuf {
+        self.dir.path().join("rules.yml")
+    }
+
+    /// The data directory (`--storage.tsdb.path`), where backfilled blocks go.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `/api/v1/rules`: every group with its rules' health, last error and last evaluation.
+    pub fn rules(&self) -> Value {
+        let v: Value = reqwest::blocking::get(format!("{}/api/v1/rules", self.url)).expect("rules").json().expect("JSON");
+        v["data"].clone()
     }
 
     pub fn log(&self) -> String {

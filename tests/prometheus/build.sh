@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Builds the Prometheus server the OTLP end-to-end tests send to (issue 28), once per version, into
-# a cache outside the repo: ${XDG_CACHE_HOME:-$HOME/.cache}/wattflip-tools/prometheus-<ver>/.
+# Builds the Prometheus server the OTLP end-to-end tests send to (issue 28) and its promtool (the
+# recording rules check, issue 30), once per version, into a cache outside the repo: ${XDG_CACHE_HOME:-$HOME/.cache}/wattflip-tools/prometheus-<ver>/.
 # Idempotent and guarded by flock, so concurrent test binaries wait for one build. The Go module
 # and build caches (GOPATH, GOCACHE) are left in place so a rebuild takes seconds.
-# Prints the binary's path on its last line; on failure says what failed and what to install.
+# Prints the server's path on its last line (promtool is beside it); on failure says what failed
+# and what to install.
 # To move to another Prometheus: change PROMETHEUS_VERSION (a Go module version, v0.3xx.y).
 set -euo pipefail
 version="${PROMETHEUS_VERSION:-v0.316.0}"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/wattflip-tools/prometheus-${version}"
 bin="$cache/bin/prometheus"
+promtool="$cache/bin/promtool"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
-if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then
+if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1 && [ -x "$promtool" ] && "$promtool" --version >/dev/null 2>&1; then
   echo "$bin"
   exit 0
 fi
@@ -25,16 +27,19 @@ if ! command -v go >/dev/null 2>&1; then
   echo "tests/prometheus/build.sh: no Go toolchain; install Go >= 1.24 (https://go.dev/dl/ or apt-get install golang-go) and run again" >&2
   exit 1
 fi
-echo "tests/prometheus/build.sh: building prometheus ${version} with $(go version) (about 4 min cold)" >&2
+echo "tests/prometheus/build.sh: building prometheus and promtool ${version} with $(go version) (about 4 min cold; promtool about 15 s more)" >&2
 log="$cache/build.log"
-# GOBIN puts only this binary in the cache (GOPATH and GOCACHE stay where they are, for the next build).
-if ! GOBIN="$cache/bin" go install "github.com/prometheus/prometheus/cmd/prometheus@${version}" >"$log" 2>&1; then
-  tail -n 20 "$log" >&2
-  echo "tests/prometheus/build.sh: 'go install github.com/prometheus/prometheus/cmd/prometheus@${version}' failed (log: $log); it needs network access to proxy.golang.org (or GOPROXY) and Go >= 1.24" >&2
-  exit 1
-fi
-if ! "$bin" --version >/dev/null 2>&1; then
-  echo "tests/prometheus/build.sh: built $bin but it does not run ('$bin --version' failed)" >&2
-  exit 1
-fi
+: >"$log"
+# GOBIN puts only these binaries in the cache (GOPATH and GOCACHE stay where they are, for the next build).
+for cmd in prometheus promtool; do
+  if ! GOBIN="$cache/bin" go install "github.com/prometheus/prometheus/cmd/${cmd}@${version}" >>"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    echo "tests/prometheus/build.sh: 'go install github.com/prometheus/prometheus/cmd/${cmd}@${version}' failed (log: $log); it needs network access to proxy.golang.org (or GOPROXY) and Go >= 1.24" >&2
+    exit 1
+  fi
+  if ! "$cache/bin/$cmd" --version >/dev/null 2>&1; then
+    echo "tests/prometheus/build.sh: built $cache/bin/$cmd but it does not run ('$cache/bin/$cmd --version' failed)" >&2
+    exit 1
+  fi
+done
 echo "$bin"
