@@ -52,10 +52,13 @@ pub fn marker_lines(retention: Option<&Retention>, default_rp: &str, now_ns: i64
     }
 }
 
-/// Writes the markers once: creates the database (and policies) as the writer does, since no
-/// agent may have written yet, and finds the default policy's name when there is no retention.
-async fn write_once(db: &Client) -> Result<(), String> {
-    db.setup(db.cfg.setup_statements()).await?;
+/// Writes the markers once: first (`set_up` false) creates the database and policies as the
+/// writer does, since no agent may have written yet; finds the default policy's name when there
+/// is no retention.
+async fn write_once(db: &Client, set_up: bool) -> Result<(), String> {
+    if !set_up {
+        db.setup(db.cfg.setup_statements()).await?;
+    }
     let retention = db.cfg.retention.as_ref();
     let default_rp = match retention {
         Some(_) => String::new(),
@@ -79,9 +82,12 @@ pub async fn run(cfg: InfluxConfig, mut shutdown: watch::Receiver<bool>) {
     let every = period(cfg.retention.as_ref());
     let db = Client::new(cfg);
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    // The DDL runs until the first marker is written, not every period.
+    let mut set_up = false;
     loop {
-        let wait = match write_once(&db).await {
+        let wait = match write_once(&db, set_up).await {
             Ok(()) => {
+                set_up = true;
                 backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
                 every
             }
