@@ -20,5 +20,5 @@ $TLSCFG
 agent_points_per_second = 1e12
 agent_burst_points = 1e12
 max_message_bytes = 67108864"
-"$T/release/wattflip-loadgen" agents --url "$URL" "${PKIARG[@]}" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_"
+"$T/$P/wattflip-loadgen" agents --url "$URL" "${PKIARG[@]}" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_"
 peak_rss

@@ -22,10 +22,10 @@ one() { # $1: collector cpus, $2: loadgen cpus
   local port; port=$(free_port)
   printf 'listen = "127.0.0.1:%s"\nsink = "null"\n%s\n[limits]\nagent_points_per_second = 1e12\nagent_burst_points = 1e12\nmax_message_bytes = 67108864\n' \
     "$port" "$(cat "$DIR/tls.toml")" > "$DIR/collector.toml"
-  RUST_LOG=warn taskset -c "$1" "${WF_COLLECTOR_BIN:-$T/release/wattflip-collector}" --config "$DIR/collector.toml" 2>"$DIR/collector.log" &
+  RUST_LOG=warn taskset -c "$1" "${WF_COLLECTOR_BIN:-$T/$P/wattflip-collector}" --config "$DIR/collector.toml" 2>"$DIR/collector.log" &
   local cpid=$!; PIDS+=("$cpid"); sleep 1
   local c0; c0=$(ticks "$cpid")
-  taskset -c "$2" "$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" \
+  taskset -c "$2" "$T/$P/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" \
     --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_" > "$DIR/out" 2>/dev/null &
   local lpid=$!
   local l=0

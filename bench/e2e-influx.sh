@@ -22,12 +22,12 @@ $(tls_section)
 [limits]
 agent_points_per_second = 1e12
 agent_burst_points = 1e12"
-E2E=$("$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_")
+E2E=$("$T/$P/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_")
 echo "pair $pair: $E2E"
 kill "$CPID"; wait "$CPID" 2>/dev/null || true
 N=$(echo "$E2E" | sed -n 's/.*acked_samples=\([0-9]*\).*/\1/p')
 curl -sf -XPOST "http://127.0.0.1:$IPORT/query" --data-urlencode "q=CREATE DATABASE bench_direct_$pair" >/dev/null
-DIRECT=$("$T/release/wattflip-loadgen" direct --influx-url "http://127.0.0.1:$IPORT" --db "bench_direct_$pair" --points "$N")
+DIRECT=$("$T/$P/wattflip-loadgen" direct --influx-url "http://127.0.0.1:$IPORT" --db "bench_direct_$pair" --points "$N")
 echo "pair $pair: $DIRECT"
 RATIOS+=("$(python3 - "$E2E" "$DIRECT" <<'PY'
 import re, sys

@@ -15,5 +15,5 @@ ulimit -n 65536 2>/dev/null || true
 # start-up, not growing with the samples that passed through.
 ( while kill -0 "$CPID" 2>/dev/null; do sleep "${WF_RSS_EVERY:-30}"; echo "collector RSS at +${SECONDS}s: $(grep VmRSS "/proc/$CPID/status" 2>/dev/null | awk '{print $2, $3}')"; done ) &
 PIDS+=("$!")
-"$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --rate-hz "$HZ" --seconds "$SECONDS_"
+"$T/$P/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --rate-hz "$HZ" --seconds "$SECONDS_"
 peak_rss

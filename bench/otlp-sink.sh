@@ -36,7 +36,7 @@ listen = \"127.0.0.1:$MPORT\"
 $2"
   local l0 o0 t0 out l1 o1 t1 refused
   l0=$(counter wattflip_collector_lines_written_total); o0=$(counter wattflip_collector_otlp_points_sent_total); t0=$(date +%s.%N)
-  out=$("$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_" --ms-series)
+  out=$("$T/$P/wattflip-loadgen" agents --url "https://127.0.0.1:$PORT" --pki "$DIR/pki" --agents "$AGENTS" --batch "$BATCH" --seconds "$SECONDS_" --ms-series)
   l1=$(counter wattflip_collector_lines_written_total); o1=$(counter wattflip_collector_otlp_points_sent_total); t1=$(date +%s.%N)
   refused=$(counter 'wattflip_collector_otlp_points_dead_lettered_total{reason="refused"}')
   kill "$CPID"; wait "$CPID" 2>/dev/null || true

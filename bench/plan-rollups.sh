@@ -62,7 +62,7 @@ PY
   for _ in $(seq "${WF_RUNS:-3}"); do
     local s e
     s=$(date +%s.%N)
-    out=$("$T/release/wattflip-collector" --influx-url "http://127.0.0.1:$IPORT" --influx-db "$db" plan budget --since 30d --group-by rack --budget-w 1e9 2>&1) \
+    out=$("$T/$P/wattflip-collector" --influx-url "http://127.0.0.1:$IPORT" --influx-db "$db" plan budget --since 30d --group-by rack --budget-w 1e9 2>&1) \
       || { echo "plan budget failed: $out" >&2; exit 1; }
     e=$(date +%s.%N)
     times+=("$(python3 -c "print(f'{$e - $s:.3f}')")")
@@ -76,7 +76,7 @@ ingest_bench() {
   port=$(free_port)
   # A build before rollups refuses the key (unknown keys are errors): it runs without them.
   printf '[influx]\nraw_retention = "7d"\n' > "$DIR/probe.toml"
-  if "${WF_COLLECTOR_BIN:-$T/release/wattflip-collector}" --config "$DIR/probe.toml" --insecure-loopback check-config >/dev/null 2>&1; then
+  if "${WF_COLLECTOR_BIN:-$T/$P/wattflip-collector}" --config "$DIR/probe.toml" --insecure-loopback check-config >/dev/null 2>&1; then
     retention=$'raw_retention = "7d"\nrollup_settle = "2s"'
   fi
   start_collector "listen = \"127.0.0.1:$port\"
@@ -90,7 +90,7 @@ agent_points_per_second = 1e12
 agent_burst_points = 1e12"
   local c0 i0 out c1 i1 rolled
   c0=$(cpu_s "$CPID"); i0=$(cpu_s "$IPID")
-  out=$("$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" --agents "${WF_AGENTS:-4}" --batch "${WF_BATCH:-1000}" --seconds "${WF_SECONDS:-10}")
+  out=$("$T/$P/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" --agents "${WF_AGENTS:-4}" --batch "${WF_BATCH:-1000}" --seconds "${WF_SECONDS:-10}")
   # The settle delay and the recompute it triggers belong to the cost.
   sleep 4
   c1=$(cpu_s "$CPID"); i1=$(cpu_s "$IPID")

@@ -35,11 +35,15 @@ if [ ! -f "$BASE/src/Cargo.toml" ]; then
 fi
 echo "regress: building the baseline in $BASE (cached after the first time)"
 # The baseline may lack the load generator or an example: build what it has, one target at a time.
+# Both builds use the shipped profile, dist (Cargo.toml); a baseline from before dist existed
+# shipped its release profile, so it builds with that one.
+BPROF=release
+grep -q '^\[profile\.dist\]' "$BASE/src/Cargo.toml" && BPROF=dist
 for t in "--bin wattflip-collector" "--example sampler_bench" "--example trace_bench"; do
   # shellcheck disable=SC2086
-  CARGO_TARGET_DIR=$BASE/target cargo build --quiet --release --manifest-path "$BASE/src/Cargo.toml" $t 2>"$BASE/build.log" \
+  CARGO_TARGET_DIR=$BASE/target cargo build --quiet --profile "$BPROF" --manifest-path "$BASE/src/Cargo.toml" $t 2>"$BASE/build.log" \
     || echo "regress: the baseline has no ${t#--* } (see $BASE/build.log); that benchmark is skipped"
 done
 echo "regress: building the current tree"
-cargo build --quiet --release --manifest-path "$ROOT/Cargo.toml" "${BINS[@]}"
-exec python3 "$ROOT/bench/regress.py" --base "$BASE/target/release" --cur "$CUR/release" --root "$ROOT"
+cargo build --quiet --profile dist --manifest-path "$ROOT/Cargo.toml" "${BINS[@]}"
+exec python3 "$ROOT/bench/regress.py" --base "$BASE/target/$BPROF" --cur "$CUR/dist" --root "$ROOT"

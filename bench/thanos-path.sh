@@ -50,7 +50,7 @@ run_path() {
 $2
 $TLS
 $LIMITS"
-  RUN=$("$T/release/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" --agents "$AGENTS" \
+  RUN=$("$T/$P/wattflip-loadgen" agents --url "https://127.0.0.1:$port" --pki "$DIR/pki" --agents "$AGENTS" \
     --batch "$BATCH" --seconds "$SECONDS_" --ms-series)
   echo "$1: $RUN"
   peak_rss

@@ -52,8 +52,8 @@ if [ "$TRACE" = 1 ] && ! command -v bpftrace >/dev/null 2>&1; then
 fi
 command -v python3 >/dev/null 2>&1 || { echo "python3 is needed to parse JSON" >&2; exit 1; }
 
-(cd "$ROOT" && cargo build --release -q -p wattflip-uflip --example one_pattern)
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/one_pattern"
+(cd "$ROOT" && cargo build --profile dist -q -p wattflip-uflip --example one_pattern)
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/dist/examples/one_pattern"
 [ -x "$BIN" ] || { echo "example binary not found at $BIN" >&2; exit 1; }
 
 mkdir -p "$DIR"
