@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side check of the wattflip uFLIP engine against fio on byte-identical IO sequences (spec
-# docs/ufip.md §10), judged in both directions. For each pattern, PAIRS alternating pairs run on the
+# docs/uflip-method.md §10), judged in both directions. For each pattern, PAIRS alternating pairs run on the
 # same file: the pattern's iolog v2 is generated first (no IO), then wattflip and fio run it, taking
 # turns going first. fio replays with read_iolog + replay_no_stall=1, direct=1, ioengine=psync,
 # iodepth=1 (+ sync=dsync for writes), i.e. the same syscalls and flags as the engine.

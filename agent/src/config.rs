@@ -457,7 +457,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("probes[0].values", "`huge` is not a value profile; use spec (ufip.md §4.3 lists), small or quick"),
+                ("probes[0].values", "`huge` is not a value profile; use spec (docs/uflip-method.md §4.3 lists), small or quick"),
                 ("probes[0].repetitions", "must be at least 1 (uFLIP's nbRun: runs per value)"),
                 ("probes[0].io_sizes[1]", "1000 bytes is not a multiple of 512 (a sector); O_DIRECT IO needs sector-aligned IO sizes"),
                 ("probes[0].io_sizes[2]", "0 bytes: an IO needs at least one 512-byte sector"),

@@ -21,7 +21,7 @@ pub mod v1 {
 }
 
 impl v1::ProbeRun {
-    /// The optional per-run energy fields (ufip.md §11.4) by their schema name: validated and
+    /// The optional per-run energy fields (docs/uflip-method.md §11.4) by their schema name: validated and
     /// encoded from this one list.
     pub fn energy_fields(&self) -> [(&'static str, Option<f64>); 9] {
         [

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-/// A field value as InfluxDB 1.x understands it (no unsigned type: see `influx-grafana-ansible.md` §1).
+/// A field value as InfluxDB 1.x understands it (no unsigned type: see `docs/conventions.md` §1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum FieldValue {
     Float(f64),
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn escapes_every_element_like_the_reference() {
-        // The example verified on InfluxDB 1.6.7 (influx-grafana-ansible.md §2).
+        // The example verified on InfluxDB 1.6.7 (docs/conventions.md §2).
         let p = Point::new("esc m,x", 5).tag("tag k=1", "va,l u=e").string("fi=eld", "say \"hi\" \\ back");
         assert_eq!(line(&p), "esc\\ m\\,x,tag\\ k\\=1=va\\,l\\ u\\=e fi\\=eld=\"say \\\"hi\\\" \\\\ back\" 5\n");
     }

@@ -1,4 +1,4 @@
-//! The Grafana dashboards proven without Grafana (`influx-grafana-ansible.md` §8.4): structural
+//! The Grafana dashboards proven without Grafana (`docs/conventions.md` §8.4): structural
 //! checks of every dashboard and of the provisioning YAML, then every variable, panel and
 //! annotation query run against a real `influxd` filled by a real fleet run (`harness/fleet.rs`),
 //! after the substitution Grafana does. Each must succeed and return at least one series, every

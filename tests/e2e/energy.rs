@@ -85,7 +85,7 @@ fn live_power_during_a_probe_gives_energy_per_run() {
     assert_eq!(lp.lines().filter(|l| l.contains("energy_j=") && l.contains("energy_source=\"hwmon:ina3221-0-0041/SSD 12V\"")).count(), 12);
 }
 
-/// `--pause auto` with live power (ufip.md §11.6, docs/energy-method.md §7): each pause comes from
+/// `--pause auto` with live power (docs/uflip-method.md §11.6, docs/energy-method.md §7): each pause comes from
 /// the run before it. On the fixture's flat 6 W rail every measured tail is shorter than P_min/1.5, so
 /// a measured pause is P_min = 100 ms; where nothing is measured yet it is the quick plan's 10 ms.
 #[test]
@@ -458,7 +458,7 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
             assert_eq!(e["background_class"], "None", "{e}");
         }
     }
-    // The planner sets each pause from the tail of the run before it (ufip.md §11.6, energy
+    // The planner sets each pause from the tail of the run before it (docs/uflip-method.md §11.6, energy
     // paper): P_min = 100 ms after a read run and after a write run whose tail is short (RW,
     // none here), 1.5 × the imported 0.3 s tail after an SW run of the same value; nothing
     // before the first run.
@@ -525,7 +525,7 @@ fn imported_shunt_trace_energy_boundaries_and_tails_reach_influx() {
     }
 }
 
-/// RAPL sees the CPU's side of a probe, never the drive (ufip.md §13): on a host with RAPL only,
+/// RAPL sees the CPU's side of a probe, never the drive (docs/uflip-method.md §13): on a host with RAPL only,
 /// a probe reports "drive energy not measurable here" with the reason and what would make it
 /// measurable, and its runs carry no energy fields; the operator can still name a CPU zone.
 #[test]
@@ -564,7 +564,7 @@ fn rapl_only_host_reports_drive_energy_as_not_measurable() {
         stdout
     };
     let note = "drive energy not measurable here: the only power recorded is CPU-side (rapl:package-0 (package), \
-                rapl:package-0/core (core), rapl:package-0/dram (dram)), which does not see the drive (ufip.md §13). \
+                rapl:package-0/core (core), rapl:package-0/dram (dram)), which does not see the drive (docs/uflip-method.md §13). \
                 A shunt monitor on the drive's supply (INA226/INA3221 in hwmon), a PMBus PSU, IPMI DCMI ([sources] ipmi = true; \
                 whole system, long runs only) or an oscilloscope trace (`wattflip-agent trace import`) would make it measurable; \
                 --power-zone / power_zone attributes a CPU zone's energy to the probe explicitly";

@@ -16,7 +16,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "tests/fuzz/run.sh: installing cargo-fuzz" >&2
   cargo install cargo-fuzz --locked --version 0.13.2 --quiet
 fi
-# cargo-fuzz passes -Z flags; on a stable toolchain they need RUSTC_BOOTSTRAP (test-recipes.md).
+# cargo-fuzz passes -Z flags; on a stable toolchain they need RUSTC_BOOTSTRAP (docs/fuzzing.md).
 rustc --version | grep -q nightly || export RUSTC_BOOTSTRAP=1
 
 opts=(--fuzz-dir . -s "$sanitizer" --codegen-units 16)

@@ -211,7 +211,7 @@ impl Influx {
 
     fn spawn(d: &Path, port: u16) -> Child {
         let rpc = free_port();
-        // Bounded queries: an unbounded GROUP BY time() can hang 1.6.7 (influx-grafana-ansible.md §7).
+        // Bounded queries: an unbounded GROUP BY time() can hang 1.6.7 (docs/conventions.md §7).
         let conf = format!(
             "reporting-disabled = true\nbind-address = \"127.0.0.1:{rpc}\"\n\
              [meta]\n  dir = \"{m}\"\n\

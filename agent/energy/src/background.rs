@@ -1,4 +1,4 @@
-//! Background-work classes of the paper's Table 2 (`ufip.md` §11.5) over one experiment's values, and
+//! Background-work classes of the paper's Table 2 (`docs/uflip-method.md` §11.5) over one experiment's values, and
 //! pause recommendations from measured tails (§11.6). Input is per-run [`BackgroundObservation`]s
 //! (usually from [`RunEnergy`]). To add a class or change a rule, edit [`classify`] (the rules are
 //! tried in a fixed order) and the table in `docs/energy-method.md`.
@@ -74,7 +74,7 @@ pub struct ValueRuns {
     pub runs: Vec<BackgroundObservation>,
 }
 
-/// Thresholds of the classifier (`ufip.md` §11.5 proposal). Defaults in `Default`.
+/// Thresholds of the classifier (`docs/uflip-method.md` §11.5 proposal). Defaults in `Default`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClassifyConfig {

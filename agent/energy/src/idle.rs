@@ -1,4 +1,4 @@
-//! Idle characterisation (`ufip.md` §11.2): baseline b and spread s over a long idle window, and the
+//! Idle characterisation (`docs/uflip-method.md` §11.2): baseline b and spread s over a long idle window, and the
 //! period of regular idle work (Intel and Memoright devices spike periodically while idle) found by
 //! autocorrelation. The run detector's `hold` should exceed that period. To add an idle statistic, add
 //! a field to [`IdleProfile`] and compute it in [`characterise_idle`].

@@ -53,7 +53,7 @@ fn mean_power(series: &PowerSeries, from: UnixNanos, to: UnixNanos) -> Option<f6
     (ns > 0).then(|| e / (ns as f64 * 1e-9))
 }
 
-/// Constants of the run detector (`ufip.md` §11.3). All configurable; defaults in `Default`.
+/// Constants of the run detector (`docs/uflip-method.md` §11.3). All configurable; defaults in `Default`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunDetectConfig {
@@ -218,7 +218,7 @@ impl Efficiency {
     }
 }
 
-/// The per-run energy record of `ufip.md` §11.4.
+/// The per-run energy record of `docs/uflip-method.md` §11.4.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunEnergy {
     pub run: RunInfo,

@@ -1,4 +1,4 @@
-//! Per-run energy (`ufip.md` §11.2–§11.4, §11.7): idle baseline before the run, run start and end found
+//! Per-run energy (`docs/uflip-method.md` §11.2–§11.4, §11.7): idle baseline before the run, run start and end found
 //! in the power trace with robust statistics, energy totals, J/IO and J/MiB, the background-work tail
 //! after the last IO, and the datasheet-estimate ratio. Works on any [`PowerSeries`]. To change the
 //! detector, keep [`RunDetectConfig`] the single home of its constants and document them in

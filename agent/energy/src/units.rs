@@ -24,7 +24,7 @@ pub struct Hertz(pub f64);
 #[serde(transparent)]
 pub struct JoulesPerIo(pub f64);
 
-/// Energy per mebibyte transferred (J/MiB, 2^20 bytes), the unit of `ufip.md` §11.4.
+/// Energy per mebibyte transferred (J/MiB, 2^20 bytes), the unit of `docs/uflip-method.md` §11.4.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct JoulesPerMib(pub f64);

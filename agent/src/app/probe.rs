@@ -25,7 +25,7 @@ pub struct ProbeCli {
     /// Reduced Granularity plan (SR, RR, SW, RW at 4, 32, 128 KiB): well under a minute on a file.
     #[arg(long)]
     pub quick: bool,
-    /// Value lists and IO counts: spec (ufip.md §4.3 lists, §2 counts: 1 044 runs with all; for a
+    /// Value lists and IO counts: spec (docs/uflip-method.md §4.3 lists, §2 counts: 1 044 runs with all; for a
     /// real drive), small (3–4 points per experiment, fits a 1 GiB file) or quick (--quick's).
     #[arg(long, default_value = "small", conflicts_with = "quick")]
     pub values: String,

@@ -33,7 +33,7 @@ pub enum TraceCommand {
         #[arg(long)]
         time_origin_ns: Option<i64>,
         /// "Datasheet" power of the device (W), e.g. its NVMe power state's maximum: each run then
-        /// gets the ratio of datasheet W × duration to the measured energy (ufip.md §11.7).
+        /// gets the ratio of datasheet W × duration to the measured energy (docs/uflip-method.md §11.7).
         #[arg(long)]
         datasheet_w: Option<f64>,
         /// Also send the runs with their energy to this collector.

@@ -3,7 +3,7 @@
 //! that measures them ([`plan_for`]). The power-state side (order, restore) is
 //! `wattflip_drives::plan_sweep`; `governor.rs` ties both together.
 //!
-//! A pattern is one Granularity run (§4 of docs/ufip.md: the baseline at one IO size), so results
+//! A pattern is one Granularity run (§4 of docs/uflip-method.md: the baseline at one IO size), so results
 //! compare directly with `probe` output. To measure something else per state (e.g. a Pause
 //! value), add a variant to [`SweepPattern`] and map it in [`plan_for`].
 

@@ -3,7 +3,7 @@
 //! same time base as the probe's run timestamps. Sleeping between reads keeps the recorder's own
 //! CPU cost, and so its footprint in a RAPL trace, small. Also chooses the zone a probe's energy
 //! is attributed to: one that includes the drive, never a CPU (RAPL) zone unless the operator
-//! names it, because RAPL does not see the drive (ufip.md §13).
+//! names it, because RAPL does not see the drive (docs/uflip-method.md §13).
 
 use crate::clock::Clock;
 use crate::sensors::PowerSensor;
@@ -183,7 +183,7 @@ pub struct PowerRecorder {
 }
 
 /// The samples recorded so far, readable while the recorder runs: the per-run pause planner
-/// analyses the runs of a probe as their tails end (ufip.md §11.6, `docs/energy-method.md`).
+/// analyses the runs of a probe as their tails end (docs/uflip-method.md §11.6, `docs/energy-method.md`).
 #[derive(Debug, Clone, Default)]
 pub struct LivePower(Arc<Mutex<Vec<ZoneSeries>>>);
 
@@ -290,7 +290,7 @@ impl PowerRecorder {
 
 /// Scopes whose power includes the drive's: its own rail, a PSU, the wall. RAPL's scopes
 /// (package, core, uncore, dram, psys) are the CPU's side of a probe and never see the SSD
-/// (ufip.md §13).
+/// (docs/uflip-method.md §13).
 pub const DRIVE_SCOPES: &[&str] = &["drive", "rail", "psu_out", "psu_in", "wall"];
 
 /// Why a probe's energy has no zone to come from.
@@ -305,7 +305,7 @@ pub enum NoZone {
     /// Only CPU-side power (RAPL) was recorded: a number would be the CPU's energy, not the drive's.
     #[error(
         "drive energy not measurable here: the only power recorded is CPU-side ({zones}), which does not see the \
-         drive (ufip.md §13). A shunt monitor on the drive's supply (INA226/INA3221 in hwmon), a PMBus PSU, \
+         drive (docs/uflip-method.md §13). A shunt monitor on the drive's supply (INA226/INA3221 in hwmon), a PMBus PSU, \
          IPMI DCMI ([sources] ipmi = true; whole system, long runs only) or an oscilloscope trace \
          (`wattflip-agent trace import`) would make it measurable; --power-zone / power_zone attributes a \
          CPU zone's energy to the probe explicitly"

@@ -1,4 +1,4 @@
-//! Per-run energy for probes (ufip.md §11): aligns a power series (live samples taken during the
+//! Per-run energy for probes (docs/uflip-method.md §11): aligns a power series (live samples taken during the
 //! probe, or an imported shunt trace) with the probe's runs and computes, with the
 //! `wattflip-energy` crate, each run's energy, idle baseline, background-work tail, J/MiB, J/IO
 //! and the background-work class of each experiment (the paper's Table 2). `live` records power
@@ -81,7 +81,7 @@ pub struct RunEnergyRecord {
     pub background_class: String,
 }
 
-/// Idle characterisation before a probe (ufip.md §11.2): the device's idle power and the period of
+/// Idle characterisation before a probe (docs/uflip-method.md §11.2): the device's idle power and the period of
 /// its regular idle activity, when there is one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdleRecord {
@@ -136,7 +136,7 @@ fn above(series: &PowerSeries, from: UnixNanos, to: UnixNanos, b: f64) -> f64 {
 }
 
 /// The pause to leave after write runs, from the longest background tail measured (the paper's
-/// suggestion, ufip.md §11.6): `max(min_pause, 1.5 · tail + return-to-idle)`.
+/// suggestion, docs/uflip-method.md §11.6): `max(min_pause, 1.5 · tail + return-to-idle)`.
 pub fn recommended_pause(e: &ProbeEnergy) -> std::time::Duration {
     let longest = e.runs.iter().map(|r| r.background_s).fold(0.0f64, f64::max);
     let p = wattflip_energy::recommend_pause(

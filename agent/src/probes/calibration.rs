@@ -1,4 +1,4 @@
-//! The calibration store (ufip.md §6.2–6.3): IgnoreIO/IOCount per baseline from a target's
+//! The calibration store (docs/uflip-method.md §6.2–6.3): IgnoreIO/IOCount per baseline from a target's
 //! preparation runs, kept in a result folder and reused by later probes of the same target, from
 //! the command line and from schedules.
 //!

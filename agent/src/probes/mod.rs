@@ -67,7 +67,7 @@ pub enum PauseChoice {
     Plan,
     /// This fixed pause after every run.
     Fixed(Duration),
-    /// Per run, from the measured background tails of this target ([`pauses`], ufip.md §11.6),
+    /// Per run, from the measured background tails of this target ([`pauses`], docs/uflip-method.md §11.6),
     /// the plan's pause where nothing is measured.
     Auto,
 }
@@ -179,7 +179,7 @@ pub struct Host {
     pub runner: Arc<dyn CommandRunner>,
 }
 
-/// Power recording around a probe (per-run energy, ufip.md §11).
+/// Power recording around a probe (per-run energy, docs/uflip-method.md §11).
 #[derive(Debug, Clone)]
 pub struct EnergyOptions {
     pub sysfs_root: PathBuf,
@@ -229,7 +229,7 @@ pub struct Measured {
     /// Why there is no energy, when there is none.
     pub energy_note: String,
     /// No energy because only CPU-side power could be recorded here: the probe's batch carries an
-    /// `energy_not_measurable` event with `energy_note` (ufip.md §13).
+    /// `energy_not_measurable` event with `energy_note` (docs/uflip-method.md §13).
     pub energy_unmeasurable: bool,
 }
 

@@ -1,6 +1,6 @@
 //! `--pause auto`: the pause between two runs chosen per run from measured background tails, the
 //! energy paper's suggestion (Björling et al. 2010, §"Energy profiles reveal interferences": "minimal
-//! pause for read runs, pause depending on the nature of the run" for write runs; ufip.md §11.6).
+//! pause for read runs, pause depending on the nature of the run" for write runs; docs/uflip-method.md §11.6).
 //! The rule and its parameters are documented in `docs/energy-method.md` (§"Pauses from measured
 //! tails").
 //!

@@ -1,5 +1,5 @@
 //! What a probe's plan varies and how long its runs are: a profile of value lists and IO counts
-//! (`spec` = ufip.md §4.3 and §2, `small` for a file, `quick` for the demo) chosen with `--values`
+//! (`spec` = docs/uflip-method.md §4.3 and §2, `small` for a file, `quick` for the demo) chosen with `--values`
 //! or `values = "..."`, and per-parameter overrides from a `[[probes]]` entry applied on top of it.
 
 use wattflip_uflip::{Baseline, Bench, PlanOptions};
@@ -23,7 +23,7 @@ impl ValuesProfile {
             "spec" => Ok(ValuesProfile::Spec),
             "small" => Ok(ValuesProfile::Small),
             "quick" => Ok(ValuesProfile::Quick),
-            other => Err(format!("`{other}` is not a value profile; use spec (ufip.md §4.3 lists), small or quick")),
+            other => Err(format!("`{other}` is not a value profile; use spec (docs/uflip-method.md §4.3 lists), small or quick")),
         }
     }
 
@@ -131,7 +131,7 @@ mod tests {
         for p in [ValuesProfile::Spec, ValuesProfile::Small, ValuesProfile::Quick] {
             assert_eq!(ValuesProfile::parse(p.as_str()), Ok(p));
         }
-        assert_eq!(ValuesProfile::parse("full"), Err("`full` is not a value profile; use spec (ufip.md §4.3 lists), small or quick".to_string()));
+        assert_eq!(ValuesProfile::parse("full"), Err("`full` is not a value profile; use spec (docs/uflip-method.md §4.3 lists), small or quick".to_string()));
         assert_eq!(ValuesProfile::Spec.options(1 << 30), PlanOptions::spec_defaults(1 << 30));
     }
 }

@@ -1,6 +1,6 @@
 //! The "datasheet" power of an NVMe drive: the maximum power (MP) of its current power state from
 //! the Power State Descriptor table, labelled `estimated`. The uFLIP energy paper shows that this
-//! kind of estimate (datasheet watts × time) is off from measured energy by 2–3× (ufip.md §11.7);
+//! kind of estimate (datasheet watts × time) is off from measured energy by 2–3× (docs/uflip-method.md §11.7);
 //! wattflip reports it next to the measured sources so the difference can be shown, and uses it
 //! as the `datasheet_ratio` of per-run energy. The current state is re-read at most every
 //! `min_interval` (an admin command per read), since the governor may change it.

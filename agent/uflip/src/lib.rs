@@ -1,4 +1,4 @@
-//! wattflip-uflip: the uFLIP probe engine (spec `docs/ufip.md`): IO patterns, run plans for the nine
+//! wattflip-uflip: the uFLIP probe engine (spec `docs/uflip-method.md`): IO patterns, run plans for the nine
 //! micro-benchmarks, an O_DIRECT IO engine, device formats, calibration, statistics and fio iologs.
 //!
 //! Layout (one module per concern; each module's header says how to extend it):

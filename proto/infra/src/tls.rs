@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Installs ring as the process-wide rustls provider. tonic's server builds its rustls config
 /// from the process default, and two providers in one build make rustls panic on first use
-/// (influx-grafana-ansible.md §10), so both binaries call this first. Idempotent.
+/// (docs/conventions.md §10), so both binaries call this first. Idempotent.
 pub fn install_crypto_provider() {
     // Err only means a provider is already installed, which is what we want.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,5 +1,5 @@
 //! `nvme id-ctrl DEV -o json`: identity, thermal thresholds and power-state descriptors
-//! (hardware.md §5.1, §5.2, §6.3).
+//! (docs/hardware.md §5.1, §5.2, §6.3).
 //!
 //! PSD keys changed across nvme-cli versions; [`parse_id_ctrl`] accepts all of them:
 //! - ≤ 2.5 (incl. 2.3): `flags` (bit 0 MXPS, bit 1 NOPS);
@@ -149,7 +149,7 @@ pub fn parse_id_ctrl(stdout: &str) -> Result<IdCtrl, String> {
     for (i, psd) in psds.iter().take(usize::from(npss) + 1).enumerate() {
         power_states.push(parse_psd(i, psd, &mut pr)?);
     }
-    // Thresholds and capabilities: 0 is the spec's "not reported"; unreadable is the same plus
+    // Thresholds and capabilities: 0 is the NVMe specification's "not reported"; unreadable is the same plus
     // a problem line.
     let mut u16_of = |k: &str| pr.take(field_num::<u16>(&root, "", k)).unwrap_or(0);
     let vid = u16_of("vid");

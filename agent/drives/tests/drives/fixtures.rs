@@ -1,4 +1,4 @@
-//! The completed JSON fixtures must keep every line of the verbatim captures (hardware.md
+//! The completed JSON fixtures must keep every line of the verbatim captures (docs/hardware.md
 //! Appendix A) unchanged.
 
 use crate::util::fixture;

@@ -1,4 +1,4 @@
-//! Shunt traces from oscilloscopes and data loggers (`hardware.md` §4, `ufip.md` §11.1): the circuit
+//! Shunt traces from oscilloscopes and data loggers (`docs/hardware.md` §4, `docs/uflip-method.md` §11.1): the circuit
 //! model, the streaming integrators and the file importers (`csv`, `raw`). To support a new file format,
 //! add a module that decodes it into chunks for [`FixedRateIntegrator`] (fixed sample rate) or samples
 //! for [`TimedIntegrator`] (explicit timestamps), and re-export its entry point here.
@@ -176,5 +176,5 @@ pub struct TraceSummary {
     pub windows: Vec<PowerWindow>,
 }
 
-/// Default decimation window: 1 ms, fine enough for the run detector's `w ≈ 1 ms` (`ufip.md` §11.3).
+/// Default decimation window: 1 ms, fine enough for the run detector's `w ≈ 1 ms` (`docs/uflip-method.md` §11.3).
 pub const DEFAULT_WINDOW: Nanos = Nanos(1_000_000);

@@ -8,7 +8,7 @@
 //! type conflict only, and hides parse errors behind a conflict): the lines it names are
 //! dead-lettered and the rest is written again (idempotent: same points, same timestamps); when it
 //! names none, the request is halved until each refused line stands alone. A refused line is never
-//! retried unchanged (`influx-grafana-ansible.md` §3). To support another store that speaks line
+//! retried unchanged (`docs/conventions.md` §3). To support another store that speaks line
 //! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
 
 use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
