@@ -190,7 +190,7 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
 }
 
 /// One cross-source check of a host over a window (computed by the collector,
-/// `collector/src/sources.rs`), at the window's end: tag `check`; fields `ratio`, the band `min`
+/// `collector/src/analysis/sources.rs`), at the window's end: tag `check`; fields `ratio`, the band `min`
 /// and `max`, and whether the ratio was `within` it.
 pub fn source_agreement_point(tags: &HostTags, end_ns: i64, check: &str, ratio: f64, (min, max): (f64, f64)) -> Point {
     tags.point(SOURCE_AGREEMENT, end_ns)
@@ -330,7 +330,7 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     p
 }
 
-/// One throttling episode found by the collector's detector (`collector/src/analysis/throttle.rs`).
+/// One throttling episode found by the collector's detector (`collector/src/analysis/throttle/`).
 /// Written at its onset time; written again with the same timestamp and tags when it ends, so the
 /// stored point always holds the latest `duration_s` and `ongoing` (InfluxDB overwrites it).
 #[derive(Debug, Clone, PartialEq)]

@@ -222,34 +222,54 @@ impl Default for SensorKinds {
     }
 }
 
-/// Discovers every enabled kind of source under `sysfs_root`; sources behind a tool (`ipmitool`)
-/// run it through `runner`.
-pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn CommandRunner>) -> Discovered {
+/// How a sysfs power source is found: `discover(sysfs_root, recheck, &mut Discovered)` pushes the
+/// sensors it finds (and what it found unusable) into the [`Discovered`].
+pub type SysfsDiscover = fn(&Path, std::time::Duration, &mut Discovered);
+
+/// Every sysfs power source with its switch, in discovery order: **the one place a new sysfs
+/// source is registered** (README, "A power source"). [`discover_all`] at start-up and
+/// [`rediscover`] for sources that appear later both walk it, so a source cannot be found at
+/// start and missed when its driver loads late (or the reverse).
+pub fn sysfs_sources(kinds: &SensorKinds) -> Vec<(bool, SysfsDiscover)> {
+    vec![(kinds.rapl, rapl::discover), (kinds.hwmon, hwmon::discover)]
+}
+
+/// Runs the enabled `sources` under `sysfs_root` into one [`Discovered`].
+pub fn discover_sysfs(sources: &[(bool, SysfsDiscover)], sysfs_root: &Path, recheck: std::time::Duration) -> Discovered {
     let mut d = Discovered::default();
-    if kinds.rapl {
-        rapl::discover(sysfs_root, kinds.recheck, &mut d);
+    for (_, discover) in sources.iter().filter(|(enabled, _)| *enabled) {
+        discover(sysfs_root, recheck, &mut d);
     }
-    if kinds.hwmon {
-        hwmon::discover(sysfs_root, kinds.recheck, &mut d);
-    }
+    d
+}
+
+/// Discovers every enabled kind of source under `sysfs_root`: the sysfs sources of
+/// [`sysfs_sources`], then sources behind a tool (`ipmitool`), run through `runner`.
+pub fn discover_all(sysfs_root: &Path, kinds: &SensorKinds, runner: &Arc<dyn CommandRunner>) -> Discovered {
+    let mut d = discover_sysfs(&sysfs_sources(kinds), sysfs_root, kinds.recheck);
     if kinds.ipmi {
         ipmi::discover(runner.clone(), &kinds.ipmitool, kinds.command_timeout, &mut d);
     }
     d
 }
 
-/// The sysfs power sources (RAPL, hwmon) that exist now and are not in `known` (`(source, zone)`
-/// pairs): a zone whose driver loaded after start-up, or that was unreadable then and is readable
-/// now. External commands (IPMI) are not run here: their workers retry on their own.
+/// The sysfs power sources (those of [`sysfs_sources`]) that exist now and are not in `known`
+/// (`(source, zone)` pairs): a zone whose driver loaded after start-up, or that was unreadable
+/// then and is readable now. External commands (IPMI) are not run here: their workers retry on
+/// their own.
 pub fn rediscover(sysfs_root: &Path, kinds: &SensorKinds, known: &std::collections::HashSet<(String, String)>) -> Vec<Box<dyn PowerSensor>> {
-    let mut d = Discovered::default();
-    if kinds.rapl {
-        rapl::discover(sysfs_root, kinds.recheck, &mut d);
-    }
-    if kinds.hwmon {
-        hwmon::discover(sysfs_root, kinds.recheck, &mut d);
-    }
-    d.power
+    rediscover_from(&sysfs_sources(kinds), sysfs_root, kinds.recheck, known)
+}
+
+/// [`rediscover`] over a given source table.
+pub fn rediscover_from(
+    sources: &[(bool, SysfsDiscover)],
+    sysfs_root: &Path,
+    recheck: std::time::Duration,
+    known: &std::collections::HashSet<(String, String)>,
+) -> Vec<Box<dyn PowerSensor>> {
+    discover_sysfs(sources, sysfs_root, recheck)
+        .power
         .into_iter()
         .filter(|s| {
             let desc = s.describe();
