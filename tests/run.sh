@@ -2,10 +2,73 @@
 # Runs every test of the workspace. Installs what the tests need when it is missing (Debian
 # packages), then `cargo test`; the end-to-end tests start their own private influxd on free
 # loopback ports with temp data dirs and stop it afterwards.
+#
+# Each stage's wall time is printed at the end (also when a stage fails). On a fresh machine the
+# slow stages are the tool builds and the package build; they run in the background where that
+# pays: the three Go tools build while apt installs (CPU against network and disk), and the
+# Debian package build (fat-LTO links on one core, niced) while the lint gates and the workspace
+# build run. Nothing runs alongside `cargo test`: the e2e tests time 1 ms power sampling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tests/prometheus/build.sh >/dev/null # Prometheus for the OTLP tests (issue 28): built once per version, cached outside the repo
-bash tests/thanos/build.sh >/dev/null # Thanos for tests/e2e/thanos_store (issue 29): built once per version, cached outside the repo
+mkdir -p target/run-logs
+
+# Stage bookkeeping: "name|seconds|how" lines, printed by print_stage_times.
+STAGES=()
+current_stage=""
+stage() { # stage NAME CMD...: runs CMD in the foreground and records its wall time
+  local name=$1 t0=$SECONDS
+  shift
+  current_stage=$name
+  "$@"
+  STAGES+=("$name|$((SECONDS - t0))|")
+  current_stage=""
+}
+declare -A BG_PID=()
+bg_start() { # bg_start NAME CMD...: runs CMD in the background, output in target/run-logs/NAME.log
+  local name=$1
+  shift
+  local log="target/run-logs/${name// /-}.log"
+  (
+    t0=$SECONDS
+    rc=0
+    "$@" >"$log" 2>&1 || rc=$?
+    echo "$((SECONDS - t0)) $rc" >"$log.done"
+    exit "$rc"
+  ) &
+  BG_PID[$name]=$!
+}
+bg_wait() { # bg_wait NAME: waits for a background stage; fails with its log when it failed
+  local name=$1 log="target/run-logs/${1// /-}.log" secs rc
+  current_stage="$name (waiting)"
+  wait "${BG_PID[$name]}" || true
+  read -r secs rc <"$log.done" || { secs=0 rc=1; }
+  STAGES+=("$name|$secs|background")
+  current_stage=""
+  if [ "$rc" != 0 ]; then
+    echo "tests/run.sh: $name failed (exit $rc); its output ($log):" >&2
+    cat "$log" >&2
+    exit "$rc"
+  fi
+}
+print_stage_times() {
+  local total=$((SECONDS - run_t0)) line name secs how
+  echo "tests/run.sh: stage times (wall; background stages overlap the foreground ones):"
+  for line in "${STAGES[@]}"; do
+    IFS='|' read -r name secs how <<<"$line"
+    printf '  %-28s %5ds  %3dm%02ds %s\n' "$name" "$secs" $((secs / 60)) $((secs % 60)) "${how:+($how)}"
+  done
+  [ -z "$current_stage" ] || printf '  %-28s failed\n' "$current_stage"
+  printf '  %-28s %5ds  %3dm%02ds\n' "total" "$total" $((total / 60)) $((total % 60))
+}
+run_t0=$SECONDS
+stage_times_printed=0
+trap '[ "$stage_times_printed" = 1 ] || print_stage_times >&2' EXIT
+
+# Prometheus (OTLP tests, issue 28), Thanos (tests/e2e/thanos_store, issue 29) and the dashboards
+# checker: Go builds, once per version, cached outside the repo; they need no Debian package.
+bg_start "Prometheus build" bash tests/prometheus/build.sh
+bg_start "Thanos build" bash tests/thanos/build.sh
+bg_start "dashboards-check build" bash tests/dashboards-check/build.sh
 
 packages=()
 command -v influxd >/dev/null 2>&1 || packages+=(influxdb)
@@ -33,18 +96,22 @@ if [ "${WATTFLIP_SKIP_FLEET:-}" != 1 ]; then
   command -v nvme >/dev/null 2>&1 || [ -x /usr/sbin/nvme ] || packages+=(nvme-cli)
   command -v smartctl >/dev/null 2>&1 || [ -x /usr/sbin/smartctl ] || packages+=(smartmontools)
 fi
-if ((${#packages[@]})); then
+apt_install() {
   echo "tests/run.sh: installing ${packages[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
   # The package's own service is not wanted: the tests start private servers.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-fi
+}
+if ((${#packages[@]})); then stage "apt install" apt_install; else STAGES+=("apt install|0|nothing missing"); fi
 
-# Outside builds first, so a missing tool fails before the long cargo build (each prints its
-# binary's path; the test scripts below call them again and get the cached result).
-bash tests/dashboards-check/build.sh >/dev/null
-bash tests/package/build.sh >/dev/null
+# The tools must exist before the long cargo build (each script prints its binary's path; the
+# test scripts below call them again and get the cached result).
+bg_wait "Prometheus build"
+bg_wait "Thanos build"
+bg_wait "dashboards-check build"
+# The package build's tools (tools.sh) may apt-get install too: it starts after the apt stage.
+bg_start "package build" bash tests/package/build.sh
 
 # A one-off build gains nothing from incremental caches (they double the target dir); say how
 # much disk there is, because a full disk shows up much later as an obscure linker error.
@@ -58,38 +125,45 @@ fi
 
 # Lint gates first: formatting, then clippy on every target with warnings as errors (the workspace
 # denies unwrap()/expect() outside tests: Cargo.toml [workspace.lints.clippy], clippy.toml).
-cargo fmt --all --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+stage "fmt" cargo fmt --all --check
+stage "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 
-cargo build --workspace --bins --locked
-cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log
+stage "build" cargo build --workspace --bins --locked
+# The package build must be done before the timing-sensitive tests start.
+bg_wait "package build"
+cargo_tests() { cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log; }
+stage "cargo test" cargo_tests "$@"
 # The fleet test is #[ignore]d in a plain `cargo test` (three QEMU guests, minutes); it runs here,
 # as its own binary after the timing-sensitive e2e tests, unless WATTFLIP_SKIP_FLEET=1.
 fleet_ran=0
+fleet_test() { cargo test -p wattflip-e2e --test fleet --locked -- --ignored 2>&1 | tee -a target/test-output.log; }
 if [ "${WATTFLIP_SKIP_FLEET:-}" != 1 ]; then
-  cargo test -p wattflip-e2e --test fleet --locked -- --ignored 2>&1 | tee -a target/test-output.log
+  stage "fleet" fleet_test
   fleet_ran=1
 fi
 
 # Every fuzz target for a fixed number of executions from its checked-in corpus (cargo-fuzz is
 # installed by the script when missing; WF_FUZZ_RUNS sets the count, 0 skips). Figures: docs/fuzzing.md.
 fuzz_targets=0
+fuzz() { bash tests/fuzz/run.sh "${WF_FUZZ_RUNS:-20000}" | tee target/fuzz-output.log; }
 if [ "${WF_FUZZ_RUNS:-20000}" != 0 ]; then
-  bash tests/fuzz/run.sh "${WF_FUZZ_RUNS:-20000}" | tee target/fuzz-output.log
+  stage "fuzz" fuzz
   fuzz_targets=$(($(wc -l < target/fuzz-output.log) - 1))
 fi
 
 # The Ansible deployment, really run over SSH against namespace hosts on this machine (root).
-bash tests/ansible/run.sh
+stage "ansible" bash tests/ansible/run.sh
 # Every dashboard strict-parsed by Grafana's schema types, every InfluxQL query by InfluxDB's parser.
-bash tests/dashboards-check/run.sh
+stage "dashboards-check" bash tests/dashboards-check/run.sh
 # The Debian packages (glibc 2.28) installed, upgraded with an NVMe guard state file, and purged in Debian 11.
-bash tests/package/run.sh
+stage "package test" bash tests/package/run.sh
 
 # One closing line for everything: the cargo tests (set -e and pipefail stopped us on a failure)
 # plus the fuzz targets, the Ansible real run, the dashboards check and the package test; ignored tests (each with its reason in
 # target/test-output.log) are counted, never hidden among the passed ones.
 passed=$(grep -E '^test result:' target/test-output.log | awk -v extra=$((fuzz_targets + 3)) '{s += $4} END {print s + extra}')
 ignored=$(grep -E '^test result:' target/test-output.log | awk -v ran=$fleet_ran '{s += $8} END {print s - ran}')
+print_stage_times
+stage_times_printed=1
 # The plain closing line CI reads: "N passed, N failed" with ", N skipped" (ignored tests) after it.
 echo "tests: ${passed} passed, 0 failed, ${ignored} skipped"
