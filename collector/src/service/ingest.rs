@@ -34,12 +34,17 @@ use tokio_stream::adapters::Map;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
+use wattflip_infra::ratelimit::Limited;
 use wattflip_proto::domain::{convert_batch_points, Hello};
 use wattflip_proto::domain::{Rejection, Rule};
 use wattflip_proto::encoder::BatchEncoder;
 use wattflip_proto::lineproto::Point;
 use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, AgentMessage};
+
+/// How often a WARN that can repeat per batch or per stream is written at most (the line then says
+/// how many were suppressed; the counters count every one).
+const WARN_PERIOD: Duration = Duration::from_secs(10);
 
 /// Metadata key on an `invalid_argument` status that names the rejected batch.
 pub const REJECTED_SEQUENCE: &str = "wattflip-rejected-sequence";
@@ -175,7 +180,11 @@ impl Ingest for IngestService {
         if open > self.max_streams {
             // Refused with a status rather than left to fail on a descriptor later (a hang).
             self.stats.agents_rejected.inc("stream_limit");
-            tracing::warn!(%peer, limit = self.max_streams, "refused a stream: the collector holds as many streams as its open-file limit allows");
+            static LIMIT_WARN: Limited = Limited::new(WARN_PERIOD);
+            if let Some(suppressed) = LIMIT_WARN.hit(std::time::Instant::now()) {
+                tracing::warn!(%peer, limit = self.max_streams, suppressed,
+                    "refused a stream: the collector holds as many streams as its open-file limit allows ({suppressed} more refusals suppressed in the last {WARN_PERIOD:?}; all counted in wattflip_collector_agents_rejected_total)");
+            }
             return Err(Status::resource_exhausted(format!(
                 "the collector holds {} streams, as many as its open-file limit allows; retry later or connect to another collector (collector.urls)",
                 self.max_streams
@@ -453,9 +462,12 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
         stats.points_rejected.inc(r.rule.as_str());
         *rejected.entry(r.rule.as_str()).or_default() += 1;
     }
+    static REJECTED_WARN: Limited = Limited::new(WARN_PERIOD);
     if let Some(first) = converted.rejected.first() {
-        tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(),
-            "left out invalid points, stored the rest of the batch; first: {first}");
+        if let Some(suppressed) = REJECTED_WARN.hit(std::time::Instant::now()) {
+            tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(), suppressed,
+                "left out invalid points, stored the rest of the batch; first: {first} ({suppressed} more such warnings suppressed in the last {WARN_PERIOD:?}; every point is in a point_rejected event)");
+        }
     }
     let mut lines = Vec::new();
     let tier = ctx.tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| (s.scope.as_str(), s.time.0)));
@@ -494,7 +506,12 @@ fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> 
     };
     if late > 0 {
         ctx.stats.throttle_late_readings.fetch_add(late, Ordering::Relaxed);
-        tracing::warn!(agent = %hello.agent_id, late, "readings older than the throttling detector's retention were counted, not placed");
+        // Once per batch while agents backfill: one line per period, the rest counted in it.
+        static LATE_WARN: Limited = Limited::new(WARN_PERIOD);
+        if let Some(suppressed) = LATE_WARN.hit(std::time::Instant::now()) {
+            tracing::warn!(agent = %hello.agent_id, late, suppressed,
+                "readings older than the throttling detector's retention were counted, not placed ({suppressed} more such warnings suppressed in the last {WARN_PERIOD:?}; all counted in wattflip_collector_throttle_late_readings_total)");
+        }
     }
     let mut points = Vec::new();
     for e in &episodes {

@@ -32,6 +32,12 @@ fn ingest(t: &mut Text, i: &IngestStats) {
         .counter("wattflip_collector_batches_duplicate_total", "Batches already durable, acknowledged without rewriting.", i.batches_duplicate.load(Relaxed))
         .counter("wattflip_collector_batches_rate_limited_total", "Batches refused by the per-agent rate limit.", i.batches_rate_limited.load(Relaxed))
         .counter("wattflip_collector_samples_received_total", "Power and temperature samples accepted.", i.samples_received.load(Relaxed))
+        .counter(
+            "wattflip_collector_points_unencodable_total",
+            "Points that could not be encoded as line protocol, left out (agent points also in points_rejected_total{reason=\"unencodable\"}).",
+            i.points_unencodable.load(Relaxed),
+        )
+        .counter("wattflip_collector_throttle_events_total", "Thermal throttling episodes the detector found.", i.throttle_events.load(Relaxed))
         .counter("wattflip_collector_points_stored_total", "Agent points acknowledged as stored.", i.points_stored.load(Relaxed))
         .labelled_counter(
             "wattflip_collector_points_rejected_total",
@@ -63,6 +69,11 @@ fn influx(t: &mut Text, k: &SinkStats) {
         )
         .counter("wattflip_collector_influx_requests_total", "Write requests to InfluxDB.", k.requests.load(Relaxed))
         .counter("wattflip_collector_influx_retries_total", "Write requests retried after an error.", k.retries.load(Relaxed))
+        .counter(
+            "wattflip_collector_influx_databases_created_total",
+            "Databases the writer created after InfluxDB answered 404 database not found.",
+            k.databases_created.load(Relaxed),
+        )
         .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency);
 }
 

@@ -7,6 +7,7 @@
 //! - [`cli`]: logging set-up, exit codes with the error chain, SIGINT/SIGTERM.
 //! - [`backoff`]: capped exponential reconnect/retry delays with jitter.
 //! - [`limits`]: the open-file limit raised at start and the connections it allows.
+//! - [`ratelimit`]: repeated log lines written once per period with a count of those suppressed.
 //!
 //! To add a piece: a module here only if both binaries use it and it is not about the wire format
 //! (that goes in `wattflip-proto`) nor about units (`wattflip-units`); one binary's plumbing stays
@@ -15,6 +16,7 @@
 pub mod backoff;
 pub mod cli;
 pub mod limits;
+pub mod ratelimit;
 pub mod telemetry;
 pub mod tls;
 pub mod tomlcfg;
