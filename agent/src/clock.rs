@@ -14,7 +14,7 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Self {
-        let utc0_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).unwrap_or(0);
+        let utc0_ns = wattflip_proto::units::UnixNanos::now().0;
         Clock { utc0_ns, mono0: Instant::now() }
     }
 

@@ -21,7 +21,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_infra::tls::{RawTls, TlsMode};
-use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
+use wattflip_infra::duration::{Bounded, HOUR};
+use wattflip_infra::tomlcfg::{ConfigError, Loader};
 use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -72,37 +73,10 @@ pub fn system_hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "localhost".into())
 }
 
-/// Largest config file read: configs are a few KiB; anything larger is a mistake (`/dev/zero`, a
-/// log named by accident), refused before it is read into memory.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
-
-/// Reads a config file that is a regular file (or a symlink to one) of at most
-/// [`MAX_CONFIG_BYTES`]: a device, FIFO or directory is refused without reading it, and a file
-/// that grows while it is read is cut off at the bound, so no config makes the agent read forever.
-pub fn read_bounded(file: &Path) -> Result<String, String> {
-    use std::io::Read as _;
-    let meta = std::fs::metadata(file).map_err(|e| format!("cannot read the config file: {e}"))?;
-    if !meta.is_file() {
-        return Err("is not a regular file (a device, FIFO or directory); give the path of a TOML file".into());
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!("is {} bytes; a config file may be at most {MAX_CONFIG_BYTES} bytes (1 MiB)", meta.len()));
-    }
-    let f = std::fs::File::open(file).map_err(|e| format!("cannot read the config file: {e}"))?;
-    let mut bytes = Vec::new();
-    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read the config file: {e}"))?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(format!("grew past {MAX_CONFIG_BYTES} bytes while it was read; a config file may be at most 1 MiB"));
-    }
-    String::from_utf8(bytes).map_err(|e| format!("is not UTF-8 text: {e}"))
-}
-
 impl Config {
-    /// Reads `file` (a regular file of at most [`MAX_CONFIG_BYTES`]; see [`read_bounded`]).
+    /// Reads `file` (a regular file of at most 1 MiB; see [`wattflip_infra::tomlcfg::read_bounded`]).
     pub fn from_file(file: &Path) -> Result<Config, ConfigError> {
-        let text = read_bounded(file)
-            .map_err(|message| ConfigError { file: file.to_owned(), problems: vec![wattflip_infra::tomlcfg::Problem { path: String::new(), message }] })?;
-        Self::from_loader(Loader::from_str(file, &text)?, true)
+        Self::from_loader(Loader::from_file(file)?, true)
     }
 
     pub fn from_str(file: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -136,19 +110,14 @@ impl Config {
             None => None,
         };
         let collector = collector_config(collector, &tls, &mut l);
-        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
-            Some(s) => parse_duration(key, &s, &mut l).unwrap_or(default),
-            None => default,
-        };
-        let interval = dur("sampling.interval", sampling.interval, Duration::from_secs(1));
-        let power_interval = dur("sampling.power_interval", sampling.power_interval, interval);
         // 1 kHz is the RAPL update rate; faster polling only reads the same value again.
-        if interval < Duration::from_millis(1) || interval > Duration::from_secs(3600) {
-            l.problem("sampling.interval", format!("{interval:?} is outside 1ms..1h"));
-        }
-        if power_interval < Duration::from_millis(1) || power_interval > interval {
-            l.problem("sampling.power_interval", format!("{power_interval:?} is outside 1ms..=sampling.interval ({interval:?})"));
-        }
+        let interval = Bounded::new(Duration::from_millis(1), HOUR).read("sampling.interval", sampling.interval.as_deref(), Duration::from_secs(1), &mut l);
+        let power_interval = Bounded::new(Duration::from_millis(1), interval).because("at most sampling.interval").read(
+            "sampling.power_interval",
+            sampling.power_interval.as_deref(),
+            interval,
+            &mut l,
+        );
         let power_intervals = power_intervals(sampling.power_intervals, &mut l);
         let drives = DrivesConfig::from_raw(raw_drives, &mut l);
         let max_batches = buffer.max_batches.unwrap_or(3600);
@@ -215,6 +184,16 @@ mod tests {
         Config::from_str(Path::new("agent.toml"), text)
     }
 
+    /// A self-signed certificate (its own CA) and its key in `dir`: (ca, cert, key) paths.
+    pub(super) fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["node".to_string()]).unwrap().self_signed(&key).unwrap();
+        let (c, k) = (dir.join("cert.pem"), dir.join("key.pem"));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c.clone(), c, k)
+    }
+
     #[test]
     fn full_config() {
         let c = parse(
@@ -248,9 +227,8 @@ mod tests {
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"], "mutual TLS is the default");
         let dir = tempfile::tempdir().unwrap();
-        let pem = dir.path().join("x.pem");
-        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
-        let tls = format!("[tls]\nca_file = \"{0}\"\ncert_file = \"{0}\"\nkey_file = \"{0}\"\n", pem.display());
+        let (ca, cert, key) = tls_files(dir.path());
+        let tls = format!("[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n", ca.display(), cert.display(), key.display());
         let err = parse(&format!("{tls}[collector]\nurls = [\"http://10.0.0.1:1\"]\n")).unwrap_err();
         assert_eq!(err.problems[0].message, "`http://10.0.0.1:1` must start with https:// (mutual TLS is on)");
         let c = parse(&format!("{tls}[collector]\nurls = [\"https://c1:1\", \"https://c2:1\"]\nserver_name = \"collector\"\n")).unwrap();
@@ -264,7 +242,7 @@ mod tests {
                 "`http://10.0.0.1:1` is not a loopback address, and tls.insecure_plaintext_loopback_only refuses to send plaintext beyond loopback; configure [tls] certificates",
                 "`https://127.0.0.1:2` must start with http:// in tls.insecure_plaintext_loopback_only mode",
                 "5000 must be at least twice spool.segment_bytes (8388608)",
-                "must be `every_batch` or a duration above zero such as `200ms`",
+                "`0s` is outside 1ms..=1h (`every_batch`, or a sync interval above zero)",
             ]
         );
         let c = Config::defaults().unwrap();
@@ -320,11 +298,11 @@ mod tests {
             problems,
             vec![
                 ("sampling.recheck_every", "unknown key (check the spelling; see the example config)"),
-                ("sampling.recheck_interval", "2s is longer than sampling.interval (1s): a replaced file must be noticed within one report interval"),
+                ("sampling.recheck_interval", "`2s` is outside 1ms..=1s (every check is a stat() of each attribute, 1ms is already one per 1 kHz reading; a replaced file must be noticed within one report interval, sampling.interval)"),
             ]
         );
         for (value, message) in [
-            ("500us", "500µs is shorter than 1ms: every check is a stat() of each attribute; 1ms is already one per 1 kHz reading"),
+            ("500us", "`500us` is outside 1ms..=1s (every check is a stat() of each attribute, 1ms is already one per 1 kHz reading; a replaced file must be noticed within one report interval, sampling.interval)"),
             ("soon", "`soon` is not a duration (expected number at 0); write e.g. `500ms`, `5s` or `2m`"),
         ] {
             let err = recheck(&format!("recheck_interval = \"{value}\"")).unwrap_err();
@@ -345,11 +323,11 @@ mod tests {
             problems,
             vec![
                 ("sampling.power_intervals.ina226", "unknown key (check the spelling; see the example config)"),
-                ("sampling.power_intervals.rapl", "500µs is outside 1ms..=1s (1 kHz .. 1 Hz)"),
-                ("sampling.power_intervals.hwmon", "2s is outside 1ms..=1s (1 kHz .. 1 Hz)"),
+                ("sampling.power_intervals.rapl", "`500us` is outside 1ms..=1s (1 kHz .. 1 Hz)"),
+                ("sampling.power_intervals.hwmon", "`2s` is outside 1ms..=1s (1 kHz .. 1 Hz)"),
                 (
                     "sampling.power_intervals.ipmi",
-                    "100ms is shorter than 1s: a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz"
+                    "`100ms` is outside 1s..=1s (a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz)"
                 ),
                 ("sampling.power_intervals.nvme_estimate", "`often` is not a duration (expected number at 0); write e.g. `500ms`, `5s` or `2m`"),
             ]
@@ -409,7 +387,7 @@ mod tests {
         .unwrap_err();
         let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, vec!["probes[0].power_interval", "probes[0].idle", "probes[0].tail", "probes[1].tail", "probes[1].power_zone"]);
-        assert_eq!(err.problems[0].message, "100µs is outside 1ms..=1s");
+        assert_eq!(err.problems[0].message, "`100us` is outside 1ms..=1s");
         assert_eq!(err.problems[3].message, "has no effect with power = false; remove it or turn power recording on");
     }
 
@@ -553,13 +531,12 @@ mod example {
         let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, vec!["tls.ca_file", "tls.cert_file", "tls.key_file"]);
         let dir = tempfile::tempdir().unwrap();
-        let pem = dir.path().join("x.pem");
-        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let (ca, cert, key) = super::tests::tls_files(dir.path());
         let text = std::fs::read_to_string(&p)
             .unwrap()
-            .replace("/etc/wattflip-agent/ca.pem", &pem.display().to_string())
-            .replace("/etc/wattflip-agent/agent.pem", &pem.display().to_string())
-            .replace("/etc/wattflip-agent/agent.key", &pem.display().to_string());
+            .replace("/etc/wattflip-agent/ca.pem", &ca.display().to_string())
+            .replace("/etc/wattflip-agent/agent.pem", &cert.display().to_string())
+            .replace("/etc/wattflip-agent/agent.key", &key.display().to_string());
         let c = super::Config::from_str(&p, &text).unwrap();
         assert_eq!(c.collector.urls.len(), 2);
         assert!(c.spool.is_some());

@@ -16,7 +16,8 @@ use crate::sinks::influx::config::RawInflux;
 pub use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Secret, DEFAULT_DEAD_LETTER_DIR};
 pub use crate::sinks::otlp::config::OtlpConfig;
 use crate::sinks::otlp::config::RawOtlp;
-use wattflip_infra::tomlcfg::{parse_duration, ConfigError, Loader};
+use wattflip_infra::duration::Bounded;
+use wattflip_infra::tomlcfg::{ConfigError, Loader};
 
 /// Where accepted lines go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,11 +114,8 @@ impl Config {
         };
         let influx = InfluxConfig::from_raw(influx, ov.influx_url.clone(), ov.influx_db.clone(), &mut loader);
         let otlp = OtlpConfig::from_raw(otlp, &mut loader);
-        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
-            Some(s) => parse_duration(key, &s, &mut loader).unwrap_or(default),
-            None => default,
-        };
-        let hello_timeout = dur("limits.hello_timeout", limits.hello_timeout, DEFAULT_HELLO_TIMEOUT);
+        let hello_timeout =
+            Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read("limits.hello_timeout", limits.hello_timeout.as_deref(), DEFAULT_HELLO_TIMEOUT, &mut loader);
         let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
         if max_message_bytes < 1024 {
             loader.problem("limits.max_message_bytes", "must be at least 1024");

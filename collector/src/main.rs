@@ -63,7 +63,8 @@ enum DeadLetterCommand {
     Replay {
         /// Give up when InfluxDB is not writable for this long (a humantime duration).
         #[arg(long, default_value = "60s")]
-        timeout: humantime::Duration,
+        #[arg(value_parser = |s: &str| wattflip_infra::duration::Bounded::new(std::time::Duration::from_secs(1), wattflip_infra::duration::DAY).parse(s))]
+        timeout: std::time::Duration,
     },
 }
 
@@ -185,7 +186,7 @@ fn run_dead_letter(cfg: &Config, action: DeadLetterCommand) -> anyhow::Result<()
             // running collector never saw these writes.
             let dirty = cfg.influx.retention.as_ref().map(|r| Arc::new(wattflip_collector::rollup::Dirty::new(r.max_dirty, Arc::default())));
             let observer = dirty.clone().map(|d| d as Arc<dyn wattflip_collector::sinks::influx::StoredLines>);
-            let r = rt.block_on(replay(&cfg.influx, timeout.into(), observer))?;
+            let r = rt.block_on(replay(&cfg.influx, timeout, observer))?;
             if let Some(d) = dirty {
                 let (done, failed) = rt.block_on(wattflip_collector::rollup::task::recompute_now(&cfg.influx, d));
                 println!(

@@ -332,23 +332,26 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
         "{lp}"
     );
 
-    // SIGTERM mid-sweep: the agent restores at once and records it before exiting.
-    let out3 = tmp.path().join("out3");
-    let args = sweep_args(out3.to_str().unwrap());
-    let mut child = spawn_agent(tmp.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
-    let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let status = wait_child(&mut child, Duration::from_secs(30), tmp.path());
-    let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
-    assert!(!status.success(), "an interrupted sweep is not a success");
-    assert!(stderr.contains("interrupted by a signal; the original power state was put back"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n");
-    assert!(!state_file.exists());
-    let lp = std::fs::read_to_string(out3.join("governor-sweep.lp")).unwrap();
-    let outcomes: Vec<&str> =
-        lp.lines().filter(|l| l.starts_with("power_state,")).map(|l| l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("")).collect();
-    assert_eq!(outcomes, vec!["applied", "restored"], "{lp}");
+    // SIGTERM mid-sweep, and SIGHUP (an SSH hangup, issue 38): the agent restores at once and
+    // records it before exiting.
+    for sig in ["TERM", "HUP"] {
+        let out3 = tmp.path().join(format!("out-{sig}"));
+        let args = sweep_args(out3.to_str().unwrap());
+        let mut child = spawn_agent(tmp.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(wait_for_file(&power_value, Some("1\n")), "the sweep never changed the state");
+        let pid = child.id().to_string();
+        assert!(Command::new("kill").args([format!("-{sig}"), pid]).status().unwrap().success());
+        let status = wait_child(&mut child, Duration::from_secs(30), tmp.path());
+        let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
+        assert!(!status.success(), "an interrupted sweep is not a success");
+        assert_eq!(stderr.matches("interrupted by a signal; the original power state was put back").count(), 1 + usize::from(sig == "HUP"), "SIG{sig}: {stderr}");
+        assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n", "SIG{sig} left the drive changed");
+        assert!(!state_file.exists());
+        let lp = std::fs::read_to_string(out3.join("governor-sweep.lp")).unwrap();
+        let outcomes: Vec<&str> =
+            lp.lines().filter(|l| l.starts_with("power_state,")).map(|l| l.split(",outcome=").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("")).collect();
+        assert_eq!(outcomes, vec!["applied", "restored"], "SIG{sig}: {lp}");
+    }
 }
 
 /// Issue 16 point 6: while a sweep runs, a second command (`governor show`, another `governor

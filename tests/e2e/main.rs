@@ -5,6 +5,7 @@
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod config_checks;
 mod dashboards;
 mod dashboards_hosts;
 mod dashboards_rollups;

@@ -145,7 +145,7 @@ fn plan_json(influx: &Influx, db: &str, args: &[&str]) -> serde_json::Value {
 fn planning_commands_answer_known_questions() {
     let influx = Influx::start();
     let db = "wf_plan";
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let now = wattflip_proto::units::UnixNanos::now().0;
     let minute = 60_000_000_000i64;
     let base = (now / minute) * minute - 10 * minute;
     let mut lp = String::new();
@@ -306,7 +306,7 @@ fn planning_commands_answer_known_questions() {
 fn fleet_rollups_answer_known_questions() {
     let influx = Influx::start();
     let db = "wf_rollup";
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let now = wattflip_proto::units::UnixNanos::now().0;
     let (sec, day) = (1_000_000_000i64, 86_400_000_000_000i64);
     let base = now - 3600 * sec;
     let mut lp = String::new();

@@ -259,3 +259,28 @@ fn two_targets_calibrated_in_one_store_and_a_scheduled_probe_uses_its_own() {
         assert_eq!((r[2].as_u64(), r[3].as_u64()), (Some(96 + i as u64), Some(1 + i as u64)), "{r:?}");
     }
 }
+
+/// Issue 38: `probe` handled no signal; a hangup (SIGHUP) or Ctrl-C killed it with a run half
+/// done and nothing written. Now it stops between two IOs, writes the runs it completed, says so
+/// and exits with an error, leaving the target file in place.
+#[test]
+fn a_probe_stops_cleanly_on_sighup_and_sigint_and_keeps_its_completed_runs() {
+    for sig in ["HUP", "INT"] {
+        let dir = disk_dir();
+        let out = dir.path().join("out");
+        let target = dir.path().join("scratch.dat");
+        let args = ["probe", "--bench", "all", "--repetitions", "1", "--size", "256MiB", "--no-power", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let mut child = spawn_agent(dir.path(), &args);
+        // Long enough for the fill and some runs of the ~180 (the whole probe takes minutes).
+        std::thread::sleep(Duration::from_secs(4));
+        assert!(child.try_wait().unwrap().is_none(), "the probe ended before the signal");
+        signal(&child, sig);
+        let status = wait_child(&mut child, Duration::from_secs(30), dir.path());
+        let stderr = std::fs::read_to_string(dir.path().join("agent.stderr")).unwrap();
+        assert_eq!(status.code(), Some(1), "SIG{sig}: exited by the signal, not by the probe:\n{stderr}");
+        let said = stderr.split("interrupted by a signal after ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse::<usize>().ok());
+        let runs = if out.join("runs.jsonl").exists() { jsonl(&out.join("runs.jsonl")).len() } else { 0 };
+        assert_eq!(said, Some(runs), "SIG{sig}: the runs said and the runs written:\n{stderr}");
+        assert_eq!(std::fs::metadata(&target).unwrap().len(), 256 << 20, "SIG{sig}: the target file is kept");
+    }
+}

@@ -10,7 +10,7 @@ use wattflip_e2e::*;
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_client::IngestClient, AgentMessage};
 
 fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64
+    wattflip_proto::units::UnixNanos::now().0
 }
 
 fn hello(id: &str) -> AgentMessage {

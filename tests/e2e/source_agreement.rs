@@ -42,7 +42,7 @@ fn window(w0: i64, k: i64, out_w: f64) -> AgentMessage {
 fn psu_efficiency_ratios_and_one_event_each_way() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, "wf_sources");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let now = wattflip_proto::units::UnixNanos::now().0;
     let w0 = (now - 10 * MIN).div_euclid(MIN) * MIN;
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {

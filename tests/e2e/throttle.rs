@@ -20,7 +20,7 @@ fn hello() -> AgentMessage {
         critical_celsius: critical,
         namespaces: vec![format!("nvme{n}n1")],
     };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let now = wattflip_proto::units::UnixNanos::now().0;
     AgentMessage {
         kind: Some(Kind::Hello(v1::Hello {
             agent_id: HOST.into(),
@@ -105,7 +105,7 @@ fn events(influx: &Influx) -> Vec<Row> {
 fn temperature_over_the_warning_threshold_with_a_throughput_drop_is_a_throttle_event_in_influx() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, DB);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let now = wattflip_proto::units::UnixNanos::now().0;
     let t0 = (now / S) * S - 600 * S;
 
     // nvme0: 1000 MiB/s at 8 W, 60 °C; then 72.5 °C (warning 70) at +10 s, still 73 °C at +140 s

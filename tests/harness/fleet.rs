@@ -86,7 +86,7 @@ pub const RAPL_WATTS: [&[(&str, &str, u64)]; 2] = [
 pub const COUNTER_PERIOD: Duration = Duration::from_millis(10);
 
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_nanos() as i64
+    wattflip_proto::units::UnixNanos::now().0
 }
 
 /// The filled fleet; everything stops on drop.

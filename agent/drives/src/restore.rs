@@ -31,7 +31,6 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 // The error type is its own file (this one was over 600 lines); re-exported where it was.
 mod error;
@@ -144,7 +143,7 @@ impl RestoreGuard {
             feature_id: knob.feature_id(),
             original_value,
             original_state,
-            created_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            created_unix_s: u64::try_from(wattflip_units::UnixNanos::now().0 / 1_000_000_000).unwrap_or(0),
             pid: std::process::id(),
             pid_start_ticks: start_ticks(Path::new("/proc/self/stat")).unwrap_or(0),
         };

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wattflip_infra::duration::{Bounded, DAY};
 use wattflip_drives::CommandRunner;
 use wattflip_proto::v1;
 
@@ -92,7 +93,7 @@ pub fn command(g: GovernorCli) -> anyhow::Result<()> {
             let req = match (state, intel_mode) {
                 (Some(state), _) => Request::Set { state },
                 (None, Some(mode)) => {
-                    let hold = hold.map(|h| humantime::parse_duration(&h).map_err(|e| anyhow::anyhow!("--hold `{h}`: {e}; write e.g. 10m"))).transpose()?;
+                    let hold = hold.map(|h| Bounded::new(Duration::from_secs(1), DAY).parse(&h).map_err(|e| anyhow::anyhow!("--hold: {e}"))).transpose()?;
                     Request::IntelMode { mode, hold }
                 }
                 (None, None) => anyhow::bail!("governor set needs --state N or --intel-mode N"),
@@ -109,14 +110,14 @@ pub fn command(g: GovernorCli) -> anyhow::Result<()> {
                 None => cfg.drives.sweep_patterns.clone(),
             };
             let settle = match settle {
-                Some(s) => humantime::parse_duration(&s).map_err(|e| anyhow::anyhow!("--settle `{s}`: {e}; write e.g. 2s"))?,
+                Some(s) => crate::drives::config::SWEEP_SETTLE.parse(&s).map_err(|e| anyhow::anyhow!("--settle: {e}"))?,
                 None => cfg.drives.sweep_settle,
             };
             (common, Some(Request::Sweep(SweepArgs { target, size, patterns, settle, seed })))
         }
     };
     let cfg = super::load_config(common.config.as_deref())?;
-    let text = execute(cfg, &common.device, req.unwrap_or(Request::Show), &common.out, common.collector.as_deref(), super::shutdown_signal())?;
+    let text = execute(cfg, &common.device, req.unwrap_or(Request::Show), &common.out, common.collector.as_deref(), super::drive_signal())?;
     print!("{text}");
     Ok(())
 }

@@ -31,6 +31,25 @@ pub async fn shutdown_signal() {
     wattflip_infra::cli::shutdown_signal().await
 }
 
+/// Completes on SIGTERM, SIGINT or SIGHUP: what a command that changes a drive (or writes a
+/// probe's target) stops on, so that an SSH hangup, whose default action kills the process, puts
+/// the drive back like a Ctrl-C does. The handlers are installed at the first poll; callers poll
+/// once before touching the drive.
+pub async fn drive_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::hangup())) {
+        (Ok(mut term), Ok(mut hup)) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+            _ = hup.recv() => {},
+        },
+        // Without a handler a signal kills as before; SIGINT is still watched.
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// `check-config`: every problem of the file, or a one-line summary of it.
 pub fn check_config(config: PathBuf) -> anyhow::Result<()> {
     let cfg = Config::from_file(&config)?;

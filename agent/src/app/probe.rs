@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::probes::{self, convert, ProbeArgs};
 use crate::report::folder;
 use std::path::PathBuf;
+use wattflip_infra::duration::{Bounded, HOUR};
 
 #[derive(clap::Args, Debug)]
 pub struct ProbeCli {
@@ -67,13 +68,16 @@ pub struct ProbeCli {
     pub config: Option<PathBuf>,
     /// Time between power reads during the probe.
     #[arg(long, default_value = "5ms")]
-    pub power_interval: humantime::Duration,
+    #[arg(value_parser = |s: &str| probes::config::POWER_INTERVAL.parse(s))]
+    pub power_interval: std::time::Duration,
     /// Idle time recorded before the first run (the idle baseline of every run).
     #[arg(long, default_value = "1s")]
-    pub idle: humantime::Duration,
+    #[arg(value_parser = |s: &str| probes::config::IDLE.parse(s))]
+    pub idle: std::time::Duration,
     /// Time recorded after the last run, to see its background work.
     #[arg(long, default_value = "1s")]
-    pub tail: humantime::Duration,
+    #[arg(value_parser = |s: &str| probes::config::TAIL.parse(s))]
+    pub tail: std::time::Duration,
     /// Power zone to attribute energy to (default: the most drive-specific one found; a CPU/RAPL
     /// zone only when named here, since RAPL does not see the drive).
     #[arg(long)]
@@ -98,7 +102,8 @@ pub struct ProbeCli {
     pub ladder_levels: Vec<u32>,
     /// How long each ladder level (and the active idle) is held.
     #[arg(long, default_value = "5s")]
-    pub ladder_hold: humantime::Duration,
+    #[arg(value_parser = |s: &str| Bounded::new(std::time::Duration::from_millis(100), HOUR).parse(s))]
+    pub ladder_hold: std::time::Duration,
     /// Ladder patterns (random read and write by default).
     #[arg(long, default_value = "RR,RW", value_delimiter = ',')]
     pub ladder_patterns: Vec<String>,
@@ -131,9 +136,9 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     let energy_opts = probes::EnergyOptions {
         sysfs_root: cfg.sysfs_root.clone(),
         kinds: cfg.kinds.clone(),
-        period: p.power_interval.into(),
-        idle: p.idle.into(),
-        tail: p.tail.into(),
+        period: p.power_interval,
+        idle: p.idle,
+        tail: p.tail,
         zone: p.power_zone.clone(),
         drives: cfg.drives.clone(),
     };
@@ -141,11 +146,24 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     if p.ladder {
         return ladder(&p, &args, size, &cfg, &energy_opts, &host);
     }
-    let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", &host)?;
+    // SIGINT, SIGTERM and SIGHUP stop the IO between two IOs; the completed runs are written.
+    args.stop = Some(stop_on_signal()?);
+    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+    let measured = match probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", &host) {
+        Err(probes::ProbeCmdError::Probe(wattflip_uflip::ProbeError::Interrupted(report))) => {
+            let written = folder::write_all(&p.out, &report, None, None, &tags)?;
+            anyhow::bail!(
+                "interrupted by a signal after {} completed run(s): they are in {}/ ({} line-protocol points, no per-run energy); the target was left as it is",
+                report.runs.len(),
+                p.out.display(),
+                written.lines
+            );
+        }
+        r => r?,
+    };
     let batches = if p.collector.is_some() { convert::batches(&measured) } else { Vec::new() };
     let full_rate: usize = measured.recording.iter().map(|z| z.t.len()).sum();
     let report = measured.report;
-    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let written = folder::write_all(&p.out, &report, measured.energy.as_ref(), measured.power.as_ref(), &tags)?;
     print!("{}", wattflip_uflip::summary_table(&report));
     match &measured.energy {
@@ -169,6 +187,31 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         println!("sent {full_rate} full-rate power samples ({} zones) in {} batches", measured.recording.len(), n.saturating_sub(1));
     }
     Ok(())
+}
+
+/// A flag set on SIGINT, SIGTERM or SIGHUP ([`super::drive_signal`]), watched by a thread of its
+/// own; the handlers are installed before this returns, so no signal during the probe's IO kills
+/// the process with a run half done.
+fn stop_on_signal() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (armed_tx, armed_rx) = std::sync::mpsc::channel();
+    let flag = stop.clone();
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            let mut signal = std::pin::pin!(super::drive_signal());
+            // The first poll installs the handlers.
+            let early = tokio::select! { biased; _ = signal.as_mut() => true, _ = std::future::ready(()) => false };
+            let _ = armed_tx.send(());
+            if !early {
+                signal.await;
+            }
+            tracing::warn!("signal received: stopping the probe's IO; the completed runs are kept");
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        })
+    });
+    armed_rx.recv().map_err(|_| anyhow::anyhow!("the signal watcher did not start"))?;
+    Ok(stop)
 }
 
 /// The probe's arguments from the command line (a file target of `size` bytes).
@@ -216,7 +259,7 @@ fn pause_choice(p: &ProbeCli) -> anyhow::Result<probes::PauseChoice> {
             }
             probes::PauseChoice::Auto
         }
-        Some(s) => probes::PauseChoice::Fixed(humantime::parse_duration(s).map_err(|e| anyhow::anyhow!("--pause `{s}`: {e}; write e.g. 200ms or auto"))?),
+        Some(s) => probes::PauseChoice::Fixed(Bounded::new(std::time::Duration::ZERO, HOUR).parse(s).map_err(|e| anyhow::anyhow!("--pause: {e}, or auto"))?),
     })
 }
 
@@ -264,7 +307,7 @@ fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: 
         mix_ratio,
         io_size: 4096,
         levels: p.ladder_levels.clone(),
-        hold: p.ladder_hold.into(),
+        hold: p.ladder_hold,
         seed: p.seed.unwrap_or(200),
     };
     let l = probes::ladder::run(&args, energy_opts, host)?;

@@ -69,6 +69,13 @@ fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(B
         e.attributes.insert("lost_batches".into(), rec.lost_batches.to_string());
         first.events.push(e);
     }
+    if let Some(why) = &rec.epoch_replaced {
+        let msg = format!("the spool's epoch was replaced ({why}): its {} kept batch(es) are resent under the new epoch {}", rec.records, rec.epoch);
+        tracing::warn!("{msg}");
+        let mut e = event(clock.utc_now(), "spool_epoch_replaced", v1::Severity::Warning, "", msg);
+        e.attributes.insert("epoch".into(), rec.epoch.to_string());
+        first.events.push(e);
+    }
     for (path, why) in &rec.foreign {
         let msg = format!("{} in the spool folder is not a spool segment and was skipped: {why}; move it elsewhere", path.display());
         let mut e = event(clock.utc_now(), "spool_foreign_file", v1::Severity::Warning, "", msg);

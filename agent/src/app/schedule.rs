@@ -57,7 +57,7 @@ impl DeviceLocks {
 
 /// A batch holding one event, stamped now.
 fn event_batch(kind: &str, severity: v1::Severity, device: &str, message: String) -> v1::Batch {
-    let time_ns = i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)).unwrap_or(i64::MAX);
+    let time_ns = wattflip_proto::units::UnixNanos::now().0;
     v1::Batch { events: vec![event(time_ns, kind, severity, device, message)], ..Default::default() }
 }
 

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
 use wattflip_drives::PowerCheck;
-use wattflip_infra::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::duration::{Bounded, DAY, HOUR};
+use wattflip_infra::tomlcfg::Loader;
 
 /// `[drives]`: nvme-cli and smartctl (inventory, temperatures, SMART) and the power governor.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,25 +84,21 @@ pub struct RawDrives {
     pub io_deadline_floor: Option<String>,
 }
 
+/// `drives.sweep_settle` (and `governor sweep --settle`): the settle time after each power-state change.
+pub const SWEEP_SETTLE: Bounded = Bounded::new(Duration::ZERO, HOUR);
+
 impl DrivesConfig {
     /// Checks `[drives]`; problems go to `l` and the defaults stand in.
     pub fn from_raw(r: RawDrives, l: &mut Loader) -> DrivesConfig {
         let d = DrivesConfig::default();
-        let mut dur = |key: &str, v: Option<String>, default: Duration, min: Duration, max: Duration| {
-            let v = match v {
-                Some(s) => parse_duration(key, &s, l).unwrap_or(default),
-                None => default,
-            };
-            if v < min || v > max {
-                l.problem(key, format!("{v:?} is outside {min:?}..{max:?}"));
-            }
-            v
+        let dur = |key: &str, v: Option<String>, default: Duration, min: Duration, max: Duration, l: &mut Loader| {
+            Bounded::new(min, max).read(key, v.as_deref(), default, l)
         };
-        let timeout = dur("drives.timeout", r.timeout, d.timeout, Duration::from_millis(100), Duration::from_secs(600));
+        let timeout = dur("drives.timeout", r.timeout, d.timeout, Duration::from_millis(100), Duration::from_secs(600), l);
         // SMART reads are admin commands: more often than every second only perturbs the drive.
-        let smart_interval = dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), Duration::from_secs(86_400));
-        let sweep_settle = dur("drives.sweep_settle", r.sweep_settle, d.sweep_settle, Duration::ZERO, Duration::from_secs(3600));
-        let io_deadline_floor = dur("drives.io_deadline_floor", r.io_deadline_floor, d.io_deadline_floor, Duration::from_secs(1), Duration::from_secs(3600));
+        let smart_interval = dur("drives.smart_interval", r.smart_interval, d.smart_interval, Duration::from_secs(1), DAY, l);
+        let sweep_settle = SWEEP_SETTLE.read("drives.sweep_settle", r.sweep_settle.as_deref(), d.sweep_settle, l);
+        let io_deadline_floor = dur("drives.io_deadline_floor", r.io_deadline_floor, d.io_deadline_floor, Duration::from_secs(1), HOUR, l);
         let (smart_nocheck, smart_workers) = smart_reads(r.smart_nocheck, r.smart_workers, &d, l);
         let mut tool = |key: &str, v: Option<String>, default: String| match v {
             Some(p) if p.trim().is_empty() || p.contains(char::is_whitespace) => {
@@ -136,6 +133,8 @@ impl DrivesConfig {
                 out
             }
         };
+        let state_dir = r.state_dir.unwrap_or(d.state_dir);
+        l.check_dir("drives.state_dir", &state_dir);
         DrivesConfig {
             nvme_cli: r.nvme_cli.unwrap_or(d.nvme_cli),
             smartctl: r.smartctl.unwrap_or(d.smartctl),
@@ -145,7 +144,7 @@ impl DrivesConfig {
             smart_interval,
             smart_nocheck,
             smart_workers,
-            state_dir: r.state_dir.unwrap_or(d.state_dir),
+            state_dir,
             destroy_consent,
             sweep_patterns,
             sweep_settle,

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
 use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
-use wattflip_infra::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::duration::{Bounded, HOUR};
+use wattflip_infra::tomlcfg::Loader;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectorConfig {
@@ -56,13 +57,11 @@ pub fn collector_config(collector: RawCollector, tls: &Option<TlsMode>, l: &mut 
     for u in &urls {
         check_url(urls_key, u, tls.as_ref(), l);
     }
-    let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
-        Some(s) => parse_duration(key, &s, l).unwrap_or(default),
-        None => default,
-    };
-    let connect_timeout = dur("collector.connect_timeout", collector.connect_timeout, Duration::from_secs(5));
-    let backoff_initial = dur("collector.backoff_initial", collector.backoff_initial, Duration::from_millis(200));
-    let backoff_max = dur("collector.backoff_max", collector.backoff_max, Duration::from_secs(30));
+    let timeout = Bounded::new(Duration::from_millis(100), Duration::from_secs(600));
+    let connect_timeout = timeout.read("collector.connect_timeout", collector.connect_timeout.as_deref(), Duration::from_secs(5), l);
+    let backoff = Bounded::new(Duration::from_millis(1), HOUR);
+    let backoff_initial = backoff.read("collector.backoff_initial", collector.backoff_initial.as_deref(), Duration::from_millis(200), l);
+    let backoff_max = backoff.read("collector.backoff_max", collector.backoff_max.as_deref(), Duration::from_secs(30), l);
     CollectorConfig { urls, server_name: collector.server_name, connect_timeout, backoff_initial, backoff_max }
 }
 
@@ -105,14 +104,15 @@ pub fn spool_config(raw: RawSpool, l: &mut Loader) -> Option<SpoolConfig> {
     }
     let sync = match raw.sync.as_deref() {
         None | Some("every_batch") => SyncPolicy::EveryBatch,
-        Some(s) => match parse_duration("spool.sync", s, l) {
-            Some(d) if d > Duration::ZERO => SyncPolicy::Interval(d),
-            Some(_) => {
-                l.problem("spool.sync", "must be `every_batch` or a duration above zero such as `200ms`");
-                SyncPolicy::EveryBatch
-            }
+        Some(s) => match Bounded::new(Duration::from_millis(1), HOUR)
+            .because("`every_batch`, or a sync interval above zero")
+            .read_set("spool.sync", s, l)
+        {
+            Some(d) => SyncPolicy::Interval(d),
             None => SyncPolicy::EveryBatch,
         },
     };
-    Some(SpoolConfig { dir: raw.dir?, max_bytes, segment_bytes, sync })
+    let dir = raw.dir?;
+    l.check_dir("spool.dir", &dir);
+    Some(SpoolConfig { dir, max_bytes, segment_bytes, sync })
 }

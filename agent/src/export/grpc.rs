@@ -204,8 +204,10 @@ impl Exporter {
         }
     }
 
-    fn ack(&mut self, seq: u64) {
+    /// Up to `seq` delivered; a delivered direct batch makes way for the next (what was lost meanwhile).
+    fn ack(&mut self, seq: u64, now_ns: i64) {
         if self.losses.acked(seq) {
+            self.prepare_direct(now_ns);
             self.losses.save(self.dropped_unreported, &self.pending_events);
         }
         let n = self.backlog.ack(seq);
@@ -354,7 +356,7 @@ impl Exporter {
                     Ok(Some(a)) => {
                         backoff.reset();
                         report_ack(&a);
-                        self.ack(a.durable_sequence);
+                        self.ack(a.durable_sequence, now_ns());
                     }
                     Ok(None) => return Session::Lost("the collector closed the stream".into()),
                     Err(status) => return self.failed(&status, now_ns()),
@@ -380,7 +382,7 @@ impl Exporter {
     async fn why_closed(&mut self, acks: &mut tonic::Streaming<v1::Ack>, now_ns: i64) -> Session {
         loop {
             match tokio::time::timeout(Duration::from_secs(2), acks.message()).await {
-                Ok(Ok(Some(a))) => self.ack(a.durable_sequence),
+                Ok(Ok(Some(a))) => self.ack(a.durable_sequence, now_ns),
                 Ok(Err(status)) => return self.failed(&status, now_ns),
                 Ok(Ok(None)) | Err(_) => return Session::Lost("stream closed".into()),
             }
@@ -486,7 +488,7 @@ mod tests {
         assert_eq!(last.events[0].kind, "backlog_dropped");
         assert_eq!(last.events[0].attributes.get("dropped_batches").map(String::as_str), Some("1"));
         assert_eq!(e.summary.dropped, 2);
-        e.ack(3);
+        e.ack(3, 1);
         assert_eq!(e.backlog.len(), 1);
         assert_eq!(e.summary.acked, 1);
         assert_eq!(e.metrics.batches_dropped.load(std::sync::atomic::Ordering::Relaxed), 2);
@@ -554,19 +556,20 @@ mod tests {
         assert_eq!((held(&file).dropped_batches, in_flight.sequence, in_flight.dropped_batches), (2, 3, 1), "2 not sent yet, 1 in flight");
         assert_eq!(in_flight.spool_error.map(|x| x.0), Some(Some(libc::EROFS)));
         // Stopped now, the next start sends the same direct batch again (a duplicate if stored).
-        let restarted = exporter(16).with_loss_file(file.clone(), 9);
-        assert_eq!(restarted.losses.direct.as_ref().map(|d| (d.0.sequence, kinds(&d.0))), Some((3, kinds(&direct))));
-        e.ack(3);
-        assert_eq!((held(&file).dropped_batches, held(&file).direct), (2, None));
-        // Stopped now, the file carries the 2 into the next start: reported by its first batch.
-        let mut again = exporter(16).with_loss_file(file.clone(), 9);
-        again.enqueue(v1::Batch::default(), 10);
-        assert_eq!(kinds(&again.backlog.next_after(0).unwrap()), vec![("backlog_dropped".into(), Some("2".into()))]);
-        assert!(!file.path().exists(), "reported in a stored batch: nothing left to keep");
-        // The spool recovers: the next stored batch of the first exporter carries its 2 as well.
+        assert_eq!(exporter(16).with_loss_file(file.clone(), 9).losses.direct.map(|d| (d.0.sequence, kinds(&d.0))), Some((3, kinds(&direct))));
+        // Acked while the spool still fails: the 2 lost meanwhile go out in the next direct batch.
+        e.ack(3, 9);
+        let next = e.next_to_send(3).expect("the next direct batch");
+        assert_eq!((next.sequence, kinds(&next)), (6, vec![("backlog_dropped".into(), Some("2".into()))]));
+        let in_flight = held(&file).direct.unwrap();
+        assert_eq!((held(&file).dropped_batches, in_flight.sequence, in_flight.dropped_batches), (0, 6, 2));
+        assert_eq!(exporter(16).with_loss_file(file.clone(), 10).losses.direct.map(|d| (d.0.sequence, kinds(&d.0))), Some((6, kinds(&next))));
+        e.ack(6, 11);
+        assert!(!file.path().exists(), "every count delivered: nothing left to keep");
+        // The spool recovers: the next stored batch carries no stale count.
         failing.store(false, std::sync::atomic::Ordering::Relaxed);
-        e.enqueue(v1::Batch::default(), 11);
-        assert_eq!(kinds(&e.backlog.next_after(3).unwrap()), vec![("backlog_dropped".into(), Some("2".into()))]);
+        e.enqueue(v1::Batch::default(), 12);
+        assert_eq!(kinds(&e.backlog.next_after(6).unwrap()), vec![]);
     }
 
     #[tokio::test]

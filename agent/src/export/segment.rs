@@ -98,6 +98,10 @@ pub struct Scan {
     /// (offset, bytes) of damage with valid records after it.
     pub damaged: Vec<(u64, u64)>,
     pub good_end: u64,
+    /// Whole records in the tail after `good_end` that fail their check (bit rot): each framed
+    /// complete (magic, a length that fits the file) but with a bad CRC or batch. Each held one
+    /// stored batch. A tail that is not framed whole is torn (never fully written), not counted.
+    pub rotten_tail: u64,
 }
 
 /// The record at `off` if it is valid (header, length within the file, CRC, decodable batch).
@@ -120,6 +124,21 @@ fn record_at(f: &File, off: u64, file_len: u64, legacy: bool) -> Option<Rec> {
     }
     let b = v1::Batch::decode(payload.as_slice()).ok()?;
     Some(Rec { seq: b.sequence, offset: off, len, samples: samples_of(&b) as u32, legacy })
+}
+
+/// The whole but damaged records from `off` on (see [`Scan::rotten_tail`]).
+fn rotten_records(f: &File, mut off: u64, file_len: u64) -> u64 {
+    let mut n = 0;
+    let mut h = [0u8; HEADER as usize];
+    while off + HEADER <= file_len && f.read_exact_at(&mut h, off).is_ok() && h[..4] == MAGIC {
+        let len = u64::from(u32::from_le_bytes([h[4], h[5], h[6], h[7]]));
+        if len > u64::from(MAX_RECORD) || off + HEADER + len > file_len {
+            break;
+        }
+        n += 1;
+        off += HEADER + len;
+    }
+    n
 }
 
 /// The next offset at or after `from` where the magic starts, reading 64 KiB at a time.
@@ -165,7 +184,10 @@ pub fn scan(f: &File, file_len: u64) -> Scan {
                 None => break None,
             }
         };
-        let Some(next) = found else { break };
+        let Some(next) = found else {
+            s.rotten_tail = rotten_records(f, off, file_len);
+            break;
+        };
         s.damaged.push((off, next - off));
         off = next;
     }

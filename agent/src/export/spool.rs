@@ -71,6 +71,9 @@ pub struct Recovery {
     pub next_sequence: u64,
     /// The spool's stream epoch (see the module docs).
     pub epoch: u64,
+    /// Why the epoch file was replaced although the spool holds segments (unreadable or not a
+    /// number): the collector then sees the kept batches under a new epoch.
+    pub epoch_replaced: Option<String>,
 }
 
 #[derive(Debug)]
@@ -114,6 +117,9 @@ impl Spool {
         let mut segments = VecDeque::new();
         let mut last_seq = 0u64;
         let mut unknown_tail = false;
+        // Whole records rotted in a segment's tail: counted from the next segment's sequence gap
+        // when there is one, else (the newest segment) one lost batch each.
+        let mut rotten_unconfirmed = 0u64;
         for (first, path) in names {
             let Some((f, len)) = open_checked(&path, largest).map_err(io(&path, "cannot open a segment"))? else {
                 rec.foreign.push((path.clone(), "it changed into something that cannot be a segment".into()));
@@ -123,8 +129,11 @@ impl Spool {
             // A torn or corrupt tail before this segment: its first sequence shows how many were lost.
             if unknown_tail && last_seq > 0 && first > last_seq + 1 {
                 rec.lost_batches += first - last_seq - 1;
+                rotten_unconfirmed = 0;
             }
             unknown_tail = false;
+            // No gap to count from: the whole records rotted in the previous tail count.
+            rec.lost_batches += std::mem::take(&mut rotten_unconfirmed);
             // Sequences must rise across segments too; anything else is a stale or foreign record.
             let keep = s.recs.iter().take_while(|r| r.seq > last_seq).count();
             let good = if keep < s.recs.len() { s.recs[keep].offset } else { s.good_end };
@@ -142,6 +151,7 @@ impl Spool {
                 rec.truncated_bytes += cut;
                 rec.truncated_segments.push(path.clone());
                 unknown_tail = true;
+                rotten_unconfirmed = s.rotten_tail;
             }
             if let Some(r) = s.recs.last() {
                 last_seq = r.seq;
@@ -150,13 +160,14 @@ impl Spool {
             rec.records += s.recs.len() as u64;
             segments.push_back(Segment { path, bytes: good, recs: s.recs.into() });
         }
+        rec.lost_batches += rotten_unconfirmed;
         // Empty segments other than the newest carry nothing.
         while segments.len() > 1 && segments.front().is_some_and(|s| s.recs.is_empty()) {
             if let Some(s) = segments.pop_front() {
                 let _ = std::fs::remove_file(&s.path);
             }
         }
-        rec.epoch = epoch(&cfg.dir, segments.is_empty())?;
+        (rec.epoch, rec.epoch_replaced) = epoch(&cfg.dir, segments.is_empty())?;
         // Appends go to a current-format segment: a first-format newest one is left as it is.
         let newest_is_legacy = segments.back().is_some_and(|s: &Segment| s.recs.front().is_some_and(|r| r.legacy));
         if segments.is_empty() || newest_is_legacy {
@@ -218,13 +229,17 @@ impl Spool {
 }
 
 /// The spool's stream epoch: kept while the spool holds segments, made anew (random) with a new
-/// spool, so a spool that was lost never passes its successor's sequence numbers as its own.
-fn epoch(dir: &Path, new_spool: bool) -> Result<u64, BacklogError> {
+/// spool, so a spool that was lost never passes its successor's sequence numbers as its own. The
+/// second value says why a kept spool's epoch file had to be replaced (missing, unreadable,
+/// garbage): the caller reports it.
+fn epoch(dir: &Path, new_spool: bool) -> Result<(u64, Option<String>), BacklogError> {
     let path = dir.join(EPOCH_FILE);
+    let mut replaced = None;
     if !new_spool {
-        let kept = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        if let Some(e) = kept {
-            return Ok(e);
+        match std::fs::read_to_string(&path).map(|s| s.trim().parse::<u64>()) {
+            Ok(Ok(e)) => return Ok((e, None)),
+            Ok(Err(e)) => replaced = Some(format!("{} is not a number ({e})", path.display())),
+            Err(e) => replaced = Some(format!("cannot read {}: {e}", path.display())),
         }
     }
     let e = rand::random::<u64>();
@@ -232,7 +247,7 @@ fn epoch(dir: &Path, new_spool: bool) -> Result<u64, BacklogError> {
     std::fs::write(&tmp, format!("{e}\n")).map_err(io(&tmp, "cannot write the epoch"))?;
     File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp, "cannot fsync the epoch"))?;
     std::fs::rename(&tmp, &path).map_err(io(&path, "cannot write the epoch"))?;
-    Ok(e)
+    Ok((e, replaced))
 }
 
 /// Makes a created or deleted segment name durable; best effort (some filesystems refuse).
@@ -347,6 +362,10 @@ impl Drop for Spool {
         let _ = self.sync();
     }
 }
+
+#[cfg(test)]
+#[path = "spool_damage_tests.rs"]
+mod damage_tests;
 
 #[cfg(test)]
 mod tests {

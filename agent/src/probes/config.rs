@@ -11,7 +11,8 @@ use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattflip_infra::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::duration::{Bounded, DAY};
+use wattflip_infra::tomlcfg::Loader;
 
 /// One validated `[[probes]]` entry.
 #[derive(Debug, Clone)]
@@ -82,10 +83,8 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
             l.problem(key("name"), format!("`{name}` is used twice; names identify schedules"));
         }
         let schedule = cron_schedule(r.schedule.as_deref(), &key, l);
-        let jitter = match r.jitter.take() {
-            Some(j) => parse_duration(&key("jitter"), &j, l).unwrap_or_default(),
-            None => Duration::ZERO,
-        };
+        // A schedule's jitter spreads a fleet's probes over at most a day.
+        let jitter = Bounded::new(Duration::ZERO, DAY).read(&key("jitter"), r.jitter.take().as_deref(), Duration::ZERO, l);
         let Some(target) = r.target.take() else {
             l.problem(key("target"), "is required: a scratch file or a consented block device");
             continue;
@@ -183,28 +182,26 @@ fn values_profile(raw: Option<&str>, quick: bool, key: &dyn Fn(&str) -> String, 
     }
 }
 
+// The fast sampler's 1 kHz is RAPL's update rate; the idle window is the baseline's sample. The
+// same ranges hold for the `probe` command's flags.
+/// `power_interval` of a probe (`--power-interval`).
+pub const POWER_INTERVAL: Bounded = Bounded::new(Duration::from_millis(1), Duration::from_secs(1));
+/// `idle` of a probe (`--idle`).
+pub const IDLE: Bounded = Bounded::new(Duration::from_millis(10), Duration::from_secs(600));
+/// `tail` of a probe (`--tail`).
+pub const TAIL: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
+
 /// Power recording of a `[[probes]]` entry: on unless `power = false`, with the `probe` command's
 /// defaults (5 ms between reads, 1 s idle before the first run and 1 s tail after the last).
 fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<EnergyOptions> {
-    let mut dur = |k: &str, v: Option<String>, default: Duration, min: Duration, max: Duration| {
-        let d = match v {
-            Some(s) => parse_duration(&key(k), &s, l).unwrap_or(default),
-            None => default,
-        };
-        if d < min || d > max {
-            l.problem(key(k), format!("{d:?} is outside {min:?}..={max:?}"));
-        }
-        d
-    };
     let set: Vec<&str> =
         [("power_interval", r.power_interval.is_some()), ("idle", r.idle.is_some()), ("tail", r.tail.is_some()), ("power_zone", r.power_zone.is_some())]
             .into_iter()
             .filter_map(|(k, on)| on.then_some(k))
             .collect();
-    // The fast sampler's 1 kHz is RAPL's update rate; the idle window is the baseline's sample.
-    let period = dur("power_interval", r.power_interval.take(), Duration::from_millis(5), Duration::from_millis(1), Duration::from_secs(1));
-    let idle = dur("idle", r.idle.take(), Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
-    let tail = dur("tail", r.tail.take(), Duration::from_secs(1), Duration::ZERO, Duration::from_secs(600));
+    let period = POWER_INTERVAL.read(&key("power_interval"), r.power_interval.take().as_deref(), Duration::from_millis(5), l);
+    let idle = IDLE.read(&key("idle"), r.idle.take().as_deref(), Duration::from_secs(1), l);
+    let tail = TAIL.read(&key("tail"), r.tail.take().as_deref(), Duration::from_secs(1), l);
     if r.power == Some(false) {
         for k in set {
             l.problem(key(k), "has no effect with power = false; remove it or turn power recording on");

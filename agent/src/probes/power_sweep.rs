@@ -380,7 +380,7 @@ fn thermal(s: &Controller, rec: &mut ChangeLog) -> Option<ThermalSnapshot> {
     }
 }
 
-/// Runs [`sweep`] on its own thread until it ends or `shutdown` (SIGTERM/SIGINT) completes; then
+/// Runs [`sweep`] on its own thread until it ends or `shutdown` (SIGTERM/SIGINT/SIGHUP) completes; then
 /// the registry restores at once (waiting only for an in-flight set on the controller) and the
 /// sweep's next set fails. The caller exits after writing the records.
 pub async fn sweep_until_signal(
@@ -390,6 +390,17 @@ pub async fn sweep_until_signal(
     rec: Arc<Mutex<ChangeLog>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<SweepSummary, GovernorCmdError> {
+    // Poll the signal future once before the sweep thread touches the drive: that installs the
+    // handlers, so a signal during the first set is caught and restored instead of killing us.
+    let mut shutdown = std::pin::pin!(shutdown);
+    let early = tokio::select! {
+        biased;
+        _ = shutdown.as_mut() => true,
+        _ = std::future::ready(()) => false,
+    };
+    if early {
+        return Err(GovernorCmdError::Interrupted);
+    }
     let registry = RestoreRegistry::new();
     let (tag, serial) = (s.tag.clone(), s.id.serial.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -399,7 +410,7 @@ pub async fn sweep_until_signal(
     });
     tokio::select! {
         r = rx => r.unwrap_or_else(|e| Err(GovernorCmdError::Thread(e.to_string()))),
-        _ = shutdown => {
+        _ = shutdown.as_mut() => {
             tracing::warn!("signal received: restoring the original power state");
             let results = tokio::task::spawn_blocking(move || registry.restore_all()).await.unwrap_or_default();
             let mut rec = rec.lock().unwrap_or_else(|p| p.into_inner());

@@ -8,7 +8,8 @@ use super::SensorKinds;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_infra::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::duration::{Bounded, HOUR};
+use wattflip_infra::tomlcfg::Loader;
 
 /// One optional interval per power source name (the `source` tag). A struct rather than a map, so
 /// a misspelt source is an unknown key reported at `sampling.power_intervals.<name>`.
@@ -46,18 +47,15 @@ impl PowerIntervals {
 /// Checks one `[sampling.power_intervals]` entry: 1 ms ..= 1 s, and IPMI no faster than 1 s.
 pub fn power_interval_override(name: &str, raw: Option<String>, l: &mut Loader) -> Option<Duration> {
     let key = format!("sampling.power_intervals.{name}");
-    let d = parse_duration(&key, &raw?, l)?;
-    if name == "ipmi" && d < Duration::from_secs(1) {
-        l.problem(key, format!("{d:?} is shorter than 1s: a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz"));
-        return None;
-    }
-    // 1 kHz is the RAPL update rate (faster reads return the same value); 1 Hz is the slowest
-    // rate the window aggregates are meant for.
-    if d < Duration::from_millis(1) || d > Duration::from_secs(1) {
-        l.problem(key, format!("{d:?} is outside 1ms..=1s (1 kHz .. 1 Hz)"));
-        return None;
-    }
-    Some(d)
+    let range = if name == "ipmi" {
+        Bounded::new(Duration::from_secs(1), Duration::from_secs(1))
+            .because("a BMC updates its DCMI power reading about once per second, so IPMI is read at most at 1 Hz")
+    } else {
+        // 1 kHz is the RAPL update rate (faster reads return the same value); 1 Hz is the slowest
+        // rate the window aggregates are meant for.
+        Bounded::new(Duration::from_millis(1), Duration::from_secs(1)).because("1 kHz .. 1 Hz")
+    };
+    range.read_set(&key, &raw?, l)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,10 +86,12 @@ pub fn sensor_kinds(sources: RawSources, l: &mut Loader) -> (SensorKinds, PathBu
         hwmon: sources.hwmon.unwrap_or(defaults.hwmon),
         ipmi: sources.ipmi.unwrap_or(defaults.ipmi),
         ipmitool: sources.ipmitool.unwrap_or(defaults.ipmitool),
-        command_timeout: match sources.command_timeout {
-            Some(t) => parse_duration("sources.command_timeout", &t, l).unwrap_or(defaults.command_timeout),
-            None => defaults.command_timeout,
-        },
+        command_timeout: Bounded::new(Duration::from_millis(100), HOUR).read(
+            "sources.command_timeout",
+            sources.command_timeout.as_deref(),
+            defaults.command_timeout,
+            l,
+        ),
         recheck: defaults.recheck,
     };
     (kinds, sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")))
@@ -104,14 +104,8 @@ pub fn sensor_kinds(sources: RawSources, l: &mut Loader) -> (SensorKinds, PathBu
 pub fn recheck_interval(raw: Option<String>, interval: Duration, l: &mut Loader) -> Duration {
     let default = super::RECHECK.min(interval);
     let key = "sampling.recheck_interval";
-    let Some(d) = raw.and_then(|r| parse_duration(key, &r, l)) else { return default };
-    if d < Duration::from_millis(1) {
-        l.problem(key, format!("{d:?} is shorter than 1ms: every check is a stat() of each attribute; 1ms is already one per 1 kHz reading"));
-        return default;
-    }
-    if d > interval {
-        l.problem(key, format!("{d:?} is longer than sampling.interval ({interval:?}): a replaced file must be noticed within one report interval"));
-        return default;
-    }
-    d
+    let range = Bounded::new(Duration::from_millis(1), interval).because(
+        "every check is a stat() of each attribute, 1ms is already one per 1 kHz reading; a replaced file must be noticed within one report interval, sampling.interval",
+    );
+    range.read(key, raw.as_deref(), default, l)
 }

@@ -31,7 +31,7 @@ use std::io::Write as _;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Maps monotonic instants to UTC once per probe (brief: "map a monotonic Instant to UTC once").
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +43,7 @@ pub struct Clock {
 impl Clock {
     /// Capture the pair now.
     pub fn start() -> Self {
-        let utc0_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        let utc0_ns = u64::try_from(wattflip_units::UnixNanos::now().0).unwrap_or(0);
         Clock { mono0: Instant::now(), utc0_ns }
     }
     /// UTC ns of a monotonic instant.

@@ -19,29 +19,63 @@ use std::path::Path;
 /// The extended attribute that marks a file the probe made for itself.
 pub const SCRATCH_XATTR: &str = "user.wattflip.scratch";
 
-/// The marker's value for the file with inode `ino`.
-fn marker_value(ino: u64) -> String {
-    format!("wattflip-uflip scratch file, inode {ino}")
+/// Sampled blocks of the content checksum: the first, the last and this many evenly spaced.
+const SAMPLES: u64 = 16;
+const SAMPLE_BYTES: u64 = 4096;
+
+/// The marker's value for the open file as it is now: its inode (a `cp -a` copy does not inherit
+/// it), and what binds it to the content the probe left: size, mtime (ns) and a checksum of
+/// sampled blocks. A file changed since (filled with user data, truncated, rewritten) no longer
+/// matches, so it needs consent again. Setting the attribute changes ctime, not mtime.
+fn marker_value(handle: &fs::File) -> std::io::Result<String> {
+    let meta = handle.metadata()?;
+    let sample = sample_checksum(handle, meta.len())?;
+    Ok(format!(
+        "wattflip-uflip scratch file v2, inode {}, size {}, mtime {}.{:09}, sample {sample:016x}",
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    ))
 }
 
-/// Marks the open file as the probe's scratch file. Fails on filesystems without user extended
-/// attributes; the file is then scratch for this process only (the next probe needs consent).
+/// FNV-1a over the sampled blocks, read through a buffered descriptor of our own (the probe's
+/// handle is O_DIRECT, which needs aligned buffers).
+fn sample_checksum(handle: &fs::File, len: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt as _;
+    use std::os::unix::io::AsRawFd as _;
+    let reader = fs::File::open(format!("/proc/self/fd/{}", handle.as_raw_fd()))?;
+    let mut offsets: Vec<u64> = (0..SAMPLES).map(|i| len / SAMPLES * i).collect();
+    offsets.push(len.saturating_sub(SAMPLE_BYTES));
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut buf = vec![0u8; SAMPLE_BYTES as usize];
+    for off in offsets {
+        let want = usize::try_from(SAMPLE_BYTES.min(len - off.min(len))).unwrap_or(0);
+        let got = buf.get_mut(..want).unwrap_or_default();
+        reader.read_exact_at(got, off)?;
+        for b in off.to_le_bytes().iter().chain(got.iter()) {
+            hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    Ok(hash)
+}
+
+/// Marks the open file as the probe's scratch file, as it is now: called after the probe's own
+/// writes (the fill, the end of a probe). Fails on filesystems without user extended attributes;
+/// the file is then scratch for this process only (the next probe needs consent).
 pub fn mark_scratch(handle: &fs::File) -> std::io::Result<()> {
-    let ino = handle.metadata()?.ino();
-    rustix::fs::fsetxattr(handle, SCRATCH_XATTR, marker_value(ino).as_bytes(), rustix::fs::XattrFlags::empty())?;
+    rustix::fs::fsetxattr(handle, SCRATCH_XATTR, marker_value(handle)?.as_bytes(), rustix::fs::XattrFlags::empty())?;
     Ok(())
 }
 
-/// Whether the open file carries the probe's scratch marker for its own inode.
+/// Whether the open file carries the probe's scratch marker for its own inode and its content
+/// as the probe left it.
 pub fn is_marked_scratch(handle: &fs::File) -> bool {
-    let Ok(meta) = handle.metadata() else {
+    let mut buf = [0u8; 256];
+    let Ok(n) = rustix::fs::fgetxattr(handle, SCRATCH_XATTR, &mut buf[..]) else {
         return false;
     };
-    let mut buf = [0u8; 128];
-    match rustix::fs::fgetxattr(handle, SCRATCH_XATTR, &mut buf[..]) {
-        Ok(n) => buf.get(..n).is_some_and(|v| v == marker_value(meta.ino()).as_bytes()),
-        Err(_) => false,
-    }
+    marker_value(handle).is_ok_and(|want| buf.get(..n).is_some_and(|v| v == want.as_bytes()))
 }
 
 /// What a file write check needs besides the file: the device check's inputs (a file is consented
@@ -136,9 +170,33 @@ mod tests {
         let q = dir.path().join("copy");
         assert!(std::process::Command::new("cp").arg("-a").arg(&p).arg(&q).status().unwrap().success());
         let g = fs::File::open(&q).unwrap();
-        let mut buf = [0u8; 128];
+        let mut buf = [0u8; 256];
         let n = rustix::fs::fgetxattr(&g, SCRATCH_XATTR, &mut buf[..]).expect("cp -a keeps user xattrs");
-        assert_eq!(&buf[..n], marker_value(f.metadata().unwrap().ino()).as_bytes());
+        assert_eq!(&buf[..n], marker_value(&f).unwrap().as_bytes());
         assert!(!is_marked_scratch(&g));
+    }
+
+    /// issue 38: the marker is bound to the content the probe left, not only to the inode.
+    #[test]
+    fn the_marker_is_void_once_the_content_changes() {
+        use std::io::Write as _;
+        let dir = tempfile::Builder::new().prefix("uflip-scratch-").tempdir_in(crate::test_dir()).unwrap();
+        let p = dir.path().join("f");
+        fs::write(&p, vec![7u8; 1 << 20]).unwrap();
+        let f = fs::File::open(&p).unwrap();
+        mark_scratch(&f).unwrap();
+        assert!(is_marked_scratch(&f));
+        // Same size, one byte changed in the middle of a sampled block, mtime put back.
+        let mtime = f.metadata().unwrap().modified().unwrap();
+        let w = fs::OpenOptions::new().write(true).open(&p).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&w, &[8], 1 << 19).unwrap();
+        w.set_modified(mtime).unwrap();
+        assert_eq!(f.metadata().unwrap().modified().unwrap(), mtime);
+        assert!(!is_marked_scratch(&f), "a changed sampled block keeps the marker");
+        mark_scratch(&f).unwrap();
+        assert!(is_marked_scratch(&f));
+        // Appended to (size and mtime change).
+        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"user").unwrap();
+        assert!(!is_marked_scratch(&f), "an appended file keeps the marker");
     }
 }

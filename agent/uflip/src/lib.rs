@@ -151,6 +151,8 @@ pub fn run_with_stop(
     }
     let writes = plan.writes();
     let handle = if writes { target.open_for_writes().map_err(ProbeError::WritesRefused)? } else { target.handle().clone() };
+    // However the probe ends, a scratch file it wrote is re-marked as it left it.
+    let _seal = writes.then_some(Seal(target));
     let clock = engine::Clock::start();
     let started_ns = clock.utc_ns(std::time::Instant::now());
     observer.planned(plan.runs.len());
@@ -207,6 +209,15 @@ pub fn run_with_stop(
         return Err(ProbeError::Interrupted(Box::new(report)));
     }
     Ok(report)
+}
+
+/// Re-marks a scratch file target when dropped ([`Target::seal_scratch`]).
+struct Seal<'a>(&'a Target);
+
+impl Drop for Seal<'_> {
+    fn drop(&mut self) {
+        self.0.seal_scratch();
+    }
 }
 
 /// Calibrate every baseline from the SIO preparation runs of a report (§6.2, §6.3): returns a

@@ -238,10 +238,6 @@ impl Target {
         }
         // Nothing to destroy in a file we made or found empty: it becomes our scratch file.
         let fresh = created || meta.len() == 0;
-        if fresh {
-            // Best effort: without user xattrs the next probe of it needs consent.
-            let _ = file_consent::mark_scratch(&direct);
-        }
         let scratch = fresh || file_consent::is_marked_scratch(&direct);
         if meta.len() < size {
             // Filling writes: the same clearance as a writing probe.
@@ -259,6 +255,11 @@ impl Target {
             // Fill with real data (not a sparse file or fallocate's unwritten extents): reads of
             // holes never reach the device and would make read benchmarks meaningless.
             fill(&direct, meta.len() / lbs * lbs, size, lbs).map_err(|source| TargetError::Fill { path: path.clone(), size, source })?;
+        }
+        if scratch {
+            // The marker binds the file's content as the probe leaves it (re-marked when a probe
+            // ends). Best effort: without user xattrs the next probe of it needs consent.
+            let _ = file_consent::mark_scratch(&direct);
         }
         let device = fs::read_link(fd_path(&direct)).unwrap_or_else(|_| path.clone());
         Ok(Target {
@@ -343,6 +344,14 @@ impl Target {
     /// What a write check needs from this target.
     fn write_check(&self) -> safety::WriteCheck<'_> {
         safety::WriteCheck { roots: &self.roots, consent: &self.destroy_consent, runner: self.runner.as_ref(), overwrite_signatures: self.overwrite_signatures }
+    }
+
+    /// Re-marks a scratch file after the probe's writes, binding the marker to what the probe
+    /// left in it ([`file_consent::mark_scratch`]); nothing for devices and consented files.
+    pub fn seal_scratch(&self) {
+        if self.kind == TargetKind::File && self.scratch {
+            let _ = file_consent::mark_scratch(&self.handle);
+        }
     }
 
     /// The handle opened by [`Target::open`] (read-only for block devices).

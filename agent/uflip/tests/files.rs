@@ -170,6 +170,30 @@ fn the_probes_own_file_is_scratch_and_a_copy_of_it_is_not() {
     t.ensure_writable().unwrap();
 }
 
+/// Issue 38: a file that was empty when first probed carries the scratch marker; filled later with
+/// 64 MiB of user data (same inode), it needs consent again, and its data stays as it was.
+#[test]
+fn a_scratch_file_filled_with_user_data_needs_consent_again() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = work_dir("refilled");
+    let f = dir.join("was-empty.img");
+    std::fs::File::create(&f).unwrap();
+    let t = Target::open(&TargetOptions::file(&f, 4 * MIB)).unwrap();
+    run(&t, &write_plan(t.size), &mut NullObserver).unwrap();
+    drop(t);
+    // Unchanged since the probe: still its scratch file.
+    Target::open(&TargetOptions::file(&f, 0)).unwrap().ensure_writable().unwrap();
+    let ino = std::fs::metadata(&f).unwrap().ino();
+    data_file(&f, 64 * MIB);
+    assert_eq!(std::fs::metadata(&f).unwrap().ino(), ino, "the user data went into the same inode");
+    let before = checksum(&f);
+    let t = Target::open(&TargetOptions::file(&f, 0)).unwrap();
+    assert_eq!(t.ensure_writable().unwrap_err().reasons, vec![no_consent(&f, 64 * MIB)]);
+    let refused = run(&t, &write_plan(t.size), &mut NullObserver).unwrap_err();
+    assert!(matches!(refused, ProbeError::WritesRefused(_)), "{refused}");
+    assert_eq!(checksum(&f), before);
+}
+
 /// A running program's file cannot be opened for writing (ETXTBSY): said as "in use", not as a
 /// permission problem.
 #[test]

@@ -64,7 +64,7 @@ enum Cmd {
 }
 
 fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    wattflip_proto::units::UnixNanos::now().0
 }
 
 fn ca_params() -> anyhow::Result<rcgen::CertificateParams> {

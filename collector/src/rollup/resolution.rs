@@ -68,7 +68,7 @@ async fn write_once(db: &Client, set_up: bool) -> Result<(), String> {
             default.and_then(|r| r.first()?.as_str().map(str::to_string)).ok_or("the database has no default retention policy yet")?
         }
     };
-    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+    let now_ns = wattflip_proto::units::UnixNanos::now().0;
     let (lines, rp) = marker_lines(retention, &default_rp, now_ns);
     db.write(lines, rp).await
 }

@@ -90,7 +90,7 @@ impl Runner {
     /// Recomputes the last minutes of every host and measurement: what a previous process stored
     /// but had not recomputed when it stopped.
     async fn catch_up(&self, settle: Duration) -> Result<(), String> {
-        let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        let now_ns = wattflip_proto::units::UnixNanos::now().0;
         let back = i64::try_from((settle + CATCH_UP).as_nanos()).unwrap_or(i64::MAX);
         let (from, to) = ((now_ns - back).div_euclid(MINUTE_NS) * MINUTE_NS, (now_ns.div_euclid(MINUTE_NS) + 1) * MINUTE_NS);
         let q = format!("SHOW MEASUREMENTS ON {}", ident(&self.db.cfg.database));

@@ -537,7 +537,7 @@ fn rejection_events(rejected: &[Rejection], seq: u64, tags: &HostTags) -> Vec<Po
     for r in rejected {
         groups.entry((r.field_name(), r.rule)).or_default().push(r);
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).unwrap_or(1);
+    let now = wattflip_proto::units::UnixNanos::now().0;
     groups
         .into_iter()
         .map(|((field, rule), rs)| {

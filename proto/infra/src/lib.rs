@@ -2,7 +2,9 @@
 //! (`wattflip-proto`) so that one is the wire format only.
 //!
 //! - [`tls`]: the one rustls crypto provider (ring) and the `[tls]` config section.
-//! - [`tomlcfg`]: strict TOML loading (unknown keys rejected, every problem at once by dotted key).
+//! - [`tomlcfg`]: strict TOML loading (unknown keys rejected, every problem at once by dotted key),
+//!   bounded config reads.
+//! - [`duration`]: [`duration::Bounded`], the one way a duration setting or flag is parsed (range per key).
 //! - [`telemetry`]: counters, histograms, the Prometheus text format and the `/metrics` server.
 //! - [`cli`]: logging set-up, exit codes with the error chain, SIGINT/SIGTERM.
 //! - [`backoff`]: capped exponential reconnect/retry delays with jitter.
@@ -15,6 +17,9 @@
 
 pub mod backoff;
 pub mod cli;
+pub mod duration;
+#[cfg(any(test, feature = "test-support"))]
+pub mod edge;
 pub mod limits;
 pub mod ratelimit;
 pub mod telemetry;

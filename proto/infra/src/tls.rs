@@ -46,6 +46,63 @@ pub struct TlsMaterial {
     pub key_pem: KeyPem,
 }
 
+impl TlsMaterial {
+    /// Parses the PEM as `run` will (tonic hands these bytes to rustls): at least one CA
+    /// certificate rustls accepts as a trust anchor, a certificate chain, a private key the crypto
+    /// provider can sign with, and that key belonging to the first certificate. Returns
+    /// `(key, message)` per problem, `key` being `ca_file`, `cert_file` or `key_file`; the messages
+    /// never quote the key.
+    pub fn check(&self) -> Vec<(&'static str, String)> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut problems = Vec::new();
+        let certs = |pem: &[u8]| CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>();
+        match certs(&self.ca_pem) {
+            Ok(cas) => {
+                let mut roots = rustls::RootCertStore::empty();
+                let (added, _) = roots.add_parsable_certificates(cas);
+                if added == 0 {
+                    problems.push(("ca_file", "holds no CERTIFICATE that parses as a trust anchor; give the CA's PEM certificate".to_string()));
+                }
+            }
+            Err(e) => problems.push(("ca_file", format!("is not PEM certificates ({e})"))),
+        }
+        let chain = match certs(&self.cert_pem) {
+            Ok(c) if c.is_empty() => {
+                problems.push(("cert_file", "holds no CERTIFICATE block; give this side's PEM certificate".to_string()));
+                None
+            }
+            Ok(c) => Some(c),
+            Err(e) => {
+                problems.push(("cert_file", format!("is not PEM certificates ({e})")));
+                None
+            }
+        };
+        let key = match PrivateKeyDer::from_pem_slice(&self.key_pem.0) {
+            Ok(k) => Some(k),
+            Err(_) => {
+                let hint = if self.key_pem.0.windows(17).any(|w| w == b"BEGIN CERTIFICATE") { " (it holds a certificate: is this cert_file?)" } else { "" };
+                problems.push((
+                    "key_file",
+                    format!("Error parsing TLS private key: no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block{hint}; give this side's PEM key"),
+                ));
+                None
+            }
+        };
+        if let (Some(chain), Some(key)) = (chain, key) {
+            let provider = rustls::crypto::ring::default_provider();
+            match rustls::sign::CertifiedKey::from_der(chain, key, &provider) {
+                Ok(_) => {}
+                Err(rustls::Error::InconsistentKeys(_)) => problems
+                    .push(("key_file", "is not the key of cert_file's certificate (their public keys differ); give the key it was issued for".to_string())),
+                Err(rustls::Error::InvalidCertificate(e)) => problems.push(("cert_file", format!("its first certificate does not parse ({e:?}); give this side's PEM certificate"))),
+                Err(e) => problems.push(("key_file", format!("cannot be used with cert_file: {e}"))),
+            }
+        }
+        problems
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsMode {
     /// Mutual TLS: the default.
@@ -88,7 +145,12 @@ impl TlsMode {
         let ca = read("ca_file", &raw.ca_file);
         let cert = read("cert_file", &raw.cert_file);
         let pkey = read("key_file", &raw.key_file);
-        Some(TlsMode::Mutual(TlsMaterial { ca_pem: ca?, cert_pem: cert?, key_pem: KeyPem(pkey?) }))
+        let material = TlsMaterial { ca_pem: ca?, cert_pem: cert?, key_pem: KeyPem(pkey?) };
+        let problems = material.check();
+        for (k, m) in &problems {
+            l.problem(key(k), m.clone());
+        }
+        problems.is_empty().then_some(TlsMode::Mutual(material))
     }
 
     pub fn is_insecure(&self) -> bool {
@@ -152,29 +214,70 @@ mod tests {
         assert_eq!(p[0].0, "tls.ca_file");
     }
 
+    /// A self-signed certificate (its own CA) and its key, as PEM.
+    fn self_signed(name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap().self_signed(&key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
     #[test]
     fn files_are_read_and_the_key_never_prints() {
-        let dir = tempfile_dir();
-        let pem = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
-        std::fs::write(dir.join("ca.pem"), pem).unwrap();
-        std::fs::write(dir.join("k.pem"), b"-----BEGIN PRIVATE KEY-----\nsecret\n").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let (cert, key) = self_signed("agent");
+        std::fs::write(dir.join("ca.pem"), &cert).unwrap();
+        std::fs::write(dir.join("k.pem"), &key).unwrap();
         std::fs::write(dir.join("junk.pem"), b"hello").unwrap();
         let text = format!("[tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/junk.pem\"\nkey_file = \"{0}/k.pem\"\n", dir.display());
         let (m, p) = load(&text);
         assert_eq!(m, None);
         assert_eq!(p, vec![("tls.cert_file".to_string(), format!("{}/junk.pem is not a PEM file (no -----BEGIN line)", dir.display()))]);
         let text = text.replace("junk.pem", "ca.pem");
-        let (m, _) = load(&text);
+        let (m, p) = load(&text);
+        assert_eq!(p, vec![]);
         let Some(TlsMode::Mutual(mat)) = m else { panic!("expected mutual TLS") };
-        assert_eq!(mat.ca_pem, pem.to_vec());
-        assert!(!format!("{mat:?}").contains("secret"));
-        let _ = std::fs::remove_dir_all(dir);
+        assert_eq!(mat.ca_pem, cert.as_bytes().to_vec());
+        assert!(!format!("{mat:?}").contains(&key[40..80]));
     }
 
-    fn tempfile_dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("wf-tls-test-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// issue 38: a `key_file` holding a certificate passed check-config, and `run` retried forever
+    /// on "Error parsing TLS private key". The PEM is now parsed as run parses it.
+    #[test]
+    fn keys_and_certificates_are_parsed_as_run_will() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let (cert, key) = self_signed("agent");
+        let (other_cert, other_key) = self_signed("other");
+        for (f, pem) in [("cert.pem", &cert), ("key.pem", &key), ("other.pem", &other_cert), ("other.key", &other_key)] {
+            std::fs::write(dir.join(f), pem).unwrap();
+        }
+        std::fs::write(dir.join("bad.pem"), "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n").unwrap();
+        let conf = |ca: &str, cert: &str, key: &str| format!("[tls]\nca_file = \"{0}/{ca}\"\ncert_file = \"{0}/{cert}\"\nkey_file = \"{0}/{key}\"\n", dir.display());
+        let (m, p) = load(&conf("other.pem", "cert.pem", "cert.pem"));
+        assert_eq!(m, None);
+        assert_eq!(
+            p,
+            vec![(
+                "tls.key_file".to_string(),
+                "Error parsing TLS private key: no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block (it holds a certificate: is this cert_file?); give this side's PEM key"
+                    .to_string()
+            )]
+        );
+        let (m, p) = load(&conf("other.pem", "cert.pem", "other.key"));
+        assert_eq!(m, None);
+        assert_eq!(
+            p,
+            vec![("tls.key_file".to_string(), "is not the key of cert_file's certificate (their public keys differ); give the key it was issued for".to_string())]
+        );
+        let (m, p) = load(&conf("key.pem", "bad.pem", "key.pem"));
+        assert_eq!(m, None);
+        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, vec!["tls.ca_file", "tls.cert_file"]);
+        assert_eq!(p[0].1, "holds no CERTIFICATE that parses as a trust anchor; give the CA's PEM certificate");
+        assert_eq!(p[1].1, "its first certificate does not parse (BadEncoding); give this side's PEM certificate");
+        let (m, p) = load(&conf("other.pem", "cert.pem", "key.pem"));
+        assert_eq!((m.is_some(), p), (true, vec![]));
     }
 
     #[test]

@@ -43,13 +43,12 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Reads and parses `file`. A missing file or a TOML syntax error is reported at once, since
-    /// nothing else can be checked without a parse tree.
+    /// Reads and parses `file`, a regular file of at most [`MAX_CONFIG_BYTES`] (see
+    /// [`read_bounded`]). A missing file or a TOML syntax error is reported at once, since nothing
+    /// else can be checked without a parse tree.
     pub fn from_file(file: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
-            file: file.to_owned(),
-            problems: vec![Problem { path: String::new(), message: format!("cannot read the config file: {e}") }],
-        })?;
+        let text = read_bounded(file)
+            .map_err(|message| ConfigError { file: file.to_owned(), problems: vec![Problem { path: String::new(), message }] })?;
         Self::from_str(file, &text)
     }
 
@@ -105,6 +104,28 @@ impl Loader {
         }
     }
 
+    /// Checks that directory setting `key` can be one: `path` is a directory, or does not exist
+    /// yet and its nearest existing ancestor is a directory (the binary creates the rest at
+    /// start). A regular file there would only be found out at the first write.
+    pub fn check_dir(&mut self, key: &str, path: &Path) {
+        let mut at = path;
+        loop {
+            match std::fs::metadata(at) {
+                Ok(m) if m.is_dir() => return,
+                Ok(_) if at == path => {
+                    return self.problem(key, format!("{} exists and is not a directory; name a directory (created when missing)", path.display()));
+                }
+                Ok(_) => {
+                    return self.problem(key, format!("{} cannot be created: {} is not a directory", path.display(), at.display()));
+                }
+                Err(_) => match at.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => at = p,
+                    _ => return,
+                },
+            }
+        }
+    }
+
     pub fn file(&self) -> &Path {
         &self.file
     }
@@ -136,19 +157,35 @@ fn join(a: &str, b: &str) -> String {
     }
 }
 
-/// Parses a human duration such as `250ms`, `5s`, `2m` for config values.
+/// A duration setting with only the widest bound (0 ..= a century), for code not yet giving its
+/// key a range of its own: prefer [`crate::duration::Bounded`] with the key's real range.
 pub fn parse_duration(path: &str, s: &str, loader: &mut Loader) -> Option<std::time::Duration> {
-    match humantime_like(s) {
-        Ok(d) => Some(d),
-        Err(m) => {
-            loader.problem(path, m);
-            None
-        }
-    }
+    crate::duration::Bounded::new(std::time::Duration::ZERO, crate::duration::CENTURY).read_set(path, s, loader)
 }
 
-fn humantime_like(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s.trim()).map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. `500ms`, `5s` or `2m`"))
+/// Largest config file read: configs are a few KiB; anything larger is a mistake (`/dev/zero`, a
+/// log named by accident), refused before it is read into memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads a config file that is a regular file (or a symlink to one) of at most
+/// [`MAX_CONFIG_BYTES`]: a device, FIFO or directory is refused without reading it, and a file
+/// that grows while it is read is cut off at the bound, so no config makes a binary read forever.
+pub fn read_bounded(file: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let meta = std::fs::metadata(file).map_err(|e| format!("cannot read the config file: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file (a device, FIFO or directory); give the path of a TOML file".into());
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!("is {} bytes; a config file may be at most {MAX_CONFIG_BYTES} bytes (1 MiB)", meta.len()));
+    }
+    let f = std::fs::File::open(file).map_err(|e| format!("cannot read the config file: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read the config file: {e}"))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("grew past {MAX_CONFIG_BYTES} bytes while it was read; a config file may be at most 1 MiB"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("is not UTF-8 text: {e}"))
 }
 
 #[cfg(test)]
@@ -181,13 +218,41 @@ mod tests {
     }
 
     #[test]
-    fn durations_parse_or_name_the_key() {
-        let mut l = Loader::from_str(Path::new("b.toml"), "").unwrap();
-        assert_eq!(parse_duration("x", "250ms", &mut l), Some(std::time::Duration::from_millis(250)));
-        assert_eq!(parse_duration("x", "2m", &mut l), Some(std::time::Duration::from_secs(120)));
-        assert_eq!(parse_duration("s.interval", "fast", &mut l), None);
+    fn directories_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let mut l = Loader::from_str(Path::new("d.toml"), "").unwrap();
+        l.check_dir("a.dir", dir.path());
+        l.check_dir("b.dir", &dir.path().join("new/deeper"));
+        l.check_dir("c.dir", &file);
+        l.check_dir("d.dir", &file.join("sub"));
+        l.check_dir("e.dir", Path::new("relative/new"));
         let err = l.finish().unwrap_err();
-        assert_eq!(err.problems[0].path, "s.interval");
+        let got: Vec<(String, String)> = err.problems.into_iter().map(|p| (p.path, p.message)).collect();
+        let f = file.display();
+        assert_eq!(
+            got,
+            vec![
+                ("c.dir".to_string(), format!("{f} exists and is not a directory; name a directory (created when missing)")),
+                ("d.dir".to_string(), format!("{f}/sub cannot be created: {f} is not a directory")),
+            ]
+        );
+    }
+
+    #[test]
+    fn config_reads_are_bounded() {
+        let err = Loader::from_file(Path::new("/dev/zero")).err().unwrap();
+        assert_eq!(err.to_string(), "/dev/zero: 1 problem(s):\n  - is not a regular file (a device, FIFO or directory); give the path of a TOML file");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        std::fs::write(&big, vec![b'#'; (MAX_CONFIG_BYTES + 1) as usize]).unwrap();
+        let err = Loader::from_file(&big).err().unwrap();
+        assert_eq!(err.problems[0].message, "is 1048577 bytes; a config file may be at most 1048576 bytes (1 MiB)");
+        let ok = dir.path().join("ok.toml");
+        std::fs::write(&ok, "a = 1\n").unwrap();
+        let mut l = Loader::from_file(&ok).unwrap();
+        assert_eq!(l.take::<i64>("a"), 1);
     }
 
     #[test]

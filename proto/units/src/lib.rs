@@ -152,6 +152,19 @@ impl Nanos {
 }
 
 impl UnixNanos {
+    /// `t` as nanoseconds since the Unix epoch: negative before it, and saturating at the ends of
+    /// the i64 range (the years 1677 and 2262) where a bare `as i64` would wrap to the other end.
+    /// The one SystemTime → ns conversion; every wall-clock stamp goes through it.
+    pub fn from_system_time(t: std::time::SystemTime) -> UnixNanos {
+        match t.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => UnixNanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+            Err(before) => UnixNanos(i64::try_from(before.duration().as_nanos()).map(|n| -n).unwrap_or(i64::MIN)),
+        }
+    }
+    /// The wall clock now ([`UnixNanos::from_system_time`]).
+    pub fn now() -> UnixNanos {
+        Self::from_system_time(std::time::SystemTime::now())
+    }
     /// `self + d`, saturating at the end of the i64 range.
     pub fn plus(self, d: Nanos) -> UnixNanos {
         UnixNanos(self.0.saturating_add(i64::try_from(d.0).unwrap_or(i64::MAX)))
@@ -208,6 +221,19 @@ impl fmt::Display for Nanos {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_time_to_ns_is_checked_at_both_ends() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(UnixNanos::from_system_time(UNIX_EPOCH + Duration::new(1_700_000_000, 5)), UnixNanos(1_700_000_000_000_000_005));
+        assert_eq!(UnixNanos::from_system_time(UNIX_EPOCH - Duration::from_millis(1500)), UnixNanos(-1_500_000_000));
+        // 2^63 ns after the epoch is past i64 (year 2262): a bare `as i64` wraps to -2^63.
+        let past_2262 = UNIX_EPOCH + Duration::from_nanos(1 << 63);
+        assert_eq!(UnixNanos::from_system_time(past_2262), UnixNanos(i64::MAX));
+        assert_eq!(UnixNanos::from_system_time(UNIX_EPOCH - Duration::from_secs(300 * 365 * 86_400)), UnixNanos(i64::MIN));
+        // A wall clock of 2024 or later (this test was written in 2026), not a wrapped value.
+        assert!(UnixNanos::now().0 > 1_704_067_200_000_000_000);
+    }
 
     #[test]
     fn conversions_use_the_source_units() {

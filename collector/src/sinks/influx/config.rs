@@ -7,7 +7,8 @@
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_infra::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::duration::{Bounded, CENTURY, HOUR};
+use wattflip_infra::tomlcfg::Loader;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InfluxApi {
@@ -151,17 +152,16 @@ impl InfluxConfig {
         if !(1..=8).contains(&writers) {
             loader.problem("influx.writers", format!("{writers} is outside 1..=8"));
         }
-        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
-            Some(s) => parse_duration(key, &s, loader).unwrap_or(default),
-            None => default,
-        };
-        let flush_interval = dur("influx.flush_interval", influx.flush_interval, Duration::from_secs(1));
-        let request_timeout = dur("influx.request_timeout", influx.request_timeout, Duration::from_secs(10));
-        let max_backoff = dur("influx.max_backoff", influx.max_backoff, Duration::from_secs(30));
+        let (interval, timeout) = (Bounded::new(Duration::from_millis(1), HOUR), Bounded::new(Duration::from_millis(100), HOUR));
+        let flush_interval = interval.read("influx.flush_interval", influx.flush_interval.as_deref(), Duration::from_secs(1), loader);
+        let request_timeout = timeout.read("influx.request_timeout", influx.request_timeout.as_deref(), Duration::from_secs(10), loader);
+        let max_backoff = interval.read("influx.max_backoff", influx.max_backoff.as_deref(), Duration::from_secs(30), loader);
         let retention = retention(&influx.raw_retention, &influx.rollup_retention, &influx.rollup_settle, influx.rollup_max_dirty, loader);
         if retention.is_some() && api == InfluxApi::V2 {
             loader.problem("influx.raw_retention", "needs api = \"v1\": retention policies and SELECT … INTO are InfluxQL (1.x API)");
         }
+        let dead_letter_dir = influx.dead_letter_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DEAD_LETTER_DIR));
+        loader.check_dir("influx.dead_letter_dir", &dead_letter_dir);
         InfluxConfig {
             url: url.trim_end_matches('/').to_string(),
             database,
@@ -176,7 +176,7 @@ impl InfluxConfig {
             request_timeout,
             max_backoff,
             gzip: influx.gzip.unwrap_or(true),
-            dead_letter_dir: influx.dead_letter_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DEAD_LETTER_DIR)),
+            dead_letter_dir,
             retention,
         }
     }
@@ -207,26 +207,29 @@ fn retention(raw: &Option<String>, rollup: &Option<String>, settle: &Option<Stri
         }
         return None;
     };
-    let raw = parse_duration("influx.raw_retention", raw, loader)?;
-    let hour = Duration::from_secs(3600);
-    if raw < hour {
-        loader.problem("influx.raw_retention", format!("{raw:?} is shorter than InfluxDB's minimum retention of 1h"));
-    }
+    // InfluxDB keeps durations as i64 nanoseconds (292 years); a century is the longest kept here.
+    let century = CENTURY;
+    let raw = Bounded::new(HOUR, century).because("InfluxDB's minimum retention is 1h").read_set("influx.raw_retention", raw, loader);
     let rollup = match rollup {
-        Some(s) => parse_duration("influx.rollup_retention", s, loader)?,
-        None => Duration::from_secs(400 * 86_400),
+        Some(s) => Bounded::new(raw.unwrap_or(HOUR), century)
+            .because("at least raw_retention: rollups must outlive the raw points")
+            .read_set("influx.rollup_retention", s, loader),
+        None => Some(Duration::from_secs(400 * 86_400)),
     };
-    if rollup < raw {
-        loader.problem("influx.rollup_retention", format!("{rollup:?} is shorter than raw_retention ({raw:?}): rollups must outlive the raw points"));
+    if let (Some(raw), Some(r)) = (raw, rollup) {
+        if r < raw {
+            loader.problem("influx.rollup_retention", format!("the default 400d is shorter than raw_retention ({raw:?}): rollups must outlive the raw points"));
+        }
     }
     let settle = match settle {
-        Some(s) => parse_duration("influx.rollup_settle", s, loader)?,
-        None => Duration::from_secs(30),
+        Some(s) => Bounded::new(Duration::ZERO, HOUR).read_set("influx.rollup_settle", s, loader),
+        None => Some(Duration::from_secs(30)),
     };
     let max_dirty = max_dirty.unwrap_or(200_000);
     if max_dirty == 0 {
         loader.problem("influx.rollup_max_dirty", "must be at least 1");
     }
+    let (raw, rollup, settle) = (raw?, rollup?, settle?);
     Some(Retention { raw, rollup, settle, max_dirty })
 }
 

@@ -53,7 +53,7 @@ pub struct DeadLetterStore {
 }
 
 fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).unwrap_or(0)
+    wattflip_proto::units::UnixNanos::now().0
 }
 
 /// A temporary file older than this is left over whoever wrote it: a write takes milliseconds.

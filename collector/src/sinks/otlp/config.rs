@@ -9,7 +9,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_infra::tomlcfg::{parse_duration, Loader};
+use wattflip_infra::duration::{Bounded, HOUR};
+use wattflip_infra::tomlcfg::Loader;
 
 /// The path Prometheus serves its OTLP receiver on (`--web.enable-otlp-receiver`).
 pub const PROMETHEUS_OTLP_PATH: &str = "/api/v1/otlp/v1/metrics";
@@ -104,13 +105,10 @@ impl OtlpConfig {
         if queue_points < batch_points {
             loader.problem("otlp.queue_points", format!("{queue_points} is below otlp.batch_points ({batch_points}); the retry queue must hold one request"));
         }
-        let mut dur = |key: &str, v: Option<String>, default: Duration| match v {
-            Some(s) => parse_duration(key, &s, loader).unwrap_or(default),
-            None => default,
-        };
-        let flush_interval = dur("otlp.flush_interval", raw.flush_interval, Duration::from_secs(1));
-        let request_timeout = dur("otlp.request_timeout", raw.request_timeout, Duration::from_secs(10));
-        let max_backoff = dur("otlp.max_backoff", raw.max_backoff, Duration::from_secs(30));
+        let (interval, timeout) = (Bounded::new(Duration::from_millis(1), HOUR), Bounded::new(Duration::from_millis(100), HOUR));
+        let flush_interval = interval.read("otlp.flush_interval", raw.flush_interval.as_deref(), Duration::from_secs(1), loader);
+        let request_timeout = timeout.read("otlp.request_timeout", raw.request_timeout.as_deref(), Duration::from_secs(10), loader);
+        let max_backoff = interval.read("otlp.max_backoff", raw.max_backoff.as_deref(), Duration::from_secs(30), loader);
         Some(OtlpConfig {
             url: url?,
             required: raw.required.unwrap_or(false),
