@@ -5,6 +5,8 @@
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod clocks;
+mod connections;
 mod dashboards;
 mod dashboards_hosts;
 mod dashboards_rollups;
@@ -18,6 +20,7 @@ mod energy_schedules;
 mod faults;
 mod grpc;
 mod hwmon_scopes;
+mod isolation;
 mod ledger;
 mod otlp;
 mod otlp_dashboards;
@@ -28,8 +31,10 @@ mod plan;
 mod probe;
 mod rediscovery;
 mod report;
+mod revocation;
 mod rollups;
 mod security;
+mod shutdown;
 mod source_agreement;
 mod spine;
 mod thanos_store;
