@@ -6,12 +6,13 @@
 
 use serde::Deserialize;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wattflip_infra::tls::{RawTls, TlsMode};
 
 // The InfluxDB sink owns its configuration types and their checks; the service configuration
 // composes them (and re-exports them here, where they were).
+pub use crate::service::revocation::RevocationFiles;
 use crate::sinks::influx::config::RawInflux;
 pub use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Secret, DEFAULT_DEAD_LETTER_DIR};
 pub use crate::sinks::otlp::config::OtlpConfig;
@@ -38,6 +39,12 @@ pub struct Limits {
     pub dedup_window: usize,
     /// A stream that sends no Hello within this long after it opened is closed.
     pub hello_timeout: Duration,
+    /// A point stamped further ahead of the collector's clock than this is refused (`time_ahead`).
+    pub max_time_ahead: Duration,
+    /// A point stamped further behind the collector's clock than this is refused (`time_behind`).
+    pub max_time_behind: Duration,
+    /// Connections held at once; None: as many as the open-file limit allows.
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +58,8 @@ pub struct Config {
     pub tls: TlsMode,
     /// `GET /metrics` (Prometheus text format) is served here when set.
     pub metrics_listen: Option<SocketAddr>,
+    /// `tls.crl_file` and `tls.deny_file`: revoked agents, reloaded while running.
+    pub revocation: RevocationFiles,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -60,6 +69,9 @@ struct RawLimits {
     agent_burst_points: Option<f64>,
     dedup_window: Option<usize>,
     hello_timeout: Option<String>,
+    max_time_ahead: Option<String>,
+    max_time_behind: Option<String>,
+    max_connections: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +91,11 @@ pub struct Overrides {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Half the throttling detector's lateness bound (2 min): a reading accepted this far ahead can
+/// never make a drive's real readings late for the analyses (docs/schema.md, *Timestamps*).
+pub const DEFAULT_MAX_TIME_AHEAD: Duration = Duration::from_secs(60);
+/// An agent's spool may replay a month-long outage; older points are refused.
+pub const DEFAULT_MAX_TIME_BEHIND: Duration = Duration::from_secs(30 * 86_400);
 
 impl Config {
     /// Loads `file` (if any) and applies `ov`. Errors list every problem with its key.
@@ -100,6 +117,9 @@ impl Config {
         let influx: RawInflux = loader.take("influx");
         let limits: RawLimits = loader.take("limits");
         let sink: Option<String> = loader.take("sink");
+        // The collector's own keys of `[tls]`, taken before the section shared with the agent.
+        let crl_file: Option<PathBuf> = loader.take_from("tls", "crl_file");
+        let deny_file: Option<PathBuf> = loader.take_from("tls", "deny_file");
         let mut raw_tls: RawTls = loader.take("tls");
         let metrics: RawMetrics = loader.take("metrics");
         let otlp: Option<RawOtlp> = loader.take("otlp");
@@ -116,6 +136,10 @@ impl Config {
         let otlp = OtlpConfig::from_raw(otlp, &mut loader);
         let hello_timeout =
             Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read("limits.hello_timeout", limits.hello_timeout.as_deref(), DEFAULT_HELLO_TIMEOUT, &mut loader);
+        let window = Bounded::new(Duration::from_secs(1), Duration::from_secs(10 * 365 * 86_400))
+            .because("the window is compared in i64 nanoseconds; a decade covers any real clock skew");
+        let max_time_ahead = window.read("limits.max_time_ahead", limits.max_time_ahead.as_deref(), DEFAULT_MAX_TIME_AHEAD, &mut loader);
+        let max_time_behind = window.read("limits.max_time_behind", limits.max_time_behind.as_deref(), DEFAULT_MAX_TIME_BEHIND, &mut loader);
         let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
         if max_message_bytes < 1024 {
             loader.problem("limits.max_message_bytes", "must be at least 1024");
@@ -126,6 +150,9 @@ impl Config {
             if !(v.is_finite() && v >= 1.0) {
                 loader.problem(k, format!("{v} must be a number of at least 1"));
             }
+        }
+        if limits.max_connections == Some(0) {
+            loader.problem("limits.max_connections", "must be at least 1 (omit it to take what the open-file limit allows)");
         }
         let dedup_window = limits.dedup_window.unwrap_or(4096);
         if dedup_window == 0 {
@@ -158,16 +185,31 @@ impl Config {
                 None
             }
         });
+        for (key, file) in [("tls.crl_file", &crl_file), ("tls.deny_file", &deny_file)] {
+            if let Some(Err(e)) = file.as_deref().map(std::fs::metadata) {
+                loader.problem(key, format!("cannot read {}: {e}", file.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default()));
+            }
+        }
         loader.finish()?;
         Ok(Config {
             listen: listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             influx,
             sink,
             otlp,
-            limits: Limits { max_message_bytes, agent_points_per_second, agent_burst_points, dedup_window, hello_timeout },
+            limits: Limits {
+                max_message_bytes,
+                agent_points_per_second,
+                agent_burst_points,
+                dedup_window,
+                hello_timeout,
+                max_time_ahead,
+                max_time_behind,
+                max_connections: limits.max_connections,
+            },
             // finish() succeeded, so from_raw returned a mode.
             tls: tls.unwrap_or(TlsMode::InsecurePlaintextLoopback),
             metrics_listen,
+            revocation: RevocationFiles { crl_file, deny_file },
         })
     }
 }
@@ -194,6 +236,7 @@ mod tests {
         assert_eq!(c.tls, TlsMode::InsecurePlaintextLoopback);
         assert_eq!(c.limits.dedup_window, 4096);
         assert_eq!(c.limits.hello_timeout, Duration::from_secs(10));
+        assert_eq!((c.limits.max_time_ahead, c.limits.max_time_behind), (Duration::from_secs(60), Duration::from_secs(2_592_000)));
         assert_eq!(c.influx.dead_letter_dir, PathBuf::from("/var/lib/wattflip-collector/dead-letter"));
         assert_eq!(c.sink, SinkKind::InfluxDb);
         assert_eq!(c.metrics_listen, None);

@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 // The point-by-point conversion is its own file (this one was over 600 lines); its public items
 // are re-exported here, where they were.
 mod convert;
-pub use convert::{convert_batch, convert_batch_points, Converted, Rejection, Rule};
+pub use convert::{
+    convert_batch, convert_batch_points, convert_batch_points_within, watts_range, Converted, Rejection, Rule, TimeWindow, MAX_WATTS, MAX_WATTS_OTHER,
+    MIN_WATTS,
+};
 
 /// Tag keys the schema sets itself; agent labels may not use them.
 pub const RESERVED_TAGS: &[&str] = &[

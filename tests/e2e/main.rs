@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod config_checks;
+mod clocks;
+mod connections;
 mod dashboards;
 mod dashboards_hosts;
 mod dashboards_rollups;
@@ -19,6 +21,7 @@ mod energy_schedules;
 mod faults;
 mod grpc;
 mod hwmon_scopes;
+mod isolation;
 mod ledger;
 mod otlp;
 mod otlp_dashboards;
@@ -29,8 +32,10 @@ mod plan;
 mod probe;
 mod rediscovery;
 mod report;
+mod revocation;
 mod rollups;
 mod security;
+mod shutdown;
 mod source_agreement;
 mod spine;
 mod thanos_store;

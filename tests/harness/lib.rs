@@ -57,6 +57,40 @@ impl Pki {
         (c, k)
     }
 
+    /// Issues `<file>.pem` and `<file>.key` for `sans` with the serial number `serial` (to revoke).
+    pub fn issue_serial(&self, file: &str, sans: &[&str], serial: u64) -> (PathBuf, PathBuf) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("params");
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.serial_number = Some(rcgen::SerialNumber::from(serial));
+        let cert = p.signed_by(&key, &self.ca).expect("sign");
+        let (c, k) = (self.dir.path().join(format!("{file}.pem")), self.dir.path().join(format!("{file}.key")));
+        std::fs::write(&c, cert.pem()).expect("write cert");
+        std::fs::write(&k, key.serialize_pem()).expect("write key");
+        (c, k)
+    }
+
+    /// A certificate revocation list of this CA (PEM) revoking the certificates with `serials`.
+    pub fn crl(&self, number: u64, serials: &[u64]) -> String {
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2099, 1, 1),
+            crl_number: rcgen::SerialNumber::from(number),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|&s| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from(s),
+                    revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        params.signed_by(&self.ca).expect("sign the CRL").pem().expect("CRL PEM")
+    }
+
     pub fn ca(&self) -> PathBuf {
         self.dir.path().join("ca.pem")
     }
@@ -153,14 +187,23 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
     }
 }
 
-fn stop(child: &mut Child) {
-    // SIGTERM first so servers shut down cleanly, then make sure.
+/// How long a server may take to stop on SIGTERM. The collector's own bound is 21 s (two 10 s
+/// phases, collector/src/service/server.rs); influxd stops in about a second.
+pub const GRACEFUL_STOP: Duration = Duration::from_secs(30);
+
+/// Stops `child` with SIGTERM and waits for it; a server that needs SIGKILL (not gone within
+/// [`GRACEFUL_STOP`]) is killed and the test fails, unless it is failing already. `log` says what
+/// it logged, for the failure message.
+fn stop(child: &mut Child, what: &str, log: impl FnOnce() -> String) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
     if let Ok(pid) = i32::try_from(child.id()) {
         // Through the `kill` command, which keeps this crate free of unsafe code.
         let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
     }
-    let end = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < end {
+    let started = Instant::now();
+    while started.elapsed() < GRACEFUL_STOP {
         if let Ok(Some(_)) = child.try_wait() {
             return;
         }
@@ -168,6 +211,11 @@ fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+    if !std::thread::panicking() {
+        let log = log();
+        let tail = &log[log.len() - log.len().min(4000)..];
+        panic!("{what} did not stop within {GRACEFUL_STOP:?} of SIGTERM and needed SIGKILL; the end of its log:\n{tail}");
+    }
 }
 
 /// A private InfluxDB 1.x server.
@@ -176,6 +224,8 @@ pub struct Influx {
     pub port: u16,
     child: Child,
     _dir: tempfile::TempDir,
+    /// Lines added to the `[data]` section (limits such as `max-values-per-tag`).
+    data: String,
 }
 
 pub fn influxd_path() -> PathBuf {
@@ -194,34 +244,40 @@ impl Influx {
 
     /// Starts on a given HTTP port (for tests that start InfluxDB late on a known address).
     pub fn start_on(port: u16) -> Influx {
+        Self::start_with_data(port, "")
+    }
+
+    /// Starts with `data` added to the config's `[data]` section, e.g. `max-values-per-tag = 1000`.
+    pub fn start_with_data(port: u16, data: &str) -> Influx {
         let dir = tempfile::Builder::new().prefix("wf-influx-").tempdir().expect("tempdir");
-        let child = Self::spawn(dir.path(), port);
+        let child = Self::spawn(dir.path(), port, data);
         let url = format!("http://127.0.0.1:{port}");
-        let mut influx = Influx { url, port, child, _dir: dir };
+        let mut influx = Influx { url, port, child, _dir: dir, data: data.to_string() };
         influx.wait_ready();
         influx
     }
 
     /// Stops the server (SIGTERM) and starts it again on the same port and data.
     pub fn restart(&mut self) {
-        stop(&mut self.child);
-        self.child = Self::spawn(self._dir.path(), self.port);
+        let log = self._dir.path().join("influxd.log");
+        stop(&mut self.child, "influxd", || std::fs::read_to_string(log).unwrap_or_default());
+        self.child = Self::spawn(self._dir.path(), self.port, &self.data);
         self.wait_ready();
     }
 
-    fn spawn(d: &Path, port: u16) -> Child {
+    fn spawn(d: &Path, port: u16, data: &str) -> Child {
         let rpc = free_port();
         // Bounded queries: an unbounded GROUP BY time() can hang 1.6.7 (docs/conventions.md §7).
         let conf = format!(
             "reporting-disabled = true\nbind-address = \"127.0.0.1:{rpc}\"\n\
              [meta]\n  dir = \"{m}\"\n\
-             [data]\n  dir = \"{data}\"\n  wal-dir = \"{wal}\"\n  query-log-enabled = false\n\
+             [data]\n  dir = \"{data_dir}\"\n  wal-dir = \"{wal}\"\n  query-log-enabled = false\n  {data}\n\
              [coordinator]\n  query-timeout = \"10s\"\n  max-select-point = 10000000\n  max-select-series = 100000\n  max-select-buckets = 100000\n\
              [monitor]\n  store-enabled = false\n\
              [http]\n  bind-address = \"127.0.0.1:{port}\"\n  log-enabled = false\n\
              [logging]\n  level = \"warn\"\n",
             m = d.join("meta").display(),
-            data = d.join("data").display(),
+            data_dir = d.join("data").display(),
             wal = d.join("wal").display(),
         );
         let conf_path = d.join("influxdb.conf");
@@ -234,8 +290,8 @@ impl Influx {
         let ping = format!("{}/ping", self.url);
         let ok = wait_for(Duration::from_secs(30), || reqwest::blocking::get(&ping).ok().filter(|r| r.status().as_u16() == 204).map(|_| ()));
         if ok.is_none() {
-            let log = std::fs::read_to_string(self._dir.path().join("influxd.log")).unwrap_or_default();
-            stop(&mut self.child);
+            let log = self.influxd_log();
+            stop(&mut self.child, "influxd", String::new);
             panic!("influxd did not answer /ping within 30 s; its log:\n{log}");
         }
     }
@@ -293,15 +349,21 @@ impl Influx {
             .unwrap_or_default()
     }
 
+    fn influxd_log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("influxd.log")).unwrap_or_default()
+    }
+
     /// Stops the server now (for fault tests).
     pub fn stop(mut self) {
-        stop(&mut self.child);
+        let log = self._dir.path().join("influxd.log");
+        stop(&mut self.child, "influxd", || std::fs::read_to_string(log).unwrap_or_default());
     }
 }
 
 impl Drop for Influx {
     fn drop(&mut self) {
-        stop(&mut self.child);
+        let log = self._dir.path().join("influxd.log");
+        stop(&mut self.child, "influxd", || std::fs::read_to_string(log).unwrap_or_default());
     }
 }
 
@@ -326,6 +388,12 @@ impl Collector {
 
     /// Starts with `extra` appended to the config (its `[tls]` section, `[limits]`, ...).
     pub fn start_with(port: u16, influx_url: &str, db: &str, extra: &str) -> Collector {
+        Self::start_limited(port, influx_url, db, extra, None)
+    }
+
+    /// [`Collector::start_with`] under an open-file limit of `nofile` (soft and hard, set by
+    /// util-linux `prlimit` before the collector starts).
+    pub fn start_limited(port: u16, influx_url: &str, db: &str, extra: &str, nofile: Option<u64>) -> Collector {
         let dir = tempfile::Builder::new().prefix("wf-collector-").tempdir().expect("tempdir");
         let cfg = dir.path().join("collector.toml");
         // Lines InfluxDB refuses are kept in the collector's temp dir (`extra` may name its own:
@@ -342,14 +410,16 @@ impl Collector {
         .expect("write collector.toml");
         let scheme = if extra.contains("insecure_plaintext_loopback_only = true") { "http" } else { "https" };
         let log = std::fs::File::create(dir.path().join("collector.log")).expect("log");
-        let child = Command::new(bin("wattflip-collector", "wattflip-collector"))
-            .arg("--config")
-            .arg(&cfg)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start wattflip-collector");
+        let collector = bin("wattflip-collector", "wattflip-collector");
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(&collector);
+                c
+            }
+            None => Command::new(&collector),
+        };
+        let child = cmd.arg("--config").arg(&cfg).env("RUST_LOG", "info").stdout(Stdio::null()).stderr(log).spawn().expect("start wattflip-collector");
         let addr = format!("127.0.0.1:{port}");
         let c = Collector { url: format!("{scheme}://{addr}"), addr, child, dir };
         let up = wait_for(Duration::from_secs(20), || std::net::TcpStream::connect(&c.addr).ok());
@@ -390,9 +460,22 @@ impl Collector {
     }
 }
 
+impl Collector {
+    /// SIGTERM, as systemd stops it: returns how long the collector took to exit and its status;
+    /// the test fails if it needs SIGKILL.
+    pub fn terminate(mut self) -> (Duration, std::process::ExitStatus) {
+        let started = Instant::now();
+        let log = self.dir.path().join("collector.log");
+        stop(&mut self.child, "wattflip-collector", || std::fs::read_to_string(log).unwrap_or_default());
+        let status = self.child.wait().expect("collector exit status");
+        (started.elapsed(), status)
+    }
+}
+
 impl Drop for Collector {
     fn drop(&mut self) {
-        stop(&mut self.child);
+        let log = self.dir.path().join("collector.log");
+        stop(&mut self.child, "wattflip-collector", || std::fs::read_to_string(log).unwrap_or_default());
     }
 }
 

@@ -128,6 +128,30 @@ impl Ranges {
     }
 }
 
+/// Lets one log line through per interval and counts the ones it held back.
+#[derive(Debug)]
+pub struct LogGate {
+    every: std::time::Duration,
+    last: Option<Instant>,
+    quiet: u64,
+}
+
+impl LogGate {
+    pub fn new(every: std::time::Duration) -> Self {
+        LogGate { every, last: None, quiet: 0 }
+    }
+
+    /// Some(lines held back since the last one let through) when a line may be logged now.
+    pub fn open(&mut self, now: Instant) -> Option<u64> {
+        if self.last.is_some_and(|l| now.duration_since(l) < self.every) {
+            self.quiet += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.quiet))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,10 @@
 use crate::analysis::sources;
 use crate::analysis::throttle::Sharded;
 use crate::service::budget::Tiers;
-use crate::service::guard::{Dedup, RateLimiter};
+use crate::service::conns::{Conns, StreamOnConn};
+use crate::service::guard::{Dedup, LogGate, RateLimiter};
+use crate::service::rejections::{rejection_events, Skew};
+use crate::service::revocation::Revocation;
 pub use crate::service::stats::IngestStats;
 use crate::sinks::influx::{JobOutcome, WriterHandle};
 use crate::sinks::otlp::{OtlpHandle, OtlpOutcome};
@@ -35,8 +38,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use wattflip_infra::ratelimit::Limited;
-use wattflip_proto::domain::{convert_batch_points, Hello};
-use wattflip_proto::domain::{Rejection, Rule};
+use wattflip_proto::domain::{convert_batch_points_within, Hello};
 use wattflip_proto::encoder::BatchEncoder;
 use wattflip_proto::lineproto::Point;
 use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags, ThrottleEvent};
@@ -45,6 +47,12 @@ use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, 
 /// How often a WARN that can repeat per batch or per stream is written at most (the line then says
 /// how many were suppressed; the counters count every one).
 const WARN_PERIOD: Duration = Duration::from_secs(10);
+
+/// The status every stream ends with when the collector stops or its writer is gone.
+const SHUTTING_DOWN: &str = "collector is shutting down; resend unacknowledged batches";
+
+/// At most one WARN about a stream's left-out points per this interval.
+const REJECTION_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Metadata key on an `invalid_argument` status that names the rejected batch.
 pub const REJECTED_SEQUENCE: &str = "wattflip-rejected-sequence";
@@ -70,6 +78,10 @@ pub struct IngestService {
     hello_timeout: Duration,
     max_streams: u64,
     otlp: Option<OtlpHandle>,
+    skew: Skew,
+    conns: Option<Arc<Conns>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    revocation: Option<Arc<Revocation>>,
 }
 
 impl IngestService {
@@ -86,7 +98,38 @@ impl IngestService {
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
             max_streams: u64::MAX,
             otlp: None,
+            skew: Skew { ahead: crate::config::DEFAULT_MAX_TIME_AHEAD, behind: crate::config::DEFAULT_MAX_TIME_BEHIND },
+            conns: None,
+            stop: tokio::sync::watch::channel(false).1,
+            revocation: None,
         }
+    }
+
+    /// Refuses revoked agents (`tls.crl_file`, `tls.deny_file`) at the start of a stream and at
+    /// every batch, so that a revocation ends the streams already open.
+    pub fn with_revocation(mut self, revocation: Option<Arc<Revocation>>) -> Self {
+        self.revocation = revocation;
+        self
+    }
+
+    /// When `stop` turns true, every stream ends with `unavailable` after acknowledging what it
+    /// has queued (the collector is stopping).
+    pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Tells `conns` which connections have a stream open (the others are closed when idle).
+    pub fn with_conns(mut self, conns: Arc<Conns>) -> Self {
+        self.conns = Some(conns);
+        self
+    }
+
+    /// Points stamped more than `ahead` after or `behind` before the collector's clock are
+    /// refused (`limits.max_time_ahead`, `limits.max_time_behind`).
+    pub fn with_time_skew(mut self, ahead: Duration, behind: Duration) -> Self {
+        self.skew = Skew { ahead, behind };
+        self
     }
 
     /// Sends every batch to the OTLP sink too (`[otlp]`).
@@ -141,6 +184,9 @@ struct Ctx {
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
     otlp: Option<OtlpHandle>,
+    skew: Skew,
+    stop: tokio::sync::watch::Receiver<bool>,
+    revocation: Option<Arc<Revocation>>,
 }
 
 #[tonic::async_trait]
@@ -150,25 +196,10 @@ impl Ingest for IngestService {
     type StreamStream = Map<ReceiverStream<Box<Result<Ack, Status>>>, fn(Box<Result<Ack, Status>>) -> Result<Ack, Status>>;
 
     async fn stream(&self, req: Request<Streaming<AgentMessage>>) -> Result<Response<Self::StreamStream>, Status> {
+        let on_conn = self.conns.as_ref().and_then(|c| c.stream(req.remote_addr()));
         let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unknown peer".into());
-        let certified = match self.identity {
-            IdentitySource::Hello => None,
-            IdentitySource::Certificate => {
-                let id = req
-                    .peer_certs()
-                    .and_then(|c| c.first().cloned())
-                    .ok_or_else(|| "no client certificate".to_string())
-                    .and_then(|c| crate::service::tls::identity(&c));
-                match id {
-                    Ok(id) => Some(id),
-                    Err(e) => {
-                        self.stats.agents_rejected.inc("no_identity");
-                        tracing::warn!(%peer, "refused a stream: {e}");
-                        return Err(Status::permission_denied(format!("{e}; the agent id comes from the client certificate")));
-                    }
-                }
-            }
-        };
+        let certified =
+            crate::service::revocation::certified(self.identity == IdentitySource::Certificate, self.revocation.as_deref(), &self.stats, &req, &peer)?;
         let inbound = req.into_inner();
         let (out_tx, out_rx) = mpsc::channel(32);
         // At most 64 batches in flight per agent: beyond that the stream stops being read,
@@ -176,7 +207,7 @@ impl Ingest for IngestService {
         let (pend_tx, pend_rx) = mpsc::channel(64);
         self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
         let open = self.stats.streams_open.fetch_add(1, Ordering::Relaxed) + 1;
-        let slot = OpenStream(self.stats.clone());
+        let slot = OpenStream { stats: self.stats.clone(), _conn: on_conn };
         if open > self.max_streams {
             // Refused with a status rather than left to fail on a descriptor later (a hang).
             self.stats.agents_rejected.inc("stream_limit");
@@ -200,6 +231,9 @@ impl Ingest for IngestService {
             tiers: self.tiers.clone(),
             hello_timeout: self.hello_timeout,
             otlp: self.otlp.clone(),
+            skew: self.skew,
+            stop: self.stop.clone(),
+            revocation: self.revocation.clone(),
         };
         tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
         tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified, slot));
@@ -231,7 +265,7 @@ async fn acknowledge(mut pending: mpsc::Receiver<Box<Pending>>, out: mpsc::Sende
                         duplicate: false,
                     })
                 }
-                Err(_) => Err(Status::unavailable("collector is shutting down; resend unacknowledged batches")),
+                Err(_) => Err(Status::unavailable(SHUTTING_DOWN)),
             },
             Pending::Duplicate { seq } => {
                 stats.batches_acked.fetch_add(1, Ordering::Relaxed);
@@ -289,12 +323,16 @@ fn deny(stats: &IngestStats, reason: &str, msg: String) -> Pending {
     Pending::Fail(Status::permission_denied(msg))
 }
 
-/// One open stream, counted in `streams_open` while it lives.
-struct OpenStream(Arc<IngestStats>);
+/// One open stream, counted in `streams_open` while it lives, and on its connection (which is not
+/// idle while it has one).
+struct OpenStream {
+    stats: Arc<IngestStats>,
+    _conn: Option<StreamOnConn>,
+}
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        self.0.streams_open.fetch_sub(1, Ordering::Relaxed);
+        self.stats.streams_open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -306,6 +344,8 @@ struct Agent {
     dedup_key: Arc<str>,
     tags: HostTags,
     encoder: BatchEncoder,
+    /// The client certificate's serial number (empty in the plaintext mode).
+    serial: Vec<u8>,
 }
 
 /// Reads and checks the Hello; on a refusal, sends it and returns None.
@@ -359,6 +399,7 @@ async fn read_hello(
         encoder: BatchEncoder::new(&tags),
         tags,
         hello,
+        serial: Vec::new(),
     })
 }
 
@@ -367,26 +408,39 @@ async fn receive(
     pending: mpsc::Sender<Box<Pending>>,
     ctx: Ctx,
     peer: String,
-    certified: Option<String>,
+    certified: Option<(String, Vec<u8>)>,
     _open: OpenStream,
 ) {
-    let Some(agent) = read_hello(&mut inbound, &pending, &ctx, &peer, certified.as_deref()).await else {
+    let Some(mut agent) = read_hello(&mut inbound, &pending, &ctx, &peer, certified.as_ref().map(|(id, _)| id.as_str())).await else {
         return;
     };
+    agent.serial = certified.map(|(_, s)| s).unwrap_or_default();
     let hello = &agent.hello;
     tracing::info!(agent = %hello.agent_id, %peer, version = %hello.agent_version, "agent connected");
     ctx.throttle.lock(&hello.agent_id).set_inventory(&hello.agent_id, &hello.inventory);
     ctx.tiers.hello(hello);
     // Inventory points need no acknowledgement: the agent sends a Hello on every connection.
-    if ctx.writer.write(encode(&hello_points(hello, &agent.tags), &ctx.stats)).await.is_err() {
+    if ctx.writer.write_as(agent.id.clone(), encode(&hello_points(hello, &agent.tags), &ctx.stats)).await.is_err() {
         return;
     }
     if let Some(o) = &ctx.otlp {
         o.hello(&agent.tags, hello).await;
     }
     let mut last_seq = 0u64;
+    // One WARN about left-out points per stream and interval: an agent whose clock is off by a
+    // year would otherwise log every batch (each point is still counted and in an event).
+    let mut warn = LogGate::new(REJECTION_WARN_EVERY);
+    let mut stop = ctx.stop.clone();
     loop {
-        let msg = match inbound.message().await {
+        let next = tokio::select! {
+            m = inbound.message() => m,
+            () = stopped(&mut stop) => {
+                tracing::info!(agent = %hello.agent_id, "ending the stream: the collector is stopping");
+                let _ = pending.send(Box::new(Pending::Fail(Status::unavailable(SHUTTING_DOWN)))).await;
+                return;
+            }
+        };
+        let msg = match next {
             Ok(Some(m)) => m,
             Ok(None) => break,
             Err(e) if e.code() == tonic::Code::OutOfRange => {
@@ -410,7 +464,7 @@ async fn receive(
             }
         };
         // Ok: acknowledge in order and go on; Err: the stream ends with it.
-        let (next, stop) = match on_batch(&ctx, &agent, batch, &mut last_seq).await {
+        let (next, stop) = match on_batch(&ctx, &agent, batch, &mut last_seq, &mut warn).await {
             Ok(p) => (p, false),
             Err(p) => (p, true),
         };
@@ -420,9 +474,16 @@ async fn receive(
     }
 }
 
+/// Completes when `stop` turns true; never when its sender is gone without doing so.
+pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Checks, converts, analyses and queues one batch; `Ok` with what to acknowledge, `Err` with the
 /// refusal that ends the stream.
-async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64) -> Result<Pending, Pending> {
+async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64, warn: &mut LogGate) -> Result<Pending, Pending> {
     let (stats, hello) = (&ctx.stats, &agent.hello);
     stats.batches_received.fetch_add(1, Ordering::Relaxed);
     let seq = batch.sequence;
@@ -433,6 +494,10 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
     if batch.agent_id != hello.agent_id {
         let m = format!("batch.agent_id: `{}` in batch {seq} is not this stream's agent `{}`", batch.agent_id, hello.agent_id);
         return Err(deny(stats, "batch_agent_id", m));
+    }
+    // Revoked while the stream was open (a reloaded tls.crl_file or tls.deny_file).
+    if let Some((reason, m)) = ctx.revocation.as_ref().and_then(|r| r.refusal(&agent.id, &agent.serial)) {
+        return Err(deny(stats, reason, m));
     }
     if ctx.dedup.is_durable(&agent.dedup_key, seq) {
         // Written before, but the acknowledgement was lost: acknowledge, do not rewrite.
@@ -447,7 +512,7 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
         tracing::warn!("{m}");
         return Err(Pending::Fail(Status::resource_exhausted(m)));
     }
-    let converted = match convert_batch_points(&hello.agent_id, batch) {
+    let converted = match convert_batch_points_within(&hello.agent_id, batch, ctx.skew.window()) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(agent = %hello.agent_id, seq, "rejected batch: {e}");
@@ -462,11 +527,10 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
         stats.points_rejected.inc(r.rule.as_str());
         *rejected.entry(r.rule.as_str()).or_default() += 1;
     }
-    static REJECTED_WARN: Limited = Limited::new(WARN_PERIOD);
     if let Some(first) = converted.rejected.first() {
-        if let Some(suppressed) = REJECTED_WARN.hit(std::time::Instant::now()) {
-            tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(), suppressed,
-                "left out invalid points, stored the rest of the batch; first: {first} ({suppressed} more such warnings suppressed in the last {WARN_PERIOD:?}; every point is in a point_rejected event)");
+        if let Some(quiet) = warn.open(tokio::time::Instant::now()) {
+            tracing::warn!(agent = %hello.agent_id, seq, rejected = converted.rejected.len(), batches_not_logged = quiet,
+                "left out invalid points, stored the rest of the batch; first: {first}");
         }
     }
     let mut lines = Vec::new();
@@ -484,8 +548,8 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
     let (analysed, episodes) = analyses(ctx, agent, &batch);
     points.extend(analysed);
     lines.extend(encode(&points, stats));
-    let Ok(done) = ctx.writer.write(lines).await else {
-        return Err(Pending::Fail(Status::unavailable("collector is shutting down; resend unacknowledged batches")));
+    let Ok(done) = ctx.writer.write_as(agent.id.clone(), lines).await else {
+        return Err(Pending::Fail(Status::unavailable(SHUTTING_DOWN)));
     };
     let otlp = match &ctx.otlp {
         Some(o) => o.batch(&agent.tags, &batch, tier.as_deref(), &episodes).await,
@@ -526,36 +590,6 @@ fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> 
         points.extend(f.points(&agent.tags));
     }
     (points, episodes)
-}
-
-/// One `event` of kind `point_rejected` per field and rule among a batch's rejected points, with
-/// their exact `count`, the first one's field path, value and reason. Stamped with the first such
-/// point's own time (else the collector's clock) and tagged by field and rule, so a resent batch
-/// overwrites its events instead of adding to them, and two groups of one batch never collide.
-fn rejection_events(rejected: &[Rejection], seq: u64, tags: &HostTags) -> Vec<Point> {
-    let mut groups: BTreeMap<(String, Rule), Vec<&Rejection>> = BTreeMap::new();
-    for r in rejected {
-        groups.entry((r.field_name(), r.rule)).or_default().push(r);
-    }
-    let now = wattflip_proto::units::UnixNanos::now().0;
-    groups
-        .into_iter()
-        .map(|((field, rule), rs)| {
-            let first = rs[0];
-            let more = if rs.len() > 1 { format!(" (and {} more in this batch)", rs.len() - 1) } else { String::new() };
-            let mut p = Point::new(wattflip_proto::schema::EVENT, first.time_ns.unwrap_or(now)).tag("host", tags.host.clone());
-            for (k, v) in &tags.labels {
-                p = p.tag(k.clone(), v.clone());
-            }
-            p.tag("kind", "point_rejected")
-                .tag("severity", "warning")
-                .tag("field", field.clone())
-                .tag("rule", rule.as_str())
-                .string("message", format!("batch {seq}: {first}{more}; the point was left out, the rest of the batch stored"))
-                .string("attributes", format!("field={field} rule={} value={} sequence={seq}", rule.as_str(), first.value))
-                .int("count", rs.len() as i64)
-        })
-        .collect()
 }
 
 /// Convenience for tests and tools: the proto message for a batch.

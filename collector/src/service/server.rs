@@ -1,10 +1,19 @@
 //! Hosts the Ingest service and the standard gRPC health service on a listener (mutual TLS unless
 //! the config names the plaintext loopback mode), serves `/metrics` when configured, and drains the
 //! writer after the server stops so that queued batches still reach the store.
+//!
+//! **Stopping** (SIGTERM, SIGINT): the listener stops accepting; every stream acknowledges the
+//! batches it has queued once they are stored and then ends with `unavailable` ("collector is
+//! shutting down; resend unacknowledged batches"), which the agent resumes from; then the writers
+//! drain. Each of the two phases is bounded by `drain` (10 s in the binary): streams still open
+//! then are closed, and lines still unwritten then stay unacknowledged (the agents resend them).
+//! The process is gone within 2 × `drain` plus a second; systemd units allow 30 s (`TimeoutStopSec`).
 
 use crate::config::{Config, SinkKind};
+use crate::service::conns::{accept, Conns};
 use crate::service::guard::{Dedup, RateLimiter};
 use crate::service::ingest::{IdentitySource, IngestService};
+use crate::service::revocation::Revocation;
 pub use crate::service::stats::Stats;
 use crate::service::tls::{self, TlsSetupError};
 use crate::sinks::{influx, otlp};
@@ -12,7 +21,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use wattflip_infra::telemetry::{serve_metrics, MetricsBindError};
 use wattflip_infra::tls::TlsMode;
 use wattflip_proto::v1::ingest_server::IngestServer;
@@ -30,6 +38,11 @@ pub enum ServeError {
     #[error("refusing to serve plaintext on {0}: tls.insecure_plaintext_loopback_only allows loopback addresses only")]
     PlaintextBeyondLoopback(std::net::SocketAddr),
 }
+
+/// An HTTP/2 ping every this long on each connection...
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// ... answered within this long, or the connection is closed (a peer gone without a FIN).
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Raises the open-file soft limit to the hard one and says how many agent streams that holds
 /// (one descriptor each, [`wattflip_infra::limits::RESERVED_FDS`] kept for the rest).
@@ -61,6 +74,26 @@ fn spawn_influx(cfg: &Config, stats: &Arc<Stats>, stop_rx: &tokio::sync::watch::
     }
 }
 
+/// Runs `server` to its end, or until `drain` after `stopping` turned true (its streams are then
+/// dropped unacknowledged).
+async fn until_stopped<F: Future<Output = Result<(), tonic::transport::Error>>>(
+    server: F,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+    drain: Duration,
+) -> Result<(), tonic::transport::Error> {
+    let late = async move {
+        crate::service::ingest::stopped(&mut stopping).await;
+        tokio::time::sleep(drain).await;
+    };
+    tokio::select! {
+        r = server => r,
+        _ = late => {
+            tracing::warn!("streams still open {drain:?} after the stop signal are closed; their agents resend what was not acknowledged");
+            Ok(())
+        }
+    }
+}
+
 /// Serves until `shutdown` completes, then flushes the writer (at most `drain` long).
 pub async fn serve(
     cfg: Config,
@@ -76,10 +109,13 @@ pub async fn serve(
         return Err(ServeError::PlaintextBeyondLoopback(local));
     }
     let tls_cfg = match &cfg.tls {
-        TlsMode::Mutual(m) => Some(tls::server_config(m)?),
+        TlsMode::Mutual(m) => Some(Revocation::load(m, cfg.revocation.clone())?),
         TlsMode::InsecurePlaintextLoopback => None,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(r) = &tls_cfg {
+        r.clone().watch(stop_rx.clone());
+    }
     if let Some(addr) = cfg.metrics_listen {
         let s = stats.clone();
         let mut stop = stop_rx.clone();
@@ -99,9 +135,20 @@ pub async fn serve(
         None => (None, None),
     };
     let streams = stream_capacity();
+    let max_connections = match cfg.limits.max_connections {
+        Some(n) if n as u64 > streams => {
+            tracing::warn!(configured = n, streams, "limits.max_connections is above what the open-file limit allows; using {streams}");
+            streams as usize
+        }
+        Some(n) => n,
+        None => streams as usize,
+    };
+    let conns = Conns::new(max_connections, cfg.limits.hello_timeout, stats.ingest.clone());
     let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
     let (reporter, health) = tonic_health::server::health_reporter();
     let l = &cfg.limits;
+    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+    let stats_in = stats.ingest.clone();
     let ingest = IngestService::new(
         writer,
         stats.ingest.clone(),
@@ -110,17 +157,33 @@ pub async fn serve(
         Dedup::new(l.dedup_window),
     )
     .with_hello_timeout(l.hello_timeout)
+    .with_time_skew(l.max_time_ahead, l.max_time_behind)
     .with_max_streams(streams)
+    .with_conns(conns.clone())
+    .with_stop(stopping_rx.clone())
+    .with_revocation(tls_cfg.clone())
     .with_otlp(otlp);
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
     reporter.set_serving::<IngestServer<IngestService>>().await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
         sink = ?cfg.sink, influx = %cfg.influx.url, database = %cfg.influx.database, "collector serving");
-    let router = tonic::transport::Server::builder().add_service(health).add_service(svc);
-    let result = match tls_cfg {
-        Some(t) => router.serve_with_incoming_shutdown(tls::incoming(listener, t, stats.ingest.clone()), shutdown).await,
-        None => router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown).await,
+    // Pings find dead peers of open streams; connections without a stream are closed by `conns`.
+    let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .add_service(health)
+        .add_service(svc);
+    let stopping = async move {
+        shutdown.await;
+        let _ = stopping_tx.send(true);
     };
+    let server = async move {
+        match tls_cfg {
+            Some(t) => router.serve_with_incoming_shutdown(tls::incoming(listener, t, stats_in.clone(), conns), stopping).await,
+            None => router.serve_with_incoming_shutdown(accept(listener, conns, |tcp, _| async move { Some(tcp) }), stopping).await,
+        }
+    };
+    let result = until_stopped(server, stopping_rx, drain).await;
     // Every stream (and its writer handle) is gone now: let the writer flush what it holds.
     let mut writer_task = writer_task;
     if tokio::time::timeout(drain, &mut writer_task).await.is_err() {

@@ -13,6 +13,8 @@ pub struct IngestStats {
     pub streams_opened: AtomicU64,
     /// Streams open now (a gauge), held against the stream limit the open-file limit allows.
     pub streams_open: AtomicU64,
+    /// Connections open now (a gauge), held against `limits.max_connections`.
+    pub connections_open: AtomicU64,
     /// Readings the throttling detector could not place (older than its retention).
     pub throttle_late_readings: AtomicU64,
     pub batches_received: AtomicU64,
@@ -30,7 +32,7 @@ pub struct IngestStats {
     /// Agent points InfluxDB refused, kept in the dead-letter store, by class.
     pub points_dead_lettered: LabelledCounter,
     /// Refused connections and streams by reason (tls_handshake, no_identity, hello_agent_id,
-    /// batch_agent_id, hello_timeout).
+    /// batch_agent_id, hello_timeout, connection_limit, idle_connection, idle_evicted).
     pub agents_rejected: LabelledCounter,
 }
 

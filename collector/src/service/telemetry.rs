@@ -21,6 +21,7 @@ pub fn render(s: &Stats) -> String {
 fn ingest(t: &mut Text, i: &IngestStats) {
     t.counter("wattflip_collector_streams_opened_total", "Agent streams opened.", i.streams_opened.load(Relaxed))
         .gauge("wattflip_collector_streams_open", "Agent streams open now (held against the stream limit).", i.streams_open.load(Relaxed) as f64)
+        .gauge("wattflip_collector_connections_open", "Connections open now (held against limits.max_connections).", i.connections_open.load(Relaxed) as f64)
         .counter(
             "wattflip_collector_throttle_late_readings_total",
             "Readings the throttling detector could not place: older than its retention.",
@@ -73,6 +74,16 @@ fn influx(t: &mut Text, k: &SinkStats) {
             "wattflip_collector_influx_databases_created_total",
             "Databases the writer created after InfluxDB answered 404 database not found.",
             k.databases_created.load(Relaxed),
+        )
+        .counter(
+            "wattflip_collector_influx_isolations_total",
+            "Refused write requests split by agent, so one agent's refusal does not hold up the others.",
+            k.isolations.load(Relaxed),
+        )
+        .counter(
+            "wattflip_collector_influx_partial_writes_understood_total",
+            "Partial writes (max-values-per-tag, retention) whose dropped lines were found without splitting the request.",
+            k.partial_writes_understood.load(Relaxed),
         )
         .histogram("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", &k.write_latency);
 }

@@ -3,13 +3,16 @@
 //! plaintext connection, is logged with its address and counted in the `agents_rejected` metric.
 //! The agent id is taken from the verified client certificate by [`identity`]: its first DNS
 //! subjectAltName, or its subject CN when it has no DNS SAN. To trust another kind of identity
-//! (a URI SAN, say), extend `identity` and document it in the README.
+//! (a URI SAN, say), extend `identity` and document it in the README. Revoked certificates: the
+//! CRL of `revocation.rs` goes into the verifier.
 
+use crate::service::conns::{accept, Conns, Guarded};
+use crate::service::revocation::Revocation;
 use crate::service::stats::IngestStats;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
@@ -26,8 +29,9 @@ pub enum TlsSetupError {
     Verifier(#[from] rustls::server::VerifierBuilderError),
 }
 
-/// A rustls server config that requires a client certificate signed by `m.ca_pem`.
-pub fn server_config(m: &TlsMaterial) -> Result<Arc<ServerConfig>, TlsSetupError> {
+/// A rustls server config that requires a client certificate signed by `m.ca_pem` and not revoked
+/// by `crls` (the agents' certificates only: the CA itself is the trust anchor).
+pub fn server_config(m: &TlsMaterial, crls: Vec<CertificateRevocationListDer<'static>>) -> Result<Arc<ServerConfig>, TlsSetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let pem = |key: &'static str, what: &'static str| move |e: rustls::pki_types::pem::Error| TlsSetupError::Pem { key, what, detail: e.to_string() };
     let mut roots = RootCertStore::empty();
@@ -39,7 +43,11 @@ pub fn server_config(m: &TlsMaterial) -> Result<Arc<ServerConfig>, TlsSetupError
         return Err(TlsSetupError::Pem { key: "cert_file", what: "certificate", detail: "the file holds none".into() });
     }
     let key = PrivateKeyDer::from_pem_slice(&m.key_pem.0).map_err(pem("key_file", "private key"))?;
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build()?;
+    let mut verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+    if !crls.is_empty() {
+        verifier = verifier.with_crls(crls).only_check_end_entity_revocation();
+    }
+    let verifier = verifier.build()?;
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
@@ -49,49 +57,35 @@ pub fn server_config(m: &TlsMaterial) -> Result<Arc<ServerConfig>, TlsSetupError
     Ok(Arc::new(cfg))
 }
 
-/// Accepts TCP connections and hands completed handshakes to the server. Each handshake runs in
-/// its own task (bounded by a timeout) so a slow or hostile client never holds up the others.
+/// Accepts connections within the limit ([`Conns`]) and hands completed handshakes to the server;
+/// a refused handshake is logged with the peer and counted (`tls_handshake`).
 pub fn incoming(
     listener: TcpListener,
-    cfg: Arc<ServerConfig>,
+    revocation: Arc<Revocation>,
     stats: Arc<IngestStats>,
-) -> tokio_stream::wrappers::ReceiverStream<Result<TlsStream<TcpStream>, std::io::Error>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let acceptor = TlsAcceptor::from(cfg);
-    tokio::spawn(async move {
-        loop {
-            let (tcp, peer) = match listener.accept().await {
-                Ok(c) => c,
-                Err(e) => {
-                    // EMFILE and friends: pause instead of spinning.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
+    conns: Arc<Conns>,
+) -> tokio_stream::wrappers::ReceiverStream<Result<Guarded<TlsStream<TcpStream>>, std::io::Error>> {
+    accept(listener, conns, move |tcp, peer| {
+        // The config of the moment: a reloaded CRL applies from the next handshake.
+        let (acceptor, stats) = (TlsAcceptor::from(revocation.server_config()), stats.clone());
+        async move {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => Some(tls),
+                Ok(Err(e)) => {
+                    let revoked = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+                        == Some(&rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked));
+                    stats.agents_rejected.inc(if revoked { "certificate_revoked" } else { "tls_handshake" });
+                    tracing::warn!(%peer, "refused a connection: TLS handshake failed: {e}");
+                    None
                 }
-            };
-            let _ = tcp.set_nodelay(true);
-            if tx.is_closed() {
-                return;
+                Err(_) => {
+                    stats.agents_rejected.inc("tls_handshake");
+                    tracing::warn!(%peer, "refused a connection: no TLS handshake within 10 s");
+                    None
+                }
             }
-            let (acceptor, tx, stats) = (acceptor.clone(), tx.clone(), stats.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => {
-                        let _ = tx.send(Ok(tls)).await;
-                    }
-                    Ok(Err(e)) => {
-                        stats.agents_rejected.inc("tls_handshake");
-                        tracing::warn!(%peer, "refused a connection: TLS handshake failed: {e}");
-                    }
-                    Err(_) => {
-                        stats.agents_rejected.inc("tls_handshake");
-                        tracing::warn!(%peer, "refused a connection: no TLS handshake within 10 s");
-                    }
-                }
-            });
         }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
+    })
 }
 
 /// The agent id a verified client certificate vouches for: first DNS SAN, else the subject CN.

@@ -67,6 +67,19 @@ impl Loader {
         let Some(value) = self.table.remove(key) else {
             return T::default();
         };
+        self.parse(key, value)
+    }
+
+    /// Takes `key` out of the table `section` before the section is taken whole: a key that one
+    /// binary adds to a section shared with the other (the collector's `tls.crl_file`).
+    pub fn take_from<T: DeserializeOwned + Default>(&mut self, section: &str, key: &str) -> T {
+        let Some(value) = self.table.get_mut(section).and_then(|t| t.as_table_mut()).and_then(|t| t.remove(key)) else {
+            return T::default();
+        };
+        self.parse(&join(section, key), value)
+    }
+
+    fn parse<T: DeserializeOwned + Default>(&mut self, key: &str, value: toml::Value) -> T {
         let mut unknown = Vec::new();
         let mut on_unknown = |path: serde_ignored::Path<'_>| unknown.push(dotted(&path));
         let de = serde_ignored::Deserializer::new(value, &mut on_unknown);

@@ -1,7 +1,8 @@
 //! The point-by-point conversion of a `v1` batch into the domain types: every point is checked,
 //! an invalid one is left out and recorded as a [`Rejection`] naming its field, value and [`Rule`],
 //! and the rest of the batch converts. A new payload gets a check (or a `convert_*` function)
-//! here and a line in [`convert_batch_points`].
+//! here and a line in [`convert_batch_points`]. Every point's timestamp is also checked against a
+//! [`TimeWindow`] on the receiver's clock, and power against [`watts_range`] of its scope.
 
 use super::{finite, invalid, method, tag_value, utc, Batch, InvalidField, PowerSample, TemperatureSample, DRIVE_POWER_MODES, MAX_FLAGS, MAX_FLAG_BYTES};
 use crate::units::{Celsius, Joules, UnixNanos, Watts};
@@ -25,10 +26,24 @@ pub enum Rule {
     Inconsistent,
     /// An enum left at its UNSPECIFIED value.
     Unspecified,
+    /// A timestamp further ahead of the receiver's clock than its [`TimeWindow`] allows.
+    TimeAhead,
+    /// A timestamp further behind the receiver's clock than its [`TimeWindow`] allows.
+    TimeBehind,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 7] = [Rule::NotFinite, Rule::OutOfRange, Rule::BadTag, Rule::BadTime, Rule::Missing, Rule::Inconsistent, Rule::Unspecified];
+    pub const ALL: [Rule; 9] = [
+        Rule::NotFinite,
+        Rule::OutOfRange,
+        Rule::BadTag,
+        Rule::BadTime,
+        Rule::Missing,
+        Rule::Inconsistent,
+        Rule::Unspecified,
+        Rule::TimeAhead,
+        Rule::TimeBehind,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,8 +54,81 @@ impl Rule {
             Rule::Missing => "missing",
             Rule::Inconsistent => "inconsistent",
             Rule::Unspecified => "unspecified",
+            Rule::TimeAhead => "time_ahead",
+            Rule::TimeBehind => "time_behind",
         }
     }
+}
+
+/// The timestamps a receiver accepts, relative to its own clock: from `behind_ns` before `now_ns`
+/// to `ahead_ns` after it (UTC ns). A point outside is refused with [`Rule::TimeAhead`] or
+/// [`Rule::TimeBehind`], so that one reading stamped a year ahead (a host whose clock jumped)
+/// never enters the store or the analyses that order readings by time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeWindow {
+    pub now_ns: i64,
+    pub ahead_ns: i64,
+    pub behind_ns: i64,
+}
+
+impl TimeWindow {
+    /// Accepts every valid timestamp (tools and tests that have no clock to compare with).
+    pub const ANY: TimeWindow = TimeWindow { now_ns: 0, ahead_ns: i64::MAX, behind_ns: i64::MAX };
+
+    fn check(&self, name: &'static str, t: i64) -> Result<(), Bad> {
+        // An invalid timestamp (0, negative) is the other checks' `bad_time`, not a skew.
+        if utc(t).is_err() {
+            return Ok(());
+        }
+        let secs = |ns: i64| ns as f64 / 1e9;
+        if t.saturating_sub(self.now_ns) > self.ahead_ns {
+            let reason = format!(
+                "{:.0} s ahead of the collector's clock, beyond the {:.0} s allowed (limits.max_time_ahead); check the host's clock (NTP)",
+                secs(t.saturating_sub(self.now_ns)),
+                secs(self.ahead_ns)
+            );
+            return Err(bad(name, t, Rule::TimeAhead, reason));
+        }
+        if self.now_ns.saturating_sub(t) > self.behind_ns {
+            let reason = format!(
+                "{:.0} s behind the collector's clock, beyond the {:.0} s allowed (limits.max_time_behind); check the host's clock (NTP)",
+                secs(self.now_ns.saturating_sub(t)),
+                secs(self.behind_ns)
+            );
+            return Err(bad(name, t, Rule::TimeBehind, reason));
+        }
+        Ok(())
+    }
+}
+
+/// Readings down to this are a sensor's offset around zero (a shunt at idle) and are stored;
+/// below it a power reading is a decoding bug.
+pub const MIN_WATTS: f64 = -1.0;
+/// The most one channel of a scope can draw, with room to spare: a drive (EDSFF E3.L is specified
+/// up to 70 W), a CPU package and its parts (the largest server CPUs are rated 500 W), a platform
+/// or rail, a whole host (a GPU server draws about 10 kW). A value beyond is a unit error (mW read
+/// as W) or a wrapped counter, not a reading.
+pub const MAX_WATTS: &[(&str, f64)] = &[
+    ("drive", 200.0),
+    ("core", 1_000.0),
+    ("uncore", 1_000.0),
+    ("dram", 1_000.0),
+    ("package", 1_000.0),
+    ("package_mmio", 1_000.0),
+    ("package_hwmon", 1_000.0),
+    ("psys", 5_000.0),
+    ("rail", 5_000.0),
+    ("psu_in", 50_000.0),
+    ("psu_out", 50_000.0),
+    ("wall", 50_000.0),
+];
+/// The bound of a scope [`MAX_WATTS`] does not list (`unknown`, a new one): the largest.
+pub const MAX_WATTS_OTHER: f64 = 50_000.0;
+
+/// The physical range of one power reading of `scope`, in W.
+pub fn watts_range(scope: &str) -> (f64, f64) {
+    let max = MAX_WATTS.iter().find(|(s, _)| *s == scope).map_or(MAX_WATTS_OTHER, |&(_, m)| m);
+    (MIN_WATTS, max)
 }
 
 /// One point of a batch refused by the checks: which field, its value, the rule and why. The rest
@@ -139,30 +227,39 @@ fn power_flags(mut flags: Vec<String>) -> Result<Vec<String>, Bad> {
     Ok(flags)
 }
 
-/// Checks every point of `items` with `check`; a failing point is left out and recorded.
-fn each<T, U>(
-    payload: &str,
-    items: Vec<T>,
-    rejected: &mut Vec<Rejection>,
-    time_of: impl Fn(&T) -> i64,
-    check: impl Fn(&T) -> Result<(), Bad>,
-    convert: impl Fn(T) -> Result<U, Bad>,
-) -> Vec<U> {
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        let t = time_of(&item);
-        match check(&item).and_then(|()| convert(item)) {
-            Ok(u) => out.push(u),
-            Err(b) => rejected.push(Rejection {
-                field: format!("{payload}[{i}].{}", b.name),
-                value: b.value,
-                rule: b.rule,
-                reason: b.reason,
-                time_ns: utc(t).ok().map(|u| u.0),
-            }),
+/// Where a batch's refused points go, and the timestamps its points may carry.
+struct Refusals {
+    rejected: Vec<Rejection>,
+    window: TimeWindow,
+}
+
+impl Refusals {
+    /// Checks every point of `items` with `check` and its timestamp against the window; a failing
+    /// point is left out and recorded.
+    fn each<T, U>(
+        &mut self,
+        payload: &str,
+        items: Vec<T>,
+        time_of: impl Fn(&T) -> (&'static str, i64),
+        check: impl Fn(&T) -> Result<(), Bad>,
+        convert: impl Fn(T) -> Result<U, Bad>,
+    ) -> Vec<U> {
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            let (name, t) = time_of(&item);
+            match check(&item).and_then(|()| self.window.check(name, t)).and_then(|()| convert(item)) {
+                Ok(u) => out.push(u),
+                Err(b) => self.rejected.push(Rejection {
+                    field: format!("{payload}[{i}].{}", b.name),
+                    value: b.value,
+                    rule: b.rule,
+                    reason: b.reason,
+                    time_ns: utc(t).ok().map(|u| u.0),
+                }),
+            }
         }
+        out
     }
-    out
 }
 
 /// Converts a batch, checking that it belongs to `agent_id`; the first invalid point fails the
@@ -177,24 +274,32 @@ pub fn convert_batch(agent_id: &str, b: v1::Batch) -> Result<Batch, InvalidField
 
 /// Converts a batch point by point: an invalid point is left out and recorded in
 /// [`Converted::rejected`] with its field, value and rule, and the rest of the batch converts.
-/// Only a batch that is not this agent's, or has no sequence, fails as a whole.
+/// Only a batch that is not this agent's, or has no sequence, fails as a whole. Timestamps are
+/// not compared with a clock ([`convert_batch_points_within`] does).
 pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, InvalidField> {
+    convert_batch_points_within(agent_id, b, TimeWindow::ANY)
+}
+
+/// [`convert_batch_points`], refusing every point whose timestamp is outside `window`.
+pub fn convert_batch_points_within(agent_id: &str, b: v1::Batch, window: TimeWindow) -> Result<Converted, InvalidField> {
     if b.agent_id != agent_id {
         return Err(invalid("batch.agent_id", format!("`{}` differs from the stream's Hello agent id `{agent_id}`", b.agent_id)));
     }
     if b.sequence == 0 {
         return Err(invalid("batch.sequence", "must be at least 1"));
     }
-    let mut rejected = Vec::new();
-    let power = each("power", b.power, &mut rejected, |p| p.time_ns, |_| Ok(()), convert_power);
-    let temperature = each("temperature", b.temperature, &mut rejected, |t| t.time_ns, |_| Ok(()), convert_temperature);
-    let probe_runs = each("probe_runs", b.probe_runs, &mut rejected, |r| r.start_ns, check_probe_run, Ok);
-    let power_state_changes = each("power_state_changes", b.power_state_changes, &mut rejected, |c| c.time_ns, check_power_state_change, Ok);
-    let events = each("events", b.events, &mut rejected, |e| e.time_ns, check_event, Ok);
-    let nvme_smart = each("nvme_smart", b.nvme_smart, &mut rejected, |s| s.time_ns, check_nvme_smart, Ok);
-    let electrical = each("electrical", b.electrical, &mut rejected, |s| s.time_ns, check_electrical, Ok);
-    let idle_profiles = each("idle_profiles", b.idle_profiles, &mut rejected, |p| p.time_ns, check_idle_profile, Ok);
-    let drive_power_modes = each("drive_power_modes", b.drive_power_modes, &mut rejected, |m| m.time_ns, check_drive_power_mode, Ok);
+    let mut r = Refusals { rejected: Vec::new(), window };
+    let at = |t: i64| ("time_ns", t);
+    let power = r.each("power", b.power, |p| at(p.time_ns), |_| Ok(()), convert_power);
+    let temperature = r.each("temperature", b.temperature, |t| at(t.time_ns), |_| Ok(()), convert_temperature);
+    // A run is checked at its start here, and at its ends against the window's future bound.
+    let probe_runs = r.each("probe_runs", b.probe_runs, |p| ("start_ns", p.start_ns), |p| check_probe_run(p, &window), Ok);
+    let power_state_changes = r.each("power_state_changes", b.power_state_changes, |c| at(c.time_ns), check_power_state_change, Ok);
+    let events = r.each("events", b.events, |e| at(e.time_ns), check_event, Ok);
+    let nvme_smart = r.each("nvme_smart", b.nvme_smart, |s| at(s.time_ns), check_nvme_smart, Ok);
+    let electrical = r.each("electrical", b.electrical, |s| at(s.time_ns), check_electrical, Ok);
+    let idle_profiles = r.each("idle_profiles", b.idle_profiles, |p| at(p.time_ns), check_idle_profile, Ok);
+    let drive_power_modes = r.each("drive_power_modes", b.drive_power_modes, |m| at(m.time_ns), check_drive_power_mode, Ok);
     Ok(Converted {
         batch: Batch {
             agent_id: b.agent_id,
@@ -209,7 +314,7 @@ pub fn convert_batch_points(agent_id: &str, b: v1::Batch) -> Result<Converted, I
             idle_profiles,
             drive_power_modes,
         },
-        rejected,
+        rejected: r.rejected,
     })
 }
 
@@ -289,6 +394,7 @@ fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
     if let Some(j) = joules.filter(|j| j.0 < 0.0) {
         return Err(bad("joules", j.0, Rule::OutOfRange, "energy in an interval cannot be negative"));
     }
+    check_watts(&p, watts, joules)?;
     // Full-rate points overlap the aggregate stream in time: joules on both would make
     // SUM(joules) over a window count that energy twice.
     if let Some(j) = joules.filter(|_| p.full_rate) {
@@ -311,6 +417,26 @@ fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
     })
 }
 
+/// Watts (and the window's min, max and mean power) within the physical range of the scope.
+fn check_watts(p: &v1::PowerSample, watts: Option<Watts>, joules: Option<Joules>) -> Result<(), Bad> {
+    let (lo, hi) = watts_range(&p.scope);
+    // NaN and infinities are `not_finite`, checked on their own.
+    let out = |w: f64| w.is_finite() && !(lo..=hi).contains(&w);
+    let why = |what: String| format!("{what} is outside {lo}..{hi} W for scope `{}`; check the unit", p.scope);
+    for (name, w) in [("watts", watts.map(|w| w.0)), ("min_watts", p.min_watts), ("max_watts", p.max_watts)] {
+        if let Some(w) = w.filter(|&w| out(w)) {
+            return Err(bad(name, w, Rule::OutOfRange, why(format!("{w} W"))));
+        }
+    }
+    if let Some(j) = joules.filter(|_| p.interval_ns > 0) {
+        let mean = j.0 / (p.interval_ns as f64 / 1e9);
+        if out(mean) {
+            return Err(bad("joules", j.0, Rule::OutOfRange, why(format!("{} J over {} ns ({mean} W)", j.0, p.interval_ns))));
+        }
+    }
+    Ok(())
+}
+
 fn convert_temperature(t: v1::TemperatureSample) -> Result<TemperatureSample, Bad> {
     tag("source", &t.source)?;
     tag("device", &t.device)?;
@@ -323,7 +449,7 @@ fn convert_temperature(t: v1::TemperatureSample) -> Result<TemperatureSample, Ba
     Ok(TemperatureSample { time: time("time_ns", t.time_ns)?, source: t.source, device: t.device, sensor: t.sensor, celsius: Celsius(c) })
 }
 
-fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
+fn check_probe_run(r: &v1::ProbeRun, window: &TimeWindow) -> Result<(), Bad> {
     tag("run_id", &r.run_id)?;
     tag("device", &r.device)?;
     opt_tag("model", &r.model)?;
@@ -337,6 +463,7 @@ fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
     if r.end_ns < r.start_ns {
         return Err(bad("end_ns", r.end_ns, Rule::Inconsistent, "ends before it starts"));
     }
+    window.check("end_ns", r.end_ns)?;
     for (name, v) in [
         ("value", r.value),
         ("mean_us", r.mean_us),
@@ -362,6 +489,7 @@ fn check_probe_run(r: &v1::ProbeRun) -> Result<(), Bad> {
     for (name, t) in [("energy_start_ns", r.energy_start_ns), ("energy_end_ns", r.energy_end_ns)] {
         if let Some(t) = t {
             time(name, t)?;
+            window.check(name, t)?;
         }
     }
     if let (Some(s), Some(e)) = (r.energy_start_ns, r.energy_end_ns) {

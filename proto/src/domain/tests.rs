@@ -146,3 +146,43 @@ fn a_runs_energy_coverage_is_a_share_of_its_time() {
     assert_eq!((e.field.as_str(), e.reason.as_str()), ("probe_runs[0].energy_coverage", "a share of the run's time, 0 to 1"));
     assert_eq!(convert_batch("a1", b(f64::NAN)).unwrap_err().field, "probe_runs[0].energy_coverage");
 }
+
+#[test]
+fn power_is_checked_against_the_range_of_its_scope() {
+    let p = |scope: &str, watts: f64| v1::PowerSample { scope: scope.into(), watts: Some(watts), joules: None, ..sample() };
+    let c = convert_batch_points(
+        "a1",
+        batch(vec![p("drive", -5.0), p("drive", -1.0), p("drive", 200.0), p("drive", 201.0), p("package", 1e300), p("wall", 9_000.0)]),
+    )
+    .unwrap();
+    assert_eq!(c.batch.power.iter().map(|s| s.watts.unwrap().0).collect::<Vec<_>>(), [-1.0, 200.0, 9_000.0]);
+    let got: Vec<(&str, &str, Rule)> = c.rejected.iter().map(|r| (r.field.as_str(), r.value.as_str(), r.rule)).collect();
+    assert_eq!(got, [("power[0].watts", "-5", Rule::OutOfRange), ("power[3].watts", "201", Rule::OutOfRange), ("power[4].watts", "1e300", Rule::OutOfRange)]);
+    assert_eq!(c.rejected[0].reason, "-5 W is outside -1..200 W for scope `drive`; check the unit");
+    // The window's mean power: 10 kJ in 1 s on a package is 10 kW.
+    let j = v1::PowerSample { watts: None, joules: Some(10_000.0), ..sample() };
+    assert_eq!(
+        convert_batch("a1", batch(vec![j])).unwrap_err().to_string(),
+        "power[0].joules: 10000 J over 1000000000 ns (10000 W) is outside -1..1000 W for scope `package`; check the unit"
+    );
+}
+
+#[test]
+fn timestamps_outside_the_window_are_refused_by_name_and_invalid_ones_stay_bad_time() {
+    const NOW: i64 = 1_700_000_000_000_000_000;
+    let w = TimeWindow { now_ns: NOW, ahead_ns: 60_000_000_000, behind_ns: 3_600_000_000_000 };
+    let at = |t: i64| v1::PowerSample { time_ns: t, ..sample() };
+    let b = batch(vec![at(NOW + 60_000_000_000), at(NOW + 60_000_000_001), at(NOW - 3_600_000_000_000), at(NOW - 3_600_000_000_001), at(0)]);
+    let c = convert_batch_points_within("a1", b, w).unwrap();
+    assert_eq!(c.batch.power.len(), 2);
+    let got: Vec<(&str, Rule)> = c.rejected.iter().map(|r| (r.field.as_str(), r.rule)).collect();
+    assert_eq!(got, [("power[1].time_ns", Rule::TimeAhead), ("power[3].time_ns", Rule::TimeBehind), ("power[4].time_ns", Rule::BadTime)]);
+    assert_eq!(c.rejected[0].reason, "60 s ahead of the collector's clock, beyond the 60 s allowed (limits.max_time_ahead); check the host's clock (NTP)");
+    assert_eq!(c.rejected[1].reason, "3600 s behind the collector's clock, beyond the 3600 s allowed (limits.max_time_behind); check the host's clock (NTP)");
+    // A run that starts now but ends a day ahead is refused at its end.
+    let run = v1::ProbeRun { start_ns: NOW, end_ns: NOW + 86_400_000_000_000, ..probe_run() };
+    let c = convert_batch_points_within("a1", v1::Batch { probe_runs: vec![run], ..batch(vec![]) }, w).unwrap();
+    assert_eq!((c.rejected[0].field.as_str(), c.rejected[0].rule), ("probe_runs[0].end_ns", Rule::TimeAhead));
+    // Without a window every valid timestamp converts.
+    assert_eq!(convert_batch_points("a1", batch(vec![at(i64::MAX - 1)])).unwrap().rejected, []);
+}

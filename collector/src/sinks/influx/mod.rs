@@ -1,11 +1,14 @@
 //! InfluxDB sink: its configuration (`config`, composed by the service's), the writer task
-//! (batching, gzip, retries, acknowledgement on durability) and the dead-letter store of the lines
+//! (batching, gzip, retries, acknowledgement on durability, agents isolated from each other's
+//! refusals; its requests in `endpoint`, partial writes read by `partial`) and the dead-letter store of the lines
 //! InfluxDB refused (`dead_letter`) and its replay (`replay`). Line
 //! encoding and the schema live in `wattflip_proto::{lineproto, schema}`, shared with the agent.
 
 pub mod config;
 pub mod dead_letter;
+pub(crate) mod endpoint;
 pub mod observer;
+pub(crate) mod partial;
 pub mod refusal;
 pub mod replay;
 pub mod writer;

@@ -79,7 +79,7 @@ fn parse_conflict(err: &str) -> Option<(String, String, String)> {
 }
 
 /// Splits `s` at unescaped `sep` outside double quotes (line protocol's escaping).
-fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
+pub(crate) fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
     let (mut parts, mut start, mut escaped, mut quoted) = (Vec::new(), 0, false, false);
     for (i, c) in s.char_indices() {
         match c {

@@ -6,20 +6,30 @@
 //! not found" creates the database; 413 splits the request. A 400 (malformed line, field type
 //! conflict, `partial write`) names only some of the lines it refused (influxd 1.6 reports the first
 //! type conflict only, and hides parse errors behind a conflict): the lines it names are
-//! dead-lettered and the rest is written again (idempotent: same points, same timestamps); when it
-//! names none, the request is halved until each refused line stands alone. A refused line is never
-//! retried unchanged (`docs/conventions.md` §3). To support another store that speaks line
-//! protocol, add an `InfluxApi` variant and its URL/auth in `Endpoint`.
+//! dead-lettered and the rest is written again (idempotent: same points, same timestamps); a
+//! partial write that names none (`dropped=N`: past `max-values-per-tag`, beyond the retention
+//! policy) is read by `partial.rs`; only an answer neither explains halves the request until each
+//! refused line stands alone. A refused line is never retried unchanged (`docs/conventions.md` §3).
+//!
+//! **Agents are isolated** (docs/deployment.md, *One agent's refusals*): every job has an owner (its
+//! agent), and a refused request that mixes owners is first split by owner, so a bystander's lines
+//! are stored by their own request; an owner refused in the last [`SUSPECT_FOR`] gets requests of
+//! its own from the start, posted after everyone else's; and a job is completed as soon as its own
+//! lines are stored, not when the whole request is. The request and the store's answers are in
+//! `endpoint.rs`.
 
-use crate::sinks::influx::config::{InfluxApi, InfluxConfig};
+use crate::sinks::influx::config::InfluxConfig;
 use crate::sinks::influx::dead_letter::{class_of, DeadLetterStore};
+pub(crate) use crate::sinks::influx::endpoint::without_url;
+use crate::sinks::influx::endpoint::{Endpoint, PostError};
 pub use crate::sinks::influx::observer::StoredLines;
+use crate::sinks::influx::partial::{oldest, tag_value, Partial};
 pub use crate::sinks::influx::refusal::{error_text, offending_indices, offending_lines, Offending};
 use crate::sinks::influx::refusal::{reason_for, SHOWN_CHARS, SHOWN_LINES};
-use std::collections::VecDeque;
-use std::io::Write as _;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -38,11 +48,24 @@ pub struct SinkStats {
     pub databases_created: AtomicU64,
     /// Duration of each write request, successful or not.
     pub write_latency: wattflip_infra::telemetry::Histogram,
+    /// Refused requests split by owner so that one agent's refusal does not hold up the others.
+    pub isolations: AtomicU64,
+    /// Partial writes whose dropped lines were found without splitting the request.
+    pub partial_writes_understood: AtomicU64,
 }
 
+/// An owner refused within this long gets requests of its own, after everyone else's.
+pub const SUSPECT_FOR: Duration = Duration::from_secs(60);
+/// Owners remembered as refused at most (a refusing fleet this large is forgotten at once).
+const MAX_SUSPECTS: usize = 10_000;
+
 struct Job {
+    /// Whose lines these are (an agent id; empty for the collector's own).
+    owner: Arc<str>,
     lines: Vec<String>,
     written: usize,
+    /// Lines stored or dead-lettered; the job is completed when all are.
+    resolved: usize,
     refused: Vec<(usize, &'static str)>,
     done: Option<oneshot::Sender<JobOutcome>>,
 }
@@ -71,13 +94,18 @@ impl WriterHandle {
     /// dropped without completing if the collector stops first, so the batch is never acknowledged.
     /// Waits when the writer is saturated, which is the back-pressure that reaches the agents.
     pub async fn write(&self, lines: Vec<String>) -> Result<oneshot::Receiver<JobOutcome>, WriterClosed> {
+        self.write_as(Arc::from(""), lines).await
+    }
+
+    /// [`WriterHandle::write`] of `owner`'s lines: a refusal of them never holds up another owner's.
+    pub async fn write_as(&self, owner: Arc<str>, lines: Vec<String>) -> Result<oneshot::Receiver<JobOutcome>, WriterClosed> {
         let (done, rx) = oneshot::channel();
         let Some(tx) = self.tx.as_ref().filter(|_| !lines.is_empty()) else {
             self.stats.lines_written.fetch_add(lines.len() as u64, Ordering::Relaxed);
             let _ = done.send(JobOutcome::default());
             return Ok(rx);
         };
-        tx.send(Job { lines, written: 0, refused: Vec::new(), done: Some(done) }).await.map_err(|_| WriterClosed)?;
+        tx.send(Job { owner, lines, written: 0, resolved: 0, refused: Vec::new(), done: Some(done) }).await.map_err(|_| WriterClosed)?;
         Ok(rx)
     }
 }
@@ -100,12 +128,13 @@ pub fn spawn_observed(
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let client = reqwest::Client::builder().timeout(cfg.request_timeout).build().unwrap_or_else(|_| reqwest::Client::new());
     let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
+    let suspects = Arc::new(Mutex::new(HashMap::new()));
     // `writers` tasks share the queue: one gathers the next request while another's is in flight.
     let tasks: Vec<_> = (0..cfg.writers.max(1))
         .map(|_| {
             let endpoint = Endpoint { cfg: cfg.clone(), client: client.clone() };
-            let (rx, dead, observer) = (rx.clone(), dead.clone(), observer.clone());
-            let writer = Writer { endpoint, stats: stats.clone(), rx, shutdown: shutdown.clone(), pending: VecDeque::new(), dead, observer };
+            let (rx, dead, observer, suspects) = (rx.clone(), dead.clone(), observer.clone(), suspects.clone());
+            let writer = Writer { endpoint, stats: stats.clone(), rx, shutdown: shutdown.clone(), pending: VecDeque::new(), dead, observer, suspects };
             tokio::spawn(writer.run())
         })
         .collect();
@@ -122,22 +151,6 @@ pub fn spawn_null(stats: Arc<SinkStats>) -> (WriterHandle, tokio::task::JoinHand
     (WriterHandle { tx: None, stats }, tokio::spawn(async {}))
 }
 
-struct Endpoint {
-    cfg: InfluxConfig,
-    client: reqwest::Client,
-}
-
-enum PostError {
-    /// Worth retrying after a pause (network, 5xx, 429, 401/403, 404 after creation failed).
-    Retry { reason: String, after: Option<Duration> },
-    /// The database is missing: create it, then retry at once.
-    NoDatabase,
-    /// The body is larger than the server accepts: split it.
-    TooLarge,
-    /// Bad data (400): InfluxDB's answer, which names some of the lines it refused.
-    Rejected { body: String },
-}
-
 /// `piece` split into the lines at the indices `named` (ascending) and the others, each in order.
 fn split_named(piece: Tagged, named: &[usize]) -> (Tagged, Tagged) {
     let (mut bad, mut rest) = (Vec::with_capacity(named.len()), Vec::with_capacity(piece.len() - named.len()));
@@ -152,96 +165,6 @@ fn split_named(piece: Tagged, named: &[usize]) -> (Tagged, Tagged) {
     (bad, rest)
 }
 
-impl Endpoint {
-    fn write_request(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
-        let c = &self.cfg;
-        let mut req = match c.api {
-            // 1.x spells nanosecond precision `n`; `ns` is also accepted, `us` is silently wrong.
-            // With retention the policy is named: a missing one fails the write (and is created).
-            InfluxApi::V1 => self.client.post(format!("{}/write", c.url)).query(&[("db", c.database.as_str()), ("precision", "n")]).query(&c.raw_rp()),
-            InfluxApi::V2 => {
-                self.client.post(format!("{}/api/v2/write", c.url)).query(&[("org", c.org.as_str()), ("bucket", c.bucket.as_str()), ("precision", "ns")])
-            }
-        };
-        req = self.auth(req);
-        if c.gzip {
-            req = req.header("Content-Encoding", "gzip");
-        }
-        req.header("Content-Type", "text/plain; charset=utf-8").body(body)
-    }
-
-    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let c = &self.cfg;
-        match (&c.api, &c.secret) {
-            (InfluxApi::V2, Some(t)) => req.header("Authorization", format!("Token {}", t.0)),
-            (InfluxApi::V1, Some(p)) if !c.username.is_empty() => req.basic_auth(&c.username, Some(&p.0)),
-            _ => req,
-        }
-    }
-
-    fn encode(&self, lines: &[&str]) -> Vec<u8> {
-        let plain: String = lines.concat();
-        if !self.cfg.gzip {
-            return plain.into_bytes();
-        }
-        let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(plain.len() / 4), flate2::Compression::fast());
-        // Writing to a Vec cannot fail.
-        let _ = enc.write_all(plain.as_bytes());
-        enc.finish().unwrap_or_default()
-    }
-
-    async fn post(&self, lines: &[&str]) -> Result<(), PostError> {
-        let resp = self
-            .write_request(self.encode(lines))
-            .send()
-            .await
-            .map_err(|e| PostError::Retry { reason: format!("cannot reach InfluxDB at {}: {}", self.cfg.url, without_url(e)), after: None })?;
-        let status = resp.status();
-        if status.is_success() {
-            return Ok(());
-        }
-        let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs);
-        let body = resp.text().await.unwrap_or_default();
-        let body = body.trim();
-        match status.as_u16() {
-            400 | 422 => Err(PostError::Rejected { body: body.to_string() }),
-            404 if body.contains("database not found") => Err(PostError::NoDatabase),
-            404 | 500 if body.contains("retention policy not found") => Err(PostError::NoDatabase),
-            413 => Err(PostError::TooLarge),
-            s => Err(PostError::Retry { reason: format!("InfluxDB answered {s}: {body}"), after: retry_after }),
-        }
-    }
-
-    /// Creates the database, and with `retention` set its retention policies.
-    async fn create_database(&self) -> Result<(), String> {
-        let c = &self.cfg;
-        for (q, may_fail) in c.setup_statements() {
-            let req = self.auth(self.client.post(format!("{}/query", c.url)).query(&[("q", q.as_str())]));
-            let resp = req.send().await.map_err(without_url)?;
-            let status = resp.status();
-            let body = resp.text().await.unwrap_or_default();
-            let failed = !status.is_success() || body.contains("\"error\"");
-            if failed && !may_fail {
-                return Err(format!("InfluxDB answered {status} to {q}: {}", body.trim()));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// reqwest errors print the URL; ours carry no credentials, but keep messages short and stable.
-pub(crate) fn without_url(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
-}
-
 struct Writer {
     endpoint: Endpoint,
     stats: Arc<SinkStats>,
@@ -251,6 +174,8 @@ struct Writer {
     pending: VecDeque<Job>,
     dead: Arc<DeadLetterStore>,
     observer: Option<Arc<dyn StoredLines>>,
+    /// Owners refused lately, and when (shared by the writers).
+    suspects: Arc<Mutex<HashMap<Arc<str>, Instant>>>,
 }
 
 /// Where a line being written came from: its job (index in `pending`) and its index in that job.
@@ -325,28 +250,80 @@ impl Writer {
             for &(i, a, b) in &chunk {
                 lines.extend((a..b).map(|k| ((i, k), std::mem::take(&mut self.pending[i].lines[k]))));
             }
-            let Some(refused) = self.write_with_retry(lines).await else { return false };
-            for ((i, k), class) in refused {
-                self.pending[i].refused.push((k, class));
+            let pieces = self.apart_from_suspects(lines);
+            if !self.write_with_retry(pieces).await {
+                return false;
             }
             for &(i, _, b) in &chunk {
                 self.pending[i].written = b;
             }
             while self.pending.front().is_some_and(|j| j.written == j.lines.len()) {
-                if let Some(mut j) = self.pending.pop_front() {
-                    if let Some(done) = j.done.take() {
-                        j.refused.sort_unstable();
-                        let _ = done.send(JobOutcome { refused: j.refused });
-                    }
-                }
+                self.pending.pop_front();
             }
         }
         true
     }
 
-    /// Keeps `bad` in the dead-letter store; on success records them as refused. False (and
-    /// nothing recorded) when the store cannot take them.
-    fn dead_letter(&self, bad: &[(Origin, String)], err: &str, refused: &mut Vec<(Origin, &'static str)>) -> bool {
+    /// The pieces to post, in posting order reversed (a stack): each owner refused lately alone,
+    /// then everyone else's lines together (posted first).
+    fn apart_from_suspects(&self, lines: Tagged) -> Vec<Tagged> {
+        let now = Instant::now();
+        let suspect: HashSet<Arc<str>> = {
+            let mut m = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
+            m.retain(|_, at| now.duration_since(*at) < SUSPECT_FOR);
+            if m.is_empty() {
+                return vec![lines];
+            }
+            m.keys().cloned().collect()
+        };
+        let (apart, clean): (Tagged, Tagged) = lines.into_iter().partition(|((i, _), _)| suspect.contains(&self.pending[*i].owner));
+        let mut pieces = self.by_owner(apart);
+        pieces.push(clean);
+        pieces
+    }
+
+    /// `piece` split by the owner of its lines, each owner's in order.
+    fn by_owner(&self, piece: Tagged) -> Vec<Tagged> {
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut out: Vec<Tagged> = Vec::new();
+        for item in piece {
+            let owner: &str = &self.pending[item.0 .0].owner;
+            let k = *index.entry(owner).or_insert_with(|| {
+                out.push(Vec::new());
+                out.len() - 1
+            });
+            out[k].push(item);
+        }
+        out
+    }
+
+    /// Remembers `owner` as refused now.
+    fn suspect(&self, owner: &Arc<str>) {
+        let mut m = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= MAX_SUSPECTS && !m.contains_key(owner) {
+            m.clear();
+        }
+        m.insert(owner.clone(), Instant::now());
+    }
+
+    /// Counts lines as stored or dead-lettered; a job whose lines all are is completed now.
+    fn resolve(&mut self, origins: impl Iterator<Item = Origin>) {
+        for (i, _) in origins {
+            let j = &mut self.pending[i];
+            j.resolved += 1;
+            if j.resolved == j.lines.len() {
+                if let Some(done) = j.done.take() {
+                    let mut refused = std::mem::take(&mut j.refused);
+                    refused.sort_unstable();
+                    let _ = done.send(JobOutcome { refused });
+                }
+            }
+        }
+    }
+
+    /// Keeps `bad` in the dead-letter store; on success records them as refused in their jobs.
+    /// False (and nothing recorded) when the store cannot take them.
+    fn dead_letter(&mut self, bad: &[(Origin, String)], err: &str) -> bool {
         let entries: Vec<_> = bad
             .iter()
             .map(|(_, l)| {
@@ -361,8 +338,9 @@ impl Writer {
                 for ((origin, _), e) in bad.iter().zip(&entries) {
                     let class = class_of(&e.reason);
                     self.stats.lines_dead_lettered.inc(class);
-                    refused.push((*origin, class));
+                    self.pending[origin.0].refused.push((origin.1, class));
                 }
+                self.resolve(bad.iter().map(|(o, _)| *o));
                 let shown: Vec<String> = entries.iter().take(SHOWN_LINES).map(|e| e.line.chars().take(SHOWN_CHARS).collect()).collect();
                 tracing::error!(
                     rejected_lines = bad.len(),
@@ -396,12 +374,36 @@ impl Writer {
         result
     }
 
-    /// Posts `lines` until each is stored or dead-lettered; returns the dead-lettered ones, None on
-    /// shutdown.
-    async fn write_with_retry(&mut self, lines: Vec<(Origin, String)>) -> Option<Vec<(Origin, &'static str)>> {
-        // A stack of pieces: a 413, or a 400 that names no line, splits a piece in two.
-        let mut pieces: Vec<Vec<(Origin, String)>> = vec![lines];
-        let mut refused = Vec::new();
+    /// The lines of a one-owner piece that a partial write naming none dropped (`partial.rs`);
+    /// empty when the answer does not say, or its count disagrees.
+    async fn dropped_lines(&self, err: &str, refs: &[&str]) -> Vec<usize> {
+        let found = match Partial::parse(err) {
+            Some(Partial::Retention { dropped }) => oldest(refs, dropped),
+            Some(Partial::MaxValues { measurement, tag, dropped }) => {
+                let values: Vec<Option<String>> = refs.iter().map(|l| tag_value(l, &measurement, &tag)).collect();
+                let asked: HashSet<String> = values.iter().flatten().cloned().collect();
+                match self.endpoint.held_values(&measurement, &tag, &asked).await {
+                    Ok(held) => {
+                        let new: Vec<usize> = (0..refs.len()).filter(|&i| values[i].as_ref().is_some_and(|v| !held.contains(v))).collect();
+                        (new.len() == dropped).then_some(new)
+                    }
+                    Err(e) => {
+                        tracing::warn!("cannot tell which lines InfluxDB dropped ({e}); splitting the request instead");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        if found.is_some() {
+            self.stats.partial_writes_understood.fetch_add(1, Ordering::Relaxed);
+        }
+        found.unwrap_or_default()
+    }
+
+    /// Posts `pieces` (a stack: the last first) until each line is stored or dead-lettered; false
+    /// on shutdown.
+    async fn write_with_retry(&mut self, mut pieces: Vec<Tagged>) -> bool {
         // 100 ms doubling up to `influx.max_backoff` (a lower max caps the first step too).
         let cap = self.endpoint.cfg.max_backoff;
         let mut backoff = Backoff::new(Duration::from_millis(100).min(cap), cap);
@@ -411,28 +413,14 @@ impl Writer {
             }
             let refs: Vec<&str> = piece.iter().map(|(_, l)| l.as_str()).collect();
             match self.post_piece(&refs).await {
-                Ok(()) => backoff.reset(),
+                Ok(()) => {
+                    backoff.reset();
+                    self.resolve(piece.iter().map(|(o, _)| *o));
+                }
                 Err(PostError::Rejected { body }) => {
                     backoff.reset();
-                    let named = if piece.len() == 1 { vec![0] } else { offending_indices(&body, &refs) };
-                    if named.is_empty() {
-                        // Nothing to go by: halve until each refused line stands alone.
-                        let mut a = piece;
-                        let b = a.split_off(a.len() / 2);
-                        pieces.push(b);
-                        pieces.push(a);
-                        continue;
-                    }
-                    let (mut bad, mut rest) = split_named(piece, &named);
-                    if self.dead_letter(&bad, &error_text(&body), &mut refused) {
-                        // The answer may not name every refused line: write the others again.
-                        pieces.push(rest);
-                    } else {
-                        rest.append(&mut bad);
-                        pieces.push(rest);
-                        if !self.pause(&mut backoff, None).await {
-                            return None;
-                        }
+                    if !self.refused(piece, &body, &mut pieces, &mut backoff).await {
+                        return false;
                     }
                 }
                 Err(PostError::TooLarge) if piece.len() > 1 => {
@@ -444,16 +432,16 @@ impl Writer {
                 }
                 Err(PostError::TooLarge) => {
                     let err = "InfluxDB refused a single line as too large (413); raise its max-body-size, then replay";
-                    if !self.dead_letter(&piece, err, &mut refused) {
+                    if !self.dead_letter(&piece, err) {
                         pieces.push(piece);
                         if !self.pause(&mut backoff, None).await {
-                            return None;
+                            return false;
                         }
                     }
                 }
                 Err(PostError::NoDatabase) => {
                     if !self.create_database(&mut backoff).await {
-                        return None;
+                        return false;
                     }
                     pieces.push(piece);
                 }
@@ -462,12 +450,62 @@ impl Writer {
                     tracing::warn!(attempt = backoff.attempt(), "InfluxDB write failed, will retry: {reason}");
                     pieces.push(piece);
                     if !self.pause(&mut backoff, after).await {
-                        return None;
+                        return false;
                     }
                 }
             }
         }
-        Some(refused)
+        true
+    }
+
+    /// A 400 for `piece`: several owners are split apart first; one owner's lines that the answer
+    /// names (or a partial write explains) are dead-lettered and the rest written again; else the
+    /// piece is halved. False on shutdown.
+    async fn refused(&mut self, piece: Tagged, body: &str, pieces: &mut Vec<Tagged>, backoff: &mut Backoff) -> bool {
+        let refs: Vec<&str> = piece.iter().map(|(_, l)| l.as_str()).collect();
+        let mut named = if piece.len() == 1 { vec![0] } else { offending_indices(body, &refs) };
+        if named.is_empty() {
+            let owners = self.by_owner(piece);
+            if owners.len() > 1 {
+                self.stats.isolations.fetch_add(1, Ordering::Relaxed);
+                pieces.extend(owners);
+                return true;
+            }
+            let Some(piece) = owners.into_iter().next() else { return true };
+            let refs: Vec<&str> = piece.iter().map(|(_, l)| l.as_str()).collect();
+            named = self.dropped_lines(&error_text(body), &refs).await;
+            return self.refused_lines(piece, &named, body, pieces, backoff).await;
+        }
+        self.refused_lines(piece, &named, body, pieces, backoff).await
+    }
+
+    /// Dead-letters the `named` lines of `piece` and queues the rest to be written again; with
+    /// none named, halves it. False on shutdown.
+    async fn refused_lines(&mut self, piece: Tagged, named: &[usize], body: &str, pieces: &mut Vec<Tagged>, backoff: &mut Backoff) -> bool {
+        let blamed: HashSet<Arc<str>> = match named {
+            [] => piece.iter().map(|((i, _), _)| self.pending[*i].owner.clone()).collect(),
+            _ => named.iter().map(|&k| self.pending[piece[k].0 .0].owner.clone()).collect(),
+        };
+        for owner in blamed.iter().filter(|o| !o.is_empty()) {
+            self.suspect(owner);
+        }
+        if named.is_empty() {
+            // Nothing to go by: halve until each refused line stands alone.
+            let mut a = piece;
+            let b = a.split_off(a.len() / 2);
+            pieces.push(b);
+            pieces.push(a);
+            return true;
+        }
+        let (mut bad, mut rest) = split_named(piece, named);
+        if self.dead_letter(&bad, &error_text(body)) {
+            // The answer may not name every refused line: write the others again.
+            pieces.push(rest);
+            return true;
+        }
+        rest.append(&mut bad);
+        pieces.push(rest);
+        self.pause(backoff, None).await
     }
 
     /// Creates the database InfluxDB said is missing; when it cannot, waits the next backoff
