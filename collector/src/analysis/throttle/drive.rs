@@ -295,8 +295,7 @@ impl Drive {
     /// Mean of the last [`POWER_BASELINE_SAMPLES`] drive power samples before `onset` outside any
     /// hot period.
     fn power_baseline(&self, onset: i64) -> Option<f64> {
-        let before: Vec<f64> =
-            self.power.before(onset).rev().filter(|(t, _)| !self.thermal.is_hot(*t)).take(POWER_BASELINE_SAMPLES).map(|(_, w)| *w).collect();
+        let before: Vec<f64> = self.power.before(onset).rev().filter(|(t, _)| !self.thermal.is_hot(*t)).take(POWER_BASELINE_SAMPLES).map(|(_, w)| *w).collect();
         (!before.is_empty()).then(|| before.iter().sum::<f64>() / before.len() as f64)
     }
 
