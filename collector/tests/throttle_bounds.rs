@@ -23,6 +23,10 @@ use wattflip_proto::v1;
 #[global_allocator]
 static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
+/// Held by the tests that count: the counters are process-wide, so two counting at once would
+/// see each other's allocations.
+static COUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const S: i64 = 1_000_000_000;
 const T0: i64 = 1_700_000_000 * S;
 const HOSTS: usize = 10;
@@ -145,6 +149,7 @@ fn feed(d: &mut ThrottleDetector, seconds: i64, count: bool, mut at_cycle_end: i
 
 #[test]
 fn ten_million_samples_for_a_hundred_drives_keep_the_state_flat() {
+    let _counting = COUNTING.lock().unwrap_or_else(|p| p.into_inner());
     // 30-minute retention: three cycles of crossings, runs and power are kept per drive.
     let bounds = Bounds { retention_ns: 1800 * S, ..Bounds::default() };
     let mut d = detector(bounds);
@@ -161,9 +166,12 @@ fn ten_million_samples_for_a_hundred_drives_keep_the_state_flat() {
     // Per drive and source: the two crossings of each of the three cycles in the retention (it
     // starts 0.1 s before a cycle, the newest reading being at 599.9 s of one) and the newest.
     assert_eq!(r.thermal, HOSTS * DRIVES * 2 * (2 * 3 + 1), "thermal log {r:?}");
-    // Runs: one a minute for 30 minutes; power: one a second.
+    // Runs: one a minute for 30 minutes. Power (one a second, 8 W throughout): as sent within the
+    // lateness bound (480 s..599 s of the last cycle: 120), behind it the 10 before the line
+    // (470..479 s) and, per hot minute in the retention (three), the 10 before its onset and its
+    // last sample (none lower after it): 120 + 10 + 3 × 11 (it was all 1,800 of the retention).
     assert_eq!(r.runs, HOSTS * DRIVES * 30, "{r:?}");
-    assert_eq!(r.power, HOSTS * DRIVES * 1800, "{r:?}");
+    assert_eq!(r.power, HOSTS * DRIVES * (120 + 10 + 3 * 11), "{r:?}");
     // Episodes: the periods whose end is within the retention (three per drive).
     assert_eq!(r.episodes, HOSTS * DRIVES * 3, "{r:?}");
     // Allocations per cycle stay the same once the state is steady.
@@ -210,6 +218,7 @@ fn readings_past_the_retention_are_counted() {
 /// empty 11-entry map node of whole drives (that was ~9.4 KiB per host: heaptrack at 2,000 agents).
 #[test]
 fn a_one_drive_host_costs_little_state() {
+    let _counting = COUNTING.lock().unwrap_or_else(|p| p.into_inner());
     const FLEET: usize = 1000;
     let mut d = ThrottleDetector::with_bounds(Bounds::default());
     let batches: Vec<(String, Batch)> = (0..FLEET)
@@ -234,4 +243,73 @@ fn a_one_drive_host_costs_little_state() {
     counting_alloc::count_here(false);
     let per_host = kept / FLEET as u64;
     assert!(per_host <= 3 * 1024, "{per_host} bytes of detector state per one-drive host");
+}
+
+/// Drive power as a real agent sends it (issue 40): 10 hosts × 8 NVMe drives, per drive one
+/// composite temperature and one `nvme_estimate` drive-power sample a second, for 6 hours of
+/// event time with the default bounds (6 h retention). The detector's heap, counted by the
+/// allocator, is at most 4 KiB per drive and the same after 5 h as after 6 h (it was ~40 bytes
+/// per power reading up to 16,384 readings: ~650 KiB per drive at the cap).
+#[test]
+fn drive_power_at_one_hertz_for_six_hours_keeps_a_few_kib_per_drive() {
+    let _counting = COUNTING.lock().unwrap_or_else(|p| p.into_inner());
+    const AGENTS: usize = 10;
+    const NVME: usize = 8;
+    let mut batches: Vec<Batch> = (0..AGENTS)
+        .map(|h| {
+            let mut b = v1::Batch { agent_id: format!("p{h}"), sequence: 1, ..Default::default() };
+            for d in 0..NVME {
+                b.temperature.push(v1::TemperatureSample {
+                    time_ns: T0,
+                    source: "hwmon".into(),
+                    device: format!("nvme{d}"),
+                    sensor: "Composite".into(),
+                    celsius: 45.0,
+                });
+                b.power.push(v1::PowerSample {
+                    time_ns: T0,
+                    source: "nvme_estimate".into(),
+                    zone: format!("nvme{d}"),
+                    scope: "drive".into(),
+                    method: v1::Method::Estimated as i32,
+                    watts: Some(6.0),
+                    ..Default::default()
+                });
+            }
+            convert_batch(&format!("p{h}"), b).unwrap()
+        })
+        .collect();
+    let hosts: Vec<String> = (0..AGENTS).map(|h| format!("p{h}")).collect();
+    counting_alloc::count_here(true);
+    let before = counting_alloc::LIVE_BYTES.load(Ordering::Relaxed);
+    let mut d = ThrottleDetector::with_bounds(Bounds::default());
+    let mut at_5h = 0;
+    for second in 0..6 * 3600 {
+        for (h, b) in batches.iter_mut().enumerate() {
+            let t = T0 + second * S;
+            for (i, x) in b.temperature.iter_mut().enumerate() {
+                x.time.0 = t;
+                // 44..46 °C, well below any threshold: no hot period.
+                x.celsius.0 = 44.0 + ((second + i as i64) % 3) as f64;
+            }
+            for (i, p) in b.power.iter_mut().enumerate() {
+                p.time.0 = t;
+                // 5.5..7.0 W: a drive under a varying load.
+                p.watts = Some(wattflip_proto::units::Watts(5.5 + ((second * 7 + i as i64) % 4) as f64 * 0.5));
+            }
+            assert!(d.observe_batch(&hosts[h], b).is_empty());
+        }
+        if second == 5 * 3600 - 1 {
+            at_5h = counting_alloc::LIVE_BYTES.load(Ordering::Relaxed).wrapping_sub(before);
+        }
+    }
+    let at_6h = counting_alloc::LIVE_BYTES.load(Ordering::Relaxed).wrapping_sub(before);
+    counting_alloc::count_here(false);
+    let drives = (AGENTS * NVME) as u64;
+    assert_eq!(d.retained().drives, AGENTS * NVME);
+    assert_eq!(d.late_readings, 0);
+    let (per_drive_5h, per_drive_6h) = (at_5h / drives, at_6h / drives);
+    eprintln!("detector state per drive: {per_drive_5h} bytes after 5 h, {per_drive_6h} bytes after 6 h");
+    assert!(per_drive_6h <= 4096, "{per_drive_6h} bytes of detector state per drive after 6 h (5 h: {per_drive_5h})");
+    assert!(at_6h.abs_diff(at_5h) <= drives * 64, "state still grows: {per_drive_5h} → {per_drive_6h} bytes per drive from 5 h to 6 h");
 }

@@ -6,6 +6,7 @@
 //!
 //! To add a signal, store it in `Drive` (with its eviction in `evict`) and fold it in `judge`.
 
+use super::power::PowerLog;
 use super::thermal::{temperature_limit, Inserted, Key, Period, Stream, Thermal, ThermalLog};
 use super::{drop_pct, is_drop, Bounds, POWER_BASELINE_SAMPLES, POWER_DROP_PCT, THROUGHPUT_DROP_PCT};
 use std::collections::{BTreeMap, HashMap};
@@ -39,8 +40,8 @@ pub struct Drive {
     /// Runs by (start, pattern) → (end, MiB/s), and the newest start of each pattern.
     runs: BTreeMap<(i64, Arc<str>), (i64, f64)>,
     last_run_of: HashMap<Arc<str>, i64>,
-    /// Drive power by time.
-    power: BTreeMap<i64, f64>,
+    /// Drive power by time, pruned behind the settle line to what the judgement can use.
+    power: PowerLog,
     newest_ns: Option<i64>,
     /// Episodes as last emitted, and the judgement of each period, by onset.
     emitted: BTreeMap<i64, ThrottleEvent>,
@@ -67,7 +68,7 @@ impl Default for Drive {
             names: Vec::new(),
             runs: BTreeMap::new(),
             last_run_of: HashMap::new(),
-            power: BTreeMap::new(),
+            power: PowerLog::default(),
             newest_ns: None,
             emitted: BTreeMap::new(),
             judged: BTreeMap::new(),
@@ -101,6 +102,7 @@ impl Drive {
         if (warning, critical) != (self.warning_celsius, self.critical_celsius) {
             (self.warning_celsius, self.critical_celsius) = (warning, critical);
             self.thermal.invalidate();
+            self.power.invalidate();
             self.dirty_from = i64::MIN;
             self.touched = true;
         }
@@ -141,6 +143,7 @@ impl Drive {
             return;
         }
         let t = key.0;
+        self.power.touch(t);
         let limit = self.limit();
         match self.thermal.insert(key, obs, limit) {
             Inserted::Stored => self.thermal_watermark = Some(self.thermal_watermark.map_or(t, |w| w.max(t))),
@@ -218,6 +221,7 @@ impl Drive {
         }
         (self.prev_horizon, self.prev_settle_line, self.dirty_from) = (horizon, settle_line, i64::MAX);
         self.evict(cutoff, bounds);
+        self.power.prune(settle_line, &self.thermal);
         out
     }
 
@@ -269,7 +273,7 @@ impl Drive {
             }
         }
         if let Some(base) = j.power_base.filter(|b| *b > 0.0) {
-            for (t, w) in self.power.range(scan_from..) {
+            for (t, w) in self.power.from(scan_from) {
                 if !p.contains(*t) || *t > horizon {
                     break;
                 }
@@ -291,8 +295,7 @@ impl Drive {
     /// Mean of the last [`POWER_BASELINE_SAMPLES`] drive power samples before `onset` outside any
     /// hot period.
     fn power_baseline(&self, onset: i64) -> Option<f64> {
-        let before: Vec<f64> =
-            self.power.range(..onset).rev().filter(|(t, _)| !self.thermal.is_hot(**t)).take(POWER_BASELINE_SAMPLES).map(|(_, w)| *w).collect();
+        let before: Vec<f64> = self.power.before(onset).rev().filter(|(t, _)| !self.thermal.is_hot(*t)).take(POWER_BASELINE_SAMPLES).map(|(_, w)| *w).collect();
         (!before.is_empty()).then(|| before.iter().sum::<f64>() / before.len() as f64)
     }
 
@@ -320,11 +323,7 @@ impl Drive {
         for k in drop {
             self.runs.remove(&k);
         }
-        while self.power.len() > POWER_BASELINE_SAMPLES
-            && (self.power.len() > bounds.max_power || self.power.first_key_value().is_some_and(|(t, _)| *t < cutoff))
-        {
-            self.power.pop_first();
-        }
+        self.power.evict(cutoff, bounds.max_power);
     }
 
     pub fn emitted(&self) -> &BTreeMap<i64, ThrottleEvent> {

@@ -44,8 +44,11 @@
 //! change nothing (every observation is keyed by its stream and timestamp).
 //!
 //! **Bounded state.** Per drive: at most [`Bounds::max_thermal`] logged thermal observations,
-//! [`Bounds::max_runs`] runs (plus the last run of each pattern), [`Bounds::max_power`] power
-//! samples, and the episodes of the periods within the retention. Per host: its drives. The
+//! [`Bounds::max_runs`] runs (plus the last run of each pattern), and the episodes of the periods
+//! within the retention. Drive power is kept as sent only within the lateness bound; behind it
+//! only the samples a judgement can still use (`power.rs`: the baselines before each onset and
+//! the lowest-so-far samples of each hot period), so a drive sending power at 1 Hz keeps ~130
+//! samples instead of the 6-hour retention's 16,384 (at most [`Bounds::max_power`] in any case). Per host: its drives. The
 //! detector is sharded by host ([`Sharded`]): streams of different hosts never wait for each other.
 //!
 //! Thresholds are compared with a tolerance ([`PCT_TOLERANCE`], [`CELSIUS_TOLERANCE`]): a drop of
@@ -55,6 +58,7 @@
 //! signal, add an [`Obs`] variant, store it in `Drive` and fold it in `Drive::judge`.
 
 mod drive;
+mod power;
 mod thermal;
 
 use drive::Drive;
