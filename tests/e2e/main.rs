@@ -5,12 +5,14 @@
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod acpi_meter;
 mod dashboards;
 mod dashboards_hosts;
 mod dashboards_rollups;
 mod dcmi;
 mod delivery;
 mod delivery_agent;
+mod drive_temps;
 mod drives;
 mod drives_fleet;
 mod energy;
@@ -18,6 +20,7 @@ mod energy_schedules;
 mod faults;
 mod grpc;
 mod hwmon_scopes;
+mod inventory_usable;
 mod ledger;
 mod otlp;
 mod otlp_dashboards;
