@@ -68,6 +68,13 @@ pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
             p = p.int("logical_block_size", i64::from(b));
         }
         p = p.string("firmware", d.firmware.clone()).string("transport", d.transport.clone());
+        // The drive's controller and sysfs address: what its temperature and SMART points (tagged
+        // `nvme0`, `sda`) join on. Unknown writes no field.
+        for (k, v) in [("controller", &d.controller), ("sysfs_address", &d.sysfs_address)] {
+            if !v.is_empty() {
+                p = p.string(k, v.clone());
+            }
+        }
         if let Some(r) = d.rotational {
             p = p.boolean("rotational", r);
         }

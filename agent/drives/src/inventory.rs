@@ -8,6 +8,7 @@
 //! give it a step in [`discover`] and a pure merge function with a fixture test.
 
 use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, PowerState};
+use crate::powermode::Checked;
 use crate::smartctl::{ScannedDevice, Smartctl, SmartctlError, SmartctlReport};
 use crate::sysfs::{scan_nvme, SysfsController};
 use crate::units::Celsius;
@@ -123,6 +124,11 @@ pub fn discover(d: &Discovery) -> Inventory {
             Ok(l) => listed = l,
             Err(e) => problems.push(e.to_string()),
         }
+        // Fields `nvme list` printed but the parser could not use (and the fallbacks taken):
+        // to the inventory's problems, which reach `inventory`, the log and an event.
+        for ns in &listed {
+            problems.extend(ns.problems.iter().map(|p| format!("`nvme list`, {}: {p}", ns.device_path)));
+        }
         let mut controllers: Vec<String> = scan.controllers.iter().map(|c| format!("/dev/{}", c.name)).collect();
         controllers.extend(listed.iter().filter_map(|n| n.controller.clone()));
         controllers.sort();
@@ -130,6 +136,7 @@ pub fn discover(d: &Discovery) -> Inventory {
         for ctrl in controllers {
             match nvme.id_ctrl(&ctrl) {
                 Ok(id) => {
+                    problems.extend(id.problems.iter().map(|p| format!("`nvme id-ctrl {ctrl}`: {p}")));
                     id_ctrls.insert(ctrl, id);
                 }
                 Err(e) => problems.push(e.to_string()),
@@ -177,9 +184,24 @@ fn add_scanned(smartctl: &Smartctl, dev: &ScannedDevice, drives: &mut Vec<Drive>
         }
         return;
     }
-    match smartctl.report(&dev.name, device_type.as_deref()) {
-        Ok(r) => {
+    // `-n standby` (the configured check) on an ATA/SCSI drive's first read too: discovery must
+    // not spin up a sleeping disk; NVMe types never get `-n` (`report_checked`).
+    let nvme = dev.device_type == "nvme" || dev.protocol.eq_ignore_ascii_case("nvme");
+    let check = smartctl.nocheck().filter(|_| !nvme);
+    match smartctl.report_checked(&dev.name, device_type.as_deref(), check) {
+        Ok(Checked::Report(r)) => {
             drives.push(Drive { device_type: device_type.or_else(|| Some(r.device.device_type.clone()).filter(|t| !t.is_empty())), ..drive_from_smartctl(&r) })
+        }
+        // Asleep: kept (the monitor polls it with the same check) with what the scan knows; its
+        // identity is read once it is awake, never by waking it.
+        Ok(Checked::Skipped(mode)) => {
+            problems.push(format!(
+                "{}{}: the drive is in {} mode; its identity is read when it is awake (wattflip does not wake it)",
+                dev.name,
+                device_type.as_deref().map(|t| format!(" (-d {t})")).unwrap_or_default(),
+                mode.as_str()
+            ));
+            drives.push(drive_from_scan(dev, device_type));
         }
         // smartctl refuses the type itself (exit bit 0): no drive to poll, said once.
         Err(SmartctlError::CallFailed { exit, messages, .. }) if exit.command_line_error() => problems.push(format!(

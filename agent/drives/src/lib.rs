@@ -9,6 +9,7 @@
 //! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
 //!   tolerant of the nvme-cli 2.3 and later layouts (docs/hardware.md §6).
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
+//! - [`smartctl_exit`]: smartctl's exit bits and version, read before its output (7.0+ for JSON).
 //! - [`smartctl_nvme`]: smartctl's NVMe power states and thresholds (when nvme-cli is absent).
 //! - [`powermode`]: `-n standby` so sleeping disks stay asleep; a skipped read is a power mode.
 //! - [`smartctl_mode`]: the power-mode words and their parsers, shared by `smartctl` and `powermode`.
@@ -37,6 +38,7 @@ pub mod nvme_status;
 pub mod powermode;
 pub mod restore;
 pub mod smartctl;
+pub mod smartctl_exit;
 pub mod smartctl_mode;
 pub mod smartctl_nvme;
 pub mod sweep;

@@ -12,77 +12,11 @@ use crate::nvme_cli::CriticalWarning;
 use crate::units::Celsius;
 use serde::Deserialize;
 use serde_json::Value;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// smartctl's exit status bits (`smartctl.8`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SmartctlExit(pub u8);
-
-impl SmartctlExit {
-    /// Bit 0: command line did not parse (a bug on our side).
-    pub fn command_line_error(self) -> bool {
-        self.0 & 0x01 != 0
-    }
-    /// Bit 1: device open failed, IDENTIFY failed, or the device is in a low-power mode (`-n`).
-    pub fn device_open_failed(self) -> bool {
-        self.0 & 0x02 != 0
-    }
-    /// Bit 2: some SMART or other command failed; data is partial.
-    pub fn command_failed(self) -> bool {
-        self.0 & 0x04 != 0
-    }
-    /// Bit 3: SMART status "FAILING"; for NVMe this means critical_warning ≠ 0.
-    pub fn disk_failing(self) -> bool {
-        self.0 & 0x08 != 0
-    }
-    /// Bit 4: a prefail attribute is at or below its threshold.
-    pub fn prefail_at_threshold(self) -> bool {
-        self.0 & 0x10 != 0
-    }
-    /// Bit 5: an attribute was at or below its threshold in the past.
-    pub fn attribute_past_threshold(self) -> bool {
-        self.0 & 0x20 != 0
-    }
-    /// Bit 6: the error log has entries.
-    pub fn error_log_entries(self) -> bool {
-        self.0 & 0x40 != 0
-    }
-    /// Bit 7: the self-test log has errors.
-    pub fn self_test_errors(self) -> bool {
-        self.0 & 0x80 != 0
-    }
-    /// Bits 0 or 1: the call failed and there is no data.
-    pub fn is_call_failure(self) -> bool {
-        self.0 & 0x03 != 0
-    }
-    /// Bits 3–7: drive-health information (data valid).
-    pub fn health_bits(self) -> u8 {
-        self.0 & 0xf8
-    }
-}
-
-impl fmt::Display for SmartctlExit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names = [
-            "command line error",
-            "device open failed",
-            "a command failed",
-            "SMART status failing",
-            "prefail attribute at threshold",
-            "attribute past threshold",
-            "error log has entries",
-            "self-test log has errors",
-        ];
-        let set: Vec<&str> = (0..8).filter(|b| self.0 & (1 << b) != 0).map(|b| names[b]).collect();
-        if set.is_empty() {
-            write!(f, "exit 0")
-        } else {
-            write!(f, "exit {} ({})", self.0, set.join(", "))
-        }
-    }
-}
+use crate::smartctl_exit::advice;
+pub use crate::smartctl_exit::{parse_version, SmartctlExit, MIN_JSON_VERSION};
 
 /// A smartctl call gave no usable data.
 #[derive(Debug, thiserror::Error)]
@@ -270,32 +204,54 @@ impl SmartctlReport {
 #[derive(Clone, Debug)]
 pub struct Smartctl {
     tool: Tool,
+    /// `-n` for ATA/SCSI reads at discovery (the monitor passes its own): `standby` by default,
+    /// so an agent start never spins up a sleeping disk; `None` for `never`.
+    nocheck: Option<crate::smartctl_mode::PowerCheck>,
 }
 
 impl Smartctl {
-    /// `smartctl` from PATH with [`crate::DEFAULT_TIMEOUT`].
+    /// `smartctl` from PATH with [`crate::DEFAULT_TIMEOUT`], `-n standby` for ATA/SCSI drives.
     pub fn new(runner: Arc<dyn CommandRunner>) -> Self {
-        Smartctl { tool: Tool::new(runner, "smartctl") }
+        Smartctl { tool: Tool::new(runner, "smartctl"), nocheck: Some(crate::smartctl_mode::PowerCheck::Standby) }
     }
     /// Another executable.
     pub fn with_program(self, program: impl Into<String>) -> Self {
-        Smartctl { tool: self.tool.with_program(program) }
+        Smartctl { tool: self.tool.with_program(program), ..self }
     }
     /// Another deadline.
     pub fn with_timeout(self, timeout: Duration) -> Self {
-        Smartctl { tool: self.tool.with_timeout(timeout) }
+        Smartctl { tool: self.tool.with_timeout(timeout), ..self }
+    }
+    /// Another power check for ATA/SCSI reads (`drives.smart_nocheck`; `never` reads any drive).
+    pub fn with_nocheck(self, check: crate::smartctl_mode::PowerCheck) -> Self {
+        Smartctl { nocheck: (check != crate::smartctl_mode::PowerCheck::Never).then_some(check), ..self }
+    }
+    /// The power check ATA/SCSI reads get ([`Smartctl::with_nocheck`]).
+    pub fn nocheck(&self) -> Option<crate::smartctl_mode::PowerCheck> {
+        self.nocheck
     }
 
     /// Runs smartctl; any exit code is `Ok` (its bits are drive health, §7.2), a signal is not.
+    /// The exit status and stderr are read before stdout: a call that failed (bit 0 or 1) and
+    /// printed no JSON is that failure, named with its bits and stderr, never "not JSON".
     fn run(&self, args: &[&str]) -> Result<(String, String, Vec<String>), SmartctlError> {
         let out = self.tool.run(args)?;
-        if let crate::command::Exit::Signal(_) = out.exit {
-            let argv = out.argv.clone();
-            return Err(out
-                .into_success()
-                .err()
-                .map(SmartctlError::from)
-                .unwrap_or_else(|| SmartctlError::Parse { command: command_line(&argv), detail: "killed".into() }));
+        let code = match out.exit {
+            crate::command::Exit::Code(c) => c,
+            crate::command::Exit::Signal(_) => {
+                let argv = out.argv.clone();
+                return Err(out
+                    .into_success()
+                    .err()
+                    .map(SmartctlError::from)
+                    .unwrap_or_else(|| SmartctlError::Parse { command: command_line(&argv), detail: "killed".into() }));
+            }
+        };
+        let exit = SmartctlExit(u8::try_from(code & 0xff).unwrap_or(0));
+        if exit.is_call_failure() && !out.stdout.trim_start().starts_with('{') {
+            let text = [out.stderr.trim(), out.stdout.trim()].into_iter().find(|t| !t.is_empty()).unwrap_or("(no output)").to_string();
+            let advice = advice(exit, &text);
+            return Err(SmartctlError::CallFailed { command: command_line(&out.argv), exit, messages: text, advice });
         }
         Ok((out.stdout, out.stderr, out.argv))
     }
@@ -369,16 +325,7 @@ fn envelope_check(root: &Value, stderr: &str, command: &str) -> Result<Envelope3
             text.push(stderr.trim().to_string());
         }
         let joined = text.join("; ");
-        let lower = joined.to_ascii_lowercase();
-        let advice = if exit.command_line_error() {
-            "smartctl rejected the command line: a bug in wattflip or an old smartctl"
-        } else if lower.contains("permission denied") || lower.contains("operation not permitted") {
-            "needs root (or CAP_SYS_ADMIN + CAP_SYS_RAWIO): run as root or grant the capabilities"
-        } else if lower.contains("standby") || lower.contains("sleep") {
-            "the drive is in a low-power mode: no data this cycle, poll later"
-        } else {
-            "no data this cycle: check the device still exists"
-        };
+        let advice = advice(exit, &joined);
         return Err(SmartctlError::CallFailed { command: command.into(), exit, messages: joined, advice });
     }
     Ok((exit, messages, version))
@@ -415,6 +362,10 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
         Some(t) => pr.take(field_i64(t, "temperature", "current")),
         None => None,
     };
+    // A RAID controller's logical volume (protocol SCSI: a PERC or MegaRAID virtual disk, which
+    // has no sensor of its own) answers `temperature.current: 0`: not available, never 0 °C.
+    let scsi = root.get("device").and_then(|d| field_str(d, "protocol")).is_some_and(|p| p.eq_ignore_ascii_case("scsi"));
+    let current = current.filter(|c| !(scsi && *c == 0));
     if let Some(c) = current {
         temperature = Some(Celsius::from_whole_celsius(c));
         temperature_origin = Some(TemperatureOrigin::Current);

@@ -51,10 +51,11 @@ pub fn inventory_json(inv: &wattflip_proto::v1::Inventory, found: &mut crate::se
         "storage_devices": inv.storage_devices.iter().map(|d| json!({
             "name": d.name, "model": d.model, "serial": d.serial, "firmware": d.firmware,
             "capacity_bytes": d.capacity_bytes, "logical_block_size": d.logical_block_size,
-            "transport": d.transport, "rotational": d.rotational, "controller": d.controller})).collect::<Vec<_>>(),
+            "transport": d.transport, "rotational": d.rotational, "controller": d.controller,
+            "sysfs_address": d.sysfs_address})).collect::<Vec<_>>(),
         "power_sources": inv.power_sources.iter().map(|p| json!({
             "source": p.source, "zone": p.zone, "scope": p.scope, "counter": p.counter,
-            "path": p.path, "usable": p.note.is_empty(), "enabled": p.enabled, "note": p.note})).collect::<Vec<_>>(),
+            "path": p.path, "usable": p.enabled, "enabled": p.enabled, "note": p.note})).collect::<Vec<_>>(),
         "temperature_sensors": temps,
         "not_available": found.unavailable,
     })
@@ -64,23 +65,32 @@ pub fn inventory_table(inv: &wattflip_proto::v1::Inventory, found: &mut crate::s
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "Storage devices ({})", inv.storage_devices.len());
-    let _ = writeln!(s, "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<8}", "DEVICE", "MODEL", "SERIAL", "CAPACITY", "LBS", "TRANSPORT");
+    let _ =
+        writeln!(s, "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<9} {:<10} {}", "DEVICE", "MODEL", "SERIAL", "CAPACITY", "LBS", "TRANSPORT", "CONTROLLER", "SYSFS");
     for d in &inv.storage_devices {
         let _ = writeln!(
             s,
-            "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<8}",
+            "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<9} {:<10} {}",
             d.name,
             d.model,
             d.serial,
             // Unknown (no source reported it) shows as `?`, not as 0.
             d.capacity_bytes.map_or("?".into(), |c| format!("{:.1}GB", c as f64 / 1e9)),
             d.logical_block_size.map_or("?".into(), |b| b.to_string()),
-            d.transport
+            d.transport,
+            d.controller,
+            d.sysfs_address
         );
     }
     let _ = writeln!(s, "Power sources ({})", inv.power_sources.len());
     for p in &inv.power_sources {
-        let state = if p.note.is_empty() { "ok".to_string() } else { format!("NOT USABLE: {}", p.note) };
+        // Usable is what discovery's test read said (`enabled`); a usable source's note (read
+        // faster than it updates, an estimated period) is a note, not a verdict.
+        let state = match (p.enabled, p.note.is_empty()) {
+            (true, true) => "ok".to_string(),
+            (true, false) => format!("ok; note: {}", p.note),
+            (false, _) => format!("NOT USABLE: {}", p.note),
+        };
         let _ = writeln!(s, "  {:<6} {:<24} {:<8} {}", p.source, p.zone, p.scope, state);
     }
     let _ = writeln!(s, "Temperature sensors ({})", found.temperature.len());

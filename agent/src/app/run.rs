@@ -157,6 +157,11 @@ pub async fn run(cfg: Config, opts: RunOptions, shutdown: impl Future<Output = (
         first.events.push(event(clock.utc_now(), "sensor_unusable", v1::Severity::Warning, &s.zone, s.note.clone()));
         tracing::warn!(zone = %s.zone, "power source not usable: {}", s.note);
     }
+    // What drive discovery could not read (a tool's failure, a field `nvme list`, id-ctrl or
+    // smartctl printed unreadably, and the fallback taken): logged there, and one event each.
+    for p in &drives.problems {
+        first.events.push(event(clock.utc_now(), "drive_discovery", v1::Severity::Warning, "", p.clone()));
+    }
     // Sources read faster than reporting move to windowed sampler threads, one per source, each
     // source on its own grid; the rest are read on the tick.
     let mut state = SamplerState::default();

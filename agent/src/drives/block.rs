@@ -58,6 +58,32 @@ fn nvme_controller(dev: &Path) -> String {
     ctrls.into_iter().next().unwrap_or_default()
 }
 
+/// The drive's address in sysfs, the device its hwmon temperature chip hangs off: the PCI
+/// function of an NVMe controller (`<controller>/device`, reached from the namespace's `device`
+/// (the controller, or under multipath the subsystem, which links its controllers by name)), the
+/// SCSI device `H:C:T:L` a SATA/SAS disk's `device` link names. Empty when there is none.
+fn sysfs_address(dev: &Path, controller: &str) -> String {
+    let target = if controller.is_empty() {
+        dev.to_path_buf()
+    } else {
+        let ctrl = std::fs::canonicalize(dev).map(|d| if d.file_name().is_some_and(|f| f == controller) { d } else { d.join(controller) });
+        match ctrl {
+            Ok(c) => c.join("device"),
+            Err(_) => return String::new(),
+        }
+    };
+    let Ok(resolved) = std::fs::canonicalize(&target) else { return String::new() };
+    let base = resolved.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    // A PCI function (`0000:3b:00.0`) or a SCSI device (`0:0:0:0`); anything else (a virtio or
+    // fabrics parent) is not an address a hwmon chip joins on.
+    let colons = base.matches(':').count();
+    if (controller.is_empty() && colons == 3) || (!controller.is_empty() && colons == 2 && base.contains('.')) {
+        base
+    } else {
+        String::new()
+    }
+}
+
 /// Lists the whole-disk block devices under `sysfs_root`, sorted by name.
 pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
     let dir = sysfs_root.join("class/block");
@@ -77,6 +103,7 @@ pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
         let sectors: Option<u64> = attr(&d.join("size")).parse().ok();
         let firmware = Some(attr(&dev.join("firmware_rev"))).filter(|s| !s.is_empty()).unwrap_or_else(|| attr(&dev.join("rev")));
         let controller = nvme_controller(&dev);
+        let sysfs_address = sysfs_address(&dev, &controller);
         out.push(v1::StorageDevice {
             transport: transport(&name).into(),
             model: attr(&dev.join("model")),
@@ -93,6 +120,7 @@ pub fn scan(sysfs_root: &Path) -> Vec<v1::StorageDevice> {
             power_states: Vec::new(),
             controller,
             name,
+            sysfs_address,
         });
     }
     out

@@ -59,10 +59,25 @@ impl DriveTools {
                     t.unavailable.push(format!("smartctl: `{}` is not installed: install smartmontools or set drives.smartctl_path", cfg.smartctl_path))
                 }
                 other => {
-                    if let Err(e) = other {
-                        tracing::warn!("smartctl version probe failed (kept in use): {e}");
+                    let version = match &other {
+                        Ok(out) => wattflip_drives::smartctl::parse_version(&out.stdout),
+                        Err(e) => {
+                            tracing::warn!("smartctl version probe failed (kept in use): {e}");
+                            None
+                        }
+                    };
+                    if let Some((major, minor)) = version.filter(|v| *v < wattflip_drives::smartctl::MIN_JSON_VERSION) {
+                        // Its answers would not be JSON: the tool is the problem, not the parser.
+                        t.unavailable.push(format!(
+                            "smartctl: `{}` is smartctl {major}.{minor}, which has no JSON output (`--json` needs smartmontools 7.0 or later): upgrade smartmontools; SATA/SAS drives are not read until then",
+                            cfg.smartctl_path
+                        ));
+                        return t;
                     }
-                    t.smartctl = Some(Smartctl::new(runner).with_program(cfg.smartctl_path.clone()).with_timeout(cfg.timeout));
+                    if other.is_ok() && version.is_none() {
+                        tracing::warn!("`{} --version` printed no version wattflip can read (kept in use)", cfg.smartctl_path);
+                    }
+                    t.smartctl = Some(Smartctl::new(runner).with_program(cfg.smartctl_path.clone()).with_timeout(cfg.timeout).with_nocheck(cfg.smart_nocheck));
                 }
             }
         } else {
@@ -191,6 +206,8 @@ impl DriveInventory {
                     rotational: d.rotational,
                     power_states: states,
                     controller: d.controller.as_deref().map(tag_of).unwrap_or_default(),
+                    // Not in sysfs's block class, so no sysfs address.
+                    sysfs_address: String::new(),
                 }),
             }
         }
@@ -272,6 +289,32 @@ mod tests {
         ))
     }
 
+    /// `smartctl --version` is read: smartctl 6.6 (Ubuntu 18.04's; banner as smartctl 6.6 prints
+    /// it, e.g. in the Ubuntu forum outputs of `smartctl -a`) has no `--json`, so smartctl is not
+    /// used and the note says to upgrade it; 7.3 and a `pre-7.4` build are used.
+    #[test]
+    fn smartctl_older_than_7_0_is_not_used_and_the_note_says_upgrade() {
+        let cfg = DrivesConfig { nvme_cli: false, ..Default::default() };
+        let banner = |v: &str| {
+            format!(
+                "smartctl {v} [x86_64-linux-4.15.0-20-generic] (local build)\nCopyright (C) 2002-16, Bruce Allen, Christian Franke, www.smartmontools.org\n"
+            )
+        };
+        let runner = Arc::new(ScriptedRunner::new());
+        runner.expect(&["smartctl", "--version"], 0, &banner("6.6 2016-05-31 r4324"), "");
+        let t = DriveTools::probe(&cfg, runner.clone());
+        assert!(t.smartctl.is_none());
+        assert_eq!(
+            t.unavailable[1],
+            "smartctl: `smartctl` is smartctl 6.6, which has no JSON output (`--json` needs smartmontools 7.0 or later): upgrade smartmontools; SATA/SAS drives are not read until then"
+        );
+        for v in ["7.3 2022-02-28 r5338", "pre-7.4 2023-08-01 r5530"] {
+            runner.expect(&["smartctl", "--version"], 0, &banner(v), "");
+            assert!(DriveTools::probe(&cfg, runner.clone()).smartctl.is_some(), "{v}");
+        }
+        assert_eq!(runner.remaining(), 0);
+    }
+
     #[test]
     fn missing_tools_are_not_available_notes() {
         let cfg = DrivesConfig { nvme_path: "/nonexistent/nvme".into(), smartctl_path: "/nonexistent/smartctl".into(), ..Default::default() };
@@ -299,7 +342,7 @@ mod tests {
         let scan = r#"{"smartctl":{"version":[7,4],"exit_status":0},"devices":[{"name":"/dev/sdb","info_name":"/dev/sdb","type":"scsi","protocol":"SCSI"}]}"#;
         let runner = Arc::new(ScriptedRunner::new());
         runner.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "scsi", "/dev/sdb"], 0, &report, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "scsi", "/dev/sdb"], 0, &report, "");
         let t = DriveTools { nvme: None, smartctl: Some(wattflip_drives::Smartctl::new(runner.clone())), unavailable: Vec::new() };
         let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
         assert!(inv.problems.is_empty(), "{:?}", inv.problems);
@@ -393,10 +436,10 @@ mod tests {
         );
         let runner = Arc::new(ScriptedRunner::new());
         runner.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "sat+megaraid,0", "/dev/bus/0"], 4, &sat0, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,1", "/dev/bus/0"], 0, &sas1, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,2", "/dev/bus/0"], 0, &sas2, "");
-        runner.expect(&["smartctl", "--json", "-a", "-d", "megaraid,9", "/dev/bus/0"], 1, refused, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "sat+megaraid,0", "/dev/bus/0"], 4, &sat0, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,1", "/dev/bus/0"], 0, &sas1, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,2", "/dev/bus/0"], 0, &sas2, "");
+        runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,9", "/dev/bus/0"], 1, refused, "");
         let t = DriveTools { nvme: None, smartctl: Some(wattflip_drives::Smartctl::new(runner.clone())), unavailable: Vec::new() };
         let inv = DriveInventory::discover(&t, Path::new("/nonexistent-sys"));
         assert_eq!(inv.problems.len(), 1, "{:?}", inv.problems);

@@ -158,9 +158,13 @@ impl HwmonPower {
     }
 }
 
-/// Stable chip name: `nvme0` for an NVMe controller's hwmon, `coretemp.0`-style device names
-/// otherwise, or the bare chip `name` when there is no device link.
-fn chip_device(chip_dir: &Path, name: &str) -> String {
+/// Stable chip name: a drive's kernel name for a drive's own chip ([`drive_of`]: `nvme0`, `sda`,
+/// the identity nvme-cli and smartctl readings of that drive carry), `coretemp.0`-style device
+/// names otherwise, or the bare chip `name` when there is no device link.
+fn chip_device(sysfs_root: &Path, chip_dir: &Path, name: &str) -> String {
+    if let Some(drive) = drive_of(sysfs_root, chip_dir, name) {
+        return drive;
+    }
     let target = std::fs::read_link(chip_dir.join("device")).ok();
     let base = target.as_ref().and_then(|t| t.file_name()).map(|b| b.to_string_lossy().into_owned());
     match base {
@@ -168,6 +172,55 @@ fn chip_device(chip_dir: &Path, name: &str) -> String {
         Some(b) => format!("{name}-{b}"),
         None => name.to_string(),
     }
+}
+
+/// The drive a drive's temperature chip reports on, joined through sysfs links, not names: the
+/// `nvme` chip is registered on the controller's PCI function (`drivers/nvme/host/hwmon.c`,
+/// `nvme_hwmon_init`: `ctrl->dev`), which is where `class/nvme/nvmeX/device` points; the
+/// `drivetemp` chip on the SCSI device H:C:T:L (`drivers/hwmon/drivetemp.c`), which is where
+/// `class/block/sdX/device` points. (A chip registered on the controller's class device, as
+/// some kernels did, is named by its device link already: `nvme0`.)
+fn drive_of(sysfs_root: &Path, chip_dir: &Path, name: &str) -> Option<String> {
+    let class = match name {
+        "nvme" => "nvme",
+        "drivetemp" => "block",
+        _ => return None,
+    };
+    let parent = std::fs::canonicalize(chip_dir.join("device")).ok()?;
+    let mut names: Vec<String> = std::fs::read_dir(sysfs_root.join("class").join(class))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| std::fs::canonicalize(e.path().join("device")).is_ok_and(|d| d == parent))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.into_iter().next()
+}
+
+/// Where a chip's attributes are, and its `name`: in `hwmonN` itself for drivers registered with
+/// `hwmon_device_register_with_info`/`_with_groups` (the core creates `name` there), or in
+/// `hwmonN/device/` for drivers still registered the old way, `hwmon_device_register(dev)`: the
+/// core then creates no `name` (it is NULL, `hwmon_dev_name_is_visible` hides it) and the driver
+/// puts every attribute, `name` included, on its own device (`acpi_power_meter`, `applesmc`,
+/// `ibmaem`; tests/fixtures/sysfs/acpi-power-meter/README.md cites the source). A chip with a
+/// name in neither place is noted, not skipped silently.
+fn attribute_dir(hwmon_dir: &Path, out: &mut Discovered) -> Option<(PathBuf, String)> {
+    let device = hwmon_dir.join("device");
+    for dir in [hwmon_dir, device.as_path()] {
+        match read_attr(&dir.join("name"), HINT) {
+            Ok(name) => return Some((dir.to_path_buf(), name)),
+            Err(SensorError::Missing { .. }) => {}
+            Err(e) => {
+                out.unavailable.push(format!("hwmon: {}: the chip's name cannot be read ({e}); its channels are not read", hwmon_dir.display()));
+                return None;
+            }
+        }
+    }
+    out.unavailable.push(format!(
+        "hwmon: {} has no `name`, neither in it nor in its device/ folder: its channels are not read (a driver the agent does not know how to read; please report it)",
+        hwmon_dir.display()
+    ));
+    None
 }
 
 /// Channel numbers present for `prefix` (e.g. `temp` → [1, 2] from temp1_input, temp2_input).
@@ -188,9 +241,9 @@ pub fn discover(sysfs_root: &Path, recheck: Duration, out: &mut Discovered) {
     let mut chips: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     chips.sort();
     let rapl_package = has_rapl_package(sysfs_root);
-    for chip in chips {
-        let Ok(name) = read_attr(&chip.join("name"), HINT) else { continue };
-        let device = chip_device(&chip, &name);
+    for hwmon_dir in chips {
+        let Some((chip, name)) = attribute_dir(&hwmon_dir, out) else { continue };
+        let device = chip_device(sysfs_root, &hwmon_dir, &name);
         let files: Vec<String> = match std::fs::read_dir(&chip) {
             Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
             Err(_) => continue,
@@ -285,6 +338,25 @@ fn channel_scope(name: &str, quantity: Quantity, n: u32, label: &str, rapl_packa
     }
 }
 
+/// Adds `p` as a usable source after one test read of each file it reads (the same probe RAPL's
+/// zones get): a channel that cannot be read (a root-only counter, mode 0440 as `amd_energy` sets
+/// it, read by a non-root agent) is listed as not usable, with the error as its note, never shown
+/// as usable until its first failing sample.
+fn push_tested(out: &mut Discovered, p: HwmonPower) {
+    let files: Vec<&Path> = match &p.input {
+        PowerInput::Direct(a) | PowerInput::Energy { counter: a, .. } => vec![a.path()],
+        PowerInput::VoltCurrent { volts, amps } => vec![volts.path(), amps.path()],
+    };
+    if let Some(e) = files.into_iter().find_map(|f| read_attr(f, HINT).err()) {
+        let mut src = p.describe();
+        src.enabled = false;
+        src.note = e.to_string();
+        out.unusable_power.push(src);
+        return;
+    }
+    out.power.push(Box::new(p));
+}
+
 fn discover_power(
     chip: &Path,
     (name, device): (&str, &str),
@@ -301,13 +373,16 @@ fn discover_power(
     for n in &energy {
         let l = label(chip, "energy", *n);
         have_power = true;
-        out.power.push(Box::new(HwmonPower {
-            zone: format!("{device}/{}", power_label(chip, *n, &l)),
-            scope: channel_scope(name, Quantity::Energy, *n, &l, rapl_package),
-            input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT, recheck), last: None },
-            shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, *n) } else { 0.0 },
-            update,
-        }));
+        push_tested(
+            out,
+            HwmonPower {
+                zone: format!("{device}/{}", power_label(chip, *n, &l)),
+                scope: channel_scope(name, Quantity::Energy, *n, &l, rapl_package),
+                input: PowerInput::Energy { counter: Attr::new(chip.join(format!("energy{n}_input")), HINT, recheck), last: None },
+                shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, *n) } else { 0.0 },
+                update,
+            },
+        );
     }
     for file_suffix in ["_input", "_average"] {
         for n in channels(files, "power", file_suffix) {
@@ -323,13 +398,16 @@ fn discover_power(
                 "_average" => read_int::<u64>(&chip.join(format!("power{n}_average_interval")), HINT, "ms").map(Duration::from_millis).unwrap_or(update),
                 _ => update,
             };
-            out.power.push(Box::new(HwmonPower {
-                zone: format!("{device}/{l}"),
-                scope: channel_scope(name, Quantity::Power, n, &l, rapl_package),
-                input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT, recheck)),
-                shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
-                update: period,
-            }));
+            push_tested(
+                out,
+                HwmonPower {
+                    zone: format!("{device}/{l}"),
+                    scope: channel_scope(name, Quantity::Power, n, &l, rapl_package),
+                    input: PowerInput::Direct(Attr::new(chip.join(format!("power{n}{file_suffix}")), HINT, recheck)),
+                    shunt_ohms: if name.starts_with("ina") { shunt_ohms(chip, n) } else { 0.0 },
+                    update: period,
+                },
+            );
         }
     }
     if !have_power {
@@ -378,13 +456,16 @@ fn discover_shunt_pairs(
             });
             continue;
         }
-        out.power.push(Box::new(HwmonPower {
-            zone: format!("{device}/{l}"),
-            scope,
-            input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT, recheck), amps: Attr::new(amps, HINT, recheck) },
-            shunt_ohms: shunt_ohms(chip, n),
-            update,
-        }));
+        push_tested(
+            out,
+            HwmonPower {
+                zone: format!("{device}/{l}"),
+                scope,
+                input: PowerInput::VoltCurrent { volts: Attr::new(volts, HINT, recheck), amps: Attr::new(amps, HINT, recheck) },
+                shunt_ohms: shunt_ohms(chip, n),
+                update,
+            },
+        );
     }
 }
 

@@ -186,6 +186,8 @@ pub fn discover(sysfs_root: &Path, recheck: std::time::Duration, out: &mut Disco
         }
         // Probe the counter once now, so a permission problem is reported at start, once.
         if let Err(e) = read_attr(&zdir.join("energy_uj"), PERMISSION_HINT) {
+            // Not usable (`enabled` false, as a disabled zone): no budget counts on its scope.
+            src.enabled = false;
             src.note = e.to_string();
             out.unusable_power.push(src);
             continue;

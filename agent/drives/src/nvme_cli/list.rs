@@ -62,9 +62,9 @@ fn simple_entry(dev: &Value) -> Result<ListedNamespace, String> {
     let mut pr = Problems::default();
     let nsid_key = if dev.get("NameSpace").is_some() { "NameSpace" } else { "NSID" };
     let nsid = pr.take(field_num(dev, &device_path, nsid_key));
-    let capacity_bytes = pr.take(field_num(dev, &device_path, "PhysicalSize"));
     let used_bytes = pr.take(field_num(dev, &device_path, "UsedBytes"));
     let sector_size = pr.take(field_num(dev, &device_path, "SectorSize"));
+    let capacity_bytes = physical_size(dev, &device_path, sector_size, &mut pr);
     Ok(ListedNamespace {
         controller: controller_of(&device_path),
         nsid,
@@ -78,6 +78,23 @@ fn simple_entry(dev: &Value) -> Result<ListedNamespace, String> {
         problems: pr.0,
         device_path,
     })
+}
+
+/// `PhysicalSize`, which nvme-cli computes as MaximumLBA × SectorSize. nvme-cli 2.x has printed
+/// it through a 32-bit signed integer (`-2147483648` for a large namespace, a real capture in
+/// agent/drives/tests/fixtures/nvme/README.md): an unreadable value is named in the entry's
+/// problems and the product of the two fields it is made of is used instead, said there too.
+fn physical_size(obj: &Value, device_path: &str, sector_size: Option<u32>, pr: &mut Problems) -> Option<u64> {
+    let printed = field_num::<u64>(obj, device_path, "PhysicalSize");
+    let Err(bad) = printed else { return printed.ok().flatten() };
+    let max_lba = pr.take(field_num::<u64>(obj, device_path, "MaximumLBA"));
+    let fallback = max_lba.zip(sector_size).and_then(|(n, s)| n.checked_mul(u64::from(s)));
+    let how = match fallback {
+        Some(b) => format!("{}; capacity taken as MaximumLBA × SectorSize = {b} bytes instead", bad.reason),
+        None => format!("{}; no MaximumLBA × SectorSize to fall back on: capacity unknown", bad.reason),
+    };
+    pr.0.push(FieldProblem { reason: how, ..bad });
+    fallback
 }
 
 fn verbose_subsystem(subsys: &Value, out: &mut Vec<ListedNamespace>) {
@@ -116,9 +133,9 @@ fn verbose_namespace(ns: &Value, ctrl: Option<&Value>) -> Option<ListedNamespace
         (None, Some(Value::Number(_))) => pr.take(field_num::<u32>(ns, &device_path, "NameSpace")),
         _ => None,
     };
-    let capacity_bytes = pr.take(field_num(ns, &device_path, "PhysicalSize"));
     let used_bytes = pr.take(field_num(ns, &device_path, "UsedBytes"));
     let sector_size = pr.take(field_num(ns, &device_path, "SectorSize"));
+    let capacity_bytes = physical_size(ns, &device_path, sector_size, &mut pr);
     let ctrl_name = ctrl.and_then(|c| field_str(c, "Controller"));
     let controller = ctrl_name.map(|c| if c.starts_with("/dev/") { c } else { format!("/dev/{c}") }).or_else(|| controller_of(&device_path));
     let from_ctrl = |k: &str| ctrl.and_then(|c| field_str(c, k));

@@ -250,6 +250,7 @@ captures! {
     smartctl_7_2_nvme_kioxia_cd6_info => "smartctl/scrutiny-7.2-nvme-kioxia-cd6-info",
     nvme_cli_1_x_id_ctrl_wdc_sn730 => "nvme-cli/ironic-python-agent-1.x-id-ctrl-wdc-sn730",
     nvme_cli_2_11_list_verbose_firecuda => "nvme-cli/netdata-2.11-list-verbose-firecuda",
+    nvme_cli_2_x_list_verbose_physicalsize_int32 => "nvme-cli/libstorage-ng-2.x-list-verbose-lenovo-physicalsize-int32",
     nvme_cli_2_11_smart_log_firecuda_thermal => "nvme-cli/netdata-2.11-smart-log-firecuda-thermal",
     nvme_cli_2_3_list_simple_firecuda => "nvme-cli/netdata-2.3-list-simple-firecuda",
     nvme_cli_list_simple_firecuda => "nvme-cli/netdata-godplugin-list-simple-firecuda",

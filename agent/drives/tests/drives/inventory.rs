@@ -58,7 +58,7 @@ fn discover_nvme_and_sata_with_partial_failures() {
     );
     let smart = Arc::new(ScriptedRunner::new());
     smart.expect(&["smartctl", "--scan-open", "--json"], 0, &fixture("smartctl/constructed-smartctl-7.3-scan-open.json"), "").expect(
-        &["smartctl", "--json", "-a", "-d", "sat", "/dev/sda"],
+        &["smartctl", "--json", "-a", "-n", "standby", "-d", "sat", "/dev/sda"],
         64,
         &fixture("smartctl/constructed-smartctl-7.3-sata-a.json"),
         "",
@@ -172,7 +172,7 @@ fn a_drive_that_hangs_at_discovery_is_kept_from_the_scan() {
     let smart = Arc::new(ScriptedRunner::new());
     let scan = r#"{"smartctl":{"version":[7,4],"exit_status":0},"devices":[{"name":"/dev/sdc","info_name":"/dev/sdc [SAT]","type":"sat","protocol":"ATA"}]}"#;
     smart.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
-    smart.expect_timeout(&["smartctl", "--json", "-a", "-d", "sat", "/dev/sdc"]);
+    smart.expect_timeout(&["smartctl", "--json", "-a", "-n", "standby", "-d", "sat", "/dev/sdc"]);
     let inv = discover(&Discovery { sysfs_root: fixtures_dir().join("nvme/sysfs/does-not-exist"), nvme: None, smartctl: Some(Smartctl::new(smart)) });
     assert_eq!(inv.problems.len(), 1, "{:?}", inv.problems);
     assert!(inv.problems[0].contains("/dev/sdc"), "{}", inv.problems[0]);

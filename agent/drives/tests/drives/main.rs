@@ -8,6 +8,7 @@
 
 mod captures;
 mod crash;
+mod discovery;
 mod fixtures;
 mod governor;
 mod inventory;
