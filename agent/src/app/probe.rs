@@ -71,6 +71,14 @@ pub struct ProbeCli {
     /// Idle time recorded before the first run (the idle baseline of every run).
     #[arg(long, default_value = "1s")]
     pub idle: humantime::Duration,
+    /// Wait after preparing the target (creating, filling or growing it) before the idle window,
+    /// so the baseline is the idle device's, not its write-back of the fill.
+    #[arg(long, default_value = "1s")]
+    pub settle: humantime::Duration,
+    /// Relative 95 % half-width each run's energy should reach, e.g. 2%; `off` (the default) sets
+    /// none. Runs that do not reach it are low_confidence with the reason (not lengthened yet).
+    #[arg(long, default_value = "off")]
+    pub energy_target: String,
     /// Time recorded after the last run, to see its background work.
     #[arg(long, default_value = "1s")]
     pub tail: humantime::Duration,
@@ -133,9 +141,11 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         kinds: cfg.kinds.clone(),
         period: p.power_interval.into(),
         idle: p.idle.into(),
+        settle: p.settle.into(),
         tail: p.tail.into(),
         zone: p.power_zone.clone(),
         drives: cfg.drives.clone(),
+        energy_target: crate::energy::recorded::parse_target(&p.energy_target).map_err(|e| anyhow::anyhow!("--energy-target {e}"))?,
     };
     let host = probes::Host { clock: Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     if p.ladder {

@@ -35,6 +35,12 @@ pub struct ZoneSeries {
     /// Stalls of the recorder while recording this zone: (UTC ns of the late read, ns since the
     /// read before it), each longer than [`STALL_PERIODS`] reading periods.
     pub stalls: Vec<(i64, u64)>,
+    /// The file (or command) the zone is read from (`PowerSource::path`): `power*_average` is a
+    /// moving average (issue 37's uncertainty).
+    pub path: String,
+    /// The hwmon driver (`name` beside the file), the source's name otherwise: the driver table's
+    /// accuracy class is looked up with it.
+    pub driver: String,
 }
 
 impl ZoneSeries {
@@ -176,6 +182,12 @@ fn stall_since(last: &mut Option<std::time::Instant>, period: Duration) -> Optio
     (gap > period.saturating_mul(STALL_PERIODS).max(STALL_MIN)).then(|| u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The hwmon driver of an attribute file: the chip's `name` beside it.
+fn driver_of(path: &str) -> Option<String> {
+    let dir = std::path::Path::new(path).parent()?;
+    std::fs::read_to_string(dir.join("name")).ok().map(|n| n.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 pub struct PowerRecorder {
     stop: Arc<AtomicBool>,
     zones: LivePower,
@@ -197,6 +209,12 @@ impl LivePower {
     /// ([`ZoneSeries::level_span_ns`]; 0 while there is none).
     pub fn level_span_ns(&self, prefer: Option<&str>) -> i64 {
         self.0.lock().ok().and_then(|zones| pick_for_drive(&zones, prefer).ok().map(ZoneSeries::level_span_ns)).unwrap_or(0)
+    }
+
+    /// A copy of the zone a probe's energy is attributed to, as recorded so far.
+    pub fn snapshot(&self, prefer: Option<&str>) -> Option<ZoneSeries> {
+        let zones = self.0.lock().ok()?;
+        pick_for_drive(&zones, prefer).ok().cloned()
     }
 
     /// The samples at or after `from_ns` of the zone a probe's energy is attributed to
@@ -221,7 +239,8 @@ impl PowerRecorder {
                 .map(|s| {
                     let d = s.describe();
                     let update_ns = u64::try_from(s.update_period().as_nanos()).unwrap_or(0);
-                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, update_ns, ..Default::default() }
+                    let driver = if d.source == "hwmon" { driver_of(&d.path) } else { None }.unwrap_or_else(|| d.source.clone());
+                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, update_ns, path: d.path, driver, ..Default::default() }
                 })
                 .collect(),
         );

@@ -53,6 +53,7 @@ pub struct RawProbe {
     pub power: Option<bool>,
     pub power_interval: Option<String>,
     pub idle: Option<String>,
+    pub settle: Option<String>,
     pub tail: Option<String>,
     pub power_zone: Option<String>,
     // Value lists and counts are taken as raw TOML and checked here, so a wrong item is reported
@@ -196,14 +197,20 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         }
         d
     };
-    let set: Vec<&str> =
-        [("power_interval", r.power_interval.is_some()), ("idle", r.idle.is_some()), ("tail", r.tail.is_some()), ("power_zone", r.power_zone.is_some())]
-            .into_iter()
-            .filter_map(|(k, on)| on.then_some(k))
-            .collect();
+    let set: Vec<&str> = [
+        ("power_interval", r.power_interval.is_some()),
+        ("idle", r.idle.is_some()),
+        ("settle", r.settle.is_some()),
+        ("tail", r.tail.is_some()),
+        ("power_zone", r.power_zone.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
     // The fast sampler's 1 kHz is RAPL's update rate; the idle window is the baseline's sample.
     let period = dur("power_interval", r.power_interval.take(), Duration::from_millis(5), Duration::from_millis(1), Duration::from_secs(1));
     let idle = dur("idle", r.idle.take(), Duration::from_secs(1), Duration::from_millis(10), Duration::from_secs(600));
+    let settle = dur("settle", r.settle.take(), Duration::from_secs(1), Duration::ZERO, Duration::from_secs(600));
     let tail = dur("tail", r.tail.take(), Duration::from_secs(1), Duration::ZERO, Duration::from_secs(600));
     if r.power == Some(false) {
         for k in set {
@@ -211,7 +218,17 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         }
         return None;
     }
-    Some(EnergyOptions { sysfs_root: host.0.to_owned(), kinds: host.1.clone(), period, idle, tail, zone: r.power_zone.take(), drives: host.2.clone() })
+    Some(EnergyOptions {
+        sysfs_root: host.0.to_owned(),
+        kinds: host.1.clone(),
+        period,
+        idle,
+        settle,
+        tail,
+        zone: r.power_zone.take(),
+        drives: host.2.clone(),
+        energy_target: None,
+    })
 }
 
 /// Checks a `[[probes]]` entry's value lists and counts. Every item is checked, so one entry can

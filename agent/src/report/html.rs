@@ -66,6 +66,8 @@ struct ChartSpec<'a> {
     /// Draw markers on the points (sparse uFLIP values), not on dense time series.
     markers: bool,
     size: (u32, u32),
+    /// Per series, the relative 95 % half-width at each x (energy charts): drawn as error bars.
+    bars: Option<&'a Series>,
 }
 
 const CHART_SIZE: (u32, u32) = (560, 340);
@@ -223,11 +225,18 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
                     let band = BAND_COLOR.mix(0.25);
                     c.draw_series(std::iter::once(Rectangle::new([(a.max(x0), y0), (z.min(x1), y1)], band.filled()))).map_err(|e| e.to_string())?;
                 }
-                for &(_, pts, color) in &series {
+                for &(name, pts, color) in &series {
                     c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2))).map_err(|e| e.to_string())?;
                     if spec.markers {
                         c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
                     }
+                    let rel = spec.bars.and_then(|b| b.iter().find(|(n, _)| n == name)).map(|(_, r)| r.as_slice()).unwrap_or_default();
+                    let bar = |&(x, y): &(f64, f64)| {
+                        rel.iter()
+                            .find(|r| r.0 == x)
+                            .map(|r| ErrorBar::new_vertical(x, (y * (1.0 - r.1)).max(y0), y, y * (1.0 + r.1), color.stroke_width(1), 6))
+                    };
+                    c.draw_series(pts.iter().filter_map(bar)).map_err(|e| e.to_string())?;
                 }
             }};
         }
@@ -311,7 +320,20 @@ fn device_charts(h: &mut String, d: &DeviceRuns) {
             charts.push((format!("{bench}: background-work tail"), "tail after last IO (s)", Box::new(|r: &Run| r.background.as_ref().map(|b| b.duration_s))));
         }
         for (title, y, metric) in &charts {
-            let spec = ChartSpec { title, x_desc: &x_desc, y_desc: y, fmt_x: &fmt_x, x_at_values: true, band: None, markers: true, size: CHART_SIZE };
+            // Energy per IO and per MB carry the energy's relative 95 % half-width.
+            let rel = series(&runs, |r: &Run| r.probe.energy_u95_j.zip(r.probe.energy_j).filter(|(_, e)| *e > 0.0).map(|(u, e)| u / e));
+            let bars = y.contains("per IO") || y.contains("MB");
+            let spec = ChartSpec {
+                title,
+                x_desc: &x_desc,
+                y_desc: y,
+                fmt_x: &fmt_x,
+                x_at_values: true,
+                band: None,
+                markers: true,
+                size: CHART_SIZE,
+                bars: bars.then_some(&rel),
+            };
             push_chart(h, &spec, &series(&runs, metric));
         }
         h.push_str("</div>\n");
@@ -427,6 +449,7 @@ fn power_section(h: &mut String, report: &Report) {
         band,
         markers: false,
         size: WIDE_CHART_SIZE,
+        bars: None,
     };
     push_chart(h, &spec, &data);
     h.push_str("\n<table><tr><th class=l>channel</th><th>samples</th><th>mean W</th><th>max W</th></tr>\n");
