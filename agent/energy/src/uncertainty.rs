@@ -3,15 +3,13 @@
 //! idle, its background tail, and on the idle baseline, from what limits them: how the source
 //! reports ([`Reporting`]) and how often its value changes, the read period and jitter, its
 //! resolution, the idle noise, its accuracy class and, for traces, the alignment residual. Each
-//! contribution is a standard uncertainty (GUM: a uniform error of half-range `a` is `a/√3`),
-//! combined in quadrature and expanded with k = 2. To add a contribution, add a field to
+//! contribution is a uniform error of half-range `a` (an edge's timing, the gain within its class)
+//! or a normal one (noise); [`expand`] gives the 95 % half-width of their sum (the two largest
+//! uniforms exactly, the rest in quadrature, GUM). To add a contribution, add a field to
 //! [`SourceModel`] and a term to [`SourceModel::edge_half_range`] or [`SourceModel::run`].
 
 use crate::units::{Joules, Nanos, Watts};
 use serde::{Deserialize, Serialize};
-
-/// Coverage factor of the expanded uncertainty (≈ 95 % for the combined distributions here).
-pub const K: f64 = 2.0;
 
 /// How a source reports power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,8 +108,9 @@ impl SourceModel {
     }
 
     /// Half-range (s) of the time error at one edge of a run, per watt of the power step there:
-    /// a counter's last update lies anywhere in one period (lag-corrected: ±U/2); a held value is
-    /// seen up to one update late; a moving average smears a step over its window and lags it;
+    /// a counter's last update lies anywhere in one period (lag-corrected: ±U/2); a held value,
+    /// placed one update earlier, stands for its whole update (±U/2) and is seen within a read; a
+    /// moving average smears a step over its window;
     /// plus half a read for a split inside a reading, the jitter, and a trace's residual.
     fn edge_half_range(&self) -> f64 {
         let (u, r) = (self.update_s(), ns(self.read));
@@ -120,8 +119,11 @@ impl SourceModel {
             // period: only the update's phase is unknown.
             Reporting::Counter => (if self.update.0 > 0 { ns(self.update) } else { r }) / 2.0,
             Reporting::Instantaneous => r / 2.0,
-            Reporting::SampleHold => u + r / 2.0,
-            Reporting::MovingAverage => 1.5 * u + r / 2.0,
+            // Lag-corrected by one update (the agent's `held_lag_ns`): where inside its update the
+            // value changed is unknown to half an update, and the change is seen within a read.
+            Reporting::SampleHold => (ns(self.update).max(0.0) + r.min(u)) / 2.0,
+            // Lag-corrected by half the window: a step is smeared over the window.
+            Reporting::MovingAverage => 0.5 * u + r / 2.0,
         };
         source + ns(self.jitter) + ns(self.align)
     }
@@ -148,26 +150,37 @@ impl SourceModel {
     /// probe's baseline uncertainty ([`SourceModel::idle`]).
     pub fn run(&self, r: &RunFigures, idle: &IdleU) -> RunU95 {
         let d = ns(r.duration);
-        let h = self.edge_half_range();
+        let (h, u) = (self.edge_half_range(), self.update_s());
         // The power at each edge that the time error multiplies: a counter's whole power (its
         // cumulative energy is off by P·δ), another source's step there (a shift of a flat level
         // changes nothing).
         let top = r.mean.0.max(r.peak.0);
-        let (p_start, p_end) = match self.reporting {
-            Reporting::Counter => (top.max(r.baseline.0), if r.tail_cut { top.max(r.baseline.0) } else { r.baseline.0 }),
+        let (start, end) = match self.reporting {
+            // A run of at least two updates has its own mean at its start; a shorter one is seen
+            // only in the update it falls into (its peak).
+            Reporting::Counter => {
+                let start = if d >= 2.0 * u { r.mean.0 } else { top }.max(r.baseline.0);
+                (start * h, if r.tail_cut { start * h } else { r.baseline.0 * h })
+            }
+            // A run shorter than an update shows its step only averaged over that update: the
+            // step is its visible energy over its length, and no edge moves more than the run.
             _ => {
-                let step = (top - r.baseline.0).abs() + 2.0 * self.noise.0;
-                (step, step)
+                let mut step = (top - r.baseline.0).abs() + 2.0 * self.noise.0;
+                if d < u {
+                    step = step.max((r.peak.0 - r.baseline.0).abs() * u / d.max(ns(self.read)).max(1e-9));
+                }
+                (step * h.min(d.max(ns(self.read))), step * h.min(d.max(ns(self.read))))
             }
         };
-        let edges2 = ((p_start * h).powi(2) + (p_end * h).powi(2)) / 3.0;
-        let stat2 = edges2 + self.noise_j(d).powi(2) + self.resolution_j(d).powi(2);
-        let gain2 = |e: f64| (e * self.accuracy).powi(2) / 3.0;
-        let energy = K * (stat2 + gain2(r.energy.0)).sqrt();
-        let above = K * (stat2 + (d * idle.statistical.0).powi(2) + gain2(r.above_idle.0)).sqrt();
+        let stat2 = self.noise_j(d).powi(2) + self.resolution_j(d).powi(2);
+        let energy = expand(&[start, end, r.energy.0 * self.accuracy], stat2);
+        let above = expand(&[start, end, r.above_idle.0 * self.accuracy], stat2 + (d * idle.statistical.0).powi(2));
         let bd = ns(r.background_duration);
-        let bg2 = if bd > 0.0 { (p_end * h).powi(2) / 3.0 + self.noise_j(bd).powi(2) + (bd * idle.statistical.0).powi(2) } else { 0.0 };
-        let background = K * (bg2 + gain2(r.background.0)).sqrt();
+        let background = if bd > 0.0 {
+            expand(&[end, r.background.0 * self.accuracy], self.noise_j(bd).powi(2) + (bd * idle.statistical.0).powi(2))
+        } else {
+            expand(&[r.background.0 * self.accuracy], 0.0)
+        };
         RunU95 { energy: Joules(energy), above_idle: Joules(above), background: Joules(background) }
     }
 
@@ -187,10 +200,25 @@ impl SourceModel {
         };
         let resolution = self.resolution_j(w) / w;
         let statistical = (noise.powi(2) + edges.powi(2) + resolution.powi(2)).sqrt();
-        let gain2 = (baseline.0 * self.accuracy).powi(2) / 3.0;
-        IdleU { u95: Watts(K * (statistical.powi(2) + gain2).sqrt()), statistical: Watts(statistical) }
+        IdleU { u95: Watts(expand(&[baseline.0 * self.accuracy], statistical.powi(2))), statistical: Watts(statistical) }
     }
 }
+
+/// 95 % half-width of a sum of independent uniform errors (half-ranges `a`) and a normal one
+/// (variance `normal`): the two largest uniforms combined exactly (their sum is a trapezoid:
+/// q = a1 + a2 − √(0.2·a1·a2) when a2 ≥ 0.05·a1, else at most 0.95·a1 + a2), the others and the
+/// normal part in quadrature as standard uncertainties, expanded with 1.96.
+pub fn expand(a: &[f64], normal: f64) -> f64 {
+    let mut v: Vec<f64> = a.iter().map(|x| x.abs()).filter(|x| *x > 0.0 && x.is_finite()).collect();
+    v.sort_by(|x, y| y.total_cmp(x));
+    let (a1, a2) = (v.first().copied().unwrap_or(0.0), v.get(1).copied().unwrap_or(0.0));
+    let q12 = if a2 >= 0.05 * a1 { a1 + a2 - (0.2 * a1 * a2).sqrt() } else { 0.95 * a1 + a2 };
+    let rest: f64 = v.iter().skip(2).map(|x| x * x / 3.0).sum::<f64>() + normal.max(0.0);
+    K95 * ((q12 / K95).powi(2) + rest).sqrt()
+}
+
+/// The normal distribution's two-sided 95 % coverage factor.
+pub const K95: f64 = 1.96;
 
 #[cfg(test)]
 mod tests {
@@ -225,30 +253,39 @@ mod tests {
         }
     }
 
+    /// The 95 % quantiles by hand: one uniform ±a: 0.95·a; two equal (a triangle on ±2a): the
+    /// tails beyond q hold (2a − q)²/(4a²) = 5 %, q = (2 − √0.2)·a; a normal: 1.96·σ.
+    #[test]
+    fn expand_by_hand() {
+        assert!((expand(&[1.0], 0.0) - 0.95).abs() < 1e-12);
+        assert!((expand(&[1.0, 1.0], 0.0) - (2.0 - 0.2f64.sqrt())).abs() < 1e-12);
+        assert!((expand(&[], 4.0) - 3.92).abs() < 1e-12);
+    }
+
     /// By hand: a 100 ms sample-and-hold source read every 5 ms, a 3 W step over a 2 W idle:
-    /// edge half-range 0.1025 s · 3 W = 0.3075 J per edge; u = √(2·0.3075²/3) = 0.25108 J; ×2.
+    /// edge half-range (0.1 + 0.005)/2 s · 3 W = 0.1575 J at each edge; two equal uniforms.
     #[test]
     fn sample_and_hold_edges_by_hand() {
         let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
         let u = model(Reporting::SampleHold, 100).run(&run(1000, 5.0, 2.0), &idle);
-        let want = 2.0 * (2.0 * 0.3075f64.powi(2) / 3.0).sqrt();
+        let want = 0.1575 * (2.0 - 0.2f64.sqrt());
         assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
     }
 
     /// By hand: a counter updating every 1 ms read every 5 ms: half-range 0.5 ms at each edge
-    /// (the read period does not matter to a counter);
-    /// 5 W at the start, 2 W at the end: u = √((5·5e-4)² + (2·5e-4)²)/√3 ·2; a 1 % class on 5 J
-    /// adds 5·0.01/√3.
+    /// (the read period does not matter to a counter); 5 W at the start, 2 W at the end: 2.5 mJ
+    /// and 1 mJ, q = 3.5 mJ − √(0.2·2.5·1) mJ. A 0.4 % class on 5 J (±20 mJ) and the 2.5 mJ edge:
+    /// q = 22.5 − √(0.2·20·2.5) mJ, the 1 mJ edge in quadrature.
     #[test]
     fn counter_edges_and_gain_by_hand() {
         let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
         let mut m = model(Reporting::Counter, 1);
         let u = m.run(&run(1000, 5.0, 2.0), &idle);
-        let edges = ((5.0f64 * 5e-4).powi(2) + (2.0f64 * 5e-4).powi(2)) / 3.0;
-        assert!((u.energy.0 - 2.0 * edges.sqrt()).abs() < 1e-12, "{u:?}");
-        m.accuracy = 0.01;
+        assert!((u.energy.0 - (3.5e-3 - (0.2f64 * 2.5e-3 * 1e-3).sqrt())).abs() < 1e-12, "{u:?}");
+        m.accuracy = 0.004;
         let u = m.run(&run(1000, 5.0, 2.0), &idle);
-        let want = 2.0 * (edges + (5.0f64 * 0.01).powi(2) / 3.0).sqrt();
+        let q = 0.0225 - (0.2f64 * 0.02 * 2.5e-3).sqrt();
+        let want = 1.96 * ((q / 1.96).powi(2) + 1e-6 / 3.0).sqrt();
         assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
     }
 }

@@ -81,14 +81,31 @@ impl ZoneSeries {
     /// holds from the midpoint with the reading before it. Readings stored without intervals (an
     /// older `power.csv`) hold from their read instant. `None` when the readings are out of order.
     pub fn series(&self) -> Option<PowerSeries> {
-        series_of(&self.t, &self.watts, &self.interval_ns, 0, self.counter_update_ns())
+        series_of(&self.t, &self.watts, &self.interval_ns, 0, (self.counter_update_ns(), self.held_lag_ns()))
+    }
+
+    /// How long before its read a held power reading's value was measured (ns; issue 37): a value
+    /// held for an update period is the mean over the update before it (INA2xx: conversion time ×
+    /// averages; a PMBus `READ_PIN`; a BMC's sampling period), so on average it stands for the
+    /// time one update before its read; a moving average (`power*_average`) for half its window
+    /// before. 0 for counters (placed by their interval) and when the period is unknown.
+    pub fn held_lag_ns(&self) -> i64 {
+        if self.is_counter() {
+            return 0;
+        }
+        let u = i64::try_from(self.update_ns).unwrap_or(0);
+        if self.path.ends_with("_average") {
+            u / 2
+        } else {
+            u
+        }
     }
 }
 
 /// The series of readings `i0..` of `t`/`watts`/`interval_ns` (see [`ZoneSeries::series`]). The
 /// last reading's hold ends at its read instant (a counter's interval, or half the spacing before
 /// it for an instantaneous source).
-fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i64) -> Option<PowerSeries> {
+fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, (update, held): (i64, i64)) -> Option<PowerSeries> {
     let n = t.len().min(watts.len());
     if i0 >= n {
         return None;
@@ -108,9 +125,9 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i
         let start = if iv > 0 {
             t[i].saturating_sub(iv).saturating_sub(lag)
         } else if i > i0 {
-            t[i - 1] + (t[i] - t[i - 1]) / 2
+            t[i - 1] + (t[i] - t[i - 1]) / 2 - held
         } else {
-            t[i]
+            t[i] - held
         };
         starts.push(UnixNanos(start));
     }
@@ -118,9 +135,9 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i
     let end = if interval_ns[last] > 0 {
         t[last] - lag
     } else if n - i0 < 2 {
-        t[last]
+        t[last] - held
     } else {
-        t[last] + (t[last] - t[last - 1]) / 2
+        t[last] + (t[last] - t[last - 1]) / 2 - held
     };
     if !counter || span <= 0 {
         return PowerSeries::new(starts, watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?.ending_at(UnixNanos(end));
@@ -223,7 +240,7 @@ impl LivePower {
         let zones = self.0.lock().ok()?;
         let z = pick_for_drive(&zones, prefer).ok()?;
         let i = z.t.partition_point(|&t| t < from_ns);
-        series_of(&z.t, &z.watts, &z.interval_ns, i, z.counter_update_ns())
+        series_of(&z.t, &z.watts, &z.interval_ns, i, (z.counter_update_ns(), z.held_lag_ns()))
     }
 }
 

@@ -175,7 +175,7 @@ pub fn shortest_run_for(m: &wattflip_energy::SourceModel, target: f64) -> (Durat
         tail_cut: true,
     };
     let idle = wattflip_energy::IdleU { u95: wattflip_energy::Watts(0.0), statistical: wattflip_energy::Watts(0.0) };
-    let gain = wattflip_energy::uncertainty::K * m.accuracy / 3f64.sqrt();
+    let gain = wattflip_energy::uncertainty::expand(&[m.accuracy], 0.0);
     let reachable = gain < target;
     // u95(D)·D is the edges' part (constant in D) once the gain is taken out: solve for D.
     let at_1s = m.run(&f, &idle).energy.0;

@@ -87,11 +87,15 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
     e.source_model = Some(*m);
 }
 
-/// The highest mean power over one update (`span_ns`) of `z` from `from` to one update after
-/// `to` (whole updates, [`super::source::binned`]).
+/// The highest power `z` shows from `from` to one update (`span_ns`) and one read after `to`: a
+/// counter's over whole updates ([`super::source::binned`]), another source's highest reading.
 pub fn peak_of_zone(z: &ZoneSeries, span_ns: i64, from: i64, to: i64) -> Option<f64> {
-    let s = super::source::binned(z, from.saturating_sub(span_ns), to.saturating_add(span_ns.saturating_mul(2)), span_ns)?;
-    s.powers().iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max)
+    let until = to.saturating_add(span_ns).saturating_add(i64::try_from(z.update_ns.min(1_000_000_000)).unwrap_or(0).min(span_ns));
+    if z.is_counter() {
+        let s = super::source::binned(z, from, until, span_ns)?;
+        return s.powers().iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max);
+    }
+    z.t.iter().zip(&z.watts).filter(|(t, w)| **t >= from && **t <= until && w.is_finite()).map(|(_, w)| *w).reduce(f64::max)
 }
 
 fn figures(r: &super::RunEnergyRecord) -> RunFigures {
@@ -118,7 +122,7 @@ pub fn add_align_residual(e: &mut ProbeEnergy, residual: Nanos) {
         let step = (run.mean_w - run.idle_baseline_w).abs();
         // Two edges, each a uniform error of half-range step·r: u² = 2·(step·r)²/3.
         let extra2 = 2.0 * (step * r).powi(2) / 3.0;
-        let widen = |u95: f64| wattflip_energy::uncertainty::K * ((u95 / wattflip_energy::uncertainty::K).powi(2) + extra2).sqrt();
+        let widen = |u95: f64| wattflip_energy::uncertainty::K95 * ((u95 / wattflip_energy::uncertainty::K95).powi(2) + extra2).sqrt();
         run.energy_u95_j = run.energy_u95_j.map(widen);
         run.energy_above_idle_u95_j = run.energy_above_idle_u95_j.map(widen);
         if let (Some(j), Some(u)) = (run.j_per_mib, run.energy_u95_j) {

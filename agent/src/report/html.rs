@@ -6,6 +6,7 @@
 //! source; a new chart is a call to [`chart`] in the section that shows it.
 
 use super::model::{utc, DeviceRuns, PowerTrace, Report, Run};
+use super::ticks::{fmt_y, log_ticks};
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -114,38 +115,6 @@ fn coloured(data: &Series) -> Vec<Line<'_>> {
             (n.as_str(), p.as_slice(), c)
         })
         .collect()
-}
-
-fn fmt_y(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.1}")
-    } else if a >= 0.01 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.1e}")
-    }
-}
-
-/// 1-2-5 ticks inside [lo, hi] for a log axis (plotters labels only whole decades).
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let mut out = Vec::new();
-    if !(lo > 0.0 && hi.is_finite()) {
-        return out;
-    }
-    let mut decade = 10f64.powi(lo.log10().floor() as i32);
-    while decade <= hi {
-        for m in [1.0, 2.0, 5.0] {
-            let t = m * decade;
-            if t >= lo && t <= hi {
-                out.push(t);
-            }
-        }
-        decade *= 10.0;
-    }
-    out
 }
 
 /// A chart's axes: ranges padded, log scales where values span a decade, and tick positions.
