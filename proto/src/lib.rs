@@ -23,7 +23,7 @@ pub mod v1 {
 impl v1::ProbeRun {
     /// The optional per-run energy fields (docs/uflip-method.md §11.4) by their schema name: validated and
     /// encoded from this one list.
-    pub fn energy_fields(&self) -> [(&'static str, Option<f64>); 9] {
+    pub fn energy_fields(&self) -> [(&'static str, Option<f64>); 14] {
         [
             ("energy_j", self.energy_j),
             ("energy_above_idle_j", self.energy_above_idle_j),
@@ -34,6 +34,11 @@ impl v1::ProbeRun {
             ("j_per_mib", self.j_per_mib),
             ("j_per_io", self.j_per_io),
             ("datasheet_ratio", self.datasheet_ratio),
+            ("energy_u95_j", self.energy_u95_j),
+            ("energy_above_idle_u95_j", self.energy_above_idle_u95_j),
+            ("background_energy_u95_j", self.background_energy_u95_j),
+            ("idle_u95_w", self.idle_u95_w),
+            ("j_per_mib_u95", self.j_per_mib_u95),
         ]
     }
 

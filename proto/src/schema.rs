@@ -334,6 +334,9 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     if let Some(low) = r.energy_low_confidence {
         p = p.boolean("energy_low_confidence", low);
     }
+    if !r.energy_low_confidence_reason.is_empty() {
+        p = p.string("energy_low_confidence_reason", r.energy_low_confidence_reason.clone());
+    }
     p
 }
 

@@ -15,6 +15,7 @@
 //! - [`fine`]: run edges refined to the sample (second pass over the trace).
 //! - [`probe`]: a whole probe's runs: one idle baseline, neighbour-bounded runs, cut tails, plausibility.
 //! - [`background`]: Table 2 classes and the §11.6 pause rule.
+//! - [`uncertainty`]: 95 % half-widths of every energy figure from what limits the source.
 //! - [`stats`]: median, 1.4826·MAD, Spearman ρ.
 //! - [`error`]: `TraceError` (names file/line/column/key), `AnalysisError`, `ConfigError`.
 
@@ -31,6 +32,7 @@ pub mod run;
 pub mod series;
 pub mod stats;
 pub mod trace;
+pub mod uncertainty;
 pub mod units;
 
 pub use align::{Alignment, MAX_OFFSET, MAX_RATE_ERROR};
@@ -49,4 +51,5 @@ pub use series::PowerSeries;
 pub use trace::csv::{integrate_csv, integrate_csv_reader, read_csv_samples, CsvOptions, TimeUnit};
 pub use trace::raw::{integrate_raw, integrate_raw_streaming, read_raw_samples, Sidecar, SidecarSyntax};
 pub use trace::{FixedRateIntegrator, PowerWindow, SampleFormat, ShuntCircuit, TimedIntegrator, TraceSummary, DEFAULT_WINDOW};
+pub use uncertainty::{IdleU, Reporting, RunFigures, RunU95, SourceModel};
 pub use units::{Hertz, Joules, JoulesPerIo, JoulesPerMb, JoulesPerMib, Nanos, Ohms, UnixNanos, Volts, Watts};

@@ -74,6 +74,15 @@ pub struct ProbeCli {
     #[arg(long, default_value = "1s")]
     #[arg(value_parser = |s: &str| probes::config::IDLE.parse(s))]
     pub idle: std::time::Duration,
+    /// Wait after preparing the target (creating, filling or growing it) before the idle window,
+    /// so the baseline is the idle device's, not its write-back of the fill.
+    #[arg(long, default_value = "1s")]
+    #[arg(value_parser = |s: &str| probes::config::SETTLE.parse(s))]
+    pub settle: std::time::Duration,
+    /// Relative 95 % half-width each run's energy should reach, e.g. 2%; `off` (the default) sets
+    /// none. Runs that do not reach it are low_confidence with the reason (not lengthened yet).
+    #[arg(long, default_value = "off")]
+    pub energy_target: String,
     /// Time recorded after the last run, to see its background work.
     #[arg(long, default_value = "1s")]
     #[arg(value_parser = |s: &str| probes::config::TAIL.parse(s))]
@@ -138,9 +147,11 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         kinds: cfg.kinds.clone(),
         period: p.power_interval,
         idle: p.idle,
+        settle: p.settle,
         tail: p.tail,
         zone: p.power_zone.clone(),
         drives: cfg.drives.clone(),
+        energy_target: crate::energy::recorded::parse_target(&p.energy_target).map_err(|e| anyhow::anyhow!("--energy-target {e}"))?,
     };
     let host = probes::Host { clock: Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     if p.ladder {

@@ -35,6 +35,12 @@ pub struct ZoneSeries {
     /// Stalls of the recorder while recording this zone: (UTC ns of the late read, ns since the
     /// read before it), each longer than [`STALL_PERIODS`] reading periods.
     pub stalls: Vec<(i64, u64)>,
+    /// The file (or command) the zone is read from (`PowerSource::path`): `power*_average` is a
+    /// moving average (issue 37's uncertainty).
+    pub path: String,
+    /// The hwmon driver (`name` beside the file), the source's name otherwise: the driver table's
+    /// accuracy class is looked up with it.
+    pub driver: String,
 }
 
 impl ZoneSeries {
@@ -75,14 +81,31 @@ impl ZoneSeries {
     /// holds from the midpoint with the reading before it. Readings stored without intervals (an
     /// older `power.csv`) hold from their read instant. `None` when the readings are out of order.
     pub fn series(&self) -> Option<PowerSeries> {
-        series_of(&self.t, &self.watts, &self.interval_ns, 0, self.counter_update_ns())
+        series_of(&self.t, &self.watts, &self.interval_ns, 0, (self.counter_update_ns(), self.held_lag_ns()))
+    }
+
+    /// How long before its read a held power reading's value was measured (ns; issue 37): a value
+    /// held for an update period is the mean over the update before it (INA2xx: conversion time ×
+    /// averages; a PMBus `READ_PIN`; a BMC's sampling period), so on average it stands for the
+    /// time one update before its read; a moving average (`power*_average`) for half its window
+    /// before. 0 for counters (placed by their interval) and when the period is unknown.
+    pub fn held_lag_ns(&self) -> i64 {
+        if self.is_counter() {
+            return 0;
+        }
+        let u = i64::try_from(self.update_ns).unwrap_or(0);
+        if self.path.ends_with("_average") {
+            u / 2
+        } else {
+            u
+        }
     }
 }
 
 /// The series of readings `i0..` of `t`/`watts`/`interval_ns` (see [`ZoneSeries::series`]). The
 /// last reading's hold ends at its read instant (a counter's interval, or half the spacing before
 /// it for an instantaneous source).
-fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i64) -> Option<PowerSeries> {
+fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, (update, held): (i64, i64)) -> Option<PowerSeries> {
     let n = t.len().min(watts.len());
     if i0 >= n {
         return None;
@@ -102,9 +125,9 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i
         let start = if iv > 0 {
             t[i].saturating_sub(iv).saturating_sub(lag)
         } else if i > i0 {
-            t[i - 1] + (t[i] - t[i - 1]) / 2
+            t[i - 1] + (t[i] - t[i - 1]) / 2 - held
         } else {
-            t[i]
+            t[i] - held
         };
         starts.push(UnixNanos(start));
     }
@@ -112,9 +135,9 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, update: i
     let end = if interval_ns[last] > 0 {
         t[last] - lag
     } else if n - i0 < 2 {
-        t[last]
+        t[last] - held
     } else {
-        t[last] + (t[last] - t[last - 1]) / 2
+        t[last] + (t[last] - t[last - 1]) / 2 - held
     };
     if !counter || span <= 0 {
         return PowerSeries::new(starts, watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?.ending_at(UnixNanos(end));
@@ -176,6 +199,12 @@ fn stall_since(last: &mut Option<std::time::Instant>, period: Duration) -> Optio
     (gap > period.saturating_mul(STALL_PERIODS).max(STALL_MIN)).then(|| u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The hwmon driver of an attribute file: the chip's `name` beside it.
+fn driver_of(path: &str) -> Option<String> {
+    let dir = std::path::Path::new(path).parent()?;
+    std::fs::read_to_string(dir.join("name")).ok().map(|n| n.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 pub struct PowerRecorder {
     stop: Arc<AtomicBool>,
     zones: LivePower,
@@ -199,13 +228,19 @@ impl LivePower {
         self.0.lock().ok().and_then(|zones| pick_for_drive(&zones, prefer).ok().map(ZoneSeries::level_span_ns)).unwrap_or(0)
     }
 
+    /// A copy of the zone a probe's energy is attributed to, as recorded so far.
+    pub fn snapshot(&self, prefer: Option<&str>) -> Option<ZoneSeries> {
+        let zones = self.0.lock().ok()?;
+        pick_for_drive(&zones, prefer).ok().cloned()
+    }
+
     /// The samples at or after `from_ns` of the zone a probe's energy is attributed to
     /// ([`pick_for_drive`] with `prefer`); `None` while there is no such zone or too few samples.
     pub fn since(&self, prefer: Option<&str>, from_ns: i64) -> Option<PowerSeries> {
         let zones = self.0.lock().ok()?;
         let z = pick_for_drive(&zones, prefer).ok()?;
         let i = z.t.partition_point(|&t| t < from_ns);
-        series_of(&z.t, &z.watts, &z.interval_ns, i, z.counter_update_ns())
+        series_of(&z.t, &z.watts, &z.interval_ns, i, (z.counter_update_ns(), z.held_lag_ns()))
     }
 }
 
@@ -221,7 +256,8 @@ impl PowerRecorder {
                 .map(|s| {
                     let d = s.describe();
                     let update_ns = u64::try_from(s.update_period().as_nanos()).unwrap_or(0);
-                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, update_ns, ..Default::default() }
+                    let driver = if d.source == "hwmon" { driver_of(&d.path) } else { None }.unwrap_or_else(|| d.source.clone());
+                    ZoneSeries { source: d.source, zone: d.zone, scope: d.scope, method: d.method, update_ns, path: d.path, driver, ..Default::default() }
                 })
                 .collect(),
         );

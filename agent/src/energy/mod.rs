@@ -10,7 +10,12 @@
 //! only has to produce a `PowerSeries` and call [`analyze`].
 
 pub mod live;
+pub mod recorded;
+pub mod source;
 pub mod trace;
+pub mod uncertain;
+
+pub use recorded::{energy_of_recording, energy_of_recording_in, Notice, Preparation};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -66,6 +71,28 @@ pub struct RunEnergyRecord {
     /// fewer than [`LOW_CONFIDENCE_PERIODS`] reading periods.
     #[serde(default)]
     pub low_confidence: bool,
+    /// Why the run is `low_confidence` (each reason with its numbers, `; `-separated); `None` when
+    /// it is not, or in records written before reasons were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_confidence_reason: Option<String>,
+    /// The idle baseline is unknown (the source did not change in the idle window):
+    /// `idle_baseline_w` and `energy_above_idle_j` are then not values (never sent or shown).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle_unknown: bool,
+    /// Half-widths of 95 % intervals (docs/energy-method.md §9): on `energy_j` (the energy over
+    /// `[trace_start_ns, trace_end_ns)`), `energy_above_idle_j`, `background_energy_j`,
+    /// `idle_baseline_w` and `j_per_mib`. `None` in records written before they were kept (and
+    /// the idle ones when the baseline is unknown).
+    #[serde(default)]
+    pub energy_u95_j: Option<f64>,
+    #[serde(default)]
+    pub energy_above_idle_u95_j: Option<f64>,
+    #[serde(default)]
+    pub background_u95_j: Option<f64>,
+    #[serde(default)]
+    pub idle_u95_w: Option<f64>,
+    #[serde(default)]
+    pub j_per_mib_u95: Option<f64>,
     /// Background work was still going on at the next run's first IO: the tail was cut there and
     /// the energy split at that instant (interference); `background_s` is then a lower bound.
     #[serde(default)]
@@ -97,11 +124,19 @@ pub struct IdleRecord {
     pub activity_correlation: Option<f64>,
     /// Energy above the idle median per activity period (J), when a period was found.
     pub activity_energy_j: Option<f64>,
+    /// Half-width of the 95 % interval on `median_w` (docs/energy-method.md §9).
+    #[serde(default)]
+    pub idle_u95_w: Option<f64>,
 }
 
 /// Characterises the idle window `[from, to)` of `series`.
 pub fn characterise_idle(series: &PowerSeries, from: UnixNanos, to: UnixNanos, source: &str) -> Option<IdleRecord> {
-    let p = wattflip_energy::characterise_idle(series, from, to, &wattflip_energy::IdleConfig::default()).ok()?;
+    characterise_idle_with(series, from, to, source, &wattflip_energy::IdleConfig::default())
+}
+
+/// [`characterise_idle`] with its parameters (fewer samples for a slow source's whole updates).
+pub fn characterise_idle_with(series: &PowerSeries, from: UnixNanos, to: UnixNanos, source: &str, cfg: &wattflip_energy::IdleConfig) -> Option<IdleRecord> {
+    let p = wattflip_energy::characterise_idle(series, from, to, cfg).ok()?;
     let median = p.baseline.median.0;
     let window_s = (to.0 - from.0) as f64 / 1e9;
     let period_s = p.spike_period.map(|n| n.as_secs_f64());
@@ -117,6 +152,7 @@ pub fn characterise_idle(series: &PowerSeries, from: UnixNanos, to: UnixNanos, s
         // Σ (P − median)·Δt over the window is the energy of what rises above the idle floor (the
         // median ignores short spikes); spread over the window's periods it is the energy of one.
         activity_energy_j: period_s.filter(|_| window_s > 0.0).map(|period| above(series, from, to, median) * period / window_s),
+        idle_u95_w: None,
     })
 }
 
@@ -170,6 +206,19 @@ pub struct ProbeEnergy {
     /// refuses one beyond the bounds, or corrects it with `--align auto`).
     #[serde(skip)]
     pub alignment: Option<wattflip_energy::Alignment>,
+    /// How the idle window was placed after preparing the target (live probes).
+    #[serde(default)]
+    pub preparation: Option<Preparation>,
+    /// The source's update period and how it moved in the idle window (live probes).
+    #[serde(default)]
+    pub source_facts: Option<source::SourceFacts>,
+    /// Named warnings about the source (`source_update_period_unknown`, `source_counter_stuck`,
+    /// …): printed, and sent as events of that kind.
+    #[serde(default)]
+    pub notices: Vec<Notice>,
+    /// What the uncertainties were computed from.
+    #[serde(default)]
+    pub source_model: Option<wattflip_energy::SourceModel>,
 }
 
 impl ProbeEnergy {
@@ -215,7 +264,17 @@ pub fn analyze_trace(
     let (ok, infos) = measured_runs(report, datasheet_w);
     let a = analyze_probe_fine(series, &infos, idle, cfg, fine)?;
     let alignment = wattflip_energy::align::estimate(series, &infos, &a, cfg);
-    Ok(ProbeEnergy { alignment, ..records(&ok, a, series, source, false) })
+    let mut e = ProbeEnergy { alignment, ..records(&ok, a, series, source, false) };
+    let noise = e.runs.first().and_then(|r| r.idle_spread_w).unwrap_or(0.0);
+    let window = idle.map(|(a, b)| wattflip_energy::Nanos(u64::try_from(b.0 - a.0).unwrap_or(0))).unwrap_or_default();
+    let period = series.typical_period();
+    let span = i64::try_from(period.0).unwrap_or(i64::MAX);
+    let peak = |a: i64, b: i64| {
+        let p = series.powers_between(UnixNanos(a.saturating_sub(span)), UnixNanos(b.saturating_add(span)));
+        p.iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max)
+    };
+    uncertain::attach(&mut e, &uncertain::model_of_trace(period, noise, wattflip_energy::Nanos(0)), window, &peak);
+    Ok(e)
 }
 
 /// The probe's measured runs, in execution order, and what the analysis knows of each.
@@ -259,6 +318,33 @@ fn not_a_value(e: &wattflip_energy::RunEnergy) -> Option<String> {
         ));
     }
     None
+}
+
+/// Why the analysis itself flags run `e` (coverage, or a live run of few reading periods).
+fn low_confidence_reason(e: &wattflip_energy::RunEnergy, live: bool) -> Option<String> {
+    let mut why = Vec::new();
+    if e.coverage < MIN_COVERAGE {
+        why.push(format!("readings cover {:.1} % of the run", e.coverage * 100.0));
+    }
+    if live && e.duration.0 < e.sample_period.0.saturating_mul(LOW_CONFIDENCE_PERIODS) {
+        why.push(format!(
+            "{:.1} ms long, under {LOW_CONFIDENCE_PERIODS} reading periods of {:.1} ms",
+            e.duration.0 as f64 / 1e6,
+            e.sample_period.0 as f64 / 1e6
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+impl RunEnergyRecord {
+    /// Flags the record `low_confidence`, adding `reason` to the ones it has.
+    pub fn flag(&mut self, reason: &str) {
+        self.low_confidence = true;
+        self.low_confidence_reason = Some(match self.low_confidence_reason.take() {
+            Some(r) => format!("{r}; {reason}"),
+            None => reason.to_string(),
+        });
+    }
 }
 
 fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &str, live: bool) -> ProbeEnergy {
@@ -307,6 +393,13 @@ fn records(ok: &[&RunResult], a: ProbeAnalysis, series: &PowerSeries, source: &s
             idle_band_w: Some(e.band.0),
             coverage: Some(e.coverage),
             low_confidence: e.coverage < MIN_COVERAGE || (live && e.duration.0 < e.sample_period.0.saturating_mul(LOW_CONFIDENCE_PERIODS)),
+            low_confidence_reason: low_confidence_reason(&e, live),
+            idle_unknown: false,
+            energy_u95_j: None,
+            energy_above_idle_u95_j: None,
+            background_u95_j: None,
+            idle_u95_w: None,
+            j_per_mib_u95: None,
             tail_cut: e.tail_cut,
             gap_samples: e.gap_samples,
             baseline_source: match e.baseline_source {
@@ -340,19 +433,6 @@ fn classify_experiments(out: &mut ProbeEnergy, per_experiment: PerExperiment, se
     }
 }
 
-/// The live path after the recorder stopped: the chosen zone's readings against the probe's runs,
-/// with the idle window `[started − idle, started)` as the probe's baseline, and that window's
-/// characterisation. `None` when the readings are out of order.
-pub fn energy_of_recording(report: &ProbeReport, zone: &live::ZoneSeries, idle: std::time::Duration, datasheet_w: Option<f64>) -> Option<ProbeEnergy> {
-    let series = zone.series()?;
-    let first = i64::try_from(report.started_ns).unwrap_or(i64::MAX);
-    let idle_from = UnixNanos(first.saturating_sub(i64::try_from(idle.as_nanos()).unwrap_or(0)));
-    let window = (idle_from, UnixNanos(first));
-    let mut energy = analyze(report, &series, Some(window), &zone.label(), &live_detect_config_for(zone), datasheet_w);
-    energy.idle = zone.readings_series().and_then(|readings| characterise_idle(&readings, window.0, window.1, &zone.label()));
-    Some(energy)
-}
-
 /// The detector for live recordings: the defaults, with an idle window of at least 3 readings (a
 /// short `--idle` at a slow `--power-interval`).
 pub fn live_detect_config() -> RunDetectConfig {
@@ -374,18 +454,20 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     let _ = writeln!(s, "Energy per run (source {source}; idle baseline subtracted in \"above idle\")");
     let _ = writeln!(
         s,
-        "{:<24} {:>10} {:>4} {:>10} {:>12} {:>10} {:>8} {:>4} {:>6} {:>10}  class",
-        "experiment", "value", "rep", "total J", "above idle J", "bg J", "bg s", "cut", "gaps", "J/MiB"
+        "{:<24} {:>10} {:>4} {:>10} {:>9} {:>12} {:>10} {:>8} {:>4} {:>6} {:>10}  class",
+        "experiment", "value", "rep", "total J", "±95% J", "above idle J", "bg J", "bg s", "cut", "gaps", "J/MiB"
     );
     for r in &e.runs {
+        let above = if r.idle_unknown { "unknown".to_string() } else { format!("{:.4}", r.energy_above_idle_j) };
         let _ = writeln!(
             s,
-            "{:<24} {:>10} {:>4} {:>10.4} {:>12.4} {:>10.4} {:>8.3} {:>4} {:>6} {:>10}  {}",
+            "{:<24} {:>10} {:>4} {:>10.4} {:>9} {:>12} {:>10.4} {:>8.3} {:>4} {:>6} {:>10}  {}",
             r.experiment,
             r.value,
             r.repetition,
             r.energy_j,
-            r.energy_above_idle_j,
+            r.energy_u95_j.map(|u| format!("{u:.4}")).unwrap_or_else(|| "-".into()),
+            above,
             r.background_energy_j,
             r.background_s,
             if r.tail_cut { "yes" } else { "-" },
@@ -397,10 +479,11 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     if e.runs.iter().any(|r| r.tail_cut) {
         let _ = writeln!(s, "cut: background work still going on at the next run's first IO; the energy is split there and bg s is a lower bound");
     }
-    let low: Vec<String> =
-        e.runs.iter().filter(|r| r.low_confidence).map(|r| format!("{} ({:.0} % covered)", r.run_id, r.coverage.unwrap_or(1.0) * 100.0)).collect();
-    if !low.is_empty() {
-        let _ = writeln!(s, "low confidence (shorter than {LOW_CONFIDENCE_PERIODS} readings, or readings missing): runs {}", low.join(", "));
+    for r in e.runs.iter().filter(|r| r.low_confidence) {
+        let _ = writeln!(s, "low confidence: run {}: {}", r.run_id, r.low_confidence_reason.as_deref().unwrap_or("readings missing"));
+    }
+    for n in &e.notices {
+        let _ = writeln!(s, "warning [{}]: {}", n.kind, n.message);
     }
     if e.gap_samples > 0 {
         let _ = writeln!(s, "Gaps: {} samples (NaN) in the trace; they carry no energy, in the runs as in the total", e.gap_samples);
@@ -411,10 +494,17 @@ pub fn summary_table(e: &ProbeEnergy) -> String {
     for (run, why) in &e.skipped {
         let _ = writeln!(s, "run {run}: no energy: {why}");
     }
+    if let Some(p) = &e.preparation {
+        let _ = writeln!(s, "Idle baseline: {}", p.describe());
+    }
+    if let Some(f) = &e.source_facts {
+        let _ = writeln!(s, "Source update period: {}", f.describe());
+    }
     if let Some(i) = &e.idle {
         let period = i.activity_period_s.map(|p| format!(", regular idle activity every {p:.3} s")).unwrap_or_default();
         let energy = i.activity_energy_j.map(|j| format!(", {j:.4} J above idle each")).unwrap_or_default();
-        let _ = writeln!(s, "Idle before the probe: {:.3} W (±{:.3} W, {} samples){period}{energy}", i.median_w, i.spread_w, i.samples);
+        let u95 = i.idle_u95_w.map(|u| format!(", ±{u:.3} W at 95 %")).unwrap_or_default();
+        let _ = writeln!(s, "Idle before the probe: {:.3} W (spread {:.3} W, {} samples{u95}){period}{energy}", i.median_w, i.spread_w, i.samples);
     }
     let _ = writeln!(s, "Recommended pause after write runs (1.5 × longest tail + return to idle): {:?}", recommended_pause(e));
     s
@@ -444,7 +534,7 @@ mod tests {
         // Each spike: 3 W above the floor for 10 ms = 0.03 J.
         assert!((r.activity_energy_j.unwrap() - 0.03).abs() < 1e-12, "{r:?}");
         assert!(summary_table(&ProbeEnergy { idle: Some(r), ..Default::default() })
-            .contains("Idle before the probe: 1.000 W (±0.000 W, 2000 samples), regular idle activity every 0.250 s, 0.0300 J above idle each"));
+            .contains("Idle before the probe: 1.000 W (spread 0.000 W, 2000 samples), regular idle activity every 0.250 s, 0.0300 J above idle each"));
     }
 
     #[test]

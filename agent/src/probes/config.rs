@@ -54,6 +54,7 @@ pub struct RawProbe {
     pub power: Option<bool>,
     pub power_interval: Option<String>,
     pub idle: Option<String>,
+    pub settle: Option<String>,
     pub tail: Option<String>,
     pub power_zone: Option<String>,
     // Value lists and counts are taken as raw TOML and checked here, so a wrong item is reported
@@ -190,17 +191,25 @@ pub const POWER_INTERVAL: Bounded = Bounded::new(Duration::from_millis(1), Durat
 pub const IDLE: Bounded = Bounded::new(Duration::from_millis(10), Duration::from_secs(600));
 /// `tail` of a probe (`--tail`).
 pub const TAIL: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
+/// `settle` of a probe (`--settle`): the wait between preparing the target and the idle window.
+pub const SETTLE: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
 
 /// Power recording of a `[[probes]]` entry: on unless `power = false`, with the `probe` command's
 /// defaults (5 ms between reads, 1 s idle before the first run and 1 s tail after the last).
 fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<EnergyOptions> {
-    let set: Vec<&str> =
-        [("power_interval", r.power_interval.is_some()), ("idle", r.idle.is_some()), ("tail", r.tail.is_some()), ("power_zone", r.power_zone.is_some())]
-            .into_iter()
-            .filter_map(|(k, on)| on.then_some(k))
-            .collect();
+    let set: Vec<&str> = [
+        ("power_interval", r.power_interval.is_some()),
+        ("idle", r.idle.is_some()),
+        ("settle", r.settle.is_some()),
+        ("tail", r.tail.is_some()),
+        ("power_zone", r.power_zone.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
     let period = POWER_INTERVAL.read(&key("power_interval"), r.power_interval.take().as_deref(), Duration::from_millis(5), l);
     let idle = IDLE.read(&key("idle"), r.idle.take().as_deref(), Duration::from_secs(1), l);
+    let settle = SETTLE.read(&key("settle"), r.settle.take().as_deref(), Duration::from_secs(1), l);
     let tail = TAIL.read(&key("tail"), r.tail.take().as_deref(), Duration::from_secs(1), l);
     if r.power == Some(false) {
         for k in set {
@@ -208,7 +217,17 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         }
         return None;
     }
-    Some(EnergyOptions { sysfs_root: host.0.to_owned(), kinds: host.1.clone(), period, idle, tail, zone: r.power_zone.take(), drives: host.2.clone() })
+    Some(EnergyOptions {
+        sysfs_root: host.0.to_owned(),
+        kinds: host.1.clone(),
+        period,
+        idle,
+        settle,
+        tail,
+        zone: r.power_zone.take(),
+        drives: host.2.clone(),
+        energy_target: None,
+    })
 }
 
 /// Checks a `[[probes]]` entry's value lists and counts. Every item is checked, so one entry can

@@ -51,10 +51,10 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         parameters: r.parameters.clone().into_iter().collect(),
         target_kind: r.target_kind.clone(),
         energy_j: e.map(|e| e.energy_j),
-        energy_above_idle_j: e.map(|e| e.energy_above_idle_j),
+        energy_above_idle_j: e.filter(|e| !e.idle_unknown).map(|e| e.energy_above_idle_j),
         background_energy_j: e.map(|e| e.background_energy_j),
         background_s: e.map(|e| e.background_s),
-        idle_baseline_w: e.map(|e| e.idle_baseline_w),
+        idle_baseline_w: e.filter(|e| !e.idle_unknown).map(|e| e.idle_baseline_w),
         j_per_mib: e.and_then(|e| e.j_per_mib),
         j_per_io: e.and_then(|e| e.j_per_io),
         datasheet_ratio: e.and_then(|e| e.datasheet_ratio),
@@ -74,6 +74,12 @@ pub fn probe_run(report: &ProbeReport, r: &RunResult, device: &str, energy: Opti
         energy_baseline_source: e.map(|e| e.baseline_source.clone()).unwrap_or_default(),
         energy_coverage: e.and_then(|e| e.coverage),
         energy_low_confidence: e.map(|e| e.low_confidence),
+        energy_u95_j: e.and_then(|e| e.energy_u95_j),
+        energy_above_idle_u95_j: e.and_then(|e| e.energy_above_idle_u95_j),
+        background_energy_u95_j: e.and_then(|e| e.background_u95_j),
+        idle_u95_w: e.and_then(|e| e.idle_u95_w),
+        j_per_mib_u95: e.and_then(|e| e.j_per_mib_u95),
+        energy_low_confidence_reason: e.and_then(|e| e.low_confidence_reason.clone()).unwrap_or_default(),
     })
 }
 
@@ -103,6 +109,16 @@ pub fn batch(report: &ProbeReport, energy: Option<&ProbeEnergy>) -> v1::Batch {
     let mut b = v1::Batch::default();
     if let Some(i) = energy.and_then(|e| e.idle.as_ref()) {
         b.idle_profiles.push(idle_profile(report, i, &device));
+    }
+    for (k, n) in energy.map(|e| e.notices.as_slice()).unwrap_or_default().iter().enumerate() {
+        b.events.push(v1::Event {
+            time_ns: i64::try_from(report.started_ns).unwrap_or(i64::MAX).saturating_sub(1 + k as i64),
+            kind: n.kind.clone(),
+            severity: v1::Severity::Warning as i32,
+            device: device.clone(),
+            message: n.message.clone(),
+            attributes: Default::default(),
+        });
     }
     for r in &report.runs {
         match probe_run(report, r, &device, energy) {

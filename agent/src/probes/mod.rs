@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 pub use values::{PlanOverrides, ValuesProfile};
 use wattflip_drives::CommandRunner;
+use wattflip_energy::UnixNanos;
 use wattflip_uflip::{self as uflip, Bench, FormatKind, Observer, PlanOptions, ProbeReport, RunResult, RunSpec, TargetOptions};
 
 /// Everything `wattflip-agent probe` was asked for.
@@ -188,6 +189,9 @@ pub struct EnergyOptions {
     pub period: Duration,
     /// Idle recorded before the first run: the baseline of every run.
     pub idle: Duration,
+    /// Wait between preparing the target (creating, filling, growing it) and the idle window, so
+    /// the baseline is not the device's write-back of the fill (docs/energy-method.md §3).
+    pub settle: Duration,
     /// Recorded after the last run, so its background work is seen.
     pub tail: Duration,
     /// Zone to attribute energy to (default: the most drive-specific available; never a CPU zone
@@ -195,6 +199,9 @@ pub struct EnergyOptions {
     pub zone: Option<String>,
     /// nvme-cli settings, for the datasheet estimate of an NVMe target.
     pub drives: crate::drives::config::DrivesConfig,
+    /// `--energy-target`: the relative 95 % half-width a run's energy should reach (0.02 = 2 %);
+    /// runs that do not are `low_confidence` with the reason. `None`: off.
+    pub energy_target: Option<f64>,
 }
 
 /// `/dev/nvme0n1` → `/dev/nvme0`: the controller that answers admin commands for a namespace.
@@ -261,10 +268,40 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
         return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
     }
-    let recorder = crate::energy::live::PowerRecorder::start(found.power, e.period, host.clock);
+    run_probe_recorded(a, show_progress, e, found.power, host)
+}
+
+/// [`run_probe_measured`] with the power `sensors` already found: prepares the target (creation,
+/// fill, growth) first, lets the device settle for `e.settle`, records the idle window, then runs
+/// the probe, so the idle baseline is the idle device's and never the fill's (issue 37).
+pub fn run_probe_recorded(
+    a: &ProbeArgs,
+    show_progress: bool,
+    e: &EnergyOptions,
+    sensors: Vec<Box<dyn crate::sensors::PowerSensor>>,
+    host: &Host,
+) -> Result<Measured, ProbeCmdError> {
+    let prepared_from = host.clock.utc_now();
+    let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
+    let prepared_to = host.clock.utc_now();
+    let recorder = crate::energy::live::PowerRecorder::start(sensors, e.period, host.clock);
+    std::thread::sleep(e.settle);
+    let idle_from = host.clock.utc_now();
     std::thread::sleep(e.idle);
-    let live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
-    let report = run_probe(a, show_progress, Some(live));
+    let idle_to = host.clock.utc_now();
+    let prep = crate::energy::Preparation {
+        from_ns: prepared_from,
+        to_ns: prepared_to,
+        settle_s: e.settle.as_secs_f64(),
+        idle_from_ns: idle_from,
+        idle_to_ns: idle_to,
+    };
+    if let Some(t) = e.energy_target {
+        say_target(&recorder.live(), e, (idle_from, idle_to), t);
+    }
+    let mut live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
+    live.window = Some((idle_from, idle_to));
+    let report = run_probe_on(&target, a, show_progress, Some(live));
     std::thread::sleep(e.tail);
     let zones = recorder.stop();
     let report = report?;
@@ -277,12 +314,47 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
         }
     };
     let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
-    let Some(energy) = crate::energy::energy_of_recording(&report, zone, e.idle, datasheet) else {
+    let Some(mut energy) = crate::energy::energy_of_recording_in(
+        &report,
+        zone,
+        (UnixNanos(idle_from), UnixNanos(idle_to)),
+        e.kinds.update_period_of(&zone.source, &zone.zone),
+        datasheet,
+    ) else {
         let note = format!("{}: samples out of order", zone.label());
         return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: false });
     };
+    energy.preparation = Some(prep);
+    if let Some(t) = e.energy_target {
+        crate::energy::recorded::apply_target(&mut energy, t);
+    }
     let power = Some(zone.clone());
     Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones, energy_unmeasurable: false })
+}
+
+/// Prints, before the first run, what `--energy-target` asks of the source measured in the idle
+/// window: the shortest run it resolves to the target, or that its accuracy class cannot.
+fn say_target(live: &crate::energy::live::LivePower, e: &EnergyOptions, (from, to): (i64, i64), target: f64) {
+    let Some(z) = live.snapshot(e.zone.as_deref()) else { return };
+    let facts = crate::energy::source::resolve(&z, e.kinds.update_period_of(&z.source, &z.zone), from, to);
+    let m = crate::energy::uncertain::model_of_zone(&z, &facts, 0.0);
+    let (shortest, reachable) = crate::energy::recorded::shortest_run_for(&m, target);
+    if reachable {
+        println!(
+            "--energy-target {:.1} %: {} updates every {}; runs shorter than {:.3} s cannot reach it (they are low_confidence); runs are not lengthened",
+            target * 100.0,
+            z.label(),
+            facts.describe(),
+            shortest.as_secs_f64()
+        );
+    } else {
+        println!(
+            "--energy-target {:.1} %: {} (accuracy class ±{:.1} %) cannot reach it: every run is low_confidence",
+            target * 100.0,
+            z.label(),
+            m.accuracy * 100.0
+        );
+    }
 }
 
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
@@ -322,6 +394,11 @@ fn say_growth(path: &Path, from: u64, to: u64) {
 /// tails measured during this probe ([`pauses`]).
 pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
     let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
+    run_probe_on(&target, a, show_progress, live)
+}
+
+/// [`run_probe`] on a target already opened (and so already created and filled).
+fn run_probe_on(target: &uflip::Target, a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
     let options = plan_options(a, target.size);
     let planner = (a.pause == PauseChoice::Auto).then(|| {
         let stored = pauses::stored_tails(&a.out, &a.target).map(|t| t.0).unwrap_or_default();
@@ -340,8 +417,8 @@ pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTa
     bar.enable_steady_tick(Duration::from_millis(200));
     let mut progress = Progress { bar, planner };
     let report = match &a.stop {
-        Some(stop) => uflip::run_until(&target, &plan, &mut progress, stop),
-        None => uflip::run(&target, &plan, &mut progress),
+        Some(stop) => uflip::run_until(target, &plan, &mut progress, stop),
+        None => uflip::run(target, &plan, &mut progress),
     };
     progress.bar.finish_and_clear();
     let report = report?;

@@ -223,6 +223,9 @@ pub struct LiveTails {
     /// The idle window recorded before the first run: the baseline of every run, as in the
     /// probe's own energy analysis.
     pub idle: Duration,
+    /// The idle window as recorded (UTC ns), when the probe measured it on its own (after the
+    /// target was prepared and settled); otherwise the `idle` before the first run.
+    pub window: Option<(i64, i64)>,
     pub detect: RunDetectConfig,
     baseline: Option<Baseline>,
     analysed: usize,
@@ -232,7 +235,7 @@ pub struct LiveTails {
 
 impl LiveTails {
     pub fn new(power: LivePower, prefer: Option<String>, idle: Duration) -> LiveTails {
-        LiveTails { power, prefer, idle, detect: crate::energy::live_detect_config(), baseline: None, analysed: 0, previous: None }
+        LiveTails { power, prefer, idle, window: None, detect: crate::energy::live_detect_config(), baseline: None, analysed: 0, previous: None }
     }
 
     /// Analyses every run of `done` whose tail has ended (a later run has started) and was not
@@ -243,8 +246,9 @@ impl LiveTails {
             return;
         };
         if self.baseline.is_none() {
-            let to = ns(first.start_ns);
-            let from = UnixNanos(to.0 - i64::try_from(self.idle.as_nanos()).unwrap_or(0));
+            let before_first = ns(first.start_ns).0;
+            let (from, to) = self.window.unwrap_or((before_first - i64::try_from(self.idle.as_nanos()).unwrap_or(0), before_first));
+            let (from, to) = (UnixNanos(from), UnixNanos(to));
             self.baseline = self.power.since(self.prefer.as_deref(), from.0).and_then(|s| Baseline::from_window(&s, from, to, 3).ok());
         }
         let Some(baseline) = &self.baseline else {
@@ -409,6 +413,13 @@ mod tests {
             idle_band_w: None,
             coverage: None,
             low_confidence: false,
+            low_confidence_reason: None,
+            idle_unknown: false,
+            energy_u95_j: None,
+            energy_above_idle_u95_j: None,
+            background_u95_j: None,
+            idle_u95_w: None,
+            j_per_mib_u95: None,
             tail_cut: false,
             gap_samples: 0,
             baseline_source: "idle_window".into(),

@@ -6,6 +6,7 @@
 //! source; a new chart is a call to [`chart`] in the section that shows it.
 
 use super::model::{utc, DeviceRuns, PowerTrace, Report, Run};
+use super::ticks::{fmt_y, log_ticks};
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -66,6 +67,8 @@ struct ChartSpec<'a> {
     /// Draw markers on the points (sparse uFLIP values), not on dense time series.
     markers: bool,
     size: (u32, u32),
+    /// Per series, the relative 95 % half-width at each x (energy charts): drawn as error bars.
+    bars: Option<&'a Series>,
 }
 
 const CHART_SIZE: (u32, u32) = (560, 340);
@@ -112,38 +115,6 @@ fn coloured(data: &Series) -> Vec<Line<'_>> {
             (n.as_str(), p.as_slice(), c)
         })
         .collect()
-}
-
-fn fmt_y(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.1}")
-    } else if a >= 0.01 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.1e}")
-    }
-}
-
-/// 1-2-5 ticks inside [lo, hi] for a log axis (plotters labels only whole decades).
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let mut out = Vec::new();
-    if !(lo > 0.0 && hi.is_finite()) {
-        return out;
-    }
-    let mut decade = 10f64.powi(lo.log10().floor() as i32);
-    while decade <= hi {
-        for m in [1.0, 2.0, 5.0] {
-            let t = m * decade;
-            if t >= lo && t <= hi {
-                out.push(t);
-            }
-        }
-        decade *= 10.0;
-    }
-    out
 }
 
 /// A chart's axes: ranges padded, log scales where values span a decade, and tick positions.
@@ -223,11 +194,18 @@ fn chart(spec: &ChartSpec<'_>, data: &Series) -> Result<String, String> {
                     let band = BAND_COLOR.mix(0.25);
                     c.draw_series(std::iter::once(Rectangle::new([(a.max(x0), y0), (z.min(x1), y1)], band.filled()))).map_err(|e| e.to_string())?;
                 }
-                for &(_, pts, color) in &series {
+                for &(name, pts, color) in &series {
                     c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2))).map_err(|e| e.to_string())?;
                     if spec.markers {
                         c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
                     }
+                    let rel = spec.bars.and_then(|b| b.iter().find(|(n, _)| n == name)).map(|(_, r)| r.as_slice()).unwrap_or_default();
+                    let bar = |&(x, y): &(f64, f64)| {
+                        rel.iter()
+                            .find(|r| r.0 == x)
+                            .map(|r| ErrorBar::new_vertical(x, (y * (1.0 - r.1)).max(y0), y, y * (1.0 + r.1), color.stroke_width(1), 6))
+                    };
+                    c.draw_series(pts.iter().filter_map(bar)).map_err(|e| e.to_string())?;
                 }
             }};
         }
@@ -311,7 +289,20 @@ fn device_charts(h: &mut String, d: &DeviceRuns) {
             charts.push((format!("{bench}: background-work tail"), "tail after last IO (s)", Box::new(|r: &Run| r.background.as_ref().map(|b| b.duration_s))));
         }
         for (title, y, metric) in &charts {
-            let spec = ChartSpec { title, x_desc: &x_desc, y_desc: y, fmt_x: &fmt_x, x_at_values: true, band: None, markers: true, size: CHART_SIZE };
+            // Energy per IO and per MB carry the energy's relative 95 % half-width.
+            let rel = series(&runs, |r: &Run| r.probe.energy_u95_j.zip(r.probe.energy_j).filter(|(_, e)| *e > 0.0).map(|(u, e)| u / e));
+            let bars = y.contains("per IO") || y.contains("MB");
+            let spec = ChartSpec {
+                title,
+                x_desc: &x_desc,
+                y_desc: y,
+                fmt_x: &fmt_x,
+                x_at_values: true,
+                band: None,
+                markers: true,
+                size: CHART_SIZE,
+                bars: bars.then_some(&rel),
+            };
             push_chart(h, &spec, &series(&runs, metric));
         }
         h.push_str("</div>\n");
@@ -427,6 +418,7 @@ fn power_section(h: &mut String, report: &Report) {
         band,
         markers: false,
         size: WIDE_CHART_SIZE,
+        bars: None,
     };
     push_chart(h, &spec, &data);
     h.push_str("\n<table><tr><th class=l>channel</th><th>samples</th><th>mean W</th><th>max W</th></tr>\n");

@@ -8,3 +8,4 @@ pub mod folder;
 pub mod html;
 pub mod influx;
 pub mod model;
+mod ticks;

@@ -66,6 +66,8 @@ pub struct RawSources {
     pub ipmi: Option<bool>,
     pub ipmitool: Option<String>,
     pub command_timeout: Option<String>,
+    /// Zone (or `source:zone`) → how often its value changes, e.g. `"pmbus-i2c-3-58/pin" = "100ms"`.
+    pub update_periods: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `[sampling.power_intervals]`: each entry checked (1 ms ..= 1 s, IPMI no faster than 1 s).
@@ -93,8 +95,25 @@ pub fn sensor_kinds(sources: RawSources, l: &mut Loader) -> (SensorKinds, PathBu
             l,
         ),
         recheck: defaults.recheck,
+        update_periods: update_periods(sources.update_periods.unwrap_or_default(), l),
     };
     (kinds, sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")))
+}
+
+/// `[sources.update_periods]`: each a duration in 100µs..=60s (issue 37: a source's update period
+/// where sysfs does not give one).
+fn update_periods(raw: std::collections::BTreeMap<String, String>, l: &mut Loader) -> std::collections::BTreeMap<String, Duration> {
+    let mut out = std::collections::BTreeMap::new();
+    for (zone, v) in raw {
+        let key = format!("sources.update_periods.{zone}");
+        let Some(d) = parse_duration(&key, &v, l) else { continue };
+        if d < Duration::from_micros(100) || d > Duration::from_secs(60) {
+            l.problem(key, format!("{d:?} is outside 100µs..=60s"));
+            continue;
+        }
+        out.insert(zone, d);
+    }
+    out
 }
 
 /// `sampling.recheck_interval`: how often a kept-open sysfs attribute checks that its path still

@@ -169,6 +169,71 @@ pub fn scope(driver: &str, quantity: Quantity, channel: u32, label: &str) -> &'s
     }
 }
 
+/// Accuracy class of a power source (issue 37): the bound of its relative gain error, with the
+/// document it comes from. The uncertainty of every energy figure uses it
+/// (`docs/energy-method.md` §9); a driver without a row gets [`UNKNOWN_ACCURACY`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AccuracyRow {
+    /// hwmon `name` values, or a source name (`rapl`, `ipmi`, `trace`, `nvme_estimate`).
+    pub drivers: &'static [&'static str],
+    /// Bound of the relative error of power (0.01 = ±1 %).
+    pub class: f64,
+    /// Where the class comes from: datasheet or kernel document, with what it covers.
+    pub doc: &'static str,
+}
+
+/// The wide default for a source whose accuracy no document gives: ±10 %.
+pub const UNKNOWN_ACCURACY: f64 = 0.10;
+
+/// The accuracy-class column of the driver table: one row per driver family of [`TABLE`] that
+/// measures power or energy, and the sources outside hwmon. Shunt monitors: the chip's gain
+/// error plus a typical ±1 % shunt resistor (the board's, not the chip's; a better shunt is a
+/// config matter).
+pub const ACCURACY: &[AccuracyRow] = &[
+    AccuracyRow {
+        drivers: &["ina219", "ina220"],
+        class: 0.015,
+        doc: "https://www.ti.com/lit/ds/symlink/ina219.pdf (current error ±0.5 % max, B grade) + 1 % shunt",
+    },
+    AccuracyRow {
+        drivers: &["ina226", "ina230", "ina231", "ina260"],
+        class: 0.012,
+        doc: "https://www.ti.com/lit/ds/symlink/ina226.pdf (shunt gain error ±0.1 % max, bus ±0.1 %) + 1 % shunt",
+    },
+    AccuracyRow {
+        drivers: &["ina228", "ina237", "ina238", "ina700", "ina780", "sq52206"],
+        class: 0.012,
+        doc: "https://www.ti.com/lit/ds/symlink/ina238.pdf (gain error ±0.1 % max) + 1 % shunt",
+    },
+    AccuracyRow { drivers: &["ina3221"], class: 0.015, doc: "https://www.ti.com/lit/ds/symlink/ina3221.pdf (shunt gain error ±0.25 % max) + 1 % shunt" },
+    AccuracyRow {
+        drivers: &["pmbus", "acbel-fsg032", "bel-pfe", "crps", "dps920ab", "ibm-cffps", "inspur-ipsps"],
+        class: 0.05,
+        doc: "https://docs.kernel.org/hwmon/pmbus-core.html (READ_PIN accuracy is the supply's; PSU datasheets commonly give ±5 % at low load): ±5 %",
+    },
+    AccuracyRow {
+        drivers: &["power_meter"],
+        class: 0.05,
+        doc: "https://docs.kernel.org/hwmon/acpi_power_meter.html (power1_accuracy reports the meter's own figure; ±5 % where it is not read)",
+    },
+    AccuracyRow { drivers: &["amd_energy", "zenpower", "rapl"], class: UNKNOWN_ACCURACY, doc: "https://docs.kernel.org/hwmon/amd_energy.html, https://docs.kernel.org/power/powercap/powercap.html (modelled CPU counters; no accuracy given): wide default" },
+    AccuracyRow { drivers: &["amdgpu", "i915", "xe"], class: UNKNOWN_ACCURACY, doc: "https://docs.kernel.org/gpu/amdgpu/thermal.html (no accuracy given): wide default" },
+    AccuracyRow { drivers: &["ipmi"], class: UNKNOWN_ACCURACY, doc: "https://www.intel.com/content/dam/www/public/us/en/documents/technical-specifications/dcmi-v1-5-rev-spec.pdf (Get Power Reading gives no accuracy): wide default" },
+    AccuracyRow { drivers: &["trace"], class: 0.01, doc: "oscilloscope or data logger on a 1 % shunt (docs/hardware.md §4's setup): ±1 %" },
+    AccuracyRow { drivers: &["nvme_estimate"], class: 0.5, doc: "NVMe Identify Controller PSD max power: a ceiling, not a measurement (https://nvmexpress.org/specifications/): ±50 %" },
+];
+
+/// The accuracy class of a source: by its hwmon `driver`, else by its `source` name; with the
+/// row's document, or [`UNKNOWN_ACCURACY`] and "unknown".
+pub fn accuracy(source: &str, driver: &str) -> (f64, &'static str) {
+    ACCURACY
+        .iter()
+        .find(|r| r.drivers.contains(&driver))
+        .or_else(|| ACCURACY.iter().find(|r| r.drivers.contains(&source)))
+        .map(|r| (r.class, r.doc))
+        .unwrap_or((UNKNOWN_ACCURACY, "unknown: wide default"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +254,23 @@ mod tests {
                 assert!(!shadowed, "row {i} ({r:?}) is shadowed by {earlier:?}");
             }
         }
+    }
+
+    /// Every driver of the table that measures power or energy has an accuracy class with a
+    /// source, within (0, 1].
+    #[test]
+    fn every_power_driver_has_an_accuracy_class() {
+        for r in TABLE.iter().filter(|r| matches!(r.quantity, Power | Energy)) {
+            for d in r.drivers {
+                let row = ACCURACY.iter().find(|a| a.drivers.contains(d));
+                assert!(row.is_some(), "{d}: no accuracy class");
+            }
+        }
+        for a in ACCURACY {
+            assert!(a.class > 0.0 && a.class <= 1.0 && !a.doc.is_empty(), "{a:?}");
+        }
+        assert_eq!(accuracy("hwmon", "ina226"), (0.012, ACCURACY[1].doc));
+        assert_eq!(accuracy("rapl", "rapl").0, UNKNOWN_ACCURACY);
+        assert_eq!(accuracy("hwmon", "no-such-chip"), (UNKNOWN_ACCURACY, "unknown: wide default"));
     }
 }

@@ -214,11 +214,29 @@ pub struct SensorKinds {
     /// How often a kept-open sysfs attribute checks that its path still names the file it holds
     /// (`sampling.recheck_interval`, default [`RECHECK`]).
     pub recheck: std::time::Duration,
+    /// Update periods the operator declares per zone (`[sources.update_periods]`, keyed by the
+    /// zone or `source:zone`): how often the source's value changes, where sysfs does not say.
+    pub update_periods: std::collections::BTreeMap<String, std::time::Duration>,
+}
+
+impl SensorKinds {
+    /// The declared update period of the zone `source:zone`, if any.
+    pub fn update_period_of(&self, source: &str, zone: &str) -> Option<std::time::Duration> {
+        self.update_periods.get(&format!("{source}:{zone}")).or_else(|| self.update_periods.get(zone)).copied()
+    }
 }
 
 impl Default for SensorKinds {
     fn default() -> Self {
-        SensorKinds { rapl: true, hwmon: true, ipmi: false, ipmitool: "ipmitool".into(), command_timeout: std::time::Duration::from_secs(5), recheck: RECHECK }
+        SensorKinds {
+            rapl: true,
+            hwmon: true,
+            ipmi: false,
+            ipmitool: "ipmitool".into(),
+            command_timeout: std::time::Duration::from_secs(5),
+            recheck: RECHECK,
+            update_periods: Default::default(),
+        }
     }
 }
 

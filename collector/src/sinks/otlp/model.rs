@@ -52,6 +52,10 @@ pub const RUN_ENERGY: MetricDef = def("wattflip.probe_run.energy", "J", G, "Ener
 pub const RUN_BACKGROUND_ENERGY: MetricDef =
     def("wattflip.probe_run.background_energy", "J", G, "Energy above idle after a run's last IO completed (probe_run background_energy_j)");
 pub const RUN_J_PER_MIB: MetricDef = def("wattflip.probe_run.energy_per_mib", "J/MiBy", G, "Energy per MiB moved (probe_run j_per_mib)");
+pub const RUN_ENERGY_U95: MetricDef =
+    def("wattflip.probe_run.energy_u95", "J", G, "Half-width of the 95 % interval on a run's energy (probe_run energy_u95_j)");
+pub const RUN_J_PER_MIB_U95: MetricDef =
+    def("wattflip.probe_run.energy_per_mib_u95", "J/MiBy", G, "Half-width of the 95 % interval on a run's energy per MiB (probe_run j_per_mib_u95)");
 pub const THROTTLE_EPISODES: MetricDef =
     def("wattflip.throttle.episodes", "{episode}", Counter, "Thermal throttling episodes the collector detected (throttle_event), by drive and trigger");
 

@@ -312,7 +312,13 @@ fn probe_run(r: &v1::ProbeRun, out: &mut Vec<DataPoint>) {
         ("wattflip.value", format!("{}", r.value)),
         ("wattflip.varying", r.varying.clone()),
     ]);
-    for (m, v) in [(&RUN_ENERGY, r.energy_j), (&RUN_BACKGROUND_ENERGY, r.background_energy_j), (&RUN_J_PER_MIB, r.j_per_mib)] {
+    for (m, v) in [
+        (&RUN_ENERGY, r.energy_j),
+        (&RUN_BACKGROUND_ENERGY, r.background_energy_j),
+        (&RUN_J_PER_MIB, r.j_per_mib),
+        (&RUN_ENERGY_U95, r.energy_u95_j),
+        (&RUN_J_PER_MIB_U95, r.j_per_mib_u95),
+    ] {
         if let Some(v) = v {
             out.push(DataPoint { metric: m, attrs: attrs.clone(), time_ns: r.start_ns, start_ns: 0, value: v });
         }

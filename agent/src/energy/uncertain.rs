@@ -1,0 +1,135 @@
+//! Attaches a 95 % half-width to every energy figure of a probe (issue 37): the run's energy, its
+//! energy above idle, its background tail, its J/MiB, and the idle baseline, from the source's
+//! [`SourceModel`] (energy crate `uncertainty`, `docs/energy-method.md` §9). The live path builds
+//! the model from the recorded zone ([`model_of_zone`]); trace import from its sample period and
+//! its alignment residual ([`model_of_trace`], the residual 0 until the alignment reports one).
+//! A new figure gets its `*_u95` field on the record and its line in [`attach`].
+
+use super::live::ZoneSeries;
+use super::source::SourceFacts;
+use super::ProbeEnergy;
+use wattflip_energy::{IdleU, Joules, Nanos, Reporting, RunFigures, SourceModel, Watts};
+
+/// The model of a live zone: how it reports (a counter; `power*_average`, a moving average; a
+/// value updated more slowly than it is read, sample-and-hold; else instantaneous), its update
+/// and read periods and jitter as resolved and measured, the idle noise `noise_w`, and the
+/// driver table's accuracy class.
+pub fn model_of_zone(z: &ZoneSeries, facts: &SourceFacts, noise_w: f64) -> SourceModel {
+    let reporting = if z.is_counter() {
+        Reporting::Counter
+    } else if z.path.ends_with("_average") {
+        Reporting::MovingAverage
+    } else if facts.update_ns > facts.read_ns.saturating_mul(3) / 2 {
+        Reporting::SampleHold
+    } else {
+        Reporting::Instantaneous
+    };
+    let (accuracy, _) = crate::sensors::drivers::accuracy(&z.source, &z.driver);
+    SourceModel {
+        reporting,
+        update: Nanos(facts.update_ns),
+        read: Nanos(facts.read_ns),
+        jitter: Nanos(facts.jitter_ns),
+        // hwmon and powercap counters count µJ; power attributes are µW (the ABI's units), a
+        // BMC's DCMI reading whole watts.
+        resolution_j: Joules(if z.is_counter() { 1e-6 } else { 0.0 }),
+        resolution_w: Watts(match (z.is_counter(), z.source.as_str()) {
+            (true, _) => 0.0,
+            (false, "ipmi") => 1.0,
+            _ => 1e-6,
+        }),
+        noise: Watts(noise_w),
+        accuracy,
+        align: Nanos(0),
+    }
+}
+
+/// The model of an imported trace: each (decimated) sample the mean power over its `period`, the
+/// trace's accuracy class `accuracy` (a scope and shunt: `drivers::accuracy("trace", "")`), and
+/// the residual of its alignment with the probe (0 when none is known).
+pub fn model_of_trace(period: Nanos, noise_w: f64, align_residual: Nanos) -> SourceModel {
+    let (accuracy, _) = crate::sensors::drivers::accuracy("trace", "");
+    SourceModel {
+        reporting: Reporting::Instantaneous,
+        update: period,
+        read: period,
+        jitter: Nanos(0),
+        resolution_j: Joules(0.0),
+        resolution_w: Watts(0.0),
+        noise: Watts(noise_w),
+        accuracy,
+        align: align_residual,
+    }
+}
+
+/// Sets the half-widths of every run of `e` and of its idle baseline from `m`; `window` is the
+/// idle window's length (ns); `peak` gives a run's highest power over one update near it
+/// (from its start to one update after its end; `None`: its mean).
+pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn(i64, i64) -> Option<f64>) {
+    let baseline = e.idle.as_ref().map(|i| i.median_w).or_else(|| e.runs.first().map(|r| r.idle_baseline_w)).unwrap_or(0.0);
+    let idle = m.idle(Watts(baseline), window);
+    if let Some(i) = e.idle.as_mut() {
+        i.idle_u95_w = Some(idle.u95.0);
+    }
+    for r in &mut e.runs {
+        let mut f = figures(r);
+        if let (Some(a), Some(b)) = (r.trace_start_ns, r.trace_end_ns) {
+            f.peak = Watts(peak(a, b).unwrap_or(r.mean_w));
+        }
+        let u = m.run(&f, &IdleU { u95: idle.u95, statistical: idle.statistical });
+        r.energy_u95_j = Some(u.energy.0);
+        r.energy_above_idle_u95_j = (!r.idle_unknown).then_some(u.above_idle.0);
+        r.background_u95_j = Some(u.background.0);
+        r.idle_u95_w = (!r.idle_unknown).then_some(idle.u95.0);
+        // J/MiB is the energy over a fixed byte count: the energy's relative half-width.
+        r.j_per_mib_u95 = r.j_per_mib.filter(|_| r.energy_j > 0.0).map(|j| j * u.energy.0 / r.energy_j);
+    }
+    e.source_model = Some(*m);
+}
+
+/// The highest power `z` shows from `from` to one update (`span_ns`) and one read after `to`: a
+/// counter's over whole updates ([`super::source::binned`]), another source's highest reading.
+pub fn peak_of_zone(z: &ZoneSeries, span_ns: i64, from: i64, to: i64) -> Option<f64> {
+    let until = to.saturating_add(span_ns).saturating_add(i64::try_from(z.update_ns.min(1_000_000_000)).unwrap_or(0).min(span_ns));
+    if z.is_counter() {
+        let s = super::source::binned(z, from, until, span_ns)?;
+        return s.powers().iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max);
+    }
+    z.t.iter().zip(&z.watts).filter(|(t, w)| **t >= from && **t <= until && w.is_finite()).map(|(_, w)| *w).reduce(f64::max)
+}
+
+fn figures(r: &super::RunEnergyRecord) -> RunFigures {
+    let duration = r.trace_end_ns.zip(r.trace_start_ns).map(|(b, a)| u64::try_from(b - a).unwrap_or(0)).unwrap_or(0);
+    RunFigures {
+        duration: Nanos(duration),
+        energy: Joules(r.energy_j),
+        above_idle: Joules(r.energy_above_idle_j),
+        background: Joules(r.background_energy_j),
+        background_duration: Nanos((r.background_s * 1e9) as u64),
+        mean: Watts(r.mean_w),
+        baseline: Watts(r.idle_baseline_w),
+        peak: Watts(r.mean_w),
+        tail_cut: r.tail_cut,
+    }
+}
+
+/// Adds the residual of an imported trace's time alignment (after `--align` checked or corrected
+/// it) to every run's half-widths: a time error `residual` at each edge moves the run's step
+/// there by `step · residual`, combined in quadrature with what is there (independent terms).
+pub fn add_align_residual(e: &mut ProbeEnergy, residual: Nanos) {
+    let r = residual.0 as f64 * 1e-9;
+    for run in &mut e.runs {
+        let step = (run.mean_w - run.idle_baseline_w).abs();
+        // Two edges, each a uniform error of half-range step·r: u² = 2·(step·r)²/3.
+        let extra2 = 2.0 * (step * r).powi(2) / 3.0;
+        let widen = |u95: f64| wattflip_energy::uncertainty::K95 * ((u95 / wattflip_energy::uncertainty::K95).powi(2) + extra2).sqrt();
+        run.energy_u95_j = run.energy_u95_j.map(widen);
+        run.energy_above_idle_u95_j = run.energy_above_idle_u95_j.map(widen);
+        if let (Some(j), Some(u)) = (run.j_per_mib, run.energy_u95_j) {
+            run.j_per_mib_u95 = (run.energy_j > 0.0).then(|| j * u / run.energy_j);
+        }
+    }
+    if let Some(m) = e.source_model.as_mut() {
+        m.align = residual;
+    }
+}

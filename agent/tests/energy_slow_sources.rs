@@ -1,0 +1,127 @@
+//! Issue 37: sources slower than their reads. A hwmon energy counter that updates every 100 ms
+//! but has no `update_interval` (read every 5 ms, so 19 of 20 readings are 0 W), a counter that
+//! never moves in the idle window, and a power reading whose update period nothing gives — each
+//! against the truth generator's model (`agent/energy/tests/truth`, sharing no code with the agent).
+//! Before the fix the first gave a 0 W baseline and an invented "regular idle activity", the
+//! second a 0 W baseline, and short runs were judged by the read period alone.
+
+// Integration tests and their helpers: a panic with a message is the test's failure report
+// (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../energy/tests/truth/mod.rs"]
+mod truth;
+
+#[path = "support/simulated.rs"]
+mod simulated;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use simulated::{report_of, zone_of, Kind, T0};
+use truth::{MS, S};
+use wattflip_agent::energy::{energy_of_recording_in, source::UpdateFrom};
+use wattflip_energy::UnixNanos;
+
+const HWMON_100MS: Kind = Kind::Counter { update: 100 * MS, read: 5 * MS, source: "hwmon", driver: "ina238", class: 0.012 };
+
+/// A schedule with 2 s of idle before its first run (20 updates of the counter).
+fn schedule(seed: u64) -> truth::Schedule {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut s = truth::random_schedule(&mut rng, 12, (20.0, 3000.0), (50.0, 500.0), (1.0, 50.0));
+    for r in &mut s.runs {
+        r.first_submit += S;
+        r.last_complete += S;
+    }
+    s.lead += S;
+    s
+}
+
+fn window(s: &truth::Schedule) -> (UnixNanos, UnixNanos) {
+    (UnixNanos(T0 + s.lead - 2 * S + 10 * MS), UnixNanos(T0 + s.lead - 10 * MS))
+}
+
+#[test]
+fn a_slow_counter_without_update_interval_gets_its_period_measured_and_a_true_baseline() {
+    let sched = schedule(37);
+    let model = sched.model(37);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut z = zone_of(HWMON_100MS, &model, 1.0, sched.duration(), &mut rng);
+    // The driver has no update_interval: nothing tells the agent it updates every 100 ms.
+    z.update_ns = 0;
+    let e = energy_of_recording_in(&report_of(&sched), &z, window(&sched), None, None).unwrap();
+    let f = e.source_facts.unwrap();
+    assert_eq!(f.update_from, UpdateFrom::Measured, "{f:?}");
+    assert!((f.update_ns as i64 - 100 * MS).abs() < 2 * MS, "measured update period {f:?}");
+    let idle = e.idle.as_ref().expect("idle profile");
+    // The truth's idle power; the counter's µJ steps and one update's phase at each end of the
+    // 2 s window leave at most a few per mille.
+    let rel = (idle.median_w - sched.idle_w) / sched.idle_w;
+    assert!(rel.abs() < 0.01, "idle {} W vs truth {} W", idle.median_w, sched.idle_w);
+    assert_eq!(idle.activity_period_s, None, "no regular idle activity in a flat idle: {idle:?}");
+    for r in &e.runs {
+        assert!((r.idle_baseline_w - sched.idle_w).abs() / sched.idle_w < 0.01, "run {}: baseline {} W", r.run_id, r.idle_baseline_w);
+        let len = r.trace_end_ns.unwrap() - r.trace_start_ns.unwrap();
+        let by_update = r.low_confidence_reason.as_deref().is_some_and(|w| w.contains("update periods of the source (100."));
+        assert_eq!(by_update, len < S, "run {} of {} ms: {:?}", r.run_id, len / MS, r.low_confidence_reason);
+    }
+    assert!(e.runs.iter().any(|r| r.low_confidence) && e.runs.iter().any(|r| !r.low_confidence), "a mix of run lengths");
+}
+
+#[test]
+fn a_counter_that_never_moves_in_the_idle_window_has_an_unknown_baseline_not_0_w() {
+    let sched = schedule(38);
+    let model = sched.model(38);
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let mut z = zone_of(HWMON_100MS, &model, 1.0, sched.duration(), &mut rng);
+    // Frozen until the first run: every idle reading holds no energy.
+    let first = T0 + sched.runs[0].first_submit;
+    for (t, w) in z.t.iter().zip(z.watts.iter_mut()) {
+        if *t < first {
+            *w = 0.0;
+        }
+    }
+    let report = report_of(&sched);
+    let e = energy_of_recording_in(&report, &z, window(&sched), None, None).unwrap();
+    assert!(e.idle.is_none(), "{:?}", e.idle);
+    assert_eq!(e.notices.iter().map(|n| n.kind.as_str()).collect::<Vec<_>>(), vec!["source_counter_stuck"]);
+    assert!(e.notices[0].message.contains("did not change in the idle window"), "{:?}", e.notices);
+    for r in &e.runs {
+        assert!(r.idle_unknown && r.low_confidence, "run {}", r.run_id);
+        assert!(r.low_confidence_reason.as_deref().unwrap().contains("idle baseline unknown"), "{:?}", r.low_confidence_reason);
+    }
+    let b = wattflip_agent::probes::convert::batch(&report, Some(&e));
+    let with_energy: Vec<_> = b.probe_runs.iter().filter(|p| p.energy_j.is_some()).collect();
+    assert_eq!(with_energy.len(), e.runs.len());
+    for p in with_energy {
+        assert_eq!((p.idle_baseline_w, p.energy_above_idle_j, p.idle_u95_w, p.energy_above_idle_u95_j), (None, None, None, None), "{}", p.run_id);
+    }
+    assert_eq!(b.events.iter().filter(|ev| ev.kind == "source_counter_stuck").count(), 1);
+    assert!(wattflip_agent::energy::summary_table(&e).contains("warning [source_counter_stuck]"));
+}
+
+#[test]
+fn a_power_reading_whose_update_period_nothing_gives_is_named_and_every_run_flagged() {
+    let sched = schedule(39);
+    let model = sched.model(39);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let kind = Kind::SampleHold { update: 100 * MS, read: 5 * MS, source: "hwmon", driver: "pmbus", class: 0.05 };
+    let mut z = zone_of(kind, &model, 1.0, sched.duration(), &mut rng);
+    z.update_ns = 0;
+    // A flat idle read as one value: no change to measure a period from.
+    let first = T0 + sched.runs[0].first_submit;
+    let idle = z.watts[0];
+    for (t, w) in z.t.iter().zip(z.watts.iter_mut()) {
+        if *t < first {
+            *w = idle;
+        }
+    }
+    let report = report_of(&sched);
+    let e = energy_of_recording_in(&report, &z, window(&sched), None, None).unwrap();
+    assert_eq!(e.source_facts.unwrap().update_from, UpdateFrom::Unknown);
+    assert_eq!(e.notices.iter().map(|n| n.kind.as_str()).collect::<Vec<_>>(), vec!["source_update_period_unknown"]);
+    assert!(e.runs.iter().all(|r| r.low_confidence_reason.as_deref().is_some_and(|w| w.contains("source update period unknown"))));
+    // Declared in the config, it is known.
+    let e = energy_of_recording_in(&report, &z, window(&sched), Some(std::time::Duration::from_millis(100)), None).unwrap();
+    assert_eq!(e.source_facts.unwrap().update_from, UpdateFrom::Declared);
+    assert!(e.notices.is_empty(), "{:?}", e.notices);
+}
