@@ -140,6 +140,8 @@ fn align_auto_corrects_to_a_residual_of_0_1_ms_and_0_01_percent() {
         let dir = tempfile::tempdir().unwrap();
         let trace = folder(dir.path(), 12, start, rate);
         let (ok, stdout, stderr) = import(dir.path(), &trace, &["--align", "auto"]);
+        // The messages, for the record (`--nocapture`).
+        eprintln!("{label}:\n{}", stdout.lines().filter(|l| l.contains("align")).collect::<Vec<_>>().join("\n"));
         if ok {
             problems.extend(check_runs(label, dir.path(), 12, &stdout));
         } else {

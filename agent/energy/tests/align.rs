@@ -208,6 +208,7 @@ fn offsets_of_minus_3_to_plus_3_ms_are_estimated_from_the_rises_there_and_refuse
         let c = case(sched.clone(), Clock { offset: off_us * 1000, rate: 0.0 }, 11);
         let (truth_o, _) = truth_alignment(&c.sched, Clock { offset: off_us * 1000, rate: 0.0 });
         let text = c.est.describe();
+        eprintln!("{off_us} µs: {text}");
         let runs = text.split_once("from ").and_then(|(_, r)| r.split_whitespace().next()?.parse::<usize>().ok());
         if (c.est.offset_ns - truth_o).abs() > 100_000.0
             || c.est.acceptable() != (-1e5..=1e6).contains(&truth_o)
@@ -233,6 +234,7 @@ fn far_offsets_and_rate_errors_are_refused_naming_the_estimate() {
         let c = case(sched.clone(), clock, 13);
         let (o, e) = truth_alignment(&c.sched, clock);
         let text = c.est.describe();
+        eprintln!("{clock:?}: {text}");
         let claimed = text.split_once("from ").and_then(|(_, r)| r.split_whitespace().next()?.parse::<usize>().ok()).unwrap_or(0);
         if c.est.acceptable() || (c.est.offset_ns - o).abs() > 2e6 || (c.est.rate_error - e).abs() > 5e-4 || claimed > visible + COUNT_SLACK {
             problems.push(format!("{clock:?} (truth {:+.3} ms, {:+.4} %; {visible} rises visible): {text}", o / 1e6, e * 100.0));
