@@ -389,3 +389,72 @@ fn pause_rises(series: &PowerSeries, runs: &[RunInfo], analysis: &ProbeAnalysis,
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An estimate from `runs` rises, `in_pause` of them in pauses, at offset `o_us` and rate `e`.
+    fn est(o_us: f64, e: f64, runs: usize, in_pause: usize, basis: AlignBasis) -> Alignment {
+        Alignment {
+            reference: UnixNanos(0),
+            offset_ns: o_us * 1e3,
+            rate_error: e,
+            rate_estimated: runs >= MIN_RUNS,
+            runs,
+            in_pause,
+            covered: 12,
+            basis,
+            spread_ns: 2e3,
+        }
+    }
+
+    #[test]
+    fn auto_is_done_only_on_rises_within_0_1_ms_and_0_01_percent_none_early() {
+        let done = |a: Alignment| matches!(a.auto_step(1), AutoStep::Done(_));
+        assert!(done(est(41.0, 6e-6, 10, 0, AlignBasis::Rises)));
+        assert!(done(est(-99.0, -9e-5, 10, 2, AlignBasis::Rises)), "2 of 10 in pauses is not an early clock");
+        assert!(!done(est(-3.0, 0.0, 10, 6, AlignBasis::Rises)), "6 of 10 rises before their submits: correct again");
+        assert!(!done(est(101.0, 0.0, 10, 0, AlignBasis::Rises)));
+        assert!(!done(est(0.0, 1.1e-4, 10, 0, AlignBasis::Rises)));
+        // Two rises: the offset alone, within 0.1 ms, is done (the rate not checked).
+        let two = est(40.0, 0.0, 2, 0, AlignBasis::Rises);
+        assert_eq!(two.auto_step(0), AutoStep::Done(two.residual()));
+        assert!(!two.residual().rate_checked);
+    }
+
+    #[test]
+    fn auto_refuses_a_coarse_confirmation_and_too_many_rounds_naming_why() {
+        let AutoStep::Refuse(why) = est(0.0, 0.0, 0, 0, AlignBasis::Coarse).auto_step(2) else { panic!("a coarse estimate cannot confirm 0.1 ms") };
+        assert!(why.contains("after 2 corrections no run's rise is found"), "{why}");
+        let AutoStep::Refuse(why) = est(300.0, 0.0, 10, 0, AlignBasis::Rises).auto_step(AUTO_ROUNDS) else { panic!("rounds are bounded") };
+        assert!(why.contains("still beyond ±0.1 ms, ±0.01 % after 6 corrections: offset +0.300 ms"), "{why}");
+        assert_eq!(est(300.0, 0.0, 10, 0, AlignBasis::Rises).auto_step(AUTO_ROUNDS - 1), AutoStep::Correct);
+    }
+
+    #[test]
+    fn check_refuses_an_early_clock_beyond_0_1_ms_and_names_the_rises_used() {
+        // 0.46 ms early, 75 of 76 rises in pauses (the 106-run schedule's figures): refused,
+        // though within ±1 ms; the same offset late is accepted.
+        let early = est(-460.0, 0.0, 76, 75, AlignBasis::Rises);
+        assert!(!early.acceptable());
+        assert!(early.describe().contains("from 76 runs' rises, spread 0.002 ms; 75 of these rises lie in the pause"), "{}", early.describe());
+        assert!(est(460.0, 0.0, 76, 0, AlignBasis::Rises).acceptable());
+        assert!(est(-60.0, 0.0, 76, 75, AlignBasis::Rises).acceptable());
+        let two = est(40.0, 0.0, 2, 0, AlignBasis::Rises);
+        assert!(two.describe().contains("rate not estimated (from 2 runs' rises"), "{}", two.describe());
+        let coarse = est(1500.0, 0.0, 0, 0, AlignBasis::Coarse);
+        assert!(coarse.describe().contains("coarse search over 12 runs' activity, no run's rise usable"), "{}", coarse.describe());
+    }
+
+    #[test]
+    fn the_residual_shifts_an_edge_by_the_offset_and_the_rate_over_the_time_since_the_reference() {
+        let a = Alignment { reference: UnixNanos(1_000_000_000), ..est(40.0, 1e-5, 10, 0, AlignBasis::Rises) };
+        let r = a.residual();
+        // 40 µs at the reference, + 1e-5 × 2 s = 20 µs two seconds later.
+        assert_eq!(r.shift_at(UnixNanos(3_000_000_000)), ClockOffset(60_000.0));
+        assert_eq!((r.offset, r.rate_error, r.rate_checked), (ClockOffset(40_000.0), RateError(1e-5), true));
+        // The correction leaves the rises 50 µs after their submits.
+        assert_eq!(a.correction().offset_ns, -10_000.0);
+    }
+}
