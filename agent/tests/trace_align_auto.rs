@@ -172,3 +172,26 @@ fn exactly_aligned_traces_are_never_refused_the_two_run_schedule_included() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A CSV whose time column runs 0.03 % slow: within `check`'s 0.05 % (accepted, rate named), but
+/// `auto` cannot rescale a CSV's time column, so it refuses naming that reason instead of going
+/// round its corrections.
+#[test]
+fn align_auto_refuses_a_csv_rate_error_it_cannot_correct_naming_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = folder(dir.path(), 12, 0, 0.0);
+    let samples: Vec<f32> = std::fs::read(&raw).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let mut csv = String::from("time_s,v_shunt\n");
+    for (k, v) in samples.iter().enumerate() {
+        csv.push_str(&format!("{:.7},{v:e}\n", k as f64 / (RATE * 1.0003)));
+    }
+    let path = dir.path().join("trace.csv");
+    std::fs::write(&path, csv).unwrap();
+    let (_, _, t0) = schedule(12);
+    let origin = t0.to_string();
+    let args = ["--shunt-ohms", "0.05", "--supply-volts", "12", "--time-origin-ns", origin.as_str()];
+    let (ok, stdout, stderr) = import(dir.path(), &path, &[&args[..], &["--align", "auto"]].concat());
+    assert!(!ok, "a CSV 0.03 % off was accepted by auto:\n{stdout}");
+    assert!(stderr.contains("a CSV's time column cannot be rescaled and its rate error stays beyond ±0.01 %: offset"), "{stdout}\n{stderr}");
+    assert!(!dir.path().join("energy.jsonl").exists(), "nothing written on refusal");
+}

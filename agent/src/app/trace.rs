@@ -183,8 +183,15 @@ fn aligned(
             AUTO_MAX_RATE_ERROR * 100.0,
             a.describe()
         );
-        println!("aligned: corrected by {} (rises put {} ms after their first submits)", a.describe(), AUTO_RISE_MARGIN.0 as f64 / 1e6);
-        applied.push(a.correction());
+        println!(
+            "aligned: corrected by {} (rises put {} ms after their first submits{})",
+            a.describe(),
+            AUTO_RISE_MARGIN.0 as f64 / 1e6,
+            if is_csv { "; a CSV: its origin only" } else { "" }
+        );
+        // A CSV's origin is moved to put the rises right at the first run; moving it as if the rate
+        // were rescaled too would leave the rate's drift since the origin as an offset.
+        applied.push(if is_csv { wattflip_energy::Alignment { rate_error: 0.0, ..a.correction() } } else { a.correction() });
         let (series, _, mut fine) = crate::energy::trace::import_corrected(file, csv, &applied)?;
         energy = analyse(&series, fine.as_mut())?;
     }
