@@ -50,9 +50,6 @@ pub enum TraceCommand {
     },
 }
 
-/// Corrections `--align auto` applies at most (a coarse one, then from the runs' rises).
-const ALIGN_ROUNDS: usize = 3;
-
 /// `trace import`.
 pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     let TraceCommand::Import { file, input, run, shunt_ohms, supply_volts, time_unit, time_origin_ns, datasheet_w, collector, config, align } = t;
@@ -90,7 +87,7 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
         crate::energy::analyze_trace(&report, series, idle, &source, &detect, datasheet_w, fine)
             .with_context(|| format!("{}: second pass over the trace", file.display()))
     };
-    let mut energy = aligned(&file, &csv, auto, analyse(&series, fine.as_mut())?, analyse)?;
+    let (mut energy, applied) = aligned(&file, &csv, auto, analyse(&series, fine.as_mut())?, analyse)?;
     if let Some(a) = &energy.alignment {
         println!("alignment: {}", a.describe());
     }
@@ -118,7 +115,10 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     }
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let only = wattflip_uflip::ProbeReport { runs: report.runs.iter().filter(|r| energy.for_run(r.run_id).is_some()).cloned().collect(), ..report.clone() };
-    let written = crate::report::folder::write_energy(&input, &only, &energy, &tags)?;
+    let mut written = crate::report::folder::write_energy(&input, &only, &energy, &tags)?;
+    if let Some(a) = &energy.alignment {
+        written.push(write_alignment(&input, &file, a, &applied)?);
+    }
     println!("wrote {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     if let Some(url) = collector {
         send_results(&url, &cfg, vec![crate::probes::convert::batch(&only, Some(&energy))], &input, "trace")?;
@@ -126,35 +126,74 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `alignment.json` in the result folder: the corrections applied and the residual left (the last
+/// estimate, not corrected), for the energy's uncertainty.
+fn write_alignment(
+    dir: &std::path::Path,
+    file: &std::path::Path,
+    a: &wattflip_energy::Alignment,
+    applied: &[wattflip_energy::Alignment],
+) -> anyhow::Result<PathBuf> {
+    let doc = serde_json::json!({
+        "trace": file.display().to_string(),
+        "corrections": applied.iter().map(|c| c.describe()).collect::<Vec<_>>(),
+        "estimate": a.describe(),
+        "residual": a.residual(),
+    });
+    let path = dir.join("alignment.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
 /// The analysis `first`, its alignment checked, not assumed: beyond the bounds the import is
-/// refused naming the estimate, or (`auto`) the trace is corrected and analysed again, each round
-/// on the trace as corrected so far.
+/// refused naming the estimate; with `auto` the trace is corrected and analysed again, each round
+/// on the trace as corrected so far, until the runs' rises confirm a residual within
+/// `AUTO_MAX_OFFSET` and `AUTO_MAX_RATE_ERROR`, or refused naming why not.
 fn aligned(
     file: &std::path::Path,
     csv: &crate::energy::trace::CsvCircuit,
     auto: bool,
     first: crate::energy::ProbeEnergy,
     analyse: impl Fn(&wattflip_energy::PowerSeries, &mut dyn wattflip_energy::FineSamples) -> anyhow::Result<crate::energy::ProbeEnergy>,
-) -> anyhow::Result<crate::energy::ProbeEnergy> {
+) -> anyhow::Result<(crate::energy::ProbeEnergy, Vec<wattflip_energy::Alignment>)> {
+    use wattflip_energy::align::{AutoStep, AUTO_MAX_RATE_ERROR, AUTO_RISE_MARGIN};
     let mut energy = first;
     let mut applied = Vec::new();
-    while let Some(a) = energy.alignment.filter(|a| energy.refused.is_none() && !a.acceptable()) {
+    let is_csv = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    while let Some(a) = energy.alignment.filter(|_| energy.refused.is_none()) {
+        if !auto {
+            anyhow::ensure!(
+                a.acceptable(),
+                "{}: trace not aligned with the probe: {}; fix --time-origin-ns / start_time_utc_ns / sample_rate_hz, or pass --align auto to correct it; nothing was written",
+                file.display(),
+                a.describe()
+            );
+            break;
+        }
+        match a.auto_step(applied.len()) {
+            AutoStep::Done(_) => break,
+            AutoStep::Refuse(why) => anyhow::bail!("{}: --align auto: {why}; nothing was written", file.display()),
+            AutoStep::Correct => {}
+        }
+        // A CSV's time column cannot be rescaled: only its origin moves, so a rate error stays.
         anyhow::ensure!(
-            auto,
-            "{}: trace not aligned with the probe: {}; fix --time-origin-ns / start_time_utc_ns / sample_rate_hz, or pass --align auto to correct it; nothing was written",
+            !(is_csv && !applied.is_empty() && a.rate_estimated && a.rate_error.abs() > AUTO_MAX_RATE_ERROR),
+            "{}: --align auto: a CSV's time column cannot be rescaled and its rate error stays beyond ±{} %: {}; convert it to raw f32 with a sidecar, or use --align check; nothing was written",
             file.display(),
+            AUTO_MAX_RATE_ERROR * 100.0,
             a.describe()
         );
-        anyhow::ensure!(
-            applied.len() < ALIGN_ROUNDS,
-            "{}: still not aligned after {ALIGN_ROUNDS} corrections: {}; nothing was written",
-            file.display(),
-            a.describe()
+        println!(
+            "aligned: corrected by {} (rises put {} ms after their first submits{})",
+            a.describe(),
+            AUTO_RISE_MARGIN.0 as f64 / 1e6,
+            if is_csv { "; a CSV: its origin only" } else { "" }
         );
-        applied.push(a);
-        println!("aligned: corrected by {}", a.describe());
+        // A CSV's origin is moved to put the rises right at the first run; moving it as if the rate
+        // were rescaled too would leave the rate's drift since the origin as an offset.
+        applied.push(if is_csv { wattflip_energy::Alignment { rate_error: 0.0, ..a.correction() } } else { a.correction() });
         let (series, _, mut fine) = crate::energy::trace::import_corrected(file, csv, &applied)?;
         energy = analyse(&series, fine.as_mut())?;
     }
-    Ok(energy)
+    Ok((energy, applied))
 }
