@@ -109,29 +109,9 @@ pub struct ProbeCli {
     /// Do not record power during the probe.
     #[arg(long)]
     pub no_power: bool,
-    /// Run the efficiency preset instead of uFLIP (docs/efficiency.md): ready idle, random 4 KiB
-    /// read and write, sequential 128 KiB read and write, mixed 70/30, each until stable.
-    #[arg(long, conflicts_with_all = ["ladder", "calibrate", "no_power"])]
-    pub efficiency: bool,
-    /// Length of one efficiency window (each window is one uFLIP run, or a wait for idle).
-    #[arg(long, default_value = "1s")]
-    pub efficiency_window: humantime::Duration,
-    /// Windows in a measurement interval (the trailing ones tested for stability).
-    #[arg(long, default_value_t = 10)]
-    pub efficiency_windows: usize,
-    /// Time budget per phase: a phase not stable by then is reported unstable, without figures.
-    #[arg(long, default_value = "2m")]
-    pub efficiency_budget: humantime::Duration,
-    /// Stability band: every window within this percentage of the interval's mean.
-    #[arg(long, default_value_t = 5.0)]
-    pub efficiency_band: f64,
-    /// Trend tolerance: a significant trend counts when it changes the efficiency by more than
-    /// this percentage over the interval.
-    #[arg(long, default_value_t = 2.0)]
-    pub efficiency_trend: f64,
-    /// Capacity for idle W/TB and GB/W when the target is a file (a device's is its size).
-    #[arg(long)]
-    pub capacity: Option<String>,
+    /// The efficiency preset's flags (`--efficiency`, `--efficiency-*`, `--capacity`).
+    #[command(flatten)]
+    pub eff: super::efficiency::EfficiencyCli,
 }
 
 /// `probe`: the uFLIP probe (or `--calibrate`, or `--ladder`) with power recorded, its result
@@ -164,8 +144,9 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     if p.ladder {
         return ladder(&p, &args, size, &cfg, &energy_opts, &host);
     }
-    if p.efficiency {
-        return super::efficiency::command(&p, size, &cfg, &energy_opts, &host);
+    if p.eff.efficiency {
+        let target = super::efficiency::Target { path: p.target.clone(), size, destroy_consent: p.destroy_consent.clone(), seed: p.seed, out: p.out.clone() };
+        return super::efficiency::command(&p.eff, &target, &cfg, &energy_opts, &host);
     }
     let measured = probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", &host)?;
     let batches = if p.collector.is_some() { convert::batches(&measured) } else { Vec::new() };

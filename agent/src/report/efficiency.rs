@@ -85,7 +85,7 @@ pub fn points(r: &EfficiencyReport, tags: &HostTags) -> Vec<Point> {
                 energy_source: r.energy_source.clone(),
                 probe_id: r.started_ns.to_string(),
                 windows: p.windows_run as u64,
-                interval_s: p.interval_start_ns.zip(p.interval_end_ns).map(|(a, b)| (b - a) as f64 / 1e9),
+                interval_s: p.interval_start_ns.zip(p.interval_end_ns).filter(|_| p.verdict == "stable").map(|(a, b)| (b - a) as f64 / 1e9),
                 max_deviation: Some(a.max_deviation),
                 trend_change: Some(a.trend_change),
                 metrics: metric_fields(p),
