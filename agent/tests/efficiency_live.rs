@@ -39,6 +39,7 @@ fn the_preset_on_a_file_reports_the_fixtures_known_power_and_its_own_rates() {
             budget: PhaseBudget { window: Duration::from_millis(60), budget: Duration::from_secs(2) },
         },
         profiles: Profile::ALL.to_vec(),
+        stop: None,
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     let r = run(&args, &energy_options(&root), &host).unwrap();
@@ -89,6 +90,7 @@ fn without_a_drive_side_source_every_phase_is_not_measured_and_has_no_figures() 
             budget: PhaseBudget { window: Duration::from_millis(20), budget: Duration::from_secs(1) },
         },
         profiles: vec![Profile::ReadyIdle, Profile::RandomRead4k],
+        stop: None,
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     let r = run(&args, &energy_options(&root), &host).unwrap();
@@ -96,4 +98,39 @@ fn without_a_drive_side_source_every_phase_is_not_measured_and_has_no_figures() 
     for p in &r.phases {
         assert_eq!((p.verdict, p.windows_run, p.idle.is_none(), p.active.is_none()), ("not_measured", 3, true, true), "{p:?}");
     }
+}
+
+#[test]
+fn scheduled_efficiency_probes_are_configured_in_probes_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |text: &str| {
+        let path = dir.path().join("agent.toml");
+        std::fs::write(&path, format!("agent_id = \"a\"\n[tls]\ninsecure_plaintext_loopback_only = true\n{text}")).unwrap();
+        wattflip_agent::config::Config::from_file(&path)
+    };
+    let c = write(
+        "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\nefficiency = true\nefficiency_window = \"2s\"\nefficiency_windows = 6\nefficiency_band = 3.0\ncapacity = \"4TB\"\n\
+         [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\n",
+    )
+    .unwrap();
+    let e = c.probes[0].efficiency.expect("efficiency = true");
+    assert_eq!((e.options.budget.window, e.options.budget.budget, e.capacity), (Duration::from_secs(2), Duration::from_secs(120), Some(4_000_000_000_000)));
+    assert_eq!((e.options.stability.min_windows, e.options.stability.band, e.options.stability.max_trend), (6, 0.03, 0.02));
+    assert!(c.probes[1].efficiency.is_none());
+    let err = write(
+        "[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\nefficiency = true\nefficiency_windows = 2\n\
+         [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\nefficiency_band = 3.0\n\
+         [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/z\"\nefficiency = true\npower = false\nefficiency_budget = \"5s\"\n",
+    )
+    .unwrap_err();
+    let got: Vec<(&str, &str)> = err.problems.iter().map(|p| (p.path.as_str(), p.message.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("probes[0].efficiency_windows", "2: an interval needs at least 3 windows (a trend needs a residual)"),
+            ("probes[1].efficiency_band", "has no effect without efficiency = true"),
+            ("probes[2].efficiency", "measures power: it needs power recording (remove power = false)"),
+            ("probes[2].efficiency_budget", "5s is shorter than one interval (10 windows of 1s)"),
+        ]
+    );
 }

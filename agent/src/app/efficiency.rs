@@ -4,8 +4,7 @@
 
 use crate::config::Config;
 use crate::probes::efficiency::run::{self as eff, EfficiencyArgs};
-use crate::probes::efficiency::stability::StabilityConfig;
-use crate::probes::efficiency::{EfficiencyOptions, PhaseBudget, Profile};
+use crate::probes::efficiency::{EfficiencyOptions, Profile};
 use crate::probes::{self, EnergyOptions, Host};
 
 /// The preset's flags, part of `probe`'s command line.
@@ -47,28 +46,8 @@ pub struct Target {
 
 /// The preset's settings from the command line, each checked with the flag named.
 pub fn options(p: &EfficiencyCli) -> anyhow::Result<EfficiencyOptions> {
-    anyhow::ensure!(
-        p.efficiency_windows >= 3,
-        "--efficiency-windows {}: an interval needs at least 3 windows (a trend needs a residual)",
-        p.efficiency_windows
-    );
-    for (flag, v) in [("--efficiency-band", p.efficiency_band), ("--efficiency-trend", p.efficiency_trend)] {
-        anyhow::ensure!(v.is_finite() && v > 0.0 && v < 100.0, "{flag} {v}: a percentage above 0 and below 100");
-    }
-    let window: std::time::Duration = p.efficiency_window.into();
-    let budget: std::time::Duration = p.efficiency_budget.into();
-    anyhow::ensure!(!window.is_zero(), "--efficiency-window: must be longer than 0");
-    anyhow::ensure!(
-        budget >= window * p.efficiency_windows as u32,
-        "--efficiency-budget {}: shorter than one interval ({} windows of {})",
-        p.efficiency_budget,
-        p.efficiency_windows,
-        p.efficiency_window
-    );
-    Ok(EfficiencyOptions {
-        stability: StabilityConfig { min_windows: p.efficiency_windows, band: p.efficiency_band / 100.0, max_trend: p.efficiency_trend / 100.0 },
-        budget: PhaseBudget { window, budget },
-    })
+    EfficiencyOptions::new(p.efficiency_window.into(), p.efficiency_windows, p.efficiency_budget.into(), p.efficiency_band, p.efficiency_trend)
+        .map_err(|(name, e)| anyhow::anyhow!("--efficiency-{name} {e}"))
 }
 
 /// Runs the preset and writes its folder; `stream` sends nothing yet (the collector has no
@@ -83,6 +62,7 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
         seed: t.seed.unwrap_or(4242),
         options: options(p)?,
         profiles: Profile::ALL.to_vec(),
+        stop: None,
     };
     let r = eff::run(&args, energy_opts, host)?;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
@@ -96,4 +76,60 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
     }
     println!("results in {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
     Ok(())
+}
+
+/// One fire of a scheduled efficiency probe (`[[probes]]` with `efficiency = true`, on a blocking
+/// thread; `halt` stops it before its next window): the folder under the entry's `out`
+/// (`<name>-<start>/efficiency/`: the collector has no efficiency message yet, so the figures stay
+/// local), and one `efficiency_probe` event naming it with each phase's verdict and headline, or
+/// a `probe_failed` event.
+pub fn scheduled(
+    job: &crate::probes::ProbeJob,
+    eff: &crate::probes::efficiency::ScheduledEfficiency,
+    agent_id: &str,
+    halt: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<wattflip_proto::v1::Batch> {
+    use wattflip_proto::v1;
+    let device = job.args.target.display().to_string();
+    let now = || crate::clock::Clock::new().utc_now();
+    let failed = |e: String| {
+        tracing::warn!(probe = %job.name, "scheduled efficiency probe failed: {e}");
+        crate::events::event(now(), "probe_failed", v1::Severity::Warning, &device, format!("probe {}: {e}", job.name))
+    };
+    let ev = match job.energy.as_ref() {
+        None => failed("the efficiency preset needs power recording (power = false)".into()),
+        Some(energy) => {
+            let args = EfficiencyArgs {
+                target: job.args.target.clone(),
+                size: job.args.size,
+                destroy_consent: job.args.destroy_consent.clone(),
+                capacity: eff.capacity,
+                seed: job.args.seed.unwrap_or(4242),
+                options: eff.options,
+                profiles: Profile::ALL.to_vec(),
+                stop: Some(halt),
+            };
+            let host = Host { clock: crate::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
+            let tags = wattflip_proto::schema::HostTags { host: agent_id.to_string(), ..Default::default() };
+            let done = eff::run(&args, energy, &host).and_then(|r| {
+                let dir = job.args.out.join(format!("{}-{}", job.name, r.started_ns));
+                crate::report::efficiency::write(&dir, &r, &tags).map(|_| (r, dir))
+            });
+            match done {
+                Err(e) => failed(e.to_string()),
+                Ok((r, dir)) => {
+                    let stable = r.phases.iter().filter(|p| p.verdict == "stable").count();
+                    let msg = format!("efficiency probe {}: {stable} of {} phases stable; results in {}", job.name, r.phases.len(), dir.display());
+                    let mut e = crate::events::event(now(), "efficiency_probe", v1::Severity::Info, &r.device, msg);
+                    for p in &r.phases {
+                        let head = crate::report::efficiency::headline(p).map(|(f, unit)| format!(" {} {unit}", f.describe(3))).unwrap_or_default();
+                        e.attributes.insert(p.profile.name().to_string(), format!("{}{head}", p.verdict));
+                    }
+                    e.attributes.insert("probe_id".into(), r.started_ns.to_string());
+                    e
+                }
+            }
+        }
+    };
+    vec![v1::Batch { events: vec![ev], ..Default::default() }]
 }

@@ -186,6 +186,40 @@ pub struct EfficiencyOptions {
     pub budget: PhaseBudget,
 }
 
+impl EfficiencyOptions {
+    /// Checked settings: `windows` ≥ 3, band and trend percentages in (0, 100), a window longer
+    /// than 0 and a budget of at least one interval. An error names the setting (`window`,
+    /// `windows`, `budget`, `band`, `trend`) for the caller's flag or key.
+    pub fn new(window: Duration, windows: usize, budget: Duration, band_pct: f64, trend_pct: f64) -> Result<EfficiencyOptions, (&'static str, String)> {
+        if windows < 3 {
+            return Err(("windows", format!("{windows}: an interval needs at least 3 windows (a trend needs a residual)")));
+        }
+        for (name, v) in [("band", band_pct), ("trend", trend_pct)] {
+            if !(v.is_finite() && v > 0.0 && v < 100.0) {
+                return Err((name, format!("{v}: a percentage above 0 and below 100")));
+            }
+        }
+        if window.is_zero() {
+            return Err(("window", "must be longer than 0".into()));
+        }
+        if budget < window.saturating_mul(u32::try_from(windows).unwrap_or(u32::MAX)) {
+            return Err(("budget", format!("{budget:?} is shorter than one interval ({windows} windows of {window:?})")));
+        }
+        Ok(EfficiencyOptions {
+            stability: StabilityConfig { min_windows: windows, band: band_pct / 100.0, max_trend: trend_pct / 100.0 },
+            budget: PhaseBudget { window, budget },
+        })
+    }
+}
+
+/// A scheduled efficiency probe (`[[probes]]` with `efficiency = true`): its settings and the
+/// capacity for W/TB of a file target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScheduledEfficiency {
+    pub options: EfficiencyOptions,
+    pub capacity: Option<u64>,
+}
+
 impl Default for EfficiencyOptions {
     fn default() -> Self {
         EfficiencyOptions { stability: StabilityConfig::default(), budget: PhaseBudget { window: Duration::from_secs(1), budget: Duration::from_secs(120) } }

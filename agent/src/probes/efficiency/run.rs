@@ -28,6 +28,8 @@ pub struct EfficiencyArgs {
     pub seed: u64,
     pub options: EfficiencyOptions,
     pub profiles: Vec<Profile>,
+    /// Set by the agent when it shuts down: the preset stops before its next window.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The read share the mixed profile asks uFLIP's Mix for (it interleaves the nearest ratio).
@@ -248,6 +250,9 @@ impl PhaseSource for LiveSource<'_> {
     type Error = ProbeCmdError;
 
     fn next_window(&mut self, profile: Profile) -> Result<Window, ProbeCmdError> {
+        if self.args.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+            return Err(ProbeCmdError::Input { path: self.args.target.clone(), reason: "the efficiency probe was stopped by the agent's shutdown".into() });
+        }
         let Some((load, io_size)) = profile_load(profile) else {
             let start_ns = self.clock.utc_now();
             std::thread::sleep(self.args.options.budget.window);
