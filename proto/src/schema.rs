@@ -22,6 +22,7 @@ pub const THROTTLE_EVENT: &str = "throttle_event";
 pub const IDLE_PROFILE: &str = "idle_profile";
 pub const DRIVE_POWER_MODE: &str = "drive_power_mode";
 pub const SOURCE_AGREEMENT: &str = "source_agreement";
+pub const DEVICE_EFFICIENCY: &str = "device_efficiency";
 /// Value of the `rate` tag on full-rate power points (readings around a probe); window
 /// aggregates have no `rate` tag.
 pub const FULL_RATE: &str = "full";
@@ -336,6 +337,55 @@ pub fn probe_run_point(r: &v1::ProbeRun, tags: &HostTags) -> Point {
     }
     if !r.energy_low_confidence_reason.is_empty() {
         p = p.string("energy_low_confidence_reason", r.energy_low_confidence_reason.clone());
+    }
+    p
+}
+
+/// One phase of an efficiency probe (`docs/efficiency.md`): what identifies it, its stability
+/// verdict, and its metrics as (field name, value) pairs, each `<metric>` with its `<metric>_u95`
+/// where the uncertainty is known. An unstable or unmeasured phase carries no metric at all.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EfficiencyPhase {
+    /// Start of the measurement interval (the phase's first window when it has none).
+    pub time_ns: i64,
+    pub device: String,
+    pub model: String,
+    pub firmware: String,
+    pub serial: String,
+    pub profile: String,
+    /// `stable`, `unstable` or `not_measured`.
+    pub verdict: String,
+    pub energy_source: String,
+    pub probe_id: String,
+    pub windows: u64,
+    pub interval_s: Option<f64>,
+    pub max_deviation: Option<f64>,
+    pub trend_change: Option<f64>,
+    pub metrics: Vec<(&'static str, f64)>,
+}
+
+/// One efficiency phase as a `device_efficiency` point.
+pub fn device_efficiency_point(e: &EfficiencyPhase, tags: &HostTags) -> Point {
+    let mut p = tags
+        .point(DEVICE_EFFICIENCY, e.time_ns)
+        .tag("device", e.device.clone())
+        .tag("model", e.model.clone())
+        .tag("firmware", e.firmware.clone())
+        .tag("profile", e.profile.clone())
+        .tag("verdict", e.verdict.clone())
+        .string("serial", e.serial.clone())
+        .string("energy_source", e.energy_source.clone())
+        .string("probe_id", e.probe_id.clone())
+        .uint("windows", e.windows);
+    for (k, v) in [("interval_s", e.interval_s), ("max_deviation", e.max_deviation), ("trend_change", e.trend_change)] {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            p = p.float(k, v);
+        }
+    }
+    for (k, v) in &e.metrics {
+        if v.is_finite() {
+            p = p.float(*k, *v);
+        }
     }
     p
 }

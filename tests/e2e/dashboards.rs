@@ -16,6 +16,18 @@ use wattflip_e2e::fleet::{
 /// Every dashboard file, its uid and its panel titles in order: exactly these are checked.
 const EXPECTED: &[(&str, &str, &[&str])] = &[
     (
+        "device-efficiency.json",
+        "wattflip-device-efficiency",
+        &[
+            "Efficiency by drive and profile",
+            "IOPS/W per model and firmware",
+            "MiB/s/W per model and firmware",
+            "Ready-idle W/TB per model and firmware",
+            "Phases without a stable interval",
+            "IOPS/W per host and drive",
+        ],
+    ),
+    (
         "device-energy-profile.json",
         "wattflip-device-energy",
         &[
@@ -662,9 +674,9 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     // Query variables: rp in each, peak_celsius (fleet, throttling), peak_watts (power budget);
     // host, model, device (device profile and energy proportionality), host, model, device, scope
     // (fleet; online_window is a literal), host (power budget; group_by and budget_w are
-    // literals), host, model, device (throttling).
+    // literals), host, model, device (throttling), host, model, firmware, device (device efficiency).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 5 + 2 + 1 + 3 + 3 + 4 + 1 + 3, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 6 + 2 + 1 + 3 + 3 + 4 + 1 + 3 + 4, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
@@ -1402,6 +1414,55 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let got_tmt: BTreeMap<i64, [f64; 3]> =
         tmt[0]["values"].as_array().expect("rows").iter().map(|r| (r[0].as_i64().unwrap_or(0), [1, 2, 3].map(|i| r[i].as_f64().unwrap_or(f64::NAN)))).collect();
     assert_eq!(got_tmt, want_tmt, "NVMe thermal management per bucket");
+    check_efficiency(&fleet, &dashboards["device-efficiency.json"], range);
+}
+
+/// The device-efficiency dashboard against the seeded phases (harness/fleet.rs
+/// `SEED_EFFICIENCY`, values by hand there): each model and firmware its own row, unstable
+/// phases only in their own panel, and the model filter exact.
+fn check_efficiency(fleet: &Fleet, (d, vars): &(Value, BTreeMap<String, String>), range: (i64, i64)) {
+    let rows = |title: &str, vars: &BTreeMap<String, String>| -> BTreeMap<Vec<String>, Vec<f64>> {
+        let series = run_target(fleet, panel(d, title), "A", vars, range);
+        series
+            .iter()
+            .map(|x| {
+                let tags = x["tags"].as_object().map(|t| t.values().map(|v| s(v).to_string()).collect()).unwrap_or_default();
+                let rows = numeric_rows(x);
+                assert_eq!(rows.len(), 1, "{title}: one row per series: {x}");
+                (tags, rows[0].clone())
+            })
+            .collect()
+    };
+    let k = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let within = |got: &BTreeMap<Vec<String>, Vec<f64>>, want: &[(Vec<String>, Vec<f64>)], title: &str| {
+        assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want.iter().map(|w| w.0.clone()).collect::<Vec<_>>(), "{title}: series");
+        for (tags, w) in want {
+            assert!(got[tags].iter().zip(w).all(|(a, b)| close(*a, *b)) && got[tags].len() == w.len(), "{title} {tags:?}: {:?}, want {w:?}", got[tags]);
+        }
+    };
+    // Tags come back sorted by key: (firmware, model, profile).
+    within(
+        &rows("IOPS/W per model and firmware", vars),
+        &[(k(&["1.0", "SEED-EFF-A", "rand_read_4k"]), vec![18_750.0, 1.0]), (k(&["2.1", "SEED-EFF-B", "rand_read_4k"]), vec![12_000.0, 1.0])],
+        "IOPS/W per model and firmware",
+    );
+    within(&rows("MiB/s/W per model and firmware", vars), &[(k(&["1.0", "SEED-EFF-A", "seq_read_128k"]), vec![250.0, 1.0])], "MiB/s/W");
+    within(
+        &rows("Ready-idle W/TB per model and firmware", vars),
+        &[(k(&["1.0", "SEED-EFF-A"]), vec![4.8, 1.25, 800.0]), (k(&["2.1", "SEED-EFF-B"]), vec![6.0, 1.5625, 640.0])],
+        "Ready-idle W/TB",
+    );
+    // (device, host, profile): the unstable phase, counted, with its stability figures only.
+    within(&rows("Phases without a stable interval", vars), &[(k(&[SEED_NAMESPACE, HOSTS[1].0, "rand_write_4k"]), vec![1.0, -0.064, 0.031])], "Unstable");
+    let by_drive = rows("Efficiency by drive and profile", vars);
+    assert_eq!(by_drive.len(), 3, "{by_drive:?}");
+    let rr1 = &by_drive[&k(&[SEED_NAMESPACE, "1.0", HOSTS[0].0, "SEED-EFF-A", "rand_read_4k"])];
+    assert!([18_750.0, 73.2421875, 9.6, 9.6 / 180_000.0, 9.6 / 703.125].iter().zip(rr1).all(|(w, g)| close(*g, *w)), "{rr1:?}");
+    // An exact model filter: only model A's row.
+    let mut only_a = vars.clone();
+    only_a.insert("model".into(), escape_regex("SEED-EFF-A"));
+    let a = rows("IOPS/W per model and firmware", &only_a);
+    assert_eq!(a.keys().cloned().collect::<Vec<_>>(), vec![k(&["1.0", "SEED-EFF-A", "rand_read_4k"])], "model filter");
 }
 
 #[test]

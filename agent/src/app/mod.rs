@@ -4,6 +4,7 @@
 //! clock and tokio runtimes, and reads [`Config`]; the layers below get the parts of it they need.
 //! A new command is a module here with a `command(...)` function and one variant in `main.rs`.
 
+pub mod efficiency;
 pub mod governor;
 pub mod inventory;
 pub mod probe;

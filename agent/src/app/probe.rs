@@ -123,6 +123,9 @@ pub struct ProbeCli {
     /// Do not record power during the probe.
     #[arg(long)]
     pub no_power: bool,
+    /// The efficiency preset's flags (`--efficiency`, `--efficiency-*`, `--capacity`).
+    #[command(flatten)]
+    pub eff: super::efficiency::EfficiencyCli,
 }
 
 /// `probe`: the uFLIP probe (or `--calibrate`, or `--ladder`) with power recorded, its result
@@ -156,6 +159,10 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     let host = probes::Host { clock: Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     if p.ladder {
         return ladder(&p, &args, size, &cfg, &energy_opts, &host);
+    }
+    if p.eff.efficiency {
+        let target = super::efficiency::Target { path: p.target.clone(), size, destroy_consent: p.destroy_consent.clone(), seed: p.seed, out: p.out.clone() };
+        return super::efficiency::command(&p.eff, &target, &cfg, &energy_opts, &host);
     }
     // SIGINT, SIGTERM and SIGHUP stop the IO between two IOs; the completed runs are written.
     args.stop = Some(stop_on_signal()?);

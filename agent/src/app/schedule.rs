@@ -95,38 +95,19 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
             _ = stop.changed() => return,
         };
         tracing::info!(probe = %job.name, target = %job.args.target.display(), "scheduled probe starting");
-        // Raised when the agent stops: the probe's IO stops between two IOs.
+        // Raised when the agent stops: the probe's IO stops between two IOs (the efficiency
+        // preset's before its next window).
         let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let task = start_probe(&job, &agent_id, halt.clone());
-        tokio::pin!(task);
-        let result = tokio::select! {
-            r = &mut task => r,
-            // The guard `wait_for` returns is dropped inside: it must not live across an await.
-            _ = async { stop.wait_for(|s| *s == JobStop::Halt).await.is_ok() } => {
-                tracing::warn!(probe = %job.name, "the agent is stopping: stopping the scheduled probe's IO; its completed runs are kept");
-                halt.store(true, std::sync::atomic::Ordering::Relaxed);
-                (&mut task).await
+        let batches = match &job.efficiency {
+            Some(eff) => {
+                let (job2, eff, host, h) = (job.clone(), *eff, agent_id.clone(), halt.clone());
+                let task = tokio::task::spawn_blocking(move || super::efficiency::scheduled(&job2, &eff, &host, h));
+                supervise(&job, task, &halt, &mut stop).await.unwrap_or_else(|e| crashed(&job, &e))
             }
+            None => probe_batches(&job, supervise(&job, start_probe(&job, &agent_id, halt.clone()), &halt, &mut stop).await),
         };
         drop(guard);
         let stopping = halt.load(std::sync::atomic::Ordering::Relaxed);
-        let batches = match result {
-            Ok(Ok(m)) => {
-                match &m.energy {
-                    Some(e) => tracing::info!(probe = %job.name, runs = m.report.runs.len(), with_energy = e.runs.len(), "scheduled probe finished"),
-                    None => tracing::info!(probe = %job.name, runs = m.report.runs.len(), "scheduled probe finished; no per-run energy: {}", m.energy_note),
-                }
-                convert::batches(&m)
-            }
-            Ok(Err(probes::ProbeCmdError::Probe(wattflip_uflip::ProbeError::Interrupted(report)))) => interrupted(&job, *report),
-            Ok(Err(e)) => {
-                tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
-                vec![event_batch("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
-            }
-            Err(e) => {
-                vec![event_batch("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))]
-            }
-        };
         for batch in batches {
             if out.send(batch).await.is_err() {
                 return;
@@ -135,6 +116,51 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
         if stopping {
             return;
         }
+    }
+}
+
+/// Waits for a fire's task; when the agent stops meanwhile, raises `halt` and waits for the task
+/// to stop between two IOs.
+async fn supervise<T>(
+    job: &ProbeJob,
+    task: tokio::task::JoinHandle<T>,
+    halt: &std::sync::atomic::AtomicBool,
+    stop: &mut watch::Receiver<JobStop>,
+) -> Result<T, tokio::task::JoinError> {
+    tokio::pin!(task);
+    tokio::select! {
+        r = &mut task => r,
+        // The guard `wait_for` returns is dropped inside: it must not live across an await.
+        _ = async { stop.wait_for(|s| *s == JobStop::Halt).await.is_ok() } => {
+            tracing::warn!(probe = %job.name, "the agent is stopping: stopping the scheduled probe's IO; its completed runs are kept");
+            halt.store(true, std::sync::atomic::Ordering::Relaxed);
+            (&mut task).await
+        }
+    }
+}
+
+/// A fire's task that panicked: a critical `probe_failed` event.
+fn crashed(job: &ProbeJob, e: &tokio::task::JoinError) -> Vec<v1::Batch> {
+    vec![event_batch("probe_failed", v1::Severity::Critical, &job.args.target.display().to_string(), format!("probe {} crashed: {e}", job.name))]
+}
+
+/// The batches of a uFLIP probe's fire: its results, its completed runs when interrupted, or
+/// the failure as an event.
+fn probe_batches(job: &ProbeJob, result: Result<Result<probes::Measured, probes::ProbeCmdError>, tokio::task::JoinError>) -> Vec<v1::Batch> {
+    match result {
+        Ok(Ok(m)) => {
+            match &m.energy {
+                Some(e) => tracing::info!(probe = %job.name, runs = m.report.runs.len(), with_energy = e.runs.len(), "scheduled probe finished"),
+                None => tracing::info!(probe = %job.name, runs = m.report.runs.len(), "scheduled probe finished; no per-run energy: {}", m.energy_note),
+            }
+            convert::batches(&m)
+        }
+        Ok(Err(probes::ProbeCmdError::Probe(wattflip_uflip::ProbeError::Interrupted(report)))) => interrupted(job, *report),
+        Ok(Err(e)) => {
+            tracing::warn!(probe = %job.name, "scheduled probe failed: {e}");
+            vec![event_batch("probe_failed", v1::Severity::Warning, &job.args.target.display().to_string(), format!("probe {}: {e}", job.name))]
+        }
+        Err(e) => crashed(job, &e),
     }
 }
 
@@ -231,6 +257,7 @@ mod tests {
             },
             keep_results: false,
             energy: None,
+            efficiency: None,
         }
     }
 

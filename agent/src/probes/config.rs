@@ -26,6 +26,8 @@ pub struct ProbeJob {
     /// Power recorded during the probe for per-run energy, like `probe` does; `None` with
     /// `power = false`.
     pub energy: Option<EnergyOptions>,
+    /// `efficiency = true`: the efficiency preset (`probe --efficiency`) instead of uFLIP.
+    pub efficiency: Option<super::efficiency::ScheduledEfficiency>,
 }
 
 impl PartialEq for ProbeJob {
@@ -70,6 +72,13 @@ pub struct RawProbe {
     pub burst_io: Option<toml::Value>,
     pub io_count: Option<toml::Value>,
     pub ignore_io: Option<toml::Value>,
+    pub efficiency: Option<bool>,
+    pub efficiency_window: Option<String>,
+    pub efficiency_windows: Option<usize>,
+    pub efficiency_budget: Option<String>,
+    pub efficiency_band: Option<f64>,
+    pub efficiency_trend: Option<f64>,
+    pub capacity: Option<String>,
 }
 
 /// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths. `host` is where
@@ -113,6 +122,7 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
         let effective = if quick { vec![wattflip_uflip::Bench::Granularity] } else { benches.clone() };
         let overrides = plan_overrides(&r, values, &effective, &key, l);
         let energy = probe_energy(&mut r, host, &key, l);
+        let efficiency = scheduled_efficiency(&r, energy.is_some(), &key, l);
         let Some(schedule) = schedule else { continue };
         jobs.push(ProbeJob {
             name,
@@ -120,6 +130,7 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
             jitter,
             keep_results: r.keep_results.unwrap_or(false),
             energy,
+            efficiency,
             args: ProbeArgs {
                 target,
                 size,
@@ -144,6 +155,51 @@ pub fn probe_jobs(raw: Vec<RawProbe>, host: (&Path, &SensorKinds, &DrivesConfig)
         });
     }
     jobs
+}
+
+/// `efficiency = true` and its `efficiency_*` settings (the `probe --efficiency-*` flags' defaults),
+/// `capacity`; a setting without `efficiency = true`, or the preset without power, is a problem.
+fn scheduled_efficiency(r: &RawProbe, power: bool, key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<super::efficiency::ScheduledEfficiency> {
+    let set: Vec<&str> = [
+        ("efficiency_window", r.efficiency_window.is_some()),
+        ("efficiency_windows", r.efficiency_windows.is_some()),
+        ("efficiency_budget", r.efficiency_budget.is_some()),
+        ("efficiency_band", r.efficiency_band.is_some()),
+        ("efficiency_trend", r.efficiency_trend.is_some()),
+        ("capacity", r.capacity.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
+    if r.efficiency != Some(true) {
+        for k in set {
+            l.problem(key(k), "has no effect without efficiency = true");
+        }
+        return None;
+    }
+    if !power {
+        l.problem(key("efficiency"), "measures power: it needs power recording (remove power = false)");
+    }
+    let d = super::efficiency::EfficiencyOptions::default();
+    let mut dur = |k: &str, v: &Option<String>, default: Duration| v.as_ref().map_or(Some(default), |s| parse_duration(&key(k), s, l));
+    let window = dur("efficiency_window", &r.efficiency_window, d.budget.window)?;
+    let budget = dur("efficiency_budget", &r.efficiency_budget, d.budget.budget)?;
+    let capacity = match r.capacity.as_deref().map(parse_size) {
+        Some(Err(e)) => {
+            l.problem(key("capacity"), e);
+            None
+        }
+        other => other.and_then(Result::ok),
+    };
+    let windows = r.efficiency_windows.unwrap_or(d.stability.min_windows);
+    let (band, trend) = (r.efficiency_band.unwrap_or(d.stability.band * 100.0), r.efficiency_trend.unwrap_or(d.stability.max_trend * 100.0));
+    match super::efficiency::EfficiencyOptions::new(window, windows, budget, band, trend) {
+        Ok(options) => Some(super::efficiency::ScheduledEfficiency { options, capacity }),
+        Err((name, e)) => {
+            l.problem(key(&format!("efficiency_{name}")), e);
+            None
+        }
+    }
 }
 
 /// `schedule`: required, a cron expression (`sec min hour day month weekday`).

@@ -10,6 +10,7 @@
 pub mod calibration;
 pub mod config;
 pub mod convert;
+pub mod efficiency;
 pub mod ladder;
 pub mod pauses;
 pub mod power_sweep;

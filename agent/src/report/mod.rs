@@ -4,6 +4,7 @@
 //! local probe result (`Report::from_probe`) or from InfluxDB for one host (`influx`), and `html`
 //! renders it. A new chart is a function in `html` returning an SVG string.
 
+pub mod efficiency;
 pub mod folder;
 pub mod html;
 pub mod influx;

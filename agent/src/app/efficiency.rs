@@ -1,0 +1,135 @@
+//! `probe --efficiency`: the efficiency preset (`probes::efficiency`, `docs/efficiency.md`) on the
+//! probe's target with power recorded, its folder (`report::efficiency`) and a table on stdout.
+//! A new preset setting is a `--efficiency-*` flag of [`EfficiencyCli`] mapped in [`options`].
+
+use crate::config::Config;
+use crate::probes::efficiency::run::{self as eff, EfficiencyArgs};
+use crate::probes::efficiency::{EfficiencyOptions, Profile};
+use crate::probes::{self, EnergyOptions, Host};
+
+/// The preset's flags, part of `probe`'s command line.
+#[derive(clap::Args, Debug)]
+pub struct EfficiencyCli {
+    /// Run the efficiency preset instead of uFLIP (docs/efficiency.md): ready idle, random 4 KiB
+    /// read and write, sequential 128 KiB read and write, mixed 70/30, each until stable.
+    #[arg(long, conflicts_with_all = ["ladder", "calibrate", "no_power"])]
+    pub efficiency: bool,
+    /// Length of one efficiency window (each window is one uFLIP run, or a wait for idle).
+    #[arg(long, default_value = "1s")]
+    pub efficiency_window: humantime::Duration,
+    /// Windows in a measurement interval (the trailing ones tested for stability).
+    #[arg(long, default_value_t = 10)]
+    pub efficiency_windows: usize,
+    /// Time budget per phase: a phase not stable by then is reported unstable, without figures.
+    #[arg(long, default_value = "2m")]
+    pub efficiency_budget: humantime::Duration,
+    /// Stability band: every window within this percentage of the interval's mean.
+    #[arg(long, default_value_t = 5.0)]
+    pub efficiency_band: f64,
+    /// Trend tolerance: a significant trend counts when it changes the efficiency by more than
+    /// this percentage over the interval.
+    #[arg(long, default_value_t = 2.0)]
+    pub efficiency_trend: f64,
+    /// Capacity for idle W/TB and GB/W when the target is a file (a device's is its size).
+    #[arg(long)]
+    pub capacity: Option<String>,
+}
+
+/// The probe's target and where results go (from `probe`'s own flags).
+pub struct Target {
+    pub path: std::path::PathBuf,
+    pub size: u64,
+    pub destroy_consent: Vec<String>,
+    pub seed: Option<u64>,
+    pub out: std::path::PathBuf,
+}
+
+/// The preset's settings from the command line, each checked with the flag named.
+pub fn options(p: &EfficiencyCli) -> anyhow::Result<EfficiencyOptions> {
+    EfficiencyOptions::new(p.efficiency_window.into(), p.efficiency_windows, p.efficiency_budget.into(), p.efficiency_band, p.efficiency_trend)
+        .map_err(|(name, e)| anyhow::anyhow!("--efficiency-{name} {e}"))
+}
+
+/// Runs the preset and writes its folder; `stream` sends nothing yet (the collector has no
+/// efficiency message: the `.lp` file is the InfluxDB input).
+pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &EnergyOptions, host: &Host) -> anyhow::Result<()> {
+    let capacity = p.capacity.as_deref().map(probes::parse_size).transpose().map_err(|e| anyhow::anyhow!("--capacity {e}"))?;
+    let args = EfficiencyArgs {
+        target: t.path.clone(),
+        size: t.size,
+        destroy_consent: t.destroy_consent.clone(),
+        capacity,
+        seed: t.seed.unwrap_or(4242),
+        options: options(p)?,
+        profiles: Profile::ALL.to_vec(),
+        stop: None,
+    };
+    let r = eff::run(&args, energy_opts, host)?;
+    let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+    let files = crate::report::efficiency::write(&t.out, &r, &tags)?;
+    if !r.energy_note.is_empty() {
+        println!("No efficiency figures: {}", r.energy_note);
+    }
+    for ph in &r.phases {
+        let head = crate::report::efficiency::headline(ph).map(|(f, unit)| format!("{} {unit}", f.describe(3))).unwrap_or_else(|| "-".into());
+        println!("{:<16} {:<13} {:>3} windows  {head}", ph.profile.name(), ph.verdict, ph.windows_run);
+    }
+    println!("results in {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
+    Ok(())
+}
+
+/// One fire of a scheduled efficiency probe (`[[probes]]` with `efficiency = true`, on a blocking
+/// thread; `halt` stops it before its next window): the folder under the entry's `out`
+/// (`<name>-<start>/efficiency/`: the collector has no efficiency message yet, so the figures stay
+/// local), and one `efficiency_probe` event naming it with each phase's verdict and headline, or
+/// a `probe_failed` event.
+pub fn scheduled(
+    job: &crate::probes::ProbeJob,
+    eff: &crate::probes::efficiency::ScheduledEfficiency,
+    agent_id: &str,
+    halt: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<wattflip_proto::v1::Batch> {
+    use wattflip_proto::v1;
+    let device = job.args.target.display().to_string();
+    let now = || crate::clock::Clock::new().utc_now();
+    let failed = |e: String| {
+        tracing::warn!(probe = %job.name, "scheduled efficiency probe failed: {e}");
+        crate::events::event(now(), "probe_failed", v1::Severity::Warning, &device, format!("probe {}: {e}", job.name))
+    };
+    let ev = match job.energy.as_ref() {
+        None => failed("the efficiency preset needs power recording (power = false)".into()),
+        Some(energy) => {
+            let args = EfficiencyArgs {
+                target: job.args.target.clone(),
+                size: job.args.size,
+                destroy_consent: job.args.destroy_consent.clone(),
+                capacity: eff.capacity,
+                seed: job.args.seed.unwrap_or(4242),
+                options: eff.options,
+                profiles: Profile::ALL.to_vec(),
+                stop: Some(halt),
+            };
+            let host = Host { clock: crate::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
+            let tags = wattflip_proto::schema::HostTags { host: agent_id.to_string(), ..Default::default() };
+            let done = eff::run(&args, energy, &host).and_then(|r| {
+                let dir = job.args.out.join(format!("{}-{}", job.name, r.started_ns));
+                crate::report::efficiency::write(&dir, &r, &tags).map(|_| (r, dir))
+            });
+            match done {
+                Err(e) => failed(e.to_string()),
+                Ok((r, dir)) => {
+                    let stable = r.phases.iter().filter(|p| p.verdict == "stable").count();
+                    let msg = format!("efficiency probe {}: {stable} of {} phases stable; results in {}", job.name, r.phases.len(), dir.display());
+                    let mut e = crate::events::event(now(), "efficiency_probe", v1::Severity::Info, &r.device, msg);
+                    for p in &r.phases {
+                        let head = crate::report::efficiency::headline(p).map(|(f, unit)| format!(" {} {unit}", f.describe(3))).unwrap_or_default();
+                        e.attributes.insert(p.profile.name().to_string(), format!("{}{head}", p.verdict));
+                    }
+                    e.attributes.insert("probe_id".into(), r.started_ns.to_string());
+                    e
+                }
+            }
+        }
+    };
+    vec![v1::Batch { events: vec![ev], ..Default::default() }]
+}
