@@ -16,13 +16,15 @@ pub struct EfficiencyCli {
     pub efficiency: bool,
     /// Length of one efficiency window (each window is one uFLIP run, or a wait for idle).
     #[arg(long, default_value = "1s")]
-    pub efficiency_window: humantime::Duration,
+    #[arg(value_parser = |s: &str| crate::probes::config::EFFICIENCY_WINDOW.parse(s))]
+    pub efficiency_window: std::time::Duration,
     /// Windows in a measurement interval (the trailing ones tested for stability).
     #[arg(long, default_value_t = 10)]
     pub efficiency_windows: usize,
     /// Time budget per phase: a phase not stable by then is reported unstable, without figures.
     #[arg(long, default_value = "2m")]
-    pub efficiency_budget: humantime::Duration,
+    #[arg(value_parser = |s: &str| crate::probes::config::EFFICIENCY_BUDGET.parse(s))]
+    pub efficiency_budget: std::time::Duration,
     /// Stability band: every window within this percentage of the interval's mean.
     #[arg(long, default_value_t = 5.0)]
     pub efficiency_band: f64,
@@ -46,7 +48,7 @@ pub struct Target {
 
 /// The preset's settings from the command line, each checked with the flag named.
 pub fn options(p: &EfficiencyCli) -> anyhow::Result<EfficiencyOptions> {
-    EfficiencyOptions::new(p.efficiency_window.into(), p.efficiency_windows, p.efficiency_budget.into(), p.efficiency_band, p.efficiency_trend)
+    EfficiencyOptions::new(p.efficiency_window, p.efficiency_windows, p.efficiency_budget, p.efficiency_band, p.efficiency_trend)
         .map_err(|(name, e)| anyhow::anyhow!("--efficiency-{name} {e}"))
 }
 

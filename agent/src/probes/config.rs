@@ -181,9 +181,8 @@ fn scheduled_efficiency(r: &RawProbe, power: bool, key: &dyn Fn(&str) -> String,
         l.problem(key("efficiency"), "measures power: it needs power recording (remove power = false)");
     }
     let d = super::efficiency::EfficiencyOptions::default();
-    let mut dur = |k: &str, v: &Option<String>, default: Duration| v.as_ref().map_or(Some(default), |s| parse_duration(&key(k), s, l));
-    let window = dur("efficiency_window", &r.efficiency_window, d.budget.window)?;
-    let budget = dur("efficiency_budget", &r.efficiency_budget, d.budget.budget)?;
+    let window = EFFICIENCY_WINDOW.read(&key("efficiency_window"), r.efficiency_window.as_deref(), d.budget.window, l);
+    let budget = EFFICIENCY_BUDGET.read(&key("efficiency_budget"), r.efficiency_budget.as_deref(), d.budget.budget, l);
     let capacity = match r.capacity.as_deref().map(parse_size) {
         Some(Err(e)) => {
             l.problem(key("capacity"), e);
@@ -247,6 +246,10 @@ pub const POWER_INTERVAL: Bounded = Bounded::new(Duration::from_millis(1), Durat
 pub const IDLE: Bounded = Bounded::new(Duration::from_millis(10), Duration::from_secs(600));
 /// `tail` of a probe (`--tail`).
 pub const TAIL: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
+/// `efficiency_window`: one window of an efficiency phase's stability test.
+pub const EFFICIENCY_WINDOW: Bounded = Bounded::new(Duration::from_millis(100), Duration::from_secs(600));
+/// `efficiency_budget`: the longest an efficiency phase may run to become stable.
+pub const EFFICIENCY_BUDGET: Bounded = Bounded::new(Duration::from_secs(1), DAY);
 /// `settle` of a probe (`--settle`): the wait between preparing the target and the idle window.
 pub const SETTLE: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
 

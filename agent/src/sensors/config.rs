@@ -100,17 +100,16 @@ pub fn sensor_kinds(sources: RawSources, l: &mut Loader) -> (SensorKinds, PathBu
     (kinds, sources.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")))
 }
 
+/// A declared update period: from RAPL's ~1 ms down to a BMC's slowest averaging window.
+const UPDATE_PERIOD: Bounded = Bounded::new(Duration::from_micros(100), Duration::from_secs(60));
+
 /// `[sources.update_periods]`: each a duration in 100µs..=60s (issue 37: a source's update period
 /// where sysfs does not give one).
 fn update_periods(raw: std::collections::BTreeMap<String, String>, l: &mut Loader) -> std::collections::BTreeMap<String, Duration> {
     let mut out = std::collections::BTreeMap::new();
     for (zone, v) in raw {
         let key = format!("sources.update_periods.{zone}");
-        let Some(d) = parse_duration(&key, &v, l) else { continue };
-        if d < Duration::from_micros(100) || d > Duration::from_secs(60) {
-            l.problem(key, format!("{d:?} is outside 100µs..=60s"));
-            continue;
-        }
+        let Some(d) = UPDATE_PERIOD.read_set(&key, &v, l) else { continue };
         out.insert(zone, d);
     }
     out
