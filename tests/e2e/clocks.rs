@@ -109,5 +109,7 @@ fn skewed_and_impossible_points_are_refused_alone_and_never_change_later_analysi
     );
     let log = collector.log();
     assert_eq!(log.matches("left out invalid points").count(), 1, "{log}");
-    assert!(log.contains("ahead of the collector's clock, beyond the 60 s allowed (limits.max_time_ahead)"), "{log}");
+    // The one WARN names the batch's first refusal and how many there were.
+    assert!(log.contains("first: power[1].watts = -5: -5 W is outside -1..200 W for scope `drive`; check the unit"), "{log}");
+    assert!(log.contains("rejected=4 batches_not_logged=0"), "{log}");
 }

@@ -91,8 +91,10 @@ fn revoked_and_denied_agents_are_refused_without_a_restart() {
     });
     let m = reqwest::blocking::get(format!("http://{metrics_addr}/metrics")).unwrap().text().unwrap();
     let count = |r: &str| metric(&m, &format!("wattflip_collector_agents_rejected_total{{reason=\"{r}\"}}")).unwrap_or(0.0);
-    // The open stream at its batch, then the handshake: two for the CRL; two for the deny list.
-    assert_eq!((count("certificate_revoked"), count("denied")), (2.0, 2.0), "{m}");
+    // The open stream at its batch, then at least one refused handshake (the client may try
+    // again); the deny list: the open stream and the new one.
+    assert!(count("certificate_revoked") >= 2.0, "{m}");
+    assert_eq!(count("denied"), 2.0, "{m}");
     let log = collector.log();
     assert!(log.contains("revocation lists loaded revoked_serials=1 denied_agents=1"), "{log}");
 }

@@ -126,7 +126,7 @@ impl Prometheus {
     /// Stops the server (SIGTERM); [`Prometheus::restart`] brings it back on the same port and data.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            stop(&mut c);
+            stop(&mut c, "prometheus", String::new);
         }
     }
 

@@ -148,7 +148,7 @@ impl Receiver {
 impl Drop for Receiver {
     fn drop(&mut self) {
         if let Some(c) = self.child.as_mut() {
-            stop(c);
+            stop(c, "thanos", String::new);
         }
     }
 }
@@ -290,6 +290,6 @@ fn series_of(s: &serde_json::Value) -> Series {
 
 impl Drop for Thanos {
     fn drop(&mut self) {
-        stop(&mut self.query);
+        stop(&mut self.query, "thanos query", String::new);
     }
 }

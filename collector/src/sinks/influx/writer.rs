@@ -82,7 +82,18 @@ pub struct JobOutcome {
 pub struct WriterHandle {
     /// None: the null sink, which counts the lines and completes at once (benchmarks).
     tx: Option<mpsc::Sender<Job>>,
+    /// The quarantine lane: the jobs of owners refused lately, written by a writer of their own.
+    quarantine: Option<mpsc::Sender<Job>>,
+    suspects: Suspects,
     stats: Arc<SinkStats>,
+}
+
+/// Owners refused lately, and when (shared by the writers and the handles).
+type Suspects = Arc<Mutex<HashMap<Arc<str>, Instant>>>;
+
+/// Whether `owner` was refused within [`SUSPECT_FOR`].
+fn suspected(s: &Suspects, owner: &str) -> bool {
+    !owner.is_empty() && s.lock().unwrap_or_else(|p| p.into_inner()).get(owner).is_some_and(|at| at.elapsed() < SUSPECT_FOR)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +115,10 @@ impl WriterHandle {
             self.stats.lines_written.fetch_add(lines.len() as u64, Ordering::Relaxed);
             let _ = done.send(JobOutcome::default());
             return Ok(rx);
+        };
+        let tx = match &self.quarantine {
+            Some(q) if suspected(&self.suspects, &owner) => q,
+            _ => tx,
         };
         tx.send(Job { owner, lines, written: 0, resolved: 0, refused: Vec::new(), done: Some(done) }).await.map_err(|_| WriterClosed)?;
         Ok(rx)
@@ -127,14 +142,20 @@ pub fn spawn_observed(
     let (tx, rx) = mpsc::channel(256);
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let client = reqwest::Client::builder().timeout(cfg.request_timeout).build().unwrap_or_else(|_| reqwest::Client::new());
-    let handle = WriterHandle { tx: Some(tx), stats: stats.clone() };
-    let suspects = Arc::new(Mutex::new(HashMap::new()));
+    let (qtx, qrx) = mpsc::channel(256);
+    let suspects: Suspects = Arc::default();
+    let handle = WriterHandle { tx: Some(tx), quarantine: Some(qtx.clone()), suspects: suspects.clone(), stats: stats.clone() };
     // `writers` tasks share the queue: one gathers the next request while another's is in flight.
-    let tasks: Vec<_> = (0..cfg.writers.max(1))
-        .map(|_| {
+    // One more writes the quarantine lane, so refused owners never occupy the others.
+    let lanes: Vec<_> = (0..cfg.writers.max(1)).map(|_| (rx.clone(), Some(qtx.clone()))).chain([(Arc::new(tokio::sync::Mutex::new(qrx)), None)]).collect();
+    drop(qtx);
+    let tasks: Vec<_> = lanes
+        .into_iter()
+        .map(|(rx, divert)| {
             let endpoint = Endpoint { cfg: cfg.clone(), client: client.clone() };
-            let (rx, dead, observer, suspects) = (rx.clone(), dead.clone(), observer.clone(), suspects.clone());
-            let writer = Writer { endpoint, stats: stats.clone(), rx, shutdown: shutdown.clone(), pending: VecDeque::new(), dead, observer, suspects };
+            let (dead, observer, suspects) = (dead.clone(), observer.clone(), suspects.clone());
+            let pending = VecDeque::new();
+            let writer = Writer { endpoint, stats: stats.clone(), rx, shutdown: shutdown.clone(), pending, dead, observer, suspects, divert };
             tokio::spawn(writer.run())
         })
         .collect();
@@ -148,7 +169,7 @@ pub fn spawn_observed(
 
 /// A sink that discards every line and completes at once: measures the gRPC side alone.
 pub fn spawn_null(stats: Arc<SinkStats>) -> (WriterHandle, tokio::task::JoinHandle<()>) {
-    (WriterHandle { tx: None, stats }, tokio::spawn(async {}))
+    (WriterHandle { tx: None, quarantine: None, suspects: Arc::default(), stats }, tokio::spawn(async {}))
 }
 
 /// `piece` split into the lines at the indices `named` (ascending) and the others, each in order.
@@ -175,7 +196,10 @@ struct Writer {
     dead: Arc<DeadLetterStore>,
     observer: Option<Arc<dyn StoredLines>>,
     /// Owners refused lately, and when (shared by the writers).
-    suspects: Arc<Mutex<HashMap<Arc<str>, Instant>>>,
+    suspects: Suspects,
+    /// The quarantine lane, where this writer sends the jobs of owners refused lately (None: this
+    /// is the quarantine lane's writer).
+    divert: Option<mpsc::Sender<Job>>,
 }
 
 /// Where a line being written came from: its job (index in `pending`) and its index in that job.
@@ -199,7 +223,7 @@ impl Writer {
             if self.pending.is_empty() {
                 tokio::select! {
                     job = rx.recv() => match job {
-                        Some(j) => self.pending.push_back(j),
+                        Some(j) => self.take(j),
                         None => break,
                     },
                     _ = self.shutdown.changed() => break,
@@ -213,6 +237,19 @@ impl Writer {
         }
     }
 
+    /// Queues `job` here, or on the quarantine lane when its owner was refused lately (kept here
+    /// when that lane is full: the agent's stream is held up, never the other writers).
+    fn take(&mut self, job: Job) {
+        let job = match &self.divert {
+            Some(q) if suspected(&self.suspects, &job.owner) => match q.try_send(job) {
+                Ok(()) => return,
+                Err(e) => e.into_inner(),
+            },
+            _ => job,
+        };
+        self.pending.push_back(job);
+    }
+
     /// Takes jobs until a request is full or `flush_interval` has passed; true when the queue closed.
     async fn gather(&mut self, rx: &mut mpsc::Receiver<Job>) -> bool {
         let batch = self.endpoint.cfg.batch_lines;
@@ -220,7 +257,7 @@ impl Writer {
         while self.unwritten() < batch {
             tokio::select! {
                 job = rx.recv() => match job {
-                    Some(j) => self.pending.push_back(j),
+                    Some(j) => self.take(j),
                     None => return true,
                 },
                 _ = tokio::time::sleep_until(deadline) => break,
