@@ -17,9 +17,11 @@ fn energy_options(root: &std::path::Path) -> EnergyOptions {
         kinds: Default::default(),
         period: Duration::from_millis(5),
         idle: Duration::ZERO,
+        settle: Duration::ZERO,
         tail: Duration::ZERO,
         zone: None,
         drives: Default::default(),
+        energy_target: None,
     }
 }
 
