@@ -29,6 +29,7 @@ const POLICY: Policy = Policy {
         ("background", 2),
         ("fine", 2),
         ("idle", 2),
+        ("uncertainty", 2),
         ("run", 3),
         ("record", 3),
         ("series", 4),
