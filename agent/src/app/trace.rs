@@ -103,6 +103,14 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     if let Some(why) = &energy.refused {
         anyhow::bail!("{}: {why}; nothing was written", file.display());
     }
+    if let Some(a) = energy.alignment.as_ref() {
+        // What the alignment left (its estimate at the runs' edges and the rises' scatter) is a
+        // time error at every edge: it widens each run's 95 % half-widths.
+        let r = a.residual();
+        let at = |ns: u64| r.shift_at(wattflip_energy::UnixNanos(i64::try_from(ns).unwrap_or(i64::MAX))).0.abs();
+        let worst = report.runs.iter().map(|x| at(x.start_ns).max(at(x.end_ns))).fold(0.0, f64::max) + r.spread.0.abs();
+        crate::energy::uncertain::add_align_residual(&mut energy, wattflip_energy::Nanos(worst.round().max(0.0) as u64));
+    }
     if let Some(r) = run {
         // Every run was analysed (its neighbours bound it); only this one is kept.
         energy.runs.retain(|x| x.run_id == r);
