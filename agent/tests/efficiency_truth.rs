@@ -102,6 +102,13 @@ fn budget() -> PhaseBudget {
     PhaseBudget { window: std::time::Duration::from_secs(1), budget: std::time::Duration::from_secs(60) }
 }
 
+/// The median of a sample (for the printed figures).
+fn errs_median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Whether `truth` lies in the figure's stated interval.
 fn covers(f: &Figure, truth: f64) -> bool {
     (f.value - truth).abs() <= f.u95.unwrap()
@@ -144,6 +151,7 @@ fn steady_profiles_report_their_true_efficiency_within_the_stated_interval() {
     }
     // The stated 95 % intervals cover the truth about 95 % of the time (700 figures)...
     let share = hits as f64 / total as f64;
+    eprintln!("coverage {share} over {total} figures; median |error| {} IOPS/W, median u95 {} IOPS/W", errs_median(&errs), errs_median(&halfs));
     assert!((0.92..=0.985).contains(&share), "coverage {share} over {total} figures");
     // ...and are not padded: the median error is about 0.67/1.96 of the half-width.
     errs.sort_by(f64::total_cmp);

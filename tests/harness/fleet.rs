@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use wattflip_proto::schema::{device_efficiency_point, source_agreement_point, throttle_event_point, EfficiencyPhase, HostTags, ThrottleEvent};
+use wattflip_proto::schema::{source_agreement_point, throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1;
 
 /// The fleet's hosts (agent id, `rack` label). The first one runs the probe.
@@ -51,97 +51,6 @@ pub const SEED_TEMP_SENSOR: &str = "Composite";
 /// smallest, largest and mean values all differ (36, 37, 35, 38.5, 36.625), so a panel's
 /// aggregation shows in its number; two in the next (max 34.5, the latest reading).
 pub const SEED_TEMPERATURES: [(i64, f64); 6] = [(1_000, 36.0), (3_000, 38.5), (5_000, 35.0), (7_000, 37.0), (12_000, 33.0), (15_000, 34.5)];
-/// Efficiency probes (`device_efficiency`, written as the agent's `efficiency.lp` is loaded):
-/// (host index, s after `t0`, model, firmware, profile, verdict, metrics). Host 1's drive (model A,
-/// firmware 1.0) and host 2's (model B, firmware 2.1); host 2's random-write phase found no stable
-/// interval and carries no metric, only its stability figures.
-pub type SeedEfficiency = (usize, i64, &'static str, &'static str, &'static str, &'static str, &'static [(&'static str, f64)]);
-pub const SEED_EFFICIENCY: [SeedEfficiency; 6] = [
-    (0, 2, "SEED-EFF-A", "1.0", "ready_idle", "stable", &[("watts", 4.8), ("watts_per_tb", 1.25), ("gb_per_watt", 800.0)]),
-    (
-        0,
-        3,
-        "SEED-EFF-A",
-        "1.0",
-        "rand_read_4k",
-        "stable",
-        &[
-            ("iops", 180_000.0),
-            ("mib_per_s", 703.125),
-            ("watts", 9.6),
-            ("iops_per_watt", 18_750.0),
-            ("mib_per_s_per_watt", 73.2421875),
-            ("joules_per_io", 9.6 / 180_000.0),
-            ("joules_per_mib", 9.6 / 703.125),
-        ],
-    ),
-    (
-        0,
-        4,
-        "SEED-EFF-A",
-        "1.0",
-        "seq_read_128k",
-        "stable",
-        &[
-            ("iops", 24_000.0),
-            ("mib_per_s", 3000.0),
-            ("watts", 12.0),
-            ("iops_per_watt", 2000.0),
-            ("mib_per_s_per_watt", 250.0),
-            ("joules_per_io", 0.0005),
-            ("joules_per_mib", 0.004),
-        ],
-    ),
-    (1, 2, "SEED-EFF-B", "2.1", "ready_idle", "stable", &[("watts", 6.0), ("watts_per_tb", 1.5625), ("gb_per_watt", 640.0)]),
-    (
-        1,
-        3,
-        "SEED-EFF-B",
-        "2.1",
-        "rand_read_4k",
-        "stable",
-        &[
-            ("iops", 120_000.0),
-            ("mib_per_s", 468.75),
-            ("watts", 10.0),
-            ("iops_per_watt", 12_000.0),
-            ("mib_per_s_per_watt", 46.875),
-            ("joules_per_io", 10.0 / 120_000.0),
-            ("joules_per_mib", 10.0 / 468.75),
-        ],
-    ),
-    (1, 4, "SEED-EFF-B", "2.1", "rand_write_4k", "unstable", &[]),
-];
-
-/// The seeded efficiency phases as points (the agent's schema function).
-fn efficiency_points(t0: i64) -> Vec<wattflip_proto::lineproto::Point> {
-    SEED_EFFICIENCY
-        .iter()
-        .map(|&(h, s, model, firmware, profile, verdict, metrics)| {
-            let (host, rack) = HOSTS[h];
-            let tags = HostTags { host: host.into(), labels: [("rack".to_string(), rack.to_string())].into() };
-            let stable = verdict == "stable";
-            let e = EfficiencyPhase {
-                time_ns: t0 + s * 1_000_000_000,
-                device: SEED_NAMESPACE.into(),
-                model: model.into(),
-                firmware: firmware.into(),
-                serial: format!("SER-{h}"),
-                profile: profile.into(),
-                verdict: verdict.into(),
-                energy_source: "hwmon:ina226-0-0040/power1".into(),
-                probe_id: t0.to_string(),
-                windows: if stable { 10 } else { 120 },
-                interval_s: stable.then_some(10.0),
-                max_deviation: Some(if stable { 0.01 } else { 0.031 }),
-                trend_change: Some(if stable { 0.002 } else { -0.064 }),
-                metrics: metrics.to_vec(),
-            };
-            device_efficiency_point(&e, &tags)
-        })
-        .collect()
-}
-
 /// Events the agents would send (host index into [`HOSTS`], s after the seed's `t0`, kind,
 /// severity, device, message); the live fleet adds one of its own (the fixture's unreadable
 /// acpitz sensor on the first host). Not `probe_unsupported`, which the HTML report counts.
@@ -591,7 +500,7 @@ pub fn seed(fleet: &Fleet) -> i64 {
     for (i, ratio) in [0.88, 0.99].into_iter().enumerate() {
         pts.push(source_agreement_point(&tags, t0 + (10 + 10 * i as i64) * 1_000_000_000, "psu_efficiency", ratio, (0.80, 0.97)));
     }
-    pts.extend(efficiency_points(t0));
+    pts.extend(crate::fleet_efficiency::points(t0));
     let (body, errs) = wattflip_proto::lineproto::encode_all(&pts);
     assert!(errs.is_empty(), "seed line protocol: {errs:?}");
     let resp = reqwest::blocking::Client::new()

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod fleet;
+pub mod fleet_efficiency;
 pub mod prometheus;
 pub mod thanos;
 
