@@ -28,6 +28,7 @@ mod plan;
 mod probe;
 mod rediscovery;
 mod report;
+mod retention;
 mod rollups;
 mod security;
 mod source_agreement;
