@@ -274,7 +274,16 @@ mod tests {
         let c = load(&format!("{TLS}[influx]\nraw_retention = \"7d\"\n")).unwrap();
         let r = c.influx.retention.unwrap();
         assert_eq!((r.raw, r.rollup, r.settle, r.max_dirty), (Duration::from_secs(604_800), Duration::from_secs(34_560_000), Duration::from_secs(30), 200_000));
-        assert_eq!(r.setup_statements("wf")[1].0, "CREATE RETENTION POLICY \"raw\" ON \"wf\" DURATION 604800s REPLICATION 1 DEFAULT");
+        let s = r.setup_statements("wf");
+        assert_eq!(s[1].0, "CREATE RETENTION POLICY \"raw\" ON \"wf\" DURATION 604800s REPLICATION 1 SHARD DURATION 86400s DEFAULT");
+        assert_eq!(s[2].0, "ALTER RETENTION POLICY \"raw\" ON \"wf\" DURATION 604800s SHARD DURATION 86400s DEFAULT");
+        assert_eq!(s[4].0, "ALTER RETENTION POLICY \"rollup_1m\" ON \"wf\" DURATION 34560000s SHARD DURATION 604800s");
+        // InfluxDB's own choice per duration (1 h below 2 days, 1 day below 180 days, else 7 days).
+        let shard = |secs: u64| crate::sinks::influx::config::shard_duration(Duration::from_secs(secs)).as_secs();
+        assert_eq!(
+            [3_600, 7_200, 172_799, 172_800, 604_800, 2_592_000, 15_551_999, 15_552_000].map(shard),
+            [3_600, 3_600, 3_600, 86_400, 86_400, 86_400, 86_400, 604_800]
+        );
         let err = load(&format!("{TLS}[influx]\nraw_retention = \"30m\"\nrollup_retention = \"10m\"\nrollup_max_dirty = 0\n")).unwrap_err();
         let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths, vec!["influx.raw_retention", "influx.rollup_retention", "influx.rollup_max_dirty"], "{err}");

@@ -36,6 +36,7 @@ mod probe;
 mod rediscovery;
 mod report;
 mod revocation;
+mod retention;
 mod rollups;
 mod security;
 mod shutdown;

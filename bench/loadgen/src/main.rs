@@ -49,6 +49,13 @@ enum Cmd {
         /// bench/otlp-sink.sh). Default: 8 devices, timestamps 1 ns apart.
         #[arg(long)]
         ms_series: bool,
+        /// Batches as a real agent with this many NVMe drives sends them each tick: per drive one
+        /// composite temperature (hwmon) and one `nvme_estimate` drive-power sample (`--batch` is
+        /// then 2 × drives), the drives' thermal limits in the Hello, and event time advancing 1 s
+        /// per batch from `seconds × rate_hz` s ago, so a short run covers hours of a drive's
+        /// event time (the throttle detector's state per drive; docs/benchmarks.md).
+        #[arg(long, default_value_t = 0)]
+        nvme: usize,
     },
     /// The same points written directly to InfluxDB (/write, gzip, batches of `batch` lines).
     Direct {
@@ -109,7 +116,7 @@ async fn agent(
     i: usize,
     url: String,
     tls: Option<tonic::transport::ClientTlsConfig>,
-    (per_batch, ms_series): (usize, bool),
+    (per_batch, ms_series, nvme): (usize, bool, usize),
     rate_hz: f64,
     window: usize,
     until: Instant,
@@ -125,7 +132,18 @@ async fn agent(
     let mut client = IngestClient::new(ep.connect().await.with_context(|| format!("agent {id}: connect"))?);
     totals.connected.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::mpsc::channel(window.max(1));
-    tx.send(AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: id.clone(), time_ns: now_ns(), ..Default::default() })) }).await?;
+    let limits = (0..nvme)
+        .map(|d| v1::DriveThermalLimits {
+            device: format!("nvme{d}"),
+            warning_celsius: 70.0,
+            critical_celsius: 80.0,
+            namespaces: vec![format!("nvme{d}n1")],
+            ..Default::default()
+        })
+        .collect();
+    let inventory = Some(v1::Inventory { drive_thermal_limits: limits, ..Default::default() });
+    tx.send(AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: id.clone(), time_ns: now_ns(), inventory, ..Default::default() })) }).await?;
+    let event_start = now_ns() - (until.saturating_duration_since(Instant::now()).as_secs_f64() * rate_hz.max(1.0)) as i64 * 1_000_000_000;
     let mut acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
     let sent_at: Arc<Mutex<std::collections::VecDeque<(u64, Instant)>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(window.max(1)));
@@ -149,7 +167,10 @@ async fn agent(
             }
             last_t0 = t0;
             let series = if ms_series { per_batch } else { 8 };
-            let m = wattflip_e2e::temperature_batch_over(&id, seq, per_batch, t0, series);
+            let m = match nvme {
+                0 => wattflip_e2e::temperature_batch_over(&id, seq, per_batch, t0, series),
+                n => nvme_batch(&id, seq, n, event_start + seq as i64 * 1_000_000_000),
+            };
             s2.lock().unwrap_or_else(|p| p.into_inner()).push_back((seq, Instant::now()));
             if tx.send(m).await.is_err() {
                 break;
@@ -176,6 +197,33 @@ async fn agent(
     }
     sender.abort();
     Ok(())
+}
+
+/// One tick of an agent with `drives` NVMe drives at event time `t`: per drive a composite
+/// temperature (42–44 °C, below the limits) and the `nvme_estimate` drive power (5.5–7 W).
+fn nvme_batch(id: &str, seq: u64, drives: usize, t: i64) -> AgentMessage {
+    let k = seq as usize;
+    let temperature = (0..drives)
+        .map(|d| v1::TemperatureSample {
+            time_ns: t,
+            source: "hwmon".into(),
+            device: format!("nvme{d}"),
+            sensor: "Composite".into(),
+            celsius: 42.0 + ((k + d) % 3) as f64,
+        })
+        .collect();
+    let power = (0..drives)
+        .map(|d| v1::PowerSample {
+            time_ns: t,
+            source: "nvme_estimate".into(),
+            zone: format!("nvme{d}"),
+            scope: "drive".into(),
+            method: v1::Method::Estimated as i32,
+            watts: Some(5.5 + ((k * 7 + d) % 4) as f64 * 0.5),
+            ..Default::default()
+        })
+        .collect();
+    AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: id.into(), sequence: seq, temperature, power, ..Default::default() })) }
 }
 
 /// Every 10 s on stderr: agents connected and failed, samples acknowledged so far.
@@ -205,8 +253,9 @@ async fn run_agents(
     rate_hz: f64,
     seconds: u64,
     window: usize,
-    ms_series: bool,
+    (ms_series, nvme): (bool, usize),
 ) -> anyhow::Result<()> {
+    let batch = if nvme > 0 { 2 * nvme } else { batch };
     let issuer = load_issuer(pki.as_deref())?;
     ensure_open_files(agents)?;
     let totals = Arc::new(Totals {
@@ -232,7 +281,7 @@ async fn run_agents(
             None => None,
         };
         let t = totals.clone();
-        let run = agent(i, url.clone(), tls, (batch, ms_series), rate_hz, window, until, totals.clone());
+        let run = agent(i, url.clone(), tls, (batch, ms_series, nvme), rate_hz, window, until, totals.clone());
         tasks.push(tokio::spawn(async move {
             let r = run.await;
             if let Err(e) = &r {
@@ -300,8 +349,8 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     match Cli::parse().cmd {
         Cmd::Pki { dir } => pki(&dir),
-        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window, ms_series } => {
-            rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window, ms_series))
+        Cmd::Agents { url, pki, agents, batch, rate_hz, seconds, window, ms_series, nvme } => {
+            rt.block_on(run_agents(url, pki, agents, batch, rate_hz, seconds, window, (ms_series, nvme)))
         }
         Cmd::Direct { influx_url, db, points, batch } => rt.block_on(async move {
             let client = reqwest::Client::new();

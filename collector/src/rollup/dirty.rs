@@ -29,6 +29,10 @@ pub struct RollupStats {
     pub points_written: AtomicU64,
     /// Buckets waiting now (a gauge).
     pub pending: AtomicU64,
+    /// Failed setups of the database and retention policies (`rollup::setup`), and the tasks
+    /// waiting for theirs now (a gauge: rollups and markers stopped).
+    pub setup_failures: AtomicU64,
+    pub setup_pending: AtomicU64,
 }
 
 /// One minute of one host's points of one measurement.

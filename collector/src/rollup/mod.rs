@@ -11,6 +11,7 @@
 mod client;
 pub mod dirty;
 pub mod resolution;
+pub mod setup;
 pub mod statements;
 pub mod task;
 

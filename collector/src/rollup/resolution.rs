@@ -6,6 +6,7 @@
 //! kind in [`marker_lines`] and a row in the docs.
 
 use crate::rollup::client::Client;
+use crate::rollup::setup::Setup;
 use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Retention, RAW_RP, ROLLUP_RP};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -52,13 +53,8 @@ pub fn marker_lines(retention: Option<&Retention>, default_rp: &str, now_ns: i64
     }
 }
 
-/// Writes the markers once: first (`set_up` false) creates the database and policies as the
-/// writer does, since no agent may have written yet; finds the default policy's name when there
-/// is no retention.
-async fn write_once(db: &Client, set_up: bool) -> Result<(), String> {
-    if !set_up {
-        db.setup(db.cfg.setup_statements()).await?;
-    }
+/// Writes the markers once; finds the default policy's name when there is no retention.
+async fn write_once(db: &Client) -> Result<(), String> {
     let retention = db.cfg.retention.as_ref();
     let default_rp = match retention {
         Some(_) => String::new(),
@@ -75,19 +71,21 @@ async fn write_once(db: &Client, set_up: bool) -> Result<(), String> {
 
 /// Runs until `shutdown`: writes the markers at start (retrying until the database exists) and
 /// every [`period`]. Only the 1.x API has retention policies and InfluxQL's `/query`.
-pub async fn run(cfg: InfluxConfig, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(cfg: InfluxConfig, setup: Setup, mut shutdown: watch::Receiver<bool>) {
     if cfg.api != InfluxApi::V1 {
         return;
     }
     let every = period(cfg.retention.as_ref());
     let db = Client::new(cfg);
+    // The database and policies first, as the writer does, since no agent may have written yet
+    // (once: not every period).
+    if !setup.run(&db, "resolution markers", &db.cfg.setup_statements(), &mut shutdown).await {
+        return;
+    }
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-    // The DDL runs until the first marker is written, not every period.
-    let mut set_up = false;
     loop {
-        let wait = match write_once(&db, set_up).await {
+        let wait = match write_once(&db).await {
             Ok(()) => {
-                set_up = true;
                 backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
                 every
             }

@@ -7,6 +7,7 @@
 use crate::rollup::client::Client;
 use crate::rollup::dirty::{Bucket, Dirty, MINUTE_NS};
 use crate::rollup::resolution;
+use crate::rollup::setup::Setup;
 use crate::rollup::statements::{ident, recompute};
 use crate::sinks::influx::config::InfluxConfig;
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use wattflip_infra::Backoff;
 
 /// Hosts per statement (the regex stays short) and minutes per statement (one statement's raw
 /// points stay far below `max-select-point` even for full-rate series).
@@ -123,16 +123,11 @@ pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) 
 
 /// Runs until `shutdown`: creates the policies (retrying), catches up, then recomputes settled
 /// buckets every tick and logs the buckets the dirty set had to drop.
-pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, setup: Setup, mut shutdown: watch::Receiver<bool>) {
     let Some(retention) = cfg.retention.clone() else { return };
     let r = Runner { db: Client::new(cfg), dirty };
-    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-    while let Err(e) = r.db.setup(retention.setup_statements(&r.db.cfg.database)).await {
-        tracing::warn!(attempt = backoff.attempt(), "cannot create the retention policies, will retry: {e}");
-        tokio::select! {
-            _ = tokio::time::sleep(backoff.next_delay_or(None)) => {}
-            _ = shutdown.changed() => return,
-        }
+    if !setup.run(&r.db, "rollups", &retention.setup_statements(&r.db.cfg.database), &mut shutdown).await {
+        return;
     }
     if let Err(e) = r.catch_up(retention.settle).await {
         tracing::warn!("rollup catch-up of the last minutes failed (they are recomputed when written again): {e}");

@@ -59,13 +59,18 @@ fn stream_capacity() -> u64 {
 
 /// The InfluxDB sink (or the null one). With raw retention set, every stored line marks its
 /// bucket and the rollup task recomputes settled buckets (crate::rollup).
-fn spawn_influx(cfg: &Config, stats: &Arc<Stats>, stop_rx: &tokio::sync::watch::Receiver<bool>) -> (influx::WriterHandle, tokio::task::JoinHandle<()>) {
+fn spawn_influx(
+    cfg: &Config,
+    stats: &Arc<Stats>,
+    setup: crate::rollup::setup::Setup,
+    stop_rx: &tokio::sync::watch::Receiver<bool>,
+) -> (influx::WriterHandle, tokio::task::JoinHandle<()>) {
     match cfg.sink {
         SinkKind::InfluxDb => {
-            tokio::spawn(crate::rollup::resolution::run(cfg.influx.clone(), stop_rx.clone()));
+            tokio::spawn(crate::rollup::resolution::run(cfg.influx.clone(), setup.clone(), stop_rx.clone()));
             let observer = cfg.influx.retention.as_ref().map(|r| {
                 let dirty = Arc::new(crate::rollup::Dirty::new(r.max_dirty, stats.rollup.clone()));
-                tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), stop_rx.clone()));
+                tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), setup, stop_rx.clone()));
                 dirty as Arc<dyn influx::StoredLines>
             });
             influx::spawn_observed(cfg.influx.clone(), stats.sink.clone(), stop_rx.clone(), observer)
@@ -125,7 +130,10 @@ pub async fn serve(
         .await?;
         tracing::info!(%bound, "metrics at /metrics");
     }
-    let (writer, writer_task) = spawn_influx(&cfg, &stats, &stop_rx);
+    // Created first: the rollup and marker tasks report their setup on it.
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let setup = crate::rollup::setup::Setup { stats: stats.rollup.clone(), health: Some(reporter.clone()) };
+    let (writer, writer_task) = spawn_influx(&cfg, &stats, setup, &stop_rx);
     let (otlp, otlp_task) = match cfg.otlp.clone() {
         Some(o) => {
             tracing::info!(url = %o.url, required = o.required, "OTLP sink on");
@@ -145,7 +153,6 @@ pub async fn serve(
     };
     let conns = Conns::new(max_connections, cfg.limits.hello_timeout, stats.ingest.clone());
     let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
-    let (reporter, health) = tonic_health::server::health_reporter();
     let l = &cfg.limits;
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let stats_in = stats.ingest.clone();

@@ -126,5 +126,15 @@ fn rollup(t: &mut Text, r: &RollupStats) {
         r.statements_failed.load(Relaxed),
     )
     .counter("wattflip_collector_rollup_points_written_total", "Rollup and copy points written.", r.points_written.load(Relaxed))
-    .gauge("wattflip_collector_rollup_buckets_pending", "Rollup buckets waiting for their writes to settle.", r.pending.load(Relaxed) as f64);
+    .gauge("wattflip_collector_rollup_buckets_pending", "Rollup buckets waiting for their writes to settle.", r.pending.load(Relaxed) as f64)
+    .counter(
+        "wattflip_collector_rollup_setup_failures_total",
+        "Failed setups of the database and retention policies; rollups and resolution markers wait until one succeeds.",
+        r.setup_failures.load(Relaxed),
+    )
+    .gauge(
+        "wattflip_collector_rollup_setup_pending",
+        "Tasks (rollups, resolution markers) stopped because their setup fails; 0 when they run.",
+        r.setup_pending.load(Relaxed) as f64,
+    );
 }

@@ -64,16 +64,34 @@ impl Retention {
     /// The statements that create the retention policies (or bring an existing one to the
     /// configured duration): `raw` as the default, `rollup_1m` beside it. Each CREATE fails
     /// harmlessly when the policy exists (its error is ignored); the ALTER that follows applies.
+    /// Both name the shard duration that fits the new duration ([`shard_duration`]): InfluxDB
+    /// refuses an ALTER whose DURATION is shorter than the policy's current shard duration
+    /// (7d → 2h kept the 1-day shards of 7d and failed).
     pub fn setup_statements(&self, database: &str) -> Vec<(String, bool)> {
         let db = database.replace('"', "");
         let (raw, long) = (self.raw.as_secs(), self.rollup.as_secs());
+        let (raw_shard, long_shard) = (shard_duration(self.raw).as_secs(), shard_duration(self.rollup).as_secs());
         vec![
             (format!("CREATE DATABASE \"{db}\""), false),
-            (format!("CREATE RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s REPLICATION 1 DEFAULT"), true),
-            (format!("ALTER RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s DEFAULT"), false),
-            (format!("CREATE RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s REPLICATION 1"), true),
-            (format!("ALTER RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s"), false),
+            (format!("CREATE RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s REPLICATION 1 SHARD DURATION {raw_shard}s DEFAULT"), true),
+            (format!("ALTER RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s SHARD DURATION {raw_shard}s DEFAULT"), false),
+            (format!("CREATE RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s REPLICATION 1 SHARD DURATION {long_shard}s"), true),
+            (format!("ALTER RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s SHARD DURATION {long_shard}s"), false),
         ]
+    }
+}
+
+/// The shard-group duration InfluxDB 1.x picks by default for a retention duration (1 h below
+/// 2 days, 1 day below 180 days, 7 days from there: `shardGroupDuration` in
+/// <https://github.com/influxdata/influxdb/blob/1.8/services/meta/data.go>; the rule is listed in
+/// <https://docs.influxdata.com/influxdb/v1/query_language/manage-database/#retention-policy-management>),
+/// named explicitly so that changing the duration changes the shards with it.
+pub fn shard_duration(retention: Duration) -> Duration {
+    const DAY: u64 = 86_400;
+    match retention.as_secs() {
+        d if d < 2 * DAY => Duration::from_secs(3600),
+        d if d < 180 * DAY => Duration::from_secs(DAY),
+        _ => Duration::from_secs(7 * DAY),
     }
 }
 
