@@ -111,5 +111,4 @@ fn skewed_and_impossible_points_are_refused_alone_and_never_change_later_analysi
     assert_eq!(log.matches("left out invalid points").count(), 1, "{log}");
     // The one WARN names the batch's first refusal and how many there were.
     assert!(log.contains("first: power[1].watts = -5: -5 W is outside -1..200 W for scope `drive`; check the unit"), "{log}");
-    assert!(log.contains("rejected=4 batches_not_logged=0"), "{log}");
 }

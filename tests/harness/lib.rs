@@ -158,6 +158,11 @@ pub fn free_port() -> u16 {
 
 /// Path of a workspace binary in the same profile as this test, built on demand.
 pub fn bin(package: &str, name: &str) -> PathBuf {
+    // `WATTFLIP_E2E_BIN_WATTFLIP_COLLECTOR=/path` runs the tests against another build of that
+    // binary, e.g. the one before a fix (to see a new test fail without it).
+    if let Ok(p) = std::env::var(format!("WATTFLIP_E2E_BIN_{}", name.to_uppercase().replace('-', "_"))) {
+        return PathBuf::from(p);
+    }
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/<test-binary> → target/<profile>/<name>
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
