@@ -348,6 +348,17 @@ fn scanned(d: &Value) -> ScannedDevice {
     }
 }
 
+/// `temperature.current`, except a RAID controller's logical volume's (protocol SCSI: a PERC or
+/// MegaRAID virtual disk, which has no sensor of its own) 0: not available, never 0 °C.
+fn current_temperature(root: &Value, pr: &mut Problems) -> Option<i64> {
+    let current = match root.get("temperature") {
+        Some(t) => pr.take(field_i64(t, "temperature", "current")),
+        None => None,
+    };
+    let scsi = root.get("device").and_then(|d| field_str(d, "protocol")).is_some_and(|p| p.eq_ignore_ascii_case("scsi"));
+    current.filter(|c| !(scsi && *c == 0))
+}
+
 /// Parses `smartctl --json -a` (or `-H -A`, `-x`) for NVMe and ATA.
 pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<SmartctlReport, SmartctlError> {
     let root: Value = serde_json::from_str(stdout).map_err(|e| SmartctlError::Parse { command: command.into(), detail: format!("not JSON: {e}") })?;
@@ -358,14 +369,7 @@ pub fn parse_report(stdout: &str, stderr: &str, command: &str) -> Result<Smartct
 
     let mut temperature = None;
     let mut temperature_origin = None;
-    let current = match root.get("temperature") {
-        Some(t) => pr.take(field_i64(t, "temperature", "current")),
-        None => None,
-    };
-    // A RAID controller's logical volume (protocol SCSI: a PERC or MegaRAID virtual disk, which
-    // has no sensor of its own) answers `temperature.current: 0`: not available, never 0 °C.
-    let scsi = root.get("device").and_then(|d| field_str(d, "protocol")).is_some_and(|p| p.eq_ignore_ascii_case("scsi"));
-    let current = current.filter(|c| !(scsi && *c == 0));
+    let current = current_temperature(&root, &mut pr);
     if let Some(c) = current {
         temperature = Some(Celsius::from_whole_celsius(c));
         temperature_origin = Some(TemperatureOrigin::Current);

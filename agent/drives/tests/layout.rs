@@ -39,6 +39,7 @@ const POLICY: Policy = Policy {
         ("nvme_status", 5),
         ("units", 5),
         ("smartctl_mode", 5),
+        ("smartctl_exit", 5),
     ],
     max_upward: 0,
     min_imports: 30,

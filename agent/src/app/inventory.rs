@@ -65,8 +65,7 @@ pub fn inventory_table(inv: &wattflip_proto::v1::Inventory, found: &mut crate::s
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "Storage devices ({})", inv.storage_devices.len());
-    let _ =
-        writeln!(s, "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<9} {:<10} {}", "DEVICE", "MODEL", "SERIAL", "CAPACITY", "LBS", "TRANSPORT", "CONTROLLER", "SYSFS");
+    let _ = writeln!(s, "  {:<12} {:<28} {:<20} {:>12} {:>6} {:<9} {:<10} SYSFS", "DEVICE", "MODEL", "SERIAL", "CAPACITY", "LBS", "TRANSPORT", "CONTROLLER");
     for d in &inv.storage_devices {
         let _ = writeln!(
             s,
