@@ -134,8 +134,12 @@ impl Config {
         };
         let influx = InfluxConfig::from_raw(influx, ov.influx_url.clone(), ov.influx_db.clone(), &mut loader);
         let otlp = OtlpConfig::from_raw(otlp, &mut loader);
-        let hello_timeout =
-            Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read("limits.hello_timeout", limits.hello_timeout.as_deref(), DEFAULT_HELLO_TIMEOUT, &mut loader);
+        let hello_timeout = Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read(
+            "limits.hello_timeout",
+            limits.hello_timeout.as_deref(),
+            DEFAULT_HELLO_TIMEOUT,
+            &mut loader,
+        );
         let window = Bounded::new(Duration::from_secs(1), Duration::from_secs(10 * 365 * 86_400))
             .because("the window is compared in i64 nanoseconds; a decade covers any real clock skew");
         let max_time_ahead = window.read("limits.max_time_ahead", limits.max_time_ahead.as_deref(), DEFAULT_MAX_TIME_AHEAD, &mut loader);

@@ -5,10 +5,10 @@
 // (clippy.toml's allow-*-in-tests covers #[test] functions only, not the helpers they call).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod config_checks;
-mod clocks;
-mod connections;
 mod acpi_meter;
+mod clocks;
+mod config_checks;
+mod connections;
 mod dashboards;
 mod dashboards_hosts;
 mod dashboards_rollups;
@@ -23,8 +23,8 @@ mod energy_schedules;
 mod faults;
 mod grpc;
 mod hwmon_scopes;
-mod isolation;
 mod inventory_usable;
+mod isolation;
 mod ledger;
 mod otlp;
 mod otlp_dashboards;
@@ -35,8 +35,8 @@ mod plan;
 mod probe;
 mod rediscovery;
 mod report;
-mod revocation;
 mod retention;
+mod revocation;
 mod rollups;
 mod security;
 mod shutdown;

@@ -56,7 +56,13 @@ pub fn set(doc: &mut toml::Table, key: &str, value: Value) {
             table.insert(name.to_string(), value);
             return;
         }
-        let entry = table.entry(name.to_string()).or_insert_with(|| if index { Value::Array(vec![Value::Table(toml::Table::new())]) } else { Value::Table(toml::Table::new()) });
+        let entry = table.entry(name.to_string()).or_insert_with(|| {
+            if index {
+                Value::Array(vec![Value::Table(toml::Table::new())])
+            } else {
+                Value::Table(toml::Table::new())
+            }
+        });
         let next = match entry {
             Value::Array(a) => a.first_mut(),
             other => Some(other),
@@ -77,11 +83,14 @@ pub struct Findings {
     pub accepted: usize,
 }
 
+/// A config parser under test: None for a refused document, else its durations by dotted key.
+pub type Parse = dyn Fn(&str) -> Option<Vec<(String, std::time::Duration)>>;
+
 /// Sets each of `keys` in `base` to each of [`values`], then `combos` random combinations of three
 /// (seeded: a failure repeats), and hands each document's text to `parse`, which returns None
 /// for a refused config and the accepted config's durations by key otherwise. A panic in `parse`,
 /// or an accepted duration past [`CENTURY`], is a failure.
-pub fn explore(keys: &[&str], base: &toml::Table, combos: usize, parse: &dyn Fn(&str) -> Option<Vec<(String, std::time::Duration)>>) -> Findings {
+pub fn explore(keys: &[&str], base: &toml::Table, combos: usize, parse: &Parse) -> Findings {
     use rand::{Rng, SeedableRng};
     let values = values();
     let mut found = Findings::default();
