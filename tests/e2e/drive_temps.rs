@@ -26,6 +26,9 @@ fn fake_smartctl_sda(dir: &std::path::Path) -> std::path::PathBuf {
     .unwrap();
     std::fs::copy(fx.join("smartctl/constructed-smartctl-7.3-sata-a.json"), d.join("report.json")).unwrap();
     std::fs::write(d.join("report.exit"), "0\n").unwrap();
+    // The agent also reads the NVMe controller through smartctl (`-d nvme`): QEMU's capture, 323 K.
+    std::fs::copy(fx.join("smartctl/qemu-smartctl-7.3-nvme-H-A.json"), d.join("report-nvme.json")).unwrap();
+    std::fs::write(d.join("report-nvme.exit"), "8\n").unwrap();
     d
 }
 
@@ -55,7 +58,7 @@ fn hwmon_drive_temperatures_join_the_tools_readings_and_the_inventory() {
 
     // One series per (drive, source, sensor): hwmon beside the tool that reads the same drive.
     let q = format!("SELECT last(celsius) FROM temperature WHERE host = '{HOST}' GROUP BY device, source, sensor");
-    let want = 5;
+    let want = 6;
     let all_in = wait_for(Duration::from_secs(20), || Some(influx.series(DB, &q)).filter(|s| s.len() >= want));
     let series = all_in.unwrap_or_else(|| panic!("{:?}\n{}", influx.series(DB, &q), collector.log()));
     let mut got: Vec<(String, String, String, f64)> = series
@@ -73,6 +76,8 @@ fn hwmon_drive_temperatures_join_the_tools_readings_and_the_inventory() {
             row("nvme0", "hwmon", "Composite", 49.85),
             row("nvme0", "hwmon", "Sensor 1", 47.85),
             row("nvme0", "nvme_cli", "Composite", 49.85),
+            // smartctl prints whole degrees, K − 273: 323 K → 50.
+            row("nvme0", "smartctl", "Composite", 50.0),
             row("sda", "hwmon", "temp1", 33.0),
             row("sda", "smartctl", "Temperature", 33.0),
         ],
