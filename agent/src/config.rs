@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use wattflip_infra::tls::{RawTls, TlsMode};
 use wattflip_infra::duration::{Bounded, HOUR};
+use wattflip_infra::tls::{RawTls, TlsMode};
 use wattflip_infra::tomlcfg::{ConfigError, Loader};
 use wattflip_proto::domain::{check_agent_id, check_label, MAX_LABELS};
 

@@ -114,8 +114,12 @@ impl Config {
         };
         let influx = InfluxConfig::from_raw(influx, ov.influx_url.clone(), ov.influx_db.clone(), &mut loader);
         let otlp = OtlpConfig::from_raw(otlp, &mut loader);
-        let hello_timeout =
-            Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read("limits.hello_timeout", limits.hello_timeout.as_deref(), DEFAULT_HELLO_TIMEOUT, &mut loader);
+        let hello_timeout = Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read(
+            "limits.hello_timeout",
+            limits.hello_timeout.as_deref(),
+            DEFAULT_HELLO_TIMEOUT,
+            &mut loader,
+        );
         let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
         if max_message_bytes < 1024 {
             loader.problem("limits.max_message_bytes", "must be at least 1024");

@@ -8,14 +8,47 @@ use wattflip_collector::config::{Config, Overrides};
 use wattflip_infra::edge;
 
 const KEYS: &[&str] = &[
-    "listen", "sink", "metrics.listen",
-    "limits.max_message_bytes", "limits.agent_points_per_second", "limits.agent_burst_points", "limits.dedup_window", "limits.hello_timeout",
-    "influx.url", "influx.database", "influx.api", "influx.org", "influx.bucket", "influx.username", "influx.secret_file", "influx.secret_env",
-    "influx.batch_lines", "influx.writers", "influx.flush_interval", "influx.request_timeout", "influx.max_backoff", "influx.gzip",
-    "influx.dead_letter_dir", "influx.raw_retention", "influx.rollup_retention", "influx.rollup_settle", "influx.rollup_max_dirty",
-    "otlp.url", "otlp.required", "otlp.headers", "otlp.headers.x", "otlp.header_files", "otlp.header_files.x", "otlp.batch_points",
-    "otlp.flush_interval", "otlp.request_timeout", "otlp.max_backoff", "otlp.queue_points", "otlp.gzip",
-    "tls.insecure_plaintext_loopback_only", "tls.key_file",
+    "listen",
+    "sink",
+    "metrics.listen",
+    "limits.max_message_bytes",
+    "limits.agent_points_per_second",
+    "limits.agent_burst_points",
+    "limits.dedup_window",
+    "limits.hello_timeout",
+    "influx.url",
+    "influx.database",
+    "influx.api",
+    "influx.org",
+    "influx.bucket",
+    "influx.username",
+    "influx.secret_file",
+    "influx.secret_env",
+    "influx.batch_lines",
+    "influx.writers",
+    "influx.flush_interval",
+    "influx.request_timeout",
+    "influx.max_backoff",
+    "influx.gzip",
+    "influx.dead_letter_dir",
+    "influx.raw_retention",
+    "influx.rollup_retention",
+    "influx.rollup_settle",
+    "influx.rollup_max_dirty",
+    "otlp.url",
+    "otlp.required",
+    "otlp.headers",
+    "otlp.headers.x",
+    "otlp.header_files",
+    "otlp.header_files.x",
+    "otlp.batch_points",
+    "otlp.flush_interval",
+    "otlp.request_timeout",
+    "otlp.max_backoff",
+    "otlp.queue_points",
+    "otlp.gzip",
+    "tls.insecure_plaintext_loopback_only",
+    "tls.key_file",
 ];
 
 /// A valid config that reaches every check: plaintext on loopback, retention and an OTLP sink.
@@ -33,7 +66,11 @@ fn durations(c: &Config) -> Vec<(String, std::time::Duration)> {
         d.extend([("influx.raw_retention".into(), r.raw), ("influx.rollup_retention".into(), r.rollup), ("influx.rollup_settle".into(), r.settle)]);
     }
     if let Some(o) = &c.otlp {
-        d.extend([("otlp.flush_interval".into(), o.flush_interval), ("otlp.request_timeout".into(), o.request_timeout), ("otlp.max_backoff".into(), o.max_backoff)]);
+        d.extend([
+            ("otlp.flush_interval".into(), o.flush_interval),
+            ("otlp.request_timeout".into(), o.request_timeout),
+            ("otlp.max_backoff".into(), o.max_backoff),
+        ]);
     }
     d
 }

@@ -86,7 +86,8 @@ fn a_key_file_holding_a_certificate_is_refused_before_run_starts() {
     let (cert, _) = pki().issue("agent-keyless", &["keyless"], None);
     let tls = format!("[tls]\nca_file = \"{}\"\ncert_file = \"{1}\"\nkey_file = \"{1}\"\n", pki().ca().display(), cert.display());
     let a = write(tmp.path(), "agent.toml", &format!("agent_id = \"keyless\"\n[collector]\nurl = \"https://127.0.0.1:1\"\n{tls}"));
-    let msg = "tls.key_file: Error parsing TLS private key: no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block (it holds a certificate: is this cert_file?)";
+    let msg =
+        "tls.key_file: Error parsing TLS private key: no PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY block (it holds a certificate: is this cert_file?)";
     refused(agent(&["check-config", "--config", a.to_str().unwrap()]), msg);
     refused(agent(&["run", "--config", a.to_str().unwrap()]), msg);
     let c = write(tmp.path(), "collector.toml", &format!("listen = \"127.0.0.1:1\"\n{tls}"));

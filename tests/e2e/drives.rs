@@ -344,7 +344,11 @@ fn governor_sweep_killed_or_terminated_always_gets_the_original_state_back() {
         let status = wait_child(&mut child, Duration::from_secs(30), tmp.path());
         let stderr = std::fs::read_to_string(tmp.path().join("agent.stderr")).unwrap();
         assert!(!status.success(), "an interrupted sweep is not a success");
-        assert_eq!(stderr.matches("interrupted by a signal; the original power state was put back").count(), 1 + usize::from(sig == "HUP"), "SIG{sig}: {stderr}");
+        assert_eq!(
+            stderr.matches("interrupted by a signal; the original power state was put back").count(),
+            1 + usize::from(sig == "HUP"),
+            "SIG{sig}: {stderr}"
+        );
         assert_eq!(std::fs::read_to_string(&power_value).unwrap(), "1\n", "SIG{sig} left the drive changed");
         assert!(!state_file.exists());
         let lp = std::fs::read_to_string(out3.join("governor-sweep.lp")).unwrap();

@@ -269,7 +269,20 @@ fn a_probe_stops_cleanly_on_sighup_and_sigint_and_keeps_its_completed_runs() {
         let dir = disk_dir();
         let out = dir.path().join("out");
         let target = dir.path().join("scratch.dat");
-        let args = ["probe", "--bench", "all", "--repetitions", "1", "--size", "256MiB", "--no-power", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let args = [
+            "probe",
+            "--bench",
+            "all",
+            "--repetitions",
+            "1",
+            "--size",
+            "256MiB",
+            "--no-power",
+            "--target",
+            target.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
         let mut child = spawn_agent(dir.path(), &args);
         // Long enough for the fill and some runs of the ~180 (the whole probe takes minutes).
         std::thread::sleep(Duration::from_secs(4));

@@ -15,8 +15,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wattflip_infra::duration::{Bounded, DAY};
 use wattflip_drives::CommandRunner;
+use wattflip_infra::duration::{Bounded, DAY};
 use wattflip_proto::v1;
 
 #[derive(clap::Subcommand, Debug)]

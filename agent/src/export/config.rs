@@ -7,8 +7,8 @@ use super::spool::{SpoolConfig, SyncPolicy};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
 use wattflip_infra::duration::{Bounded, HOUR};
+use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
 use wattflip_infra::tomlcfg::Loader;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -104,10 +104,7 @@ pub fn spool_config(raw: RawSpool, l: &mut Loader) -> Option<SpoolConfig> {
     }
     let sync = match raw.sync.as_deref() {
         None | Some("every_batch") => SyncPolicy::EveryBatch,
-        Some(s) => match Bounded::new(Duration::from_millis(1), HOUR)
-            .because("`every_batch`, or a sync interval above zero")
-            .read_set("spool.sync", s, l)
-        {
+        Some(s) => match Bounded::new(Duration::from_millis(1), HOUR).because("`every_batch`, or a sync interval above zero").read_set("spool.sync", s, l) {
             Some(d) => SyncPolicy::Interval(d),
             None => SyncPolicy::EveryBatch,
         },

@@ -9,7 +9,12 @@ fn cfg(dir: &Path) -> SpoolConfig {
 }
 
 fn batch(seq: u64) -> v1::Batch {
-    v1::Batch { agent_id: "a".into(), sequence: seq, temperature: vec![v1::TemperatureSample { time_ns: 7, celsius: 40.5, ..Default::default() }], ..Default::default() }
+    v1::Batch {
+        agent_id: "a".into(),
+        sequence: seq,
+        temperature: vec![v1::TemperatureSample { time_ns: 7, celsius: 40.5, ..Default::default() }],
+        ..Default::default()
+    }
 }
 
 /// A spool holding batches `seqs` in one segment named after the first; returns its path and the

@@ -56,7 +56,13 @@ pub fn set(doc: &mut toml::Table, key: &str, value: Value) {
             table.insert(name.to_string(), value);
             return;
         }
-        let entry = table.entry(name.to_string()).or_insert_with(|| if index { Value::Array(vec![Value::Table(toml::Table::new())]) } else { Value::Table(toml::Table::new()) });
+        let entry = table.entry(name.to_string()).or_insert_with(|| {
+            if index {
+                Value::Array(vec![Value::Table(toml::Table::new())])
+            } else {
+                Value::Table(toml::Table::new())
+            }
+        });
         let next = match entry {
             Value::Array(a) => a.first_mut(),
             other => Some(other),

@@ -95,7 +95,9 @@ impl TlsMaterial {
                 Ok(_) => {}
                 Err(rustls::Error::InconsistentKeys(_)) => problems
                     .push(("key_file", "is not the key of cert_file's certificate (their public keys differ); give the key it was issued for".to_string())),
-                Err(rustls::Error::InvalidCertificate(e)) => problems.push(("cert_file", format!("its first certificate does not parse ({e:?}); give this side's PEM certificate"))),
+                Err(rustls::Error::InvalidCertificate(e)) => {
+                    problems.push(("cert_file", format!("its first certificate does not parse ({e:?}); give this side's PEM certificate")))
+                }
                 Err(e) => problems.push(("key_file", format!("cannot be used with cert_file: {e}"))),
             }
         }
@@ -253,7 +255,8 @@ mod tests {
             std::fs::write(dir.join(f), pem).unwrap();
         }
         std::fs::write(dir.join("bad.pem"), "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n").unwrap();
-        let conf = |ca: &str, cert: &str, key: &str| format!("[tls]\nca_file = \"{0}/{ca}\"\ncert_file = \"{0}/{cert}\"\nkey_file = \"{0}/{key}\"\n", dir.display());
+        let conf =
+            |ca: &str, cert: &str, key: &str| format!("[tls]\nca_file = \"{0}/{ca}\"\ncert_file = \"{0}/{cert}\"\nkey_file = \"{0}/{key}\"\n", dir.display());
         let (m, p) = load(&conf("other.pem", "cert.pem", "cert.pem"));
         assert_eq!(m, None);
         assert_eq!(
@@ -268,7 +271,10 @@ mod tests {
         assert_eq!(m, None);
         assert_eq!(
             p,
-            vec![("tls.key_file".to_string(), "is not the key of cert_file's certificate (their public keys differ); give the key it was issued for".to_string())]
+            vec![(
+                "tls.key_file".to_string(),
+                "is not the key of cert_file's certificate (their public keys differ); give the key it was issued for".to_string()
+            )]
         );
         let (m, p) = load(&conf("key.pem", "bad.pem", "key.pem"));
         assert_eq!(m, None);

@@ -47,8 +47,7 @@ impl Loader {
     /// [`read_bounded`]). A missing file or a TOML syntax error is reported at once, since nothing
     /// else can be checked without a parse tree.
     pub fn from_file(file: &Path) -> Result<Self, ConfigError> {
-        let text = read_bounded(file)
-            .map_err(|message| ConfigError { file: file.to_owned(), problems: vec![Problem { path: String::new(), message }] })?;
+        let text = read_bounded(file).map_err(|message| ConfigError { file: file.to_owned(), problems: vec![Problem { path: String::new(), message }] })?;
         Self::from_str(file, &text)
     }
 

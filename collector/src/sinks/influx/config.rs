@@ -211,9 +211,11 @@ fn retention(raw: &Option<String>, rollup: &Option<String>, settle: &Option<Stri
     let century = CENTURY;
     let raw = Bounded::new(HOUR, century).because("InfluxDB's minimum retention is 1h").read_set("influx.raw_retention", raw, loader);
     let rollup = match rollup {
-        Some(s) => Bounded::new(raw.unwrap_or(HOUR), century)
-            .because("at least raw_retention: rollups must outlive the raw points")
-            .read_set("influx.rollup_retention", s, loader),
+        Some(s) => Bounded::new(raw.unwrap_or(HOUR), century).because("at least raw_retention: rollups must outlive the raw points").read_set(
+            "influx.rollup_retention",
+            s,
+            loader,
+        ),
         None => Some(Duration::from_secs(400 * 86_400)),
     };
     if let (Some(raw), Some(r)) = (raw, rollup) {
