@@ -119,7 +119,11 @@ fn a_cardinality_attack_does_not_delay_a_bystanders_acks() {
     // p99 itself moves by hundreds of ms, so the bound is 2x or 2 s, whichever is larger (before
     // the isolation a bystander got no Ack within 30 s).
     let bound = (base * 2).max(std::time::Duration::from_secs(2));
-    assert!(under <= bound, "bystander ack p99 {under:?} under the attack is more than {bound:?} (twice {base:?} without it, at least 2 s)\n{}", collector.log());
+    assert!(
+        under <= bound,
+        "bystander ack p99 {under:?} under the attack is more than {bound:?} (twice {base:?} without it, at least 2 s)\n{}",
+        collector.log()
+    );
 
     // The attacker's points: each stored or dead-lettered, and the dead-lettered ones are exactly
     // the drive ids InfluxDB does not hold.

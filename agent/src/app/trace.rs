@@ -103,14 +103,7 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
     if let Some(why) = &energy.refused {
         anyhow::bail!("{}: {why}; nothing was written", file.display());
     }
-    if let Some(a) = energy.alignment.as_ref() {
-        // What the alignment left (its estimate at the runs' edges and the rises' scatter) is a
-        // time error at every edge: it widens each run's 95 % half-widths.
-        let r = a.residual();
-        let at = |ns: u64| r.shift_at(wattflip_energy::UnixNanos(i64::try_from(ns).unwrap_or(i64::MAX))).0.abs();
-        let worst = report.runs.iter().map(|x| at(x.start_ns).max(at(x.end_ns))).fold(0.0, f64::max) + r.spread.0.abs();
-        crate::energy::uncertain::add_align_residual(&mut energy, wattflip_energy::Nanos(worst.round().max(0.0) as u64));
-    }
+    widen_by_alignment(&mut energy, &report);
     if let Some(r) = run {
         // Every run was analysed (its neighbours bound it); only this one is kept.
         energy.runs.retain(|x| x.run_id == r);
@@ -132,6 +125,16 @@ pub fn command(t: TraceCommand) -> anyhow::Result<()> {
         send_results(&url, &cfg, vec![crate::probes::convert::batch(&only, Some(&energy))], &input, "trace")?;
     }
     Ok(())
+}
+
+/// What the alignment left (its estimate at the runs' edges plus the rises' scatter) is a time
+/// error at every edge: it widens each run's 95 % half-widths.
+fn widen_by_alignment(energy: &mut crate::energy::ProbeEnergy, report: &wattflip_uflip::ProbeReport) {
+    let Some(a) = energy.alignment.as_ref() else { return };
+    let r = a.residual();
+    let at = |ns: u64| r.shift_at(wattflip_energy::UnixNanos(i64::try_from(ns).unwrap_or(i64::MAX))).0.abs();
+    let worst = report.runs.iter().map(|x| at(x.start_ns).max(at(x.end_ns))).fold(0.0, f64::max) + r.spread.0.abs();
+    crate::energy::uncertain::add_align_residual(energy, wattflip_energy::Nanos(worst.round().max(0.0) as u64));
 }
 
 /// `alignment.json` in the result folder: the corrections applied and the residual left (the last
