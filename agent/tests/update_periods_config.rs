@@ -21,6 +21,6 @@ fn declared_update_periods_are_read_by_zone_and_checked() {
     assert_eq!(c.kinds.update_period_of("hwmon", "ina226/power1"), None);
     let bad = format!("[sources]\n[sources.update_periods]\n\"a\" = \"10ns\"\n\"b\" = \"soon\"\n{TLS}");
     let e = Config::from_str(Path::new("agent.toml"), &bad).unwrap_err().to_string();
-    assert!(e.contains("sources.update_periods.a") && e.contains("outside 100µs..=60s"), "{e}");
+    assert!(e.contains("sources.update_periods.a") && e.contains("`10ns` is outside 100us..=1m"), "{e}");
     assert!(e.contains("sources.update_periods.b"), "{e}");
 }

@@ -12,7 +12,6 @@ use wattflip_infra::tls::{RawTls, TlsMode};
 
 // The InfluxDB sink owns its configuration types and their checks; the service configuration
 // composes them (and re-exports them here, where they were).
-pub use crate::service::revocation::RevocationFiles;
 use crate::sinks::influx::config::RawInflux;
 pub use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Secret, DEFAULT_DEAD_LETTER_DIR};
 pub use crate::sinks::otlp::config::OtlpConfig;
@@ -134,34 +133,7 @@ impl Config {
         };
         let influx = InfluxConfig::from_raw(influx, ov.influx_url.clone(), ov.influx_db.clone(), &mut loader);
         let otlp = OtlpConfig::from_raw(otlp, &mut loader);
-        let hello_timeout = Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read(
-            "limits.hello_timeout",
-            limits.hello_timeout.as_deref(),
-            DEFAULT_HELLO_TIMEOUT,
-            &mut loader,
-        );
-        let window = Bounded::new(Duration::from_secs(1), Duration::from_secs(10 * 365 * 86_400))
-            .because("the window is compared in i64 nanoseconds; a decade covers any real clock skew");
-        let max_time_ahead = window.read("limits.max_time_ahead", limits.max_time_ahead.as_deref(), DEFAULT_MAX_TIME_AHEAD, &mut loader);
-        let max_time_behind = window.read("limits.max_time_behind", limits.max_time_behind.as_deref(), DEFAULT_MAX_TIME_BEHIND, &mut loader);
-        let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
-        if max_message_bytes < 1024 {
-            loader.problem("limits.max_message_bytes", "must be at least 1024");
-        }
-        let agent_points_per_second = limits.agent_points_per_second.unwrap_or(50_000.0);
-        let agent_burst_points = limits.agent_burst_points.unwrap_or(1_000_000.0);
-        for (k, v) in [("limits.agent_points_per_second", agent_points_per_second), ("limits.agent_burst_points", agent_burst_points)] {
-            if !(v.is_finite() && v >= 1.0) {
-                loader.problem(k, format!("{v} must be a number of at least 1"));
-            }
-        }
-        if limits.max_connections == Some(0) {
-            loader.problem("limits.max_connections", "must be at least 1 (omit it to take what the open-file limit allows)");
-        }
-        let dedup_window = limits.dedup_window.unwrap_or(4096);
-        if dedup_window == 0 {
-            loader.problem("limits.dedup_window", "must be at least 1");
-        }
+        let limits = limits_of(limits, &mut loader);
         let sink = match sink.as_deref().unwrap_or("influxdb") {
             "influxdb" => SinkKind::InfluxDb,
             "null" => SinkKind::Null,
@@ -200,22 +172,62 @@ impl Config {
             influx,
             sink,
             otlp,
-            limits: Limits {
-                max_message_bytes,
-                agent_points_per_second,
-                agent_burst_points,
-                dedup_window,
-                hello_timeout,
-                max_time_ahead,
-                max_time_behind,
-                max_connections: limits.max_connections,
-            },
+            limits,
             // finish() succeeded, so from_raw returned a mode.
             tls: tls.unwrap_or(TlsMode::InsecurePlaintextLoopback),
             metrics_listen,
             revocation: RevocationFiles { crl_file, deny_file },
         })
     }
+}
+
+/// `[limits]`: every problem reported to `loader`, defaults where a value is refused.
+fn limits_of(limits: RawLimits, loader: &mut Loader) -> Limits {
+    let hello_timeout = Bounded::new(Duration::from_millis(100), Duration::from_secs(600)).read(
+        "limits.hello_timeout",
+        limits.hello_timeout.as_deref(),
+        DEFAULT_HELLO_TIMEOUT,
+        loader,
+    );
+    let window = Bounded::new(Duration::from_secs(1), Duration::from_secs(10 * 365 * 86_400))
+        .because("the window is compared in i64 nanoseconds; a decade covers any real clock skew");
+    let max_time_ahead = window.read("limits.max_time_ahead", limits.max_time_ahead.as_deref(), DEFAULT_MAX_TIME_AHEAD, loader);
+    let max_time_behind = window.read("limits.max_time_behind", limits.max_time_behind.as_deref(), DEFAULT_MAX_TIME_BEHIND, loader);
+    let max_message_bytes = limits.max_message_bytes.unwrap_or(4 << 20);
+    if max_message_bytes < 1024 {
+        loader.problem("limits.max_message_bytes", "must be at least 1024");
+    }
+    let agent_points_per_second = limits.agent_points_per_second.unwrap_or(50_000.0);
+    let agent_burst_points = limits.agent_burst_points.unwrap_or(1_000_000.0);
+    for (k, v) in [("limits.agent_points_per_second", agent_points_per_second), ("limits.agent_burst_points", agent_burst_points)] {
+        if !(v.is_finite() && v >= 1.0) {
+            loader.problem(k, format!("{v} must be a number of at least 1"));
+        }
+    }
+    if limits.max_connections == Some(0) {
+        loader.problem("limits.max_connections", "must be at least 1 (omit it to take what the open-file limit allows)");
+    }
+    let dedup_window = limits.dedup_window.unwrap_or(4096);
+    if dedup_window == 0 {
+        loader.problem("limits.dedup_window", "must be at least 1");
+    }
+    Limits {
+        max_message_bytes,
+        agent_points_per_second,
+        agent_burst_points,
+        dedup_window,
+        hello_timeout,
+        max_time_ahead,
+        max_time_behind,
+        max_connections: limits.max_connections,
+    }
+}
+
+/// The two files, as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevocationFiles {
+    pub crl_file: Option<PathBuf>,
+    pub deny_file: Option<PathBuf>,
 }
 
 #[cfg(test)]

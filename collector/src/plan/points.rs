@@ -114,7 +114,7 @@ mod tests {
         let mut out = Vec::new();
         let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
         files.sort();
-        assert_eq!(files.len(), 5, "dashboards in {}", dir.display());
+        assert_eq!(files.len(), 6, "dashboards in {}", dir.display());
         for f in files {
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
             let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();

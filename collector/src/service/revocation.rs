@@ -7,6 +7,7 @@
 //! or parsed at start stops the collector; on a reload it is logged and the previous lists stay.
 //! To revoke by another property, add it to [`Lists`] and to [`Revocation::refusal`].
 
+use crate::config::RevocationFiles;
 use crate::service::tls::{self, TlsSetupError};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -19,13 +20,6 @@ use wattflip_infra::tls::TlsMaterial;
 
 /// How often the two files are looked at.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(2);
-
-/// The two files, as configured.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RevocationFiles {
-    pub crl_file: Option<PathBuf>,
-    pub deny_file: Option<PathBuf>,
-}
 
 /// What is revoked now.
 #[derive(Debug, Default)]

@@ -121,36 +121,14 @@ pub async fn serve(
     if let Some(r) = &tls_cfg {
         r.clone().watch(stop_rx.clone());
     }
-    if let Some(addr) = cfg.metrics_listen {
-        let s = stats.clone();
-        let mut stop = stop_rx.clone();
-        let bound = serve_metrics(addr, Arc::new(move || crate::service::telemetry::render(&s)), async move {
-            let _ = stop.changed().await;
-        })
-        .await?;
-        tracing::info!(%bound, "metrics at /metrics");
-    }
+    start_metrics(&cfg, &stats, &stop_rx).await?;
     // Created first: the rollup and marker tasks report their setup on it.
     let (reporter, health) = tonic_health::server::health_reporter();
     let setup = crate::rollup::setup::Setup { stats: stats.rollup.clone(), health: Some(reporter.clone()) };
     let (writer, writer_task) = spawn_influx(&cfg, &stats, setup, &stop_rx);
-    let (otlp, otlp_task) = match cfg.otlp.clone() {
-        Some(o) => {
-            tracing::info!(url = %o.url, required = o.required, "OTLP sink on");
-            let (h, t) = otlp::spawn(o, stats.otlp.clone(), stop_rx.clone());
-            (Some(h), Some(t))
-        }
-        None => (None, None),
-    };
+    let (otlp, otlp_task) = spawn_otlp(&cfg, &stats, &stop_rx);
     let streams = stream_capacity();
-    let max_connections = match cfg.limits.max_connections {
-        Some(n) if n as u64 > streams => {
-            tracing::warn!(configured = n, streams, "limits.max_connections is above what the open-file limit allows; using {streams}");
-            streams as usize
-        }
-        Some(n) => n,
-        None => streams as usize,
-    };
+    let max_connections = connection_limit(&cfg, streams);
     let conns = Conns::new(max_connections, cfg.limits.hello_timeout, stats.ingest.clone());
     let identity = if tls_cfg.is_some() { IdentitySource::Certificate } else { IdentitySource::Hello };
     let l = &cfg.limits;
@@ -186,13 +164,23 @@ pub async fn serve(
     };
     let server = async move {
         match tls_cfg {
-            Some(t) => router.serve_with_incoming_shutdown(tls::incoming(listener, t, stats_in.clone(), conns), stopping).await,
+            Some(t) => router.serve_with_incoming_shutdown(tls::incoming(listener, move || t.server_config(), stats_in.clone(), conns), stopping).await,
             None => router.serve_with_incoming_shutdown(accept(listener, conns, |tcp, _| async move { Some(tcp) }), stopping).await,
         }
     };
     let result = until_stopped(server, stopping_rx, drain).await;
-    // Every stream (and its writer handle) is gone now: let the writer flush what it holds.
-    let mut writer_task = writer_task;
+    drain_sinks(writer_task, otlp_task, &stop_tx, drain).await;
+    result.map_err(ServeError::from)
+}
+
+/// Every stream (and its writer handle) is gone: the writer flushes what it holds within `drain`,
+/// then both sinks are told to stop and waited for.
+async fn drain_sinks(
+    mut writer_task: tokio::task::JoinHandle<()>,
+    otlp_task: Option<tokio::task::JoinHandle<()>>,
+    stop_tx: &tokio::sync::watch::Sender<bool>,
+    drain: Duration,
+) {
     if tokio::time::timeout(drain, &mut writer_task).await.is_err() {
         tracing::warn!("InfluxDB still not writable after {drain:?}; unacknowledged batches stay with the agents");
         let _ = stop_tx.send(true);
@@ -202,5 +190,42 @@ pub async fn serve(
     if let Some(t) = otlp_task {
         let _ = t.await;
     }
-    result.map_err(ServeError::from)
+}
+
+/// The metrics page, when `[metrics] listen` is set; it stops with `stop`.
+async fn start_metrics(cfg: &Config, stats: &Arc<Stats>, stop: &tokio::sync::watch::Receiver<bool>) -> Result<(), ServeError> {
+    if let Some(addr) = cfg.metrics_listen {
+        let s = stats.clone();
+        let mut stop = stop.clone();
+        let bound = serve_metrics(addr, Arc::new(move || crate::service::telemetry::render(&s)), async move {
+            let _ = stop.changed().await;
+        })
+        .await?;
+        tracing::info!(%bound, "metrics at /metrics");
+    }
+    Ok(())
+}
+
+/// `limits.max_connections`, at most what the open-file limit allows (`streams`).
+fn connection_limit(cfg: &Config, streams: u64) -> usize {
+    match cfg.limits.max_connections {
+        Some(n) if n as u64 > streams => {
+            tracing::warn!(configured = n, streams, "limits.max_connections is above what the open-file limit allows; using {streams}");
+            streams as usize
+        }
+        Some(n) => n,
+        None => streams as usize,
+    }
+}
+
+/// The OTLP sink's handle and task, when `[otlp]` is configured.
+fn spawn_otlp(cfg: &Config, stats: &Arc<Stats>, stop: &tokio::sync::watch::Receiver<bool>) -> (Option<otlp::OtlpHandle>, Option<tokio::task::JoinHandle<()>>) {
+    match cfg.otlp.clone() {
+        Some(o) => {
+            tracing::info!(url = %o.url, required = o.required, "OTLP sink on");
+            let (h, t) = otlp::spawn(o, stats.otlp.clone(), stop.clone());
+            (Some(h), Some(t))
+        }
+        None => (None, None),
+    }
 }

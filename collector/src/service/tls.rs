@@ -7,7 +7,6 @@
 //! CRL of `revocation.rs` goes into the verifier.
 
 use crate::service::conns::{accept, Conns, Guarded};
-use crate::service::revocation::Revocation;
 use crate::service::stats::IngestStats;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
@@ -59,15 +58,16 @@ pub fn server_config(m: &TlsMaterial, crls: Vec<CertificateRevocationListDer<'st
 
 /// Accepts connections within the limit ([`Conns`]) and hands completed handshakes to the server;
 /// a refused handshake is logged with the peer and counted (`tls_handshake`).
+/// `current` gives the server config of the moment (the revocation task swaps it on a reload).
 pub fn incoming(
     listener: TcpListener,
-    revocation: Arc<Revocation>,
+    current: impl Fn() -> Arc<ServerConfig> + Send + 'static,
     stats: Arc<IngestStats>,
     conns: Arc<Conns>,
 ) -> tokio_stream::wrappers::ReceiverStream<Result<Guarded<TlsStream<TcpStream>>, std::io::Error>> {
     accept(listener, conns, move |tcp, peer| {
         // The config of the moment: a reloaded CRL applies from the next handshake.
-        let (acceptor, stats) = (TlsAcceptor::from(revocation.server_config()), stats.clone());
+        let (acceptor, stats) = (TlsAcceptor::from(current()), stats.clone());
         async move {
             match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => Some(tls),
