@@ -10,7 +10,7 @@
 use crate::config::RevocationFiles;
 use crate::service::tls::{self, TlsSetupError};
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
