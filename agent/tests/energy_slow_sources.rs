@@ -83,6 +83,8 @@ fn a_counter_that_never_moves_in_the_idle_window_has_an_unknown_baseline_not_0_w
     let report = report_of(&sched);
     let e = energy_of_recording_in(&report, &z, window(&sched), None, None).unwrap();
     assert!(e.idle.is_none(), "{:?}", e.idle);
+    // Every run keeps its total: the unknown baseline takes only the figures above idle away.
+    assert_eq!(e.runs.len(), sched.runs.len(), "runs without a total: {:?}", e.warnings);
     assert_eq!(e.notices.iter().map(|n| n.kind.as_str()).collect::<Vec<_>>(), vec!["source_counter_stuck"]);
     assert!(e.notices[0].message.contains("did not change in the idle window"), "{:?}", e.notices);
     for r in &e.runs {

@@ -44,7 +44,7 @@ fn ladder_run(run_id: &str, pct: f64, start_ns: i64, secs: f64, watts: f64, idle
 fn collector_computes_energy_proportionality_from_ladders() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, "wf_ep");
-    let t0: i64 = 1_790_000_000_000_000_000;
+    let t0 = recent_origin_ns();
     // Idle 2 W, 50 % at 3 W, 100 % at 4 W: ∫p = 0.75 → EP 0.5, dynamic range 0.5.
     let runs = vec![ladder_run("L1-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L1-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -141,6 +141,13 @@ pub fn signal(child: &Child, sig: &str) {
 /// A free TCP port on 127.0.0.1 for a server a test starts (possibly seconds later). Taken below
 /// the kernel's ephemeral range (32768–60999 by default), so no outgoing connection of a
 /// concurrent test can grab it in the meantime, and never handed out twice in one test process.
+/// A whole second two minutes ago: an origin for synthetic data that the collector's clock bounds
+/// (`limits.max_time_behind`, 30 days) accept on any day the tests run; a fixed date ages out.
+pub fn recent_origin_ns() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_secs();
+    (now as i64 - 120) * 1_000_000_000
+}
+
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);

@@ -7,7 +7,8 @@
 //! power states. One failing source only adds a line to [`Inventory::problems`]. To add a source,
 //! give it a step in [`discover`] and a pure merge function with a fixture test.
 
-use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, PowerState};
+use crate::command::{CommandError, Hint};
+use crate::nvme_cli::{controller_of, IdCtrl, ListedNamespace, NvmeCli, NvmeError, PowerState};
 use crate::powermode::Checked;
 use crate::smartctl::{ScannedDevice, Smartctl, SmartctlError, SmartctlReport};
 use crate::sysfs::{scan_nvme, SysfsController};
@@ -111,6 +112,10 @@ pub struct Discovery {
     pub smartctl: Option<Smartctl>,
 }
 
+fn no_topology(e: &NvmeError) -> bool {
+    matches!(e, NvmeError::Command(CommandError::Failed { hint: Hint::NoNvme, .. }))
+}
+
 /// Runs every source and merges.
 pub fn discover(d: &Discovery) -> Inventory {
     let mut problems = Vec::new();
@@ -122,6 +127,9 @@ pub fn discover(d: &Discovery) -> Inventory {
     if let Some(nvme) = &d.nvme {
         match nvme.list() {
             Ok(l) => listed = l,
+            // nvme-cli 2.x exits 1 with "Failed to scan topology" where /sys/class/nvme has no
+            // controller: on a host whose sysfs shows none either, that is no drive, not a fault.
+            Err(e) if scan.controllers.is_empty() && no_topology(&e) => {}
             Err(e) => problems.push(e.to_string()),
         }
         // Fields `nvme list` printed but the parser could not use (and the fallbacks taken):

@@ -72,7 +72,9 @@ pub fn energy_of_recording_in(
     }
     let series = z.series()?;
     let stuck = facts.stuck();
-    let mut energy = analyze(report, &series, (!stuck).then_some(window), &z.label(), &live_detect_config_for(&z), datasheet_w);
+    // A stuck counter still bounds every run by the idle window (without it each run would look
+    // for a baseline in its pause and none would get a total); its baseline is marked unknown below.
+    let mut energy = analyze(report, &series, Some(window), &z.label(), &live_detect_config_for(&z), datasheet_w);
     energy.source_facts = Some(facts);
     if stuck {
         let why = format!(

@@ -28,6 +28,26 @@ fn an_unreadable_physical_size_falls_back_to_max_lba_times_sector_size_and_is_re
     assert!(p.contains("capacity taken as MaximumLBA × SectorSize = 512110190592 bytes instead"), "{p}");
 }
 
+/// A host without NVMe: nvme-cli 2.x exits 1 with "Failed to scan topology" when /sys/class/nvme
+/// holds no controller. With sysfs showing none either, that is no drive and no problem (no
+/// warning event from every such host); while sysfs shows a controller, it is a problem.
+#[test]
+fn nvme_cli_without_a_topology_is_a_problem_only_where_sysfs_shows_a_controller() {
+    let stderr = "Failed to scan topology: No such file or directory\n";
+    let runner = Arc::new(ScriptedRunner::new());
+    runner.expect(&["nvme", "list", "-o", "json"], 1, "", stderr);
+    let inv = discover(&Discovery { sysfs_root: fixtures_dir().join("nvme/sysfs/does-not-exist"), nvme: Some(NvmeCli::new(runner.clone())), smartctl: None });
+    assert!(inv.drives.is_empty(), "{:?}", inv.drives);
+    assert_eq!(inv.problems, Vec::<String>::new());
+    assert_eq!(runner.remaining(), 0);
+
+    runner.expect(&["nvme", "list", "-o", "json"], 1, "", stderr);
+    let inv = discover(&Discovery { sysfs_root: fixtures_dir().join("nvme/sysfs/qemu-7.2"), nvme: Some(NvmeCli::new(runner.clone())), smartctl: None });
+    let topology: Vec<&String> = inv.problems.iter().filter(|p| p.contains("Failed to scan topology")).collect();
+    assert_eq!(topology.len(), 1, "{:?}", inv.problems);
+    assert!(topology[0].starts_with("`nvme list -o json` failed with exit status 1"), "{}", topology[0]);
+}
+
 /// A call that failed before printing anything (exit 2, bit 1: the device could not be opened)
 /// is that failure, with its exit bits and stderr: not "not JSON … extend the parser".
 #[test]
