@@ -48,8 +48,11 @@ fn the_preset_on_a_file_reports_the_fixtures_known_power_and_its_own_rates() {
     assert_eq!((r.energy_source.as_str(), r.energy_scope.as_str(), r.energy_note.as_str()), ("hwmon:ina226-0-0040/power1", "rail", ""));
     assert_eq!(r.phases.len(), 6);
     let idle = r.phases[0].idle.expect("a stable ready idle");
-    // 18 W on 2 TB: 9 W/TB, 111.1 GB/W; no uncertainty model wired: unknown, never 0.
-    assert!((idle.watts.value - 18.0).abs() < 1e-9 && idle.watts.u95.is_none(), "{idle:?}");
+    // 18 W on 2 TB: 9 W/TB, 111.1 GB/W. A flat source has no edge or noise term: what is left is
+    // the INA226's accuracy class (±1.2 %, the driver table), a uniform error whose 95 % half-width
+    // is 0.95 × 1.2 % × 18 W = 0.2052 W; the µW resolution adds under 1e-6 W.
+    assert!((idle.watts.value - 18.0).abs() < 1e-9, "{idle:?}");
+    assert!((idle.watts.u95.expect("a stated uncertainty") - 0.2052).abs() < 1e-6, "{idle:?}");
     assert!((idle.watts_per_tb.unwrap().value - 9.0).abs() < 1e-9);
     assert!((idle.gb_per_watt.unwrap().value - 2000.0 / 18.0).abs() < 1e-9);
     for p in &r.phases[1..] {
@@ -57,6 +60,9 @@ fn the_preset_on_a_file_reports_the_fixtures_known_power_and_its_own_rates() {
         let a = p.active.expect("stable phases have metrics");
         assert_eq!(a.ios as f64 / a.seconds, a.iops);
         assert!((a.iops_per_watt.value - a.iops / 18.0).abs() < 1e-9 * a.iops, "{:?}: {a:?}", p.profile);
+        // The IO count is exact: IOPS/W carries the energy's relative half-width, 0.95 × 1.2 %.
+        let rel = a.iops_per_watt.u95.expect("a stated uncertainty") / a.iops_per_watt.value;
+        assert!((rel - 0.0114).abs() < 1e-6, "{:?}: {a:?}", p.profile);
         assert!((a.mib_per_s_per_watt.value - a.mib_per_s / 18.0).abs() < 1e-9 * a.mib_per_s.max(1.0), "{a:?}");
         // Above the (same) ready-idle power there is nothing left.
         assert!(a.joules_per_io_above_idle.unwrap().value.abs() < 1e-9, "{a:?}");
@@ -70,11 +76,11 @@ fn the_preset_on_a_file_reports_the_fixtures_known_power_and_its_own_rates() {
     let lp = std::fs::read_to_string(dir.path().join("efficiency/efficiency.lp")).unwrap();
     assert_eq!(lp.lines().count(), 6);
     assert!(lp.lines().next().unwrap().starts_with("device_efficiency,device=file:eff.dat,host=h1,model=file,profile=ready_idle,verdict=stable "), "{lp}");
-    assert!(lp.contains("watts_per_tb=") && lp.contains("iops_per_watt=") && !lp.contains("_u95"), "{lp}");
+    assert!(lp.contains("watts_per_tb=") && lp.contains("iops_per_watt=") && lp.contains("iops_per_watt_u95=") && lp.contains("watts_u95="), "{lp}");
     let html = std::fs::read_to_string(dir.path().join("efficiency/report.html")).unwrap();
-    assert!(html.contains("<h3>IOPS/W</h3>") && html.contains("<h3>MiB/s/W</h3>") && html.contains("(± unknown)"), "{html}");
+    assert!(html.contains("<h3>IOPS/W</h3>") && html.contains("<h3>MiB/s/W</h3>") && !html.contains("(± unknown)"), "{html}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("efficiency/report.json")).unwrap()).unwrap();
-    assert_eq!(json["phases"][0]["idle"]["watts"]["u95"], serde_json::Value::Null);
+    assert!((json["phases"][0]["idle"]["watts"]["u95"].as_f64().unwrap() - 0.2052).abs() < 1e-6, "{json}");
 }
 
 #[test]
