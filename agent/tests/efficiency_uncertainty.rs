@@ -60,7 +60,9 @@ fn an_intervals_energy_half_width_covers_the_truth_on_slow_sources_and_is_not_pa
                 let truth = model.energy(from, from + len);
                 let err = (measured - truth).abs();
                 covered += usize::from(err <= u);
-                (errs.push(err), halfs.push(u), energies.push(truth));
+                errs.push(err);
+                halfs.push(u);
+                energies.push(truth);
             }
         }
         let share = covered as f64 / n as f64;
