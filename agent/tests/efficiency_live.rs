@@ -22,6 +22,7 @@ fn energy_options(root: &std::path::Path) -> EnergyOptions {
         zone: None,
         drives: Default::default(),
         energy_target: None,
+        energy_budget: std::time::Duration::from_secs(600),
     }
 }
 

@@ -111,6 +111,7 @@ fn the_idle_window_comes_after_the_fill_and_reads_the_idle_device() {
         zone: None,
         drives: Default::default(),
         energy_target: None,
+        energy_budget: std::time::Duration::from_secs(600),
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
     let m = probes::run_probe_recorded(&args, false, &opts, vec![Box::new(Truth(seen.clone()))], &host).unwrap();

@@ -80,9 +80,16 @@ pub struct ProbeCli {
     #[arg(value_parser = |s: &str| probes::config::SETTLE.parse(s))]
     pub settle: std::time::Duration,
     /// Relative 95 % half-width each run's energy should reach, e.g. 2%; `off` (the default) sets
-    /// none. Runs that do not reach it are low_confidence with the reason (not lengthened yet).
+    /// none and keeps uFLIP's IOCounts. With a target, a pilot measures how long each run takes,
+    /// runs too short for the power source are lengthened (IOCount) within --energy-budget, and
+    /// the plan is printed before the first run; runs that still miss it are low_confidence with
+    /// the reason.
     #[arg(long, default_value = "off")]
     pub energy_target: String,
+    /// Run time that lengthening runs for --energy-target may add to the probe, in all.
+    #[arg(long, default_value = "10m")]
+    #[arg(value_parser = |s: &str| probes::config::ENERGY_BUDGET.parse(s))]
+    pub energy_budget: std::time::Duration,
     /// Time recorded after the last run, to see its background work.
     #[arg(long, default_value = "1s")]
     #[arg(value_parser = |s: &str| probes::config::TAIL.parse(s))]
@@ -155,6 +162,7 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         zone: p.power_zone.clone(),
         drives: cfg.drives.clone(),
         energy_target: crate::energy::recorded::parse_target(&p.energy_target).map_err(|e| anyhow::anyhow!("--energy-target {e}"))?,
+        energy_budget: p.energy_budget,
     };
     let host = probes::Host { clock: Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     if p.ladder {

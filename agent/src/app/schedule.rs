@@ -216,6 +216,7 @@ fn interrupted(job: &ProbeJob, mut report: wattflip_uflip::ProbeReport) -> Vec<v
         recording: Vec::new(),
         energy_note: "the probe was interrupted".into(),
         energy_unmeasurable: false,
+        sizing: None,
     };
     let mut batches = convert::batches(&m);
     if let Some(first) = batches.first_mut() {

@@ -11,6 +11,7 @@
 
 pub mod live;
 pub mod recorded;
+pub mod sizing;
 pub mod source;
 pub mod trace;
 pub mod uncertain;

@@ -161,38 +161,13 @@ pub fn parse_target(s: &str) -> Result<Option<f64>, String> {
     Ok(Some(pct / 100.0))
 }
 
-/// The shortest run whose energy the source resolves to `target` (relative 95 % half-width) from
-/// its edges alone, and whether its accuracy class allows the target at all: a run of length D
-/// with its power P at both edges has u95/E = 2·√(2/3)·h/D (`docs/energy-method.md` §9).
-pub fn shortest_run_for(m: &wattflip_energy::SourceModel, target: f64) -> (Duration, bool) {
-    let f = wattflip_energy::RunFigures {
-        duration: wattflip_energy::Nanos(1_000_000_000),
-        energy: wattflip_energy::Joules(1.0),
-        above_idle: wattflip_energy::Joules(1.0),
-        background: wattflip_energy::Joules(0.0),
-        background_duration: wattflip_energy::Nanos(0),
-        mean: wattflip_energy::Watts(1.0),
-        baseline: wattflip_energy::Watts(1.0),
-        peak: wattflip_energy::Watts(1.0),
-        tail_cut: true,
-    };
-    let idle = wattflip_energy::IdleU { u95: wattflip_energy::Watts(0.0), statistical: wattflip_energy::Watts(0.0) };
-    let gain = wattflip_energy::uncertainty::expand(&[m.accuracy], 0.0);
-    let reachable = gain < target;
-    // u95(D)·D is the edges' part (constant in D) once the gain is taken out: solve for D.
-    let at_1s = m.run(&f, &idle).energy.0;
-    let edges = (at_1s.powi(2) - gain.powi(2)).max(0.0).sqrt();
-    let room = (target.powi(2) - gain.powi(2)).max(0.0).sqrt();
-    let d = if reachable && room > 0.0 { edges / room } else { f64::INFINITY };
-    (Duration::from_secs_f64(d.min(86_400.0)), reachable)
-}
-
 /// Flags every run whose energy is not resolved to `target` (its `energy_u95_j` above
-/// `target`·`energy_j`) with the reason, and says so once when the source cannot reach it at all.
-pub fn apply_target(e: &mut ProbeEnergy, target: f64) {
+/// `target`·`energy_j`) with the reason, followed by the sizing's reason for that run when
+/// `sized` gives one (`run_id` is the run's position in it); says so once when the source cannot
+/// reach the target at all.
+pub fn apply_target(e: &mut ProbeEnergy, target: f64, sized: Option<&super::sizing::SizePlan>) {
     if let Some(m) = e.source_model {
-        let (_, reachable) = shortest_run_for(&m, target);
-        if !reachable {
+        if super::sizing::class_u95(&m) >= target {
             let why = format!(
                 "{}: the accuracy class ±{:.1} % alone exceeds --energy-target {:.1} %: no run can reach it",
                 e.runs.first().map(|r| r.source.as_str()).unwrap_or("source"),
@@ -204,7 +179,10 @@ pub fn apply_target(e: &mut ProbeEnergy, target: f64) {
     }
     for r in &mut e.runs {
         if let Some(u) = r.energy_u95_j.filter(|u| r.energy_j > 0.0 && *u > target * r.energy_j) {
-            let reason = format!("±{:.2} % at 95 %, above the --energy-target {:.1} %", 100.0 * u / r.energy_j, target * 100.0);
+            let mut reason = format!("±{:.2} % at 95 %, above the --energy-target {:.1} %", 100.0 * u / r.energy_j, target * 100.0);
+            if let Some(why) = sized.and_then(|p| p.reason.get(r.run_id)).and_then(|w| w.as_deref()) {
+                reason = format!("{reason} ({why})");
+            }
             r.flag(&reason);
         }
     }

@@ -250,6 +250,8 @@ pub const TAIL: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600))
 pub const EFFICIENCY_WINDOW: Bounded = Bounded::new(Duration::from_millis(100), Duration::from_secs(600));
 /// `efficiency_budget`: the longest an efficiency phase may run to become stable.
 pub const EFFICIENCY_BUDGET: Bounded = Bounded::new(Duration::from_secs(1), DAY);
+/// `--energy-budget`: the run time lengthened runs may add, none up to a day.
+pub const ENERGY_BUDGET: Bounded = Bounded::new(Duration::ZERO, DAY);
 /// `settle` of a probe (`--settle`): the wait between preparing the target and the idle window.
 pub const SETTLE: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
 
@@ -286,6 +288,7 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         zone: r.power_zone.take(),
         drives: host.2.clone(),
         energy_target: None,
+        energy_budget: crate::energy::sizing::DEFAULT_BUDGET,
     })
 }
 

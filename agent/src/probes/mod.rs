@@ -14,6 +14,7 @@ pub mod efficiency;
 pub mod ladder;
 pub mod pauses;
 pub mod power_sweep;
+pub mod sized;
 pub mod values;
 
 use crate::clock::Clock;
@@ -201,8 +202,11 @@ pub struct EnergyOptions {
     /// nvme-cli settings, for the datasheet estimate of an NVMe target.
     pub drives: crate::drives::config::DrivesConfig,
     /// `--energy-target`: the relative 95 % half-width a run's energy should reach (0.02 = 2 %);
-    /// runs that do not are `low_confidence` with the reason. `None`: off.
+    /// runs that do not are `low_confidence` with the reason. `None`: off. Runs are lengthened
+    /// to reach it ([`sized`]).
     pub energy_target: Option<f64>,
+    /// `--energy-budget`: the run time the lengthened runs may add in all.
+    pub energy_budget: Duration,
 }
 
 /// `/dev/nvme0n1` → `/dev/nvme0`: the controller that answers admin commands for a namespace.
@@ -239,6 +243,8 @@ pub struct Measured {
     /// No energy because only CPU-side power could be recorded here: the probe's batch carries an
     /// `energy_not_measurable` event with `energy_note` (docs/uflip-method.md §13).
     pub energy_unmeasurable: bool,
+    /// How `--energy-target` sized the runs, when it did ([`sized`]).
+    pub sizing: Option<crate::energy::sizing::SizePlan>,
 }
 
 /// Runs the probe, with power recorded and per-run energy attached when `e` is given; without it
@@ -255,6 +261,7 @@ pub fn run_probe_maybe_measured(a: &ProbeArgs, show_progress: bool, e: Option<&E
             recording: Vec::new(),
             energy_note: off.to_string(),
             energy_unmeasurable: false,
+            sizing: None,
         }),
     }
 }
@@ -267,7 +274,15 @@ pub fn run_probe_measured(a: &ProbeArgs, show_progress: bool, e: &EnergyOptions,
         let mut why = vec!["no usable power source on this host".to_string()];
         why.extend(found.unavailable.iter().cloned());
         why.extend(found.unusable_power.iter().map(|p| format!("{}: {}", p.zone, p.note)));
-        return Ok(Measured { report, energy: None, power: None, recording: Vec::new(), energy_note: why.join("; "), energy_unmeasurable: false });
+        return Ok(Measured {
+            report,
+            energy: None,
+            power: None,
+            recording: Vec::new(),
+            energy_note: why.join("; "),
+            energy_unmeasurable: false,
+            sizing: None,
+        });
     }
     run_probe_recorded(a, show_progress, e, found.power, host)
 }
@@ -297,21 +312,23 @@ pub fn run_probe_recorded(
         idle_from_ns: idle_from,
         idle_to_ns: idle_to,
     };
-    if let Some(t) = e.energy_target {
-        say_target(&recorder.live(), e, (idle_from, idle_to), t);
-    }
+    let sized = match e.energy_target {
+        Some(t) => sized::size_runs(&target, a, &recorder.live(), e, (idle_from, idle_to), t),
+        None => Ok(None),
+    };
     let mut live = pauses::LiveTails::new(recorder.live(), e.zone.clone(), e.idle);
     live.window = Some((idle_from, idle_to));
-    let report = run_probe_on(&target, a, show_progress, Some(live));
+    let scale = sized.as_ref().ok().and_then(|s| s.as_ref()).map(|s| s.io_scale.clone()).unwrap_or_default();
+    let report = sized.and_then(|s| run_probe_on(&target, a, show_progress, Some(live), scale).map(|r| (r, s)));
     std::thread::sleep(e.tail);
     let zones = recorder.stop();
-    let report = report?;
+    let (report, sized) = report?;
     let zone = match crate::energy::live::pick_for_drive(&zones, e.zone.as_deref()) {
         Ok(z) => z,
         Err(why) => {
             let unmeasurable = matches!(why, crate::energy::live::NoZone::NotMeasurable { .. });
             let note = why.to_string();
-            return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: unmeasurable });
+            return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: unmeasurable, sizing: None });
         }
     };
     let datasheet = datasheet_watts(&a.target, &e.drives, host.runner.clone());
@@ -323,39 +340,15 @@ pub fn run_probe_recorded(
         datasheet,
     ) else {
         let note = format!("{}: samples out of order", zone.label());
-        return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: false });
+        return Ok(Measured { report, energy: None, power: None, energy_note: note, recording: zones, energy_unmeasurable: false, sizing: None });
     };
     energy.preparation = Some(prep);
     if let Some(t) = e.energy_target {
-        crate::energy::recorded::apply_target(&mut energy, t);
+        crate::energy::recorded::apply_target(&mut energy, t, sized.as_ref().map(|s| &s.plan));
     }
     let power = Some(zone.clone());
-    Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones, energy_unmeasurable: false })
-}
-
-/// Prints, before the first run, what `--energy-target` asks of the source measured in the idle
-/// window: the shortest run it resolves to the target, or that its accuracy class cannot.
-fn say_target(live: &crate::energy::live::LivePower, e: &EnergyOptions, (from, to): (i64, i64), target: f64) {
-    let Some(z) = live.snapshot(e.zone.as_deref()) else { return };
-    let facts = crate::energy::source::resolve(&z, e.kinds.update_period_of(&z.source, &z.zone), from, to);
-    let m = crate::energy::uncertain::model_of_zone(&z, &facts, 0.0);
-    let (shortest, reachable) = crate::energy::recorded::shortest_run_for(&m, target);
-    if reachable {
-        println!(
-            "--energy-target {:.1} %: {} updates every {}; runs shorter than {:.3} s cannot reach it (they are low_confidence); runs are not lengthened",
-            target * 100.0,
-            z.label(),
-            facts.describe(),
-            shortest.as_secs_f64()
-        );
-    } else {
-        println!(
-            "--energy-target {:.1} %: {} (accuracy class ±{:.1} %) cannot reach it: every run is low_confidence",
-            target * 100.0,
-            z.label(),
-            m.accuracy * 100.0
-        );
-    }
+    let sizing = sized.map(|s| s.plan);
+    Ok(Measured { report, energy: Some(energy), power, energy_note: String::new(), recording: zones, energy_unmeasurable: false, sizing })
 }
 
 /// Opens a probe target: a block device (writes need its serial in `destroy_consent`) or a file
@@ -395,12 +388,20 @@ fn say_growth(path: &Path, from: u64, to: u64) {
 /// tails measured during this probe ([`pauses`]).
 pub fn run_probe(a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
     let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
-    run_probe_on(&target, a, show_progress, live)
+    run_probe_on(&target, a, show_progress, live, Vec::new())
 }
 
-/// [`run_probe`] on a target already opened (and so already created and filled).
-fn run_probe_on(target: &uflip::Target, a: &ProbeArgs, show_progress: bool, live: Option<pauses::LiveTails>) -> Result<ProbeReport, ProbeCmdError> {
-    let options = plan_options(a, target.size);
+/// [`run_probe`] on a target already opened (and so already created and filled), each run's
+/// IOCount multiplied by its `io_scale` (by plan position; empty: as planned, [`sized`]).
+fn run_probe_on(
+    target: &uflip::Target,
+    a: &ProbeArgs,
+    show_progress: bool,
+    live: Option<pauses::LiveTails>,
+    io_scale: Vec<f64>,
+) -> Result<ProbeReport, ProbeCmdError> {
+    let mut options = plan_options(a, target.size);
+    options.io_scale = io_scale;
     let planner = (a.pause == PauseChoice::Auto).then(|| {
         let stored = pauses::stored_tails(&a.out, &a.target).map(|t| t.0).unwrap_or_default();
         let rule = pauses::PauseRule { cfg: wattflip_energy::PauseConfig::default(), fallback: options.pause_between_runs };

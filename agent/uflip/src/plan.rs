@@ -34,6 +34,18 @@ pub struct BaselineTable {
 }
 
 impl BaselineTable {
+    /// The IO counts multiplied by `scale` (rounded up, at least IgnoreIO + 1); `scale` ≤ 0, not
+    /// finite, or 1: unchanged.
+    pub fn scaled(&self, scale: f64) -> Self {
+        if !(scale.is_finite() && scale > 0.0) || scale == 1.0 {
+            return self.clone();
+        }
+        let mut t = self.clone();
+        for (c, i) in t.io_count.iter_mut().zip(self.ignore_io) {
+            *c = ((*c as f64 * scale).ceil() as u64).max(i + 1);
+        }
+        t
+    }
     /// The code defaults of §2: 128/256/1024/5116 and 0/0/0/50.
     pub fn spec_defaults() -> Self {
         BaselineTable { io_count: [128, 256, 1024, 5116], ignore_io: [0, 0, 0, 50] }
@@ -155,6 +167,10 @@ pub struct PlanOptions {
     pub emit_fio_iolog: Option<PathBuf>,
     /// Write one per-IO CSV trace per run into this directory (§8 DET files).
     pub trace_dir: Option<PathBuf>,
+    /// IOCount multiplier of each benchmark run, by its plan position (missing or ≤ 0: 1): the
+    /// run is placed with `ceil(IOCount · scale)` IOs (at least IgnoreIO + 1), so a lengthened
+    /// run gets a window of its own size (`probe --energy-target`); IgnoreIO is unchanged.
+    pub io_scale: Vec<f64>,
 }
 
 impl PlanOptions {
@@ -179,6 +195,7 @@ impl PlanOptions {
             format: None,
             emit_fio_iolog: None,
             trace_dir: None,
+            io_scale: Vec::new(),
         }
     }
 

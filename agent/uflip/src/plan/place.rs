@@ -2,7 +2,7 @@
 //! for writes that want never-written space, the preparation runs (§6.2) and [`build_plan`], which
 //! puts the plan together. A new micro-benchmark gets a placement arm in `place`.
 
-use super::{derive_seed, experiments, mix_counts, mix_split, Bench, Experiment, Plan, PlanOptions, RunSpec, Warning, Work};
+use super::{derive_seed, experiments, mix_counts, mix_split, BaselineTable, Bench, Experiment, Plan, PlanOptions, RunSpec, Warning, Work};
 use crate::alloc::FreshAreaAllocator;
 use crate::pattern::{Baseline, MixSpec, PatternSpec, BLOCK};
 use rand::{Rng, SeedableRng};
@@ -96,7 +96,8 @@ pub fn build_plan(o: &PlanOptions) -> Plan {
             for rep in 0..o.repetitions {
                 let index = runs.len();
                 let seed = derive_seed(o.seed, index as u64, 1);
-                let (work, warnings) = place(&mut pl, &exp, vnum, seed);
+                let counts = o.counts.scaled(o.io_scale.get(index).copied().unwrap_or(1.0));
+                let (work, warnings) = place(&mut pl, &exp, vnum, seed, &counts);
                 runs.push(RunSpec {
                     index,
                     bench: exp.bench.name().into(),
@@ -156,12 +157,12 @@ fn values_of(o: &PlanOptions, b: Bench) -> Vec<(f64, V)> {
     }
 }
 
-/// Placement of one run (§5).
-fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<Warning>) {
+/// Placement of one run (§5) with its IO `counts` (the plan's, or scaled for this run).
+fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64, counts: &BaselineTable) -> (Work, Vec<Warning>) {
     let o = pl.o;
     let b = exp.base;
-    let mut spec = PatternSpec::new(b, o.io_size, o.counts.count(b), 0, 0);
-    spec.ignore_io = o.counts.ignore(b);
+    let mut spec = PatternSpec::new(b, o.io_size, counts.count(b), 0, 0);
+    spec.ignore_io = counts.ignore(b);
     spec.seed = seed;
     // Every arm sets it (Parallelism returns its own work and warnings).
     let warnings;
@@ -217,7 +218,7 @@ fn place(pl: &mut Planner<'_>, exp: &Experiment, v: V, seed: u64) -> (Work, Vec<
             warnings = p.warnings;
         }
         Bench::Parallelism => return place_parallel(pl, b, &spec, v, seed),
-        Bench::Mix => warnings = place_mix(pl, exp, &mut spec, v),
+        Bench::Mix => warnings = place_mix(pl, exp, &mut spec, v, counts),
     }
     (Work::Pattern(vec![spec]), warnings)
 }
@@ -264,13 +265,12 @@ fn place_parallel(pl: &mut Planner<'_>, b: Baseline, spec: &PatternSpec, v: V, s
 }
 
 /// Mix (§5): each sub-pattern's window for the IOs it receives; the warnings of both, once each.
-fn place_mix(pl: &mut Planner<'_>, exp: &Experiment, spec: &mut PatternSpec, v: V) -> Vec<Warning> {
-    let o = pl.o;
+fn place_mix(pl: &mut Planner<'_>, exp: &Experiment, spec: &mut PatternSpec, v: V, counts: &BaselineTable) -> Vec<Warning> {
     let b = exp.base;
     let mut warnings = Vec::new();
     let b2 = exp.base2.unwrap_or(Baseline::RR);
     let ratio = v.i();
-    let (ign, count) = mix_counts(o.counts.ignore(b), o.counts.count(b), o.counts.ignore(b2), o.counts.count(b2), ratio);
+    let (ign, count) = mix_counts(counts.ignore(b), counts.count(b), counts.ignore(b2), counts.count(b2), ratio);
     spec.ignore_io = ign;
     spec.io_count = count;
     // Each sub-pattern's window holds exactly the IOs it receives (§3.2 interleaving), so

@@ -292,3 +292,32 @@ fn spe_is_one_run_with_three_legs_and_no_pause_inside() {
     assert!(p.runs[0].writes() && p.runs[0].keep_series);
     assert_eq!(p.runs[0].parameters()["legs"], "SR,RW,SR");
 }
+
+/// `io_scale` lengthens one run: its IOCount ×4 (8 → 32 IOs of 128 KiB) and its fresh window
+/// with it (1 → 4 MiB), IgnoreIO unchanged; the other runs keep their counts. A scale that no
+/// longer fits the device brings back the plan's own warning.
+#[test]
+fn io_scale_lengthens_one_run_and_its_window() {
+    let mut o = PlanOptions::small(64 << 20);
+    o.benches = vec![Bench::Granularity];
+    o.values.granularity_io_sizes = vec![128 * KIB];
+    o.repetitions = 1;
+    o.counts = BaselineTable { io_count: [8, 8, 8, 8], ignore_io: [0, 0, 0, 2] };
+    let base = build_plan(&o);
+    let sw = base.runs.iter().position(|r| r.pattern == "SW").unwrap();
+    o.io_scale = vec![1.0; base.runs.len()];
+    o.io_scale[sw] = 4.0;
+    let p = build_plan(&o);
+    let first = |r: &RunSpec| match &r.work {
+        Work::Pattern(ps) => ps[0].clone(),
+        _ => panic!(),
+    };
+    let s = first(&p.runs[sw]);
+    assert_eq!((s.io_count, s.ignore_io, s.target_size), (32, 0, 4 << 20));
+    for (i, r) in p.runs.iter().enumerate().filter(|(i, _)| *i != sw) {
+        assert_eq!(first(r).io_count, 8, "run {i}");
+    }
+    assert_eq!(BaselineTable { io_count: [8, 8, 8, 3], ignore_io: [0, 0, 0, 2] }.scaled(0.1).io_count, [1, 1, 1, 3]);
+    o.io_scale[sw] = 128.0; // 1024 × 128 KiB = 128 MiB on a 64 MiB device
+    assert_eq!(build_plan(&o).runs[sw].warnings, vec![Warning::DeviceTooSmall, Warning::TestExceedDevice]);
+}
