@@ -78,6 +78,10 @@ pub struct RunFigures {
     pub peak: Watts,
     /// The run's end was split at the next run's first IO (power still high there).
     pub tail_cut: bool,
+    /// The energy above the baseline a held or averaged source shows from one update (a moving
+    /// average: its window) before the run to one after it: the run's own above-idle energy as
+    /// the source spreads it, and what of its neighbours' falls there. 0 where not known.
+    pub visible_above: Joules,
 }
 
 /// 95 % half-widths of a run's figures.
@@ -128,6 +132,41 @@ impl SourceModel {
         source + ns(self.jitter) + ns(self.align)
     }
 
+    /// The part of [`SourceModel::edge_half_range`] that the smearing of a held value or moving
+    /// average accounts for ([`SourceModel::smear`] models it instead of an edge shift).
+    fn smear_s(&self) -> f64 {
+        match self.reporting {
+            Reporting::SampleHold => ns(self.update) / 2.0,
+            Reporting::MovingAverage => 0.5 * self.update_s(),
+            _ => 0.0,
+        }
+    }
+
+    /// A held value or moving average spreads a run's above-idle energy X (step a = X/D) over its
+    /// update U (a window W): the part it moves out of the run's interval, and the step.
+    /// Sample-and-hold: each update holds the mean of its own span, so a run edge inside an update
+    /// at fraction f of it moves a·U·f(1 − f) out (at most U/4 per edge; two independent phases:
+    /// 95 % of the sums below 0.48·a·U, about U/2); a run shorter than U, inside one or two
+    /// updates, keeps D²/U to D²/(2U) of its length: X·(1 − D/(2U)) at most. A moving average
+    /// (box of W centred by the lag correction) keeps D − W/4 of a run longer than W/2 (a·W/4 out)
+    /// and D²/W of a shorter one: X·(1 − D/W). X is what the source shows around the run above
+    /// the baseline (`visible_above`; its neighbours' spread energy makes it larger, never
+    /// smaller), at least the run's own above-idle energy and the excess of its highest update
+    /// (the peak's), plus twice the noise over its length.
+    fn smear(&self, r: &RunFigures) -> (f64, f64) {
+        let d = ns(r.duration).max(ns(self.read)).max(1e-9);
+        let u = self.update_s();
+        let update_excess = (r.peak.0 - r.baseline.0) * u;
+        let x = r.visible_above.0.max(r.above_idle.0).max(update_excess).max(0.0) + 2.0 * self.noise.0 * d;
+        let kept_out = match self.reporting {
+            Reporting::SampleHold if d < u => 1.0 - d / (2.0 * u),
+            Reporting::SampleHold => u / (2.0 * d),
+            _ if d <= u / 2.0 => 1.0 - d / u,
+            _ => u / (4.0 * d),
+        };
+        (x * kept_out.clamp(0.0, 1.0), x / d)
+    }
+
     /// Standard uncertainty (J) of the noise aliased into `d` s of readings: none for a counter
     /// or averaged readings (they integrate everything), else σ·√(d·T) for independent values
     /// of length T.
@@ -156,30 +195,47 @@ impl SourceModel {
         // changes nothing).
         let top = r.mean.0.max(r.peak.0);
         let (start, end) = match self.reporting {
-            // A run of at least two updates has its own mean at its start; a shorter one is seen
-            // only in the update it falls into (its peak).
+            // The start edge has the idle power before it and the run's after it: a shift δ of
+            // its update phase (uniform in ±h) moves b·|δ| one way and P·δ the other, the variance
+            // of a uniform of half-range h·√((b² + P²)/2). P is the run's highest power (its mean
+            // understates a run whose activity fills only part of it). The end edge has the
+            // baseline on both sides, or the run's power where the next run cut its tail.
             Reporting::Counter => {
-                let start = if d >= 2.0 * u { r.mean.0 } else { top }.max(r.baseline.0);
-                (start * h, if r.tail_cut { start * h } else { r.baseline.0 * h })
+                let p = top.max(r.baseline.0);
+                let start = ((r.baseline.0.powi(2) + p * p) / 2.0).sqrt();
+                (start * h, if r.tail_cut { p * h } else { r.baseline.0 * h })
             }
             // A run shorter than an update shows its step only averaged over that update: the
             // step is its visible energy over its length, and no edge moves more than the run.
-            _ => {
+            Reporting::Instantaneous => {
                 let mut step = (top - r.baseline.0).abs() + 2.0 * self.noise.0;
                 if d < u {
                     step = step.max((r.peak.0 - r.baseline.0).abs() * u / d.max(ns(self.read)).max(1e-9));
                 }
-                (step * h.min(d.max(ns(self.read))), step * h.min(d.max(ns(self.read))))
+                let edge = step * h.min(d.max(ns(self.read)));
+                (edge, edge)
+            }
+            // The source spreads the run's step over its update (or window): what it moves out of
+            // the run's interval is one term, the read and jitter at each edge a small one.
+            Reporting::SampleHold | Reporting::MovingAverage => {
+                let (loss, step) = self.smear(r);
+                (loss, step * (h - self.smear_s()).max(0.0))
             }
         };
+        let edges = match self.reporting {
+            Reporting::SampleHold | Reporting::MovingAverage => [start, end, end],
+            _ => [start, end, 0.0],
+        };
         let stat2 = self.noise_j(d).powi(2) + self.resolution_j(d).powi(2);
-        let energy = expand(&[start, end, r.energy.0 * self.accuracy], stat2);
-        let above = expand(&[start, end, r.above_idle.0 * self.accuracy], stat2 + (d * idle.statistical.0).powi(2));
+        let energy = expand(&[edges[0], edges[1], edges[2], self.gain(r.energy.0)], stat2);
+        let above = expand(&[edges[0], edges[1], edges[2], self.gain(r.above_idle.0)], stat2 + (d * idle.statistical.0).powi(2));
         let bd = ns(r.background_duration);
+        // The tail's edge: the run's end edge, or what a held or averaged source moves out.
+        let tail_edge = if edges[2] > 0.0 { start } else { end };
         let background = if bd > 0.0 {
-            expand(&[end, r.background.0 * self.accuracy], self.noise_j(bd).powi(2) + (bd * idle.statistical.0).powi(2))
+            expand(&[tail_edge, self.gain(r.background.0)], self.noise_j(bd).powi(2) + (bd * idle.statistical.0).powi(2))
         } else {
-            expand(&[r.background.0 * self.accuracy], 0.0)
+            expand(&[self.gain(r.background.0)], 0.0)
         };
         RunU95 { energy: Joules(energy), above_idle: Joules(above), background: Joules(background) }
     }
@@ -200,7 +256,15 @@ impl SourceModel {
         };
         let resolution = self.resolution_j(w) / w;
         let statistical = (noise.powi(2) + edges.powi(2) + resolution.powi(2)).sqrt();
-        IdleU { u95: Watts(expand(&[baseline.0 * self.accuracy], statistical.powi(2))), statistical: Watts(statistical) }
+        IdleU { u95: Watts(expand(&[self.gain(baseline.0)], statistical.powi(2))), statistical: Watts(statistical) }
+    }
+
+    /// The half-range of the gain error on `value`, as [`expand`] takes it: the accuracy class is
+    /// a bound (the datasheet's maximum), and every run of a device shares its one gain, so a
+    /// probe's runs are covered together or not at all: alone, the term's 95 % half-width is the
+    /// whole class (a uniform's is 0.95 of its half-range).
+    pub fn gain(&self, value: f64) -> f64 {
+        value * self.accuracy / 0.95
     }
 }
 
@@ -250,6 +314,7 @@ mod tests {
             baseline: Watts(baseline),
             peak: Watts(mean),
             tail_cut: false,
+            visible_above: Joules((mean - baseline) * d),
         }
     }
 
@@ -262,29 +327,67 @@ mod tests {
         assert!((expand(&[], 4.0) - 3.92).abs() < 1e-12);
     }
 
-    /// By hand: a 100 ms sample-and-hold source read every 5 ms, a 3 W step over a 2 W idle:
-    /// edge half-range (0.1 + 0.005)/2 s · 3 W = 0.1575 J at each edge; two equal uniforms.
+    /// By hand: a 100 ms sample-and-hold source read every 10 ms, a 3 W step over a 2 W idle.
+    /// A 1 s run: X = 3 J, U/(2D) = 0.05 of it moved out: 0.15 J; each edge's read, half a read
+    /// (5 ms) · 3 W = 15 mJ: q = 0.165 − √(0.2·0.15·0.015) J with the second 15 mJ in quadrature.
+    /// A 20 ms run (its update shows 2 + 3·0.02/0.1 = 2.6 W, it and its surroundings 60 mJ above
+    /// idle): 1 − D/(2U) = 0.9 of 60 mJ out, 54 mJ; the same 15 mJ edges.
     #[test]
-    fn sample_and_hold_edges_by_hand() {
+    fn sample_and_hold_spreading_by_hand() {
         let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
-        let u = model(Reporting::SampleHold, 100).run(&run(1000, 5.0, 2.0), &idle);
-        let want = 0.1575 * (2.0 - 0.2f64.sqrt());
+        let mut m = model(Reporting::SampleHold, 100);
+        m.read = Nanos(10_000_000);
+        let by_hand = |loss: f64, edge: f64| {
+            let q = loss + edge - (0.2 * loss * edge).sqrt();
+            1.96 * ((q / 1.96).powi(2) + edge * edge / 3.0).sqrt()
+        };
+        let u = m.run(&run(1000, 5.0, 2.0), &idle);
+        let want = by_hand(0.15, 0.015);
+        assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+        let short = RunFigures { peak: Watts(2.6), visible_above: Joules(0.06), ..run(20, 5.0, 2.0) };
+        let u = m.run(&short, &idle);
+        let want = by_hand(0.054, 0.015);
+        assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+    }
+
+    /// By hand: a moving average over 1 s read every 10 ms, 3 W over 2 W idle. A 2 s run (longer
+    /// than W/2): W/4 · 3 W = 0.75 J out, edges half a read · 3 W = 15 mJ. A 100 ms run, 0.3 J
+    /// above idle: 1 − D/W = 0.9 of it, 0.27 J.
+    #[test]
+    fn moving_average_spreading_by_hand() {
+        let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+        let mut m = model(Reporting::MovingAverage, 1000);
+        m.read = Nanos(10_000_000);
+        // Two uniforms combined exactly (a trapezoid, or 0.95·a1 + a2 when a2 < 0.05·a1), the
+        // third in quadrature.
+        let by_hand = |loss: f64, edge: f64| {
+            let q = if edge >= 0.05 * loss { loss + edge - (0.2 * loss * edge).sqrt() } else { 0.95 * loss + edge };
+            1.96 * ((q / 1.96).powi(2) + edge * edge / 3.0).sqrt()
+        };
+        let u = m.run(&run(2000, 5.0, 2.0), &idle);
+        let want = by_hand(0.75, 0.015);
+        assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+        let u = m.run(&RunFigures { peak: Watts(2.3), ..run(100, 5.0, 2.0) }, &idle);
+        let want = by_hand(0.27, 0.015);
         assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
     }
 
     /// By hand: a counter updating every 1 ms read every 5 ms: half-range 0.5 ms at each edge
-    /// (the read period does not matter to a counter); 5 W at the start, 2 W at the end: 2.5 mJ
-    /// and 1 mJ, q = 3.5 mJ − √(0.2·2.5·1) mJ. A 0.4 % class on 5 J (±20 mJ) and the 2.5 mJ edge:
-    /// q = 22.5 − √(0.2·20·2.5) mJ, the 1 mJ edge in quadrature.
+    /// (the read period does not matter to a counter). The start has 2 W before it and 5 W after:
+    /// √((2² + 5²)/2) W = √14.5 W, 0.5·√14.5 mJ; the end 2 W on both sides: 1 mJ; q = a1 + a2 −
+    /// √(0.2·a1·a2). A 0.4 % class on 5 J is a bound: half-range 20/0.95 mJ, with the start edge
+    /// exactly, the 1 mJ end edge in quadrature.
     #[test]
     fn counter_edges_and_gain_by_hand() {
         let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
         let mut m = model(Reporting::Counter, 1);
         let u = m.run(&run(1000, 5.0, 2.0), &idle);
-        assert!((u.energy.0 - (3.5e-3 - (0.2f64 * 2.5e-3 * 1e-3).sqrt())).abs() < 1e-12, "{u:?}");
+        let start = 0.5e-3 * 14.5f64.sqrt();
+        assert!((u.energy.0 - (start + 1e-3 - (0.2f64 * start * 1e-3).sqrt())).abs() < 1e-12, "{u:?}");
         m.accuracy = 0.004;
         let u = m.run(&run(1000, 5.0, 2.0), &idle);
-        let q = 0.0225 - (0.2f64 * 0.02 * 2.5e-3).sqrt();
+        let gain = 0.02 / 0.95;
+        let q = gain + start - (0.2f64 * gain * start).sqrt();
         let want = 1.96 * ((q / 1.96).powi(2) + 1e-6 / 3.0).sqrt();
         assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
     }

@@ -264,6 +264,9 @@ pub fn analyze_trace(
 ) -> Result<ProbeEnergy, TraceError> {
     let (ok, infos) = measured_runs(report, datasheet_w);
     let a = analyze_probe_fine(series, &infos, idle, cfg, fine)?;
+    // The edges are refined to the raw sample: their time error is a sample period, not the
+    // decimated window's (each run's refinement records the period it found).
+    let fine_period = a.runs.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.sample_period).filter(|p| p.0 > 0).min();
     let alignment = wattflip_energy::align::estimate(series, &infos, &a, cfg);
     let mut e = ProbeEnergy { alignment, ..records(&ok, a, series, source, false) };
     let noise = e.runs.first().and_then(|r| r.idle_spread_w).unwrap_or(0.0);
@@ -274,7 +277,8 @@ pub fn analyze_trace(
         let p = series.powers_between(UnixNanos(a.saturating_sub(span)), UnixNanos(b.saturating_add(span)));
         p.iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max)
     };
-    uncertain::attach(&mut e, &uncertain::model_of_trace(period, noise, wattflip_energy::Nanos(0)), window, &peak);
+    let model = uncertain::model_of_trace(fine_period.unwrap_or(period).min(period), noise, wattflip_energy::Nanos(0));
+    uncertain::attach(&mut e, &model, window, &peak, &|_, _, _| None);
     Ok(e)
 }
 

@@ -95,8 +95,14 @@ pub fn energy_of_recording_in(
     let noise = energy.idle.as_ref().map(|i| i.spread_w).unwrap_or(0.0);
     let len = wattflip_energy::Nanos(u64::try_from(window.1 .0 - window.0 .0).unwrap_or(0));
     let span = i64::try_from(facts.update_ns.max(facts.read_ns)).unwrap_or(i64::MAX);
-    let peak = |a: i64, b: i64| super::uncertain::peak_of_zone(&z, span, a, b);
-    super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &peak);
+    let read = i64::try_from(facts.read_ns).unwrap_or(i64::MAX);
+    let peak = |a: i64, b: i64| super::uncertain::peak_of_zone(&z, span, read, a, b);
+    let margin = super::uncertain::smear_margin_ns(&z, read);
+    let visible = |a: i64, b: i64, baseline: f64| {
+        let (from, to) = (a.saturating_sub(margin), b.saturating_add(margin));
+        (margin > 0).then(|| series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * (to - from) as f64 * 1e-9)
+    };
+    super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &peak, &visible);
     Some(energy)
 }
 

@@ -40,6 +40,7 @@ pub fn relative_u95(m: &SourceModel, power_w: f64, d: f64) -> f64 {
         baseline: Watts(baseline),
         peak: Watts(p),
         tail_cut: true,
+        visible_above: Joules(p * d),
     };
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
     m.run(&f, &idle).energy.0 / (p * d)
@@ -47,7 +48,7 @@ pub fn relative_u95(m: &SourceModel, power_w: f64, d: f64) -> f64 {
 
 /// The accuracy class alone, as a relative 95 % half-width: no run length goes below it.
 pub fn class_u95(m: &SourceModel) -> f64 {
-    wattflip_energy::uncertainty::expand(&[m.accuracy], 0.0)
+    wattflip_energy::uncertainty::expand(&[m.gain(1.0)], 0.0)
 }
 
 /// The shortest run (s) whose energy `m` resolves to `target` at `power_w`; `None` when the

@@ -64,8 +64,10 @@ pub fn model_of_trace(period: Nanos, noise_w: f64, align_residual: Nanos) -> Sou
 
 /// Sets the half-widths of every run of `e` and of its idle baseline from `m`; `window` is the
 /// idle window's length (ns); `peak` gives a run's highest power over one update near it
-/// (from its start to one update after its end; `None`: its mean).
-pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn(i64, i64) -> Option<f64>) {
+/// (from its start to one update after its end; `None`: its mean); `visible` the energy a held or
+/// averaged source shows above a baseline (its third argument) around a run, as far as it spreads
+/// a run's energy ([`smear_margin_ns`]; `None` for other sources).
+pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn(i64, i64) -> Option<f64>, visible: &dyn Fn(i64, i64, f64) -> Option<f64>) {
     let baseline = e.idle.as_ref().map(|i| i.median_w).or_else(|| e.runs.first().map(|r| r.idle_baseline_w)).unwrap_or(0.0);
     let idle = m.idle(Watts(baseline), window);
     if let Some(i) = e.idle.as_mut() {
@@ -75,6 +77,10 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
         let mut f = figures(r);
         if let (Some(a), Some(b)) = (r.trace_start_ns, r.trace_end_ns) {
             f.peak = Watts(peak(a, b).unwrap_or(r.mean_w));
+            // Above the lowest baseline the idle window allows: a short run's spread energy is
+            // small against the baseline's own uncertainty over the span it is looked for in.
+            let floor = r.idle_baseline_w - wattflip_energy::uncertainty::K95 * idle.statistical.0;
+            f.visible_above = Joules(visible(a, b, floor).unwrap_or(0.0));
         }
         let u = m.run(&f, &IdleU { u95: idle.u95, statistical: idle.statistical });
         r.energy_u95_j = Some(u.energy.0);
@@ -87,15 +93,36 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
     e.source_model = Some(*m);
 }
 
-/// The highest power `z` shows from `from` to one update (`span_ns`) and one read after `to`: a
-/// counter's over whole updates ([`super::source::binned`]), another source's highest reading.
-pub fn peak_of_zone(z: &ZoneSeries, span_ns: i64, from: i64, to: i64) -> Option<f64> {
-    let until = to.saturating_add(span_ns).saturating_add(i64::try_from(z.update_ns.min(1_000_000_000)).unwrap_or(0).min(span_ns));
+/// The highest power `z` shows near the run `[from, to)`: a counter's over whole updates
+/// ([`super::source::binned`] in spans of `span_ns`) up to one span and one update after its end;
+/// a held value or moving average, its highest reading up to one update (`update_ns`, a moving
+/// average's window) and one read (`read_ns`) after the end: those readings are the ones whose
+/// update (or window) overlaps the run, later ones hold only what came after it.
+pub fn peak_of_zone(z: &ZoneSeries, span_ns: i64, read_ns: i64, from: i64, to: i64) -> Option<f64> {
+    let update = i64::try_from(z.update_ns.min(1_000_000_000)).unwrap_or(0);
     if z.is_counter() {
+        let until = to.saturating_add(span_ns).saturating_add(update.min(span_ns));
         let s = super::source::binned(z, from, until, span_ns)?;
         return s.powers().iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max);
     }
+    let until = to.saturating_add(i64::try_from(z.update_ns).unwrap_or(i64::MAX).max(0)).saturating_add(read_ns.max(0));
     z.t.iter().zip(&z.watts).filter(|(t, w)| **t >= from && **t <= until && w.is_finite()).map(|(_, w)| *w).reduce(f64::max)
+}
+
+/// How far a held value or moving average of `z` spreads a run's energy beyond its edges (ns; 0
+/// for counters): a held value, lag-corrected by one update, up to that update and half a read;
+/// a moving average, centred by half its window, half the window and up to as much again for
+/// its recomputation and reads (its recomputation period is not known: the window bounds it).
+pub fn smear_margin_ns(z: &ZoneSeries, read_ns: i64) -> i64 {
+    if z.is_counter() {
+        return 0;
+    }
+    let update = i64::try_from(z.update_ns).unwrap_or(i64::MAX);
+    if z.path.ends_with("_average") {
+        update
+    } else {
+        update.saturating_add(read_ns / 2)
+    }
 }
 
 fn figures(r: &super::RunEnergyRecord) -> RunFigures {
@@ -110,6 +137,7 @@ fn figures(r: &super::RunEnergyRecord) -> RunFigures {
         baseline: Watts(r.idle_baseline_w),
         peak: Watts(r.mean_w),
         tail_cut: r.tail_cut,
+        visible_above: Joules(0.0),
     }
 }
 

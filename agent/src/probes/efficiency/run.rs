@@ -168,8 +168,9 @@ pub fn energy_u95(zone: &ZoneSeries, series: &PowerSeries, from: i64, to: i64) -
         background_duration: Nanos(0),
         mean,
         baseline: mean,
-        peak: Watts(uncertain::peak_of_zone(zone, span, from, to).unwrap_or(mean.0)),
+        peak: Watts(uncertain::peak_of_zone(zone, span, i64::try_from(facts.read_ns).unwrap_or(0), from, to).unwrap_or(mean.0)),
         tail_cut: false,
+        visible_above: Joules(0.0),
     };
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
     Some(model.run(&figures, &idle).energy)
