@@ -221,35 +221,38 @@ mod tests {
         s.iter().map(|&e| PlannedRun { expected: Some(Duration::from_secs_f64(e)) }).collect()
     }
 
-    /// By hand: each edge moves by h = (100 + 5)/2 ms = 52.5 ms times the whole power P; two equal
-    /// uniforms of half-range P·h: q = (2 − √0.2)·P·h, relative q/(P·D) ≤ 2 % from D =
-    /// 1.5527864·0.0525/0.02 = 4.0760643 s; with the 10 % margin 4.4836707 s. Runs of 0.3, 1, 5
-    /// and 2 s: multipliers 14.945569, 4.4836707, 1 and 2.2418354, extra 4.1836707, 3.4836707, 0
-    /// and 2.4836707 s; a 7 s budget takes the two cheapest (5.967 s), not the 0.3 s run.
+    /// By hand: a held value spreads a run of D ≥ U at power P over its update: U/(2D) of the
+    /// run's P·D, P·U/2 = 0.05·P, moves out; each edge keeps a read's worth of shift beyond the
+    /// smear, P·((100 + 5)/2 − 100/2) ms = 0.0025·P, counted twice. With P = 3 W: uniforms 0.15,
+    /// 0.0075, 0.0075 J; the two largest combine to 0.15 + 0.0075 − √(0.2·0.15·0.0075) = 0.1425,
+    /// the third adds 0.0075²/3 in quadrature: u95 = √(0.1425² + 1.96²·0.0075²/3) = 0.14275251 J,
+    /// ≤ 2 % of 3 W·D from D = 2.3792086 s; with the 10 % margin 2.6171294 s. Runs of 0.3, 1, 5
+    /// and 2 s: multipliers 8.7237647, 2.6171294, 1 and 1.3085647, extra 2.3171294, 1.6171294, 0
+    /// and 0.6171294 s; a 4 s budget takes the two cheapest (2.2342589 s), not the 0.3 s run.
     #[test]
     fn sample_and_hold_arithmetic_by_hand() {
         let m = held(0.0);
         let min = min_run_length(&m, 3.0, 0.02).unwrap();
-        assert!((min - 4.076_064_3).abs() < 1e-6, "{min}");
-        let p = plan(&m, 3.0, 0.02, Duration::from_secs(7), &runs(&[0.3, 1.0, 5.0, 2.0]));
-        let want = [1.0, 4.483_670_7, 1.0, 2.241_835_4];
+        assert!((min - 2.379_208_6).abs() < 1e-6, "{min}");
+        let p = plan(&m, 3.0, 0.02, Duration::from_secs(4), &runs(&[0.3, 1.0, 5.0, 2.0]));
+        let want = [1.0, 2.617_129_4, 1.0, 1.308_564_7];
         for (got, want) in p.scale.iter().zip(want) {
             assert!((got - want).abs() < 1e-6, "{:?} vs {want:?}", p.scale);
         }
-        assert!((p.extra.as_secs_f64() - 5.967_341_4).abs() < 1e-6, "{:?}", p.extra);
+        assert!((p.extra.as_secs_f64() - 2.234_258_8).abs() < 1e-6, "{:?}", p.extra);
         assert_eq!(p.lengthened(), 2);
         assert_eq!(
             p.reason[0].as_deref(),
-            Some("not lengthened to reach the --energy-target 2.0 %: needs 4.484 s, expected 0.300 s, over the --energy-budget 7s")
+            Some("not lengthened to reach the --energy-target 2.0 %: needs 2.617 s, expected 0.300 s, over the --energy-budget 4s")
         );
         assert_eq!((p.reason[1].as_deref(), p.reason[2].as_deref(), p.reason[3].as_deref()), (None, None, None));
-        // A budget of a minute lengthens all three: the 0.3 s run × 14.945569.
+        // A budget of a minute lengthens all three: the 0.3 s run × 8.7237647.
         let p = plan(&m, 3.0, 0.02, Duration::from_secs(60), &runs(&[0.3, 1.0, 5.0, 2.0]));
-        assert!((p.scale[0] - 14.945_569).abs() < 1e-5, "{:?}", p.scale);
-        assert!((p.extra.as_secs_f64() - 10.151_012).abs() < 1e-5, "{:?}", p.extra);
+        assert!((p.scale[0] - 8.723_764_7).abs() < 1e-5, "{:?}", p.scale);
+        assert!((p.extra.as_secs_f64() - 4.551_388_2).abs() < 1e-5, "{:?}", p.extra);
     }
 
-    /// A ±5 % class: 0.95·5 % = 4.75 % alone exceeds 2 %: nothing lengthened, every sized run
+    /// A ±5 % class (a bound: its term is the whole 5 %) alone exceeds 2 %: nothing lengthened, every sized run
     /// given the reason, and the printed plan names the class.
     #[test]
     fn an_impossible_target_flags_every_run_and_is_named() {
