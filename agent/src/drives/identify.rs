@@ -19,9 +19,9 @@ use wattflip_proto::v1;
 pub struct Unidentified(BTreeSet<String>);
 
 impl Unidentified {
-    /// The ATA/SCSI devices without a serial: asleep at discovery, or whose first report failed.
+    /// The ATA/SCSI devices discovery did not identify: asleep then, or whose first report failed.
     pub fn of(devices: &[HealthDevice]) -> Self {
-        Unidentified(devices.iter().filter(|d| !d.nvme && d.serial.trim().is_empty()).map(|d| d.tag.clone()).collect())
+        Unidentified(devices.iter().filter(|d| !d.nvme && !d.identified).map(|d| d.tag.clone()).collect())
     }
 
     /// Whether `tag` still waits for its identity.

@@ -348,7 +348,7 @@ mod tests {
     }
 
     fn qemu_dev() -> HealthDevice {
-        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }
+        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true, identified: true }
     }
 
     fn tools(nvme: Option<Arc<FakeNvme>>, smart: Option<Arc<ScriptedRunner>>) -> DriveTools {
@@ -551,6 +551,7 @@ mod tests {
             device_type: Some("megaraid,9".into()),
             serial: String::new(),
             nvme: false,
+            identified: false,
         };
         let mut m = DriveMonitor::new(tools(None, Some(smart.clone())), vec![dev]);
         let p = m.poll(&|| 1);

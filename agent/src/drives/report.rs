@@ -144,6 +144,7 @@ mod tests {
         assert_eq!(drives, vec![("bus/0:megaraid,1", "/dev/bus/0", "megaraid,1"), ("bus/0:megaraid,2", "/dev/bus/0", "megaraid,2")]);
         let temps: Vec<(&str, f64)> = r.readings.temperature.iter().map(|t| (t.device.as_str(), t.celsius)).collect();
         assert_eq!(temps, vec![("bus/0:megaraid,1", 31.0), ("bus/0:megaraid,2", 30.0)]);
+        assert!(r.readings.drive_identities.is_empty(), "identified at discovery: nothing to send again");
         let mut hello = Vec::new();
         r.inventory.enrich(&mut hello);
         let names: Vec<&str> = hello.iter().map(|d| d.name.as_str()).collect();

@@ -154,7 +154,8 @@ impl DriveInventory {
             if out.iter().any(|h| h.tag == tag) {
                 continue;
             }
-            out.push(HealthDevice { tag, node, device_type, serial: d.serial.clone(), nvme });
+            let identified = !(d.model.trim().is_empty() && d.serial.trim().is_empty());
+            out.push(HealthDevice { tag, node, device_type, serial: d.serial.clone(), nvme, identified });
         }
         out
     }
@@ -273,6 +274,9 @@ pub struct HealthDevice {
     pub serial: String,
     /// NVMe (smart-log applies) or not (smartctl only).
     pub nvme: bool,
+    /// Whether discovery read its model or serial; not for a disk asleep then, or whose first
+    /// report failed (`identify`: read by the first full report of a later poll).
+    pub identified: bool,
 }
 
 fn transport_name(t: &Transport, nvme: bool) -> String {
@@ -405,7 +409,7 @@ mod tests {
         );
         assert_eq!(
             inv.health_devices(),
-            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }]
+            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true, identified: true }]
         );
     }
 
