@@ -134,6 +134,8 @@ pub struct Batch {
     pub electrical: Vec<v1::ElectricalSample>,
     pub idle_profiles: Vec<v1::IdleProfile>,
     pub drive_power_modes: Vec<v1::DrivePowerMode>,
+    /// Drives identified after the Hello (checked: time, `device.name` a tag value).
+    pub drive_identities: Vec<v1::DriveIdentity>,
 }
 
 impl Batch {
@@ -148,6 +150,7 @@ impl Batch {
             + self.electrical.len()
             + self.idle_profiles.len()
             + self.drive_power_modes.len()
+            + self.drive_identities.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -168,6 +171,7 @@ pub fn wire_points(b: &v1::Batch) -> usize {
         + b.electrical.len()
         + b.idle_profiles.len()
         + b.drive_power_modes.len()
+        + b.drive_identities.len()
 }
 
 /// The power modes a `drive_power_modes` record may carry (smartctl's, in four words).

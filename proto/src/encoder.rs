@@ -316,6 +316,7 @@ mod tests {
             electrical: Vec::new(),
             idle_profiles: Vec::new(),
             drive_power_modes: Vec::new(),
+            drive_identities: Vec::new(),
         }
     }
 

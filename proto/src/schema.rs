@@ -60,43 +60,49 @@ pub fn hello_points(h: &Hello, tags: &HostTags) -> Vec<Point> {
         .int("power_sources", inv.power_sources.len() as i64)
         .int("temperature_sensors", inv.temperature_sensors.len() as i64)];
     for d in &inv.storage_devices {
-        // Capacity, block size and rotation no source reported write no field (null), not 0/false.
-        let mut p = tags.point(INVENTORY, h.time.0).tag("device", d.name.clone()).tag("model", d.model.clone()).tag("serial", d.serial.clone());
-        if let Some(c) = d.capacity_bytes {
-            p = p.uint("capacity_bytes", c);
-        }
-        if let Some(b) = d.logical_block_size {
-            p = p.int("logical_block_size", i64::from(b));
-        }
-        p = p.string("firmware", d.firmware.clone()).string("transport", d.transport.clone());
-        // The drive's controller and sysfs address: what its temperature and SMART points (tagged
-        // `nvme0`, `sda`) join on. Unknown writes no field.
-        for (k, v) in [("controller", &d.controller), ("sysfs_address", &d.sysfs_address)] {
-            if !v.is_empty() {
-                p = p.string(k, v.clone());
-            }
-        }
-        if let Some(r) = d.rotational {
-            p = p.boolean("rotational", r);
-        }
-        pts.push(p.int("power_states", d.power_states.len() as i64));
-        // The table itself, one point per state: a count alone cannot tell a dashboard what cap
-        // PS2 is or which states the governor may choose.
-        for ps in &d.power_states {
-            pts.push(
-                tags.point(POWER_STATE_DESCRIPTOR, h.time.0)
-                    .tag("device", d.name.clone())
-                    .tag("model", d.model.clone())
-                    .tag("serial", d.serial.clone())
-                    .tag("state", ps.state.to_string())
-                    .float("max_watts", ps.max_watts)
-                    .boolean("operational", ps.operational)
-                    .int("entry_latency_us", i64::from(ps.entry_latency_us))
-                    .int("exit_latency_us", i64::from(ps.exit_latency_us)),
-            );
-        }
+        storage_device_points(d, h.time.0, tags, &mut pts);
     }
     pts
+}
+
+/// A drive's `inventory` point and its `power_state_descriptor` points, at `time_ns`: from a
+/// Hello's entry, or from a `drive_identities` record (a drive identified after the Hello).
+fn storage_device_points(d: &v1::StorageDevice, time_ns: i64, tags: &HostTags, pts: &mut Vec<Point>) {
+    // Capacity, block size and rotation no source reported write no field (null), not 0/false.
+    let mut p = tags.point(INVENTORY, time_ns).tag("device", d.name.clone()).tag("model", d.model.clone()).tag("serial", d.serial.clone());
+    if let Some(c) = d.capacity_bytes {
+        p = p.uint("capacity_bytes", c);
+    }
+    if let Some(b) = d.logical_block_size {
+        p = p.int("logical_block_size", i64::from(b));
+    }
+    p = p.string("firmware", d.firmware.clone()).string("transport", d.transport.clone());
+    // The drive's controller and sysfs address: what its temperature and SMART points (tagged
+    // `nvme0`, `sda`) join on. Unknown writes no field.
+    for (k, v) in [("controller", &d.controller), ("sysfs_address", &d.sysfs_address)] {
+        if !v.is_empty() {
+            p = p.string(k, v.clone());
+        }
+    }
+    if let Some(r) = d.rotational {
+        p = p.boolean("rotational", r);
+    }
+    pts.push(p.int("power_states", d.power_states.len() as i64));
+    // The table itself, one point per state: a count alone cannot tell a dashboard what cap
+    // PS2 is or which states the governor may choose.
+    for ps in &d.power_states {
+        pts.push(
+            tags.point(POWER_STATE_DESCRIPTOR, time_ns)
+                .tag("device", d.name.clone())
+                .tag("model", d.model.clone())
+                .tag("serial", d.serial.clone())
+                .tag("state", ps.state.to_string())
+                .float("max_watts", ps.max_watts)
+                .boolean("operational", ps.operational)
+                .int("entry_latency_us", i64::from(ps.entry_latency_us))
+                .int("exit_latency_us", i64::from(ps.exit_latency_us)),
+        );
+    }
 }
 
 /// All points of one batch.
@@ -194,6 +200,11 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
     }
     for m in &b.drive_power_modes {
         pts.push(drive_power_mode_point(m, tags));
+    }
+    for d in &b.drive_identities {
+        if let Some(s) = &d.device {
+            storage_device_points(s, d.time_ns, tags, pts);
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! - `tools`: nvme-cli and smartctl (probed once, "not available" when missing) and what they
 //!   discover, merged into the inventory;
 //! - `monitor`: SMART polling → drive temperatures (`nvme_cli`, `smartctl`), `nvme_smart`,
-//!   power modes (`-n standby`), critical-warning events; `reading`: one drive's tool calls and
+//!   power modes (`-n standby`), critical-warning events; `identify`: the identity of a disk
+//!   asleep at discovery, read when a poll finds it awake; `reading`: one drive's tool calls and
 //!   record conversions; `pool`: the bounded worker pool `run` reads the drives with, each on its
 //!   own interval, so a hung drive delays only itself;
 //! - `governor`: one NVMe controller's power states (show, set, Intel mode) with the crash-safe
@@ -19,6 +20,7 @@ pub mod block;
 pub mod changes;
 pub mod config;
 pub mod governor;
+pub mod identify;
 pub mod monitor;
 pub mod pool;
 pub mod reading;

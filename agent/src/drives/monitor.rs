@@ -14,6 +14,7 @@
 //! To add a health source, run it in `reading::read` and turn its output into samples with its own
 //! `source` name in [`DriveMonitor::absorb`].
 
+use super::identify::Unidentified;
 use super::reading::describe_warning;
 use super::reading::{power_mode, read, sample, smart_record, smart_record_from_smartctl, view, Reading};
 use super::tools::{DriveTools, HealthDevice};
@@ -39,6 +40,8 @@ pub struct DriveMonitor {
     disagreements: HashMap<String, BTreeSet<String>>,
     /// Device tags whose `-d` type smartctl refused: not asked again.
     refused: BTreeSet<String>,
+    /// Drives discovery could not identify (asleep): identified by their first full report.
+    unidentified: Unidentified,
 }
 
 /// What one poll produced.
@@ -48,6 +51,8 @@ pub struct Poll {
     pub nvme_smart: Vec<v1::NvmeSmart>,
     pub drive_power_modes: Vec<v1::DrivePowerMode>,
     pub events: Vec<v1::Event>,
+    /// Inventory entries of drives identified after discovery (`identify`), each once.
+    pub drive_identities: Vec<v1::DriveIdentity>,
     /// Tool calls that failed (also reported as events the first time).
     pub errors: u64,
     /// Reads that were due while the drive's previous read still ran (skipped; see `pool`).
@@ -61,6 +66,7 @@ impl Poll {
         batch.nvme_smart.extend(self.nvme_smart);
         batch.drive_power_modes.extend(self.drive_power_modes);
         batch.events.extend(self.events);
+        batch.drive_identities.extend(self.drive_identities);
     }
 
     /// Adds another poll's output to this one.
@@ -69,6 +75,7 @@ impl Poll {
         self.nvme_smart.extend(other.nvme_smart);
         self.drive_power_modes.extend(other.drive_power_modes);
         self.events.extend(other.events);
+        self.drive_identities.extend(other.drive_identities);
         self.errors += other.errors;
         self.late += other.late;
     }
@@ -79,6 +86,7 @@ impl DriveMonitor {
     pub fn new(tools: DriveTools, devices: Vec<HealthDevice>) -> Self {
         DriveMonitor {
             tools,
+            unidentified: Unidentified::of(&devices),
             devices,
             nocheck: Some(PowerCheck::default()),
             warnings: HashMap::new(),
@@ -210,6 +218,10 @@ impl DriveMonitor {
                         smart = smart_record_from_smartctl(t, dev, &rep);
                     }
                     self.report_problems("smartctl", dev, t, &rep.problems, &mut out);
+                    if let Some((entry, e)) = self.unidentified.identify(t, dev, &rep) {
+                        out.drive_identities.push(v1::DriveIdentity { time_ns: t, device: Some(entry) });
+                        out.events.push(e);
+                    }
                     views.push(view("smartctl", rep.serial.as_ref(), rep.model.as_ref(), rep.temperature));
                     last_read = Some(t);
                 }
@@ -336,7 +348,7 @@ mod tests {
     }
 
     fn qemu_dev() -> HealthDevice {
-        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }
+        HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true, identified: true }
     }
 
     fn tools(nvme: Option<Arc<FakeNvme>>, smart: Option<Arc<ScriptedRunner>>) -> DriveTools {
@@ -539,6 +551,7 @@ mod tests {
             device_type: Some("megaraid,9".into()),
             serial: String::new(),
             nvme: false,
+            identified: false,
         };
         let mut m = DriveMonitor::new(tools(None, Some(smart.clone())), vec![dev]);
         let p = m.poll(&|| 1);

@@ -205,7 +205,14 @@ mod tests {
         let smartctl = Smartctl::new(fleet.clone()).with_timeout(Duration::from_secs(2));
         let tools = DriveTools { nvme: None, smartctl: Some(smartctl), unavailable: Vec::new() };
         let devices: Vec<HealthDevice> = (0..100)
-            .map(|i| HealthDevice { node: format!("/dev/sd{i}"), tag: format!("sd{i}"), device_type: Some("sat".into()), serial: String::new(), nvme: false })
+            .map(|i| HealthDevice {
+                node: format!("/dev/sd{i}"),
+                tag: format!("sd{i}"),
+                device_type: Some("sat".into()),
+                serial: String::new(),
+                nvme: false,
+                identified: true,
+            })
             .collect();
         let mut monitor = DriveMonitor::new(tools, devices);
         let clock: UtcClock = Arc::new(|| 1);

@@ -150,7 +150,14 @@ mod tests {
         runner.expect(&argv, 2, &skipped, "").expect(&argv, 64, &awake, "");
         runner.expect(&["smartctl", "--json", "-a", "-d", "sat", "/dev/sdc"], 64, &awake, "");
         let tools = DriveTools { nvme: None, smartctl: Some(Smartctl::new(runner.clone())), unavailable: Vec::new() };
-        let dev = HealthDevice { node: "/dev/sdc".into(), tag: "sdc".into(), device_type: Some("sat".into()), serial: "S0SATA0000001".into(), nvme: false };
+        let dev = HealthDevice {
+            node: "/dev/sdc".into(),
+            tag: "sdc".into(),
+            device_type: Some("sat".into()),
+            serial: "S0SATA0000001".into(),
+            nvme: false,
+            identified: true,
+        };
         let mut m = DriveMonitor::new(tools.clone(), vec![dev.clone()]);
         let mode = |t: i64, mode: &str, skipped: bool| v1::DrivePowerMode {
             time_ns: t,

@@ -4,7 +4,7 @@
 
 use super::config::DrivesConfig;
 use super::monitor::{DriveMonitor, Poll};
-use super::tools::{DriveInventory, DriveTools};
+use super::tools::{drive_identity, DriveInventory, DriveTools};
 use crate::clock::Clock;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -84,7 +84,9 @@ impl DriveReport {
         use serde_json::json;
         json!({
             "drives": self.inventory.drives.iter().map(|d| json!({
-                "name": d.name, "controller": d.controller, "model": d.model.trim(), "serial": d.serial.trim(),
+                // The drive's identity (as in `storage_devices` and the temperatures), then the
+                // node and `-d` type the tools are run with: disks behind one RAID node share it.
+                "device": drive_identity(d), "node": d.name, "device_type": d.device_type, "controller": d.controller, "model": d.model.trim(), "serial": d.serial.trim(),
                 "firmware": d.firmware.trim(), "capacity_bytes": d.capacity_bytes,
                 "warning_celsius": d.warning_temperature.map(|c| c.0), "critical_celsius": d.critical_temperature.map(|c| c.0),
                 "power_states": d.power_states.iter().map(|p| json!({
@@ -104,6 +106,52 @@ impl DriveReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wattflip_drives::fake::ScriptedRunner;
+
+    fn capture(name: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/captures/smartctl").join(name);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// Two SAS disks behind one MegaRAID node (`/dev/bus/0 -d megaraid,1` and `megaraid,2`, real
+    /// smartctl 7.1 captures, tests/fixtures/captures/PROVENANCE.md): `inventory` lists two drives,
+    /// each under its own identity, the same key as its Hello inventory entry and its temperature
+    /// (31 °C and 30 °C as captured), never the node they share.
+    #[test]
+    fn two_disks_behind_one_raid_node_are_two_identities_in_inventory_output() {
+        let scan = r#"{"smartctl":{"version":[7,1],"exit_status":0},"devices":[
+{"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_01]","type":"megaraid,1","protocol":"SCSI"},
+{"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_02]","type":"megaraid,2","protocol":"SCSI"}]}"#;
+        let (one, two) = (capture("sce-7.1-sas-megaraid1-toshiba-mg08sca16tey.json"), capture("sce-7.1-sas-megaraid2-toshiba-mg08sca16tey.json"));
+        let runner = Arc::new(ScriptedRunner::new());
+        runner.expect(&["smartctl", "--version"], 0, "smartctl 7.1 2019-12-30 r5022 [x86_64-linux-5.4.0] (local build)\n", "");
+        runner.expect(&["smartctl", "--scan-open", "--json"], 0, scan, "");
+        // Discovery, then the one SMART poll `inventory` makes.
+        for _ in 0..2 {
+            runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,1", "/dev/bus/0"], 0, &one, "");
+            runner.expect(&["smartctl", "--json", "-a", "-n", "standby", "-d", "megaraid,2", "/dev/bus/0"], 0, &two, "");
+        }
+        let cfg = DrivesConfig { nvme_cli: false, ..Default::default() };
+        let r = DriveReport::gather(&cfg, Path::new("/nonexistent-sys"), runner.clone(), &Clock::new());
+        assert_eq!(runner.remaining(), 0);
+        let v = r.json();
+        let drives: Vec<(&str, &str, &str)> = v["drives"]
+            .as_array()
+            .map(|a| {
+                a.iter().map(|d| (d["device"].as_str().unwrap_or("?"), d["node"].as_str().unwrap_or("?"), d["device_type"].as_str().unwrap_or("?"))).collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(drives, vec![("bus/0:megaraid,1", "/dev/bus/0", "megaraid,1"), ("bus/0:megaraid,2", "/dev/bus/0", "megaraid,2")]);
+        let temps: Vec<(&str, f64)> = r.readings.temperature.iter().map(|t| (t.device.as_str(), t.celsius)).collect();
+        assert_eq!(temps, vec![("bus/0:megaraid,1", 31.0), ("bus/0:megaraid,2", 30.0)]);
+        assert!(r.readings.drive_identities.is_empty(), "identified at discovery: nothing to send again");
+        let mut hello = Vec::new();
+        r.inventory.enrich(&mut hello);
+        let names: Vec<&str> = hello.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, vec!["bus/0:megaraid,1", "bus/0:megaraid,2"]);
+        let sensors: Vec<&str> = r.sensors.iter().map(|s| s.device.as_str()).collect();
+        assert_eq!(sensors, names);
+    }
 
     /// A real nvme-cli 1.x id-ctrl (WDC SN730, tests/fixtures/captures/PROVENANCE.md): PS3 and PS4
     /// are in 0.0001 W units (MXPS), 700 → 0.0700 W and 35 → 0.0035 W; the others in 0.01 W.

@@ -117,6 +117,13 @@ pub fn drive_tag(node: &str, device_type: Option<&str>) -> String {
     }
 }
 
+/// A drive's identity: [`drive_tag`] of its node and `-d` type, the one key its inventory entry
+/// (`StorageDevice.name`), its temperature and SMART points, its thermal limits and the drives
+/// `inventory` prints are all under, so two disks behind one RAID node are two identities.
+pub fn drive_identity(d: &Drive) -> String {
+    drive_tag(&d.name, d.device_type.as_deref())
+}
+
 impl DriveInventory {
     /// Runs discovery with the usable tools.
     pub fn discover(tools: &DriveTools, sysfs_root: &Path) -> DriveInventory {
@@ -147,7 +154,8 @@ impl DriveInventory {
             if out.iter().any(|h| h.tag == tag) {
                 continue;
             }
-            out.push(HealthDevice { tag, node, device_type, serial: d.serial.clone(), nvme });
+            let identified = !(d.model.trim().is_empty() && d.serial.trim().is_empty());
+            out.push(HealthDevice { tag, node, device_type, serial: d.serial.clone(), nvme, identified });
         }
         out
     }
@@ -157,18 +165,7 @@ impl DriveInventory {
     /// HBA that only smartctl reaches).
     pub fn enrich(&self, devices: &mut Vec<v1::StorageDevice>) {
         for d in &self.drives {
-            let name = drive_tag(&d.name, d.device_type.as_deref());
-            let states: Vec<v1::PowerStateDescriptor> = d
-                .power_states
-                .iter()
-                .map(|p| v1::PowerStateDescriptor {
-                    state: u32::from(p.index),
-                    max_watts: p.max_power.map(|w| w.0).unwrap_or(0.0),
-                    operational: p.operational,
-                    entry_latency_us: p.entry_latency_us,
-                    exit_latency_us: p.exit_latency_us,
-                })
-                .collect();
+            let name = drive_identity(d);
             let fill = |slot: &mut String, v: &str| {
                 if slot.is_empty() {
                     *slot = v.trim().to_string();
@@ -191,24 +188,10 @@ impl DriveInventory {
                         s.rotational = d.rotational;
                     }
                     if s.power_states.is_empty() {
-                        s.power_states = states;
+                        s.power_states = power_states(d);
                     }
                 }
-                None => devices.push(v1::StorageDevice {
-                    name,
-                    model: d.model.trim().to_string(),
-                    serial: d.serial.trim().to_string(),
-                    firmware: d.firmware.trim().to_string(),
-                    // What no tool reported stays absent (no field in the store), never 0/false.
-                    capacity_bytes: d.capacity_bytes,
-                    logical_block_size: d.logical_block_size,
-                    transport: transport_name(&d.transport, d.controller.is_some()),
-                    rotational: d.rotational,
-                    power_states: states,
-                    controller: d.controller.as_deref().map(tag_of).unwrap_or_default(),
-                    // Not in sysfs's block class, so no sysfs address.
-                    sysfs_address: String::new(),
-                }),
+                None => devices.push(storage_device(d)),
             }
         }
         devices.sort_by(|a, b| a.name.cmp(&b.name));
@@ -224,9 +207,9 @@ impl DriveInventory {
             // The same tag as the drive's temperature and SMART points (`drive_tag`).
             let device = match &d.controller {
                 Some(c) => tag_of(c),
-                None => drive_tag(&d.name, d.device_type.as_deref()),
+                None => drive_identity(d),
             };
-            let ns = drive_tag(&d.name, d.device_type.as_deref());
+            let ns = drive_identity(d);
             match out.iter_mut().find(|l| l.device == device) {
                 Some(l) => {
                     if !l.namespaces.contains(&ns) && ns != device {
@@ -246,6 +229,39 @@ impl DriveInventory {
     }
 }
 
+/// A drive the tools found, as the Hello inventory lists it (under [`drive_identity`]): what sysfs
+/// did not show, or (the SMART monitor) a disk whose identity is read after discovery.
+pub fn storage_device(d: &Drive) -> v1::StorageDevice {
+    v1::StorageDevice {
+        name: drive_identity(d),
+        model: d.model.trim().to_string(),
+        serial: d.serial.trim().to_string(),
+        firmware: d.firmware.trim().to_string(),
+        // What no tool reported stays absent (no field in the store), never 0/false.
+        capacity_bytes: d.capacity_bytes,
+        logical_block_size: d.logical_block_size,
+        transport: transport_name(&d.transport, d.controller.is_some()),
+        rotational: d.rotational,
+        power_states: power_states(d),
+        controller: d.controller.as_deref().map(tag_of).unwrap_or_default(),
+        // Not in sysfs's block class, so no sysfs address.
+        sysfs_address: String::new(),
+    }
+}
+
+fn power_states(d: &Drive) -> Vec<v1::PowerStateDescriptor> {
+    d.power_states
+        .iter()
+        .map(|p| v1::PowerStateDescriptor {
+            state: u32::from(p.index),
+            max_watts: p.max_power.map(|w| w.0).unwrap_or(0.0),
+            operational: p.operational,
+            entry_latency_us: p.entry_latency_us,
+            exit_latency_us: p.exit_latency_us,
+        })
+        .collect()
+}
+
 /// One device the SMART monitor polls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthDevice {
@@ -258,6 +274,9 @@ pub struct HealthDevice {
     pub serial: String,
     /// NVMe (smart-log applies) or not (smartctl only).
     pub nvme: bool,
+    /// Whether discovery read its model or serial; not for a disk asleep then, or whose first
+    /// report failed (`identify`: read by the first full report of a later poll).
+    pub identified: bool,
 }
 
 fn transport_name(t: &Transport, nvme: bool) -> String {
@@ -390,7 +409,7 @@ mod tests {
         );
         assert_eq!(
             inv.health_devices(),
-            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true }]
+            vec![HealthDevice { node: "/dev/nvme0".into(), tag: "nvme0".into(), device_type: None, serial: "deadbeef".into(), nvme: true, identified: true }]
         );
     }
 

@@ -300,6 +300,7 @@ pub fn convert_batch_points_within(agent_id: &str, b: v1::Batch, window: TimeWin
     let electrical = r.each("electrical", b.electrical, |s| at(s.time_ns), check_electrical, Ok);
     let idle_profiles = r.each("idle_profiles", b.idle_profiles, |p| at(p.time_ns), check_idle_profile, Ok);
     let drive_power_modes = r.each("drive_power_modes", b.drive_power_modes, |m| at(m.time_ns), check_drive_power_mode, Ok);
+    let drive_identities = r.each("drive_identities", b.drive_identities, |d| at(d.time_ns), check_drive_identity, Ok);
     Ok(Converted {
         batch: Batch {
             agent_id: b.agent_id,
@@ -313,6 +314,7 @@ pub fn convert_batch_points_within(agent_id: &str, b: v1::Batch, window: TimeWin
             electrical,
             idle_profiles,
             drive_power_modes,
+            drive_identities,
         },
         rejected: r.rejected,
     })
@@ -366,6 +368,15 @@ fn check_drive_power_mode(m: &v1::DrivePowerMode) -> Result<(), Bad> {
         return Err(bad("mode", &m.mode, Rule::Inconsistent, "must be one of active, idle, standby, sleep"));
     }
     Ok(())
+}
+
+/// An inventory entry's identity: a time and the tags its `inventory` point carries.
+fn check_drive_identity(d: &v1::DriveIdentity) -> Result<(), Bad> {
+    time("time_ns", d.time_ns)?;
+    let Some(s) = &d.device else { return Err(bad("device", "absent", Rule::Missing, "must be set")) };
+    tag("device.name", &s.name)?;
+    opt_tag("device.model", &s.model)?;
+    opt_tag("device.serial", &s.serial)
 }
 
 fn check_idle_profile(p: &v1::IdleProfile) -> Result<(), Bad> {

@@ -266,6 +266,31 @@ fn drive_power_modes_are_points_with_a_drawable_level() {
     assert!(convert_batch("a1", bad).unwrap_err().to_string().contains("drive_power_modes[0].mode"));
 }
 
+/// A drive identified after the Hello (asleep at discovery) is written as its `inventory` point,
+/// at the record's time, tagged with its identity; a record without a device is refused by name.
+#[test]
+fn a_drive_identity_record_is_an_inventory_point() {
+    let device = v1::StorageDevice {
+        name: "bus/0:sat+megaraid,0".into(),
+        model: "MZ7KH480HAHQ0D3".into(),
+        serial: "S1".into(),
+        firmware: "HXM7404Q".into(),
+        capacity_bytes: Some(480_103_981_056),
+        logical_block_size: Some(512),
+        transport: "sata".into(),
+        rotational: Some(false),
+        ..Default::default()
+    };
+    let id = v1::DriveIdentity { time_ns: 7, device: Some(device) };
+    let b = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_identities: vec![id], ..Default::default() };
+    assert_eq!(
+        lines_of(b),
+        "inventory,device=bus/0:sat+megaraid\\,0,host=a1,model=MZ7KH480HAHQ0D3,serial=S1 capacity_bytes=480103981056i,logical_block_size=512i,firmware=\"HXM7404Q\",transport=\"sata\",rotational=false,power_states=0i 7\n"
+    );
+    let bad = v1::Batch { agent_id: "a1".into(), sequence: 1, drive_identities: vec![v1::DriveIdentity { time_ns: 7, device: None }], ..Default::default() };
+    assert!(convert_batch("a1", bad).unwrap_err().to_string().contains("drive_identities[0].device"));
+}
+
 #[test]
 fn a_runs_coverage_and_low_confidence_are_fields_when_known() {
     let run =

@@ -94,6 +94,7 @@ fn batch(power: Vec<PowerSample>) -> Batch {
         electrical: vec![],
         idle_profiles: vec![],
         drive_power_modes: vec![],
+        drive_identities: vec![],
     }
 }
 
