@@ -5,9 +5,12 @@
 //! `sinks/otlp/config.rs`), composed here.
 
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::CertificateRevocationListDer;
 use wattflip_infra::tls::{RawTls, TlsMode};
 
 // The InfluxDB sink owns its configuration types and their checks; the service configuration
@@ -161,10 +164,12 @@ impl Config {
                 None
             }
         });
-        for (key, file) in [("tls.crl_file", &crl_file), ("tls.deny_file", &deny_file)] {
-            if let Some(Err(e)) = file.as_deref().map(std::fs::metadata) {
-                loader.problem(key, format!("cannot read {}: {e}", file.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default()));
-            }
+        // Read and parsed exactly as `run` loads them (service::revocation), every problem listed.
+        if let Some(Err(e)) = crl_file.as_deref().map(read_crl) {
+            loader.problem("tls.crl_file", e);
+        }
+        if let Some(Err(e)) = deny_file.as_deref().map(read_denied) {
+            loader.problem("tls.deny_file", e);
         }
         loader.finish()?;
         Ok(Config {
@@ -228,6 +233,35 @@ fn limits_of(limits: RawLimits, loader: &mut Loader) -> Limits {
 pub struct RevocationFiles {
     pub crl_file: Option<PathBuf>,
     pub deny_file: Option<PathBuf>,
+}
+
+/// What to do about a `tls.crl_file` that cannot be used.
+const CRL_FIX: &str =
+    "give the certificate revocation list of the agents' CA, PEM (`-----BEGIN X509 CRL-----`) or DER, e.g. from `openssl ca -gencrl`, or remove tls.crl_file";
+
+/// Reads a `tls.crl_file` as the collector uses it, at start, on every reload and in
+/// `check-config`: its PEM `X509 CRL` blocks, else the whole file as DER, each parsed as a
+/// certificate revocation list. Returns the lists and the serial numbers (DER content bytes)
+/// they revoke; the error names the file and says what to do.
+pub fn read_crl(p: &Path) -> Result<(Vec<CertificateRevocationListDer<'static>>, HashSet<Vec<u8>>), String> {
+    use x509_parser::prelude::FromDer;
+    let bytes = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    let pem: Vec<_> = CertificateRevocationListDer::pem_slice_iter(&bytes).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}; {CRL_FIX}", p.display()))?;
+    let crls = if pem.is_empty() { vec![CertificateRevocationListDer::from(bytes)] } else { pem };
+    let mut revoked = HashSet::new();
+    for crl in &crls {
+        let (_, parsed) = x509_parser::revocation_list::CertificateRevocationList::from_der(crl.as_ref())
+            .map_err(|e| format!("{}: not a certificate revocation list ({e}); {CRL_FIX}", p.display()))?;
+        revoked.extend(parsed.iter_revoked_certificates().map(|r| r.raw_serial().to_vec()));
+    }
+    Ok((crls, revoked))
+}
+
+/// The agent ids of a `tls.deny_file` (one a line, `#` comments).
+pub fn read_denied(p: &Path) -> Result<HashSet<String>, String> {
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| format!("cannot read {}: {e}; give a UTF-8 text file of agent ids, one a line, or remove tls.deny_file", p.display()))?;
+    Ok(text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).map(str::to_owned).collect())
 }
 
 #[cfg(test)]

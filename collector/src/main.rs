@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use wattflip_collector::config::{Config, Overrides};
+use wattflip_collector::service::revocation::Revocation;
 use wattflip_collector::service::server::{serve, Stats};
+use wattflip_infra::tls::TlsMode;
 
 /// Receives measurements from wattflip agents over gRPC and writes them to InfluxDB.
 #[derive(Parser, Debug)]
@@ -132,6 +134,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::load(cli.config.as_deref(), &ov)?;
     match cli.command {
         Some(Command::CheckConfig) => {
+            // What `run` builds from the files before it listens: the server's TLS config with
+            // the CRL in its verifier (Config::load has parsed each file already).
+            if let TlsMode::Mutual(m) = &cfg.tls {
+                Revocation::load(m, cfg.revocation.clone())?;
+            }
             let tls = if cfg.tls.is_insecure() { "plaintext (loopback only)" } else { "mutual TLS" };
             println!("config OK: listen {} ({tls}), InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
             if let Some(o) = &cfg.otlp {

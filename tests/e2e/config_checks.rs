@@ -93,3 +93,31 @@ fn a_key_file_holding_a_certificate_is_refused_before_run_starts() {
     let c = write(tmp.path(), "collector.toml", &format!("listen = \"127.0.0.1:1\"\n{tls}"));
     refused(collector(&["--config", c.to_str().unwrap(), "check-config"]), msg);
 }
+
+/// `check-config` passed a `tls.crl_file` that `run` could not use: it only looked that the file
+/// existed. Now it reads and parses it as `run` does, and lists its problem with the others.
+#[test]
+fn check_config_parses_the_crl_file_as_run_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crl = write(tmp.path(), "agents.crl", "not a revocation list\n");
+    let c = write(
+        tmp.path(),
+        "collector.toml",
+        &format!("listen = \"127.0.0.1:1\"\n[influx]\nflush_interval = \"0s\"\n{}crl_file = \"{}\"\n", pki().collector_tls(), crl.display()),
+    );
+    let bad = format!(
+        "  - tls.crl_file: {}: not a certificate revocation list (Parsing Error: NomError(Eof)); give the certificate revocation list of the agents' CA, PEM (`-----BEGIN X509 CRL-----`) or DER, e.g. from `openssl ca -gencrl`, or remove tls.crl_file",
+        crl.display()
+    );
+    refused(collector(&["--config", c.to_str().unwrap(), "check-config"]), &bad);
+    // Listed with every other problem of the file.
+    refused(collector(&["--config", c.to_str().unwrap(), "check-config"]), "2 problem(s):\n  - influx.flush_interval: `0s` is outside");
+    refused(collector(&["--config", c.to_str().unwrap()]), &bad);
+
+    // A CRL the collector's CA signed, as the revocation test writes it: accepted.
+    std::fs::write(&crl, pki().crl(1, &[1001])).unwrap();
+    let c = write(tmp.path(), "collector.toml", &format!("listen = \"127.0.0.1:1\"\n{}crl_file = \"{}\"\n", pki().collector_tls(), crl.display()));
+    let out = within(&mut collector(&["--config", c.to_str().unwrap(), "check-config"]), Duration::from_secs(20)).expect("check-config ended");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("config OK: listen 127.0.0.1:1 (mutual TLS)"), "{}", String::from_utf8_lossy(&out.stdout));
+}

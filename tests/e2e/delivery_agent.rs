@@ -323,6 +323,47 @@ fn a_spool_filesystem_that_fails_mid_run_keeps_the_count_of_what_it_lost() {
     assert!(!dir.join("spool.lost").exists(), "nothing left to report");
 }
 
+/// Issue 38: the agent stopped (SIGTERM) while its spool still fails and the collector is up.
+/// What it lost since the last loss report the collector acknowledged (the count in a direct batch
+/// still in flight, and what was lost after it) is kept in `<spool>.lost` and reported after the
+/// repair and restart: InfluxDB's count equals the "batch lost" lines, exactly.
+#[test]
+fn a_spool_failing_at_sigterm_reports_everything_it_lost_after_the_restart() {
+    let (tmp, sys) = sysfs_tree(&["hwmon"]);
+    let dir = tmp.path();
+    let fs = FailingExt4::new(dir, &dir.join("spool"));
+    let influx = Influx::start();
+    let db = "wf_s38_term";
+    let port = free_port();
+    let _c = Collector::start_on(port, &influx.url, db);
+    let cfg = agent_cfg(dir, &sys, "s38-term", &format!("https://127.0.0.1:{port}"));
+    let mut a = KillOnDrop(spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "100000"]));
+    assert!(wait_for(Duration::from_secs(30), || (ledger(dir).len() >= 10).then_some(())).is_some(), "10 batches spooled");
+    fs.fail();
+    let w = "host = 's38-term'";
+    let reported = |influx: &Influx| -> u64 {
+        influx
+            .try_rows(db, &format!("SELECT attributes FROM event WHERE {w} AND kind = 'backlog_dropped'"))
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r[1].as_str().unwrap().strip_prefix("dropped_batches=").unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let lost_lines = || plain(&std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default()).matches("batch lost").count() as u64;
+    assert!(wait_for(Duration::from_secs(60), || (reported(&influx) >= 5 && lost_lines() >= 20).then_some(())).is_some(), "losses reported while failing");
+    // Stopped with the spool still failing and the collector up.
+    signal(&a.0, "TERM");
+    let st = wait_child(&mut a.0, Duration::from_secs(20), dir);
+    assert!(st.code().is_some(), "stopped by its own shutdown, not killed: {st}");
+    let lost = lost_lines();
+    fs.repair();
+    let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "3"]);
+    let st = wait_child(&mut a, Duration::from_secs(60), dir);
+    assert!(st.success(), "{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap());
+    assert_eq!(reported(&influx), lost, "every lost batch counted exactly once in InfluxDB");
+    assert!(!dir.join("spool.lost").exists(), "nothing left to report");
+}
+
 /// Unmounts on drop.
 struct Tmpfs(std::path::PathBuf);
 

@@ -297,3 +297,83 @@ fn a_probe_stops_cleanly_on_sighup_and_sigint_and_keeps_its_completed_runs() {
         assert_eq!(std::fs::metadata(&target).unwrap().len(), 256 << 20, "SIG{sig}: the target file is kept");
     }
 }
+
+/// Starts the agent with `args`, waits for `marker` in its log (a unit of work completed), sends
+/// SIGHUP and waits for it: its exit status, its stderr and the completed units it said it kept
+/// ("interrupted by a signal after N …").
+fn hangup_after(dir: &Path, args: &[&str], marker: &str) -> (std::process::ExitStatus, String, Option<usize>) {
+    let mut child = spawn_agent(dir, args);
+    let log = dir.join("agent.stderr");
+    let seen = wait_for(Duration::from_secs(120), || std::fs::read_to_string(&log).ok().filter(|s| s.contains(marker)).map(|_| ()));
+    assert!(seen.is_some(), "no `{marker}` in the log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(child.try_wait().unwrap().is_none(), "the probe ended before the signal:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    signal(&child, "HUP");
+    let status = wait_child(&mut child, Duration::from_secs(60), dir);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let said = stderr.split("interrupted by a signal after ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse::<usize>().ok());
+    (status, stderr, said)
+}
+
+/// Issue 38: `probe --ladder`, `--calibrate` and `--efficiency` handled no signal: a hangup killed
+/// them with nothing written. Now each stops between two IOs, writes what it completed (ladder
+/// levels, preparation runs, efficiency phases), says how many and exits with status 1.
+#[test]
+fn ladder_calibrate_and_efficiency_probes_stop_cleanly_on_sighup_and_keep_what_completed() {
+    // The ladder: 2 patterns × 10 levels of 300 ms; the signal after its first level.
+    let dir = disk_dir();
+    let (out, target) = (dir.path().join("out"), dir.path().join("ladder.dat"));
+    let args = ["probe", "--ladder", "--ladder-hold", "300ms", "--size", "128MiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let (status, stderr, said) = hangup_after(dir.path(), &args, "ladder level 1 completed");
+    assert_eq!(status.code(), Some(1), "--ladder: exited by the signal, not by the probe:\n{stderr}");
+    let levels = if out.join("ladder.jsonl").exists() { jsonl(&out.join("ladder.jsonl")).len() } else { 0 };
+    assert!((1..20).contains(&levels), "--ladder: the completed levels are written, not all 20: {levels}\n{stderr}");
+    assert_eq!(said, Some(levels), "--ladder: the levels said and written:\n{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("ladder.lp")).unwrap().lines().count(), levels);
+
+    // Calibration: 5 long preparation runs; the signal after the first. Nothing is stored.
+    let dir = disk_dir();
+    let (out, target) = (dir.path().join("out"), dir.path().join("cal.dat"));
+    let args = ["probe", "--calibrate", "--repetitions", "1", "--size", "256MiB", "--target", target.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let (status, stderr, said) = hangup_after(dir.path(), &args, "run 1 of 5 completed");
+    assert_eq!(status.code(), Some(1), "--calibrate: exited by the signal, not by the probe:\n{stderr}");
+    let kept = out.join("calibration-interrupted/runs.jsonl");
+    let runs = if kept.exists() { jsonl(&kept) } else { Vec::new() };
+    assert!(!runs.is_empty() && runs.len() < 5 && runs[0]["experiment"] == "prepare/SPE", "--calibrate: {runs:?}\n{stderr}");
+    assert_eq!(said, Some(runs.len()), "--calibrate: the runs said and written:\n{stderr}");
+    assert!(!out.join("calibration.json").exists() && !out.join("calibration").exists(), "no partial calibration is stored");
+
+    // Efficiency on the fixture's constant 18 W rail: 6 phases; the signal after the first.
+    let dir = disk_dir();
+    let (out, target) = (dir.path().join("out"), dir.path().join("eff.dat"));
+    let (_sys_tmp, sys) = sysfs_tree(&["ina226"]);
+    let body =
+        format!("agent_id = \"eff-node\"\n[tls]\ninsecure_plaintext_loopback_only = true\n[sources]\nsysfs_root = \"{}\"\nrapl = false\n", sys.display());
+    let cfg = agent_config(dir.path(), &body);
+    let args = [
+        "probe",
+        "--efficiency",
+        "--efficiency-window",
+        "300ms",
+        "--efficiency-windows",
+        "3",
+        "--efficiency-budget",
+        "10s",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--size",
+        "64MiB",
+        "--target",
+        target.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (status, stderr, said) = hangup_after(dir.path(), &args, "efficiency phase 1 of 6 completed");
+    assert_eq!(status.code(), Some(1), "--efficiency: exited by the signal, not by the probe:\n{stderr}");
+    let report = out.join("efficiency/report.json");
+    let r: serde_json::Value = if report.exists() { serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap() } else { serde_json::json!({}) };
+    let phases = r["phases"].as_array().map(Vec::len).unwrap_or(0);
+    assert!((1..6).contains(&phases) && r["interrupted"] == true, "--efficiency: {r}\n{stderr}");
+    assert_eq!(r["phases"][0]["profile"], "ready_idle");
+    assert_eq!(said, Some(phases), "--efficiency: the phases said and written:\n{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("efficiency/efficiency.lp")).unwrap().lines().count(), phases);
+}

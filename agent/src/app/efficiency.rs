@@ -6,6 +6,8 @@ use crate::config::Config;
 use crate::probes::efficiency::run::{self as eff, EfficiencyArgs};
 use crate::probes::efficiency::{EfficiencyOptions, Profile};
 use crate::probes::{self, EnergyOptions, Host};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// The preset's flags, part of `probe`'s command line.
 #[derive(clap::Args, Debug)]
@@ -53,8 +55,9 @@ pub fn options(p: &EfficiencyCli) -> anyhow::Result<EfficiencyOptions> {
 }
 
 /// Runs the preset and writes its folder; `stream` sends nothing yet (the collector has no
-/// efficiency message: the `.lp` file is the InfluxDB input).
-pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &EnergyOptions, host: &Host) -> anyhow::Result<()> {
+/// efficiency message: the `.lp` file is the InfluxDB input). `stop` (set on SIGINT, SIGTERM or
+/// SIGHUP) stops it between two IOs: the completed phases are written, and it fails saying so.
+pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &EnergyOptions, host: &Host, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let capacity = p.capacity.as_deref().map(probes::parse_size).transpose().map_err(|e| anyhow::anyhow!("--capacity {e}"))?;
     let args = EfficiencyArgs {
         target: t.path.clone(),
@@ -64,7 +67,7 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
         seed: t.seed.unwrap_or(4242),
         options: options(p)?,
         profiles: Profile::ALL.to_vec(),
-        stop: None,
+        stop: Some(stop),
     };
     let r = eff::run(&args, energy_opts, host)?;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
@@ -76,7 +79,15 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
         let head = crate::report::efficiency::headline(ph).map(|(f, unit)| format!("{} {unit}", f.describe(3))).unwrap_or_else(|| "-".into());
         println!("{:<16} {:<13} {:>3} windows  {head}", ph.profile.name(), ph.verdict, ph.windows_run);
     }
-    println!("results in {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
+    let files = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
+    if r.interrupted {
+        anyhow::bail!(
+            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out); the target was left as it is",
+            r.phases.len(),
+            args.profiles.len()
+        );
+    }
+    println!("results in {files}");
     Ok(())
 }
 
@@ -89,7 +100,7 @@ pub fn scheduled(
     job: &crate::probes::ProbeJob,
     eff: &crate::probes::efficiency::ScheduledEfficiency,
     agent_id: &str,
-    halt: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    halt: Arc<AtomicBool>,
 ) -> Vec<wattflip_proto::v1::Batch> {
     use wattflip_proto::v1;
     let device = job.args.target.display().to_string();
@@ -113,7 +124,14 @@ pub fn scheduled(
             };
             let host = Host { clock: crate::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
             let tags = wattflip_proto::schema::HostTags { host: agent_id.to_string(), ..Default::default() };
+            // Nothing partial is reported: a stopped preset is a failure, its phases stay unwritten.
             let done = eff::run(&args, energy, &host).and_then(|r| {
+                if r.interrupted {
+                    return Err(crate::probes::ProbeCmdError::Input {
+                        path: args.target.clone(),
+                        reason: "the efficiency probe was stopped by the agent's shutdown".into(),
+                    });
+                }
                 let dir = job.args.out.join(format!("{}-{}", job.name, r.started_ns));
                 crate::report::efficiency::write(&dir, &r, &tags).map(|_| (r, dir))
             });

@@ -146,8 +146,12 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     let mut args = probe_args(&p, size, benches, format, values)?;
     let started = std::time::Instant::now();
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // SIGINT, SIGTERM and SIGHUP stop the IO of every mode between two IOs; what completed is
+    // written, and the command fails saying so.
+    let stop = stop_on_signal()?;
+    args.stop = Some(stop.clone());
     if p.calibrate {
-        return calibrate(&args, show);
+        return calibrate(&args, show, &cfg);
     }
     if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
         println!("using the calibration of {} from {} (IOCount {:?}, IgnoreIO {:?})", c.target, from.display(), c.counts.io_count, c.counts.ignore_io);
@@ -170,10 +174,8 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
     }
     if p.eff.efficiency {
         let target = super::efficiency::Target { path: p.target.clone(), size, destroy_consent: p.destroy_consent.clone(), seed: p.seed, out: p.out.clone() };
-        return super::efficiency::command(&p.eff, &target, &cfg, &energy_opts, &host);
+        return super::efficiency::command(&p.eff, &target, &cfg, &energy_opts, &host, stop);
     }
-    // SIGINT, SIGTERM and SIGHUP stop the IO between two IOs; the completed runs are written.
-    args.stop = Some(stop_on_signal()?);
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let measured = match probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", &host) {
         Err(probes::ProbeCmdError::Probe(wattflip_uflip::ProbeError::Interrupted(report))) => {
@@ -289,9 +291,26 @@ fn pause_choice(p: &ProbeCli) -> anyhow::Result<probes::PauseChoice> {
     })
 }
 
-/// `probe --calibrate`: the preparation runs, and the counts stored for the target.
-fn calibrate(args: &ProbeArgs, show: bool) -> anyhow::Result<()> {
-    let (report, c, stored_in) = probes::calibrate(args, show)?;
+/// Where `probe --calibrate` stopped by a signal writes the preparation runs it completed.
+pub const CALIBRATION_INTERRUPTED_DIR: &str = "calibration-interrupted";
+
+/// `probe --calibrate`: the preparation runs, and the counts stored for the target. Stopped by a
+/// signal, it writes the completed preparation runs to `<out>/calibration-interrupted/` (not over
+/// the probe results of `<out>`), stores no calibration, and fails saying so.
+fn calibrate(args: &ProbeArgs, show: bool, cfg: &Config) -> anyhow::Result<()> {
+    let (report, c, stored_in) = match probes::calibrate(args, show) {
+        Err(probes::ProbeCmdError::Probe(wattflip_uflip::ProbeError::Interrupted(report))) => {
+            let dir = args.out.join(CALIBRATION_INTERRUPTED_DIR);
+            let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
+            folder::write_all(&dir, &report, None, None, &tags)?;
+            anyhow::bail!(
+                "interrupted by a signal after {} completed preparation run(s): they are in {}/ (runs.jsonl, report.json); no calibration was stored (a partial one would size later probes with default counts for the baselines it missed); the target was left as it is",
+                report.runs.len(),
+                dir.display()
+            );
+        }
+        r => r?,
+    };
     println!("{} preparation runs on {}", report.runs.len(), report.target.path.display());
     println!("{:<4} {:>10} {:>10}", "base", "IgnoreIO", "IOCount");
     for (i, b) in ["SR", "RR", "SW", "RW"].iter().enumerate() {
@@ -335,11 +354,19 @@ fn ladder(p: &ProbeCli, args: &ProbeArgs, size: u64, cfg: &Config, energy_opts: 
         levels: p.ladder_levels.clone(),
         hold: p.ladder_hold,
         seed: p.seed.unwrap_or(200),
+        stop: args.stop.clone(),
     };
     let l = probes::ladder::run(&args, energy_opts, host)?;
     print!("{}", probes::ladder::table(&l));
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     folder::write_ladder(&p.out, &l, &tags)?;
+    if l.interrupted {
+        anyhow::bail!(
+            "interrupted by a signal after {} completed ladder level(s): they are in {}/ (ladder.jsonl, ladder.lp; the level in progress is left out, nothing was sent); the target was left as it is",
+            l.levels.len(),
+            p.out.display()
+        );
+    }
     println!("results in {}/ (ladder.jsonl, ladder.lp)", p.out.display());
     if let Some(url) = &p.collector {
         send_results(url, cfg, vec![wattflip_proto::v1::Batch { probe_runs: l.runs, ..Default::default() }], &p.out, "probe")?;

@@ -11,7 +11,7 @@
 
 #[cfg(test)]
 use super::PauseChoice;
-use super::{open_target_with, plan_options, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
+use super::{open_target_with, plan_options, run_plan, ProbeArgs, ProbeCmdError, Progress, ValuesProfile};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use wattflip_uflip::{self as uflip, ProbeReport, Target, TargetKind};
@@ -131,6 +131,9 @@ pub fn apply_stored_calibration(a: &mut ProbeArgs) -> Option<(StoredCalibration,
 
 /// Runs the preparation runs only (SPE and the four SIO runs), derives IgnoreIO and IOCount per
 /// baseline, and stores them for this target in `<out>` (see the module docs); returns the file.
+/// Each completed run is logged. When `a.stop` is set, the IO stops between two IOs and the
+/// completed runs come back in `ProbeError::Interrupted`; nothing is stored then (a partial
+/// calibration would size later probes with default counts for the baselines it missed).
 pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, StoredCalibration, PathBuf), ProbeCmdError> {
     let target = open_target_with(&a.target, a.size, &a.destroy_consent, a.overwrite_signatures)?;
     let mut o = plan_options(a, target.size);
@@ -138,9 +141,10 @@ pub fn calibrate(a: &ProbeArgs, show_progress: bool) -> Result<(ProbeReport, Sto
     o.prepare = true;
     let plan = uflip::plan(&o);
     let bar = if show_progress { ProgressBar::new(plan.runs.len() as u64) } else { ProgressBar::hidden() };
-    let mut progress = Progress { bar, planner: None };
-    let report = uflip::run(&target, &plan, &mut progress)?;
+    let mut progress = Progress { bar, planner: None, log_runs: true };
+    let report = run_plan(&target, &plan, &mut progress, a.stop.as_deref());
     progress.bar.finish_and_clear();
+    let report = report?;
     let counts = uflip::calibrate_from_report(&report, &uflip::CalibrationRule::default(), &o.counts);
     let spe = uflip::spe_from_report(&report, &uflip::CalibrationRule::default());
     let stored = StoredCalibration { target: identity(&report), key: key_of_target(&target), created_ns: report.started_ns, counts, spe };

@@ -70,6 +70,9 @@ pub struct LadderArgs {
     pub levels: Vec<u32>,
     pub hold: Duration,
     pub seed: u64,
+    /// Set on a signal: the ladder stops between two IOs (or in its idle window) and keeps the
+    /// levels it completed ([`Ladder::interrupted`]).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// One measured level.
@@ -90,6 +93,8 @@ pub struct Ladder {
     pub idle_w: Option<f64>,
     pub max_iops: Vec<(String, f64)>,
     pub energy_note: String,
+    /// Stopped by `LadderArgs::stop` before its last level: `levels` are the completed ones.
+    pub interrupted: bool,
 }
 
 /// The one-run plan of a level: a Pause run of the pattern, or the Mix run `mix/RR-RW` at the
@@ -133,15 +138,19 @@ pub fn level_plan(device_size: u64, a: &LadderArgs, load: Load, pause_us: u64, c
     plan
 }
 
-fn run_level(target: &uflip::Target, a: &LadderArgs, load: Load, pause_us: u64, count: u64) -> Result<(ProbeReport, RunResult), ProbeCmdError> {
+/// One level's run; `None` when `a.stop` stopped it (the level is abandoned).
+fn run_level(target: &uflip::Target, a: &LadderArgs, load: Load, pause_us: u64, count: u64) -> Result<Option<(ProbeReport, RunResult)>, ProbeCmdError> {
     let plan = level_plan(target.size, a, load, pause_us, count);
-    let report = uflip::run(target, &plan, &mut NullObserver)?;
+    let report = match super::run_plan(target, &plan, &mut NullObserver, a.stop.as_deref()) {
+        Err(uflip::ProbeError::Interrupted(_)) => return Ok(None),
+        r => r?,
+    };
     let run = report
         .runs
         .first()
         .cloned()
         .ok_or_else(|| ProbeCmdError::Output { path: a.target.clone(), source: std::io::Error::other(format!("the ladder plan has no {load:?} run")) })?;
-    Ok((report, run))
+    Ok(Some((report, run)))
 }
 
 /// One level as measured: its report, run, percentage, target IOPS, pause and load.
@@ -151,14 +160,14 @@ type Level = (ProbeReport, RunResult, u32, f64, u64, Load);
 type MaxIops = Vec<(String, f64)>;
 
 /// Climbs every load: its maximum at queue depth 1 (the 100 % reference), then each level. Returns
-/// the levels and each load's maximum IOPS.
-fn climb(target: &wattflip_uflip::Target, a: &LadderArgs) -> Result<(Vec<Level>, MaxIops), ProbeCmdError> {
+/// the completed levels, each load's maximum IOPS and whether `a.stop` stopped the climb.
+fn climb(target: &wattflip_uflip::Target, a: &LadderArgs) -> Result<(Vec<Level>, MaxIops, bool), ProbeCmdError> {
     let mut done: Vec<Level> = Vec::new();
     let mut max_iops = Vec::new();
     let loads = a.patterns.iter().map(|&b| Load::Pattern(b)).chain(a.mix_ratio.map(|ratio| Load::Mix { ratio }));
     for load in loads {
         // Maximum at queue depth 1, no pauses: the 100 % reference.
-        let (_, cal) = run_level(target, a, load, 0, 512)?;
+        let Some((_, cal)) = run_level(target, a, load, 0, 512)? else { return Ok((done, max_iops, true)) };
         let max = cal.iops.max(1.0);
         let label = match load {
             Load::Pattern(b) => b.as_str().to_string(),
@@ -169,11 +178,12 @@ fn climb(target: &wattflip_uflip::Target, a: &LadderArgs) -> Result<(Vec<Level>,
             let rate = max * f64::from(pct) / 100.0;
             let pause_us = ((1e6 / rate) - cal.mean_us).max(0.0) as u64;
             let count = (rate * a.hold.as_secs_f64()).ceil() as u64;
-            let (report, r) = run_level(target, a, load, pause_us, count)?;
+            let Some((report, r)) = run_level(target, a, load, pause_us, count)? else { return Ok((done, max_iops, true)) };
+            tracing::info!("ladder level {} completed: {} at {pct} %", done.len() + 1, r.pattern);
             done.push((report, r, pct, rate, pause_us, load));
         }
     }
-    Ok((done, max_iops))
+    Ok((done, max_iops, false))
 }
 
 /// Runs the ladder on `a.target`, recording power from the host's sources (`e`).
@@ -183,10 +193,12 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, Pro
     let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds, &host.runner);
     let recorder = (!found.power.is_empty()).then(|| crate::energy::live::PowerRecorder::start(found.power, e.period, clock));
     let idle_from = clock.utc_now();
-    std::thread::sleep(a.hold);
+    let stopped_idle = super::sleep_unless_stopped(a.hold, a.stop.as_deref());
     let idle_to = clock.utc_now();
-    let (done, max_iops) = climb(&target, a)?;
-    std::thread::sleep(e.tail.min(a.hold));
+    let (done, max_iops, interrupted) = if stopped_idle { (Vec::new(), Vec::new(), true) } else { climb(&target, a)? };
+    if !interrupted {
+        std::thread::sleep(e.tail.min(a.hold));
+    }
     let zones = recorder.map(|r| r.stop()).unwrap_or_default();
     let zone = crate::energy::live::pick(&zones, e.zone.as_deref());
     let series = zone.and_then(|z| z.series());
@@ -237,7 +249,7 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, Pro
         });
         runs.push(p);
     }
-    Ok(Ladder { runs, levels, idle_w, max_iops, energy_note })
+    Ok(Ladder { runs, levels, idle_w, max_iops, energy_note, interrupted })
 }
 
 /// The ladder as a table.
@@ -278,6 +290,7 @@ mod tests {
             levels: vec![100],
             hold: Duration::from_millis(100),
             seed: 1,
+            stop: None,
         }
     }
 

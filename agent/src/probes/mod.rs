@@ -150,6 +150,8 @@ impl ProbeArgs {
 struct Progress {
     bar: ProgressBar,
     planner: Option<pauses::PausePlanner>,
+    /// Also log each finished run (calibration: few, long runs, seen without a terminal too).
+    log_runs: bool,
 }
 
 impl Observer for Progress {
@@ -159,8 +161,11 @@ impl Observer for Progress {
     fn run_started(&mut self, _index: usize, spec: &RunSpec) {
         self.bar.set_message(spec_label(spec));
     }
-    fn run_finished(&mut self, _index: usize, _result: &RunResult) {
+    fn run_finished(&mut self, index: usize, result: &RunResult) {
         self.bar.inc(1);
+        if self.log_runs {
+            tracing::info!("run {} of {} completed: {}", index + 1, self.bar.length().unwrap_or_default(), result.experiment);
+        }
     }
     fn pause_between(&mut self, done: &RunSpec, result: &RunResult, _next: &RunSpec) -> uflip::Pause {
         match &mut self.planner {
@@ -417,14 +422,44 @@ fn run_probe_on(
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let mut progress = Progress { bar, planner };
-    let report = match &a.stop {
-        Some(stop) => uflip::run_until(target, &plan, &mut progress, stop),
-        None => uflip::run(target, &plan, &mut progress),
-    };
+    let mut progress = Progress { bar, planner, log_runs: false };
+    let report = run_plan(target, &plan, &mut progress, a.stop.as_deref());
     progress.bar.finish_and_clear();
     let report = report?;
     Ok(report)
+}
+
+/// Whether `stop` is set (never, without one).
+pub fn stopped(stop: Option<&std::sync::atomic::AtomicBool>) -> bool {
+    stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Sleeps for `d`, or less when `stop` becomes set (checked every 20 ms); returns whether it was.
+pub fn sleep_unless_stopped(d: Duration, stop: Option<&std::sync::atomic::AtomicBool>) -> bool {
+    let end = std::time::Instant::now() + d;
+    loop {
+        if stopped(stop) {
+            return true;
+        }
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
+/// [`uflip::run`], or [`uflip::run_until`] `stop` when one is given.
+pub fn run_plan(
+    target: &uflip::Target,
+    plan: &uflip::Plan,
+    observer: &mut dyn Observer,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<ProbeReport, uflip::ProbeError> {
+    match stop {
+        Some(stop) => uflip::run_until(target, plan, observer, stop),
+        None => uflip::run(target, plan, observer),
+    }
 }
 
 fn is_block(p: &Path) -> bool {

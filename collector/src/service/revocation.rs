@@ -7,14 +7,12 @@
 //! or parsed at start stops the collector; on a reload it is logged and the previous lists stay.
 //! To revoke by another property, add it to [`Lists`] and to [`Revocation::refusal`].
 
-use crate::config::RevocationFiles;
+use crate::config::{read_crl, read_denied, RevocationFiles};
 use crate::service::tls::{self, TlsSetupError};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::CertificateRevocationListDer;
 use tokio_rustls::rustls::ServerConfig;
 use wattflip_infra::tls::TlsMaterial;
 
@@ -45,40 +43,12 @@ pub struct Revocation {
     stamps: Mutex<(Stamp, Stamp)>,
 }
 
-/// Reads the CRL file: its PEM `X509 CRL` blocks, else the whole file as DER.
-fn read_crls(p: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
-    let bytes = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    let pem: Vec<_> = CertificateRevocationListDer::pem_slice_iter(&bytes).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", p.display()))?;
-    Ok(if pem.is_empty() { vec![CertificateRevocationListDer::from(bytes)] } else { pem })
-}
-
-/// The serial numbers a CRL lists.
-fn serials(crls: &[CertificateRevocationListDer<'_>], p: &Path) -> Result<HashSet<Vec<u8>>, String> {
-    use x509_parser::prelude::FromDer;
-    let mut out = HashSet::new();
-    for crl in crls {
-        let (_, parsed) = x509_parser::revocation_list::CertificateRevocationList::from_der(crl.as_ref())
-            .map_err(|e| format!("{}: not a certificate revocation list: {e}", p.display()))?;
-        out.extend(parsed.iter_revoked_certificates().map(|r| r.raw_serial().to_vec()));
-    }
-    Ok(out)
-}
-
-/// The agent ids of a deny file.
-fn read_denied(p: &Path) -> Result<HashSet<String>, String> {
-    let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    Ok(text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).map(str::to_owned).collect())
-}
-
 impl Revocation {
     /// Loads both files (when configured) and the TLS config that enforces the CRL.
     pub fn load(material: &TlsMaterial, files: RevocationFiles) -> Result<Arc<Revocation>, TlsSetupError> {
         let bad = |key: &'static str| move |detail: String| TlsSetupError::Pem { key, what: "revocation list", detail };
-        let crls = files.crl_file.as_deref().map(read_crls).transpose().map_err(bad("crl_file"))?.unwrap_or_default();
-        let revoked = match &files.crl_file {
-            Some(p) => serials(&crls, p).map_err(bad("crl_file"))?,
-            None => HashSet::new(),
-        };
+        // The readers `check-config` runs too (`config`), so both refuse the same files.
+        let (crls, revoked) = files.crl_file.as_deref().map(read_crl).transpose().map_err(bad("crl_file"))?.unwrap_or_default();
         let denied = files.deny_file.as_deref().map(read_denied).transpose().map_err(bad("deny_file"))?.unwrap_or_default();
         let server = tls::server_config(material, crls)?;
         let stamps = (files.crl_file.as_deref().and_then(stamp), files.deny_file.as_deref().and_then(stamp));

@@ -46,7 +46,11 @@ pub fn server_config(m: &TlsMaterial, crls: Vec<CertificateRevocationListDer<'st
     if !crls.is_empty() {
         verifier = verifier.with_crls(crls).only_check_end_entity_revocation();
     }
-    let verifier = verifier.build()?;
+    let verifier = verifier.build().map_err(|e| match e {
+        // webpki's own parse of the CRL: the file's key, not the CA's.
+        rustls::server::VerifierBuilderError::InvalidCrl(_) => TlsSetupError::Pem { key: "crl_file", what: "revocation list", detail: e.to_string() },
+        e => TlsSetupError::Verifier(e),
+    })?;
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)

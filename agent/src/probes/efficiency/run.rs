@@ -29,7 +29,8 @@ pub struct EfficiencyArgs {
     pub seed: u64,
     pub options: EfficiencyOptions,
     pub profiles: Vec<Profile>,
-    /// Set by the agent when it shuts down: the preset stops before its next window.
+    /// Set by the agent's shutdown or a signal: the preset stops between two IOs (or in an idle
+    /// window); the phases it completed are kept ([`EfficiencyReport::interrupted`]).
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
@@ -81,6 +82,10 @@ pub struct EfficiencyReport {
     pub started_ns: i64,
     pub options: EfficiencyOptions,
     pub phases: Vec<PhaseReport>,
+    /// Stopped (`EfficiencyArgs::stop`) before its last phase: `phases` are the completed ones,
+    /// the phase in progress is left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// The phase's report from its final assessment; `idle_w` is the ready-idle power for the
@@ -235,6 +240,7 @@ impl LiveSource<'_> {
             levels: vec![],
             hold: self.args.options.budget.window,
             seed: self.args.seed,
+            stop: None,
         }
     }
 
@@ -249,7 +255,10 @@ impl LiveSource<'_> {
                 }
             }
         }
-        let report = uflip::run(self.target, &plan, &mut NullObserver)?;
+        let report = match crate::probes::run_plan(self.target, &plan, &mut NullObserver, self.args.stop.as_deref()) {
+            Err(uflip::ProbeError::Interrupted(_)) => return Err(self.halted()),
+            r => r?,
+        };
         report.runs.into_iter().find(|r| r.status == uflip::RunStatus::Ok).ok_or_else(|| ProbeCmdError::Input {
             path: self.args.target.clone(),
             reason: format!("the efficiency run {load:?} of {io_size} B IOs did not complete"),
@@ -276,16 +285,31 @@ impl LiveSource<'_> {
     }
 }
 
+impl LiveSource<'_> {
+    /// Whether the preset was asked to stop.
+    fn stopping(&self) -> bool {
+        crate::probes::stopped(self.args.stop.as_deref())
+    }
+
+    /// The error that ends a phase stopped by `EfficiencyArgs::stop` ([`run`] keeps the phases
+    /// completed before it).
+    fn halted(&self) -> ProbeCmdError {
+        ProbeCmdError::Input { path: self.args.target.clone(), reason: "the efficiency probe was stopped by the agent's shutdown".into() }
+    }
+}
+
 impl PhaseSource for LiveSource<'_> {
     type Error = ProbeCmdError;
 
     fn next_window(&mut self, profile: Profile) -> Result<Window, ProbeCmdError> {
-        if self.args.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
-            return Err(ProbeCmdError::Input { path: self.args.target.clone(), reason: "the efficiency probe was stopped by the agent's shutdown".into() });
+        if self.stopping() {
+            return Err(self.halted());
         }
         let Some((load, io_size)) = profile_load(profile) else {
             let start_ns = self.clock.utc_now();
-            std::thread::sleep(self.args.options.budget.window);
+            if crate::probes::sleep_unless_stopped(self.args.options.budget.window, self.args.stop.as_deref()) {
+                return Err(self.halted());
+            }
             let end_ns = self.clock.utc_now();
             return Ok(Window { start_ns, end_ns, ios: 0, bytes: 0, energy: self.energy(start_ns, end_ns) });
         };
@@ -322,8 +346,18 @@ pub fn run(a: &EfficiencyArgs, e: &EnergyOptions, host: &Host) -> Result<Efficie
     let mut src =
         LiveSource { target: &target, args: a, live: recorder.as_ref().map(PowerRecorder::live), zone: e.zone.clone(), clock: host.clock, count: None };
     let mut phases = Vec::new();
+    let mut interrupted = false;
     for &p in &a.profiles {
-        phases.push(measure_phase(p, &mut src, &a.options.stability, &a.options.budget)?);
+        match measure_phase(p, &mut src, &a.options.stability, &a.options.budget) {
+            Ok(phase) => phases.push(phase),
+            // Stopped: the phase in progress is left out, the completed ones are kept.
+            Err(_) if src.stopping() => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+        tracing::info!("efficiency phase {} of {} completed: {}", phases.len(), a.profiles.len(), p.name());
     }
     let zones = recorder.map(PowerRecorder::stop).unwrap_or_default();
     let picked = pick_for_drive(&zones, e.zone.as_deref());
@@ -358,5 +392,6 @@ pub fn run(a: &EfficiencyArgs, e: &EnergyOptions, host: &Host) -> Result<Efficie
         started_ns,
         options: a.options,
         phases: reports,
+        interrupted,
     })
 }
