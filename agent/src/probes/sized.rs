@@ -92,12 +92,8 @@ fn pilot(target: &uflip::Target, a: &ProbeArgs, options: &PlanOptions, full: &Pl
         p = p.read_only();
     }
     println!("--energy-target: a pilot of {} runs at 1/{:.0} of their IOCount, to size the runs", p.runs.len(), 1.0 / PILOT_SCALE);
-    let mut quiet = Progress { bar: ProgressBar::hidden(), planner: None };
-    let report = match &a.stop {
-        Some(stop) => uflip::run_until(target, &p, &mut quiet, stop),
-        None => uflip::run(target, &p, &mut quiet),
-    };
-    let report = report.map_err(|e| match e {
+    let mut quiet = Progress { bar: ProgressBar::hidden(), planner: None, log_runs: false };
+    let report = super::run_plan(target, &p, &mut quiet, a.stop.as_deref()).map_err(|e| match e {
         // Stopped during the pilot: no run of the probe itself has completed.
         uflip::ProbeError::Interrupted(mut r) => {
             r.runs.clear();
