@@ -132,17 +132,7 @@ async fn agent(
     let mut client = IngestClient::new(ep.connect().await.with_context(|| format!("agent {id}: connect"))?);
     totals.connected.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::mpsc::channel(window.max(1));
-    let limits = (0..nvme)
-        .map(|d| v1::DriveThermalLimits {
-            device: format!("nvme{d}"),
-            warning_celsius: 70.0,
-            critical_celsius: 80.0,
-            namespaces: vec![format!("nvme{d}n1")],
-            ..Default::default()
-        })
-        .collect();
-    let inventory = Some(v1::Inventory { drive_thermal_limits: limits, ..Default::default() });
-    tx.send(AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: id.clone(), time_ns: now_ns(), inventory, ..Default::default() })) }).await?;
+    tx.send(hello(&id, nvme)).await?;
     let event_start = now_ns() - (until.saturating_duration_since(Instant::now()).as_secs_f64() * rate_hz.max(1.0)) as i64 * 1_000_000_000;
     let mut acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
     let sent_at: Arc<Mutex<std::collections::VecDeque<(u64, Instant)>>> = Arc::default();
@@ -197,6 +187,21 @@ async fn agent(
     }
     sender.abort();
     Ok(())
+}
+
+/// The Hello of agent `id`, with the thermal limits of its `nvme` drives in its inventory.
+fn hello(id: &str, nvme: usize) -> AgentMessage {
+    let limits = (0..nvme)
+        .map(|d| v1::DriveThermalLimits {
+            device: format!("nvme{d}"),
+            warning_celsius: 70.0,
+            critical_celsius: 80.0,
+            namespaces: vec![format!("nvme{d}n1")],
+            ..Default::default()
+        })
+        .collect();
+    let inventory = Some(v1::Inventory { drive_thermal_limits: limits, ..Default::default() });
+    AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: id.to_string(), time_ns: now_ns(), inventory, ..Default::default() })) }
 }
 
 /// One tick of an agent with `drives` NVMe drives at event time `t`: per drive a composite

@@ -169,12 +169,6 @@ fn join(a: &str, b: &str) -> String {
     }
 }
 
-/// A duration setting with only the widest bound (0 ..= a century), for code not yet giving its
-/// key a range of its own: prefer [`crate::duration::Bounded`] with the key's real range.
-pub fn parse_duration(path: &str, s: &str, loader: &mut Loader) -> Option<std::time::Duration> {
-    crate::duration::Bounded::new(std::time::Duration::ZERO, crate::duration::CENTURY).read_set(path, s, loader)
-}
-
 /// Largest config file read: configs are a few KiB; anything larger is a mistake (`/dev/zero`, a
 /// log named by accident), refused before it is read into memory.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
