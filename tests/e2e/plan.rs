@@ -20,7 +20,9 @@ fn write_lp(influx: &Influx, db: &str, body: &str) {
     assert_eq!(r.status().as_u16(), 204, "{}", r.text().unwrap_or_default());
 }
 
-fn ladder_run(run_id: &str, pct: f64, start_ns: i64, secs: f64, watts: f64, idle: f64) -> v1::ProbeRun {
+/// A ladder level of `secs` at `watts` (± its 95 % half-width), after an active idle of `idle`
+/// (± its half-width): the energy's half-width is the power's over the run's duration.
+fn ladder_run(run_id: &str, pct: f64, start_ns: i64, secs: f64, (watts, watts_u95): (f64, f64), (idle, idle_u95): (f64, f64)) -> v1::ProbeRun {
     v1::ProbeRun {
         run_id: run_id.into(),
         device: "nvme0n1".into(),
@@ -34,7 +36,9 @@ fn ladder_run(run_id: &str, pct: f64, start_ns: i64, secs: f64, watts: f64, idle
         end_ns: start_ns + (secs * 1e9) as i64,
         iops: 100.0 * pct,
         energy_j: Some(watts * secs),
+        energy_u95_j: Some(watts_u95 * secs),
         idle_baseline_w: Some(idle),
+        idle_u95_w: Some(idle_u95),
         energy_source: "hwmon:rail".into(),
         ..Default::default()
     }
@@ -45,8 +49,15 @@ fn collector_computes_energy_proportionality_from_ladders() {
     let influx = Influx::start();
     let collector = Collector::start(&influx.url, "wf_ep");
     let t0 = recent_origin_ns();
-    // Idle 2 W, 50 % at 3 W, 100 % at 4 W: ∫p = 0.75 → EP 0.5, dynamic range 0.5.
-    let runs = vec![ladder_run("L1-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L1-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];
+    // Idle 2 W, 50 % at 3 W, 100 % at 4 W: ∫p = 0.75 → EP 0.5, dynamic range 0.5. Half-widths
+    // idle ±0.25 W, 50 % ±0.1875 W (±0.375 J over 2 s), 100 % ±0.375 W (±0.75 J). By hand,
+    // trapezoid weights (0.25, 0.5, 0.25) over u = 0, 0.5, 1, EP = 2 − 2·Σw·P/P₁₀₀:
+    // ∂EP/∂P = (−2·0.25/4, −2·0.5/4, −2·(0.25 − 0.75)/4) = (−0.125, −0.25, 0.25), terms
+    // (0.03125, 0.046875, 0.09375) = (2, 3, 6)/64 → ep_u95 = 7/64 = 0.109375; DR = 1 − P₀/P₁₀₀:
+    // terms 0.25/4 = 4/64 and 2·0.375/16 = 3/64 → dynamic_range_u95 = 5/64 = 0.078125;
+    // IOPS/W = 10000/P₁₀₀: 10000·0.375/16 = 234.375.
+    let runs =
+        vec![ladder_run("L1-0", 50.0, t0, 2.0, (3.0, 0.1875), (2.0, 0.25)), ladder_run("L1-1", 100.0, t0 + 3_000_000_000, 2.0, (4.0, 0.375), (2.0, 0.25))];
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let identity = pki().issue("ep-1", &["ep-1"], None);
@@ -61,6 +72,10 @@ fn collector_computes_energy_proportionality_from_ladders() {
     assert_eq!(rows.len(), 1);
     let r = &rows[0];
     assert_eq!((f(&r[1]), f(&r[2]), f(&r[3]), f(&r[4]), f(&r[5]), f(&r[6]), f(&r[7])), (0.5, 0.5, 2.0, 4.0, 0.0, 0.25, 2500.0));
+    let rows = influx.rows("wf_ep", "SELECT ep_u95, dynamic_range_u95, idle_w_u95, peak_w_u95, iops_per_w_u95 FROM energy_proportionality WHERE host = 'ep-1'");
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!((f(&r[1]), f(&r[2]), f(&r[3]), f(&r[4]), f(&r[5])), (0.109375, 0.078125, 0.25, 0.375, 234.375));
     // No inventory in that Hello: no capacity, so no ready-idle GB/W (never a zero).
     assert!(influx.rows("wf_ep", "SELECT ready_idle_gb_per_w FROM energy_proportionality WHERE host = 'ep-1'").is_empty());
 
@@ -78,7 +93,8 @@ fn collector_computes_energy_proportionality_from_ladders() {
         let inventory = v1::Inventory { storage_devices: vec![ns("nvme0n1", 1_000_000_000_000), ns("nvme0n2", 500_000_000_000)], ..Default::default() };
         let hello =
             AgentMessage { kind: Some(Kind::Hello(v1::Hello { agent_id: "ep-2".into(), time_ns: t0, inventory: Some(inventory), ..Default::default() })) };
-        let runs = vec![ladder_run("L2-0", 50.0, t0, 2.0, 3.0, 2.0), ladder_run("L2-1", 100.0, t0 + 3_000_000_000, 2.0, 4.0, 2.0)];
+        let runs =
+            vec![ladder_run("L2-0", 50.0, t0, 2.0, (3.0, 0.1875), (2.0, 0.25)), ladder_run("L2-1", 100.0, t0 + 3_000_000_000, 2.0, (4.0, 0.375), (2.0, 0.25))];
         let batch = AgentMessage { kind: Some(Kind::Batch(v1::Batch { agent_id: "ep-2".into(), sequence: 1, probe_runs: runs, ..Default::default() })) };
         let mut acks = client.stream(tokio_stream::iter(vec![hello, batch])).await.unwrap().into_inner();
         assert_eq!(acks.next().await.unwrap().unwrap().durable_sequence, 1);
@@ -122,6 +138,10 @@ fn collector_computes_energy_proportionality_from_ladders() {
         assert!(f(&r[1]).abs() < 1e-9 && f(&r[2]).abs() < 1e-9, "flat power: EP and dynamic range 0, got {r:?}");
         assert_eq!((f(&r[3]), r[4].as_i64()), (6.0, Some(2)));
     }
+    // The agent's ladder levels carry no half-widths yet (`probe --ladder` takes a level's power
+    // as the mean of its readings, without the source's model): unknown, so absent, never 0.
+    let rows = influx.rows("wf_ep", "SELECT ep_u95, dynamic_range_u95, idle_w_u95 FROM energy_proportionality WHERE host = 'ladder-1'");
+    assert!(rows.is_empty(), "{rows:?}");
 }
 
 fn plan(influx: &Influx, db: &str, args: &[&str]) -> (bool, String, String) {
