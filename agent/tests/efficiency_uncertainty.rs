@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use simulated::{zone_of, Kind, T0};
 use truth::{MS, S};
-use wattflip_agent::probes::efficiency::run::{energy_over, energy_u95};
+use wattflip_agent::energy::interval::{energy_over, energy_u95};
 
 const KINDS: &[(&str, Kind, f64)] = &[
     ("hwmon counter 1 ms", Kind::Counter { update: MS, read: 5 * MS, source: "hwmon", driver: "ina238", class: 0.012 }, 0.012),

@@ -138,10 +138,17 @@ fn collector_computes_energy_proportionality_from_ladders() {
         assert!(f(&r[1]).abs() < 1e-9 && f(&r[2]).abs() < 1e-9, "flat power: EP and dynamic range 0, got {r:?}");
         assert_eq!((f(&r[3]), r[4].as_i64()), (6.0, Some(2)));
     }
-    // The agent's ladder levels carry no half-widths yet (`probe --ladder` takes a level's power
-    // as the mean of its readings, without the source's model): unknown, so absent, never 0.
-    let rows = influx.rows("wf_ep", "SELECT ep_u95, dynamic_range_u95, idle_w_u95 FROM energy_proportionality WHERE host = 'ladder-1'");
-    assert!(rows.is_empty(), "{rows:?}");
+    // The agent's levels carry the energy model's half-widths: on a flat rail only the INA3221's
+    // accuracy class (±1.5 %, taken whole) is left, 0.015 × 6 W = 0.09 W for the idle and the
+    // peak; DR = 1 − P₀/P₁₀₀ propagates both as independent (docs/energy-method.md §9.2, the
+    // conservative choice): √((0.09/6)² + (6·0.09/36)²) = 0.015·√2 = 0.0212132.
+    let rows = influx.rows("wf_ep", "SELECT ep_u95, dynamic_range_u95, idle_w_u95, peak_w_u95 FROM energy_proportionality WHERE host = 'ladder-1'");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        assert!(f(&r[1]) > 0.0, "ep_u95 {r:?}");
+        assert!((f(&r[2]) - 0.015 * 2f64.sqrt()).abs() < 1e-6, "dynamic_range_u95 {r:?}");
+        assert!((f(&r[3]) - 0.09).abs() < 1e-6 && (f(&r[4]) - 0.09).abs() < 1e-6, "idle and peak u95 {r:?}");
+    }
 }
 
 fn plan(influx: &Influx, db: &str, args: &[&str]) -> (bool, String, String) {

@@ -12,9 +12,12 @@
 //! model can express (70 % → 2 RR : 1 RW, 66.7 % reads), and the share used is recorded.
 
 use super::{convert, open_target, EnergyOptions, Host, ProbeCmdError};
+use crate::energy::interval::energy_u95;
+use crate::energy::live::ZoneSeries;
+use crate::energy::{source, uncertain};
 use std::path::PathBuf;
 use std::time::Duration;
-use wattflip_energy::UnixNanos;
+use wattflip_energy::{Nanos, UnixNanos};
 use wattflip_proto::v1;
 use wattflip_uflip::{self as uflip, Baseline, Bench, NullObserver, PlanOptions, ProbeReport, RunResult};
 
@@ -206,7 +209,9 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, Pro
         (Some(_), Some(_)) => String::new(),
         _ => "no power source recorded: levels have no power, and no proportionality can be computed".to_string(),
     };
-    let idle_w = series.as_ref().and_then(|s| wattflip_energy::Baseline::from_window(s, UnixNanos(idle_from), UnixNanos(idle_to), 3).ok().map(|b| b.median.0));
+    let idle = series.as_ref().and_then(|s| wattflip_energy::Baseline::from_window(s, UnixNanos(idle_from), UnixNanos(idle_to), 3).ok());
+    let idle_w = idle.as_ref().map(|b| b.median.0);
+    let idle_u95 = zone.zip(idle.as_ref()).map(|(z, b)| idle_half_width(z, b, idle_from, idle_to));
     let mut runs = Vec::new();
     let mut levels = Vec::new();
     for (report, r, pct, rate, pause_us, load) in &done {
@@ -236,7 +241,13 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, Pro
             p.parameters.insert("energy_scope".into(), z.scope.clone());
         }
         p.energy_j = energy;
+        // The level as a steady interval of the source (the efficiency preset's model).
+        p.energy_u95_j = match (zone, &series, energy) {
+            (Some(z), Some(s), Some(_)) => energy_u95(z, s, start, end).map(|j| j.0),
+            _ => None,
+        };
         p.idle_baseline_w = idle_w;
+        p.idle_u95_w = idle_u95;
         p.energy_source = zone.map(|z| z.label()).unwrap_or_default();
         levels.push(LevelResult {
             pattern: r.pattern.clone(),
@@ -250,6 +261,14 @@ pub fn run(a: &LadderArgs, e: &EnergyOptions, host: &Host) -> Result<Ladder, Pro
         runs.push(p);
     }
     Ok(Ladder { runs, levels, idle_w, max_iops, energy_note, interrupted })
+}
+
+/// The 95 % half-width of the idle baseline `b` measured over `[from, to)` of `z`: the energy
+/// model's idle term (`docs/energy-method.md` §9), its noise the window's spread.
+fn idle_half_width(z: &ZoneSeries, b: &wattflip_energy::Baseline, from: i64, to: i64) -> f64 {
+    let facts = source::resolve(z, None, from, to);
+    let model = uncertain::model_of_zone(z, &facts, b.spread.0);
+    model.idle(b.median, Nanos(u64::try_from(to - from).unwrap_or(0))).u95.0
 }
 
 /// The ladder as a table.
