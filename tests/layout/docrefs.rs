@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 /// File extensions whose text is scanned.
-const SCANNED: &[&str] = &["rs", "md", "toml", "sh", "yml", "yaml", "json", "py", "go"];
+const SCANNED: &[&str] = &["rs", "md", "toml", "sh", "yml", "yaml", "json", "py", "go", "proto", "j2", "service", "expected"];
 
 /// Names that must not appear at all: documents outside the repository.
 const GONE: &[&str] = &["ufip.md", "influx-grafana-ansible.md", "test-recipes.md", "shared/docs/"];
