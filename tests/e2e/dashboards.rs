@@ -1053,19 +1053,13 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let mut seen_patterns = Vec::new();
     for x in per_io.iter().filter(|x| x["tags"]["device"] == SEED_NAMESPACE) {
         let pattern = s(&x["tags"]["pattern"]).to_string();
-        let rows: Vec<(f64, f64, f64)> = x["values"]
-            .as_array()
-            .expect("rows")
-            .iter()
-            .map(|r| (r[1].as_f64().unwrap_or(0.0), r[2].as_f64().unwrap_or(0.0), r[3].as_f64().unwrap_or(0.0)))
-            .collect();
-        assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), SEED_SIZES_KIB.iter().map(|k| *k as f64).collect::<Vec<_>>(), "{pattern}: IO sizes");
-        for (kib, mj, above) in rows {
-            let e = energy_of(&pattern, kib);
-            assert!(
-                close(mj, 1000.0 * e / 1024.0) && close(above, 1000.0 * 0.6 * e / 1024.0),
-                "{pattern} {kib} KiB: {mj} mJ, {above} mJ above idle; E = {e} J"
-            );
+        // The seeds' half-width is 4 % of E: the bracket's ends are 0.96 and 1.04 of it.
+        let rows = numeric_rows(x);
+        assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), SEED_SIZES_KIB.iter().map(|k| *k as f64).collect::<Vec<_>>(), "{pattern}: IO sizes");
+        for r in rows {
+            let (kib, e) = (r[0], energy_of(&pattern, r[0]));
+            let want = [1.0, 0.6, 0.96, 1.04].map(|f| 1000.0 * f * e / 1024.0);
+            assert!(r.len() == 5 && r[1..].iter().zip(&want).all(|(g, w)| close(*g, *w)), "{pattern} {kib} KiB: {r:?} (mJ, above idle, 95 % low, high), want {want:?}; E = {e} J");
         }
         seen_patterns.push(pattern);
     }
@@ -1121,7 +1115,7 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         }
     };
     xy_panel("Mean response time vs IO size (Figure 4)", &|p, kib| vec![mean_us(p, kib)]);
-    xy_panel("J/MB vs IO size", &|p, kib| vec![j_per_mb(p, kib), 0.6 * j_per_mb(p, kib)]);
+    xy_panel("J/MB vs IO size", &|p, kib| [1.0, 0.6, 0.96, 1.04].map(|f| f * j_per_mb(p, kib)).to_vec());
     xy_panel("Background-work tail vs IO size", &|p, kib| vec![tail_of(p, kib)]);
 
     // Runs: every Granularity run with its device; the seeded drive's twelve as sent (p99 = 2 ·
@@ -1130,7 +1124,7 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let runs = run_target(&fleet, panel(dev_d, "Runs"), "A", dev_vars, range);
     assert_eq!(
         runs[0]["columns"],
-        serde_json::json!(["time", "device", "pattern", "io_size_bytes", "mean_us", "p99_us", "mib_per_s", "energy_j", "energy_above_idle_j"]),
+        serde_json::json!(["time", "device", "pattern", "io_size_bytes", "mean_us", "p99_us", "mib_per_s", "energy_j", "energy_u95_j", "energy_above_idle_j", "energy_above_idle_u95_j"]),
         "Runs: columns"
     );
     let rows: Vec<Vec<Value>> =
@@ -1144,7 +1138,7 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     for pattern in SEED_PATTERNS {
         for kib in SEED_SIZES_KIB {
             let (k, m, e) = (kib as f64, mean_us(pattern, kib as f64), energy_of(pattern, kib as f64));
-            want_drive.push((pattern.to_string(), kib * 1024, vec![m, 2.0 * m, 1e6 / m * k / 1024.0, e, 0.6 * e]));
+            want_drive.push((pattern.to_string(), kib * 1024, vec![m, 2.0 * m, 1e6 / m * k / 1024.0, e, 0.04 * e, 0.6 * e, 0.05 * 0.6 * e]));
         }
     }
     assert!(
