@@ -1,8 +1,8 @@
 //! Collector configuration: a strict TOML file (unknown keys rejected, every problem reported at
 //! once with its dotted path) overlaid by command-line flags. Add a setting as a field of a `Raw*`
 //! struct, a check in `Config::from_loader`, and a line in `collector.example.toml`; a sink's own
-//! settings go in its configuration type (`[influx]`: `sinks/influx/config.rs`; `[otlp]`:
-//! `sinks/otlp/config.rs`), composed here.
+//! settings go in its configuration type (`[influx]`: `sinks/influx/config.rs`; every other
+//! sink's table, `[otlp]` among them, is read by its entry in `sinks::registry`), composed here.
 
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -18,7 +18,7 @@ use wattflip_infra::tls::{RawTls, TlsMode};
 use crate::sinks::influx::config::RawInflux;
 pub use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Secret, DEFAULT_DEAD_LETTER_DIR};
 pub use crate::sinks::otlp::config::OtlpConfig;
-use crate::sinks::otlp::config::RawOtlp;
+use crate::sinks::{registry, Configured, Registration};
 use wattflip_infra::duration::Bounded;
 use wattflip_infra::tomlcfg::{ConfigError, Loader};
 
@@ -54,8 +54,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub influx: InfluxConfig,
     pub sink: SinkKind,
-    /// The OTLP sink (`[otlp]`), when configured.
-    pub otlp: Option<OtlpConfig>,
+    /// The sinks besides InfluxDB whose tables are configured (`[otlp]`), in registration order.
+    pub sinks: Configured,
     pub limits: Limits,
     pub tls: TlsMode,
     /// `GET /metrics` (Prometheus text format) is served here when set.
@@ -106,15 +106,25 @@ impl Config {
             Some(f) => Loader::from_file(f)?,
             None => Loader::from_str(Path::new("<command line>"), "")?,
         };
-        Self::from_loader(loader, ov)
+        Self::from_loader(loader, ov, &registry())
     }
 
     /// Parses `text` as if it were the contents of `file` (which only names errors).
     pub fn from_str(file: &Path, text: &str, ov: &Overrides) -> Result<Config, ConfigError> {
-        Self::from_loader(Loader::from_str(file, text)?, ov)
+        Self::from_str_with(file, text, ov, &registry())
     }
 
-    fn from_loader(mut loader: Loader, ov: &Overrides) -> Result<Config, ConfigError> {
+    /// [`Config::from_str`] with the sinks of `sinks` (a registry with more entries).
+    pub fn from_str_with(file: &Path, text: &str, ov: &Overrides, sinks: &[Registration]) -> Result<Config, ConfigError> {
+        Self::from_loader(Loader::from_str(file, text)?, ov, sinks)
+    }
+
+    /// The OTLP sink's configuration, when `[otlp]` is configured.
+    pub fn otlp(&self) -> Option<&OtlpConfig> {
+        self.sinks.get::<OtlpConfig>()
+    }
+
+    fn from_loader(mut loader: Loader, ov: &Overrides, registered: &[Registration]) -> Result<Config, ConfigError> {
         let listen: Option<String> = loader.take("listen");
         let influx: RawInflux = loader.take("influx");
         let limits: RawLimits = loader.take("limits");
@@ -124,7 +134,6 @@ impl Config {
         let deny_file: Option<PathBuf> = loader.take_from("tls", "deny_file");
         let mut raw_tls: RawTls = loader.take("tls");
         let metrics: RawMetrics = loader.take("metrics");
-        let otlp: Option<RawOtlp> = loader.take("otlp");
 
         let listen_s = ov.listen.clone().or(listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
         let listen = match listen_s.parse::<SocketAddr>() {
@@ -135,7 +144,7 @@ impl Config {
             }
         };
         let influx = InfluxConfig::from_raw(influx, ov.influx_url.clone(), ov.influx_db.clone(), &mut loader);
-        let otlp = OtlpConfig::from_raw(otlp, &mut loader);
+        let sinks = Configured(registered.iter().filter_map(|r| (r.configure)(&mut loader)).collect());
         let limits = limits_of(limits, &mut loader);
         let sink = match sink.as_deref().unwrap_or("influxdb") {
             "influxdb" => SinkKind::InfluxDb,
@@ -176,7 +185,7 @@ impl Config {
             listen: listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             influx,
             sink,
-            otlp,
+            sinks,
             limits,
             // finish() succeeded, so from_raw returned a mode.
             tls: tls.unwrap_or(TlsMode::InsecurePlaintextLoopback),

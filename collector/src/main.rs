@@ -141,8 +141,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let tls = if cfg.tls.is_insecure() { "plaintext (loopback only)" } else { "mutual TLS" };
             println!("config OK: listen {} ({tls}), InfluxDB {} database {}", cfg.listen, cfg.influx.url, cfg.influx.database);
-            if let Some(o) = &cfg.otlp {
-                println!("OTLP sink: {} ({})", o.url, if o.required { "required: Acks wait for it" } else { "optional: bounded retry queue" });
+            for sink in &cfg.sinks.0 {
+                println!("{}", sink.describe());
             }
             return Ok(());
         }

@@ -65,7 +65,7 @@ fn durations(c: &Config) -> Vec<(String, std::time::Duration)> {
     if let Some(r) = &c.influx.retention {
         d.extend([("influx.raw_retention".into(), r.raw), ("influx.rollup_retention".into(), r.rollup), ("influx.rollup_settle".into(), r.settle)]);
     }
-    if let Some(o) = &c.otlp {
+    if let Some(o) = c.otlp() {
         d.extend([
             ("otlp.flush_interval".into(), o.flush_interval),
             ("otlp.request_timeout".into(), o.request_timeout),

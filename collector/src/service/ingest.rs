@@ -15,8 +15,10 @@
 //! streams so its state survives reconnects, sharded by host so streams of different hosts never
 //! wait for each other) and the energy-proportionality analysis; their points are written with
 //! the batch.
-//! With an OTLP sink (`[otlp]`), each batch is also translated and queued there; the Ack then
-//! waits for it only when it is required (docs/deployment.md, *Two sinks*).
+//! Ingest knows its sinks only through `crate::sinks::Sink`: each accepted stream opens its side of
+//! every sink after the Hello, each batch is queued on every sink in order (InfluxDB first), and
+//! the Ack waits for the sinks whose `Acks` say so (an optional OTLP sink is not waited for;
+//! docs/deployment.md, *Two sinks*) and reports their account of the agent's points.
 
 use crate::analysis::sources;
 use crate::analysis::throttle::Sharded;
@@ -26,22 +28,20 @@ use crate::service::guard::{Dedup, LogGate, RateLimiter};
 use crate::service::rejections::{rejection_events, Skew};
 use crate::service::revocation::Revocation;
 pub use crate::service::stats::IngestStats;
-use crate::sinks::influx::{JobOutcome, WriterHandle};
-use crate::sinks::otlp::{OtlpHandle, OtlpOutcome};
+use crate::sinks::{Acks, Delivery, Receipt, Sink, SinkStopped, SinkStream, Unencodable};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::adapters::Map;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 use wattflip_infra::ratelimit::Limited;
 use wattflip_proto::domain::{convert_batch_points_within, Hello};
-use wattflip_proto::encoder::BatchEncoder;
 use wattflip_proto::lineproto::Point;
-use wattflip_proto::schema::{hello_points, throttle_event_point, HostTags, ThrottleEvent};
+use wattflip_proto::schema::{throttle_event_point, HostTags, ThrottleEvent};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_server::Ingest, Ack, AgentMessage};
 
 /// How often a WARN that can repeat per batch or per stream is written at most (the line then says
@@ -67,55 +67,43 @@ pub enum IdentitySource {
 }
 
 pub struct IngestService {
-    writer: WriterHandle,
-    stats: Arc<IngestStats>,
+    /// What every stream shares (each gets a clone).
+    ctx: Ctx,
     identity: IdentitySource,
-    rate: Arc<RateLimiter>,
-    dedup: Arc<Dedup>,
-    throttle: Arc<Sharded>,
-    sources: Arc<sources::Sharded>,
-    tiers: Arc<Tiers>,
-    hello_timeout: Duration,
     max_streams: u64,
-    otlp: Option<OtlpHandle>,
-    skew: Skew,
     conns: Option<Arc<Conns>>,
-    stop: tokio::sync::watch::Receiver<bool>,
-    revocation: Option<Arc<Revocation>>,
 }
 
 impl IngestService {
-    pub fn new(writer: WriterHandle, stats: Arc<IngestStats>, identity: IdentitySource, rate: RateLimiter, dedup: Dedup) -> Self {
-        IngestService {
-            writer,
+    /// Streams deliver every batch to `sinks`, in this order (the server puts InfluxDB first).
+    pub fn new(sinks: Vec<Arc<dyn Sink>>, stats: Arc<IngestStats>, identity: IdentitySource, rate: RateLimiter, dedup: Dedup) -> Self {
+        let ctx = Ctx {
+            sinks: sinks.into(),
             stats,
-            identity,
             rate: Arc::new(rate),
             dedup: Arc::new(dedup),
             throttle: Arc::default(),
             sources: Arc::default(),
             tiers: Arc::default(),
             hello_timeout: crate::config::DEFAULT_HELLO_TIMEOUT,
-            max_streams: u64::MAX,
-            otlp: None,
             skew: Skew { ahead: crate::config::DEFAULT_MAX_TIME_AHEAD, behind: crate::config::DEFAULT_MAX_TIME_BEHIND },
-            conns: None,
             stop: tokio::sync::watch::channel(false).1,
             revocation: None,
-        }
+        };
+        IngestService { ctx, identity, max_streams: u64::MAX, conns: None }
     }
 
     /// Refuses revoked agents (`tls.crl_file`, `tls.deny_file`) at the start of a stream and at
     /// every batch, so that a revocation ends the streams already open.
     pub fn with_revocation(mut self, revocation: Option<Arc<Revocation>>) -> Self {
-        self.revocation = revocation;
+        self.ctx.revocation = revocation;
         self
     }
 
     /// When `stop` turns true, every stream ends with `unavailable` after acknowledging what it
     /// has queued (the collector is stopping).
     pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
-        self.stop = stop;
+        self.ctx.stop = stop;
         self
     }
 
@@ -128,13 +116,7 @@ impl IngestService {
     /// Points stamped more than `ahead` after or `behind` before the collector's clock are
     /// refused (`limits.max_time_ahead`, `limits.max_time_behind`).
     pub fn with_time_skew(mut self, ahead: Duration, behind: Duration) -> Self {
-        self.skew = Skew { ahead, behind };
-        self
-    }
-
-    /// Sends every batch to the OTLP sink too (`[otlp]`).
-    pub fn with_otlp(mut self, otlp: Option<OtlpHandle>) -> Self {
-        self.otlp = otlp;
+        self.ctx.skew = Skew { ahead, behind };
         self
     }
 
@@ -147,24 +129,21 @@ impl IngestService {
 
     /// A stream that sends no Hello within `t` is closed (`limits.hello_timeout`).
     pub fn with_hello_timeout(mut self, t: Duration) -> Self {
-        self.hello_timeout = t;
+        self.ctx.hello_timeout = t;
         self
     }
 }
 
 /// What the acknowledging task does next, in arrival order.
 enum Pending {
-    /// Acknowledge `seq` once `done` completes, then remember it as durable under `key` (agent id
-    /// and stream epoch). The job's first `agent_lines` lines are the agent's points; `rejected`
-    /// counts the points the checks left out, by rule.
+    /// Acknowledge `seq` once every receipt completes, then remember it as durable under `key`
+    /// (agent id and stream epoch); `rejected` counts the points the checks left out, by rule.
     Ack {
         seq: u64,
-        done: oneshot::Receiver<JobOutcome>,
+        /// The sinks the Ack waits for, in sink order.
+        receipts: Vec<Receipt>,
         key: Arc<str>,
-        agent_lines: usize,
         rejected: BTreeMap<&'static str, u64>,
-        /// A required OTLP sink's completion (an optional one is never waited for).
-        otlp: Option<oneshot::Receiver<OtlpOutcome>>,
     },
     /// A batch already durable: acknowledged as a duplicate, nothing written.
     Duplicate {
@@ -174,8 +153,9 @@ enum Pending {
 }
 
 /// The shared state a stream's tasks use.
+#[derive(Clone)]
 struct Ctx {
-    writer: WriterHandle,
+    sinks: Arc<[Arc<dyn Sink>]>,
     stats: Arc<IngestStats>,
     rate: Arc<RateLimiter>,
     dedup: Arc<Dedup>,
@@ -183,7 +163,6 @@ struct Ctx {
     sources: Arc<sources::Sharded>,
     tiers: Arc<Tiers>,
     hello_timeout: Duration,
-    otlp: Option<OtlpHandle>,
     skew: Skew,
     stop: tokio::sync::watch::Receiver<bool>,
     revocation: Option<Arc<Revocation>>,
@@ -197,20 +176,21 @@ impl Ingest for IngestService {
 
     async fn stream(&self, req: Request<Streaming<AgentMessage>>) -> Result<Response<Self::StreamStream>, Status> {
         let on_conn = self.conns.as_ref().and_then(|c| c.stream(req.remote_addr()));
+        let stats = &self.ctx.stats;
         let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "unknown peer".into());
         let certified =
-            crate::service::revocation::certified(self.identity == IdentitySource::Certificate, self.revocation.as_deref(), &self.stats, &req, &peer)?;
+            crate::service::revocation::certified(self.identity == IdentitySource::Certificate, self.ctx.revocation.as_deref(), stats, &req, &peer)?;
         let inbound = req.into_inner();
         let (out_tx, out_rx) = mpsc::channel(32);
         // At most 64 batches in flight per agent: beyond that the stream stops being read,
         // which is back-pressure through HTTP/2 flow control to the agent.
         let (pend_tx, pend_rx) = mpsc::channel(64);
-        self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
-        let open = self.stats.streams_open.fetch_add(1, Ordering::Relaxed) + 1;
-        let slot = OpenStream { stats: self.stats.clone(), _conn: on_conn };
+        stats.streams_opened.fetch_add(1, Ordering::Relaxed);
+        let open = stats.streams_open.fetch_add(1, Ordering::Relaxed) + 1;
+        let slot = OpenStream { stats: stats.clone(), _conn: on_conn };
         if open > self.max_streams {
             // Refused with a status rather than left to fail on a descriptor later (a hang).
-            self.stats.agents_rejected.inc("stream_limit");
+            stats.agents_rejected.inc("stream_limit");
             static LIMIT_WARN: Limited = Limited::new(WARN_PERIOD);
             if let Some(suppressed) = LIMIT_WARN.hit(std::time::Instant::now()) {
                 tracing::warn!(%peer, limit = self.max_streams, suppressed,
@@ -221,22 +201,8 @@ impl Ingest for IngestService {
                 self.max_streams
             )));
         }
-        let ctx = Ctx {
-            writer: self.writer.clone(),
-            stats: self.stats.clone(),
-            rate: self.rate.clone(),
-            dedup: self.dedup.clone(),
-            throttle: self.throttle.clone(),
-            sources: self.sources.clone(),
-            tiers: self.tiers.clone(),
-            hello_timeout: self.hello_timeout,
-            otlp: self.otlp.clone(),
-            skew: self.skew,
-            stop: self.stop.clone(),
-            revocation: self.revocation.clone(),
-        };
-        tokio::spawn(acknowledge(pend_rx, out_tx, self.stats.clone(), self.dedup.clone()));
-        tokio::spawn(receive(inbound, pend_tx, ctx, peer, certified, slot));
+        tokio::spawn(acknowledge(pend_rx, out_tx, stats.clone(), self.ctx.dedup.clone()));
+        tokio::spawn(receive(inbound, pend_tx, self.ctx.clone(), peer, certified, slot));
         let unbox: fn(Box<Result<Ack, Status>>) -> Result<Ack, Status> = |b| *b;
         Ok(Response::new(ReceiverStream::new(out_rx).map(unbox)))
     }
@@ -245,17 +211,13 @@ impl Ingest for IngestService {
 async fn acknowledge(mut pending: mpsc::Receiver<Box<Pending>>, out: mpsc::Sender<Box<Result<Ack, Status>>>, stats: Arc<IngestStats>, dedup: Arc<Dedup>) {
     while let Some(p) = pending.recv().await {
         let msg = match *p {
-            Pending::Ack { seq, done, key, agent_lines, rejected, otlp } => match both(done, otlp).await {
-                Ok(outcome) => {
+            Pending::Ack { seq, receipts, key, rejected } => match settle(receipts).await {
+                Ok((stored, dead)) => {
                     dedup.record(&key, seq);
                     stats.batches_acked.fetch_add(1, Ordering::Relaxed);
-                    // Lines past the agent's own are the collector's (rejection events, analyses).
-                    let mut dead: BTreeMap<&'static str, u64> = BTreeMap::new();
-                    for &(_, class) in outcome.refused.iter().filter(|(i, _)| *i < agent_lines) {
-                        stats.points_dead_lettered.inc(class);
-                        *dead.entry(class).or_default() += 1;
+                    for (class, n) in &dead {
+                        stats.points_dead_lettered.add(class, *n);
                     }
-                    let stored = (agent_lines as u64).saturating_sub(dead.values().sum());
                     stats.points_stored.fetch_add(stored, Ordering::Relaxed);
                     Ok(Ack {
                         durable_sequence: seq,
@@ -280,30 +242,30 @@ async fn acknowledge(mut pending: mpsc::Receiver<Box<Pending>>, out: mpsc::Sende
     }
 }
 
-/// The InfluxDB job's outcome once the required OTLP sink (when there is one) has stored or refused
-/// its points too; Err when either stopped first (the batch stays unacknowledged).
-async fn both(influx: oneshot::Receiver<JobOutcome>, otlp: Option<oneshot::Receiver<OtlpOutcome>>) -> Result<JobOutcome, oneshot::error::RecvError> {
-    let outcome = influx.await?;
-    if let Some(o) = otlp {
-        o.await?;
-    }
-    Ok(outcome)
-}
-
-fn encode(points: &[Point], stats: &IngestStats) -> Vec<String> {
-    let mut lines = Vec::with_capacity(points.len());
-    for p in points {
-        let mut s = String::new();
-        match p.write_line(&mut s) {
-            Ok(()) => lines.push(s),
-            Err(e) => {
-                // Domain checks make this unreachable in practice; count it rather than fail the batch.
-                stats.points_unencodable.fetch_add(1, Ordering::Relaxed);
-                tracing::error!("dropping an unencodable point: {e}");
-            }
+/// The batch's agent points stored (the fewest any accounting sink stored) and dead-lettered
+/// (summed over the sinks, by class) once every receipt completed; Err when a sink stopped first
+/// (the batch stays unacknowledged).
+async fn settle(receipts: Vec<Receipt>) -> Result<(u64, BTreeMap<&'static str, u64>), SinkStopped> {
+    let (mut stored, mut dead) = (None::<u64>, BTreeMap::new());
+    for r in receipts {
+        let account = r.await?;
+        if let Some(s) = account.stored {
+            stored = Some(stored.map_or(s, |m| m.min(s)));
+        }
+        for (class, n) in account.dead_lettered {
+            *dead.entry(class).or_default() += n;
         }
     }
-    lines
+    Ok((stored.unwrap_or(0), dead))
+}
+
+/// Counts the points a sink could not encode: the agent's are also rejected (`unencodable`).
+fn unencodable(stats: &IngestStats, u: Unencodable, rejected: &mut BTreeMap<&'static str, u64>) {
+    stats.points_unencodable.fetch_add(u.agent + u.derived, Ordering::Relaxed);
+    if u.agent > 0 {
+        stats.points_rejected.add("unencodable", u.agent);
+        *rejected.entry("unencodable").or_default() += u.agent;
+    }
 }
 
 fn reject(stats: &IngestStats, seq: Option<u64>, msg: String) -> Pending {
@@ -343,7 +305,8 @@ struct Agent {
     /// Durable sequences are remembered per spool incarnation: a new epoch's numbers are new data.
     dedup_key: Arc<str>,
     tags: HostTags,
-    encoder: BatchEncoder,
+    /// Its side of every sink, in sink order, with what the Ack waits for.
+    sinks: Vec<(Acks, Box<dyn SinkStream>)>,
     /// The client certificate's serial number (empty in the plaintext mode).
     serial: Vec<u8>,
 }
@@ -393,10 +356,11 @@ async fn read_hello(
         return refuse(deny(stats, "hello_agent_id", m)).await;
     }
     let tags = HostTags { host: hello.agent_id.clone(), labels: hello.labels.clone() };
+    let id: Arc<str> = Arc::from(hello.agent_id.as_str());
     Some(Agent {
-        id: Arc::from(hello.agent_id.as_str()),
+        sinks: ctx.sinks.iter().map(|s| (s.acks(), s.open(&id, &tags))).collect(),
+        id,
         dedup_key: Arc::from(format!("{}#{}", hello.agent_id, hello.stream_epoch)),
-        encoder: BatchEncoder::new(&tags),
         tags,
         hello,
         serial: Vec::new(),
@@ -420,11 +384,11 @@ async fn receive(
     ctx.throttle.lock(&hello.agent_id).set_inventory(&hello.agent_id, &hello.inventory);
     ctx.tiers.hello(hello);
     // Inventory points need no acknowledgement: the agent sends a Hello on every connection.
-    if ctx.writer.write_as(agent.id.clone(), encode(&hello_points(hello, &agent.tags), &ctx.stats)).await.is_err() {
-        return;
-    }
-    if let Some(o) = &ctx.otlp {
-        o.hello(&agent.tags, hello).await;
+    for (_, sink) in &agent.sinks {
+        match sink.hello(hello).await {
+            Ok(u) => unencodable(&ctx.stats, u, &mut BTreeMap::new()),
+            Err(SinkStopped) => return,
+        }
     }
     let mut last_seq = 0u64;
     // One WARN about left-out points per stream and interval: an agent whose clock is off by a
@@ -533,33 +497,27 @@ async fn on_batch(ctx: &Ctx, agent: &Agent, batch: v1::Batch, last_seq: &mut u64
                 "left out invalid points, stored the rest of the batch; first: {first}");
         }
     }
-    let mut lines = Vec::new();
     let tier = ctx.tiers.tag_for(&hello.agent_id, batch.power.iter().map(|s| (s.scope.as_str(), s.time.0)));
-    for e in agent.encoder.encode_tagged(&batch, &mut lines, tier.as_deref()) {
-        // Domain checks make this unreachable (the ingest_message fuzz target asserts it);
-        // counted as a rejected point rather than failing the batch.
-        stats.points_unencodable.fetch_add(1, Ordering::Relaxed);
-        stats.points_rejected.inc("unencodable");
-        *rejected.entry("unencodable").or_default() += 1;
-        tracing::error!("dropping an unencodable point: {e}");
-    }
-    let agent_lines = lines.len();
-    let mut points = rejection_events(&converted.rejected, seq, &agent.tags);
+    let mut derived = rejection_events(&converted.rejected, seq, &agent.tags);
     let (analysed, episodes) = analyses(ctx, agent, &batch);
-    points.extend(analysed);
-    lines.extend(encode(&points, stats));
-    let Ok(done) = ctx.writer.write_as(agent.id.clone(), lines).await else {
-        return Err(Pending::Fail(Status::unavailable(SHUTTING_DOWN)));
-    };
-    let otlp = match &ctx.otlp {
-        Some(o) => o.batch(&agent.tags, &batch, tier.as_deref(), &episodes).await,
-        None => None,
-    };
-    Ok(Pending::Ack { seq, done, key: agent.dedup_key.clone(), agent_lines, rejected, otlp })
+    derived.extend(analysed);
+    let delivery = Delivery { batch: &batch, budget: tier.as_deref(), derived: &derived, episodes: &episodes };
+    let mut receipts = Vec::with_capacity(agent.sinks.len());
+    for (acks, sink) in &agent.sinks {
+        let Ok(queued) = sink.write(&delivery).await else {
+            return Err(Pending::Fail(Status::unavailable(SHUTTING_DOWN)));
+        };
+        unencodable(stats, queued.unencodable, &mut rejected);
+        if *acks == Acks::Wait {
+            receipts.extend(queued.receipt);
+        }
+    }
+    Ok(Pending::Ack { seq, receipts, key: agent.dedup_key.clone(), rejected })
 }
 
 /// The analyses' points for one batch: throttling episodes (under this host's shard of the
-/// detector only) and the load ladder's proportionality; and the episodes (for the OTLP sink).
+/// detector only) and the load ladder's proportionality; and the episodes (for the sinks that
+/// take them as such: OTLP).
 fn analyses(ctx: &Ctx, agent: &Agent, batch: &wattflip_proto::domain::Batch) -> (Vec<Point>, Vec<ThrottleEvent>) {
     let hello = &agent.hello;
     let (episodes, late) = {

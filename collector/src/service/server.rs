@@ -1,6 +1,7 @@
 //! Hosts the Ingest service and the standard gRPC health service on a listener (mutual TLS unless
 //! the config names the plaintext loopback mode), serves `/metrics` when configured, and drains the
-//! writer after the server stops so that queued batches still reach the store.
+//! sinks after the server stops so that queued batches still reach the store. It knows the sinks
+//! only as `crate::sinks::Sink`s: InfluxDB (always), then every sink the configuration holds.
 //!
 //! **Stopping** (SIGTERM, SIGINT): the listener stops accepting; every stream acknowledges the
 //! batches it has queued once they are stored and then ends with `unavailable` ("collector is
@@ -16,7 +17,8 @@ use crate::service::ingest::{IdentitySource, IngestService};
 use crate::service::revocation::Revocation;
 pub use crate::service::stats::Stats;
 use crate::service::tls::{self, TlsSetupError};
-use crate::sinks::{influx, otlp};
+use crate::sinks::influx::{self, InfluxSink, SinkStats};
+use crate::sinks::{Sink, SinkMetrics, Started};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,13 +61,9 @@ fn stream_capacity() -> u64 {
 
 /// The InfluxDB sink (or the null one). With raw retention set, every stored line marks its
 /// bucket and the rollup task recomputes settled buckets (crate::rollup).
-fn spawn_influx(
-    cfg: &Config,
-    stats: &Arc<Stats>,
-    setup: crate::rollup::setup::Setup,
-    stop_rx: &tokio::sync::watch::Receiver<bool>,
-) -> (influx::WriterHandle, tokio::task::JoinHandle<()>) {
-    match cfg.sink {
+fn spawn_influx(cfg: &Config, stats: &Arc<Stats>, setup: crate::rollup::setup::Setup, stop_rx: &tokio::sync::watch::Receiver<bool>) -> Started {
+    let counters = Arc::new(SinkStats::default());
+    let (writer, task) = match cfg.sink {
         SinkKind::InfluxDb => {
             tokio::spawn(crate::rollup::resolution::run(cfg.influx.clone(), setup.clone(), stop_rx.clone()));
             let observer = cfg.influx.retention.as_ref().map(|r| {
@@ -73,10 +71,11 @@ fn spawn_influx(
                 tokio::spawn(crate::rollup::task::run(cfg.influx.clone(), dirty.clone(), setup, stop_rx.clone()));
                 dirty as Arc<dyn influx::StoredLines>
             });
-            influx::spawn_observed(cfg.influx.clone(), stats.sink.clone(), stop_rx.clone(), observer)
+            influx::spawn_observed(cfg.influx.clone(), counters.clone(), stop_rx.clone(), observer)
         }
-        SinkKind::Null => influx::spawn_null(stats.sink.clone()),
-    }
+        SinkKind::Null => influx::spawn_null(counters.clone()),
+    };
+    Started { sink: Arc::new(InfluxSink::new(writer, counters)), task }
 }
 
 /// Runs `server` to its end, or until `drain` after `stopping` turned true (its streams are then
@@ -121,12 +120,16 @@ pub async fn serve(
     if let Some(r) = &tls_cfg {
         r.clone().watch(stop_rx.clone());
     }
-    start_metrics(&cfg, &stats, &stop_rx).await?;
     // Created first: the rollup and marker tasks report their setup on it.
     let (reporter, health) = tonic_health::server::health_reporter();
     let setup = crate::rollup::setup::Setup { stats: stats.rollup.clone(), health: Some(reporter.clone()) };
-    let (writer, writer_task) = spawn_influx(&cfg, &stats, setup, &stop_rx);
-    let (otlp, otlp_task) = spawn_otlp(&cfg, &stats, &stop_rx);
+    let influx = spawn_influx(&cfg, &stats, setup, &stop_rx);
+    // InfluxDB first, then the configured sinks in registration order. Only ingest holds the
+    // sinks: once it is gone, their writers drain.
+    let started = std::iter::once(influx).chain(cfg.sinks.0.iter().map(|c| c.start(stop_rx.clone())));
+    let (sink_tasks, sinks): (Vec<_>, Vec<Arc<dyn Sink>>) = started.map(|s| (s.task, s.sink)).unzip();
+    start_metrics(&cfg, &stats, sinks.iter().map(|s| s.metrics()).collect(), &stop_rx).await?;
+    let not_ready: Vec<&str> = sinks.iter().filter(|s| !s.ready()).map(|s| s.name()).collect();
     let streams = stream_capacity();
     let max_connections = connection_limit(&cfg, streams);
     let conns = Conns::new(max_connections, cfg.limits.hello_timeout, stats.ingest.clone());
@@ -135,7 +138,7 @@ pub async fn serve(
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let stats_in = stats.ingest.clone();
     let ingest = IngestService::new(
-        writer,
+        sinks,
         stats.ingest.clone(),
         identity,
         RateLimiter::new(l.agent_points_per_second, l.agent_burst_points),
@@ -146,10 +149,14 @@ pub async fn serve(
     .with_max_streams(streams)
     .with_conns(conns.clone())
     .with_stop(stopping_rx.clone())
-    .with_revocation(tls_cfg.clone())
-    .with_otlp(otlp);
+    .with_revocation(tls_cfg.clone());
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
-    reporter.set_serving::<IngestServer<IngestService>>().await;
+    if not_ready.is_empty() {
+        reporter.set_serving::<IngestServer<IngestService>>().await;
+    } else {
+        tracing::warn!(sinks = ?not_ready, "a sink is not ready: the Ingest service reports NOT_SERVING on the health service");
+        reporter.set_not_serving::<IngestServer<IngestService>>().await;
+    }
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
         sink = ?cfg.sink, influx = %cfg.influx.url, database = %cfg.influx.database, "collector serving");
     // Pings find dead peers of open streams; connections without a stream are closed by `conns`.
@@ -169,35 +176,39 @@ pub async fn serve(
         }
     };
     let result = until_stopped(server, stopping_rx, drain).await;
-    drain_sinks(writer_task, otlp_task, &stop_tx, drain).await;
+    drain_sinks(sink_tasks, &stop_tx, drain).await;
     result.map_err(ServeError::from)
 }
 
-/// Every stream (and its writer handle) is gone: the writer flushes what it holds within `drain`,
-/// then both sinks are told to stop and waited for.
-async fn drain_sinks(
-    mut writer_task: tokio::task::JoinHandle<()>,
-    otlp_task: Option<tokio::task::JoinHandle<()>>,
-    stop_tx: &tokio::sync::watch::Sender<bool>,
-    drain: Duration,
-) {
-    if tokio::time::timeout(drain, &mut writer_task).await.is_err() {
-        tracing::warn!("InfluxDB still not writable after {drain:?}; unacknowledged batches stay with the agents");
-        let _ = stop_tx.send(true);
-        let _ = writer_task.await;
+/// Every stream (and its sink handles) is gone: InfluxDB's writer (the first task) flushes what
+/// it holds within `drain`, then every sink is told to stop and waited for.
+async fn drain_sinks(tasks: Vec<tokio::task::JoinHandle<()>>, stop_tx: &tokio::sync::watch::Sender<bool>, drain: Duration) {
+    let mut tasks = tasks.into_iter();
+    if let Some(mut influx) = tasks.next() {
+        if tokio::time::timeout(drain, &mut influx).await.is_err() {
+            tracing::warn!("InfluxDB still not writable after {drain:?}; unacknowledged batches stay with the agents");
+            let _ = stop_tx.send(true);
+            let _ = influx.await;
+        }
     }
     let _ = stop_tx.send(true);
-    if let Some(t) = otlp_task {
+    for t in tasks {
         let _ = t.await;
     }
 }
 
-/// The metrics page, when `[metrics] listen` is set; it stops with `stop`.
-async fn start_metrics(cfg: &Config, stats: &Arc<Stats>, stop: &tokio::sync::watch::Receiver<bool>) -> Result<(), ServeError> {
+/// The metrics page, when `[metrics] listen` is set, with the counters of `sinks`; it stops with
+/// `stop`.
+async fn start_metrics(
+    cfg: &Config,
+    stats: &Arc<Stats>,
+    sinks: Vec<Arc<dyn SinkMetrics>>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
     if let Some(addr) = cfg.metrics_listen {
         let s = stats.clone();
         let mut stop = stop.clone();
-        let bound = serve_metrics(addr, Arc::new(move || crate::service::telemetry::render(&s)), async move {
+        let bound = serve_metrics(addr, Arc::new(move || crate::service::telemetry::render(&s, &sinks)), async move {
             let _ = stop.changed().await;
         })
         .await?;
@@ -215,17 +226,5 @@ fn connection_limit(cfg: &Config, streams: u64) -> usize {
         }
         Some(n) => n,
         None => streams as usize,
-    }
-}
-
-/// The OTLP sink's handle and task, when `[otlp]` is configured.
-fn spawn_otlp(cfg: &Config, stats: &Arc<Stats>, stop: &tokio::sync::watch::Receiver<bool>) -> (Option<otlp::OtlpHandle>, Option<tokio::task::JoinHandle<()>>) {
-    match cfg.otlp.clone() {
-        Some(o) => {
-            tracing::info!(url = %o.url, required = o.required, "OTLP sink on");
-            let (h, t) = otlp::spawn(o, stats.otlp.clone(), stop.clone());
-            (Some(h), Some(t))
-        }
-        None => (None, None),
     }
 }

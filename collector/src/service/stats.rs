@@ -1,9 +1,7 @@
-//! The counters of one collector process: what the ingest service and the sink count, read by
+//! The counters of one collector process: what the ingest service and the rollups count, read by
 //! the metrics page (`telemetry.rs`) and the TLS acceptor. A new counter goes here, with its line
-//! in `telemetry::render`.
+//! in `telemetry::render`. Each sink keeps its own counters (`crate::sinks::SinkMetrics`).
 
-use crate::sinks::influx::SinkStats;
-use crate::sinks::otlp::OtlpStats;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use wattflip_infra::telemetry::LabelledCounter;
@@ -40,7 +38,5 @@ pub struct IngestStats {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub ingest: Arc<IngestStats>,
-    pub sink: Arc<SinkStats>,
-    pub otlp: Arc<OtlpStats>,
     pub rollup: Arc<crate::rollup::RollupStats>,
 }
