@@ -30,6 +30,7 @@ mod otlp;
 mod otlp_dashboards;
 mod otlp_fleet;
 mod otlp_outage;
+mod otlp_refusal;
 mod otlp_rollups;
 mod plan;
 mod probe;

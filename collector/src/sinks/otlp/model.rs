@@ -99,9 +99,9 @@ fn unix_nanos(t: i64) -> u64 {
 /// The request for `hosts`: one resource per host, one scope, one metric per name with all its
 /// points; each point carries its attributes plus the host's labels (`rack`, `site`), so a query
 /// can group by them as the InfluxDB dashboards group by tags.
-pub fn request(hosts: &[HostPoints]) -> ExportMetricsServiceRequest {
+pub fn request<'a>(hosts: impl IntoIterator<Item = &'a HostPoints>) -> ExportMetricsServiceRequest {
     let resource_metrics = hosts
-        .iter()
+        .into_iter()
         .map(|h| {
             let mut by_name: BTreeMap<&'static str, (&'static MetricDef, Vec<NumberDataPoint>)> = BTreeMap::new();
             for p in &h.points {

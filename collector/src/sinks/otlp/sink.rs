@@ -1,8 +1,8 @@
 //! OTLP as a [`Sink`]: its registration (the `[otlp]` table), the sink started from its
 //! configuration, and its counters on the metrics page. Each stream translates its agent's Hello
-//! and batches and queues them on the writer; a required sink's Ack waits for the receiver
-//! (without a per-point account: a refused request's points are counted on its own metrics), an
-//! optional one is never waited for.
+//! and batches and queues them on the writer; a required sink's Ack waits for the receiver and
+//! reports a batch the receiver refused as stored nowhere (`points_stored` 0; its points are
+//! counted on the sink's own metrics), an optional one is never waited for.
 
 use crate::sinks::otlp::config::{OtlpConfig, RawOtlp};
 use crate::sinks::otlp::writer::{spawn, OtlpHandle, OtlpStats};
@@ -79,12 +79,13 @@ impl SinkStream for OtlpStream {
 
     async fn write(&self, d: &Delivery<'_>) -> Result<Queued, SinkStopped> {
         let done = self.handle.batch(&self.tags, d.batch, d.budget, d.episodes).await;
-        // A required sink completes a job once the receiver stored or refused it; its refusals
-        // are counted on its own metrics, not in the Ack.
+        // A required sink completes a job once the receiver stored or refused it. A refused job's
+        // points are not in the receiver (it was sent alone: nothing of it was stored), so the
+        // Ack counts none of the batch as stored; a stored one leaves the count to the others.
         let receipt = done.map(|rx| {
             Box::pin(async move {
-                rx.await.map_err(|_| SinkStopped)?;
-                Ok(Account::default())
+                let outcome = rx.await.map_err(|_| SinkStopped)?;
+                Ok(Account { stored: (outcome.refused > 0).then_some(0), ..Account::default() })
             }) as crate::sinks::Receipt
         });
         Ok(Queued { receipt, unencodable: Unencodable::default() })
@@ -97,10 +98,11 @@ impl SinkMetrics for OtlpStats {
         #[rustfmt::skip]
         const ROWS: &[Row<OtlpStats>] = &[
             ("wattflip_collector_otlp_points_sent_total", "OTLP data points the receiver accepted.", |o| Counter(o.points_sent.load(Relaxed))),
-            ("wattflip_collector_otlp_points_dead_lettered_total", "OTLP data points not stored, by reason: queue_full, shutdown, refused (points of requests answered 400-class; the receiver may have stored some).", |o| ByLabel("reason", &o.points_dead_lettered)),
+            ("wattflip_collector_otlp_points_dead_lettered_total", "OTLP data points not stored, by reason: queue_full, shutdown, refused (points of agent batches the receiver refused: a request refused for its samples is split until the refusal is one batch's).", |o| ByLabel("reason", &o.points_dead_lettered)),
             ("wattflip_collector_otlp_points_queued", "OTLP data points waiting to be sent.", |o| Gauge(o.points_queued.load(Relaxed))),
             ("wattflip_collector_otlp_requests_total", "OTLP export requests.", |o| Counter(o.requests.load(Relaxed))),
             ("wattflip_collector_otlp_retries_total", "OTLP export requests retried after an error.", |o| Counter(o.retries.load(Relaxed))),
+            ("wattflip_collector_otlp_requests_split_total", "OTLP export requests refused for their samples (400, 409) and split in two to find the batch refused.", |o| Counter(o.requests_split.load(Relaxed))),
             ("wattflip_collector_otlp_stale_samples_total", "Energy samples not newer than their series' newest (resent): not added to a counter twice.", |o| Counter(o.stale_samples.load(Relaxed))),
             ("wattflip_collector_otlp_write_seconds", "OTLP export request latency.", |o| Histogram(&o.write_latency)),
         ];

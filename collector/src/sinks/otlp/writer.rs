@@ -2,10 +2,12 @@
 //! `ExportMetricsServiceRequest`s (protobuf over OTLP/HTTP, gzip) of at most `batch_points`
 //! points, flushed at least every `flush_interval`, and retries network errors, 5xx, 429 and auth
 //! failures with capped exponential backoff. A 400 (Prometheus: out-of-order or too old samples;
-//! it stores the rest of the request), 409 (Thanos receive: a sample conflicting with a stored
-//! one, e.g. another collector's running total resent for the same millisecond; it stores the
-//! rest), 413, 415 or 422 is final: the request's points are
-//! dead-lettered (counted by reason, logged at WARN) and not retried.
+//! it rolls the whole request back) or 409 (Thanos receive: a sample conflicting with a stored
+//! one, e.g. another collector's running total resent for the same millisecond) refuses samples:
+//! the request is split until the refusal is narrowed to the one job (agent batch) it holds, so
+//! the other jobs, other hosts' among them, are stored ([`Writer::deliver`]). A refused job, or a
+//! request answered 413, 415 or 422, is final: its points are dead-lettered (counted, logged at
+//! WARN naming the hosts) and not retried.
 //! Required sink (`otlp.required = true`): a job completes only once its points are stored or
 //! refused, and the agent's Ack waits for it; producers wait for room in the queue. Optional sink:
 //! nobody waits; the queue holds at most `queue_points` points and drops its oldest beyond
@@ -25,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch, Notify, Semaphore};
 use tokio::time::Instant;
+use wattflip_infra::ratelimit::Limited;
 use wattflip_infra::telemetry::{Histogram, LabelledCounter};
 use wattflip_infra::Backoff;
 use wattflip_proto::domain::{Batch, Hello};
@@ -42,6 +45,8 @@ pub struct OtlpStats {
     pub points_queued: AtomicU64,
     pub requests: AtomicU64,
     pub retries: AtomicU64,
+    /// Refused requests split in two to find the job whose samples were refused.
+    pub requests_split: AtomicU64,
     /// Counter samples not newer than their series' newest (a resent batch): not added twice.
     pub stale_samples: AtomicU64,
     pub write_latency: Histogram,
@@ -184,8 +189,9 @@ pub fn spawn(cfg: OtlpConfig, stats: Arc<OtlpStats>, shutdown: watch::Receiver<b
 enum PostError {
     /// Worth retrying after a pause (network, 5xx, 429, 401/403/404: a receiver being set up).
     Retry { reason: String, after: Option<Duration> },
-    /// Final: the receiver refused the data (400, 409, 413, 415, 422).
-    Refused { reason: String },
+    /// Final: the receiver refused the data (400, 409, 413, 415, 422); `samples`: it refused
+    /// samples (400, 409), so the request's other samples may pass on their own.
+    Refused { reason: String, samples: bool },
 }
 
 struct Writer {
@@ -202,23 +208,48 @@ impl Writer {
                 self.dropped_at_shutdown(0);
                 break;
             };
-            let n: usize = jobs.iter().map(|j| j.points.points.len()).sum();
-            let hosts: Vec<HostPoints> = jobs.iter().map(|j| j.points.clone()).collect();
-            let Some(outcome) = self.send(&hosts, n).await else {
-                self.dropped_at_shutdown(n);
+            let Some(refused) = self.deliver(&jobs).await else {
+                self.dropped_at_shutdown(jobs.iter().map(|j| j.points.points.len()).sum());
                 break;
             };
             let s = &self.handle.shared;
-            for j in jobs {
+            for (j, refused) in jobs.into_iter().zip(refused) {
                 if let Some(room) = &s.room {
                     room.add_permits(j.points.points.len().min(s.cap));
                 }
                 if let Some(done) = j.done {
-                    let refused = if outcome.refused > 0 { j.points.points.len() } else { 0 };
-                    let _ = done.send(OtlpOutcome { refused });
+                    let _ = done.send(OtlpOutcome { refused: if refused { j.points.points.len() } else { 0 } });
                 }
             }
         }
+    }
+
+    /// Posts the jobs' points as one request. When the receiver refuses samples of a request of
+    /// several jobs (400: Prometheus rolls the whole request back for one out-of-order or too old
+    /// sample; 409: Thanos), the request is split in two halves, sent in order (a host's older
+    /// jobs first), until every refusal is narrowed to the one job (one agent batch) it holds: a
+    /// host's bad sample no longer costs another host's points. A clean request is one POST; a
+    /// request with one refused job costs about 2·log2(jobs) more. Returns which jobs were
+    /// refused; None on shutdown.
+    async fn deliver(&mut self, jobs: &[Job]) -> Option<Vec<bool>> {
+        let mut refused = vec![false; jobs.len()];
+        // Ranges still to send, the next one last.
+        let mut todo = vec![(0, jobs.len())];
+        while let Some((a, b)) = todo.pop() {
+            let part = &jobs[a..b];
+            let n: usize = part.iter().map(|j| j.points.points.len()).sum();
+            match self.send(part, n).await? {
+                None => {}
+                Some(split) if split && b - a > 1 => {
+                    self.handle.shared.stats.requests_split.fetch_add(1, Ordering::Relaxed);
+                    let mid = a + (b - a) / 2;
+                    todo.push((mid, b));
+                    todo.push((a, mid));
+                }
+                Some(_) => refused[a..b].iter_mut().for_each(|r| *r = true),
+            }
+        }
+        Some(refused)
     }
 
     /// Optional sink: the points it held when the collector stopped are counted as `shutdown`
@@ -268,9 +299,11 @@ impl Writer {
         Some(jobs)
     }
 
-    /// Posts `hosts` until stored or refused; None on shutdown.
-    async fn send(&mut self, hosts: &[HostPoints], n: usize) -> Option<OtlpOutcome> {
-        let body = self.encode(hosts);
+    /// Posts `jobs` (`n` points) until stored or refused: `Some(None)` stored, `Some(Some(split))`
+    /// refused (`split`: the receiver refused samples, so a smaller request may pass); None on
+    /// shutdown.
+    async fn send(&mut self, jobs: &[Job], n: usize) -> Option<Option<bool>> {
+        let body = self.encode(jobs);
         let stats = self.handle.shared.stats.clone();
         let cap = self.cfg.max_backoff;
         let mut backoff = Backoff::new(Duration::from_millis(100).min(cap), cap);
@@ -282,11 +315,13 @@ impl Writer {
             match result {
                 Ok(()) => {
                     stats.points_sent.fetch_add(n as u64, Ordering::Relaxed);
-                    return Some(OtlpOutcome::default());
+                    return Some(None);
                 }
-                Err(PostError::Refused { reason }) => {
-                    self.handle.dead_letter("refused", n, &format!("the OTLP receiver refused a request of {n} points: {reason}"));
-                    return Some(OtlpOutcome { refused: n });
+                Err(PostError::Refused { reason, samples }) => {
+                    if !(samples && jobs.len() > 1) {
+                        self.refused(jobs, n, &reason);
+                    }
+                    return Some(Some(samples));
                 }
                 Err(PostError::Retry { reason, after }) => {
                     stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -301,8 +336,25 @@ impl Writer {
         }
     }
 
-    fn encode(&self, hosts: &[HostPoints]) -> Vec<u8> {
-        let plain = model::request(hosts).encode_to_vec();
+    /// Counts a refused request's points as dead letters (`refused`) and logs a WARN naming its
+    /// hosts (at most one per 10 s; the line says how many were suppressed).
+    fn refused(&self, jobs: &[Job], n: usize, reason: &str) {
+        static REFUSED: Limited = Limited::new(Duration::from_secs(10));
+        let stats = &self.handle.shared.stats;
+        stats.points_dead_lettered.add("refused", n as u64);
+        if let Some(suppressed) = REFUSED.hit(std::time::Instant::now()) {
+            let mut hosts: Vec<&str> = jobs.iter().map(|j| j.points.tags.host.as_str()).collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            let total = stats.points_dead_lettered.get("refused");
+            let hosts = hosts.join(", ");
+            tracing::warn!(%hosts, points = n, total, suppressed,
+                "the OTLP receiver refused {n} points of {hosts}, not retried: {reason} ({suppressed} more refusals suppressed; wattflip_collector_otlp_points_dead_lettered_total{{reason=\"refused\"}})");
+        }
+    }
+
+    fn encode(&self, jobs: &[Job]) -> Vec<u8> {
+        let plain = model::request(jobs.iter().map(|j| &j.points)).encode_to_vec();
         if !self.cfg.gzip {
             return plain;
         }
@@ -337,7 +389,8 @@ impl Writer {
         let text = resp.text().await.unwrap_or_default();
         let reason = format!("{} answered {status}: {}", c.url, text.trim().chars().take(400).collect::<String>());
         match status.as_u16() {
-            400 | 409 | 413 | 415 | 422 => Err(PostError::Refused { reason }),
+            400 | 409 => Err(PostError::Refused { reason, samples: true }),
+            413 | 415 | 422 => Err(PostError::Refused { reason, samples: false }),
             _ => Err(PostError::Retry { reason, after }),
         }
     }
