@@ -173,7 +173,14 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         return ladder(&p, &args, size, &cfg, &energy_opts, &host);
     }
     if p.eff.efficiency {
-        let target = super::efficiency::Target { path: p.target.clone(), size, destroy_consent: p.destroy_consent.clone(), seed: p.seed, out: p.out.clone() };
+        let target = super::efficiency::Target {
+            path: p.target.clone(),
+            size,
+            destroy_consent: p.destroy_consent.clone(),
+            seed: p.seed,
+            out: p.out.clone(),
+            collector: p.collector.clone(),
+        };
         return super::efficiency::command(&p.eff, &target, &cfg, &energy_opts, &host, stop);
     }
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
