@@ -1,7 +1,7 @@
 //! The efficiency preset through the collector (issue 42): `probe --efficiency --collector` on a
 //! scratch file with the fixture shunt monitor (a flat 6 W rail) sends its phases, and the
 //! `device_efficiency` points the collector writes into InfluxDB are the lines of the agent's own
-//! `efficiency.lp`, tag for tag and value for value.
+//! `efficiency.lp`, tag for tag and value for value; `plan rollup --metric efficiency` reads them.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -130,5 +130,31 @@ fn probe_efficiency_sends_its_phases_and_influx_holds_its_lp_lines() {
         if line["verdict"] == Value::Text("stable".into()) {
             assert!((get(i, "iops_per_watt") - get(i, "iops") / 6.0).abs() <= 1e-9 * get(i, "iops"), "{lp}");
         }
+    }
+
+    // The fleet roll-up over what the collector stored: one device, so each profile's median is
+    // its phase's figure and the bounds are its own 95 % interval; unstable phases are counted.
+    let o = Command::new(bin("wattflip-collector", "wattflip-collector"))
+        .args(["--influx-url", &influx.url, "--influx-db", "wf_efficiency", "plan", "rollup", "--by", "model,firmware", "--metric", "efficiency", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let g = &r["groups"][0];
+    assert_eq!((g["model"].as_str(), g["firmware"].as_str(), r["groups"].as_array().map(Vec::len)), (Some("file"), Some(""), Some(1)), "{r}");
+    let profiles = g["efficiency"].as_array().unwrap();
+    let unstable = lines.iter().filter(|l| l["verdict"] == Value::Text("unstable".into())).count() as u64;
+    assert_eq!(profiles.iter().map(|p| p["unstable_phases"].as_u64().unwrap()).sum::<u64>(), unstable, "{r}");
+    let idle = &profiles[0];
+    assert_eq!((idle["profile"].as_str(), idle["devices"].as_u64()), (Some("ready_idle"), Some(1)), "{r}");
+    let w = &idle["figures"][0];
+    assert_eq!((w["metric"].as_str(), w["devices"].as_u64()), (Some("watts_per_tb"), Some(1)), "{r}");
+    assert!(same(&Value::Float(get(0, "watts_per_tb")), &w["median"]), "{r}");
+    match lines[0].get("watts_per_tb_u95") {
+        Some(Value::Float(u)) => {
+            assert!(same(&Value::Float(get(0, "watts_per_tb") - u), &w["low95"]) && same(&Value::Float(get(0, "watts_per_tb") + u), &w["high95"]), "{r}")
+        }
+        _ => assert!(w["low95"].is_null() && w["high95"].is_null(), "{r}"),
     }
 }
