@@ -18,6 +18,7 @@ mod delivery_agent;
 mod drive_temps;
 mod drives;
 mod drives_fleet;
+mod efficiency;
 mod energy;
 mod energy_schedules;
 mod faults;
