@@ -74,10 +74,10 @@ fn plan(influx: &Influx, db: &str, since: &str, resolution: &str) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-/// (rack, peak) and (host, peak) of a plan.
+/// (rack, peak) and (host, peak) of a plan (NaN for a group without a peak yet: never equal).
 fn figures(p: &Value) -> Figures {
     let groups = p["groups"].as_array().unwrap();
-    let racks = groups.iter().map(|g| (g["group"].as_str().unwrap().to_string(), g["peak_w"].as_f64().unwrap())).collect();
+    let racks = groups.iter().map(|g| (g["group"].as_str().unwrap().to_string(), g["peak_w"].as_f64().unwrap_or(f64::NAN))).collect();
     let mut hosts: Vec<(String, f64)> = groups
         .iter()
         .flat_map(|g| g["counted"].as_array().unwrap().iter().map(|h| (h["host"].as_str().unwrap().to_string(), h["peak_w"].as_f64().unwrap())))
