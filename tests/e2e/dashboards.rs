@@ -671,12 +671,12 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     }
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
     // Exactly every variable, panel target and annotation of the expected dashboards.
-    // Query variables: rp in each, peak_celsius (fleet, throttling), peak_watts and power_rp (power budget);
+    // Query variables: rp in each (power_rp in the power budget), peak_celsius (fleet, throttling), peak_watts (power budget);
     // host, model, device (device profile and energy proportionality), host, model, device, scope
     // (fleet; online_window is a literal), host (power budget; group_by and budget_w are
     // literals), host, model, device (throttling), host, model, firmware, device (device efficiency).
     let query_variables = checked.iter().filter(|c| c.contains(" variable ")).count();
-    assert_eq!(query_variables, 6 + 2 + 2 + 3 + 3 + 4 + 1 + 3 + 4, "query variables run: {checked:#?}");
+    assert_eq!(query_variables, 6 + 2 + 1 + 3 + 3 + 4 + 1 + 3 + 4, "query variables run: {checked:#?}");
     let panels_n: usize = EXPECTED.iter().map(|e| e.2.len()).sum();
     let extra_targets: usize = MULTI_TARGET.iter().map(|m| m.2 - 1).sum();
     let annotations_n: usize = ANNOTATIONS.iter().map(|a| a.1.len()).sum();
@@ -913,15 +913,11 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let (budget_d, budget_vars) = &dashboards["power-budget.json"];
     assert_eq!(
         budget_vars.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["budget_w", "group_by", "host", "peak_watts", "power_rp", "rp"],
+        ["budget_w", "group_by", "host", "peak_watts", "power_rp"],
         "power-budget.json variables"
     );
     // No rollups in this database: the collector's marker names the default policy.
-    assert_eq!(
-        (budget_vars["rp"].as_str(), budget_vars["peak_watts"].as_str(), budget_vars["power_rp"].as_str()),
-        ("autogen", "watts", "autogen"),
-        "the resolution variables"
-    );
+    assert_eq!((budget_vars["power_rp"].as_str(), budget_vars["peak_watts"].as_str()), ("autogen", "watts"), "the resolution variables");
     assert_eq!((budget_vars["group_by"].as_str(), budget_vars["budget_w"].as_str()), ("rack", "1000"));
     let psys = |i: usize| RAPL_WATTS[i].iter().find(|z| z.1 == "psys").map(|z| z.2 as f64).unwrap_or(0.0);
     let meter_w = 125.0;
