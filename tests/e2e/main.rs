@@ -39,6 +39,7 @@ mod report;
 mod retention;
 mod revocation;
 mod rollups;
+mod rollups_hourly;
 mod security;
 mod shutdown;
 mod source_agreement;
