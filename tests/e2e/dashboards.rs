@@ -1063,7 +1063,10 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         for r in rows {
             let (kib, e) = (r[0], energy_of(&pattern, r[0]));
             let want = [1.0, 0.6, 0.96, 1.04].map(|f| 1000.0 * f * e / 1024.0);
-            assert!(r.len() == 5 && r[1..].iter().zip(&want).all(|(g, w)| close(*g, *w)), "{pattern} {kib} KiB: {r:?} (mJ, above idle, 95 % low, high), want {want:?}; E = {e} J");
+            assert!(
+                r.len() == 5 && r[1..].iter().zip(&want).all(|(g, w)| close(*g, *w)),
+                "{pattern} {kib} KiB: {r:?} (mJ, above idle, 95 % low, high), want {want:?}; E = {e} J"
+            );
         }
         seen_patterns.push(pattern);
     }
@@ -1128,7 +1131,19 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let runs = run_target(&fleet, panel(dev_d, "Runs"), "A", dev_vars, range);
     assert_eq!(
         runs[0]["columns"],
-        serde_json::json!(["time", "device", "pattern", "io_size_bytes", "mean_us", "p99_us", "mib_per_s", "energy_j", "energy_u95_j", "energy_above_idle_j", "energy_above_idle_u95_j"]),
+        serde_json::json!([
+            "time",
+            "device",
+            "pattern",
+            "io_size_bytes",
+            "mean_us",
+            "p99_us",
+            "mib_per_s",
+            "energy_j",
+            "energy_u95_j",
+            "energy_above_idle_j",
+            "energy_above_idle_u95_j"
+        ]),
         "Runs: columns"
     );
     let rows: Vec<Vec<Value>> =
