@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Fleet-scale planning on 1-minute rollups (issue 30, docs/schema.md "Retention and rollups").
+# Fleet-scale planning on 1-minute rollups and the hourly tier (issues 30 and 40, docs/schema.md
+# "Retention and rollups").
 #
 #   bash bench/plan-rollups.sh [plan]   `plan budget --since 30d` at WF_HOSTS simulated hosts
 #   bash bench/plan-rollups.sh ingest   the collector into influxd with rollups on, for regress.py
 #
 # plan: a private influxd with the deployment's limits (query-timeout 60 s, max-select-point
 # 100 M, deploy/ansible/roles/influxdb/defaults), the collector's retention policies, and per
-# host WF_ZONES wall-meter zones of 1-minute rollups over WF_DAYS days written directly (as the
-# collector's SELECT … INTO leaves them: watts, peak_watts, low_watts, count, watts_sum) plus
-# each host's Hello in both policies; then WF_RUNS timed runs of `wattflip-collector plan budget
-# --since 30d --group-by rack`. Prints per fleet: hosts, rollup points, seconds per run (median),
-# and the plan's resolution line. Env: WF_HOSTS ("100 1000"), WF_ZONES (1), WF_DAYS (30),
-# WF_RUNS (3), WF_RACK_HOSTS (40 hosts per rack).
+# host WF_ZONES wall-meter zones written directly as the collector leaves them
+# (bench/plan_rollups_gen.py): 1-minute rollups over WF_DAYS days (WF_MINUTES=full) or only the
+# first and last three hours (WF_MINUTES=edges: what the hourly plan reads of the minute tier;
+# 10,000 hosts × 30 days of minutes is not writable here), and with WF_TIERS=minute+hourly (the
+# default; `minute` leaves it out) the hourly tier `rollup_1h` with the values the collector's
+# statements compute from those minutes, plus each host's Hello in both policies; then WF_RUNS
+# timed runs of `wattflip-collector plan budget --since 30d --group-by rack --resolution R` for
+# each R of WF_RESOLUTIONS ("auto"; `rollup` is the 1-minute plan, `hourly` the hourly one). Prints
+# per fleet: hosts, seconds per run (median), and the plan's resolution line. WF_CHECK=1 (with
+# WF_MINUTES=full) checks that the hourly plan's groups equal the minute plan's. Env: WF_HOSTS
+# ("100 1000"), WF_ZONES (1), WF_DAYS (30), WF_RUNS (3), WF_RACK_HOSTS (40 hosts per rack).
 #
 # ingest: influxd + collector (mutual TLS) with `raw_retention = "7d"` and a 2 s settle when the
 # collector build knows the key (else without: a baseline before rollups), WF_AGENTS loadgen
@@ -27,48 +33,50 @@ q() { curl -sf -XPOST "http://127.0.0.1:$IPORT/query" --data-urlencode "q=$1" >/
 cpu_s() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 
 plan_bench() {
-  local hosts=$1 db="bench_plan_$1"
+  local hosts=$1 db="bench_plan_$1" minutes=${WF_MINUTES:-full} tiers=${WF_TIERS:-minute+hourly}
   q "CREATE DATABASE \"$db\""
   q "CREATE RETENTION POLICY \"raw\" ON \"$db\" DURATION 7d REPLICATION 1 DEFAULT"
   q "CREATE RETENTION POLICY \"rollup_1m\" ON \"$db\" DURATION 400d REPLICATION 1"
+  [ "$tiers" = minute ] || q "CREATE RETENTION POLICY \"rollup_1h\" ON \"$db\" DURATION 400d REPLICATION 1"
   local t0; t0=$(date +%s)
-  python3 - "$IPORT" "$db" "$hosts" "${WF_ZONES:-1}" "${WF_DAYS:-30}" "${WF_RACK_HOSTS:-40}" <<'PY'
-import sys, time, urllib.request
-port, db, hosts, zones, days, per_rack = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-now_min = int(time.time()) // 60
-first = now_min - days * 1440 + 1
-
-def post(rp, lines):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/write?db={db}&rp={rp}&precision=s", data="".join(lines).encode())
-    urllib.request.urlopen(req, timeout=600).read()
-
-for h in range(hosts):
-    hello = f"agent,host=h{h:05},rack=r{h // per_rack:03},session=run version=\"bench\",protocol_version=1i {now_min * 60 - 120}\n"
-    post("raw", [hello]); post("rollup_1m", [hello])
-    for z in range(zones):
-        key = f"power,budget=wall,host=h{h:05},method=measured,rack=r{h // per_rack:03},scope=wall,source=ipmi,zone=dcmi{z}"
-        lines = []
-        for m in range(first, now_min + 1):
-            w = 200.0 + (h * 7 + m) % 50
-            lines.append(f"{key} watts={w},peak_watts={w + 5},low_watts={w - 5},count=60i,watts_sum={w * 60} {m * 60}\n")
-            if len(lines) == 50000:
-                post("rollup_1m", lines); lines = []
-        if lines:
-            post("rollup_1m", lines)
-PY
-  local points=$((hosts * ${WF_ZONES:-1} * ${WF_DAYS:-30} * 1440))
-  echo "hosts=$hosts rollup_points=$points written_in_s=$(( $(date +%s) - t0 ))"
-  local times=() out
-  for _ in $(seq "${WF_RUNS:-3}"); do
-    local s e
-    s=$(date +%s.%N)
-    out=$("$T/$P/wattflip-collector" --influx-url "http://127.0.0.1:$IPORT" --influx-db "$db" plan budget --since 30d --group-by rack --budget-w 1e9 2>&1) \
-      || { echo "plan budget failed: $out" >&2; exit 1; }
-    e=$(date +%s.%N)
-    times+=("$(python3 -c "print(f'{$e - $s:.3f}')")")
+  python3 "$(dirname "${BASH_SOURCE[0]}")/plan_rollups_gen.py" "$IPORT" "$db" "$hosts" "${WF_ZONES:-1}" "${WF_DAYS:-30}" "${WF_RACK_HOSTS:-40}" "$minutes" "$tiers"
+  echo "hosts=$hosts minutes=$minutes tiers=$tiers written_in_s=$(( $(date +%s) - t0 ))"
+  local res
+  for res in ${WF_RESOLUTIONS:-auto}; do
+    local times=() out
+    for _ in $(seq "${WF_RUNS:-3}"); do
+      local s e
+      s=$(date +%s.%N)
+      out=$("$T/$P/wattflip-collector" --influx-url "http://127.0.0.1:$IPORT" --influx-db "$db" plan budget --since 30d --group-by rack --budget-w 1e9 --resolution "$res" 2>&1) \
+        || { echo "plan budget --resolution $res failed: $out" >&2; exit 1; }
+      e=$(date +%s.%N)
+      times+=("$(python3 -c "print(f'{$e - $s:.3f}')")")
+    done
+    echo "hosts=$hosts resolution=$res plan_budget_30d_s=$(python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "${times[@]}") runs=[${times[*]}]"
+    echo "hosts=$hosts $(echo "$out" | grep '^resolution:')"
   done
-  echo "hosts=$hosts plan_budget_30d_s=$(python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "${times[@]}") runs=[${times[*]}]"
-  echo "hosts=$hosts $(echo "$out" | grep '^resolution:')"
+  # The hourly tier as written here gives the minute tier's answer (needs WF_MINUTES=full).
+  if [ -n "${WF_CHECK:-}" ]; then
+    local a b
+    a=$("$T/$P/wattflip-collector" --influx-url "http://127.0.0.1:$IPORT" --influx-db "$db" plan budget --since 30d --group-by rack --budget-w 1e9 --resolution rollup --json)
+    b=$("$T/$P/wattflip-collector" --influx-url "http://127.0.0.1:$IPORT" --influx-db "$db" plan budget --since 30d --group-by rack --budget-w 1e9 --resolution hourly --json)
+    python3 -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:3]); assert b["resolution"].startswith("hourly tier"), b["resolution"]; assert a["groups"]==b["groups"], "hourly and minute plans differ"; print("check: the hourly plan equals the minute plan,", len(a["groups"]), "groups")' "$a" "$b"
+    # And the written hours themselves: the collector's statements without INTO, on the minutes.
+    python3 - "$IPORT" "$db" <<'PY'
+import json, sys, time, urllib.parse, urllib.request
+port, db = sys.argv[1:3]
+def q(s):
+    u = f"http://127.0.0.1:{port}/query?db={db}&epoch=s&q=" + urllib.parse.quote(s)
+    return {(tuple(sorted(x.get("tags", {}).items())), r[0]): r[1] for x in json.load(urllib.request.urlopen(u))["results"][0].get("series", []) for r in x["values"]}
+end = int(time.time()) // 3600 * 3600 * 10**9
+inner = "SELECT sum(\"watts\") AS \"w\" FROM \"rollup_1m\".\"power\" WHERE \"rate\" != 'full' AND \"budget\" != '' AND time < %d GROUP BY time(1m), %s fill(none)"
+for table, by in [("group_power_rack", "\"rack\""), ("host_power", "\"host\", \"budget\"")]:
+    want = q(f"SELECT max(\"w\") FROM ({inner % (end, by)}) WHERE time < {end} AND time > now() - 400d GROUP BY time(1h), {by} fill(none)")
+    got = q(f"SELECT \"peak_watts\" FROM \"rollup_1h\".\"{table}\" WHERE time < {end} GROUP BY {by}")
+    assert want == got and got, f"{table}: {len(want)} hours computed, {len(got)} written, {sum(want.get(k) != v for k, v in got.items())} differ"
+    print(f"check: {table} as written equals the statement's {len(got)} hourly peaks")
+PY
+  fi
 }
 
 ingest_bench() {

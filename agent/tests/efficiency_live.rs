@@ -143,3 +143,50 @@ fn scheduled_efficiency_probes_are_configured_in_probes_entries() {
         ]
     );
 }
+
+/// Issue 42: a scheduled efficiency probe (`[[probes]]` with `efficiency = true`) sends its phases
+/// with its event, and the collector's points for them (its checks and schema on the batch as
+/// sent) are the lines of the folder's efficiency.lp: the fixture's 18 W ready idle on 2 TB, 9 W/TB.
+#[test]
+fn a_scheduled_efficiency_probe_sends_the_phases_of_its_lp_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/ina226/sys");
+    let (out, target) = (dir.path().join("out"), dir.path().join("sched.dat"));
+    let path = dir.path().join("agent.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "agent_id = \"sched-eff\"\n[tls]\ninsecure_plaintext_loopback_only = true\n[sources]\nsysfs_root = \"{}\"\n\
+             [[probes]]\nname = \"eff\"\nschedule = \"0 0 3 * * *\"\ntarget = \"{}\"\nsize = \"16MiB\"\nout = \"{}\"\npower_interval = \"5ms\"\n\
+             efficiency = true\nefficiency_window = \"100ms\"\nefficiency_windows = 3\nefficiency_budget = \"1s\"\nefficiency_band = 90.0\n\
+             efficiency_trend = 90.0\ncapacity = \"2TB\"\n",
+            root.display(),
+            target.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let c = wattflip_agent::config::Config::from_file(&path).unwrap();
+    let job = &c.probes[0];
+    let halt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let batches = wattflip_agent::app::efficiency::scheduled(job, &job.efficiency.unwrap(), "sched-eff", halt);
+    assert_eq!(batches.len(), 1);
+    let b = &batches[0];
+    assert_eq!(b.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["efficiency_probe"], "{:?}", b.events);
+    let profiles: Vec<&str> = b.efficiency.iter().map(|e| e.profile.as_str()).collect();
+    assert_eq!(profiles, ["ready_idle", "rand_read_4k", "rand_write_4k", "seq_read_128k", "seq_write_128k", "mixed_70_30_4k"]);
+    let idle = &b.efficiency[0];
+    assert_eq!((idle.verdict.as_str(), idle.device.as_str(), idle.model.as_str()), ("stable", "file:sched.dat", "file"));
+    assert!((idle.watts.unwrap() - 18.0).abs() < 1e-9 && (idle.watts_per_tb.unwrap() - 9.0).abs() < 1e-9, "{idle:?}");
+    let probe_id = &b.events[0].attributes["probe_id"];
+    assert!(b.efficiency.iter().all(|e| &e.probe_id == probe_id));
+    // What the collector writes for the batch as sent, against the folder's file.
+    let sent = wattflip_proto::v1::Batch { agent_id: "sched-eff".into(), sequence: 1, efficiency: b.efficiency.clone(), ..Default::default() };
+    let domain = wattflip_proto::domain::convert_batch("sched-eff", sent).unwrap();
+    let tags = wattflip_proto::schema::HostTags { host: "sched-eff".into(), labels: Default::default() };
+    let (body, errors) = wattflip_proto::lineproto::encode_all(&wattflip_proto::schema::batch_points(&domain, &tags));
+    assert!(errors.is_empty(), "{errors:?}");
+    let lp = std::fs::read_to_string(out.join(format!("eff-{probe_id}/efficiency/efficiency.lp"))).unwrap();
+    assert_eq!(body, lp);
+    assert_eq!(lp.lines().count(), 6);
+}

@@ -337,6 +337,7 @@ mod tests {
         assert_eq!(s[1].0, "CREATE RETENTION POLICY \"raw\" ON \"wf\" DURATION 604800s REPLICATION 1 SHARD DURATION 86400s DEFAULT");
         assert_eq!(s[2].0, "ALTER RETENTION POLICY \"raw\" ON \"wf\" DURATION 604800s SHARD DURATION 86400s DEFAULT");
         assert_eq!(s[4].0, "ALTER RETENTION POLICY \"rollup_1m\" ON \"wf\" DURATION 34560000s SHARD DURATION 604800s");
+        assert_eq!(s[6].0, "ALTER RETENTION POLICY \"rollup_1h\" ON \"wf\" DURATION 34560000s SHARD DURATION 604800s");
         // InfluxDB's own choice per duration (1 h below 2 days, 1 day below 180 days, else 7 days).
         let shard = |secs: u64| crate::sinks::influx::config::shard_duration(Duration::from_secs(secs)).as_secs();
         assert_eq!(

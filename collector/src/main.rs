@@ -92,8 +92,9 @@ enum PlanCommand {
         /// Averaging window of the peak (an InfluxQL duration).
         #[arg(long, default_value = "1m")]
         bucket: String,
-        /// `auto` (1-minute rollups when the database has them and --bucket is whole minutes,
-        /// else raw points), `raw` or `rollup`.
+        /// `auto` (the hourly tier with the 1-minute rollups at the window's edges when the
+        /// database has it and --bucket is 1m, 1-minute rollups when it has them and --bucket is
+        /// whole minutes, else raw points), `raw`, `rollup` (1-minute) or `hourly`.
         #[arg(long, default_value = "auto")]
         resolution: String,
     },

@@ -4,6 +4,7 @@
 //! function here and documented in `docs/analyses.md`; the arithmetic is done in Rust so that it
 //! is tested exactly. A new plan is a function returning a serialisable answer plus a table.
 
+pub mod budget_hourly;
 pub mod budget_plan;
 pub mod budget_rollup;
 pub mod points;

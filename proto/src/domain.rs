@@ -42,6 +42,10 @@ pub const RESERVED_TAGS: &[&str] = &[
     "rule",
     // The collector's tier tag on power points (encoder::BudgetTag).
     "budget",
+    // `device_efficiency` tags.
+    "profile",
+    "verdict",
+    "power_state",
 ];
 /// At most this many static labels per agent: labels become tags, and tags must stay bounded.
 pub const MAX_LABELS: usize = 16;
@@ -136,6 +140,9 @@ pub struct Batch {
     pub drive_power_modes: Vec<v1::DrivePowerMode>,
     /// Drives identified after the Hello (checked: time, `device.name` a tag value).
     pub drive_identities: Vec<v1::DriveIdentity>,
+    /// Efficiency phases (checked: profile and verdict known, metrics in range, only on a
+    /// stable phase).
+    pub efficiency: Vec<v1::EfficiencyPhase>,
 }
 
 impl Batch {
@@ -151,6 +158,7 @@ impl Batch {
             + self.idle_profiles.len()
             + self.drive_power_modes.len()
             + self.drive_identities.len()
+            + self.efficiency.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -172,10 +180,16 @@ pub fn wire_points(b: &v1::Batch) -> usize {
         + b.idle_profiles.len()
         + b.drive_power_modes.len()
         + b.drive_identities.len()
+        + b.efficiency.len()
 }
 
 /// The power modes a `drive_power_modes` record may carry (smartctl's, in four words).
 pub const DRIVE_POWER_MODES: [&str; 4] = ["active", "idle", "standby", "sleep"];
+
+/// The profiles an `efficiency` record may name (docs/efficiency.md), in the preset's order.
+pub const EFFICIENCY_PROFILES: [&str; 6] = ["ready_idle", "rand_read_4k", "rand_write_4k", "seq_read_128k", "seq_write_128k", "mixed_70_30_4k"];
+/// The verdicts an `efficiency` record may carry; only `stable` carries metrics.
+pub const EFFICIENCY_VERDICTS: [&str; 3] = ["stable", "unstable", "not_measured"];
 
 /// Agent ids become the `host` tag and (later) certificate identities: keep them plain.
 pub fn check_agent_id(field: &str, id: &str) -> Result<(), InvalidField> {

@@ -317,6 +317,7 @@ mod tests {
             idle_profiles: Vec::new(),
             drive_power_modes: Vec::new(),
             drive_identities: Vec::new(),
+            efficiency: Vec::new(),
         }
     }
 

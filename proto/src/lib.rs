@@ -49,6 +49,65 @@ impl v1::ProbeRun {
     }
 }
 
+impl v1::EfficiencyPhase {
+    /// The optional metrics of an efficiency phase by their schema name, in field-number order
+    /// (each `<metric>` followed by its `<metric>_u95` where it has one): validated, encoded and
+    /// exported from this one list.
+    pub fn metric_fields(&self) -> [(&'static str, Option<f64>); 20] {
+        [
+            ("watts", self.watts),
+            ("watts_u95", self.watts_u95),
+            ("watts_per_tb", self.watts_per_tb),
+            ("watts_per_tb_u95", self.watts_per_tb_u95),
+            ("gb_per_watt", self.gb_per_watt),
+            ("gb_per_watt_u95", self.gb_per_watt_u95),
+            ("iops", self.iops),
+            ("mib_per_s", self.mib_per_s),
+            ("iops_per_watt", self.iops_per_watt),
+            ("iops_per_watt_u95", self.iops_per_watt_u95),
+            ("mib_per_s_per_watt", self.mib_per_s_per_watt),
+            ("mib_per_s_per_watt_u95", self.mib_per_s_per_watt_u95),
+            ("joules_per_io", self.joules_per_io),
+            ("joules_per_io_u95", self.joules_per_io_u95),
+            ("joules_per_mib", self.joules_per_mib),
+            ("joules_per_mib_u95", self.joules_per_mib_u95),
+            ("joules_per_io_above_idle", self.joules_per_io_above_idle),
+            ("joules_per_io_above_idle_u95", self.joules_per_io_above_idle_u95),
+            ("joules_per_mib_above_idle", self.joules_per_mib_above_idle),
+            ("joules_per_mib_above_idle_u95", self.joules_per_mib_above_idle_u95),
+        ]
+    }
+
+    /// Sets the metric named `name` (one of [`Self::metric_fields`]); false for another name.
+    pub fn set_metric(&mut self, name: &str, v: f64) -> bool {
+        let slot = match name {
+            "watts" => &mut self.watts,
+            "watts_u95" => &mut self.watts_u95,
+            "watts_per_tb" => &mut self.watts_per_tb,
+            "watts_per_tb_u95" => &mut self.watts_per_tb_u95,
+            "gb_per_watt" => &mut self.gb_per_watt,
+            "gb_per_watt_u95" => &mut self.gb_per_watt_u95,
+            "iops" => &mut self.iops,
+            "mib_per_s" => &mut self.mib_per_s,
+            "iops_per_watt" => &mut self.iops_per_watt,
+            "iops_per_watt_u95" => &mut self.iops_per_watt_u95,
+            "mib_per_s_per_watt" => &mut self.mib_per_s_per_watt,
+            "mib_per_s_per_watt_u95" => &mut self.mib_per_s_per_watt_u95,
+            "joules_per_io" => &mut self.joules_per_io,
+            "joules_per_io_u95" => &mut self.joules_per_io_u95,
+            "joules_per_mib" => &mut self.joules_per_mib,
+            "joules_per_mib_u95" => &mut self.joules_per_mib_u95,
+            "joules_per_io_above_idle" => &mut self.joules_per_io_above_idle,
+            "joules_per_io_above_idle_u95" => &mut self.joules_per_io_above_idle_u95,
+            "joules_per_mib_above_idle" => &mut self.joules_per_mib_above_idle,
+            "joules_per_mib_above_idle_u95" => &mut self.joules_per_mib_above_idle_u95,
+            _ => return false,
+        };
+        *slot = Some(v);
+        true
+    }
+}
+
 impl v1::NvmeSmart {
     /// The optional counters by their schema name, in field-number order: validated and encoded
     /// from this one list. Absent means the drive or tool did not report it (or it was unreadable).

@@ -206,6 +206,9 @@ pub fn record_points(b: &Batch, tags: &HostTags, pts: &mut Vec<Point>) {
             storage_device_points(s, d.time_ns, tags, pts);
         }
     }
+    for e in &b.efficiency {
+        pts.push(device_efficiency_point(&EfficiencyPhase::from(e), tags));
+    }
 }
 
 /// One cross-source check of a host over a window (computed by the collector,
@@ -373,6 +376,32 @@ pub struct EfficiencyPhase {
     pub max_deviation: Option<f64>,
     pub trend_change: Option<f64>,
     pub metrics: Vec<(&'static str, f64)>,
+    /// The NVMe power state the phase ran in (the `power_state` tag), when run per state.
+    pub power_state: Option<u32>,
+}
+
+impl From<&v1::EfficiencyPhase> for EfficiencyPhase {
+    /// A phase as sent (`Batch.efficiency`): the collector's points and the agent's
+    /// `efficiency.lp` both come from here, so the two are the same lines.
+    fn from(e: &v1::EfficiencyPhase) -> Self {
+        EfficiencyPhase {
+            time_ns: e.time_ns,
+            device: e.device.clone(),
+            model: e.model.clone(),
+            firmware: e.firmware.clone(),
+            serial: e.serial.clone(),
+            profile: e.profile.clone(),
+            verdict: e.verdict.clone(),
+            energy_source: e.energy_source.clone(),
+            probe_id: e.probe_id.clone(),
+            windows: e.windows,
+            interval_s: e.interval_s,
+            max_deviation: e.max_deviation,
+            trend_change: e.trend_change,
+            metrics: e.metric_fields().into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect(),
+            power_state: e.power_state,
+        }
+    }
 }
 
 /// One efficiency phase as a `device_efficiency` point.
@@ -384,6 +413,7 @@ pub fn device_efficiency_point(e: &EfficiencyPhase, tags: &HostTags) -> Point {
         .tag("firmware", e.firmware.clone())
         .tag("profile", e.profile.clone())
         .tag("verdict", e.verdict.clone())
+        .tag("power_state", e.power_state.map(|s| s.to_string()).unwrap_or_default())
         .string("serial", e.serial.clone())
         .string("energy_source", e.energy_source.clone())
         .string("probe_id", e.probe_id.clone())

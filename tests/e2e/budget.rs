@@ -331,7 +331,7 @@ fn budget_dashboard_and_plan_budget_count_each_host_at_its_best_scope() {
     // The dashboard, its variables as Grafana sets them on load.
     let d: Value = serde_json::from_str(&std::fs::read_to_string(dashboards_dir().join("power-budget.json")).unwrap()).unwrap();
     let names: Vec<&str> = d["templating"]["list"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["rp", "peak_watts", "host", "group_by", "budget_w"], "power-budget.json variables");
+    assert_eq!(names, ["power_rp", "peak_watts", "host", "group_by", "budget_w"], "power-budget.json variables");
     let budget_var = d["templating"]["list"].as_array().unwrap().iter().find(|v| v["name"] == "budget_w").unwrap();
     assert_eq!(budget_var["current"]["value"], "1000");
     let var_query = |name: &str| d["templating"]["list"].as_array().unwrap().iter().find(|v| v["name"] == name).unwrap()["query"].as_str().unwrap();
@@ -344,14 +344,14 @@ fn budget_dashboard_and_plan_budget_count_each_host_at_its_best_scope() {
         let q = var_query(name).replace("${__from}", &range.0.to_string()).replace("${__to}", &range.1.to_string());
         query(&influx, &q)[0]["values"][0][1].as_str().unwrap().to_string()
     };
-    let (rp, peak_watts) = (resolved("rp"), resolved("peak_watts"));
-    assert_eq!((rp.as_str(), peak_watts.as_str()), ("autogen", "watts"), "the resolution variables");
+    let (power_rp, peak_watts) = (resolved("power_rp"), resolved("peak_watts"));
+    assert_eq!((power_rp.as_str(), peak_watts.as_str()), ("autogen", "watts"), "the resolution variables");
     let vars = |group_by: &str| -> BTreeMap<&str, String> {
         [
             ("host", format!("({})", host_values.join("|"))),
             ("group_by", group_by.to_string()),
             ("budget_w", "1000".to_string()),
-            ("rp", rp.clone()),
+            ("power_rp", power_rp.clone()),
             ("peak_watts", peak_watts.clone()),
         ]
         .into()

@@ -528,12 +528,12 @@ fn resolve_variables(
     vars
 }
 
-/// The resolution variables (`rp`, `peak_celsius`, `peak_watts`) as Grafana sets them for
+/// The resolution variables (`rp`, `peak_celsius`, `peak_watts`, `power_rp`) as Grafana sets them for
 /// `range`: each one's query run against the collector's markers (docs/schema.md, *Dashboards:
 /// resolution by range*). A marker missing is a failure: the panels would read no policy.
 pub(crate) fn resolution_vars(influx_url: &str, db: &str, d: &Value, range: (i64, i64)) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
-    for v in variables(d).iter().filter(|v| ["rp", "peak_celsius", "peak_watts"].contains(&s(&v["name"]))) {
+    for v in variables(d).iter().filter(|v| ["rp", "peak_celsius", "peak_watts", "power_rp"].contains(&s(&v["name"]))) {
         let q = substitute(s(&v["query"]), &BTreeMap::new(), range.0, range.1);
         let series = run(influx_url, db, &q)?;
         let value = series.first().and_then(|x| x["values"][0][1].as_str()).ok_or_else(|| format!("variable `{}`: no value\n  query: {q}", s(&v["name"])))?;
@@ -671,7 +671,7 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     }
     assert!(failures.is_empty(), "{} of {} queries failed:\n{}", failures.len(), checked.len(), failures.join("\n"));
     // Exactly every variable, panel target and annotation of the expected dashboards.
-    // Query variables: rp in each, peak_celsius (fleet, throttling), peak_watts (power budget);
+    // Query variables: rp in each (power_rp in the power budget), peak_celsius (fleet, throttling), peak_watts (power budget);
     // host, model, device (device profile and energy proportionality), host, model, device, scope
     // (fleet; online_window is a literal), host (power budget; group_by and budget_w are
     // literals), host, model, device (throttling), host, model, firmware, device (device efficiency).
@@ -911,9 +911,13 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     // exact), above its RAPL; host 2 (r8) at RAPL psys (90 W, within the counters' steps) plus its
     // seeded NVMe estimate (8.25 W, 4.6 W once, exact), never package or DRAM as well.
     let (budget_d, budget_vars) = &dashboards["power-budget.json"];
-    assert_eq!(budget_vars.keys().map(String::as_str).collect::<Vec<_>>(), ["budget_w", "group_by", "host", "peak_watts", "rp"], "power-budget.json variables");
+    assert_eq!(
+        budget_vars.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["budget_w", "group_by", "host", "peak_watts", "power_rp"],
+        "power-budget.json variables"
+    );
     // No rollups in this database: the collector's marker names the default policy.
-    assert_eq!((budget_vars["rp"].as_str(), budget_vars["peak_watts"].as_str()), ("autogen", "watts"), "the resolution variables");
+    assert_eq!((budget_vars["power_rp"].as_str(), budget_vars["peak_watts"].as_str()), ("autogen", "watts"), "the resolution variables");
     assert_eq!((budget_vars["group_by"].as_str(), budget_vars["budget_w"].as_str()), ("rack", "1000"));
     let psys = |i: usize| RAPL_WATTS[i].iter().find(|z| z.1 == "psys").map(|z| z.2 as f64).unwrap_or(0.0);
     let meter_w = 125.0;
@@ -1059,7 +1063,10 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
         for r in rows {
             let (kib, e) = (r[0], energy_of(&pattern, r[0]));
             let want = [1.0, 0.6, 0.96, 1.04].map(|f| 1000.0 * f * e / 1024.0);
-            assert!(r.len() == 5 && r[1..].iter().zip(&want).all(|(g, w)| close(*g, *w)), "{pattern} {kib} KiB: {r:?} (mJ, above idle, 95 % low, high), want {want:?}; E = {e} J");
+            assert!(
+                r.len() == 5 && r[1..].iter().zip(&want).all(|(g, w)| close(*g, *w)),
+                "{pattern} {kib} KiB: {r:?} (mJ, above idle, 95 % low, high), want {want:?}; E = {e} J"
+            );
         }
         seen_patterns.push(pattern);
     }
@@ -1124,7 +1131,19 @@ fn every_dashboard_query_returns_series_after_a_real_fleet_run() {
     let runs = run_target(&fleet, panel(dev_d, "Runs"), "A", dev_vars, range);
     assert_eq!(
         runs[0]["columns"],
-        serde_json::json!(["time", "device", "pattern", "io_size_bytes", "mean_us", "p99_us", "mib_per_s", "energy_j", "energy_u95_j", "energy_above_idle_j", "energy_above_idle_u95_j"]),
+        serde_json::json!([
+            "time",
+            "device",
+            "pattern",
+            "io_size_bytes",
+            "mean_us",
+            "p99_us",
+            "mib_per_s",
+            "energy_j",
+            "energy_u95_j",
+            "energy_above_idle_j",
+            "energy_above_idle_u95_j"
+        ]),
         "Runs: columns"
     );
     let rows: Vec<Vec<Value>> =

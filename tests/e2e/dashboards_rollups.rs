@@ -57,13 +57,20 @@ fn dashboards_read_rollups_beyond_a_day_or_the_raw_retention_and_answer_the_same
     // Which policy each range reads.
     let now_ms = wattflip_e2e::fleet::now_ns() / 1_000_000;
     let window = (t0 / 1_000_000, end / 1_000_000 - 1);
-    let raw = |rp: &str, c: &str, w: &str| [("peak_celsius", c), ("peak_watts", w), ("rp", rp)].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let (as_raw, as_rollup): (BTreeMap<String, String>, BTreeMap<String, String>) =
-        (raw("raw", "celsius", "watts"), raw("rollup_1m", "peak_celsius", "peak_watts"));
+    let raw = |rp: &str, power_rp: &str, c: &str, w: &str| {
+        [("peak_celsius", c), ("peak_watts", w), ("power_rp", power_rp), ("rp", rp)].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let (as_raw, as_rollup, as_hourly): (BTreeMap<String, String>, BTreeMap<String, String>, BTreeMap<String, String>) = (
+        raw("raw", "raw", "celsius", "watts"),
+        raw("rollup_1m", "rollup_1m", "peak_celsius", "peak_watts"),
+        raw("rollup_1m", "rollup_1h", "peak_celsius", "peak_watts"),
+    );
     assert_eq!(resolution(&influx, window), as_raw, "six minutes three hours ago");
     assert_eq!(resolution(&influx, (now_ms - DAY_MS + 60_000, now_ms)), as_raw, "the last 23 h 59 min");
     assert_eq!(resolution(&influx, (now_ms - DAY_MS - 60_000, now_ms)), as_rollup, "the last 24 h 1 min");
-    assert_eq!(resolution(&influx, (now_ms - 30 * DAY_MS, now_ms)), as_rollup, "the last 30 days");
+    assert_eq!(resolution(&influx, (now_ms - 7 * DAY_MS, now_ms)), as_rollup, "the last 7 days");
+    // Beyond a week the power panels read the hourly tier, the others the minute rollups.
+    assert_eq!(resolution(&influx, (now_ms - 30 * DAY_MS, now_ms)), as_hourly, "the last 30 days");
     assert_eq!(resolution(&influx, (now_ms - 10 * DAY_MS, now_ms - 10 * DAY_MS + 1_800_000)), as_rollup, "30 minutes ten days ago, before the raw retention");
 
     // The same panels over the same whole minutes from either policy.

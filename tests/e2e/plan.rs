@@ -375,6 +375,19 @@ fn fleet_rollups_answer_known_questions() {
     for (host, t, ongoing) in [("h1", base, true), ("h1", base, false), ("h1", base + 60 * sec, false), ("h2", base, false)] {
         lp.push_str(&format!("throttle_event,host={host},device=nvme0,trigger=temperature duration_s=5,ongoing={ongoing} {t}\n"));
     }
+    // Efficiency phases (issue 42): ready idle stable on h1/nvme0n1 (F1: 2 ± 0.25 W/TB, 8 W of
+    // unknown half-width) and h2/nvme0n1 (F2: 3 ± 0.5 W/TB, 12 ± 1 W); h1/nvme1n1's unstable (no
+    // figure), and an older stable phase of h1/nvme0n1 that its latest one replaces.
+    for (host, dev, fw, verdict, fields, t) in [
+        ("h1", "nvme0n1", "F1", "stable", "watts_per_tb=5,watts=20", base),
+        ("h1", "nvme0n1", "F1", "stable", "watts_per_tb=2,watts_per_tb_u95=0.25,watts=8", base + sec),
+        ("h2", "nvme0n1", "F2", "stable", "watts_per_tb=3,watts_per_tb_u95=0.5,watts=12,watts_u95=1", base + sec),
+        ("h1", "nvme1n1", "F1", "unstable", "max_deviation=0.2", base + sec),
+    ] {
+        lp.push_str(&format!(
+            "device_efficiency,host={host},device={dev},model=ACME-P1,firmware={fw},profile=ready_idle,verdict={verdict} windows=10i,{fields} {t}\n"
+        ));
+    }
     write_lp(&influx, db, &lp);
 
     // Per model.
@@ -418,6 +431,17 @@ fn fleet_rollups_answer_known_questions() {
     assert_eq!((t["devices"].as_u64(), t["device_days"].as_u64(), t["events"].as_u64(), f(&t["events_per_device_day"])), (Some(3), Some(8), Some(3), 0.375));
     let d = &acme["datasheet_ratio"];
     assert_eq!((d["devices"].as_u64(), f(&d["mean"]), f(&d["min"]), f(&d["max"])), (Some(3), 2.0, 1.0, 3.0));
+    // Efficiency: the median of the two devices' latest W/TB, bounded by the medians of their
+    // intervals' ends (1.75, 2.5 → 2.125; 2.25, 3.5 → 2.875); the watts unbounded (h1's has no
+    // half-width); the unstable phase counted.
+    let e = &acme["efficiency"][0];
+    assert_eq!((e["profile"].as_str(), e["devices"].as_u64(), e["unstable_phases"].as_u64()), (Some("ready_idle"), Some(2), Some(1)), "{e}");
+    let (w, p) = (&e["figures"][0], &e["figures"][1]);
+    assert_eq!(
+        (w["metric"].as_str(), f(&w["median"]), f(&w["low95"]), f(&w["high95"]), f(&w["min"]), f(&w["max"])),
+        (Some("watts_per_tb"), 2.5, 2.125, 2.875, 2.0, 3.0)
+    );
+    assert_eq!((p["metric"].as_str(), f(&p["median"]), p["low95"].is_null(), p["high95"].is_null()), (Some("watts"), 10.0, true, true));
     // OTHER-Z: observed for a day without throttling (a measured zero), nothing else measured.
     let other = &groups[1];
     assert_eq!(
@@ -438,6 +462,9 @@ fn fleet_rollups_answer_known_questions() {
     assert_eq!((f1["throttle"]["device_days"].as_u64(), f(&f1["throttle"]["events_per_device_day"])), (Some(5), 0.4));
     assert_eq!((f2["throttle"]["events"].as_u64(), f(&f2["throttle"]["events_per_device_day"])), (Some(1), 1.0 / 3.0));
     assert_eq!((f(&f1["datasheet_ratio"]["mean"]), f(&f2["datasheet_ratio"]["mean"])), (1.5, 3.0));
+    let (e1, e2) = (&f1["efficiency"][0]["figures"][0], &f2["efficiency"][0]["figures"][0]);
+    assert_eq!((f(&e1["median"]), f(&e1["low95"]), f(&e1["high95"]), f1["efficiency"][0]["unstable_phases"].as_u64()), (2.0, 1.75, 2.25, Some(1)));
+    assert_eq!((f(&e2["median"]), f(&e2["low95"]), f(&e2["high95"]), f2["efficiency"][0]["unstable_phases"].as_u64()), (3.0, 2.5, 3.5, Some(0)));
     let (ok, table, _) = plan(&influx, db, &["rollup", "--by", "model,firmware", "--model", "ACME-P1"]);
     assert!(
         ok && table.contains("== model ACME-P1 firmware F1") && table.contains("idle W over 2 devices: min 2.500  median 3.000  p90 3.500  max 3.500"),
@@ -447,7 +474,7 @@ fn fleet_rollups_answer_known_questions() {
     // Only some roll-ups for a model that has only some: the rest are listed as missing.
     let r = plan_json(&influx, db, &["rollup", "--model", "OTHER-Z"]);
     let missing: Vec<&str> = r["missing"].as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(missing, vec!["background", "datasheet", "idle", "j-per-mib"]);
+    assert_eq!(missing, vec!["background", "datasheet", "efficiency", "idle", "j-per-mib"]);
 
     // Bad input: clear messages, never zeros.
     let (ok, _, err) = plan(&influx, db, &["rollup", "--model", "NOPE"]);

@@ -210,7 +210,11 @@ fn rollups_equal_the_raw_aggregates_also_after_a_late_out_of_order_backfill() {
     let policies = influx.rows(DB, &format!("SHOW RETENTION POLICIES ON \"{DB}\""));
     let names: Vec<(&str, &str, bool)> =
         policies.iter().map(|r| (r[0].as_str().unwrap(), r[1].as_str().unwrap(), r[4].as_bool().unwrap())).filter(|p| p.0 != "autogen").collect();
-    assert_eq!(names, vec![("raw", "168h0m0s", true), ("rollup_1m", "9600h0m0s", false)], "the collector's retention policies");
+    assert_eq!(
+        names,
+        vec![("raw", "168h0m0s", true), ("rollup_1m", "9600h0m0s", false), ("rollup_1h", "9600h0m0s", false)],
+        "the collector's retention policies"
+    );
     drop(c);
 }
 

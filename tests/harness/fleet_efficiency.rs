@@ -91,6 +91,7 @@ pub fn points(t0: i64) -> Vec<wattflip_proto::lineproto::Point> {
                 max_deviation: Some(if stable { 0.01 } else { 0.031 }),
                 trend_change: Some(if stable { 0.002 } else { -0.064 }),
                 metrics: metrics.to_vec(),
+                power_state: None,
             };
             device_efficiency_point(&e, &tags)
         })

@@ -46,6 +46,8 @@ pub struct Target {
     pub destroy_consent: Vec<String>,
     pub seed: Option<u64>,
     pub out: std::path::PathBuf,
+    /// `--collector`: where the phases are sent (`Batch.efficiency`) once all are done.
+    pub collector: Option<String>,
 }
 
 /// The preset's settings from the command line, each checked with the flag named.
@@ -54,9 +56,10 @@ pub fn options(p: &EfficiencyCli) -> anyhow::Result<EfficiencyOptions> {
         .map_err(|(name, e)| anyhow::anyhow!("--efficiency-{name} {e}"))
 }
 
-/// Runs the preset and writes its folder; `stream` sends nothing yet (the collector has no
-/// efficiency message: the `.lp` file is the InfluxDB input). `stop` (set on SIGINT, SIGTERM or
-/// SIGHUP) stops it between two IOs: the completed phases are written, and it fails saying so.
+/// Runs the preset, writes its folder and, with `--collector`, sends its phases (one
+/// `device_efficiency` point each, the lines of its `efficiency.lp`). `stop` (set on SIGINT,
+/// SIGTERM or SIGHUP) stops it between two IOs: the completed phases are written (not sent, as
+/// for the ladder), and it fails saying so.
 pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &EnergyOptions, host: &Host, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let capacity = p.capacity.as_deref().map(probes::parse_size).transpose().map_err(|e| anyhow::anyhow!("--capacity {e}"))?;
     let args = EfficiencyArgs {
@@ -82,20 +85,24 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
     let files = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
     if r.interrupted {
         anyhow::bail!(
-            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out); the target was left as it is",
+            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out, nothing was sent); the target was left as it is",
             r.phases.len(),
             args.profiles.len()
         );
     }
     println!("results in {files}");
+    if let Some(url) = &t.collector {
+        let batch = wattflip_proto::v1::Batch { efficiency: crate::report::efficiency::phases(&r), ..Default::default() };
+        super::session::send_results(url, cfg, vec![batch], &t.out, "probe")?;
+    }
     Ok(())
 }
 
 /// One fire of a scheduled efficiency probe (`[[probes]]` with `efficiency = true`, on a blocking
 /// thread; `halt` stops it before its next window): the folder under the entry's `out`
-/// (`<name>-<start>/efficiency/`: the collector has no efficiency message yet, so the figures stay
-/// local), and one `efficiency_probe` event naming it with each phase's verdict and headline, or
-/// a `probe_failed` event.
+/// (`<name>-<start>/efficiency/`), its phases (`Batch.efficiency`, the `device_efficiency`
+/// points of its `efficiency.lp`) and one `efficiency_probe` event naming the folder with each
+/// phase's verdict and headline; or a `probe_failed` event.
 pub fn scheduled(
     job: &crate::probes::ProbeJob,
     eff: &crate::probes::efficiency::ScheduledEfficiency,
@@ -109,6 +116,7 @@ pub fn scheduled(
         tracing::warn!(probe = %job.name, "scheduled efficiency probe failed: {e}");
         crate::events::event(now(), "probe_failed", v1::Severity::Warning, &device, format!("probe {}: {e}", job.name))
     };
+    let mut phases = Vec::new();
     let ev = match job.energy.as_ref() {
         None => failed("the efficiency preset needs power recording (power = false)".into()),
         Some(energy) => {
@@ -146,10 +154,11 @@ pub fn scheduled(
                         e.attributes.insert(p.profile.name().to_string(), format!("{}{head}", p.verdict));
                     }
                     e.attributes.insert("probe_id".into(), r.started_ns.to_string());
+                    phases = crate::report::efficiency::phases(&r);
                     e
                 }
             }
         }
     };
-    vec![v1::Batch { events: vec![ev], ..Default::default() }]
+    vec![v1::Batch { events: vec![ev], efficiency: phases, ..Default::default() }]
 }

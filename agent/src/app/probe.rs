@@ -173,8 +173,7 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         return ladder(&p, &args, size, &cfg, &energy_opts, &host);
     }
     if p.eff.efficiency {
-        let target = super::efficiency::Target { path: p.target.clone(), size, destroy_consent: p.destroy_consent.clone(), seed: p.seed, out: p.out.clone() };
-        return super::efficiency::command(&p.eff, &target, &cfg, &energy_opts, &host, stop);
+        return super::efficiency::command(&p.eff, &efficiency_target(&p, size), &cfg, &energy_opts, &host, stop);
     }
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
     let measured = match probes::run_probe_maybe_measured(&args, show, (!p.no_power).then_some(&energy_opts), "--no-power", &host) {
@@ -215,6 +214,18 @@ pub fn command(p: ProbeCli) -> anyhow::Result<()> {
         println!("sent {full_rate} full-rate power samples ({} zones) in {} batches", measured.recording.len(), n.saturating_sub(1));
     }
     Ok(())
+}
+
+/// `probe --efficiency`'s target, seed, result folder and collector (a file target of `size` bytes).
+fn efficiency_target(p: &ProbeCli, size: u64) -> super::efficiency::Target {
+    super::efficiency::Target {
+        path: p.target.clone(),
+        size,
+        destroy_consent: p.destroy_consent.clone(),
+        seed: p.seed,
+        out: p.out.clone(),
+        collector: p.collector.clone(),
+    }
 }
 
 /// A flag set on SIGINT, SIGTERM or SIGHUP ([`super::drive_signal`]), watched by a thread of its

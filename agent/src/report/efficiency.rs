@@ -1,8 +1,9 @@
 //! The efficiency preset's result folder (`probe --efficiency`, `docs/efficiency.md`):
 //! `efficiency/report.json` (the whole [`EfficiencyReport`]), `efficiency/report.html` (a table and
 //! a chart per drive: the headline ratio by profile with its 95 % interval, idle W/TB) and
-//! `efficiency/efficiency.lp` (`device_efficiency` points, `docs/schema.md`). A new column is a
-//! metric in [`metric_fields`] (line protocol) and [`table`] (page).
+//! `efficiency/efficiency.lp` (`device_efficiency` points, `docs/schema.md`), and the same phases
+//! as the collector's `Batch.efficiency` records ([`phases`]). A new column is a metric in
+//! [`metric_fields`] (and `v1::EfficiencyPhase`) and [`table`] (page).
 
 use super::html::esc;
 use crate::probes::efficiency::metrics::Figure;
@@ -12,6 +13,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use wattflip_proto::lineproto::Point;
 use wattflip_proto::schema::{self, EfficiencyPhase, HostTags};
+use wattflip_proto::v1;
 
 /// The folder under `--out` the preset writes into.
 pub const DIR: &str = "efficiency";
@@ -66,14 +68,14 @@ pub fn metric_fields(p: &PhaseReport) -> Vec<(&'static str, f64)> {
     m
 }
 
-/// The `device_efficiency` points of a report, one per phase.
-pub fn points(r: &EfficiencyReport, tags: &HostTags) -> Vec<Point> {
+/// The phases of a report as the collector gets them (`Batch.efficiency`), one per phase.
+pub fn phases(r: &EfficiencyReport) -> Vec<v1::EfficiencyPhase> {
     r.phases
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let a = &p.assessment;
-            let e = EfficiencyPhase {
+            let mut e = v1::EfficiencyPhase {
                 // Phases without an interval keep distinct timestamps (same tags, one per phase).
                 time_ns: p.interval_start_ns.unwrap_or(r.started_ns + i as i64),
                 device: r.device.clone(),
@@ -86,13 +88,22 @@ pub fn points(r: &EfficiencyReport, tags: &HostTags) -> Vec<Point> {
                 probe_id: r.started_ns.to_string(),
                 windows: p.windows_run as u64,
                 interval_s: p.interval_start_ns.zip(p.interval_end_ns).filter(|_| p.verdict == "stable").map(|(a, b)| (b - a) as f64 / 1e9),
-                max_deviation: Some(a.max_deviation),
-                trend_change: Some(a.trend_change),
-                metrics: metric_fields(p),
+                max_deviation: Some(a.max_deviation).filter(|v| v.is_finite()),
+                trend_change: Some(a.trend_change).filter(|v| v.is_finite()),
+                ..Default::default()
             };
-            schema::device_efficiency_point(&e, tags)
+            for (k, v) in metric_fields(p).into_iter().filter(|(_, v)| v.is_finite()) {
+                e.set_metric(k, v);
+            }
+            e
         })
         .collect()
+}
+
+/// The `device_efficiency` points of a report, one per phase: the points the collector writes
+/// for the same phases ([`phases`], `schema::record_points`).
+pub fn points(r: &EfficiencyReport, tags: &HostTags) -> Vec<Point> {
+    phases(r).iter().map(|e| schema::device_efficiency_point(&EfficiencyPhase::from(e), tags)).collect()
 }
 
 /// The headline ratio of a phase: W/TB for ready idle (or W without a capacity), MiB/s/W for

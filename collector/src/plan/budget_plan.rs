@@ -4,10 +4,11 @@
 //! missing with the reason. Its queries are documented in `docs/analyses.md`; a new grouping or
 //! tier rule goes here with a test of its arithmetic.
 
+use crate::plan::budget_hourly;
 use crate::plan::budget_rollup::GroupPower;
 use crate::plan::resolution::{budget_resolution, rewrite_whole, whole_policy, Choice, Resolution};
 use crate::plan::{check_budget, points, Influx, PlanError};
-use crate::sinks::influx::config::ROLLUP_RP;
+use crate::sinks::influx::config::{HOURLY_RP, ROLLUP_RP};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -52,12 +53,9 @@ pub struct BudgetPlan {
     /// The tiers in order of precedence.
     pub precedence: Vec<String>,
     pub groups: Vec<GroupBudget>,
-    /// What the power came from: raw points or 1-minute rollups, and why.
+    /// What the power came from: raw points, 1-minute rollups or the hourly tier, and why.
     pub resolution: String,
 }
-
-/// Tags of `power` and `agent` points that are not labels.
-const NOT_LABELS: &[&str] = &["host", "source", "zone", "scope", "method", "rate", "session", points::BUDGET_TAG];
 
 /// Per bucket and zone, every scope: the host's tier is chosen in Rust ([`points::host_tier`]).
 pub fn budget_query(bucket: &str, since: &str, group_by: &str) -> String {
@@ -83,7 +81,7 @@ async fn labels(db: &Influx) -> Result<Vec<String>, PlanError> {
         for s in db.query(q).await? {
             for row in &s.values {
                 if let Some(k) = row.first().and_then(|v| v.as_str()) {
-                    if !NOT_LABELS.contains(&k) {
+                    if !points::NOT_LABELS.contains(&k) {
                         out.insert(k.to_string());
                     }
                 }
@@ -103,7 +101,7 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
     let storage = db.storage().await?;
     let resolution = budget_resolution(choice, &storage, bucket, since)?;
     let hosts_q = match whole_policy(&storage, since) {
-        Resolution::Rollup(_) => rewrite_whole(&budget_hosts_query(since, group_by), ROLLUP_RP),
+        Resolution::Rollup(_) | Resolution::Hourly(_) => rewrite_whole(&budget_hosts_query(since, group_by), ROLLUP_RP),
         Resolution::Raw(_) => budget_hosts_query(since, group_by),
     };
     if group_by.is_empty() || group_by.contains(['"', '\\']) {
@@ -129,7 +127,20 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
         known.entry(group_of(&s.tags)).or_default().insert(s.tags.get("host").cloned().unwrap_or_default());
     }
     if resolution.is_rollup() {
-        let p = crate::plan::budget_rollup::power(db, bucket, since, group_by, &group_of).await?;
+        let hourly = match resolution {
+            Resolution::Hourly(_) => budget_hourly::power(db, since, group_by, &group_of).await?,
+            _ => None,
+        };
+        let (p, line) = match hourly {
+            Some(h) => (h.power, h.resolution),
+            None => {
+                let mut line = resolution.describe().to_string();
+                if matches!(resolution, Resolution::Hourly(_)) {
+                    line.push_str(&format!("; the hourly tier ({HOURLY_RP}) covers no whole hour of this window before the last two"));
+                }
+                (crate::plan::budget_rollup::power(db, bucket, since, group_by, &group_of).await?, line)
+            }
+        };
         for (g, h) in p.scopes.keys() {
             known.entry(g.clone()).or_default().insert(h.clone());
         }
@@ -137,7 +148,7 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
             return Err(no_power(since));
         }
         let groups = known.into_iter().map(|(group, hosts)| group_budget_from_peaks(group, hosts, &p, since, budget_w)).collect();
-        return Ok(plan(group_by, budget_w, groups, &resolution));
+        return Ok(plan(group_by, budget_w, groups, &line));
     }
     // (group, host) → scope → time → watts summed over zones.
     let mut power: PowerByHost = BTreeMap::new();
@@ -159,7 +170,7 @@ pub async fn budget(db: &Influx, group_by: &str, budget_w: f64, bucket: &str, si
         return Err(no_power(since));
     }
     let groups = known.into_iter().map(|(group, hosts)| group_budget(group, hosts, &power, since, budget_w)).collect();
-    Ok(plan(group_by, budget_w, groups, &resolution))
+    Ok(plan(group_by, budget_w, groups, resolution.describe()))
 }
 
 fn no_power(since: &str) -> PlanError {
@@ -170,13 +181,13 @@ fn no_power(since: &str) -> PlanError {
     }
 }
 
-fn plan(group_by: &str, budget_w: f64, groups: Vec<GroupBudget>, resolution: &Resolution) -> BudgetPlan {
+fn plan(group_by: &str, budget_w: f64, groups: Vec<GroupBudget>, resolution: &str) -> BudgetPlan {
     BudgetPlan {
         group_by: group_by.into(),
         budget_w,
         precedence: points::HOST_TIERS.iter().map(|t| t.name.to_string()).collect(),
         groups,
-        resolution: resolution.describe().to_string(),
+        resolution: resolution.to_string(),
     }
 }
 

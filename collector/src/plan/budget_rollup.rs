@@ -7,8 +7,8 @@
 //! A new figure is one more query of the same shape.
 
 use crate::plan::{points, Influx, PlanError};
-use crate::rollup::statements::tag_condition;
 use crate::sinks::influx::config::ROLLUP_RP;
+use crate::sinks::influx::tiers::tag_condition;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn group_tag(group_by: &str) -> String {

@@ -26,6 +26,10 @@ pub const BUDGET_TAG: &str = "budget";
 /// points of each host's tier (docs/schema.md, `power`, tag `budget`).
 pub const HOST_LEVEL: &str = "\"budget\" != ''";
 
+/// Tags of `power` and `agent` points that are not labels (a label is any other tag key: `rack`,
+/// `site`, …; `plan budget --group-by` and the hourly tier's group tables are per label).
+pub const NOT_LABELS: &[&str] = &["host", "source", "zone", "scope", "method", "rate", "session", BUDGET_TAG];
+
 /// One tier of host power: a name, the value of its [`BUDGET_TAG`], and the scopes whose zones
 /// are summed into a host's total.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,6 +136,7 @@ mod tests {
 
     /// Every plan query that reads `power`, with sample arguments.
     fn plan_queries() -> Vec<(String, String)> {
+        use crate::plan::budget_hourly as hourly;
         use crate::plan::budget_rollup as rollups;
         let chosen = rollups::chosen_filter(&[("h1".to_string(), vec!["wall".to_string()])].into());
         vec![
@@ -141,6 +146,8 @@ mod tests {
             ("plan budget (rollups): host peaks".to_string(), rollups::host_peaks_query(&chosen, "1m", "30d")),
             ("plan budget (rollups): 5m peaks".to_string(), rollups::host_peaks_query(&chosen, "5m", "30d")),
             ("plan budget (rollups): one-zone peaks".to_string(), rollups::one_zone_peaks_query(&chosen, "30d")),
+            ("plan budget (hourly): scopes".to_string(), hourly::scopes_query("rollup_1h", "time >= 0", "rack")),
+            ("plan budget (hourly): minute edges".to_string(), hourly::minute_peaks_query("time >= 0", "\"rack\"")),
         ]
     }
 
@@ -171,8 +178,8 @@ mod tests {
         let power = all.iter().filter(|(_, q)| q.contains("FROM \"power\"") || q.contains(".\"power\"")).count();
         // Fleet overview: agents online, last seen, power per host, energy per zone; power budget:
         // six panels; throttling:
-        // drive power; plan budget on raw points and on rollups.
-        assert_eq!(power, 4 + 6 + 1 + 6, "queries reading power: {all:#?}");
+        // drive power; plan budget on raw points, on rollups and on the hourly tier's edges.
+        assert_eq!(power, 4 + 6 + 1 + 6 + 2, "queries reading power: {all:#?}");
         let bad: Vec<String> = all.iter().flat_map(|(p, q)| violations(p, q)).collect();
         assert!(bad.is_empty(), "{}", bad.join("\n"));
         // The check itself catches a bypass.

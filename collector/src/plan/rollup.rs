@@ -3,7 +3,10 @@
 //! background-work class each experiment was found to have, throttle events per device-day and
 //! the datasheet-vs-measured energy ratio. InfluxDB aggregates per device (bounded: one series
 //! per device, model, firmware and experiment or pattern); the fleet statistics are computed here
-//! so they are tested exactly. The queries are documented in `docs/analyses.md`.
+//! so they are tested exactly. The queries are documented in `docs/analyses.md`. The efficiency
+//! roll-up (`device_efficiency` figures per profile) is its own file, `rollup/efficiency.rs`.
+
+pub mod efficiency;
 
 use super::{lit, Influx, PlanError, Series};
 use serde::Serialize;
@@ -11,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// The roll-ups, by their `--metric` name.
-pub const METRICS: &[&str] = &["idle", "j-per-mib", "background", "throttle", "datasheet"];
+pub const METRICS: &[&str] = &["idle", "j-per-mib", "background", "throttle", "datasheet", "efficiency"];
 
 /// How groups are formed: per model, or per (model, firmware).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -105,6 +108,9 @@ pub struct GroupRollup {
     pub background: Vec<BackgroundClass>,
     pub throttle: Option<Throttling>,
     pub datasheet_ratio: Option<DatasheetRatio>,
+    /// Per profile (and power state): the `device_efficiency` figures over the devices.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub efficiency: Vec<efficiency::ProfileEfficiency>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -242,6 +248,9 @@ fn hint(metric: &str) -> &'static str {
         "j-per-mib" => "needs Granularity runs with energy: `wattflip-agent probe --bench granularity` with a power source",
         "background" => "the background-work class is classified from probe runs with energy: run `wattflip-agent probe` with a power source",
         "throttle" => "needs the drives in the inventory (`wattflip-agent run`) and their temperatures (hwmon, nvme-cli or smartctl)",
+        "efficiency" => {
+            "needs efficiency probes sent to the collector: `wattflip-agent probe --efficiency --collector URL`, or `[[probes]]` with `efficiency = true`"
+        }
         _ => "`datasheet_ratio` needs probe runs with energy on an NVMe block device whose power states nvme-cli can read (`[drives] nvme_cli = true`, root)",
     }
 }
@@ -291,6 +300,13 @@ pub async fn rollup(db: &Influx, by: By, model: Option<&str>, metrics: &[String]
             }
             "throttle" => {
                 if throttle_rollup(db, by, model, since, &mut results).await? {
+                    found.insert(metric.clone());
+                }
+            }
+            "efficiency" => {
+                let series = db.query(&efficiency::query(since, model, db.whole_rp.as_deref())).await?;
+                for (k, profiles) in efficiency::rollup(&series, by) {
+                    entry(&mut results, &k).efficiency = profiles;
                     found.insert(metric.clone());
                 }
             }
@@ -439,6 +455,9 @@ pub fn rollup_table(r: &Rollup) -> String {
         }
         if let Some(d) = &g.datasheet_ratio {
             let _ = writeln!(s, "datasheet/measured energy over {} devices: mean {:.3}  min {:.3}  max {:.3}", d.devices, d.mean, d.min, d.max);
+        }
+        if !g.efficiency.is_empty() {
+            efficiency::table(&g.efficiency, &mut s);
         }
     }
     for (m, h) in &r.missing {

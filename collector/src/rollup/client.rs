@@ -42,9 +42,24 @@ impl Client {
         Ok(rows.into_iter().filter_map(|r| r.as_array().cloned()).collect())
     }
 
+    /// Every series of a read-only statement: its tags and rows.
+    pub async fn query_series(&self, q: &str) -> Result<Vec<(std::collections::BTreeMap<String, String>, Vec<Vec<serde_json::Value>>)>, String> {
+        let v = self.query(self.http.get(format!("{}/query", self.cfg.url)), q).await?;
+        let series = v.pointer("/results/0/series").and_then(|r| r.as_array()).cloned().unwrap_or_default();
+        Ok(series
+            .iter()
+            .map(|s| {
+                let tags =
+                    s.get("tags").and_then(|t| t.as_object()).map(|t| t.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect());
+                let rows = s.get("values").and_then(|r| r.as_array()).map(|r| r.iter().filter_map(|r| r.as_array().cloned()).collect());
+                (tags.unwrap_or_default(), rows.unwrap_or_default())
+            })
+            .collect())
+    }
+
     async fn query(&self, req: reqwest::RequestBuilder, q: &str) -> Result<serde_json::Value, String> {
         let c = &self.cfg;
-        let req = self.authed(req.query(&[("db", c.database.as_str()), ("q", q)]));
+        let req = self.authed(req.query(&[("db", c.database.as_str()), ("q", q), ("epoch", "ns")]));
         let resp = req.send().await.map_err(|e| format!("cannot reach InfluxDB at {}: {}", c.url, e.without_url()))?;
         let status = resp.status();
         let body = resp.text().await.map_err(|e| format!("InfluxDB answered {status}, unreadable: {e}"))?;

@@ -2,12 +2,13 @@
 //! *Dashboards: resolution by range*): points of [`MEASUREMENT`] in the default policy that say,
 //! for a dashboard's time range, which policy holds its points and which field holds a peak.
 //! Grafana cannot pick a policy by range itself; its `rp` variable runs [`VARIABLE_QUERY`] with the
-//! range's `${__from}` and `${__to}`. A new resolution (say 1-hour rollups) is one more marker
-//! kind in [`marker_lines`] and a row in the docs.
+//! range's `${__from}` and `${__to}`; panels that read only `power` (the power budget) pick by the
+//! markers' `power_rp`, which names the hourly tier for ranges beyond [`HOURLY_MIN_RANGE`]. A new
+//! resolution is one more marker kind in [`marker_lines`] and a row in the docs.
 
 use crate::rollup::client::Client;
 use crate::rollup::setup::Setup;
-use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Retention, RAW_RP, ROLLUP_RP};
+use crate::sinks::influx::config::{InfluxApi, InfluxConfig, Retention, HOURLY_RP, RAW_RP, ROLLUP_RP};
 use std::time::Duration;
 use tokio::sync::watch;
 use wattflip_infra::Backoff;
@@ -16,12 +17,17 @@ pub const MEASUREMENT: &str = "wattflip_resolution";
 /// Ranges up to a day read raw points (when they still cover the range's start): a day is about
 /// a thousand 1-minute buckets, past which a graph draws no finer than the rollups anyway.
 pub const RAW_MAX_RANGE: Duration = Duration::from_secs(86_400);
+/// Ranges longer than a week read `power` from the hourly tier (`power_rp`): a graph of more than
+/// a week draws no finer than an hour per pixel column anyway. Everything else stays on
+/// `rollup_1m` (`rp`).
+pub const HOURLY_MIN_RANGE: Duration = Duration::from_secs(7 * 86_400);
 /// How often the markers are written again (without retention, and at most with it).
 const EVERY: Duration = Duration::from_secs(3_600);
 /// What the dashboards' `rp` variable runs (`peak_celsius`, `peak_watts` select those fields):
-/// the newest marker whose policy covers the range. With rollups the newest pair of markers is a
-/// raw one and, 1 ms before it, a rollup one; the raw one qualifies only when the range starts
-/// after `since_ms` and spans at most `max_range_ms`, otherwise the rollup one is the newest left.
+/// the newest marker whose policy covers the range. With rollups the newest markers are a raw one,
+/// 1 ms before it a rollup one and 2 ms before it an hourly one; each qualifies only when the range
+/// starts after its `since_ms` and spans at most its `max_range_ms`, so the newest that qualifies
+/// is raw (a day inside the raw retention), rollup (up to a week) or hourly (longer).
 pub const VARIABLE_QUERY: &str = "SELECT last(\"rp\") FROM \"wattflip_resolution\" WHERE \"since_ms\" <= ${__from} AND \"max_range_ms\" >= ${__to} - ${__from}";
 
 /// How often the markers are written: hourly, or four times per raw retention when that is
@@ -33,11 +39,13 @@ pub fn period(retention: Option<&Retention>) -> Duration {
 
 /// The marker lines written at `now_ns`, and the policy they go to (`None`: the default). With
 /// retention: raw points for ranges within a day that start inside the raw retention, rollups
-/// otherwise. Without: the default policy `default_rp` for every range.
+/// otherwise, and for `power_rp` the hourly tier beyond a week. Without: the default policy
+/// `default_rp` for every range.
 pub fn marker_lines(retention: Option<&Retention>, default_rp: &str, now_ns: i64) -> (String, Option<&'static str>) {
-    let line = |kind: &str, rp: &str, since_ms: i64, max_range_ms: i64, peak: (&str, &str), t: i64| {
+    // (kind, rp, power_rp), since_ms, max_range_ms, (peak_celsius, peak_watts), time.
+    let line = |(kind, rp, power_rp): (&str, &str, &str), since_ms: i64, max_range_ms: i64, peak: (&str, &str), t: i64| {
         format!(
-            "{MEASUREMENT},kind={kind} rp=\"{rp}\",since_ms={since_ms}i,max_range_ms={max_range_ms}i,peak_celsius=\"{}\",peak_watts=\"{}\" {t}\n",
+            "{MEASUREMENT},kind={kind} rp=\"{rp}\",power_rp=\"{power_rp}\",since_ms={since_ms}i,max_range_ms={max_range_ms}i,peak_celsius=\"{}\",peak_watts=\"{}\" {t}\n",
             peak.0, peak.1
         )
     };
@@ -45,11 +53,13 @@ pub fn marker_lines(retention: Option<&Retention>, default_rp: &str, now_ns: i64
     match retention {
         Some(r) => {
             let since = now_ms - r.raw.as_millis() as i64 + period(Some(r)).as_millis() as i64;
-            let raw = line("raw", RAW_RP, since, RAW_MAX_RANGE.as_millis() as i64, ("celsius", "watts"), now_ns);
-            let rollup = line("rollup", ROLLUP_RP, 0, i64::MAX, ("peak_celsius", "peak_watts"), now_ns - 1_000_000);
-            (format!("{raw}{rollup}"), Some(RAW_RP))
+            let raw = line(("raw", RAW_RP, RAW_RP), since, RAW_MAX_RANGE.as_millis() as i64, ("celsius", "watts"), now_ns);
+            let peaks = ("peak_celsius", "peak_watts");
+            let rollup = line(("rollup", ROLLUP_RP, ROLLUP_RP), 0, HOURLY_MIN_RANGE.as_millis() as i64, peaks, now_ns - 1_000_000);
+            let hourly = line(("rollup_1h", ROLLUP_RP, HOURLY_RP), 0, i64::MAX, peaks, now_ns - 2_000_000);
+            (format!("{raw}{rollup}{hourly}"), Some(RAW_RP))
         }
-        None => (line("default", default_rp, 0, i64::MAX, ("celsius", "watts"), now_ns), None),
+        None => (line(("default", default_rp, default_rp), 0, i64::MAX, ("celsius", "watts"), now_ns), None),
     }
 }
 
@@ -115,8 +125,9 @@ mod tests {
         assert_eq!(rp, Some("raw"));
         assert_eq!(
             lines,
-            "wattflip_resolution,kind=raw rp=\"raw\",since_ms=1799398800123i,max_range_ms=86400000i,peak_celsius=\"celsius\",peak_watts=\"watts\" 1800000000123456789\n\
-             wattflip_resolution,kind=rollup rp=\"rollup_1m\",since_ms=0i,max_range_ms=9223372036854775807i,peak_celsius=\"peak_celsius\",peak_watts=\"peak_watts\" 1800000000122456789\n"
+            "wattflip_resolution,kind=raw rp=\"raw\",power_rp=\"raw\",since_ms=1799398800123i,max_range_ms=86400000i,peak_celsius=\"celsius\",peak_watts=\"watts\" 1800000000123456789\n\
+             wattflip_resolution,kind=rollup rp=\"rollup_1m\",power_rp=\"rollup_1m\",since_ms=0i,max_range_ms=604800000i,peak_celsius=\"peak_celsius\",peak_watts=\"peak_watts\" 1800000000122456789\n\
+             wattflip_resolution,kind=rollup_1h rp=\"rollup_1m\",power_rp=\"rollup_1h\",since_ms=0i,max_range_ms=9223372036854775807i,peak_celsius=\"peak_celsius\",peak_watts=\"peak_watts\" 1800000000121456789\n"
         );
         // A one-hour raw retention is marked four times an hour, 15 minutes of margin.
         let short = Retention { raw: Duration::from_secs(3_600), ..r };
@@ -127,7 +138,7 @@ mod tests {
         assert_eq!(rp, None);
         assert_eq!(
             lines,
-            "wattflip_resolution,kind=default rp=\"autogen\",since_ms=0i,max_range_ms=9223372036854775807i,peak_celsius=\"celsius\",peak_watts=\"watts\" 1800000000123456789\n"
+            "wattflip_resolution,kind=default rp=\"autogen\",power_rp=\"autogen\",since_ms=0i,max_range_ms=9223372036854775807i,peak_celsius=\"celsius\",peak_watts=\"watts\" 1800000000123456789\n"
         );
     }
 }

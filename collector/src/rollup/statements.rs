@@ -6,6 +6,7 @@
 //! in docs/schema.md (*Retention and rollups*); a new rolled-up measurement is one arm here.
 
 use crate::sinks::influx::config::{RAW_RP, ROLLUP_RP};
+use crate::sinks::influx::tiers::{ident, tag_condition};
 use std::collections::BTreeSet;
 
 /// The aggregates of a rolled-up measurement (`mean("watts") AS "watts", …`), None for a
@@ -31,38 +32,10 @@ pub fn aggregates(measurement: &str) -> Option<&'static str> {
     }
 }
 
-/// InfluxQL identifier: double-quoted, inner quotes and backslashes escaped.
-pub fn ident(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
 /// The hosts condition: one host by equality (`''` matches points without a host tag), several
 /// by an anchored regex of the escaped names.
 pub fn hosts_condition(hosts: &BTreeSet<String>) -> String {
     tag_condition("host", hosts)
-}
-
-/// `tag` equal to one of `values`: equality for one, an anchored regex of the escaped values for
-/// several.
-pub fn tag_condition(tag: &str, values: &BTreeSet<String>) -> String {
-    if values.len() == 1 {
-        let v = values.iter().next().map(String::as_str).unwrap_or_default();
-        return format!("{} = '{}'", ident(tag), v.replace('\\', "\\\\").replace('\'', "\\'"));
-    }
-    let alts: Vec<String> = values.iter().map(|v| regex_escape(v)).collect();
-    format!("{} =~ /^(?:{})$/", ident(tag), alts.join("|"))
-}
-
-/// RE2 metacharacters and the literal's delimiter `/` escaped.
-fn regex_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$/".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The statement that recomputes `measurement` for `hosts` (None: every host) over

@@ -3,13 +3,17 @@
 //! same hosts, at most [`MAX_HOSTS`] hosts and [`MAX_MINUTES`] minutes each). A failed statement
 //! puts its buckets back. At start it recomputes the last minutes of every host (buckets a
 //! previous process had not recomputed when it stopped); at shutdown it recomputes what waits.
+//! The hours whose power minutes were recomputed wait in [`hourly::Tier`] and are recomputed
+//! once ended and settled; between ticks with nothing else to do the tier is backfilled.
 
 use crate::rollup::client::Client;
 use crate::rollup::dirty::{Bucket, Dirty, MINUTE_NS};
+use crate::rollup::hourly;
 use crate::rollup::resolution;
 use crate::rollup::setup::Setup;
-use crate::rollup::statements::{ident, recompute};
+use crate::rollup::statements::recompute;
 use crate::sinks::influx::config::InfluxConfig;
+use crate::sinks::influx::tiers::{ident, HOUR_NS, SERIES};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -61,6 +65,7 @@ pub fn plan(buckets: &[Bucket]) -> Vec<Work> {
 struct Runner {
     db: Client,
     dirty: Arc<Dirty>,
+    hourly: hourly::Tier,
 }
 
 impl Runner {
@@ -75,6 +80,9 @@ impl Runner {
                 Ok(n) => {
                     stats.points_written.fetch_add(n, Ordering::Relaxed);
                     stats.buckets_recomputed.fetch_add(minutes * w.hosts.len() as u64, Ordering::Relaxed);
+                    if w.measurement == SERIES {
+                        self.hourly.mark(w.from_ns, w.to_ns, Instant::now());
+                    }
                 }
                 Err(e) => {
                     stats.statements_failed.fetch_add(1, Ordering::Relaxed);
@@ -100,7 +108,33 @@ impl Runner {
             let n = self.db.exec(&q).await?;
             self.dirty.stats.points_written.fetch_add(n, Ordering::Relaxed);
         }
+        // The hour before too: a process stopped just after an hour ended had not computed it.
+        self.hourly.mark(from - HOUR_NS, to, Instant::now());
         Ok(())
+    }
+
+    /// Recomputes the hours that are ready (every hour waiting with `all`), else one backfill
+    /// step; failures are logged and retried.
+    async fn hours(&self, settle: Duration, all: bool, backfill: &mut bool) {
+        let now_ns = wattflip_proto::units::UnixNanos::now().0;
+        let ready = self.hourly.take_ready(Instant::now(), now_ns, settle, all);
+        let stats = &self.dirty.stats;
+        if !ready.is_empty() {
+            let (n, written, r) = self.hourly.recompute(&self.db, &ready).await;
+            stats.statements.fetch_add(n, Ordering::Relaxed);
+            stats.points_written.fetch_add(written, Ordering::Relaxed);
+            if let Err(e) = r {
+                stats.statements_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("hourly rollup of {} hour(s) failed, will retry: {e}", ready.len());
+            }
+            // A new label's table starts at this hour: backfill it.
+            *backfill = true;
+        } else if *backfill && !all {
+            match self.hourly.backfill_step(&self.db).await {
+                Ok(more) => *backfill = more,
+                Err(e) => tracing::warn!("hourly rollup backfill failed, will retry: {e}"),
+            }
+        }
     }
 
     /// The database's measurements, but the resolution markers (they are not copied).
@@ -113,11 +147,12 @@ impl Runner {
 /// Recomputes every bucket waiting in `dirty` now (the dead-letter replay's, which runs without
 /// the service); the buckets recomputed, and those that failed (they stay in `dirty`).
 pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) {
-    let r = Runner { db: Client::new(cfg.clone()), dirty };
+    let r = Runner { db: Client::new(cfg.clone()), dirty, hourly: hourly::Tier::default() };
     let stats = &r.dirty.stats;
     let (done, failed) = (stats.buckets_recomputed.load(Ordering::Relaxed), stats.statements_failed.load(Ordering::Relaxed));
     let ready = r.dirty.take_settled(Instant::now(), Duration::ZERO);
     r.recompute(&ready).await;
+    r.hours(Duration::ZERO, true, &mut false).await;
     (stats.buckets_recomputed.load(Ordering::Relaxed) - done, stats.statements_failed.load(Ordering::Relaxed) - failed)
 }
 
@@ -125,7 +160,7 @@ pub async fn recompute_now(cfg: &InfluxConfig, dirty: Arc<Dirty>) -> (u64, u64) 
 /// buckets every tick and logs the buckets the dirty set had to drop.
 pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, setup: Setup, mut shutdown: watch::Receiver<bool>) {
     let Some(retention) = cfg.retention.clone() else { return };
-    let r = Runner { db: Client::new(cfg), dirty };
+    let r = Runner { db: Client::new(cfg), dirty, hourly: hourly::Tier::default() };
     if !setup.run(&r.db, "rollups", &retention.setup_statements(&r.db.cfg.database), &mut shutdown).await {
         return;
     }
@@ -133,7 +168,7 @@ pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, setup: Setup, mut shutdow
         tracing::warn!("rollup catch-up of the last minutes failed (they are recomputed when written again): {e}");
     }
     let tick = (retention.settle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
-    let mut dropped_seen = 0;
+    let (mut dropped_seen, mut backfill) = (0, true);
     loop {
         let stop = tokio::select! {
             _ = tokio::time::sleep(tick) => false,
@@ -142,6 +177,8 @@ pub async fn run(cfg: InfluxConfig, dirty: Arc<Dirty>, setup: Setup, mut shutdow
         let settle = if stop { Duration::ZERO } else { retention.settle };
         let ready = r.dirty.take_settled(Instant::now(), settle);
         r.recompute(&ready).await;
+        let mut no_backfill = false;
+        r.hours(settle, false, if stop { &mut no_backfill } else { &mut backfill }).await;
         let dropped = r.dirty.stats.buckets_dropped.load(Ordering::Relaxed);
         if dropped > dropped_seen {
             tracing::warn!(dropped = dropped - dropped_seen, max = retention.max_dirty,

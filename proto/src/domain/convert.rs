@@ -4,7 +4,10 @@
 //! here and a line in [`convert_batch_points`]. Every point's timestamp is also checked against a
 //! [`TimeWindow`] on the receiver's clock, and power against [`watts_range`] of its scope.
 
-use super::{finite, invalid, method, tag_value, utc, Batch, InvalidField, PowerSample, TemperatureSample, DRIVE_POWER_MODES, MAX_FLAGS, MAX_FLAG_BYTES};
+use super::{
+    finite, invalid, method, tag_value, utc, Batch, InvalidField, PowerSample, TemperatureSample, DRIVE_POWER_MODES, EFFICIENCY_PROFILES, EFFICIENCY_VERDICTS,
+    MAX_FLAGS, MAX_FLAG_BYTES,
+};
 use crate::units::{Celsius, Joules, UnixNanos, Watts};
 use crate::v1;
 
@@ -301,6 +304,7 @@ pub fn convert_batch_points_within(agent_id: &str, b: v1::Batch, window: TimeWin
     let idle_profiles = r.each("idle_profiles", b.idle_profiles, |p| at(p.time_ns), check_idle_profile, Ok);
     let drive_power_modes = r.each("drive_power_modes", b.drive_power_modes, |m| at(m.time_ns), check_drive_power_mode, Ok);
     let drive_identities = r.each("drive_identities", b.drive_identities, |d| at(d.time_ns), check_drive_identity, Ok);
+    let efficiency = r.each("efficiency", b.efficiency, |e| at(e.time_ns), check_efficiency, Ok);
     Ok(Converted {
         batch: Batch {
             agent_id: b.agent_id,
@@ -315,6 +319,7 @@ pub fn convert_batch_points_within(agent_id: &str, b: v1::Batch, window: TimeWin
             idle_profiles,
             drive_power_modes,
             drive_identities,
+            efficiency,
         },
         rejected: r.rejected,
     })
@@ -377,6 +382,43 @@ fn check_drive_identity(d: &v1::DriveIdentity) -> Result<(), Bad> {
     tag("device.name", &s.name)?;
     opt_tag("device.model", &s.model)?;
     opt_tag("device.serial", &s.serial)
+}
+
+/// An efficiency phase: a known profile and verdict, the figures of a stable phase only, each
+/// finite and in its physical range (mean power as a power reading's; ratios, rates, intervals and
+/// half-widths not negative; the above-idle energies may be: a profile can draw less than idle).
+fn check_efficiency(e: &v1::EfficiencyPhase) -> Result<(), Bad> {
+    time("time_ns", e.time_ns)?;
+    tag("device", &e.device)?;
+    tag("model", &e.model)?;
+    opt_tag("firmware", &e.firmware)?;
+    if !EFFICIENCY_PROFILES.contains(&e.profile.as_str()) {
+        return Err(bad("profile", shown(&e.profile), Rule::Inconsistent, format!("must be one of {}", EFFICIENCY_PROFILES.join(", "))));
+    }
+    if !EFFICIENCY_VERDICTS.contains(&e.verdict.as_str()) {
+        return Err(bad("verdict", shown(&e.verdict), Rule::Inconsistent, format!("must be one of {}", EFFICIENCY_VERDICTS.join(", "))));
+    }
+    for (name, v) in [("interval_s", e.interval_s), ("max_deviation", e.max_deviation)] {
+        if let Some(v) = opt_num(name, v)?.filter(|v| *v < 0.0) {
+            return Err(bad(name, v, Rule::OutOfRange, "cannot be negative"));
+        }
+    }
+    opt_num("trend_change", e.trend_change)?;
+    let (lo, hi) = (MIN_WATTS, MAX_WATTS_OTHER);
+    for (name, v) in e.metric_fields() {
+        let Some(v) = opt_num(name, v)? else { continue };
+        if e.verdict != "stable" {
+            return Err(bad(name, v, Rule::Inconsistent, format!("a phase with verdict `{}` has no figures; only a stable phase does", e.verdict)));
+        }
+        if name == "watts" && !(lo..=hi).contains(&v) {
+            return Err(bad(name, v, Rule::OutOfRange, format!("{v} W is outside {lo}..{hi} W; check the unit")));
+        }
+        let signed = name == "watts" || (name.ends_with("_above_idle") && !name.ends_with("_u95"));
+        if !signed && v < 0.0 {
+            return Err(bad(name, v, Rule::OutOfRange, "cannot be negative"));
+        }
+    }
+    Ok(())
 }
 
 fn check_idle_profile(p: &v1::IdleProfile) -> Result<(), Bad> {

@@ -303,3 +303,95 @@ fn a_runs_coverage_and_low_confidence_are_fields_when_known() {
     probe_run_point(&v1::ProbeRun { energy_coverage: None, energy_low_confidence: None, ..run }, &tags).write_line(&mut line).unwrap();
     assert!(!line.contains("coverage") && !line.contains("low_confidence"), "absent, never a zero: {line}");
 }
+
+fn efficiency_phase(profile: &str, verdict: &str) -> v1::EfficiencyPhase {
+    v1::EfficiencyPhase {
+        time_ns: 1_000,
+        device: "nvme1n1".into(),
+        model: "MZ-X".into(),
+        firmware: "1.2".into(),
+        serial: "S9".into(),
+        profile: profile.into(),
+        verdict: verdict.into(),
+        energy_source: "hwmon:ina226-0-0040/power1".into(),
+        probe_id: "900".into(),
+        windows: 12,
+        max_deviation: Some(0.5),
+        trend_change: Some(-0.25),
+        ..Default::default()
+    }
+}
+
+/// Issue 42: an efficiency phase sent in a batch is the `device_efficiency` point docs/schema.md
+/// describes (the same line the agent writes into efficiency.lp), with its metrics and
+/// half-widths in field-number order and the `power_state` tag only when run per state.
+#[test]
+fn an_efficiency_phase_is_a_device_efficiency_point() {
+    let mut stable = efficiency_phase("rand_read_4k", "stable");
+    stable.interval_s = Some(10.0);
+    for (k, v) in [("iops", 1000.0), ("watts", 4.0), ("watts_u95", 0.25), ("iops_per_watt", 250.0), ("iops_per_watt_u95", 15.625)] {
+        assert!(stable.set_metric(k, v), "{k}");
+    }
+    stable.power_state = Some(2);
+    let mut unstable = efficiency_phase("seq_write_128k", "unstable");
+    unstable.firmware.clear();
+    let b = v1::Batch { agent_id: "a1".into(), sequence: 1, efficiency: vec![stable, unstable], ..Default::default() };
+    assert_eq!(
+        lines_of(b),
+        "device_efficiency,device=nvme1n1,firmware=1.2,host=a1,model=MZ-X,power_state=2,profile=rand_read_4k,verdict=stable \
+         serial=\"S9\",energy_source=\"hwmon:ina226-0-0040/power1\",probe_id=\"900\",windows=12i,interval_s=10,max_deviation=0.5,trend_change=-0.25,\
+         watts=4,watts_u95=0.25,iops=1000,iops_per_watt=250,iops_per_watt_u95=15.625 1000\n\
+         device_efficiency,device=nvme1n1,host=a1,model=MZ-X,profile=seq_write_128k,verdict=unstable \
+         serial=\"S9\",energy_source=\"hwmon:ina226-0-0040/power1\",probe_id=\"900\",windows=12i,max_deviation=0.5,trend_change=-0.25 1000\n"
+    );
+}
+
+/// Each refused efficiency record is left out by itself, its field and rule named; the valid one
+/// beside it is kept.
+#[test]
+fn efficiency_records_are_refused_one_by_one_with_the_field_named() {
+    let with = |profile: &str, verdict: &str, k: &str, v: f64| {
+        let mut e = efficiency_phase(profile, verdict);
+        e.set_metric(k, v);
+        e
+    };
+    let mut bad_profile = efficiency_phase("rand_read_8k", "stable");
+    bad_profile.time_ns = 2_000;
+    let mut no_device = efficiency_phase("ready_idle", "stable");
+    no_device.device.clear();
+    let mut bad_interval = efficiency_phase("ready_idle", "stable");
+    bad_interval.interval_s = Some(-1.0);
+    let records = vec![
+        with("ready_idle", "stable", "watts", 3.5),
+        bad_profile,
+        efficiency_phase("ready_idle", "drifting"),
+        with("rand_write_4k", "unstable", "iops_per_watt", 100.0),
+        with("seq_read_128k", "stable", "mib_per_s_per_watt", -2.0),
+        with("seq_read_128k", "stable", "joules_per_mib_u95", f64::NAN),
+        with("ready_idle", "stable", "watts", 5_000_000.0),
+        no_device,
+        bad_interval,
+        with("rand_read_4k", "stable", "joules_per_io_above_idle", -0.001),
+    ];
+    let b = v1::Batch { agent_id: "a1".into(), sequence: 1, efficiency: records, ..Default::default() };
+    let c = crate::domain::convert_batch_points("a1", b).unwrap();
+    let got: Vec<(String, &str)> = c.rejected.iter().map(|r| (r.field.clone(), r.rule.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            ("efficiency[1].profile", "inconsistent"),
+            ("efficiency[2].verdict", "inconsistent"),
+            ("efficiency[3].iops_per_watt", "inconsistent"),
+            ("efficiency[4].mib_per_s_per_watt", "out_of_range"),
+            ("efficiency[5].joules_per_mib_u95", "not_finite"),
+            ("efficiency[6].watts", "out_of_range"),
+            ("efficiency[7].device", "bad_tag"),
+            ("efficiency[8].interval_s", "out_of_range"),
+        ]
+        .map(|(f, r)| (f.to_string(), r))
+    );
+    assert_eq!(c.rejected[0].time_ns, Some(2_000));
+    // The valid ones are kept: the stable idle phase and a profile below idle power.
+    let kept: Vec<(&str, Option<f64>, Option<f64>)> = c.batch.efficiency.iter().map(|e| (e.profile.as_str(), e.watts, e.joules_per_io_above_idle)).collect();
+    assert_eq!(kept, [("ready_idle", Some(3.5), None), ("rand_read_4k", None, Some(-0.001))]);
+}

@@ -46,6 +46,8 @@ pub struct InfluxConfig {
 /// query reads raw points) and the one rollups and the whole copies of runs and events go to.
 pub const RAW_RP: &str = "raw";
 pub const ROLLUP_RP: &str = "rollup_1m";
+/// The hourly tier computed from the 1-minute rollups (`rollup::hourly`), kept as long.
+pub const HOURLY_RP: &str = "rollup_1h";
 
 /// `[influx] raw_retention`, `rollup_retention`, `rollup_settle`, `rollup_max_dirty`.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +64,7 @@ pub struct Retention {
 
 impl Retention {
     /// The statements that create the retention policies (or bring an existing one to the
-    /// configured duration): `raw` as the default, `rollup_1m` beside it. Each CREATE fails
+    /// configured duration): `raw` as the default, `rollup_1m` and `rollup_1h` beside it. Each CREATE fails
     /// harmlessly when the policy exists (its error is ignored); the ALTER that follows applies.
     /// Both name the shard duration that fits the new duration ([`shard_duration`]): InfluxDB
     /// refuses an ALTER whose DURATION is shorter than the policy's current shard duration
@@ -77,6 +79,8 @@ impl Retention {
             (format!("ALTER RETENTION POLICY \"{RAW_RP}\" ON \"{db}\" DURATION {raw}s SHARD DURATION {raw_shard}s DEFAULT"), false),
             (format!("CREATE RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s REPLICATION 1 SHARD DURATION {long_shard}s"), true),
             (format!("ALTER RETENTION POLICY \"{ROLLUP_RP}\" ON \"{db}\" DURATION {long}s SHARD DURATION {long_shard}s"), false),
+            (format!("CREATE RETENTION POLICY \"{HOURLY_RP}\" ON \"{db}\" DURATION {long}s REPLICATION 1 SHARD DURATION {long_shard}s"), true),
+            (format!("ALTER RETENTION POLICY \"{HOURLY_RP}\" ON \"{db}\" DURATION {long}s SHARD DURATION {long_shard}s"), false),
         ]
     }
 }

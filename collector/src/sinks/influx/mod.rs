@@ -2,7 +2,7 @@
 //! implementation (`sink`: per-stream encoding, the Ack's account, the metrics), the writer task
 //! (batching, gzip, retries, acknowledgement on durability, agents isolated from each other's
 //! refusals; its requests in `endpoint`, partial writes read by `partial`) and the dead-letter store of the lines
-//! InfluxDB refused (`dead_letter`) and its replay (`replay`). Line
+//! InfluxDB refused (`dead_letter`) and its replay (`replay`); the stored tiers' names (`tiers`). Line
 //! encoding and the schema live in `wattflip_proto::{lineproto, schema}`, shared with the agent.
 
 pub mod config;
@@ -13,6 +13,7 @@ pub(crate) mod partial;
 pub mod refusal;
 pub mod replay;
 pub mod sink;
+pub mod tiers;
 pub mod writer;
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! Required or optional per collector (docs/deployment.md). A new metric: `model` + `translate`.
 
 pub mod config;
+pub mod efficiency;
 pub mod model;
 pub mod sink;
 pub mod translate;

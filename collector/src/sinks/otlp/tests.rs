@@ -95,6 +95,7 @@ fn batch(power: Vec<PowerSample>) -> Batch {
         idle_profiles: vec![],
         drive_power_modes: vec![],
         drive_identities: vec![],
+        efficiency: vec![],
     }
 }
 

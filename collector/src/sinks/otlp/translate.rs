@@ -5,6 +5,7 @@
 //! (the `budget` tag of docs/schema.md), so overlapping scopes are never summed. A new payload is
 //! a function here that pushes [`DataPoint`]s, called from [`Translator::batch`].
 
+use crate::sinks::otlp::efficiency;
 use crate::sinks::otlp::model::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use wattflip_proto::domain::{Batch, Hello, PowerSample};
@@ -131,6 +132,9 @@ impl Translator {
         }
         for r in &b.probe_runs {
             probe_run(r, &mut out);
+        }
+        for e in &b.efficiency {
+            efficiency::phase_points(e, &mut out);
         }
         for e in episodes {
             self.episode(&tags.host, e, &mut out);
