@@ -123,4 +123,8 @@ fn check_drive_and_run(prom: &Prometheus, t0_s: f64, t_end: f64) {
     expect(prom, &format!("wattflip_probe_run_background_energy_joules{run}"), t_end, &[(at(2), 0.75)], t0_s);
     // UCUM `J/MiBy`: Prometheus translates `J` and keeps `MiBy` as written.
     expect(prom, &format!("wattflip_probe_run_energy_per_mib_joules_per_MiBy{run}"), t_end, &[(at(2), 0.046875)], t0_s);
+    // And each figure's 95 % half-width.
+    expect(prom, &format!("wattflip_probe_run_energy_u95_joules{run}"), t_end, &[(at(2), 0.5)], t0_s);
+    expect(prom, &format!("wattflip_probe_run_background_energy_u95_joules{run}"), t_end, &[(at(2), 0.125)], t0_s);
+    expect(prom, &format!("wattflip_probe_run_energy_per_mib_u95_joules_per_MiBy{run}"), t_end, &[(at(2), 0.001953125)], t0_s);
 }

@@ -183,6 +183,10 @@ pub fn window_batch(host: &str, zones: &[Zone], extras: bool, t0: i64, k: usize)
                 energy_j: Some(12.5),
                 background_energy_j: Some(0.75),
                 j_per_mib: Some(0.046875),
+                // Each energy figure's 95 % half-width goes out beside it (binary fractions, exact).
+                energy_u95_j: Some(0.5),
+                background_energy_u95_j: Some(0.125),
+                j_per_mib_u95: Some(0.001953125),
                 energy_source: "rapl:package-0".into(),
                 background_class: "S".into(),
                 ..Default::default()

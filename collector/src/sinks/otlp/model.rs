@@ -54,6 +54,8 @@ pub const RUN_BACKGROUND_ENERGY: MetricDef =
 pub const RUN_J_PER_MIB: MetricDef = def("wattflip.probe_run.energy_per_mib", "J/MiBy", G, "Energy per MiB moved (probe_run j_per_mib)");
 pub const RUN_ENERGY_U95: MetricDef =
     def("wattflip.probe_run.energy_u95", "J", G, "Half-width of the 95 % interval on a run's energy (probe_run energy_u95_j)");
+pub const RUN_BACKGROUND_ENERGY_U95: MetricDef =
+    def("wattflip.probe_run.background_energy_u95", "J", G, "Half-width of the 95 % interval on a run's background energy (probe_run background_energy_u95_j)");
 pub const RUN_J_PER_MIB_U95: MetricDef =
     def("wattflip.probe_run.energy_per_mib_u95", "J/MiBy", G, "Half-width of the 95 % interval on a run's energy per MiB (probe_run j_per_mib_u95)");
 pub const THROTTLE_EPISODES: MetricDef =

@@ -321,6 +321,7 @@ fn probe_run(r: &v1::ProbeRun, out: &mut Vec<DataPoint>) {
         (&RUN_BACKGROUND_ENERGY, r.background_energy_j),
         (&RUN_J_PER_MIB, r.j_per_mib),
         (&RUN_ENERGY_U95, r.energy_u95_j),
+        (&RUN_BACKGROUND_ENERGY_U95, r.background_energy_u95_j),
         (&RUN_J_PER_MIB_U95, r.j_per_mib_u95),
     ] {
         if let Some(v) = v {
