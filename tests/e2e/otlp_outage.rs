@@ -46,36 +46,7 @@ struct Agent {
 
 impl Agent {
     fn connect(url: &str, t0: i64) -> Agent {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let (tx, acks) = rt.block_on(async {
-            let identity = pki().issue(&format!("otlp-{HOST}"), &[HOST], None);
-            let channel = pki().channel(url, Some(identity)).await.expect("connect to the collector");
-            let mut client = v1::ingest_client::IngestClient::new(channel);
-            let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let source = v1::PowerSource {
-                source: "rapl".into(),
-                zone: "package-0".into(),
-                scope: "package".into(),
-                counter: true,
-                enabled: true,
-                path: "/sys/fixture/package-0".into(),
-                ..Default::default()
-            };
-            let hello = v1::Hello {
-                agent_id: HOST.into(),
-                hostname: HOST.into(),
-                agent_version: env!("CARGO_PKG_VERSION").into(),
-                protocol_version: wattflip_proto::PROTOCOL_VERSION,
-                inventory: Some(v1::Inventory { power_sources: vec![source], ..Default::default() }),
-                time_ns: t0,
-                session: "run".into(),
-                stream_epoch: 11,
-                ..Default::default()
-            };
-            tx.send(AgentMessage { kind: Some(Kind::Hello(hello)) }).await.unwrap();
-            let acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await.expect("open the run stream").into_inner();
-            (tx, acks)
-        });
+        let (rt, tx, acks) = open_rapl_stream(url, HOST, t0);
         Agent { rt, tx, acks, t0 }
     }
 
@@ -209,4 +180,44 @@ fn a_required_sink_holds_the_ack_until_the_receiver_has_the_batch() {
     assert_eq!(agent.ack(Duration::from_secs(20)), Some(5), "{}", collector.log());
     assert_eq!(metric(mport, "wattflip_collector_otlp_points_dead_lettered_total{reason=\"refused\"} "), 2, "{}", collector.log());
     assert_eq!(influx.rows("wf_otlp_req", "SELECT count(\"watts\") FROM \"power\"")[0][1], serde_json::json!(5));
+}
+
+/// The run stream of agent `host` with one RAPL counter in its Hello (stream epoch 11), opened on
+/// the collector at `url`: its runtime, its sender and its Acks. Shared with `otlp_refusal`.
+pub(crate) fn open_rapl_stream(
+    url: &str,
+    host: &str,
+    t0: i64,
+) -> (tokio::runtime::Runtime, tokio::sync::mpsc::Sender<AgentMessage>, tonic::Streaming<v1::Ack>) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (tx, acks) = rt.block_on(async {
+        let identity = pki().issue(&format!("otlp-{host}"), &[host], None);
+        let channel = pki().channel(url, Some(identity)).await.expect("connect to the collector");
+        let mut client = v1::ingest_client::IngestClient::new(channel);
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let source = v1::PowerSource {
+            source: "rapl".into(),
+            zone: "package-0".into(),
+            scope: "package".into(),
+            counter: true,
+            enabled: true,
+            path: "/sys/fixture/package-0".into(),
+            ..Default::default()
+        };
+        let hello = v1::Hello {
+            agent_id: host.into(),
+            hostname: host.into(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: wattflip_proto::PROTOCOL_VERSION,
+            inventory: Some(v1::Inventory { power_sources: vec![source], ..Default::default() }),
+            time_ns: t0,
+            session: "run".into(),
+            stream_epoch: 11,
+            ..Default::default()
+        };
+        tx.send(AgentMessage { kind: Some(Kind::Hello(hello)) }).await.unwrap();
+        let acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await.expect("open the run stream").into_inner();
+        (tx, acks)
+    });
+    (rt, tx, acks)
 }

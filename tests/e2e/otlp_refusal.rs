@@ -33,36 +33,7 @@ struct Agent {
 
 impl Agent {
     fn connect(url: &str, host: &'static str, t0: i64) -> Agent {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let (tx, acks) = rt.block_on(async {
-            let identity = pki().issue(&format!("otlp-{host}"), &[host], None);
-            let channel = pki().channel(url, Some(identity)).await.expect("connect to the collector");
-            let mut client = v1::ingest_client::IngestClient::new(channel);
-            let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let source = v1::PowerSource {
-                source: "rapl".into(),
-                zone: "package-0".into(),
-                scope: "package".into(),
-                counter: true,
-                enabled: true,
-                path: "/sys/fixture/package-0".into(),
-                ..Default::default()
-            };
-            let hello = v1::Hello {
-                agent_id: host.into(),
-                hostname: host.into(),
-                agent_version: env!("CARGO_PKG_VERSION").into(),
-                protocol_version: wattflip_proto::PROTOCOL_VERSION,
-                inventory: Some(v1::Inventory { power_sources: vec![source], ..Default::default() }),
-                time_ns: t0,
-                session: "run".into(),
-                stream_epoch: 11,
-                ..Default::default()
-            };
-            tx.send(AgentMessage { kind: Some(Kind::Hello(hello)) }).await.unwrap();
-            let acks = client.stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await.expect("open the run stream").into_inner();
-            (tx, acks)
-        });
+        let (rt, tx, acks) = crate::otlp_outage::open_rapl_stream(url, host, t0);
         Agent { rt, tx, acks, host, t0, seq: 0 }
     }
 
