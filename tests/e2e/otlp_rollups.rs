@@ -255,11 +255,17 @@ fn collector_extra(prom: &Prometheus) -> String {
     )
 }
 
-/// A calendar minute 20-80 s ago: its first exact window (T = t0 + 46 s) is evaluated at T + 1m
-/// (query_offset), at least 26 s from now, after the test's stream.
+/// A calendar minute 20-50 s ago (waiting up to 30 s for the next one): its first exact window
+/// (T = t0 + 46 s) is evaluated at T + 1m (query_offset), at least 56 s from now, after the
+/// test's stream even on a loaded machine (80 s into the minute left 26 s, too few under load).
 fn first_minute() -> i64 {
     let now = wattflip_e2e::fleet::now_ns();
-    (now - 80 * S).div_euclid(MINUTE_NS) * MINUTE_NS + MINUTE_NS
+    let t0 = (now - 80 * S).div_euclid(MINUTE_NS) * MINUTE_NS + MINUTE_NS;
+    if now - t0 <= 50 * S {
+        return t0;
+    }
+    sleep_until_ns(t0 + 80 * S);
+    t0 + MINUTE_NS
 }
 
 fn sleep_until_ns(t: i64) {

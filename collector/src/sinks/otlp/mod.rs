@@ -17,3 +17,5 @@ pub use writer::{spawn, OtlpHandle, OtlpOutcome, OtlpStats};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod writer_tests;

@@ -59,11 +59,11 @@ fn config_defaults_headers_and_dotted_problems() {
     assert_eq!(problems.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(), vec!["otlp.queue_points"]);
 }
 
-fn tags(host: &str) -> HostTags {
+pub(super) fn tags(host: &str) -> HostTags {
     HostTags { host: host.into(), labels: [("rack".to_string(), "r1".to_string())].into() }
 }
 
-fn sample(t_s: i64, source: &str, zone: &str, scope: &str, watts: f64, joules: Option<f64>) -> PowerSample {
+pub(super) fn sample(t_s: i64, source: &str, zone: &str, scope: &str, watts: f64, joules: Option<f64>) -> PowerSample {
     PowerSample {
         time: UnixNanos(t_s * 1_000_000_000),
         source: source.into(),
@@ -81,7 +81,7 @@ fn sample(t_s: i64, source: &str, zone: &str, scope: &str, watts: f64, joules: O
     }
 }
 
-fn batch(power: Vec<PowerSample>) -> Batch {
+pub(super) fn batch(power: Vec<PowerSample>) -> Batch {
     Batch {
         agent_id: "h1".into(),
         sequence: 1,
