@@ -4,7 +4,8 @@
 //! through one collector with a required OTLP sink; in one flush window host A resends a window
 //! older than its newest (out of order: refused) and a fresh one, host B two fresh ones. Every
 //! fresh window of both hosts is in Prometheus and acknowledged as stored; A's old window alone
-//! is acknowledged with nothing stored and counted as refused.
+//! is acknowledged with nothing stored and counted as refused. The same scenario against a real
+//! Thanos receive (409 for the out-of-order sample, the rest stored): `thanos_store::refusal`.
 
 use std::time::Duration;
 use tokio_stream::StreamExt as _;
@@ -15,10 +16,11 @@ use wattflip_proto::v1::{self, agent_message::Kind, AgentMessage};
 const A: &str = "otlp-ref-a";
 const B: &str = "otlp-ref-b";
 
-/// Host `host`'s watts in window `k` (half-seconds allowed: `k2` is twice the window index).
-fn watts(host: &str, k2: u64) -> f64 {
+/// Host `host`'s watts in window `k` (half-seconds allowed: `k2` is twice the window index; a
+/// window before t0 repeats the pattern, so every value is in the physical range).
+fn watts(host: &str, k2: i64) -> f64 {
     let base = if host == A { 10.0 } else { 100.0 };
-    base + k2 as f64 * 0.25
+    base + k2.rem_euclid(40) as f64 * 0.25
 }
 
 /// An agent's run stream, driven one batch at a time from blocking test code.
@@ -38,10 +40,10 @@ impl Agent {
     }
 
     /// Sends the window ending at t0 + k2/2 s (one RAPL sample) as the next batch.
-    fn send(&mut self, k2: u64) {
+    fn send(&mut self, k2: i64) {
         self.seq += 1;
         let power = vec![v1::PowerSample {
-            time_ns: self.t0 + k2 as i64 * 500_000_000,
+            time_ns: self.t0 + k2 * 500_000_000,
             source: "rapl".into(),
             zone: "package-0".into(),
             scope: "package".into(),
@@ -70,25 +72,29 @@ fn metric(port: u16, line_start: &str) -> u64 {
     text.lines().find_map(|l| l.strip_prefix(line_start).and_then(|v| v.trim().parse::<f64>().ok())).map(|v| v as u64).unwrap_or(0)
 }
 
-/// (seconds after t0, value) of `host`'s `hw_power_watts` in Prometheus.
-fn power(prom: &Prometheus, host: &str, t0: i64, t_end: f64) -> Vec<(f64, f64)> {
-    let series = prom.samples(&format!("hw_power_watts{{instance=\"{host}\"}}"), "30m", t_end);
-    assert_eq!(series.len(), 1, "one series of {host}: {series:?}");
-    series[0].1.iter().map(|(t, v)| (t - t0 as f64 / 1e9, *v)).collect()
-}
-
 #[test]
 fn an_out_of_order_window_of_one_host_costs_no_other_window_in_the_same_request() {
     let prom = Prometheus::start();
+    // Window 1.5 s: older than the series' newest (3 s), out of order for Prometheus.
+    one_flush_window(&prom.otlp_url(), "wf_otlp_refusal", 3, &|host, t0| {
+        let series = prom.samples(&format!("hw_power_watts{{instance=\"{host}\"}}"), "30m", t0 as f64 / 1e9 + 10.0);
+        assert_eq!(series.len(), 1, "one series of {host}: {series:?}");
+        series[0].1.iter().map(|(t, v)| (t - t0 as f64 / 1e9, *v)).collect()
+    });
+}
+
+/// The scenario above against the receiver at `otlp_url`, A's refused window being `old_k2`;
+/// `stored(host, t0)` reads back the host's `hw_power_watts` samples from that receiver as
+/// (seconds after t0, watts).
+pub(crate) fn one_flush_window(otlp_url: &str, db: &str, old_k2: i64, stored: &dyn Fn(&str, i64) -> Vec<(f64, f64)>) {
     let influx = Influx::start();
     let mport = free_port();
     // A flush window of 2 s: the batches sent together below go out as one request.
     let extra = format!(
-        "{}\n[otlp]\nurl = \"{}\"\nrequired = true\nflush_interval = \"2s\"\nmax_backoff = \"1s\"\n[metrics]\nlisten = \"127.0.0.1:{mport}\"\n",
+        "{}\n[otlp]\nurl = \"{otlp_url}\"\nrequired = true\nflush_interval = \"2s\"\nmax_backoff = \"1s\"\n[metrics]\nlisten = \"127.0.0.1:{mport}\"\n",
         pki().collector_tls(),
-        prom.otlp_url()
     );
-    let collector = Collector::start_with(free_port(), &influx.url, "wf_otlp_refusal", &extra);
+    let collector = Collector::start_with(free_port(), &influx.url, db, &extra);
     let now = wattflip_e2e::fleet::now_ns();
     let t0 = now - now.rem_euclid(1_000_000_000) - 30_000_000_000;
     let (mut a, mut b) = (Agent::connect(&collector.url, A, t0), Agent::connect(&collector.url, B, t0));
@@ -99,25 +105,23 @@ fn an_out_of_order_window_of_one_host_costs_no_other_window_in_the_same_request(
         assert_eq!(a.ack(), (a.seq, 1), "{}", collector.log());
         assert_eq!(b.ack(), (b.seq, 1), "{}", collector.log());
     }
-    // One flush window: A's window at 1.5 s (older than its newest, 3 s: out of order) and its
-    // window 4; B's windows 4 and 5.
-    a.send(3);
+    // One flush window: A's old window (refused) and its window 4; B's windows 4 and 5.
+    a.send(old_k2);
     a.send(8);
     b.send(8);
     b.send(10);
     let acks = [a.ack(), a.ack(), b.ack(), b.ack()];
-    let t_end = t0 as f64 / 1e9 + 10.0;
-    let want = |host: &str, k2s: &[u64]| k2s.iter().map(|&k2| (k2 as f64 / 2.0, watts(host, k2))).collect::<Vec<_>>();
-    assert_eq!(power(&prom, B, t0, t_end), want(B, &[0, 2, 4, 6, 8, 10]), "B's windows in Prometheus\n{}", collector.log());
-    assert_eq!(power(&prom, A, t0, t_end), want(A, &[0, 2, 4, 6, 8]), "A's windows in Prometheus\n{}", collector.log());
+    let want = |host: &str, k2s: &[i64]| k2s.iter().map(|&k2| (k2 as f64 / 2.0, watts(host, k2))).collect::<Vec<_>>();
+    assert_eq!(stored(B, t0), want(B, &[0, 2, 4, 6, 8, 10]), "B's windows in the receiver\n{}", collector.log());
+    assert_eq!(stored(A, t0), want(A, &[0, 2, 4, 6, 8]), "A's windows in the receiver\n{}", collector.log());
     // A's out-of-order window is acknowledged with nothing stored; the fresh ones as stored.
     assert_eq!(acks, [(5, 0), (6, 1), (5, 1), (6, 1)], "{}", collector.log());
-    // The refused window's points: its hw.power at 1.5 s alone (its energy is not newer than the
+    // The refused window's points: its hw.power alone (its energy is not newer than the
     // series' newest, so no hw.energy; the host totals stay at the newest window's time, 3 s).
     let refused = metric(mport, "wattflip_collector_otlp_points_dead_lettered_total{reason=\"refused\"} ");
     assert_eq!(refused, 1, "{}", collector.log());
     assert!(metric(mport, "wattflip_collector_otlp_requests_split_total ") >= 1, "{}", collector.log());
     assert!(collector.log().contains(&format!("refused 1 points of {A}")), "a WARN names the host:\n{}", collector.log());
     // InfluxDB holds every window of both hosts, the out-of-order one included.
-    assert_eq!(influx.rows("wf_otlp_refusal", "SELECT count(\"watts\") FROM \"power\"")[0][1], serde_json::json!(12));
+    assert_eq!(influx.rows(db, "SELECT count(\"watts\") FROM \"power\"")[0][1], serde_json::json!(12));
 }

@@ -7,6 +7,7 @@
 
 mod conflict;
 mod faults;
+mod refusal;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
