@@ -22,7 +22,7 @@ use wattflip_proto::v1::{self, agent_message::Kind, ingest_client::IngestClient,
 mod demo {
     use serde::Deserialize;
     use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
     use std::sync::{Arc, Mutex};
     use tokio::sync::{watch, Semaphore};
     use wattflip_collector::sinks::{
@@ -37,23 +37,28 @@ mod demo {
     pub static RECEIVED: Mutex<Vec<(String, &'static str, usize)>> = Mutex::new(Vec::new());
     /// Permits to complete held batches.
     pub static RELEASE: Semaphore = Semaphore::const_new(0);
+    /// The readiness of every demo sink with `ready_switch` (the others are always ready).
+    pub static READY: AtomicBool = AtomicBool::new(true);
 
     // sinks/demo/config.rs: the table as written, and its checked form.
     #[derive(Debug, Default, Deserialize)]
     struct RawDemo {
         hold_acks: Option<bool>,
+        ready_switch: Option<bool>,
     }
 
     #[derive(Debug, Clone, PartialEq)]
     pub struct DemoConfig {
         pub hold_acks: bool,
+        pub ready_switch: bool,
     }
 
     pub const REGISTRATION: Registration = Registration { section: "demo", configure };
 
     fn configure(loader: &mut Loader) -> Option<Arc<dyn SinkConfig>> {
         let raw: Option<RawDemo> = loader.take("demo");
-        Some(Arc::new(DemoConfig { hold_acks: raw?.hold_acks.unwrap_or(false) }))
+        let raw = raw?;
+        Some(Arc::new(DemoConfig { hold_acks: raw.hold_acks.unwrap_or(false), ready_switch: raw.ready_switch.unwrap_or(false) }))
     }
 
     impl SinkConfig for DemoConfig {
@@ -61,7 +66,7 @@ mod demo {
             format!("demo sink (hold_acks {})", self.hold_acks)
         }
         fn start(&self, _stop: watch::Receiver<bool>) -> Started {
-            let sink = DemoSink { hold: self.hold_acks, counters: Arc::new(Counters::default()) };
+            let sink = DemoSink { hold: self.hold_acks, switch: self.ready_switch, counters: Arc::new(Counters::default()) };
             Started { sink: Arc::new(sink), task: tokio::spawn(async {}) }
         }
     }
@@ -80,6 +85,8 @@ mod demo {
 
     struct DemoSink {
         hold: bool,
+        /// Whether [`READY`] decides its readiness.
+        switch: bool,
         counters: Arc<Counters>,
     }
 
@@ -89,6 +96,9 @@ mod demo {
         }
         fn acks(&self) -> Acks {
             Acks::Wait
+        }
+        fn ready(&self) -> bool {
+            !self.switch || READY.load(Relaxed)
         }
         fn open(&self, agent: &Arc<str>, _tags: &HostTags) -> Box<dyn SinkStream> {
             Box::new(DemoStream { agent: agent.to_string(), hold: self.hold, counters: self.counters.clone() })
@@ -155,7 +165,7 @@ fn the_sinks_table_is_read_by_its_registration_only() {
     let unregistered = load(&format!("{base}[demo]\nhold_acks = true\n"), &registry()).unwrap_err();
     assert!(unregistered.contains("  - demo: unknown key"), "without its registration [demo] is an unknown key: {unregistered}");
     let cfg = load(&format!("{base}[demo]\nhold_acks = true\n"), &with_demo()).unwrap();
-    assert_eq!(cfg.sinks.get::<demo::DemoConfig>(), Some(&demo::DemoConfig { hold_acks: true }));
+    assert_eq!(cfg.sinks.get::<demo::DemoConfig>(), Some(&demo::DemoConfig { hold_acks: true, ready_switch: false }));
     assert!(load(base, &with_demo()).unwrap().sinks.get::<demo::DemoConfig>().is_none(), "no table, no sink");
     let typo = load(&format!("{base}[demo]\nhold_ack = true\n[limits]\ndedup_window = 0\n"), &with_demo()).unwrap_err();
     assert!(typo.contains("  - demo.hold_ack: unknown key") && typo.contains("  - limits.dedup_window: must be at least 1"), "every problem at once: {typo}");
@@ -220,4 +230,43 @@ fn the_readme_recipe_names_the_registry() {
     );
     let code = std::fs::read_to_string(root.join("collector/src/sinks/mod.rs")).unwrap();
     assert!(code.contains("pub fn registry() -> Vec<Registration>"), "collector/src/sinks/mod.rs defines registry");
+}
+
+/// The gRPC health service's answer for the Ingest service.
+async fn ingest_health(addr: std::net::SocketAddr) -> i32 {
+    use tonic::server::NamedService as _;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let service = v1::ingest_server::IngestServer::<wattflip_collector::service::ingest::IngestService>::NAME.to_string();
+    health.check(tonic_health::pb::HealthCheckRequest { service }).await.unwrap().into_inner().status
+}
+
+/// A sink the Acks wait for that stops answering turns the Ingest service NOT_SERVING on the
+/// health service within the server's poll, and SERVING again once it answers: watched for as
+/// long as the collector runs, not only at start.
+#[tokio::test]
+async fn a_waited_for_sink_that_is_not_ready_turns_the_ingest_service_not_serving_until_it_is() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let text = "sink = \"null\"\n[tls]\ninsecure_plaintext_loopback_only = true\n[demo]\nready_switch = true\n";
+    let cfg = load(text, &with_demo()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(cfg, listener, async move { drop(stop_rx.await) }, std::sync::Arc::new(Stats::default()), Duration::from_secs(2)));
+    let status_within = |want: ServingStatus| async move {
+        for _ in 0..50 {
+            if ingest_health(addr).await == want as i32 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    };
+    assert!(status_within(ServingStatus::Serving).await, "serving at start");
+    demo::READY.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(status_within(ServingStatus::NotServing).await, "NOT_SERVING while the demo sink is not ready");
+    demo::READY.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(status_within(ServingStatus::Serving).await, "SERVING again once it is");
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server).await.unwrap().unwrap().unwrap();
 }

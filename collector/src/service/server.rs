@@ -18,7 +18,7 @@ use crate::service::revocation::Revocation;
 pub use crate::service::stats::Stats;
 use crate::service::tls::{self, TlsSetupError};
 use crate::sinks::influx::{self, InfluxSink, SinkStats};
-use crate::sinks::{Sink, SinkMetrics, Started};
+use crate::sinks::{Acks, Sink, SinkMetrics, Started};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,7 +129,6 @@ pub async fn serve(
     let started = std::iter::once(influx).chain(cfg.sinks.0.iter().map(|c| c.start(stop_rx.clone())));
     let (sink_tasks, sinks): (Vec<_>, Vec<Arc<dyn Sink>>) = started.map(|s| (s.task, s.sink)).unzip();
     start_metrics(&cfg, &stats, sinks.iter().map(|s| s.metrics()).collect(), &stop_rx).await?;
-    let not_ready: Vec<&str> = sinks.iter().filter(|s| !s.ready()).map(|s| s.name()).collect();
     let streams = stream_capacity();
     let max_connections = connection_limit(&cfg, streams);
     let conns = Conns::new(max_connections, cfg.limits.hello_timeout, stats.ingest.clone());
@@ -137,6 +136,7 @@ pub async fn serve(
     let l = &cfg.limits;
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let stats_in = stats.ingest.clone();
+    let health_of = Readiness::new(sinks.clone(), reporter.clone());
     let ingest = IngestService::new(
         sinks,
         stats.ingest.clone(),
@@ -151,12 +151,7 @@ pub async fn serve(
     .with_stop(stopping_rx.clone())
     .with_revocation(tls_cfg.clone());
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
-    if not_ready.is_empty() {
-        reporter.set_serving::<IngestServer<IngestService>>().await;
-    } else {
-        tracing::warn!(sinks = ?not_ready, "a sink is not ready: the Ingest service reports NOT_SERVING on the health service");
-        reporter.set_not_serving::<IngestServer<IngestService>>().await;
-    }
+    health_of.watch(stop_rx.clone()).await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
         sink = ?cfg.sink, influx = %cfg.influx.url, database = %cfg.influx.database, "collector serving");
     // Pings find dead peers of open streams; connections without a stream are closed by `conns`.
@@ -226,5 +221,53 @@ fn connection_limit(cfg: &Config, streams: u64) -> usize {
         }
         Some(n) => n,
         None => streams as usize,
+    }
+}
+
+/// How often the server reads the sinks' readiness.
+const READINESS_POLL: Duration = Duration::from_secs(1);
+
+/// The Ingest service's health from the readiness of the sinks the Acks wait for.
+struct Readiness {
+    sinks: Vec<Arc<dyn Sink>>,
+    reporter: tonic_health::server::HealthReporter,
+    /// The sinks not ready at the last look (None before the first).
+    last: Option<Vec<&'static str>>,
+}
+
+impl Readiness {
+    fn new(sinks: Vec<Arc<dyn Sink>>, reporter: tonic_health::server::HealthReporter) -> Self {
+        Readiness { sinks: sinks.into_iter().filter(|s| s.acks() == Acks::Wait).collect(), reporter, last: None }
+    }
+
+    /// Reports the health now, then every [`READINESS_POLL`] in a task until `stop`; each change
+    /// is logged (WARN when a sink stops answering, INFO when all answer again).
+    async fn watch(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        self.look().await;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(READINESS_POLL) => self.look().await,
+                    _ = stop.changed() => return,
+                }
+            }
+        });
+    }
+
+    async fn look(&mut self) {
+        let not_ready: Vec<&'static str> = self.sinks.iter().filter(|s| !s.ready()).map(|s| s.name()).collect();
+        if self.last.as_ref() == Some(&not_ready) {
+            return;
+        }
+        if not_ready.is_empty() {
+            if self.last.is_some() {
+                tracing::info!("every sink the Acks wait for answers again: the Ingest service reports SERVING on the gRPC health service");
+            }
+            self.reporter.set_serving::<IngestServer<IngestService>>().await;
+        } else {
+            tracing::warn!(sinks = ?not_ready, "a sink the Acks wait for has not answered for 10 s (its WARN lines and wattflip_collector_*_ready say more): the Ingest service reports NOT_SERVING on the gRPC health service");
+            self.reporter.set_not_serving::<IngestServer<IngestService>>().await;
+        }
+        self.last = Some(not_ready);
     }
 }

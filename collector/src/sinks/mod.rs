@@ -12,6 +12,7 @@
 
 pub mod influx;
 pub mod otlp;
+pub mod readiness;
 pub mod rows;
 
 use std::collections::BTreeMap;
@@ -89,8 +90,9 @@ pub trait Sink: Send + Sync {
     fn name(&self) -> &'static str;
     /// Whether the agents' Acks wait for it.
     fn acks(&self) -> Acks;
-    /// Whether it can take batches: the server reports the Ingest service serving (gRPC health)
-    /// only when every sink is ready at start, NOT_SERVING otherwise.
+    /// Whether its store answers now ([`readiness::Readiness`]): the server watches it and
+    /// reports the Ingest service NOT_SERVING on the gRPC health service while a sink the Acks
+    /// wait for is not ready, SERVING again once it is.
     fn ready(&self) -> bool {
         true
     }

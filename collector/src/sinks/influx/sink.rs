@@ -37,6 +37,10 @@ impl Sink for InfluxSink {
         Acks::Wait
     }
 
+    fn ready(&self) -> bool {
+        self.stats.readiness.ready()
+    }
+
     fn open(&self, agent: &Arc<str>, tags: &HostTags) -> Box<dyn SinkStream> {
         Box::new(InfluxStream { writer: self.writer.clone(), owner: agent.clone(), tags: tags.clone(), encoder: BatchEncoder::new(tags) })
     }
@@ -121,6 +125,7 @@ impl SinkMetrics for SinkStats {
             ("wattflip_collector_influx_isolations_total", "Refused write requests split by agent, so one agent's refusal does not hold up the others.", |k| Counter(k.isolations.load(Relaxed))),
             ("wattflip_collector_influx_partial_writes_understood_total", "Partial writes (max-values-per-tag, retention) whose dropped lines were found without splitting the request.", |k| Counter(k.partial_writes_understood.load(Relaxed))),
             ("wattflip_collector_influx_write_seconds", "InfluxDB write request latency.", |k| Histogram(&k.write_latency)),
+            ("wattflip_collector_influx_ready", "1 unless InfluxDB writes have failed without an answer for 10 s; while 0 the Ingest service is NOT_SERVING on the gRPC health service.", |k| Gauge(u64::from(k.readiness.ready()))),
         ];
         rows::render(t, self, ROWS);
     }

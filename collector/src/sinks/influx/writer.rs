@@ -52,6 +52,8 @@ pub struct SinkStats {
     pub isolations: AtomicU64,
     /// Partial writes whose dropped lines were found without splitting the request.
     pub partial_writes_understood: AtomicU64,
+    /// Whether InfluxDB answers (the sink's readiness).
+    pub readiness: crate::sinks::readiness::Readiness,
 }
 
 /// An owner refused within this long gets requests of its own, after everyone else's.
@@ -449,7 +451,12 @@ impl Writer {
                 continue;
             }
             let refs: Vec<&str> = piece.iter().map(|(_, l)| l.as_str()).collect();
-            match self.post_piece(&refs).await {
+            let posted = self.post_piece(&refs).await;
+            match &posted {
+                Err(PostError::Retry { .. }) => self.stats.readiness.failed(),
+                _ => self.stats.readiness.answered(),
+            }
+            match posted {
                 Ok(()) => {
                     backoff.reset();
                     self.resolve(piece.iter().map(|(o, _)| *o));

@@ -245,3 +245,28 @@ async fn two_writers_keep_two_requests_in_flight() {
     assert_eq!(got, want);
     assert_eq!(stats.lines_written.load(Ordering::Relaxed), 60);
 }
+
+/// Readiness follows the answers: failing from the first 503 (a slow InfluxDB answering 503 five
+/// times, each after 200 ms), answered again once the write is stored.
+#[tokio::test]
+async fn readiness_is_failing_while_influxdb_answers_5xx_and_answered_after() {
+    let srv = super::fake_server::start_slow(vec![(503, "{\"error\":\"overloaded\"}"); 5], Duration::from_millis(200)).await;
+    let stats = Arc::new(SinkStats::default());
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let (h, _task) = spawn(cfg(&srv.url), stats.clone(), rx);
+    assert_eq!(stats.readiness.failing_for(), None, "ready before any write");
+    let done = h.write(lines("b", 2)).await.unwrap();
+    let mut failing = false;
+    for _ in 0..200 {
+        if stats.readiness.failing_for().is_some() {
+            failing = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(failing, "failing while InfluxDB answers 503");
+    assert!(!stats.readiness.ready_within(Duration::ZERO));
+    tokio::time::timeout(Duration::from_secs(10), done).await.unwrap().unwrap();
+    assert_eq!(stats.readiness.failing_for(), None, "answered once the write is stored");
+    assert_eq!(stats.retries.load(Ordering::Relaxed), 5);
+}

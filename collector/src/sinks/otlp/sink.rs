@@ -56,6 +56,10 @@ impl Sink for OtlpSink {
         }
     }
 
+    fn ready(&self) -> bool {
+        self.stats.readiness.ready()
+    }
+
     fn open(&self, _agent: &Arc<str>, tags: &HostTags) -> Box<dyn SinkStream> {
         Box::new(OtlpStream { handle: self.handle.clone(), tags: tags.clone() })
     }
@@ -105,6 +109,7 @@ impl SinkMetrics for OtlpStats {
             ("wattflip_collector_otlp_requests_split_total", "OTLP export requests refused for their samples (400, 409) and split in two to find the batch refused.", |o| Counter(o.requests_split.load(Relaxed))),
             ("wattflip_collector_otlp_stale_samples_total", "Energy samples not newer than their series' newest (resent): not added to a counter twice.", |o| Counter(o.stale_samples.load(Relaxed))),
             ("wattflip_collector_otlp_write_seconds", "OTLP export request latency.", |o| Histogram(&o.write_latency)),
+            ("wattflip_collector_otlp_ready", "1 unless OTLP exports have failed without an answer for 10 s; while a required sink is 0 the Ingest service is NOT_SERVING on the gRPC health service.", |o| Gauge(u64::from(o.readiness.ready()))),
         ];
         rows::render(t, self, ROWS);
     }

@@ -50,6 +50,8 @@ pub struct OtlpStats {
     /// Counter samples not newer than their series' newest (a resent batch): not added twice.
     pub stale_samples: AtomicU64,
     pub write_latency: Histogram,
+    /// Whether the receiver answers (the sink's readiness).
+    pub readiness: crate::sinks::readiness::Readiness,
 }
 
 /// What became of a job's points: all stored but `refused` (a 400-class answer).
@@ -312,6 +314,10 @@ impl Writer {
             let started = Instant::now();
             let result = self.post(body.clone()).await;
             stats.write_latency.observe(started.elapsed());
+            match &result {
+                Err(PostError::Retry { .. }) => stats.readiness.failed(),
+                _ => stats.readiness.answered(),
+            }
             match result {
                 Ok(()) => {
                     stats.points_sent.fetch_add(n as u64, Ordering::Relaxed);
