@@ -43,6 +43,7 @@ fn the_preset_on_a_file_reports_the_fixtures_known_power_and_its_own_rates() {
         },
         profiles: Profile::ALL.to_vec(),
         stop: None,
+        power_states: None,
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     let r = run(&args, &energy_options(&root), &host).unwrap();
@@ -100,6 +101,7 @@ fn without_a_drive_side_source_every_phase_is_not_measured_and_has_no_figures() 
         },
         profiles: vec![Profile::ReadyIdle, Profile::RandomRead4k],
         stop: None,
+        power_states: None,
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     let r = run(&args, &energy_options(&root), &host).unwrap();
