@@ -356,3 +356,78 @@ fn a_listed_state_that_is_not_operational_is_refused_before_the_drive_is_touched
     assert!(e.to_string().contains("non-operational"), "{e}");
     assert_eq!((fake.set_calls(), changes(&rec).len(), state_files(dir.path())), (0, 0, 0));
 }
+
+/// The live preset per state (`probe --efficiency --power-states all` on a file with
+/// `--power-states-controller`): the fake controller's states are switched around real uFLIP
+/// phases on a scratch file, with the INA226 fixture's constant 18 W as power; every phase is
+/// labelled, the batch the collector gets carries the tags and the state changes, and the
+/// original state is back.
+#[test]
+fn the_live_preset_switches_labels_sends_and_restores() {
+    use wattflip_agent::probes::efficiency::run::{run, EfficiencyArgs, PowerStatesArgs};
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake(1);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/ina226/sys");
+    let energy = wattflip_agent::probes::EnergyOptions {
+        sysfs_root: root,
+        kinds: Default::default(),
+        period: Duration::from_millis(5),
+        idle: Duration::ZERO,
+        settle: Duration::ZERO,
+        tail: Duration::ZERO,
+        zone: None,
+        drives: DrivesConfig { state_dir: dir.path().join("state"), smartctl: false, ..Default::default() },
+        energy_target: None,
+        energy_budget: Duration::from_secs(600),
+    };
+    let args = EfficiencyArgs {
+        target: dir.path().join("eff.dat"),
+        size: 16 << 20,
+        destroy_consent: vec![],
+        capacity: Some(2_000_000_000_000),
+        seed: 1,
+        options: EfficiencyOptions {
+            stability: StabilityConfig { min_windows: 3, band: 0.9, max_trend: 0.9 },
+            budget: PhaseBudget { window: Duration::from_millis(40), budget: Duration::from_secs(2) },
+        },
+        profiles: vec![Profile::ReadyIdle, Profile::RandomRead4k],
+        stop: None,
+        power_states: Some(PowerStatesArgs { selection: StateSelection::All, controller: Some(DEV.into()) }),
+    };
+    let host = wattflip_agent::probes::Host { clock: Clock::new(), runner: fake.clone() };
+    let r = run(&args, &energy, &host).unwrap();
+    let rows: Vec<(&str, Option<u32>, &str)> = r.phases.iter().map(|p| (p.profile.name(), p.power_state, p.verdict)).collect();
+    let want: Vec<(&str, Option<u32>, &str)> = [0, 1, 2].iter().flat_map(|&s| [("ready_idle", Some(s), "stable"), ("rand_read_4k", Some(s), "stable")]).collect();
+    assert_eq!(rows, want);
+    for p in &r.phases {
+        // 18 W in every state (a flat rail): each state's idle is 18 W, its IOPS/W its IOPS / 18.
+        match (p.idle, p.active) {
+            (Some(i), None) => assert!((i.watts.value - 18.0).abs() < 1e-9, "{p:?}"),
+            (None, Some(a)) => assert!((a.iops_per_watt.value - a.iops / 18.0).abs() < 1e-9 * a.iops, "{p:?}"),
+            _ => panic!("{p:?}"),
+        }
+    }
+    assert_eq!(fake.feature(DEV, 2), Some(1));
+    let a = Outcome::Applied as i32;
+    let got: Vec<(u32, u32, u32, i32)> = r.changes.iter().map(|c| (c.from_state, c.to_state, c.observed_state, c.outcome)).collect();
+    assert_eq!(got, [(1, 0, 0, a), (0, 1, 1, a), (1, 2, 2, a), (2, 1, 1, Outcome::Restored as i32)]);
+    // The collector's points for the batch as `probe --collector` sends it.
+    let sent = wattflip_proto::v1::Batch {
+        agent_id: "a1".into(),
+        sequence: 1,
+        efficiency: wattflip_agent::report::efficiency::phases(&r),
+        power_state_changes: r.changes.clone(),
+        events: r.events.clone(),
+        ..Default::default()
+    };
+    let domain = wattflip_proto::domain::convert_batch("a1", sent).unwrap();
+    let tags = wattflip_proto::schema::HostTags { host: "a1".into(), labels: Default::default() };
+    let (body, errors) = wattflip_proto::lineproto::encode_all(&wattflip_proto::schema::batch_points(&domain, &tags));
+    assert!(errors.is_empty(), "{errors:?}");
+    let eff: Vec<&str> = body.lines().filter(|l| l.starts_with("device_efficiency,")).collect();
+    assert_eq!(eff.len(), 6, "{body}");
+    for (line, (profile, state, _)) in eff.iter().zip(&want) {
+        assert!(line.contains(&format!(",power_state={},profile={profile},verdict=stable ", state.unwrap())), "{line}");
+    }
+    assert_eq!(body.lines().filter(|l| l.starts_with("power_state,")).count(), 4, "{body}");
+}
