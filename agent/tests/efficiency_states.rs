@@ -364,7 +364,8 @@ fn a_listed_state_that_is_not_operational_is_refused_before_the_drive_is_touched
 /// original state is back.
 #[test]
 fn the_live_preset_switches_labels_sends_and_restores() {
-    use wattflip_agent::probes::efficiency::run::{run, EfficiencyArgs, PowerStatesArgs};
+    use wattflip_agent::probes::efficiency::run::{run, EfficiencyArgs};
+    use wattflip_agent::probes::efficiency::states::PowerStatesArgs;
     let dir = tempfile::tempdir().unwrap();
     let fake = fake(1);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/ina226/sys");
@@ -397,7 +398,8 @@ fn the_live_preset_switches_labels_sends_and_restores() {
     let host = wattflip_agent::probes::Host { clock: Clock::new(), runner: fake.clone() };
     let r = run(&args, &energy, &host).unwrap();
     let rows: Vec<(&str, Option<u32>, &str)> = r.phases.iter().map(|p| (p.profile.name(), p.power_state, p.verdict)).collect();
-    let want: Vec<(&str, Option<u32>, &str)> = [0, 1, 2].iter().flat_map(|&s| [("ready_idle", Some(s), "stable"), ("rand_read_4k", Some(s), "stable")]).collect();
+    let want: Vec<(&str, Option<u32>, &str)> =
+        [0, 1, 2].iter().flat_map(|&s| [("ready_idle", Some(s), "stable"), ("rand_read_4k", Some(s), "stable")]).collect();
     assert_eq!(rows, want);
     for p in &r.phases {
         // 18 W in every state (a flat rail): each state's idle is 18 W, its IOPS/W its IOPS / 18.

@@ -3,8 +3,8 @@
 //! A new preset setting is a `--efficiency-*` flag of [`EfficiencyCli`] mapped in [`options`].
 
 use crate::config::Config;
-use crate::probes::efficiency::run::{self as eff, EfficiencyArgs, PowerStatesArgs};
-use crate::probes::efficiency::states::StateSelection;
+use crate::probes::efficiency::run::{self as eff, EfficiencyArgs};
+use crate::probes::efficiency::states::{PowerStatesArgs, StateSelection};
 use crate::probes::efficiency::{EfficiencyOptions, Profile};
 use crate::probes::{self, EnergyOptions, Host};
 use std::sync::atomic::AtomicBool;
@@ -137,6 +137,8 @@ pub fn scheduled(
         crate::events::event(now(), "probe_failed", v1::Severity::Warning, &device, format!("probe {}: {e}", job.name))
     };
     let mut phases = Vec::new();
+    // The state changes and restores of a per-state run, and their events.
+    let mut changes = (Vec::new(), Vec::new());
     let ev = match job.energy.as_ref() {
         None => failed("the efficiency preset needs power recording (power = false)".into()),
         Some(energy) => {
@@ -149,7 +151,7 @@ pub fn scheduled(
                 options: eff.options,
                 profiles: Profile::ALL.to_vec(),
                 stop: Some(halt),
-                power_states: None,
+                power_states: eff.power_states.clone(),
             };
             let host = Host { clock: crate::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
             let tags = wattflip_proto::schema::HostTags { host: agent_id.to_string(), ..Default::default() };
@@ -172,14 +174,25 @@ pub fn scheduled(
                     let mut e = crate::events::event(now(), "efficiency_probe", v1::Severity::Info, &r.device, msg);
                     for p in &r.phases {
                         let head = crate::report::efficiency::headline(p).map(|(f, unit)| format!(" {} {unit}", f.describe(3))).unwrap_or_default();
-                        e.attributes.insert(p.profile.name().to_string(), format!("{}{head}", p.verdict));
+                        // Per state, one attribute per (profile, state): `rand_read_4k/PS1`.
+                        let key = match p.power_state.filter(|_| !r.power_states.is_empty()) {
+                            Some(s) => format!("{}/PS{s}", p.profile.name()),
+                            None => p.profile.name().to_string(),
+                        };
+                        e.attributes.insert(key, format!("{}{head}", p.verdict));
+                    }
+                    for s in r.power_states.iter().filter(|s| s.status != "measured") {
+                        e.attributes.insert(format!("PS{}", s.state), format!("{}: {}", s.status, s.detail));
                     }
                     e.attributes.insert("probe_id".into(), r.started_ns.to_string());
                     phases = crate::report::efficiency::phases(&r);
+                    changes = (r.changes, r.events);
                     e
                 }
             }
         }
     };
-    vec![v1::Batch { events: vec![ev], efficiency: phases, ..Default::default() }]
+    let mut events = changes.1;
+    events.push(ev);
+    vec![v1::Batch { events, efficiency: phases, power_state_changes: changes.0, ..Default::default() }]
 }

@@ -236,12 +236,13 @@ impl EfficiencyOptions {
     }
 }
 
-/// A scheduled efficiency probe (`[[probes]]` with `efficiency = true`): its settings and the
-/// capacity for W/TB of a file target.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A scheduled efficiency probe (`[[probes]]` with `efficiency = true`): its settings, the
+/// capacity for W/TB of a file target and, with `power_states`, the states to run in.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduledEfficiency {
     pub options: EfficiencyOptions,
     pub capacity: Option<u64>,
+    pub power_states: Option<states::PowerStatesArgs>,
 }
 
 impl Default for EfficiencyOptions {

@@ -11,7 +11,7 @@
 
 use super::metrics::{self, ActiveMetrics, Figure, IdleMetrics};
 use super::stability::{self, Assessment};
-use super::states::{self, StateOutcome, StatePhases, StateSelection};
+use super::states::{self, PowerStatesArgs, StateOutcome, StatePhases};
 use super::{measure_profiles, EfficiencyOptions, EnergyFigure, Phase, PhaseSource, Profile, Window};
 use crate::drives::changes::ChangeLog;
 use crate::drives::governor::Controller;
@@ -42,14 +42,6 @@ pub struct EfficiencyArgs {
     /// Run the phases in each of these NVMe power states (`--power-states`); `None`: in the
     /// state the drive is in.
     pub power_states: Option<PowerStatesArgs>,
-}
-
-/// The per-state runs' settings.
-#[derive(Debug, Clone)]
-pub struct PowerStatesArgs {
-    pub selection: StateSelection,
-    /// The NVMe controller (`/dev/nvme0`); `None`: the target's own (an NVMe namespace).
-    pub controller: Option<String>,
 }
 
 /// The read share the mixed profile asks uFLIP's Mix for (it interleaves the nearest ratio).

@@ -46,6 +46,14 @@ impl std::str::FromStr for StateSelection {
     }
 }
 
+/// The per-state runs' settings (`--power-states`, `[[probes]]` `power_states`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PowerStatesArgs {
+    pub selection: StateSelection,
+    /// The NVMe controller (`/dev/nvme0`); `None`: the target's own (an NVMe namespace).
+    pub controller: Option<String>,
+}
+
 /// What became of one requested power state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StateOutcome {
