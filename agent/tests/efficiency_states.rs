@@ -333,7 +333,7 @@ fn a_stop_keeps_the_completed_phases_and_restores_and_so_does_a_panic() {
     let run = per_state(&ctl, &StateSelection::All, dir.path(), &mut rec, &mut src, Some(flag)).unwrap();
     assert!(run.interrupted);
     let st: Vec<(u32, &str)> = run.states.iter().map(|s| (s.state, s.status)).collect();
-    assert_eq!(st, vec![(0, "measured"), (1, "measured"), (2, "not_reached")]);
+    assert_eq!(st, vec![(0, "measured"), (1, "interrupted"), (2, "not_reached")]);
     let kept: Vec<(Option<u32>, Profile)> = run.runs.iter().flat_map(|r| r.phases.iter().map(move |p: &Phase| (r.state, p.profile))).collect();
     assert_eq!(kept, vec![(Some(0), Profile::ReadyIdle), (Some(0), Profile::RandomRead4k), (Some(0), Profile::SeqWrite128k), (Some(1), Profile::ReadyIdle)]);
     assert_eq!((fake.feature(DEV, 2), state_files(dir.path())), (Some(2), 0));

@@ -100,9 +100,10 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
     let files = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
     if r.interrupted {
         anyhow::bail!(
-            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out, nothing was sent); the target was left as it is",
+            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out, nothing was sent); the target was left as it is{}",
             r.phases.len(),
-            args.profiles.len()
+            args.profiles.len() * r.power_states.len().max(1),
+            if r.power_states.is_empty() { "" } else { "; the original power state was put back" }
         );
     }
     println!("results in {files}");

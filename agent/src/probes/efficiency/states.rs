@@ -59,7 +59,8 @@ pub struct PowerStatesArgs {
 pub struct StateOutcome {
     pub state: u32,
     /// `measured`; `not_set` (the drive refused, ignored or failed the change: no figures);
-    /// `failed` (a phase failed in it); `not_reached` (stopped or failed before it).
+    /// `failed` (a phase failed in it); `interrupted` (stopped during its phases: the completed
+    /// ones are kept); `not_reached` (stopped or failed before it).
     pub status: &'static str,
     /// The drive's answer for `not_set`, the error for `failed`.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -164,7 +165,7 @@ pub fn run_states(
         match measure(state) {
             Ok((phases, stopped)) => {
                 run.runs.push(StatePhases { state: Some(state), phases });
-                run.states.push(outcome("measured", String::new()));
+                run.states.push(outcome(if stopped { "interrupted" } else { "measured" }, String::new()));
                 run.interrupted = stopped;
             }
             Err(e) => {
