@@ -43,6 +43,7 @@ fn the_preset_on_a_file_reports_the_fixtures_known_power_and_its_own_rates() {
         },
         profiles: Profile::ALL.to_vec(),
         stop: None,
+        power_states: None,
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     let r = run(&args, &energy_options(&root), &host).unwrap();
@@ -100,6 +101,7 @@ fn without_a_drive_side_source_every_phase_is_not_measured_and_has_no_figures() 
         },
         profiles: vec![Profile::ReadyIdle, Profile::RandomRead4k],
         stop: None,
+        power_states: None,
     };
     let host = Host { clock: wattflip_agent::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
     let r = run(&args, &energy_options(&root), &host).unwrap();
@@ -122,7 +124,7 @@ fn scheduled_efficiency_probes_are_configured_in_probes_entries() {
          [[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/y\"\n",
     )
     .unwrap();
-    let e = c.probes[0].efficiency.expect("efficiency = true");
+    let e = c.probes[0].efficiency.clone().expect("efficiency = true");
     assert_eq!((e.options.budget.window, e.options.budget.budget, e.capacity), (Duration::from_secs(2), Duration::from_secs(120), Some(4_000_000_000_000)));
     assert_eq!((e.options.stability.min_windows, e.options.stability.band, e.options.stability.max_trend), (6, 0.03, 0.02));
     assert!(c.probes[1].efficiency.is_none());
@@ -140,6 +142,54 @@ fn scheduled_efficiency_probes_are_configured_in_probes_entries() {
             ("probes[1].efficiency_band", "has no effect without efficiency = true"),
             ("probes[2].efficiency", "measures power: it needs power recording (remove power = false)"),
             ("probes[2].efficiency_budget", "5s is shorter than one interval (10 windows of 1s)"),
+        ]
+    );
+}
+
+#[test]
+fn scheduled_efficiency_probes_take_power_states_as_the_flag_does() {
+    use wattflip_agent::probes::efficiency::states::{PowerStatesArgs, StateSelection};
+    let dir = tempfile::tempdir().unwrap();
+    let write = |text: &str| {
+        let path = dir.path().join("agent.toml");
+        std::fs::write(&path, format!("agent_id = \"a\"\n[tls]\ninsecure_plaintext_loopback_only = true\n{text}")).unwrap();
+        wattflip_agent::config::Config::from_file(&path)
+    };
+    let entry = |extra: &str| format!("[[probes]]\nschedule = \"0 0 3 * * *\"\ntarget = \"/x\"\n{extra}\n");
+    let c = write(
+        &[
+            entry("efficiency = true\npower_states = \"all\""),
+            entry("efficiency = true\npower_states = [2, 0]\npower_states_controller = \"/dev/nvme1\""),
+            entry("efficiency = true"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let got: Vec<Option<PowerStatesArgs>> = c.probes.iter().map(|p| p.efficiency.clone().unwrap().power_states).collect();
+    assert_eq!(
+        got,
+        vec![
+            Some(PowerStatesArgs { selection: StateSelection::All, controller: None }),
+            Some(PowerStatesArgs { selection: StateSelection::List(vec![2, 0]), controller: Some("/dev/nvme1".into()) }),
+            None
+        ]
+    );
+    let err = write(
+        &[
+            entry("power_states = \"all\""),
+            entry("efficiency = true\npower_states = \"max\""),
+            entry("efficiency = true\npower_states_controller = \"/dev/nvme0\""),
+        ]
+        .concat(),
+    )
+    .unwrap_err();
+    let got: Vec<(&str, &str)> = err.problems.iter().map(|p| (p.path.as_str(), p.message.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("probes[0].power_states", "has no effect without efficiency = true"),
+            ("probes[1].power_states", "`max` is not a power state: write `all` or a list such as 0,2"),
+            ("probes[2].power_states_controller", "has no effect without power_states"),
         ]
     );
 }
@@ -169,7 +219,7 @@ fn a_scheduled_efficiency_probe_sends_the_phases_of_its_lp_file() {
     let c = wattflip_agent::config::Config::from_file(&path).unwrap();
     let job = &c.probes[0];
     let halt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let batches = wattflip_agent::app::efficiency::scheduled(job, &job.efficiency.unwrap(), "sched-eff", halt);
+    let batches = wattflip_agent::app::efficiency::scheduled(job, job.efficiency.as_ref().unwrap(), "sched-eff", halt);
     assert_eq!(batches.len(), 1);
     let b = &batches[0];
     assert_eq!(b.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["efficiency_probe"], "{:?}", b.events);

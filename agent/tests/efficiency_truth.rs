@@ -1,8 +1,8 @@
 //! The efficiency preset's phase loop and metrics against a truth generator (issue 42): a drive
 //! model with a known power and IO rate per profile, a known ready-idle power and capacity, a
 //! meter whose window readings carry Gaussian noise of known σ (so its 95 % interval is known),
-//! and optional drift or a decaying warm-up. The generator below shares no code with the agent:
-//! its energies are the model's integrals, its truths the model's ratios.
+//! and optional drift or a decaying warm-up. The generator (`support/efficiency_gen.rs`) shares no
+//! code with the agent: its energies are the model's integrals, its truths the model's ratios.
 
 // Integration tests: a panic with a message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,93 +10,12 @@
 use wattflip_agent::probes::efficiency::metrics::Figure;
 use wattflip_agent::probes::efficiency::run::phase_report;
 use wattflip_agent::probes::efficiency::stability::{Reason, StabilityConfig};
-use wattflip_agent::probes::efficiency::{measure_phase, EnergyFigure, PhaseBudget, PhaseSource, Profile, Window};
-use wattflip_energy::Joules;
+use wattflip_agent::probes::efficiency::{measure_phase, PhaseBudget, Profile};
 
-const S: i64 = 1_000_000_000;
+#[path = "support/efficiency_gen.rs"]
+mod efficiency_gen;
 
-/// xorshift64* and Box–Muller: the generator's own noise.
-struct Rng(u64);
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        ((self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn gauss(&mut self) -> f64 {
-        let (a, b) = (self.uniform(), self.uniform());
-        (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
-    }
-}
-
-/// One profile of the model drive: P(t) = watts · (1 + drift·t/s + warm·e^(−t/τ)), IOs at `iops`.
-#[derive(Clone, Copy)]
-struct Model {
-    watts: f64,
-    iops: u64,
-    io_bytes: u64,
-    /// Relative power change per second.
-    drift: f64,
-    /// Relative excess at the phase's start, decaying with time constant `tau_s`.
-    warm: f64,
-    tau_s: f64,
-}
-
-impl Model {
-    /// ∫ P dt over [a, b] seconds after the phase start (closed form).
-    fn energy(&self, a: f64, b: f64) -> f64 {
-        let base = b - a + self.drift * (b * b - a * a) / 2.0;
-        let warm = if self.warm == 0.0 { 0.0 } else { self.warm * self.tau_s * ((-a / self.tau_s).exp() - (-b / self.tau_s).exp()) };
-        self.watts * (base + warm)
-    }
-}
-
-/// The drive and its meter: windows of 1 s, the meter's error per window N(0, σ·E_window).
-struct Drive {
-    model: Model,
-    rng: Rng,
-    sigma: f64,
-    /// The meter states its 95 % interval (as the energy uncertainty model will); false: unknown.
-    states_u95: bool,
-    t0: i64,
-    now: i64,
-    /// Per window: [start, end) in ns, true and measured energy.
-    log: Vec<(i64, i64, f64, f64)>,
-}
-
-impl Drive {
-    fn new(model: Model, seed: u64, sigma: f64) -> Drive {
-        Drive { model, rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1), sigma, states_u95: true, t0: 10 * S, now: 10 * S, log: Vec::new() }
-    }
-    fn sec(&self, ns: i64) -> f64 {
-        (ns - self.t0) as f64 / 1e9
-    }
-}
-
-impl PhaseSource for Drive {
-    type Error = std::convert::Infallible;
-    fn next_window(&mut self, _: Profile) -> Result<Window, Self::Error> {
-        let (a, b) = (self.now, self.now + S);
-        self.now = b;
-        let truth = self.model.energy(self.sec(a), self.sec(b));
-        let measured = truth * (1.0 + self.sigma * self.rng.gauss());
-        self.log.push((a, b, truth, measured));
-        let ios = self.model.iops;
-        Ok(Window { start_ns: a, end_ns: b, ios, bytes: ios * self.model.io_bytes, energy: Some(EnergyFigure { energy: Joules(measured), u95: None }) })
-    }
-    fn interval_energy(&mut self, from: i64, to: i64) -> Option<EnergyFigure> {
-        let ws: Vec<_> = self.log.iter().filter(|w| w.0 >= from && w.1 <= to).collect();
-        let measured: f64 = ws.iter().map(|w| w.3).sum();
-        // Independent window errors: σ_interval = √Σ(σ·E_i)².
-        let sd = ws.iter().map(|w| (self.sigma * w.2).powi(2)).sum::<f64>().sqrt();
-        Some(EnergyFigure { energy: Joules(measured), u95: self.states_u95.then_some(Joules(1.96 * sd)) })
-    }
-}
-
-fn steady(watts: f64, iops: u64, io_bytes: u64) -> Model {
-    Model { watts, iops, io_bytes, drift: 0.0, warm: 0.0, tau_s: 1.0 }
-}
+use efficiency_gen::{steady, Drive};
 
 fn budget() -> PhaseBudget {
     PhaseBudget { window: std::time::Duration::from_secs(1), budget: std::time::Duration::from_secs(60) }

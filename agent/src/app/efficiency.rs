@@ -4,6 +4,7 @@
 
 use crate::config::Config;
 use crate::probes::efficiency::run::{self as eff, EfficiencyArgs};
+use crate::probes::efficiency::states::{PowerStatesArgs, StateSelection};
 use crate::probes::efficiency::{EfficiencyOptions, Profile};
 use crate::probes::{self, EnergyOptions, Host};
 use std::sync::atomic::AtomicBool;
@@ -37,6 +38,15 @@ pub struct EfficiencyCli {
     /// Capacity for idle W/TB and GB/W when the target is a file (a device's is its size).
     #[arg(long)]
     pub capacity: Option<String>,
+    /// Run every phase in each of these NVMe power states: `all` (every operational state) or a
+    /// list such as `0,2`. Each state is set and read back first; one the drive does not take is
+    /// reported as not set; the original state is put back at the end, on error and on a signal.
+    #[arg(long, requires = "efficiency", value_parser = |s: &str| s.parse::<StateSelection>())]
+    pub power_states: Option<StateSelection>,
+    /// The NVMe controller whose power states `--power-states` switches (default: the target's
+    /// own, for a namespace such as /dev/nvme0n1; name it for a file on an NVMe drive).
+    #[arg(long, requires = "power_states")]
+    pub power_states_controller: Option<String>,
 }
 
 /// The probe's target and where results go (from `probe`'s own flags).
@@ -71,6 +81,7 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
         options: options(p)?,
         profiles: Profile::ALL.to_vec(),
         stop: Some(stop),
+        power_states: p.power_states.clone().map(|selection| PowerStatesArgs { selection, controller: p.power_states_controller.clone() }),
     };
     let r = eff::run(&args, energy_opts, host)?;
     let tags = wattflip_proto::schema::HostTags { host: cfg.agent_id.clone(), labels: cfg.labels.clone() };
@@ -80,19 +91,29 @@ pub fn command(p: &EfficiencyCli, t: &Target, cfg: &Config, energy_opts: &Energy
     }
     for ph in &r.phases {
         let head = crate::report::efficiency::headline(ph).map(|(f, unit)| format!("{} {unit}", f.describe(3))).unwrap_or_else(|| "-".into());
-        println!("{:<16} {:<13} {:>3} windows  {head}", ph.profile.name(), ph.verdict, ph.windows_run);
+        let ps = ph.power_state.map(|s| format!("PS{s}")).unwrap_or_default();
+        println!("{ps:<4} {:<16} {:<13} {:>3} windows  {head}", ph.profile.name(), ph.verdict, ph.windows_run);
+    }
+    for s in r.power_states.iter().filter(|s| s.status != "measured") {
+        println!("PS{:<2} {}: {}", s.state, s.status, s.detail);
     }
     let files = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
     if r.interrupted {
         anyhow::bail!(
-            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out, nothing was sent); the target was left as it is",
+            "interrupted by a signal after {} completed phase(s) of {}: they are in {files} (the phase in progress is left out, nothing was sent); the target was left as it is{}",
             r.phases.len(),
-            args.profiles.len()
+            args.profiles.len() * r.power_states.len().max(1),
+            if r.power_states.is_empty() { "" } else { "; the original power state was put back" }
         );
     }
     println!("results in {files}");
     if let Some(url) = &t.collector {
-        let batch = wattflip_proto::v1::Batch { efficiency: crate::report::efficiency::phases(&r), ..Default::default() };
+        let batch = wattflip_proto::v1::Batch {
+            efficiency: crate::report::efficiency::phases(&r),
+            power_state_changes: r.changes.clone(),
+            events: r.events.clone(),
+            ..Default::default()
+        };
         super::session::send_results(url, cfg, vec![batch], &t.out, "probe")?;
     }
     Ok(())
@@ -117,6 +138,8 @@ pub fn scheduled(
         crate::events::event(now(), "probe_failed", v1::Severity::Warning, &device, format!("probe {}: {e}", job.name))
     };
     let mut phases = Vec::new();
+    // The state changes and restores of a per-state run, and their events.
+    let mut changes = (Vec::new(), Vec::new());
     let ev = match job.energy.as_ref() {
         None => failed("the efficiency preset needs power recording (power = false)".into()),
         Some(energy) => {
@@ -129,6 +152,7 @@ pub fn scheduled(
                 options: eff.options,
                 profiles: Profile::ALL.to_vec(),
                 stop: Some(halt),
+                power_states: eff.power_states.clone(),
             };
             let host = Host { clock: crate::clock::Clock::new(), runner: std::sync::Arc::new(wattflip_drives::SystemRunner::new()) };
             let tags = wattflip_proto::schema::HostTags { host: agent_id.to_string(), ..Default::default() };
@@ -151,14 +175,25 @@ pub fn scheduled(
                     let mut e = crate::events::event(now(), "efficiency_probe", v1::Severity::Info, &r.device, msg);
                     for p in &r.phases {
                         let head = crate::report::efficiency::headline(p).map(|(f, unit)| format!(" {} {unit}", f.describe(3))).unwrap_or_default();
-                        e.attributes.insert(p.profile.name().to_string(), format!("{}{head}", p.verdict));
+                        // Per state, one attribute per (profile, state): `rand_read_4k/PS1`.
+                        let key = match p.power_state.filter(|_| !r.power_states.is_empty()) {
+                            Some(s) => format!("{}/PS{s}", p.profile.name()),
+                            None => p.profile.name().to_string(),
+                        };
+                        e.attributes.insert(key, format!("{}{head}", p.verdict));
+                    }
+                    for s in r.power_states.iter().filter(|s| s.status != "measured") {
+                        e.attributes.insert(format!("PS{}", s.state), format!("{}: {}", s.status, s.detail));
                     }
                     e.attributes.insert("probe_id".into(), r.started_ns.to_string());
                     phases = crate::report::efficiency::phases(&r);
+                    changes = (r.changes, r.events);
                     e
                 }
             }
         }
     };
-    vec![v1::Batch { events: vec![ev], efficiency: phases, ..Default::default() }]
+    let mut events = changes.1;
+    events.push(ev);
+    vec![v1::Batch { events, efficiency: phases, power_state_changes: changes.0, ..Default::default() }]
 }

@@ -100,7 +100,7 @@ pub async fn run_job(job: ProbeJob, agent_id: String, locks: DeviceLocks, out: m
         let halt = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let batches = match &job.efficiency {
             Some(eff) => {
-                let (job2, eff, host, h) = (job.clone(), *eff, agent_id.clone(), halt.clone());
+                let (job2, eff, host, h) = (job.clone(), eff.clone(), agent_id.clone(), halt.clone());
                 let task = tokio::task::spawn_blocking(move || super::efficiency::scheduled(&job2, &eff, &host, h));
                 supervise(&job, task, &halt, &mut stop).await.unwrap_or_else(|e| crashed(&job, &e))
             }

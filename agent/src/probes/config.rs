@@ -36,6 +36,14 @@ impl PartialEq for ProbeJob {
     }
 }
 
+/// `power_states = "all"` (or `"0,2"`) or `[0, 2]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawStates {
+    Word(String),
+    List(Vec<u32>),
+}
+
 #[derive(Debug, Default, Deserialize)]
 pub struct RawProbe {
     pub name: Option<String>,
@@ -79,6 +87,8 @@ pub struct RawProbe {
     pub efficiency_band: Option<f64>,
     pub efficiency_trend: Option<f64>,
     pub capacity: Option<String>,
+    pub power_states: Option<RawStates>,
+    pub power_states_controller: Option<String>,
 }
 
 /// Validates `[[probes]]` entries; problems are recorded with `probes[i].key` paths. `host` is where
@@ -167,6 +177,8 @@ fn scheduled_efficiency(r: &RawProbe, power: bool, key: &dyn Fn(&str) -> String,
         ("efficiency_band", r.efficiency_band.is_some()),
         ("efficiency_trend", r.efficiency_trend.is_some()),
         ("capacity", r.capacity.is_some()),
+        ("power_states", r.power_states.is_some()),
+        ("power_states_controller", r.power_states_controller.is_some()),
     ]
     .into_iter()
     .filter_map(|(k, on)| on.then_some(k))
@@ -193,7 +205,7 @@ fn scheduled_efficiency(r: &RawProbe, power: bool, key: &dyn Fn(&str) -> String,
     let windows = r.efficiency_windows.unwrap_or(d.stability.min_windows);
     let (band, trend) = (r.efficiency_band.unwrap_or(d.stability.band * 100.0), r.efficiency_trend.unwrap_or(d.stability.max_trend * 100.0));
     match super::efficiency::EfficiencyOptions::new(window, windows, budget, band, trend) {
-        Ok(options) => Some(super::efficiency::ScheduledEfficiency { options, capacity }),
+        Ok(options) => Some(super::efficiency::ScheduledEfficiency { options, capacity, power_states: scheduled_states(r, key, l) }),
         Err((name, e)) => {
             l.problem(key(&format!("efficiency_{name}")), e);
             None
@@ -202,6 +214,28 @@ fn scheduled_efficiency(r: &RawProbe, power: bool, key: &dyn Fn(&str) -> String,
 }
 
 /// `schedule`: required, a cron expression (`sec min hour day month weekday`).
+/// `power_states` (and `power_states_controller`) of an efficiency entry, as `--power-states`.
+fn scheduled_states(r: &RawProbe, key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<super::efficiency::states::PowerStatesArgs> {
+    use super::efficiency::states::{PowerStatesArgs, StateSelection};
+    let selection = match r.power_states.clone() {
+        None => {
+            if r.power_states_controller.is_some() {
+                l.problem(key("power_states_controller"), "has no effect without power_states");
+            }
+            return None;
+        }
+        Some(RawStates::Word(w)) => w.parse::<StateSelection>(),
+        Some(RawStates::List(v)) => v.iter().map(u32::to_string).collect::<Vec<_>>().join(",").parse::<StateSelection>(),
+    };
+    match selection {
+        Ok(selection) => Some(PowerStatesArgs { selection, controller: r.power_states_controller.clone() }),
+        Err(e) => {
+            l.problem(key("power_states"), e);
+            None
+        }
+    }
+}
+
 fn cron_schedule(raw: Option<&str>, key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<cron::Schedule> {
     match raw {
         None => {

@@ -85,6 +85,10 @@ pub enum ProbeCmdError {
     Output { path: PathBuf, source: std::io::Error },
     #[error("cannot read {path}: {reason}")]
     Input { path: PathBuf, reason: String },
+    /// Selecting, setting or restoring a power state for a per-state run (`probe --efficiency
+    /// --power-states`).
+    #[error(transparent)]
+    PowerStates(Box<crate::drives::governor::GovernorCmdError>),
 }
 
 /// Parses a size such as `1GiB`, `512MiB`, `4G` (config and command line spell it the same).
@@ -224,14 +228,31 @@ pub fn nvme_controller(target: &Path) -> Option<String> {
 
 /// The "datasheet watts" of an NVMe block-device target: PSD max power of its current power state.
 fn datasheet_watts(target: &Path, drives: &crate::drives::config::DrivesConfig, runner: Arc<dyn CommandRunner>) -> Option<f64> {
+    let (nvme, ctrl, states) = nvme_of(target, drives, runner)?;
+    let e = crate::sensors::nvme_estimate::NvmeEstimate::new(nvme, &ctrl, states)?;
+    e.current().ok().map(|(_, w)| w.0)
+}
+
+/// nvme-cli, the controller and its power-state table of an NVMe block-device target.
+fn nvme_of(
+    target: &Path,
+    drives: &crate::drives::config::DrivesConfig,
+    runner: Arc<dyn CommandRunner>,
+) -> Option<(wattflip_drives::NvmeCli, String, Vec<wattflip_drives::PowerState>)> {
     let ctrl = nvme_controller(target)?;
     if !is_block(target) || !drives.nvme_cli {
         return None;
     }
     let nvme = wattflip_drives::NvmeCli::new(runner).with_program(drives.nvme_path.clone()).with_timeout(drives.timeout);
     let states = nvme.id_ctrl(&ctrl).ok()?.power_states;
-    let e = crate::sensors::nvme_estimate::NvmeEstimate::new(nvme, &ctrl, states)?;
-    e.current().ok().map(|(_, w)| w.0)
+    Some((nvme, ctrl, states))
+}
+
+/// The power state an NVMe block-device target is in (FID 02h, read only); `None` for any other
+/// target or when it cannot be read.
+pub fn nvme_current_state(target: &Path, drives: &crate::drives::config::DrivesConfig, runner: Arc<dyn CommandRunner>) -> Option<u32> {
+    let (nvme, ctrl, states) = nvme_of(target, drives, runner)?;
+    wattflip_drives::Governor::power_state(nvme, ctrl, states).ok()?.current().ok()
 }
 
 /// A probe with, when a power source was recorded, its per-run energy.

@@ -2,8 +2,10 @@
 //! `efficiency/report.json` (the whole [`EfficiencyReport`]), `efficiency/report.html` (a table and
 //! a chart per drive: the headline ratio by profile with its 95 % interval, idle W/TB) and
 //! `efficiency/efficiency.lp` (`device_efficiency` points, `docs/schema.md`), and the same phases
-//! as the collector's `Batch.efficiency` records ([`phases`]). A new column is a metric in
-//! [`metric_fields`] (and `v1::EfficiencyPhase`) and [`table`] (page).
+//! as the collector's `Batch.efficiency` records ([`phases`]). A per-state run has one row per
+//! (profile, power state), each record tagged with its `power_state`, and a row per state that
+//! was not set. A new column is a metric in [`metric_fields`] (and `v1::EfficiencyPhase`) and
+//! [`table`] (page).
 
 use super::html::esc;
 use crate::probes::efficiency::metrics::Figure;
@@ -83,6 +85,7 @@ pub fn phases(r: &EfficiencyReport) -> Vec<v1::EfficiencyPhase> {
                 firmware: r.firmware.clone(),
                 serial: r.serial.clone(),
                 profile: p.profile.name().to_string(),
+                power_state: p.power_state,
                 verdict: p.verdict.to_string(),
                 energy_source: r.energy_source.clone(),
                 probe_id: r.started_ns.to_string(),
@@ -136,8 +139,16 @@ fn verdict(p: &PhaseReport) -> String {
     }
 }
 
+/// A phase's power state as the page writes it (`PS2`, or `—` when not known).
+fn state_label(p: &PhaseReport) -> String {
+    p.power_state.map(|s| format!("PS{s}")).unwrap_or_else(|| "—".into())
+}
+
 fn table(r: &EfficiencyReport, s: &mut String) {
-    let _ = writeln!(s, "<table><tr><th>profile</th><th>verdict</th><th>headline</th><th>W</th><th>IOPS</th><th>MiB/s</th><th>J/IO</th><th>J/MiB</th></tr>");
+    let _ = writeln!(
+        s,
+        "<table><tr><th>profile</th><th>power state</th><th>verdict</th><th>headline</th><th>W</th><th>IOPS</th><th>MiB/s</th><th>J/IO</th><th>J/MiB</th></tr>"
+    );
     let f = |x: Option<Figure>, d: usize| x.map(|x| esc(&x.describe(d))).unwrap_or_else(|| "—".into());
     for p in &r.phases {
         let head = headline(p).map(|(x, unit)| format!("{} {unit}", esc(&x.describe(3)))).unwrap_or_else(|| "—".into());
@@ -145,8 +156,9 @@ fn table(r: &EfficiencyReport, s: &mut String) {
         let a = p.active;
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{head}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{head}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             p.profile.name(),
+            state_label(p),
             esc(&verdict(p)),
             f(w, 3),
             a.map(|a| format!("{:.0}", a.iops)).unwrap_or_else(|| "—".into()),
@@ -155,12 +167,20 @@ fn table(r: &EfficiencyReport, s: &mut String) {
             f(a.map(|a| a.joules_per_mib), 4),
         );
     }
+    for st in r.power_states.iter().filter(|st| st.status != "measured") {
+        let why = if st.detail.is_empty() { String::new() } else { format!(": {}", st.detail) };
+        let _ = writeln!(s, "<tr><td>—</td><td>PS{}</td><td colspan=\"7\">{}{}</td></tr>", st.state, esc(&st.status.replace('_', " ")), esc(&why));
+    }
     s.push_str("</table>\n");
 }
 
 /// One bar chart: the headline ratio per stable profile of one unit, with its 95 % interval.
 fn chart(r: &EfficiencyReport, unit: &str, s: &mut String) {
-    let bars: Vec<(&str, Figure)> = r.phases.iter().filter_map(|p| headline(p).filter(|h| h.1 == unit).map(|(f, _)| (p.profile.name(), f))).collect();
+    let name = |p: &PhaseReport| match p.power_state {
+        Some(s) => format!("{} PS{s}", p.profile.name()),
+        None => p.profile.name().to_string(),
+    };
+    let bars: Vec<(String, Figure)> = r.phases.iter().filter_map(|p| headline(p).filter(|h| h.1 == unit).map(|(f, _)| (name(p), f))).collect();
     let max = bars.iter().map(|(_, f)| f.value + f.u95.unwrap_or(0.0)).fold(0.0f64, f64::max);
     if bars.is_empty() || max <= 0.0 {
         return;

@@ -5,10 +5,13 @@
 //! ([`measure_phase`]) takes its windows from a [`PhaseSource`]: the live one ([`run`]) drives
 //! the uFLIP engine with power recorded; tests drive it with a truth generator. A new profile is a
 //! [`Profile`] variant (its IO in `run::profile_load`); a new metric is a field in [`metrics`].
+//! Per NVMe power state, [`states`] switches the drive and runs the phase loop
+//! ([`measure_profiles`]) in each state.
 
 pub mod metrics;
 pub mod run;
 pub mod stability;
+pub mod states;
 
 use serde::Serialize;
 use stability::{Assessment, StabilityConfig};
@@ -179,6 +182,27 @@ pub fn measure_phase<S: PhaseSource>(profile: Profile, src: &mut S, cfg: &Stabil
     }
 }
 
+/// Runs the phases of `profiles` in order from `src`. An error while `stopping()` is a stop (the
+/// probe's signal flag): the phases completed before it are returned with `true`, the phase in
+/// progress is left out.
+pub fn measure_profiles<S: PhaseSource>(
+    profiles: &[Profile],
+    src: &mut S,
+    opts: &EfficiencyOptions,
+    stopping: &dyn Fn() -> bool,
+) -> Result<(Vec<Phase>, bool), S::Error> {
+    let mut phases = Vec::new();
+    for &p in profiles {
+        match measure_phase(p, src, &opts.stability, &opts.budget) {
+            Ok(phase) => phases.push(phase),
+            Err(_) if stopping() => return Ok((phases, true)),
+            Err(e) => return Err(e),
+        }
+        tracing::info!("efficiency phase {} of {} completed: {}", phases.len(), profiles.len(), p.name());
+    }
+    Ok((phases, false))
+}
+
 /// The preset's settings (`probe --efficiency-*`, `[[probes]]` `efficiency_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct EfficiencyOptions {
@@ -212,12 +236,13 @@ impl EfficiencyOptions {
     }
 }
 
-/// A scheduled efficiency probe (`[[probes]]` with `efficiency = true`): its settings and the
-/// capacity for W/TB of a file target.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A scheduled efficiency probe (`[[probes]]` with `efficiency = true`): its settings, the
+/// capacity for W/TB of a file target and, with `power_states`, the states to run in.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduledEfficiency {
     pub options: EfficiencyOptions,
     pub capacity: Option<u64>,
+    pub power_states: Option<states::PowerStatesArgs>,
 }
 
 impl Default for EfficiencyOptions {

@@ -5,10 +5,16 @@
 //! After the last phase, every window and interval is re-read from the complete recording and
 //! re-tested, so a reading that arrived late cannot change a verdict unseen. The report types
 //! are here; files are `report::efficiency`. A new profile's IO is an arm of [`profile_load`].
+//! With [`EfficiencyArgs::power_states`] the phases run once per NVMe power state
+//! ([`super::states`]), one recording across all of them; without, in the state the drive is in,
+//! labelled with it when it can be read.
 
 use super::metrics::{self, ActiveMetrics, Figure, IdleMetrics};
 use super::stability::{self, Assessment};
-use super::{measure_phase, EfficiencyOptions, EnergyFigure, Phase, PhaseSource, Profile, Window};
+use super::states::{self, PowerStatesArgs, StateOutcome, StatePhases};
+use super::{measure_profiles, EfficiencyOptions, EnergyFigure, Phase, PhaseSource, Profile, Window};
+use crate::drives::changes::ChangeLog;
+use crate::drives::governor::Controller;
 use crate::energy::interval::{energy_over, energy_u95};
 use crate::energy::live::{pick_for_drive, LivePower, PowerRecorder, ZoneSeries};
 use crate::probes::ladder::{self, LadderArgs, Load};
@@ -16,6 +22,7 @@ use crate::probes::{open_target, EnergyOptions, Host, ProbeCmdError};
 use serde::Serialize;
 use std::path::PathBuf;
 use wattflip_energy::PowerSeries;
+use wattflip_proto::v1;
 use wattflip_uflip::{self as uflip, Baseline, NullObserver};
 
 /// What `probe --efficiency` was asked for.
@@ -32,6 +39,9 @@ pub struct EfficiencyArgs {
     /// Set by the agent's shutdown or a signal: the preset stops between two IOs (or in an idle
     /// window); the phases it completed are kept ([`EfficiencyReport::interrupted`]).
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Run the phases in each of these NVMe power states (`--power-states`); `None`: in the
+    /// state the drive is in.
+    pub power_states: Option<PowerStatesArgs>,
 }
 
 /// The read share the mixed profile asks uFLIP's Mix for (it interleaves the nearest ratio).
@@ -53,6 +63,9 @@ pub fn profile_load(p: Profile) -> Option<(Load, u64)> {
 #[derive(Debug, Clone, Serialize)]
 pub struct PhaseReport {
     pub profile: Profile,
+    /// The NVMe power state the phase ran in (`None`: not known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<u32>,
     /// `stable`, `unstable` or `not_measured` (no power source).
     pub verdict: &'static str,
     pub windows_run: usize,
@@ -82,6 +95,14 @@ pub struct EfficiencyReport {
     pub started_ns: i64,
     pub options: EfficiencyOptions,
     pub phases: Vec<PhaseReport>,
+    /// Per-state runs only: what became of each requested state (a state not set has no phases).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub power_states: Vec<StateOutcome>,
+    /// The state changes and restores of per-state runs, and their events, for the collector.
+    #[serde(skip)]
+    pub changes: Vec<v1::PowerStateChange>,
+    #[serde(skip)]
+    pub events: Vec<v1::Event>,
     /// Stopped (`EfficiencyArgs::stop`) before its last phase: `phases` are the completed ones,
     /// the phase in progress is left out.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -115,6 +136,7 @@ pub fn phase_report(p: &Phase, capacity: Option<u64>, idle_w: Option<&Figure>) -
     };
     PhaseReport {
         profile: p.profile,
+        power_state: None,
         verdict,
         windows_run: p.windows.len(),
         interval_windows: p.interval().len(),
@@ -125,6 +147,21 @@ pub fn phase_report(p: &Phase, capacity: Option<u64>, idle_w: Option<&Figure>) -
         active,
         read_pct,
     }
+}
+
+/// The reports of every phase of `runs`, in order, each labelled with its state; the above-idle
+/// figures of a state use that state's own ready-idle power.
+pub fn report_phases(runs: &[StatePhases], capacity: Option<u64>) -> Vec<PhaseReport> {
+    let mut reports = Vec::new();
+    for run in runs {
+        let idle = run.phases.iter().find(|p| p.profile == Profile::ReadyIdle).and_then(|p| phase_report(p, capacity, None).idle).map(|i| i.watts);
+        for p in &run.phases {
+            let mut r = phase_report(p, capacity, idle.as_ref());
+            r.power_state = run.state;
+            reports.push(r);
+        }
+    }
+    reports
 }
 
 /// Re-reads every window's and the interval's energy with `energy` (the complete recording) and
@@ -276,10 +313,60 @@ impl PhaseSource for LiveSource<'_> {
     }
 }
 
+/// The phases as measured, per state, and the records of a per-state run.
+struct Measured {
+    runs: Vec<StatePhases>,
+    states: Vec<StateOutcome>,
+    interrupted: bool,
+    rec: ChangeLog,
+}
+
+/// Opens the controller of a per-state run (before any IO: a wrong controller fails first).
+fn open_controller(a: &EfficiencyArgs, ps: &PowerStatesArgs, e: &EnergyOptions, host: &Host, rec: &mut ChangeLog) -> Result<Controller, ProbeCmdError> {
+    let dev = ps.controller.clone().or_else(|| crate::probes::nvme_controller(&a.target)).ok_or_else(|| ProbeCmdError::Input {
+        path: a.target.clone(),
+        reason: "--power-states needs an NVMe namespace target (/dev/nvmeXnY) or --power-states-controller naming the controller of the drive holding it"
+            .into(),
+    })?;
+    Controller::open(&e.drives, &dev, host.runner.clone(), rec).map_err(|e| ProbeCmdError::PowerStates(Box::new(e)))
+}
+
+/// Runs the phases: once per selected state with `ctl`, otherwise once in the state the drive is
+/// in (labelled with it when it can be read).
+fn measure_all(
+    a: &EfficiencyArgs,
+    src: &mut LiveSource,
+    ctl: Option<&Controller>,
+    e: &EnergyOptions,
+    host: &Host,
+    mut rec: ChangeLog,
+) -> Result<Measured, ProbeCmdError> {
+    let stop = a.stop.clone();
+    let stopping = move || crate::probes::stopped(stop.as_deref());
+    match (ctl, &a.power_states) {
+        (Some(ctl), Some(ps)) => {
+            let mut measure = |_state: u32| {
+                // Each state sizes its own windows: a capped state runs slower.
+                src.count = None;
+                measure_profiles(&a.profiles, &mut *src, &a.options, &stopping)
+            };
+            let r = states::run_states(ctl, &ps.selection, &e.drives.state_dir, &mut rec, &mut measure)?;
+            Ok(Measured { runs: r.runs, states: r.states, interrupted: r.interrupted, rec })
+        }
+        _ => {
+            let state = crate::probes::nvme_current_state(&a.target, &e.drives, host.runner.clone());
+            let (phases, interrupted) = measure_profiles(&a.profiles, src, &a.options, &stopping)?;
+            Ok(Measured { runs: vec![StatePhases { state, phases }], states: Vec::new(), interrupted, rec })
+        }
+    }
+}
+
 /// Runs the preset on `a.target` with power from the host's sources (`e`).
 pub fn run(a: &EfficiencyArgs, e: &EnergyOptions, host: &Host) -> Result<EfficiencyReport, ProbeCmdError> {
     // The probe's safety rules: a block device only with destroy consent, a file as scratch.
     let target = open_target(&a.target, a.size, &a.destroy_consent)?;
+    let mut rec = ChangeLog::new(host.clock);
+    let ctl = a.power_states.as_ref().map(|ps| open_controller(a, ps, e, host, &mut rec)).transpose()?;
     let found = crate::sensors::discover_all(&e.sysfs_root, &e.kinds, &host.runner);
     let recorder = (!found.power.is_empty()).then(|| PowerRecorder::start(found.power, e.period, host.clock));
     // Readings before the first idle window (a counter's first reading only starts its series).
@@ -287,20 +374,7 @@ pub fn run(a: &EfficiencyArgs, e: &EnergyOptions, host: &Host) -> Result<Efficie
     let started_ns = host.clock.utc_now();
     let mut src =
         LiveSource { target: &target, args: a, live: recorder.as_ref().map(PowerRecorder::live), zone: e.zone.clone(), clock: host.clock, count: None };
-    let mut phases = Vec::new();
-    let mut interrupted = false;
-    for &p in &a.profiles {
-        match measure_phase(p, &mut src, &a.options.stability, &a.options.budget) {
-            Ok(phase) => phases.push(phase),
-            // Stopped: the phase in progress is left out, the completed ones are kept.
-            Err(_) if src.stopping() => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => return Err(e),
-        }
-        tracing::info!("efficiency phase {} of {} completed: {}", phases.len(), a.profiles.len(), p.name());
-    }
+    let mut m = measure_all(a, &mut src, ctl.as_ref(), e, host, rec)?;
     let zones = recorder.map(PowerRecorder::stop).unwrap_or_default();
     let picked = pick_for_drive(&zones, e.zone.as_deref());
     let series = picked.as_ref().ok().and_then(|z| z.series());
@@ -308,15 +382,13 @@ pub fn run(a: &EfficiencyArgs, e: &EnergyOptions, host: &Host) -> Result<Efficie
         (Ok(z), Some(s)) => energy_of(z, s, from, to),
         _ => None,
     };
-    for p in &mut phases {
+    for p in m.runs.iter_mut().flat_map(|r| r.phases.iter_mut()) {
         reassess(p, &a.options.stability, &mut energy);
     }
     let capacity = match target.kind {
         uflip::TargetKind::Block => Some(target.size),
         uflip::TargetKind::File => a.capacity,
     };
-    let idle_w = phases.iter().find(|p| p.profile == Profile::ReadyIdle).map(|p| phase_report(p, capacity, None)).and_then(|r| r.idle.map(|i| i.watts));
-    let reports = phases.iter().map(|p| phase_report(p, capacity, idle_w.as_ref())).collect();
     let name = target.device.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     Ok(EfficiencyReport {
         device: match target.kind {
@@ -333,7 +405,10 @@ pub fn run(a: &EfficiencyArgs, e: &EnergyOptions, host: &Host) -> Result<Efficie
         energy_note: picked.err().map(|e| e.to_string()).unwrap_or_default(),
         started_ns,
         options: a.options,
-        phases: reports,
-        interrupted,
+        phases: report_phases(&m.runs, capacity),
+        power_states: m.states,
+        changes: m.rec.batch.power_state_changes,
+        events: m.rec.batch.events,
+        interrupted: m.interrupted,
     })
 }
