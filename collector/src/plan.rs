@@ -90,6 +90,7 @@ impl Influx {
 
     /// Runs `q` as written.
     pub async fn query_raw(&self, q: &str) -> Result<Vec<Series>, PlanError> {
+        let started = std::time::Instant::now();
         let resp = self
             .client
             .get(format!("{}/query", self.url))
@@ -107,6 +108,8 @@ impl Influx {
             return Err(PlanError::Query { query: q.to_string(), message: e.as_str().unwrap_or_default().to_string() });
         }
         let series = v.pointer("/results/0/series").and_then(|s| s.as_array()).cloned().unwrap_or_default();
+        // Which query a slow plan waits for (RUST_LOG=debug).
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, series = series.len(), bytes = body.len(), "plan query: {}", q.chars().take(240).collect::<String>());
         Ok(series
             .into_iter()
             .map(|s| Series {
