@@ -8,7 +8,8 @@
 //! its spool replayed) resends its newest windows to the new one. In both, every sample of
 //! `hw_energy_joules_total` (and of the host's) is the total by hand, there is no counter reset,
 //! and the energy over the stream is exactly its joules, never plus the resent ones (a collector
-//! keeping its own running total counted them again after a drop).
+//! keeping its own running total counted them again after a drop). Then the same through the real
+//! agent: its totals continue from its spool across its own restart and a collector restart.
 
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt as _;
@@ -172,4 +173,101 @@ fn a_resend_after_a_collector_restart_keeps_the_energy_counter_exact() {
     agent.stream(4..10);
     wait_exported(&prom, HOST, t0, 9);
     check_exact(&prom, HOST, t0, 10);
+}
+
+/// The real agent (RAPL fixture counters that a thread raises by whole half-joules, a spool of
+/// 4 KiB segments so the acknowledged ones are deleted) runs 30 ticks through one collector; the
+/// collector restarts; the agent restarts, replays its spool's newest segment (acknowledged
+/// before) and runs 30 more. Each zone's `hw_energy_joules_total` is, sample by sample, the
+/// running sum of its `joules` in InfluxDB over both runs (its total continued from the spool),
+/// with no reset.
+#[test]
+fn the_real_agent_continues_its_totals_across_its_restart_and_a_collector_restart() {
+    const HOST: &str = "otlp-agent";
+    let prom = Prometheus::start();
+    let influx = Influx::start();
+    let (tmp, sys) = sysfs_tree(&["rapl-only"]);
+    let dir = tmp.path();
+    let port = free_port();
+    let body = format!(
+        "agent_id = \"{HOST}\"\n[collector]\nurl = \"https://127.0.0.1:{port}\"\nbackoff_initial = \"50ms\"\nbackoff_max = \"300ms\"\n\
+         [sampling]\ninterval = \"100ms\"\n[sources]\nsysfs_root = \"{}\"\n[spool]\ndir = \"{}\"\nsegment_bytes = 4096\nmax_bytes = 1048576\n{}",
+        sys.display(),
+        dir.join("spool").display(),
+        pki().agent_tls(HOST)
+    );
+    let cfg = agent_config(dir, &body);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let bumper = {
+        let (stop, rapl) = (stop.clone(), sys.join("class/powercap"));
+        std::thread::spawn(move || {
+            let zones = [("intel-rapl:0", 1_000_000u64, 2_000_000u64), ("intel-rapl:0:0", 400_000, 1_000_000), ("intel-rapl:0:1", 200_000, 500_000)];
+            let mut uj: Vec<u64> = zones.iter().map(|z| z.1).collect();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (i, (name, _, step)) in zones.iter().enumerate() {
+                    uj[i] += step;
+                    overwrite_in_place(&rapl.join(name).join("energy_uj"), uj[i]);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let run_agent = |collector: &Collector| {
+        let mut a = spawn_agent(dir, &["run", "--config", cfg.to_str().unwrap(), "--samples", "30"]);
+        let st = wait_child(&mut a, Duration::from_secs(60), dir);
+        assert!(st.success(), "{}\n{}", std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default(), collector.log());
+    };
+    let extra = config(&prom);
+    let first = Collector::start_with(port, &influx.url, "wf_otlp_agent", &extra);
+    run_agent(&first);
+    wait_all_exported(&prom, &influx);
+    let (took, status) = first.terminate();
+    assert!(status.success(), "the collector stopped with {status} after {took:?}");
+    let second = Collector::start_with(port, &influx.url, "wf_otlp_agent", &extra);
+    run_agent(&second);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    bumper.join().unwrap();
+    wait_all_exported(&prom, &influx);
+    let stderr = std::fs::read_to_string(dir.join("agent.stderr")).unwrap_or_default();
+    assert!(stderr.contains("energy totals continued from the spool"), "{stderr}");
+    for zone in ["package-0", "package-0/core", "package-0/dram"] {
+        let joules: Vec<f64> = agent_joules(&influx, zone);
+        let mut acc = 0.0;
+        let want: Vec<f64> = joules
+            .iter()
+            .map(|j| {
+                acc += j;
+                acc
+            })
+            .collect();
+        let got: Vec<f64> = agent_counter(&prom, zone).into_iter().map(|s| s.1).collect();
+        assert!(joules.len() >= 40, "{zone}: {} windows", joules.len());
+        assert_eq!(got, want, "{zone}: the counter is the running sum of InfluxDB's joules over both runs");
+    }
+}
+
+/// Window joules of the real agent's zone `zone`, in time order, from InfluxDB.
+fn agent_joules(influx: &Influx, zone: &str) -> Vec<f64> {
+    let q = format!("SELECT joules FROM power WHERE host = 'otlp-agent' AND zone = '{zone}' AND joules >= 0");
+    influx.rows("wf_otlp_agent", &q).iter().map(|r| r[1].as_f64().unwrap()).collect()
+}
+
+fn agent_counter(prom: &Prometheus, zone: &str) -> Vec<(f64, f64)> {
+    let sel = format!("hw_energy_joules_total{{instance=\"otlp-agent\",hw_id=\"rapl:{zone}\"}}");
+    let t_end = wattflip_e2e::fleet::now_ns() as f64 / 1e9 + 60.0;
+    prom.samples(&sel, "15m", t_end).into_iter().flat_map(|s| s.1).collect()
+}
+
+/// Waits until Prometheus holds as many package-0 counter samples as InfluxDB has windows.
+fn wait_all_exported(prom: &Prometheus, influx: &Influx) {
+    let done = || {
+        let n = agent_joules(influx, "package-0").len();
+        (n > 0 && agent_counter(prom, "package-0").len() == n).then_some(())
+    };
+    assert!(
+        wait_for(Duration::from_secs(30), done).is_some(),
+        "Prometheus {:?}\nInfluxDB {:?}",
+        agent_counter(prom, "package-0"),
+        agent_joules(influx, "package-0")
+    );
 }
