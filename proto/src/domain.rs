@@ -110,6 +110,9 @@ pub struct PowerSample {
     pub full_rate: bool,
     /// Quality flags (`deactivated`...), sorted and unique; empty for an ordinary reading.
     pub flags: Vec<String>,
+    /// The agent's running sum of the zone's joules since the batch's `joules_total_start`
+    /// (window aggregates of counters; absent from older agents).
+    pub joules_total: Option<Joules>,
 }
 
 /// At most this many flags on one power sample, each at most [`MAX_FLAG_BYTES`] long.
@@ -143,6 +146,9 @@ pub struct Batch {
     /// Efficiency phases (checked: profile and verdict known, metrics in range, only on a
     /// stable phase).
     pub efficiency: Vec<v1::EfficiencyPhase>,
+    /// When the power samples' `joules_total` started from 0 J (the agent's energy epoch); None
+    /// from older agents.
+    pub joules_total_start: Option<UnixNanos>,
 }
 
 impl Batch {

@@ -278,6 +278,8 @@ mod tests {
             readings: 7,
             full_rate: false,
             flags: Vec::new(),
+            // Not stored in InfluxDB (SUM(joules) holds it): no field in any line below.
+            joules_total: Some(Joules(1234.5)),
         }
     }
 
@@ -318,6 +320,7 @@ mod tests {
             drive_power_modes: Vec::new(),
             drive_identities: Vec::new(),
             efficiency: Vec::new(),
+            joules_total_start: Some(UnixNanos(1_600_000_000_000_000_000)),
         }
     }
 

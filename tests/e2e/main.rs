@@ -32,6 +32,7 @@ mod otlp_dashboards;
 mod otlp_fleet;
 mod otlp_outage;
 mod otlp_refusal;
+mod otlp_resend;
 mod otlp_rollups;
 mod plan;
 mod probe;

@@ -370,8 +370,9 @@ fn backfill(prom: &Prometheus, t0: i64, pkg_streamed: i64, t_end: f64) {
     }
 }
 
-/// A collector restart between minute 0 and minute 1 of a counter: the next collector's series
-/// starts over (its own running total), so the counter drops; the window of minute 1 holds only
+/// A collector restart between minute 0 and minute 1 of a counter from an agent older than
+/// `joules_total` (none in these windows): the next collector's series starts over (its own
+/// running total), so the counter drops; the window of minute 1 holds only
 /// the restarted series' points and records their energy exactly (the rules' drop branch), zone
 /// and host alike; minute 0, the series' first, is absent.
 #[test]

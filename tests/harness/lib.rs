@@ -366,6 +366,15 @@ impl Influx {
         std::fs::read_to_string(self._dir.path().join("influxd.log")).unwrap_or_default()
     }
 
+    /// SIGSTOP: influxd stalls (connections accepted, nothing answered) until [`Influx::resume`].
+    pub fn pause(&self) {
+        signal(&self.child, "STOP");
+    }
+
+    pub fn resume(&self) {
+        signal(&self.child, "CONT");
+    }
+
     /// Stops the server now (for fault tests).
     pub fn stop(mut self) {
         let log = self._dir.path().join("influxd.log");

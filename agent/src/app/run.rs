@@ -20,6 +20,7 @@ use crate::export::grpc::{ExportSummary, Exporter};
 use crate::export::loss::LossFile;
 use crate::export::spool::Spool;
 use crate::export::telemetry::AgentMetrics;
+use crate::export::totals::{EnergyTotals, Totaled, RESUME_BATCHES};
 use crate::sensors::nvme_estimate::NvmeEstimate;
 use crate::sensors::offtick::OffTick;
 use crate::sensors::{discover_all, Discovered};
@@ -40,14 +41,16 @@ pub struct RunOptions {
 }
 
 /// The spool (with the next sequence it allows and its stream epoch) or the in-memory backlog (a
-/// random epoch per start: its batches do not outlive the process). Sequences start no lower than
+/// random epoch per start: its batches do not outlive the process), either stamping the energy
+/// totals (`export::totals`: continued from the spool, or a new energy epoch from now). Sequences start no lower than
 /// the UTC microsecond, so they also rise across restarts without a spool. What recovery found
 /// goes into `first`, the first batch sent: damage with the exact number of batches lost, and
 /// files that cannot be segments.
 fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(Box<dyn Backlog>, u64, u64), RunError> {
     let utc_us = u64::try_from(clock.utc_now() / 1000).unwrap_or(1);
     let Some(sc) = &cfg.spool else {
-        return Ok((Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), utc_us, rand::random()));
+        let totals = EnergyTotals::new(clock.utc_now());
+        return Ok((Box::new(Totaled::new(Box::new(MemoryBacklog::new(cfg.backlog_max_batches)), totals)), utc_us, rand::random()));
     };
     let (spool, rec) = Spool::open(sc.clone(), utc_us)?;
     tracing::info!(dir = %sc.dir.display(), batches = rec.records, next_sequence = rec.next_sequence, epoch = rec.epoch, "spool opened");
@@ -82,7 +85,10 @@ fn open_backlog(cfg: &Config, clock: &Clock, first: &mut v1::Batch) -> Result<(B
         e.attributes.insert("path".into(), path.display().to_string());
         first.events.push(e);
     }
-    Ok((Box::new(spool), rec.next_sequence, rec.epoch))
+    // Energy totals go on from the spool's newest batches (the same epoch start), or start now.
+    let totals = EnergyTotals::resume(spool.newest(RESUME_BATCHES), clock.utc_now());
+    tracing::info!(zones = totals.zones(), start_ns = totals.start_ns(), "energy totals continued from the spool");
+    Ok((Box::new(Totaled::new(Box::new(spool), totals)), rec.next_sequence, rec.epoch))
 }
 
 /// `run --config FILE [--samples N]`: the agent until SIGTERM/SIGINT (or N ticks, delivered).

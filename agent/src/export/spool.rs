@@ -220,6 +220,13 @@ impl Spool {
         self.total_bytes
     }
 
+    /// The newest `n` batches held, newest first (right after `open`: every record on disk,
+    /// acknowledged or not); an unreadable one is left out.
+    pub fn newest(&self, n: usize) -> Vec<v1::Batch> {
+        let recs = self.segments.iter().rev().flat_map(|s| s.recs.iter().rev().map(move |r| (s, *r)));
+        recs.take(n).filter_map(|(s, r)| self.read(s, r).ok()).collect()
+    }
+
     fn read(&self, seg: &Segment, r: Rec) -> Result<v1::Batch, String> {
         let f = File::open(&seg.path).map_err(|e| format!("cannot open {}: {e}", seg.path.display()))?;
         let mut buf = vec![0u8; r.len as usize];

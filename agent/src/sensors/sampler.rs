@@ -179,6 +179,8 @@ impl Agg {
             readings: u32::try_from(self.n).unwrap_or(u32::MAX),
             full_rate: false,
             flags: self.flags.words(),
+            // Stamped when the batch is stored (export::totals), in sequence order.
+            joules_total: None,
         }
     }
 }

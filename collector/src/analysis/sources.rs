@@ -237,6 +237,7 @@ mod tests {
             readings: 1,
             full_rate: false,
             flags: Vec::new(),
+            joules_total: None,
         }
     }
 

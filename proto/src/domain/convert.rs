@@ -320,6 +320,8 @@ pub fn convert_batch_points_within(agent_id: &str, b: v1::Batch, window: TimeWin
             drive_power_modes,
             drive_identities,
             efficiency,
+            // A start that is no UTC time is dropped, not the batch: the export then keeps its own.
+            joules_total_start: utc(b.joules_total_start_ns).ok(),
         },
         rejected: r.rejected,
     })
@@ -453,6 +455,10 @@ fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
     if let Some(j) = joules.filter(|_| p.full_rate) {
         return Err(bad("joules", j.0, Rule::Inconsistent, "a full-rate sample carries watts only (the window aggregates carry the joules)"));
     }
+    let joules_total = opt_num("joules_total", p.joules_total)?.map(Joules);
+    if let Some(t) = joules_total.filter(|t| t.0 < 0.0 || joules.is_none()) {
+        return Err(bad("joules_total", t.0, Rule::Inconsistent, "a running energy total goes with the sample's joules and cannot be negative"));
+    }
     Ok(PowerSample {
         time: time("time_ns", p.time_ns)?,
         method: method(p.method).map_err(|r| bad("method", p.method, Rule::Unspecified, r))?,
@@ -464,6 +470,7 @@ fn convert_power(p: v1::PowerSample) -> Result<PowerSample, Bad> {
         readings: p.readings,
         full_rate: p.full_rate,
         flags: power_flags(p.flags)?,
+        joules_total,
         source: p.source,
         zone: p.zone,
         scope: p.scope,

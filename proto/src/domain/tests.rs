@@ -191,3 +191,21 @@ fn timestamps_outside_the_window_are_refused_by_name_and_invalid_ones_stay_bad_t
     // Without a window every valid timestamp converts.
     assert_eq!(convert_batch_points("a1", batch(vec![at(i64::MAX - 1)])).unwrap().rejected, []);
 }
+
+#[test]
+fn the_agents_energy_total_and_its_epoch_start_pass_through_checked() {
+    let total = |t: Option<f64>, joules: Option<f64>| v1::PowerSample { joules_total: t, joules, ..sample() };
+    let mut b = batch(vec![total(Some(1234.5), Some(10.0)), total(None, Some(10.0))]);
+    b.joules_total_start_ns = 1_699_999_000_000_000_000;
+    let c = convert_batch("a1", b).unwrap();
+    assert_eq!((c.power[0].joules_total, c.power[1].joules_total), (Some(Joules(1234.5)), None));
+    assert_eq!(c.joules_total_start, Some(UnixNanos(1_699_999_000_000_000_000)));
+    // Older agents: no start; a start that is no UTC time is dropped, not the batch.
+    assert_eq!(convert_batch("a1", batch(vec![sample()])).unwrap().joules_total_start, None);
+    let mut b = batch(vec![sample()]);
+    b.joules_total_start_ns = -5;
+    assert_eq!(convert_batch("a1", b).unwrap().joules_total_start, None);
+    let c = convert_batch_points("a1", batch(vec![total(Some(-1.0), Some(10.0)), total(Some(5.0), None), total(Some(f64::NAN), Some(1.0))])).unwrap();
+    let got: Vec<(&str, Rule)> = c.rejected.iter().map(|r| (r.field.as_str(), r.rule)).collect();
+    assert_eq!(got, [("power[0].joules_total", Rule::Inconsistent), ("power[1].joules_total", Rule::Inconsistent), ("power[2].joules_total", Rule::NotFinite)]);
+}

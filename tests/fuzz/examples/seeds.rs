@@ -63,8 +63,10 @@ fn main() {
             readings: 10,
             full_rate: false,
             flags: Vec::new(),
+            joules_total: Some(1250.0),
         }],
         temperature: vec![v1::TemperatureSample { time_ns: T, source: "nvme_cli".into(), device: "nvme0".into(), sensor: "Composite".into(), celsius: 50.0 }],
+        joules_total_start_ns: T - 100_000_000_000,
         ..Default::default()
     };
     let probe = v1::Batch {

@@ -78,6 +78,7 @@ pub(super) fn sample(t_s: i64, source: &str, zone: &str, scope: &str, watts: f64
         readings: 0,
         full_rate: false,
         flags: vec![],
+        joules_total: None,
     }
 }
 
@@ -96,6 +97,7 @@ pub(super) fn batch(power: Vec<PowerSample>) -> Batch {
         drive_power_modes: vec![],
         drive_identities: vec![],
         efficiency: vec![],
+        joules_total_start: None,
     }
 }
 
@@ -273,4 +275,67 @@ fn a_throttling_episode_written_again_counts_once() {
     assert_eq!(count(t.batch(&tags("h1"), &b, None, &[ev(100, true)])), vec![("wattflip.throttle.episodes", "nvme0".into(), 100, 100, 1.0)]);
     assert_eq!(count(t.batch(&tags("h1"), &b, None, &[ev(100, false)])), vec![]);
     assert_eq!(count(t.batch(&tags("h1"), &b, None, &[ev(300, true)])), vec![("wattflip.throttle.episodes", "nvme0".into(), 300, 100, 2.0)]);
+}
+
+/// A counter window as a current agent sends it: its joules and its zone's running total.
+fn totaled(t_s: i64, zone: &str, scope: &str, joules: f64, total: f64) -> PowerSample {
+    PowerSample { joules_total: Some(Joules(total)), ..sample(t_s, "rapl", zone, scope, joules, Some(joules)) }
+}
+
+fn epoch_batch(power: Vec<PowerSample>) -> Batch {
+    Batch { joules_total_start: Some(UnixNanos(5_000_000_000)), ..batch(power) }
+}
+
+fn energy_rows(p: &[DataPoint]) -> Vec<(&'static str, String, i64, i64, f64)> {
+    rows(p).into_iter().filter(|r| r.0.ends_with("energy")).collect()
+}
+
+#[test]
+fn the_agents_total_is_exported_and_a_batch_resent_to_a_restarted_collector_exports_the_same_values() {
+    let tier = BudgetTag { value: "rapl".into(), scopes: vec!["package".into(), "dram".into()] };
+    // The agent's epoch started at 5 s; by second 10 package-0 had 1000 J, DRAM 200 J.
+    let b1 = epoch_batch(vec![totaled(10, "package-0", "package", 50.0, 1050.0), totaled(10, "package-0/dram", "dram", 6.0, 206.0)]);
+    let b2 = epoch_batch(vec![totaled(11, "package-0", "package", 52.0, 1102.0), totaled(11, "package-0/dram", "dram", 6.5, 212.5)]);
+    let mut first = Translator::default();
+    assert_eq!(
+        energy_rows(&first.batch(&tags("h1"), &b1, Some(&tier), &[])),
+        vec![
+            ("hw.energy", "rapl:package-0".into(), 10, 5, 1050.0),
+            ("hw.energy", "rapl:package-0/dram".into(), 10, 5, 206.0),
+            ("hw.host.energy", "h1".into(), 10, 5, 1256.0),
+        ]
+    );
+    let sent = energy_rows(&first.batch(&tags("h1"), &b2, Some(&tier), &[]));
+    assert_eq!(
+        sent,
+        vec![
+            ("hw.energy", "rapl:package-0".into(), 11, 5, 1102.0),
+            ("hw.energy", "rapl:package-0/dram".into(), 11, 5, 212.5),
+            ("hw.host.energy", "h1".into(), 11, 5, 1314.5),
+        ]
+    );
+    // The same collector skips the resend; a restarted one sends exactly what was sent before.
+    assert_eq!(energy_rows(&first.batch(&tags("h1"), &b2, Some(&tier), &[])), vec![]);
+    let mut restarted = Translator::default();
+    assert_eq!(energy_rows(&restarted.batch(&tags("h1"), &b2, Some(&tier), &[])), sent);
+    // DRAM silent for a batch: the host's energy keeps its newest total (no false counter drop).
+    let b3 = epoch_batch(vec![totaled(12, "package-0", "package", 50.0, 1152.0)]);
+    assert_eq!(
+        energy_rows(&restarted.batch(&tags("h1"), &b3, Some(&tier), &[])),
+        vec![("hw.energy", "rapl:package-0".into(), 12, 5, 1152.0), ("hw.host.energy", "h1".into(), 12, 5, 1364.5)]
+    );
+}
+
+#[test]
+fn without_the_agents_total_the_collector_keeps_its_own_running_total() {
+    // An older agent (no joules_total), or a total whose batch has no valid epoch start.
+    let mut no_start = batch(vec![totaled(11, "package-0", "package", 52.0, 1102.0)]);
+    no_start.joules_total_start = None;
+    for b2 in [batch(vec![sample(11, "rapl", "package-0", "package", 52.0, Some(52.0))]), no_start] {
+        let mut t = Translator::default();
+        t.batch(&tags("h1"), &batch(vec![sample(10, "rapl", "package-0", "package", 50.0, Some(50.0))]), None, &[]);
+        assert_eq!(energy_rows(&t.batch(&tags("h1"), &b2, None, &[])), vec![("hw.energy", "rapl:package-0".into(), 11, 9, 102.0)]);
+        // A restarted collector has only what it saw: the resent window's joules, from 0.
+        assert_eq!(energy_rows(&Translator::default().batch(&tags("h1"), &b2, None, &[])), vec![("hw.energy", "rapl:package-0".into(), 11, 10, 52.0)]);
+    }
 }

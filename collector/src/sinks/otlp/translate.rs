@@ -1,7 +1,10 @@
 //! From the collector's checked data to OTLP data points ([`Translator`]), with the state the
-//! cumulative sums need: each counter series keeps a stable start time (its first interval's
-//! start) and its running total; a sample not newer than the series' last one (a resent batch) is
-//! not added twice. Host totals (`hw.host.*`) come only from the points of the host's budget tier
+//! cumulative sums need. An energy sample that carries the agent's `joules_total` is sent as that
+//! total, started at the batch's `joules_total_start` (the agent's energy epoch): a function of
+//! the data, so a batch resent to a restarted collector exports the same values (issue 38). From
+//! older agents (no total) each counter series keeps a stable start time (its first interval's
+//! start) and its running total in the collector's memory; a sample not newer than the series'
+//! last one (a resent batch) is not added twice, but a restarted collector counts it again. Host totals (`hw.host.*`) come only from the points of the host's budget tier
 //! (the `budget` tag of docs/schema.md), so overlapping scopes are never summed. A new payload is
 //! a function here that pushes [`DataPoint`]s, called from [`Translator::batch`].
 
@@ -33,12 +36,17 @@ struct TierZone {
     watts: Option<f64>,
     /// A counter source (the sample carried joules).
     counter: bool,
+    /// The agent's energy total carried by that sample.
+    total: Option<f64>,
 }
 
 #[derive(Debug, Default)]
 struct HostTotals {
     tier: String,
     zones: BTreeMap<String, TierZone>,
+    /// Each tier zone's newest agent energy total, kept while the tier stays (a silent zone's
+    /// energy does not leave the host's sum).
+    totals: BTreeMap<String, f64>,
     energy: Option<Running>,
     last_power_ns: i64,
 }
@@ -106,6 +114,19 @@ impl Translator {
         Some(DataPoint { metric: m, attrs, time_ns, start_ns: r.start_ns, value: r.total })
     }
 
+    /// The agent's own total as the series' point, started at the agent's energy epoch
+    /// (`start_ns`), or None when `time_ns` is not after the series' newest (a resend this
+    /// collector sent already: the same value).
+    fn set(&mut self, host: &str, m: &'static MetricDef, attrs: Vec<(&'static str, String)>, time_ns: i64, start_ns: i64, total: f64) -> Option<DataPoint> {
+        let r = self.sums.entry(series_key(host, m, &attrs)).or_insert(Running { start_ns, total, last_ns: i64::MIN });
+        if time_ns <= r.last_ns {
+            self.stale_samples += 1;
+            return None;
+        }
+        *r = Running { start_ns: start_ns.min(time_ns), total, last_ns: time_ns };
+        Some(DataPoint { metric: m, attrs, time_ns, start_ns: r.start_ns, value: total })
+    }
+
     /// A non-monotonic sum's point: its value as is, its start the series' first time.
     fn level(&mut self, host: &str, m: &'static MetricDef, attrs: Vec<(&'static str, String)>, time_ns: i64, value: f64) -> DataPoint {
         let r = self.sums.entry(series_key(host, m, &attrs)).or_insert(Running { start_ns: time_ns, total: 0.0, last_ns: i64::MIN });
@@ -116,7 +137,7 @@ impl Translator {
     /// names make up the host's power, and the throttling episodes its analysis wrote.
     pub fn batch(&mut self, tags: &HostTags, b: &Batch, budget: Option<&BudgetTag>, episodes: &[ThrottleEvent]) -> Vec<DataPoint> {
         let mut out = Vec::new();
-        self.power(&tags.host, &b.power, budget, &mut out);
+        self.power(&tags.host, &b.power, b.joules_total_start.map(|t| t.0), budget, &mut out);
         for t in &b.temperature {
             let attrs = vec![
                 ("hw.id", format!("{}:{}/{}", t.source, t.device, t.sensor)),
@@ -142,9 +163,10 @@ impl Translator {
         out
     }
 
-    /// `hw.power` and `hw.energy` per zone (window aggregates only: full-rate points repeat them),
-    /// then the host totals from the tier's zones.
-    fn power(&mut self, host: &str, power: &[PowerSample], budget: Option<&BudgetTag>, out: &mut Vec<DataPoint>) {
+    /// `hw.power` and `hw.energy` per zone (window aggregates only: full-rate points repeat them;
+    /// the energy is the agent's `joules_total` from `epoch_ns` when it sent one), then the host
+    /// totals from the tier's zones.
+    fn power(&mut self, host: &str, power: &[PowerSample], epoch_ns: Option<i64>, budget: Option<&BudgetTag>, out: &mut Vec<DataPoint>) {
         let mut samples: Vec<&PowerSample> = power.iter().filter(|s| !s.full_rate).collect();
         samples.sort_by_key(|s| s.time.0);
         let mut tier: Vec<(&PowerSample, bool)> = Vec::new();
@@ -157,7 +179,11 @@ impl Translator {
             let mut new = true;
             if let Some(j) = s.joules {
                 let start = s.time.0.saturating_sub(i64::try_from(s.interval_ns).unwrap_or(0));
-                match self.add(host, &HW_ENERGY, attrs, s.time.0, start, j.0) {
+                let point = match (s.joules_total, epoch_ns) {
+                    (Some(total), Some(epoch)) => self.set(host, &HW_ENERGY, attrs, s.time.0, epoch, total.0),
+                    _ => self.add(host, &HW_ENERGY, attrs, s.time.0, start, j.0),
+                };
+                match point {
                     Some(p) => out.push(p),
                     None => new = false,
                 }
@@ -167,15 +193,16 @@ impl Translator {
             }
         }
         if let (Some(b), false) = (budget, tier.is_empty()) {
-            self.host_totals(host, &b.value, &tier, out);
+            self.host_totals(host, &b.value, &tier, epoch_ns, out);
         }
     }
 
     /// `hw.host.power` (Σ over the tier's zones of each one's newest watts, at the newest tier
     /// point's time; a zone silent for [`SILENT_NS`] no longer counts) and `hw.host.energy` (Σ of
     /// the tier zones' joules, only while every tier zone is a counter: an instantaneous meter's
-    /// energy is not known, and is not sent). A tier change starts the host's series over.
-    fn host_totals(&mut self, host: &str, tier: &str, samples: &[(&PowerSample, bool)], out: &mut Vec<DataPoint>) {
+    /// energy is not known, and is not sent; while every tier zone carries the agent's total, the
+    /// sum of their newest totals from `epoch_ns`). A tier change starts the host's series over.
+    fn host_totals(&mut self, host: &str, tier: &str, samples: &[(&PowerSample, bool)], epoch_ns: Option<i64>, out: &mut Vec<DataPoint>) {
         let h = self.hosts.entry(host.to_string()).or_default();
         if h.tier != tier {
             *h = HostTotals { tier: tier.to_string(), ..Default::default() };
@@ -183,9 +210,13 @@ impl Translator {
         let (mut joules, mut first_start) = (0.0, i64::MAX);
         for (s, new) in samples {
             let id = format!("{}:{}", s.source, s.zone);
-            let z = h.zones.entry(id).or_insert(TierZone { time_ns: i64::MIN, watts: None, counter: false });
+            let z = h.zones.entry(id.clone()).or_insert(TierZone { time_ns: i64::MIN, watts: None, counter: false, total: None });
             if s.time.0 > z.time_ns {
-                *z = TierZone { time_ns: s.time.0, watts: s.watts.map(|w| w.0), counter: s.joules.is_some() };
+                let total = s.joules_total.filter(|_| epoch_ns.is_some()).map(|t| t.0);
+                *z = TierZone { time_ns: s.time.0, watts: s.watts.map(|w| w.0), counter: s.joules.is_some(), total };
+                if let Some(t) = total {
+                    h.totals.insert(id, t);
+                }
             }
             if let (Some(j), true) = (s.joules, *new) {
                 joules += j.0;
@@ -207,8 +238,13 @@ impl Translator {
             h.energy = None;
             return;
         }
-        let e = h.energy.get_or_insert(Running { start_ns: first_start.min(newest), total: 0.0, last_ns: i64::MIN });
-        e.total += joules;
+        let e = if let (Some(epoch), true) = (epoch_ns, h.zones.values().all(|z| z.total.is_some())) {
+            h.energy.insert(Running { start_ns: epoch.min(newest), total: h.totals.values().sum(), last_ns: newest })
+        } else {
+            let e = h.energy.get_or_insert(Running { start_ns: first_start.min(newest), total: 0.0, last_ns: i64::MIN });
+            e.total += joules;
+            e
+        };
         e.last_ns = newest;
         out.push(DataPoint { metric: &HW_HOST_ENERGY, attrs, time_ns: newest, start_ns: e.start_ns, value: e.total });
     }
