@@ -109,7 +109,13 @@ impl Influx {
         }
         let series = v.pointer("/results/0/series").and_then(|s| s.as_array()).cloned().unwrap_or_default();
         // Which query a slow plan waits for (RUST_LOG=debug).
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, series = series.len(), bytes = body.len(), "plan query: {}", q.chars().take(240).collect::<String>());
+        tracing::debug!(
+            ms = started.elapsed().as_millis() as u64,
+            series = series.len(),
+            bytes = body.len(),
+            "plan query: {}",
+            q.chars().take(240).collect::<String>()
+        );
         Ok(series
             .into_iter()
             .map(|s| Series {
