@@ -83,10 +83,13 @@ fn an_out_of_order_window_of_one_host_costs_no_other_window_in_the_same_request(
     });
 }
 
+/// Reads a host's `hw_power_watts` samples back from the receiver: (host, t0) → (s after t0, W).
+pub(crate) type Stored<'a> = dyn Fn(&str, i64) -> Vec<(f64, f64)> + 'a;
+
 /// The scenario above against the receiver at `otlp_url`, A's refused window being `old_k2`;
 /// `stored(host, t0)` reads back the host's `hw_power_watts` samples from that receiver as
 /// (seconds after t0, watts).
-pub(crate) fn one_flush_window(otlp_url: &str, db: &str, old_k2: i64, stored: &dyn Fn(&str, i64) -> Vec<(f64, f64)>) {
+pub(crate) fn one_flush_window(otlp_url: &str, db: &str, old_k2: i64, stored: &Stored<'_>) {
     let influx = Influx::start();
     let mport = free_port();
     // A flush window of 2 s: the batches sent together below go out as one request.
