@@ -151,7 +151,7 @@ pub async fn serve(
     .with_stop(stopping_rx.clone())
     .with_revocation(tls_cfg.clone());
     let svc = IngestServer::new(ingest).max_decoding_message_size(l.max_message_bytes);
-    health_of.watch(stop_rx.clone()).await;
+    health_of.watch(stopping_rx.clone()).await;
     tracing::info!(listen = %local, tls = if tls_cfg.is_some() { "mutual" } else { "OFF (plaintext, loopback only)" },
         sink = ?cfg.sink, influx = %cfg.influx.url, database = %cfg.influx.database, "collector serving");
     // Pings find dead peers of open streams; connections without a stream are closed by `conns`.
@@ -227,9 +227,10 @@ fn connection_limit(cfg: &Config, streams: u64) -> usize {
 /// How often the server reads the sinks' readiness.
 const READINESS_POLL: Duration = Duration::from_secs(1);
 
-/// The Ingest service's health from the readiness of the sinks the Acks wait for.
+/// The Ingest service's health from the readiness of the sinks the Acks wait for. It holds them
+/// weakly: only ingest holds the sinks, so that their writers drain once it is gone.
 struct Readiness {
-    sinks: Vec<Arc<dyn Sink>>,
+    sinks: Vec<std::sync::Weak<dyn Sink>>,
     reporter: tonic_health::server::HealthReporter,
     /// The sinks not ready at the last look (None before the first).
     last: Option<Vec<&'static str>>,
@@ -237,10 +238,11 @@ struct Readiness {
 
 impl Readiness {
     fn new(sinks: Vec<Arc<dyn Sink>>, reporter: tonic_health::server::HealthReporter) -> Self {
-        Readiness { sinks: sinks.into_iter().filter(|s| s.acks() == Acks::Wait).collect(), reporter, last: None }
+        Readiness { sinks: sinks.iter().filter(|s| s.acks() == Acks::Wait).map(Arc::downgrade).collect(), reporter, last: None }
     }
 
-    /// Reports the health now, then every [`READINESS_POLL`] in a task until `stop`; each change
+    /// Reports the health now, then every [`READINESS_POLL`] in a task until `stop` (the server
+    /// stopping) or the sinks are gone; each change
     /// is logged (WARN when a sink stops answering, INFO when all answer again).
     async fn watch(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         self.look().await;
@@ -255,7 +257,7 @@ impl Readiness {
     }
 
     async fn look(&mut self) {
-        let not_ready: Vec<&'static str> = self.sinks.iter().filter(|s| !s.ready()).map(|s| s.name()).collect();
+        let not_ready: Vec<&'static str> = self.sinks.iter().filter_map(|s| s.upgrade()).filter(|s| !s.ready()).map(|s| s.name()).collect();
         if self.last.as_ref() == Some(&not_ready) {
             return;
         }
