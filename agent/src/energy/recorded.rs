@@ -100,7 +100,8 @@ pub fn energy_of_recording_in(
     let margin = super::uncertain::smear_margin_ns(&z, read);
     let visible = |a: i64, b: i64, baseline: f64| {
         let (from, to) = (a.saturating_sub(margin), b.saturating_add(margin));
-        (margin > 0).then(|| series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * (to - from) as f64 * 1e-9)
+        let region_s = (to - from) as f64 * 1e-9;
+        (margin > 0).then(|| super::uncertain::Visible { energy: series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * region_s, region_s })
     };
     super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &peak, &visible);
     Some(energy)

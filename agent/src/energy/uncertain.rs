@@ -8,7 +8,7 @@
 use super::live::ZoneSeries;
 use super::source::SourceFacts;
 use super::ProbeEnergy;
-use wattflip_energy::{IdleU, Joules, Nanos, Reporting, RunFigures, SourceModel, Watts};
+use wattflip_energy::{Bounded, IdleU, Joules, Nanos, Reporting, RunFigures, SourceModel, Watts};
 
 /// The model of a live zone: how it reports (a counter; `power*_average`, a moving average; a
 /// value updated more slowly than it is read, sample-and-hold; else instantaneous), its update
@@ -66,8 +66,9 @@ pub fn model_of_trace(period: Nanos, noise_w: f64, align_residual: Nanos) -> Sou
 /// idle window's length (ns); `peak` gives a run's highest power over one update near it
 /// (from its start to one update after its end; `None`: its mean); `visible` the energy a held or
 /// averaged source shows above a baseline (its third argument) around a run, as far as it spreads
-/// a run's energy ([`smear_margin_ns`]; `None` for other sources).
-pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn(i64, i64) -> Option<f64>, visible: &dyn Fn(i64, i64, f64) -> Option<f64>) {
+/// a run's energy, and over how long ([`smear_margin_ns`]; `None` for other sources). A run that
+/// source spreads over more than its length gets the bounded estimate when it is the narrower.
+pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn(i64, i64) -> Option<f64>, visible: &dyn Fn(i64, i64, f64) -> Option<Visible>) {
     let baseline = e.idle.as_ref().map(|i| i.median_w).or_else(|| e.runs.first().map(|r| r.idle_baseline_w)).unwrap_or(0.0);
     let idle = m.idle(Watts(baseline), window);
     if let Some(i) = e.idle.as_mut() {
@@ -80,9 +81,14 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
             // Above the lowest baseline the idle window allows: a short run's spread energy is
             // small against the baseline's own uncertainty over the span it is looked for in.
             let floor = r.idle_baseline_w - wattflip_energy::uncertainty::K95 * idle.statistical.0;
-            f.visible_above = Joules(visible(a, b, floor).unwrap_or(0.0));
+            f.visible_above = Joules(visible(a, b, floor).map(|v| v.energy).unwrap_or(0.0));
         }
-        let u = m.run(&f, &IdleU { u95: idle.u95, statistical: idle.statistical });
+        let idle_u = IdleU { u95: idle.u95, statistical: idle.statistical };
+        let u = m.run(&f, &idle_u);
+        if let Some(b) = bounded(r, m, &idle_u, visible).filter(|b| b.u95.energy.0 < u.energy.0) {
+            apply_bounded(r, &b, idle.u95.0);
+            continue;
+        }
         r.energy_u95_j = Some(u.energy.0);
         r.energy_above_idle_u95_j = (!r.idle_unknown).then_some(u.above_idle.0);
         r.background_u95_j = Some(u.background.0);
@@ -91,6 +97,46 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
         r.j_per_mib_u95 = r.j_per_mib.filter(|_| r.energy_j > 0.0).map(|j| j * u.energy.0 / r.energy_j);
     }
     e.source_model = Some(*m);
+}
+
+/// What a held or averaged source shows above a baseline around a run: the energy (J) over the
+/// region (s) its spreading reaches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Visible {
+    pub energy: f64,
+    pub region_s: f64,
+}
+
+/// The run's figures as the middle of what the source shows around it ([`SourceModel::bounded`])
+/// for a run shorter than two of the source's updates (or windows); `None` otherwise. The caller
+/// keeps them when their interval is the narrower: both are honest, this one is for runs whose
+/// energy the source spreads over more than their length.
+fn bounded(r: &super::RunEnergyRecord, m: &SourceModel, idle: &IdleU, visible: &dyn Fn(i64, i64, f64) -> Option<Visible>) -> Option<Bounded> {
+    let (a, b) = r.trace_start_ns.zip(r.trace_end_ns)?;
+    let d = (b - a) as f64 * 1e-9;
+    if r.idle_unknown || d >= 2.0 * m.update.0 as f64 * 1e-9 {
+        return None;
+    }
+    let v = visible(a, b, r.idle_baseline_w)?;
+    Some(m.bounded(d, Watts(r.idle_baseline_w), Joules(v.energy), v.region_s, idle))
+}
+
+/// Puts the bounded figures on the run: its energy and what follows from it, the half-widths.
+fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, idle_u95: f64) {
+    let scale = if r.energy_j > 0.0 { b.energy.0 / r.energy_j } else { 0.0 };
+    r.mean_w *= scale;
+    r.j_per_mib = r.j_per_mib.map(|j| j * scale);
+    r.j_per_io = r.j_per_io.map(|j| j * scale);
+    r.datasheet_ratio = r.datasheet_ratio.map(|x| x * scale);
+    r.energy_j = b.energy.0;
+    r.energy_above_idle_j = b.above_idle.0;
+    r.energy_u95_j = Some(b.u95.energy.0);
+    r.energy_above_idle_u95_j = Some(b.u95.above_idle.0);
+    // Its background past the last IO is part of what the source cannot split.
+    r.background_u95_j = Some(b.u95.energy.0);
+    r.idle_u95_w = Some(idle_u95);
+    r.flag("shorter than the source resolves: the middle of the energy it shows around the run, the half-width half of it");
+    r.j_per_mib_u95 = r.j_per_mib.filter(|_| r.energy_j > 0.0).map(|j| j * b.u95.energy.0 / r.energy_j);
 }
 
 /// The highest power `z` shows near the run `[from, to)`: a counter's over whole updates
