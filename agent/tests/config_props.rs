@@ -74,6 +74,8 @@ const KEYS: &[&str] = &[
     "probes[0].idle",
     "probes[0].tail",
     "probes[0].power_zone",
+    "probes[0].energy_target",
+    "probes[0].energy_budget",
     "probes[0].io_sizes",
     "probes[0].io_shifts",
     "probes[0].target_size_ios",
@@ -119,6 +121,7 @@ fn durations(c: &Config) -> Vec<(String, Duration)> {
         d.push((format!("probes[{i}].jitter"), p.jitter));
         if let Some(e) = &p.energy {
             d.extend([(format!("probes[{i}].power_interval"), e.period), (format!("probes[{i}].idle"), e.idle), (format!("probes[{i}].tail"), e.tail)]);
+            d.push((format!("probes[{i}].energy_budget"), e.energy_budget));
         }
     }
     d

@@ -170,27 +170,29 @@ fn start_probe(
     agent_id: &str,
     halt: Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<Result<probes::Measured, probes::ProbeCmdError>> {
+    let (job, host) = (job.clone(), agent_id.to_string());
+    tokio::task::spawn_blocking(move || fire(&job, &host, halt))
+}
+
+/// One fire of a uFLIP `[[probes]]` entry on the calling thread (a blocking one; `halt` stops its
+/// IO): its stored calibration, power recorded with the entry's options (sizing to its
+/// `energy_target` included) through the `probe` command's function, and its local copy when
+/// `keep_results`.
+pub fn fire(job: &ProbeJob, agent_id: &str, halt: Arc<std::sync::atomic::AtomicBool>) -> Result<probes::Measured, probes::ProbeCmdError> {
     let mut args = job.args.clone();
     args.stop = Some(halt);
-    let energy = job.energy.clone();
-    let keep = job.keep_results;
-    let name = job.name.clone();
-    let host = agent_id.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut args = args;
-        // Read at every fire: a calibration made after the agent started is picked up.
-        if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
-            tracing::info!(probe = %name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
-        }
-        let probe_host = probes::Host { clock: Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
-        let m = probes::run_probe_maybe_measured(&args, false, energy.as_ref(), "power = false in this [[probes]] entry", &probe_host)?;
-        if keep {
-            let dir = args.out.join(format!("{name}-{}", m.report.started_ns));
-            let tags = wattflip_proto::schema::HostTags { host, ..Default::default() };
-            crate::report::folder::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
-        }
-        Ok::<_, probes::ProbeCmdError>(m)
-    })
+    // Read at every fire: a calibration made after the agent started is picked up.
+    if let Some((c, from)) = probes::apply_stored_calibration(&mut args) {
+        tracing::info!(probe = %job.name, target = %c.target, from = %from.display(), io_count = ?c.counts.io_count, ignore_io = ?c.counts.ignore_io, "using the stored calibration");
+    }
+    let probe_host = probes::Host { clock: Clock::new(), runner: Arc::new(wattflip_drives::SystemRunner::new()) };
+    let m = probes::run_probe_maybe_measured(&args, false, job.energy.as_ref(), "power = false in this [[probes]] entry", &probe_host)?;
+    if job.keep_results {
+        let dir = args.out.join(format!("{}-{}", job.name, m.report.started_ns));
+        let tags = wattflip_proto::schema::HostTags { host: agent_id.to_string(), ..Default::default() };
+        crate::report::folder::write_all(&dir, &m.report, m.energy.as_ref(), m.power.as_ref(), &tags)?;
+    }
+    Ok(m)
 }
 
 /// The batches of a probe stopped by the agent's shutdown: its completed runs, each marked

@@ -7,6 +7,8 @@
 use super::values::BASELINES;
 use super::{parse_benches, parse_format, parse_size, EnergyOptions, PlanOverrides, ProbeArgs, ValuesProfile};
 use crate::drives::config::DrivesConfig;
+use crate::energy::recorded::parse_target;
+use crate::energy::sizing::DEFAULT_BUDGET;
 use crate::sensors::SensorKinds;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -67,6 +69,8 @@ pub struct RawProbe {
     pub settle: Option<String>,
     pub tail: Option<String>,
     pub power_zone: Option<String>,
+    pub energy_target: Option<String>,
+    pub energy_budget: Option<String>,
     // Value lists and counts are taken as raw TOML and checked here, so a wrong item is reported
     // at its own path (`probes[0].io_sizes[1]`) next to every other problem of the file.
     pub io_sizes: Option<toml::Value>,
@@ -290,7 +294,10 @@ pub const ENERGY_BUDGET: Bounded = Bounded::new(Duration::ZERO, DAY);
 pub const SETTLE: Bounded = Bounded::new(Duration::ZERO, Duration::from_secs(600));
 
 /// Power recording of a `[[probes]]` entry: on unless `power = false`, with the `probe` command's
-/// defaults (5 ms between reads, 1 s idle before the first run and 1 s tail after the last).
+/// defaults (5 ms between reads, 1 s idle before the first run and 1 s tail after the last, no
+/// `energy_target`, a 10 min `energy_budget`). A key that has no effect is a problem: any of them
+/// with `power = false`, `energy_budget` without a target, either sizing key with the efficiency
+/// preset.
 fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), key: &dyn Fn(&str) -> String, l: &mut Loader) -> Option<EnergyOptions> {
     let set: Vec<&str> = [
         ("power_interval", r.power_interval.is_some()),
@@ -298,6 +305,8 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         ("settle", r.settle.is_some()),
         ("tail", r.tail.is_some()),
         ("power_zone", r.power_zone.is_some()),
+        ("energy_target", r.energy_target.is_some()),
+        ("energy_budget", r.energy_budget.is_some()),
     ]
     .into_iter()
     .filter_map(|(k, on)| on.then_some(k))
@@ -306,11 +315,24 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
     let idle = IDLE.read(&key("idle"), r.idle.take().as_deref(), Duration::from_secs(1), l);
     let settle = SETTLE.read(&key("settle"), r.settle.take().as_deref(), Duration::from_secs(1), l);
     let tail = TAIL.read(&key("tail"), r.tail.take().as_deref(), Duration::from_secs(1), l);
+    // A budget is pointless without a target; a target that is refused is its own problem.
+    let target_off = r.energy_target.as_deref().is_none_or(|t| parse_target(t) == Ok(None));
+    let (energy_target, energy_budget) = energy_sizing(r, key, l);
     if r.power == Some(false) {
         for k in set {
             l.problem(key(k), "has no effect with power = false; remove it or turn power recording on");
         }
         return None;
+    }
+    if r.efficiency == Some(true) {
+        for k in set.iter().filter(|k| k.starts_with("energy_")) {
+            l.problem(
+                key(k),
+                "has no effect with efficiency = true: the efficiency preset sizes its phases by their stability (efficiency_window, efficiency_budget)",
+            );
+        }
+    } else if target_off && set.contains(&"energy_budget") {
+        l.problem(key("energy_budget"), "has no effect without energy_target: it bounds the time that sizing runs to the target adds");
     }
     Some(EnergyOptions {
         sysfs_root: host.0.to_owned(),
@@ -321,9 +343,23 @@ fn probe_energy(r: &mut RawProbe, host: (&Path, &SensorKinds, &DrivesConfig), ke
         tail,
         zone: r.power_zone.take(),
         drives: host.2.clone(),
-        energy_target: None,
-        energy_budget: crate::energy::sizing::DEFAULT_BUDGET,
+        energy_target,
+        energy_budget,
     })
+}
+
+/// `energy_target` (a percentage or `off`, as `--energy-target`) and `energy_budget` (as
+/// `--energy-budget`): runs sized to the power source ([`super::sized`]); off and
+/// [`DEFAULT_BUDGET`] when unset.
+fn energy_sizing(r: &mut RawProbe, key: &dyn Fn(&str) -> String, l: &mut Loader) -> (Option<f64>, Duration) {
+    let target = match r.energy_target.take().as_deref().map(parse_target) {
+        Some(Err(e)) => {
+            l.problem(key("energy_target"), e);
+            None
+        }
+        other => other.and_then(Result::ok).flatten(),
+    };
+    (target, ENERGY_BUDGET.read(&key("energy_budget"), r.energy_budget.take().as_deref(), DEFAULT_BUDGET, l))
 }
 
 /// Checks a `[[probes]]` entry's value lists and counts. Every item is checked, so one entry can
