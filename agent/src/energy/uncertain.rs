@@ -85,8 +85,8 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
         }
         let idle_u = IdleU { u95: idle.u95, statistical: idle.statistical };
         let u = m.run(&f, &idle_u);
-        if let Some(b) = bounded(r, m, &idle_u, visible).filter(|b| b.u95.energy.0 < u.energy.0) {
-            apply_bounded(r, &b, idle.u95.0);
+        if let Some(b) = bounded(r, m, baseline, &idle_u, visible).filter(|b| b.u95.energy.0 < u.energy.0) {
+            apply_bounded(r, &b, baseline, idle.u95.0);
             continue;
         }
         r.energy_u95_j = Some(u.energy.0);
@@ -111,18 +111,20 @@ pub struct Visible {
 /// for a run shorter than two of the source's updates (or windows); `None` otherwise. The caller
 /// keeps them when their interval is the narrower: both are honest, this one is for runs whose
 /// energy the source spreads over more than their length.
-fn bounded(r: &super::RunEnergyRecord, m: &SourceModel, idle: &IdleU, visible: &dyn Fn(i64, i64, f64) -> Option<Visible>) -> Option<Bounded> {
+fn bounded(r: &super::RunEnergyRecord, m: &SourceModel, baseline: f64, idle: &IdleU, visible: &dyn Fn(i64, i64, f64) -> Option<Visible>) -> Option<Bounded> {
     let (a, b) = r.trace_start_ns.zip(r.trace_end_ns)?;
     let d = (b - a) as f64 * 1e-9;
     if r.idle_unknown || d >= 2.0 * m.update.0 as f64 * 1e-9 {
         return None;
     }
-    let v = visible(a, b, r.idle_baseline_w)?;
-    Some(m.bounded(d, Watts(r.idle_baseline_w), Joules(v.energy), v.region_s, idle))
+    // The idle window's baseline, not a local one: on a source this slow the pause before a run
+    // holds its neighbours' spread energy, and a baseline from it hides the run's.
+    let v = visible(a, b, baseline)?;
+    Some(m.bounded(d, Watts(baseline), Joules(v.energy), v.region_s, idle))
 }
 
 /// Puts the bounded figures on the run: its energy and what follows from it, the half-widths.
-fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, idle_u95: f64) {
+fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idle_u95: f64) {
     let scale = if r.energy_j > 0.0 { b.energy.0 / r.energy_j } else { 0.0 };
     r.mean_w *= scale;
     r.j_per_mib = r.j_per_mib.map(|j| j * scale);
@@ -130,6 +132,8 @@ fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, idle_u95: f64) {
     r.datasheet_ratio = r.datasheet_ratio.map(|x| x * scale);
     r.energy_j = b.energy.0;
     r.energy_above_idle_j = b.above_idle.0;
+    r.idle_baseline_w = baseline;
+    r.baseline_source = "idle_window".into();
     r.energy_u95_j = Some(b.u95.energy.0);
     r.energy_above_idle_u95_j = Some(b.u95.above_idle.0);
     // Its background past the last IO is part of what the source cannot split.
