@@ -14,10 +14,12 @@ pub mod lineproto;
 pub mod schema;
 pub use wattflip_units as units;
 
-/// Generated prost messages and tonic client/server for package `wattflip.v1`.
+/// Generated prost messages and tonic client/server for package `wattflip.v1`: generated from
+/// `wattflip/v1/ingest.proto` into `generated/` and committed (`tests/generated.rs` keeps it
+/// equal to what the .proto gives; `WATTFLIP_REGENERATE=1` rewrites it).
 #[allow(clippy::all, missing_docs)]
 pub mod v1 {
-    tonic::include_proto!("wattflip.v1");
+    include!("../generated/wattflip.v1.rs");
 }
 
 impl v1::ProbeRun {

@@ -4,6 +4,7 @@
 //! 1.x `/query` API with InfluxQL (works on 1.6 … 3.x); every query carries a time bound, because an
 //! unbounded query can hang InfluxDB 1.6.
 
+use super::http::{Http, HttpError};
 use super::model::{utc, Background, DeviceRuns, PowerTrace, Report, Run};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,7 +27,7 @@ pub enum InfluxReportError {
     #[error("--since `{0}`: not a duration; write a number and a unit among ns, u, ms, s, m, h, d, w (e.g. 24h, 7d)")]
     Since(String),
     #[error("cannot reach InfluxDB at {url} for query `{query}`: {source}; check --influx-url and that influxd is running")]
-    Http { url: String, query: String, source: reqwest::Error },
+    Http { url: String, query: String, source: HttpError },
     #[error("InfluxDB at {url} answered {status} to query `{query}`: {body}")]
     Status { url: String, query: String, status: u16, body: String },
     #[error("InfluxDB at {url} refused query `{query}`: {message}{hint}")]
@@ -44,7 +45,7 @@ struct SeriesRows {
 }
 
 struct Client {
-    http: reqwest::blocking::Client,
+    http: Http,
     src: Source,
 }
 
@@ -62,9 +63,7 @@ impl Client {
     fn query(&self, q: &str) -> Result<Vec<SeriesRows>, InfluxReportError> {
         let url = format!("{}/query", self.src.url.trim_end_matches('/'));
         let http = |source| InfluxReportError::Http { url: self.src.url.clone(), query: q.to_string(), source };
-        let resp = self.http.get(&url).query(&[("db", self.src.database.as_str()), ("q", q), ("epoch", "ns")]).send().map_err(http)?;
-        let status = resp.status().as_u16();
-        let body = resp.text().map_err(http)?;
+        let (status, body) = self.http.get(&url, &[("db", self.src.database.as_str()), ("q", q), ("epoch", "ns")]).map_err(http)?;
         let json: serde_json::Value = match serde_json::from_str(&body) {
             Ok(v) => v,
             Err(_) if status != 200 => {
@@ -160,11 +159,7 @@ pub fn load(src: &Source) -> Result<Report, InfluxReportError> {
     if !valid_duration(&src.since) {
         return Err(InfluxReportError::Since(src.since.clone()));
     }
-    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().map_err(|source| InfluxReportError::Http {
-        url: src.url.clone(),
-        query: String::new(),
-        source,
-    })?;
+    let http = Http::new(Duration::from_secs(60)).map_err(|source| InfluxReportError::Http { url: src.url.clone(), query: String::new(), source })?;
     let c = Client { http, src: src.clone() };
     let host = literal(&src.host);
     let recent = format!("time > now() - {}", src.since);

@@ -7,6 +7,7 @@
 pub mod efficiency;
 pub mod folder;
 pub mod html;
+mod http;
 pub mod influx;
 pub mod model;
 mod ticks;
