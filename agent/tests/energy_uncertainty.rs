@@ -167,7 +167,7 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 ///   the errors are heavier-tailed than two uniform phases (a run's end found early or late on a
 ///   slow counter puts the run's power, not the baseline, at its end edge), and a tighter edge
 ///   (the triangular phase error of U = 2R: −30 %) covered only 91–95 %.
-/// - PMBus sample-and-hold 100 ms (3.37 / 2.95 / 3.06), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
+/// - PMBus sample-and-hold 100 ms (3.37 / 2.93 / 3.04), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
 ///   run shorter than two updates now takes the middle of the energy the source shows around it
 ///   (`SourceModel::bounded`: ACPI's 1 s moving average went from 10.6–14.7 to 1.5–2.0 with it,
 ///   PMBus from 4.35–4.77). PMBus's runs of one to ten updates keep the spreading model, whose
