@@ -125,11 +125,15 @@ fn bounded(r: &super::RunEnergyRecord, m: &SourceModel, baseline: f64, idle: &Id
 
 /// Puts the bounded figures on the run: its energy and what follows from it, the half-widths.
 fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idle_u95: f64) {
-    let scale = if r.energy_j > 0.0 { b.energy.0 / r.energy_j } else { 0.0 };
-    r.mean_w *= scale;
-    r.j_per_mib = r.j_per_mib.map(|j| j * scale);
-    r.j_per_io = r.j_per_io.map(|j| j * scale);
-    r.datasheet_ratio = r.datasheet_ratio.map(|x| x * scale);
+    // Figures per byte, per IO and against the datasheet scale with the energy; from a run whose
+    // first figure was not positive they cannot be rescaled and are left out, never zeroed.
+    let scale = (r.energy_j > 0.0).then(|| b.energy.0 / r.energy_j);
+    r.j_per_mib = r.j_per_mib.zip(scale).map(|(j, k)| j * k);
+    r.j_per_io = r.j_per_io.zip(scale).map(|(j, k)| j * k);
+    r.datasheet_ratio = r.datasheet_ratio.zip(scale).map(|(x, k)| x * k);
+    if let Some(d) = r.trace_end_ns.zip(r.trace_start_ns).map(|(z, a)| (z - a) as f64 * 1e-9).filter(|d| *d > 0.0) {
+        r.mean_w = b.energy.0 / d;
+    }
     r.energy_j = b.energy.0;
     r.energy_above_idle_j = b.above_idle.0;
     r.idle_baseline_w = baseline;
@@ -139,7 +143,7 @@ fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idl
     // Its background past the last IO is part of what the source cannot split.
     r.background_u95_j = Some(b.u95.energy.0);
     r.idle_u95_w = Some(idle_u95);
-    r.flag("shorter than the source resolves: the middle of the energy it shows around the run, the half-width half of it");
+    r.flag("shorter than the source resolves: its energy is the middle of what the source shows around it, ± half of that");
     r.j_per_mib_u95 = r.j_per_mib.filter(|_| r.energy_j > 0.0).map(|j| j * b.u95.energy.0 / r.energy_j);
 }
 
