@@ -215,3 +215,43 @@ pub fn add_align_residual(e: &mut ProbeEnergy, residual: Nanos) {
         m.align = residual;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(energy_j: f64) -> super::super::RunEnergyRecord {
+        serde_json::from_value(serde_json::json!({
+            "run_id": 3, "experiment": "RR", "value": 4096.0, "repetition": 0, "source": "hwmon:psu",
+            "energy_j": energy_j, "energy_above_idle_j": 0.001, "background_energy_j": 0.0, "background_s": 0.0,
+            "idle_baseline_w": 2.5, "mean_w": 3.0, "j_per_mib": 0.02, "j_per_io": 0.0001, "datasheet_ratio": 1.5,
+            "start_found": "Nominal", "end_found": "Nominal", "trace_start_ns": 1_000_000_000i64, "trace_end_ns": 1_020_000_000i64,
+            "background_class": "none"
+        }))
+        .unwrap()
+    }
+
+    fn bounded_figures() -> Bounded {
+        let u95 = wattflip_energy::RunU95 { energy: Joules(0.036), above_idle: Joules(0.035), background: Joules(0.0) };
+        Bounded { energy: Joules(0.07), above_idle: Joules(0.03), u95 }
+    }
+
+    /// A 20 ms run first measured at 0.035 J becomes 0.07 J: its mean 3.5 W (0.07 J over
+    /// 20 ms), its per-byte, per-IO and datasheet figures twice what they were, the idle
+    /// window's 2.0 W baseline, and the reason. From a first energy of 0 J nothing can be
+    /// rescaled: those figures are left out, never 0.
+    #[test]
+    fn a_bounded_run_takes_its_energy_and_what_follows_from_it() {
+        let mut r = record(0.035);
+        apply_bounded(&mut r, &bounded_figures(), 2.0, 0.01);
+        assert_eq!((r.energy_j, r.energy_above_idle_j, r.idle_baseline_w), (0.07, 0.03, 2.0));
+        assert!((r.mean_w - 3.5).abs() < 1e-12, "{}", r.mean_w);
+        assert_eq!((r.j_per_mib, r.j_per_io, r.datasheet_ratio), (Some(0.04), Some(0.0002), Some(3.0)));
+        assert_eq!((r.energy_u95_j, r.energy_above_idle_u95_j, r.idle_u95_w), (Some(0.036), Some(0.035), Some(0.01)));
+        assert!(r.low_confidence && r.low_confidence_reason.as_deref().is_some_and(|w| w.starts_with("shorter than the source resolves")));
+        let mut z = record(0.0);
+        apply_bounded(&mut z, &bounded_figures(), 2.0, 0.01);
+        assert_eq!((z.j_per_mib, z.j_per_io, z.datasheet_ratio, z.j_per_mib_u95), (None, None, None, None));
+        assert!((z.mean_w - 3.5).abs() < 1e-12, "{}", z.mean_w);
+    }
+}
