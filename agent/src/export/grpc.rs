@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use wattflip_infra::backoff::Backoff;
+use wattflip_infra::cli::error_chain;
 use wattflip_infra::tls::{is_loopback_host, url_host, TlsMode};
 use wattflip_proto::v1::{self, agent_message::Kind, ingest_client::IngestClient, AgentMessage};
 
@@ -289,9 +290,9 @@ impl Exporter {
             .connect_timeout(self.cfg.connect_timeout)
             .tcp_nodelay(true);
         if let Some(t) = &self.tls {
-            endpoint = endpoint.tls_config(t.clone()).map_err(|e| format!("TLS setup: {}", chain(&e)))?;
+            endpoint = endpoint.tls_config(t.clone()).map_err(|e| format!("TLS setup: {}", error_chain(&e)))?;
         }
-        endpoint.connect().await.map_err(|e| format!("cannot connect: {}", chain(&e)))
+        endpoint.connect().await.map_err(|e| format!("cannot connect: {}", error_chain(&e)))
     }
 
     async fn session(
@@ -441,17 +442,6 @@ fn report_ack(a: &v1::Ack) {
             "the collector stored the batch without some points"
         );
     }
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

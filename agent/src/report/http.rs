@@ -9,6 +9,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
+use wattflip_infra::cli::error_chain;
 
 /// Why a request got no answer: the URL, the connection, the time limit.
 #[derive(Debug, thiserror::Error)]
@@ -48,26 +49,14 @@ impl Http {
         }
         self.rt.block_on(async {
             let answer = async {
-                let resp = self.client.get(uri).await.map_err(|e| HttpError::Request(chain(&e)))?;
+                let resp = self.client.get(uri).await.map_err(|e| HttpError::Request(error_chain(&e)))?;
                 let status = resp.status().as_u16();
-                let body = resp.into_body().collect().await.map_err(|e| HttpError::Request(chain(&e)))?.to_bytes();
+                let body = resp.into_body().collect().await.map_err(|e| HttpError::Request(error_chain(&e)))?.to_bytes();
                 Ok((status, String::from_utf8_lossy(&body).into_owned()))
             };
             tokio::time::timeout(self.timeout, answer).await.map_err(|_| HttpError::Timeout(self.timeout))?
         })
     }
-}
-
-/// An error with its causes, `: `-separated (hyper's own message is only the outermost).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 #[cfg(test)]

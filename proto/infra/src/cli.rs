@@ -33,3 +33,30 @@ pub async fn shutdown_signal() {
         _ = term.recv() => {},
     }
 }
+
+/// An error and its causes as one line, `error: cause: cause` (a library error's `Display` is
+/// only its outermost message; hyper's "client error (Connect)" hides the refused connection).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot reach influx:8086")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn the_chain_names_every_cause_in_order() {
+        let e = Outer(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused"));
+        assert_eq!(super::error_chain(&e), "cannot reach influx:8086: connection refused");
+        assert_eq!(super::error_chain(&std::io::Error::other("alone")), "alone");
+    }
+}

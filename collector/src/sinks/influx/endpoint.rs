@@ -125,13 +125,5 @@ impl Endpoint {
 
 /// reqwest errors print the URL; ours carry no credentials, but keep messages short and stable.
 pub(crate) fn without_url(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
+    wattflip_infra::cli::error_chain(&e.without_url())
 }
