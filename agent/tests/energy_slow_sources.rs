@@ -59,7 +59,15 @@ fn a_slow_counter_without_update_interval_gets_its_period_measured_and_a_true_ba
     assert!(rel.abs() < 0.01, "idle {} W vs truth {} W", idle.median_w, sched.idle_w);
     assert_eq!(idle.activity_period_s, None, "no regular idle activity in a flat idle: {idle:?}");
     for r in &e.runs {
-        assert!((r.idle_baseline_w - sched.idle_w).abs() / sched.idle_w < 0.01, "run {}: baseline {} W", r.run_id, r.idle_baseline_w);
+        assert!(
+            (r.idle_baseline_w - sched.idle_w).abs() / sched.idle_w < 0.01,
+            "run {}: baseline {} W vs {} ({}, idle {})",
+            r.run_id,
+            r.idle_baseline_w,
+            sched.idle_w,
+            r.baseline_source,
+            idle.median_w
+        );
         let len = r.trace_end_ns.unwrap() - r.trace_start_ns.unwrap();
         let by_update = r.low_confidence_reason.as_deref().is_some_and(|w| w.contains("update periods of the source (100."));
         assert_eq!(by_update, len < S, "run {} of {} ms: {:?}", r.run_id, len / MS, r.low_confidence_reason);

@@ -159,14 +159,15 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 /// criterion on at least one (median half-width / median error on seed sets 0+, 100000+, 200000+;
 /// docs/energy-method.md §9 has the whole table). Their ratio is printed; remove a kind here once
 /// it is tight.
-/// - hwmon counter 1 ms (3.20 / 2.77 / 2.42): the error is mostly the gain; the edges are modelled
+/// - hwmon counter 1 ms (3.16 / 2.68 / 2.39): the error is mostly the gain; the edges are modelled
 ///   as independent update phases (±U/2 of the run's power at the start, the baseline's at the
 ///   end), but read every 5 ms a 1 ms counter keeps one phase for the whole probe, so its two
 ///   edges largely cancel. A model of that (phase drift R mod U per read) under-covered (92.5 %).
-/// - hwmon counter 10 ms (3.54 / 3.70 / 3.40), 100 ms (3.51 / 3.60 / 3.08): the same edge terms;
-///   the errors are heavier-tailed than two uniform phases (a run's end found early or late on a
-///   slow counter puts the run's power, not the baseline, at its end edge), and a tighter edge
-///   (the triangular phase error of U = 2R: −30 %) covered only 91–95 %.
+/// - hwmon counter 10 ms (4.11 / 4.32 / 4.43), 100 ms (4.40 / 4.05 / 4.13): each update is placed
+///   within half a read and a sample spans one update (`live::counter_samples`; before: 3.54 /
+///   3.70 / 3.40 and 3.51 / 3.60 / 3.08, with half-widths 2.4–3.7× as wide relative to the
+///   energy). What is left is what no update shows inside one (at shared edges, a run inside one
+///   update), covered as a bound.
 /// - PMBus sample-and-hold 100 ms (3.37 / 2.93 / 3.04), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
 ///   run shorter than two updates now takes the middle of the energy the source shows around it
 ///   (`SourceModel::bounded`: ACPI's 1 s moving average went from 10.6–14.7 to 1.5–2.0 with it,

@@ -51,5 +51,5 @@ pub use series::PowerSeries;
 pub use trace::csv::{integrate_csv, integrate_csv_reader, read_csv_samples, CsvOptions, TimeUnit};
 pub use trace::raw::{integrate_raw, integrate_raw_streaming, read_raw_samples, Sidecar, SidecarSyntax};
 pub use trace::{FixedRateIntegrator, PowerWindow, SampleFormat, ShuntCircuit, TimedIntegrator, TraceSummary, DEFAULT_WINDOW};
-pub use uncertainty::{Bounded, IdleU, Reporting, RunFigures, RunU95, SourceModel};
+pub use uncertainty::{Bounded, IdleU, Reporting, RunFigures, RunU95, SourceModel, Straddle};
 pub use units::{Hertz, Joules, JoulesPerIo, JoulesPerMb, JoulesPerMib, Nanos, Ohms, UnixNanos, Volts, Watts};

@@ -46,9 +46,14 @@ impl Baseline {
     }
 }
 
-/// Energy over valid time of the samples whose timestamps lie in `[from, to)`.
+/// Energy over valid time of the samples whose holds lie in `[from, to)`: a slow counter's sample
+/// spans its update, and the last one starting in the window may hold the first run's start.
 fn mean_power(series: &PowerSeries, from: UnixNanos, to: UnixNanos) -> Option<f64> {
-    let (a, z) = (series.index_at_or_after(from), series.index_at_or_after(to));
+    let (a, mut z) = (series.index_at_or_after(from), series.index_at_or_after(to));
+    let t = series.times();
+    while z > a && t[z - 1].0 + series.dt_ns(z - 1) > to.0 {
+        z -= 1;
+    }
     let (e, ns) = (a..z).fold((0.0, 0i64), |(e, ns), i| (e + series.sample_energy(i), ns + series.dt_ns(i) - series.sample_gap_ns(i) as i64));
     (ns > 0).then(|| e / (ns as f64 * 1e-9))
 }

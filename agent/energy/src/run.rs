@@ -130,11 +130,29 @@ fn valid_s(series: &PowerSeries, i: usize) -> f64 {
 }
 
 /// Power level (W) at which the sample holding a split instant is shared between the run before
-/// and the run after it: the level of the sample before (the cut tail's), so both runs book the
-/// same value and no joule is counted twice or lost.
+/// and the run after it: the level of the sample before (the cut tail's), or a slow counter's
+/// update's own mean; both runs book the same value and no joule is counted twice or lost.
 fn split_level(series: &PowerSeries, at: i64) -> f64 {
     let j = sample_at(series, at);
-    series.powers()[j.saturating_sub(1)].0
+    // A slow counter's sample is a whole update: shared in proportion (its own mean power), the
+    // sample before may be a whole update away from the split.
+    if series.levels_averaged() {
+        own_power(series, j)
+    } else {
+        series.powers()[j.saturating_sub(1)].0
+    }
+}
+
+/// Sample `i`'s own mean power: its energy over its hold. A counter's samples carry levels
+/// averaged over several updates for the detector ([`PowerSeries::levels_averaged`]); the part
+/// of a sample cut off at a run's edge is worth the sample's own power, not that average.
+fn own_power(series: &PowerSeries, i: usize) -> f64 {
+    let dt = hold_end(series, i) - series.times()[i].0;
+    if series.levels_averaged() && dt > 0 {
+        series.sample_energy(i) / (dt as f64 * 1e-9)
+    } else {
+        series.powers()[i].0
+    }
 }
 
 /// Energy (J), gap samples and gap time (ns) of `[from, to)`. Inside the sample holding `from`, the
@@ -212,8 +230,7 @@ pub(crate) fn analyze_run_bounded(
 /// The run over its host window `[first_submit, last_complete)`, edge samples shared in proportion.
 fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
     let (start, end) = (run.first_submit.0, run.last_complete.0);
-    let p = series.powers();
-    let (from_level, to_level) = (p[sample_at(series, start)].0, p[sample_at(series, (end - 1).max(start))].0);
+    let (from_level, to_level) = (own_power(series, sample_at(series, start)), own_power(series, sample_at(series, (end - 1).max(start))));
     let (total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
     let b = baseline.median.0;
     let band = cfg.band(baseline);
@@ -221,11 +238,12 @@ fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDe
     // Σ (P − b)·Δ sample by sample, so a flat rail at the baseline gives exactly 0.
     let t = series.times();
     let mut above = 0.0;
-    for j in sample_at(series, start)..=sample_at(series, (end - 1).max(start)) {
-        let (w0, w1) = (t[j].0, hold_end(series, j));
+    let (ja, jz) = (sample_at(series, start), sample_at(series, (end - 1).max(start)));
+    for (j, tj) in t.iter().enumerate().take(jz + 1).skip(ja) {
+        let (w0, w1) = (tj.0, hold_end(series, j));
         let inside = (w1.min(end) - w0.max(start)).max(0) as f64;
         let gap = series.sample_gap_ns(j) as f64 * inside / (w1 - w0).max(1) as f64;
-        above += (p[j].0 - b) * (inside - gap) * 1e-9;
+        above += (own_power(series, j) - b) * (inside - gap) * 1e-9;
     }
     let energy_total = Joules(total);
     let energy_above_idle = Joules(above);
@@ -421,7 +439,7 @@ fn detect(
     let energy_above_idle = Joules(total - b * valid);
     let bg_from = start.max(last);
     let energy_background = if bg_from < end {
-        let from_level = if bg_from == start { start_level } else { p[sample_at(series, bg_from)].0 };
+        let from_level = if bg_from == start { start_level } else { own_power(series, sample_at(series, bg_from)) };
         let (e, _, g) = span_energy(series, bg_from, from_level, end, b, end_split);
         Joules(e - b * ((end - bg_from) as f64 - g).max(0.0) * 1e-9)
     } else {

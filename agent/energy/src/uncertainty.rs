@@ -78,10 +78,31 @@ pub struct RunFigures {
     pub peak: Watts,
     /// The run's end was split at the next run's first IO (power still high there).
     pub tail_cut: bool,
+    /// The run's start (end) shares the sample holding it with what lies before (after) it in
+    /// proportion: the previous run's tail was cut there, or the run was measured over its host
+    /// window (`Nominal`).
+    pub split_start: bool,
+    pub split_end: bool,
+    /// The update holding the start (end) and its neighbours, where the source shows them (a
+    /// counter slower than its reads); `None`: the run's step stands for what they would show.
+    pub start_updates: Option<Straddle>,
+    pub end_updates: Option<Straddle>,
     /// The energy above the baseline a held or averaged source shows from one update (a moving
     /// average: its window) before the run to one after it: the run's own above-idle energy as
     /// the source spreads it, and what of its neighbours' falls there. 0 where not known.
     pub visible_above: Joules,
+}
+
+/// The update of a counter slower than its reads that holds a run's edge: the mean powers of the
+/// update before it, of it, and of the one after, and how much of it lies before and after the
+/// edge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Straddle {
+    pub before: Watts,
+    pub holding: Watts,
+    pub after: Watts,
+    pub part_before: Nanos,
+    pub part_after: Nanos,
 }
 
 /// 95 % half-widths of a run's figures.
@@ -130,6 +151,9 @@ impl SourceModel {
         let source = match self.reporting {
             // A counter's reading holds everything up to its last update, whatever the read
             // period: only the update's phase is unknown.
+            // Slower than its reads, its last update lies inside the read that moved it (placed
+            // at its middle: ±R/2); faster, anywhere in the last update.
+            Reporting::Counter if self.resolved() => r / 2.0,
             Reporting::Counter => (if self.update.0 > 0 { ns(self.update) } else { r }) / 2.0,
             Reporting::Instantaneous => r / 2.0,
             // Lag-corrected by one update (the agent's `held_lag_ns`): where inside its update the
@@ -139,6 +163,13 @@ impl SourceModel {
             Reporting::MovingAverage => 0.5 * u + r / 2.0,
         };
         source + ns(self.jitter) + ns(self.align)
+    }
+
+    /// A counter that updates more slowly than it is read (by a quarter: then fewer than 4 in 5
+    /// readings move it): each update is seen within one read, and the agent's samples span its
+    /// updates (`live::counter_samples`).
+    fn resolved(&self) -> bool {
+        self.reporting == Reporting::Counter && self.update.0 as f64 > 1.25 * self.read.0 as f64
     }
 
     /// The part of [`SourceModel::edge_half_range`] that the smearing of a held value or moving
@@ -168,8 +199,8 @@ impl SourceModel {
         let update_excess = (r.peak.0 - r.baseline.0) * u;
         let x = r.visible_above.0.max(r.above_idle.0).max(update_excess).max(0.0) + 2.0 * self.noise.0 * d;
         let kept_out = match self.reporting {
-            Reporting::SampleHold if d < u => 1.0 - d / (2.0 * u),
-            Reporting::SampleHold => u / (2.0 * d),
+            Reporting::SampleHold | Reporting::Counter if d < u => 1.0 - d / (2.0 * u),
+            Reporting::SampleHold | Reporting::Counter => u / (2.0 * d),
             _ if d <= u / 2.0 => 1.0 - d / u,
             _ => u / (4.0 * d),
         };
@@ -232,21 +263,59 @@ impl SourceModel {
             }
         };
         let edges = match self.reporting {
-            Reporting::SampleHold | Reporting::MovingAverage => [start, end, end],
-            _ => [start, end, 0.0],
+            _ if self.resolved() => self.resolved_edges(r, h),
+            Reporting::SampleHold | Reporting::MovingAverage => [start, end, end, 0.0],
+            _ => [start, end, 0.0, 0.0],
         };
         let stat2 = self.noise_j(d).powi(2) + self.resolution_j(d).powi(2);
-        let energy = expand(&[edges[0], edges[1], edges[2], self.gain(r.energy.0)], stat2);
-        let above = expand(&[edges[0], edges[1], edges[2], self.gain(r.above_idle.0)], stat2 + (d * idle.statistical.0).powi(2));
+        let energy = expand(&[edges[0], edges[1], edges[2], edges[3], self.gain(r.energy.0)], stat2);
+        let above = expand(&[edges[0], edges[1], edges[2], edges[3], self.gain(r.above_idle.0)], stat2 + (d * idle.statistical.0).powi(2));
         let bd = ns(r.background_duration);
         // The tail's edge: the run's end edge, or what a held or averaged source moves out.
-        let tail_edge = if edges[2] > 0.0 { start } else { end };
+        let tail_edge = if edges[2] > 0.0 && !self.resolved() { edges[0] } else { edges[1] };
         let background = if bd > 0.0 {
             expand(&[tail_edge, self.gain(r.background.0)], self.noise_j(bd).powi(2) + (bd * idle.statistical.0).powi(2))
         } else {
             expand(&[self.gain(r.background.0)], 0.0)
         };
         RunU95 { energy: Joules(energy), above_idle: Joules(above), background: Joules(background) }
+    }
+
+    /// The edge terms of a counter slower than its reads ([`SourceModel::resolved`]): each
+    /// sample holds one update's exact energy, its instant known to `h` (half a read), and how
+    /// much of the update holding an edge lies either side of it is known. An edge whose far part
+    /// is valued at the baseline is off by what the power there differs from it over that part
+    /// (that power lies between the update's own mean and its outer neighbour's). An edge shared in
+    /// proportion with what lies beyond it (a cut tail, a split start, a run measured over its
+    /// host window) is off by the step between the two sides over (before · after)/U of it: the
+    /// step the neighbouring updates show, plus what no update shows inside one (the powers there
+    /// lie between the baseline and the run's peak: half that range; the whole range covered
+    /// 99.2–99.6 %, padded); a burst inside the update (its mean outside its neighbours') by that
+    /// excess over the run's part. A run inside one update keeps its share in proportion,
+    /// what a held mean keeps ([`SourceModel::smear`]). The updates' instants are placed with one
+    /// error through a probe (the read and update periods keep their phase), so it moves both
+    /// edges together: by the step at one of them over `h`, one term.
+    fn resolved_edges(&self, r: &RunFigures, h: f64) -> [f64; 4] {
+        let (d, u, b) = (ns(r.duration), self.update_s(), r.baseline.0);
+        let top = r.mean.0.max(r.peak.0).max(b);
+        let shared = |w: Option<Straddle>, run_after: bool| {
+            w.map_or((top - b) * u / 4.0, |w| {
+                let (p, c, n, tb, ta) = (w.before.0, w.holding.0, w.after.0, ns(w.part_before), ns(w.part_after));
+                let burst = (c - p.max(n)).max(p.min(n) - c).max(0.0);
+                ((n - p).abs() + (top - b) / 2.0) * tb * ta / (tb + ta).max(1e-9) + burst * if run_after { ta } else { tb }
+            })
+        };
+        let valued = |w: Option<Straddle>, at_start: bool| {
+            w.map_or(0.0, |w| {
+                let (outer, part) = if at_start { (w.before.0, ns(w.part_before)) } else { (w.after.0, ns(w.part_after)) };
+                (outer - b).abs().max((w.holding.0 - b).abs()) * part
+            })
+        };
+        let start = if r.split_start { shared(r.start_updates, true) } else { valued(r.start_updates, true) };
+        let end = if r.tail_cut || r.split_end { shared(r.end_updates, false) } else { valued(r.end_updates, false) };
+        let inside = if d < u { self.smear(r).0 } else { 0.0 };
+        let phase = if r.tail_cut || r.split_end || r.split_start { top } else { top - b } * h;
+        [start, end, inside, phase]
     }
 
     /// A run the source does not resolve in time (a held value or moving average whose update or
@@ -346,6 +415,10 @@ mod tests {
             baseline: Watts(baseline),
             peak: Watts(mean),
             tail_cut: false,
+            split_start: false,
+            split_end: false,
+            start_updates: None,
+            end_updates: None,
             visible_above: Joules((mean - baseline) * d),
         }
     }
@@ -400,6 +473,30 @@ mod tests {
         assert!((want - 0.035630).abs() < 1e-6, "{want}");
         let none = m.bounded(0.02, Watts(2.0), Joules(-0.001), 0.225, &idle);
         assert_eq!((none.energy.0, none.above_idle.0), (0.04, 0.0));
+    }
+
+    /// By hand: a counter updating every 100 ms read every 5 ms (each update placed within half
+    /// a read, h = 2.5 ms), a 1 s run at 5 W over 2 W. Edges valued at the baseline with idle
+    /// updates beyond them: only the common placement error, 3 W over h: 0.95 · 7.5 mJ. A start
+    /// shared in proportion, half of its update on each side, between updates at 2 and 5 W
+    /// (their mean 3.5 W, no burst): (3 W seen + 1.5 W unseen, half the run's range) · 50 · 50 /
+    /// 100 ms = 112.5 mJ, with 5 W over h (12.5 mJ): q = 125 − √(0.2 · 112.5 · 12.5) mJ. A 20 ms
+    /// run inside one update that shows 2.6 W keeps 1 − D/(2U) = 0.9 of its 60 mJ as a held mean
+    /// does (54 mJ), with the 7.5 mJ placement: 54 + 7.5 − √(0.2 · 54 · 7.5) = 52.5 mJ.
+    #[test]
+    fn a_slow_counters_edges_by_hand() {
+        let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+        let m = model(Reporting::Counter, 100);
+        let idle_around = Straddle { before: Watts(2.0), holding: Watts(3.5), after: Watts(2.0), part_before: Nanos(0), part_after: Nanos(0) };
+        let steady = RunFigures { start_updates: Some(idle_around), end_updates: Some(idle_around), ..run(1000, 5.0, 2.0) };
+        let u = m.run(&steady, &idle);
+        assert!((u.energy.0 - 0.95 * 0.0075).abs() < 1e-12, "{u:?}");
+        let half = Straddle { before: Watts(2.0), holding: Watts(3.5), after: Watts(5.0), part_before: Nanos(50_000_000), part_after: Nanos(50_000_000) };
+        let u = m.run(&RunFigures { split_start: true, start_updates: Some(half), end_updates: Some(idle_around), ..run(1000, 5.0, 2.0) }, &idle);
+        let q = 0.125 - (0.2f64 * 0.1125 * 0.0125).sqrt();
+        assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+        let u = m.run(&RunFigures { peak: Watts(2.6), ..run(20, 5.0, 2.0) }, &idle);
+        assert!((u.energy.0 - 0.0525).abs() < 1e-12, "{}", u.energy.0);
     }
 
     /// By hand: a moving average over 1 s read every 10 ms, 3 W over 2 W idle. A 2 s run (longer

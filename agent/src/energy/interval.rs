@@ -38,6 +38,10 @@ pub fn energy_u95(zone: &ZoneSeries, series: &PowerSeries, from: i64, to: i64) -
         baseline: mean,
         peak: Watts(uncertain::peak_of_zone(zone, span, i64::try_from(facts.read_ns).unwrap_or(0), from, to).unwrap_or(mean.0)),
         tail_cut: false,
+        split_start: false,
+        split_end: false,
+        start_updates: None,
+        end_updates: None,
         visible_above: Joules(0.0),
     };
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };

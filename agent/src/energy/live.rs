@@ -114,41 +114,78 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, (update, 
         let s = PowerSeries::new(t[i0..n].iter().map(|&t| UnixNanos(t)).collect(), watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?;
         return Some(s);
     }
-    let mut starts = Vec::with_capacity(n - i0);
     let counter = interval_ns[i0..n].iter().any(|&iv| iv > 0);
-    // A counter read at t holds the energy up to its last update, on average half an update period
-    // before t (RAPL: 488 µs): its readings are placed that much earlier.
-    let lag = update.max(0) / 2;
     let span = update.max(0).saturating_mul(LEVEL_SPAN_UPDATES);
-    for i in i0..n {
-        let iv = i64::try_from(interval_ns[i]).unwrap_or(i64::MAX);
-        let start = if iv > 0 {
-            t[i].saturating_sub(iv).saturating_sub(lag)
-        } else if i > i0 {
-            t[i - 1] + (t[i] - t[i - 1]) / 2 - held
+    if counter && span > 0 {
+        let (t, w, iv) = (&t[i0..n], &watts[i0..n], &interval_ns[i0..n]);
+        // Read faster than it updates, a counter moves at every read: each reading is a sample
+        // over its interval, half an update earlier (its last update, on average).
+        let moved = w.iter().zip(iv).filter(|(w, iv)| **w * **iv as f64 > 0.0).count();
+        let (starts, energy, end) = if moved * 5 < w.len() * 4 {
+            counter_samples(t, w, iv, update)
         } else {
-            t[i] - held
+            let lag = update / 2;
+            let starts = t.iter().zip(iv).map(|(&t, &iv)| UnixNanos(t.saturating_sub(i64::try_from(iv).unwrap_or(i64::MAX)).saturating_sub(lag))).collect();
+            (starts, w.iter().zip(iv).map(|(w, iv)| w * *iv as f64 * 1e-9).collect(), t[t.len() - 1] - lag)
         };
-        starts.push(UnixNanos(start));
+        // A counter moves in steps (RAPL every 976 µs): a reading holds 0, 1 or 2 of them, so its
+        // own watts swing by a whole step. The energy stays each sample's own; the level the
+        // detector compares with the idle band is the mean over the samples of the span before it
+        // (never after it: the next run's first readings must not lift the end of this one's).
+        let levels = span_levels(&starts, UnixNanos(end), &energy, span);
+        return PowerSeries::new(starts, levels).ok()?.ending_at(UnixNanos(end))?.with_energies(energy);
     }
+    let starts: Vec<UnixNanos> = (i0..n)
+        .map(|i| {
+            let iv = i64::try_from(interval_ns[i]).unwrap_or(i64::MAX);
+            UnixNanos(if iv > 0 {
+                t[i].saturating_sub(iv)
+            } else if i > i0 {
+                t[i - 1] + (t[i] - t[i - 1]) / 2 - held
+            } else {
+                t[i] - held
+            })
+        })
+        .collect();
     let last = n - 1;
     let end = if interval_ns[last] > 0 {
-        t[last] - lag
+        t[last]
     } else if n - i0 < 2 {
         t[last] - held
     } else {
         t[last] + (t[last] - t[last - 1]) / 2 - held
     };
-    if !counter || span <= 0 {
-        return PowerSeries::new(starts, watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?.ending_at(UnixNanos(end));
+    PowerSeries::new(starts, watts[i0..n].iter().map(|&w| Watts(w)).collect()).ok()?.ending_at(UnixNanos(end))
+}
+
+/// The readings of a counter read faster than it updates (fewer than 4 in 5 readings move it) as
+/// one sample per update (`docs/energy-method.md` §1; issue 37): a reading that moved the counter
+/// holds the energy up to the counter's last update, which lies in the last `min(update,
+/// interval)` before the read: it is placed at the middle of that part, within half a read (not
+/// half an update) of the update. A reading that did not move adds nothing and ends no sample: the
+/// samples span the updates, and a run edge inside one shares only that update's energy. Returns
+/// the samples' starts, their energies (J) and the last one's end.
+fn counter_samples(t: &[i64], watts: &[f64], interval_ns: &[u64], update: i64) -> (Vec<UnixNanos>, Vec<f64>, i64) {
+    let (mut starts, mut energy) = (Vec::new(), Vec::new());
+    let (mut prev, mut pending) = (None::<i64>, 0.0f64);
+    for ((&ti, &w), &iv) in t.iter().zip(watts).zip(interval_ns) {
+        let iv = i64::try_from(iv).unwrap_or(i64::MAX);
+        let e = w * iv as f64 * 1e-9;
+        pending += e;
+        // A counter that stays put longer than an update and a read is stuck (or the source
+        // idles at 0 W): its time is kept as 0 J samples of about an update, not one long hold.
+        let still = prev.is_some_and(|p| ti - p <= update.saturating_add(iv.saturating_mul(2)));
+        if e <= 0.0 && still {
+            continue;
+        }
+        let at = if e > 0.0 { ti - update.min(iv) / 2 } else { ti };
+        // The first reading holds the energy since the update before its own last one.
+        let from = prev.unwrap_or(at.saturating_sub(update.max(iv))).min(at - 1);
+        starts.push(UnixNanos(from));
+        energy.push(pending);
+        (prev, pending) = (Some(at), 0.0);
     }
-    // A counter moves in steps (RAPL every 976 µs): a reading holds 0, 1 or 2 of them, so its own
-    // watts swing by a whole step. The energy stays each reading's own; the level the detector
-    // compares with the idle band is the mean over the readings of the span before it (never
-    // after it: the next run's first readings must not lift the end of this one's).
-    let energy: Vec<f64> = (i0..n).map(|i| watts[i] * interval_ns[i] as f64 * 1e-9).collect();
-    let levels = span_levels(&starts, UnixNanos(end), &energy, span);
-    PowerSeries::new(starts, levels).ok()?.ending_at(UnixNanos(end))?.with_energies(energy)
+    (starts, energy, prev.unwrap_or(0))
 }
 
 /// Counter updates over which a counter series' detection level is averaged
@@ -392,6 +429,26 @@ mod tests {
 
     fn zone(source: &str, zone: &str, scope: &str, n: usize) -> ZoneSeries {
         ZoneSeries { source: source.into(), zone: zone.into(), scope: scope.into(), t: (0..n as i64).collect(), watts: vec![1.0; n], ..Default::default() }
+    }
+
+    /// By hand: a counter updating every 100 ms at 32, 132 and 232 ms (2 W: 0.2 J each), read
+    /// every 5 ms from 5 ms. The readings at 35, 135 and 235 ms moved it: each update lies in the
+    /// 5 ms before, placed at its middle (32.5, 132.5, 232.5 ms), and the 0.2 J of the updates at
+    /// 132 and 232 ms span 32.5–132.5 and 132.5–232.5 ms. (Each reading its own sample, half an
+    /// update earlier, put 0.2 J into 80–85 ms and nothing elsewhere.)
+    #[test]
+    fn a_slow_counters_samples_span_its_updates() {
+        let ms = 1_000_000i64;
+        let t: Vec<i64> = (1..=56).map(|k| k * 5 * ms).collect();
+        let moved = |t: i64| [35, 135, 235].contains(&(t / ms));
+        let watts = t.iter().map(|&t| if moved(t) { 0.2 / 0.005 } else { 0.0 }).collect();
+        let z = ZoneSeries { t, watts, interval_ns: vec![5_000_000; 56], update_ns: 100_000_000, ..Default::default() };
+        let s = z.series().unwrap();
+        let times: Vec<i64> = s.times().iter().map(|u| u.0).collect();
+        assert_eq!(times[times.len() - 2..], [32_500_000, 132_500_000], "{times:?}");
+        assert_eq!(s.end_time().0, 232_500_000);
+        let n = times.len();
+        assert_eq!((s.sample_energy(n - 2), s.sample_energy(n - 1)), (0.2, 0.2));
     }
 
     #[test]

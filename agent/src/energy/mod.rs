@@ -279,7 +279,7 @@ pub fn analyze_trace(
         p.iter().map(|w| w.0).filter(|w| w.is_finite()).reduce(f64::max)
     };
     let model = uncertain::model_of_trace(fine_period.unwrap_or(period).min(period), noise, wattflip_energy::Nanos(0));
-    uncertain::attach(&mut e, &model, window, &peak, &|_, _, _| None);
+    uncertain::attach(&mut e, &model, window, &uncertain::Around { peak: &peak, visible: &|_, _, _| None, updates: &|_| None });
     Ok(e)
 }
 

@@ -103,7 +103,9 @@ pub fn energy_of_recording_in(
         let region_s = (to - from) as f64 * 1e-9;
         (margin > 0).then(|| super::uncertain::Visible { energy: series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * region_s, region_s })
     };
-    super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &peak, &visible);
+    let updates = |at: i64| super::uncertain::updates_around(&series, at);
+    let around = super::uncertain::Around { peak: &peak, visible: &visible, updates: &updates };
+    super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &around);
     Some(energy)
 }
 

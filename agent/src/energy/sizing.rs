@@ -40,6 +40,10 @@ pub fn relative_u95(m: &SourceModel, power_w: f64, d: f64) -> f64 {
         baseline: Watts(baseline),
         peak: Watts(p),
         tail_cut: true,
+        split_start: false,
+        split_end: false,
+        start_updates: None,
+        end_updates: None,
         visible_above: Joules(p * d),
     };
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };

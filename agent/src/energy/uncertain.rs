@@ -8,7 +8,7 @@
 use super::live::ZoneSeries;
 use super::source::SourceFacts;
 use super::ProbeEnergy;
-use wattflip_energy::{Bounded, IdleU, Joules, Nanos, Reporting, RunFigures, SourceModel, Watts};
+use wattflip_energy::{Bounded, IdleU, Joules, Nanos, PowerSeries, Reporting, RunFigures, SourceModel, Straddle, UnixNanos, Watts};
 
 /// The model of a live zone: how it reports (a counter; `power*_average`, a moving average; a
 /// value updated more slowly than it is read, sample-and-hold; else instantaneous), its update
@@ -62,13 +62,25 @@ pub fn model_of_trace(period: Nanos, noise_w: f64, align_residual: Nanos) -> Sou
     }
 }
 
+/// What the analysis can look up around a run of the recording, for its half-widths: `peak` a
+/// run's highest power over one update near it (from its start to one update after its end;
+/// `None`: its mean); `visible` the energy a held or averaged source shows above a baseline (its
+/// third argument) around a run, as far as it spreads a run's energy, and over how long
+/// ([`smear_margin_ns`]; `None` for other sources); `updates` the mean powers of the update
+/// holding an instant and of its two neighbours, where the source resolves its updates
+/// ([`updates_around`]; `None` elsewhere).
+pub struct Around<'a> {
+    pub peak: &'a dyn Fn(i64, i64) -> Option<f64>,
+    pub visible: &'a dyn Fn(i64, i64, f64) -> Option<Visible>,
+    pub updates: &'a dyn Fn(i64) -> Option<Straddle>,
+}
+
 /// Sets the half-widths of every run of `e` and of its idle baseline from `m`; `window` is the
-/// idle window's length (ns); `peak` gives a run's highest power over one update near it
-/// (from its start to one update after its end; `None`: its mean); `visible` the energy a held or
-/// averaged source shows above a baseline (its third argument) around a run, as far as it spreads
-/// a run's energy, and over how long ([`smear_margin_ns`]; `None` for other sources). A run that
-/// source spreads over more than its length gets the bounded estimate when it is the narrower.
-pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn(i64, i64) -> Option<f64>, visible: &dyn Fn(i64, i64, f64) -> Option<Visible>) {
+/// idle window's length (ns); `around` what the recording shows near each run. A run a held or
+/// averaged source spreads over more than its length gets the bounded estimate when it is the
+/// narrower.
+pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, around: &Around) {
+    let (peak, visible) = (around.peak, around.visible);
     let baseline = e.idle.as_ref().map(|i| i.median_w).or_else(|| e.runs.first().map(|r| r.idle_baseline_w)).unwrap_or(0.0);
     let idle = m.idle(Watts(baseline), window);
     if let Some(i) = e.idle.as_mut() {
@@ -82,6 +94,7 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, peak: &dyn Fn
             // small against the baseline's own uncertainty over the span it is looked for in.
             let floor = r.idle_baseline_w - wattflip_energy::uncertainty::K95 * idle.statistical.0;
             f.visible_above = Joules(visible(a, b, floor).map(|v| v.energy).unwrap_or(0.0));
+            (f.start_updates, f.end_updates) = ((around.updates)(a), (around.updates)(b));
         }
         let idle_u = IdleU { u95: idle.u95, statistical: idle.statistical };
         let u = m.run(&f, &idle_u);
@@ -163,6 +176,25 @@ pub fn peak_of_zone(z: &ZoneSeries, span_ns: i64, read_ns: i64, from: i64, to: i
     z.t.iter().zip(&z.watts).filter(|(t, w)| **t >= from && **t <= until && w.is_finite()).map(|(_, w)| *w).reduce(f64::max)
 }
 
+/// The sample of `series` holding `at` and its two neighbours, where a counter slower than its
+/// reads has one sample per update (its levels averaged, `live::counter_samples`): their own mean
+/// powers and how much of the middle one lies before and after `at`. `None` for other series and
+/// at the recording's ends.
+pub fn updates_around(series: &PowerSeries, at: i64) -> Option<Straddle> {
+    if !series.levels_averaged() {
+        return None;
+    }
+    let t = series.times();
+    let end = |i: usize| t.get(i + 1).map_or(series.end_time().0, |u| u.0);
+    let own = |i: usize| (end(i) > t[i].0).then(|| Watts(series.sample_energy(i) / ((end(i) - t[i].0) as f64 * 1e-9)));
+    let j = series.index_at_or_after(UnixNanos(at.saturating_add(1))).checked_sub(1)?;
+    if j + 1 >= series.len() {
+        return None;
+    }
+    let part = |ns: i64| Nanos(u64::try_from(ns).unwrap_or(0));
+    Some(Straddle { before: own(j.checked_sub(1)?)?, holding: own(j)?, after: own(j + 1)?, part_before: part(at - t[j].0), part_after: part(end(j) - at) })
+}
+
 /// How far a held value or moving average of `z` spreads a run's energy beyond its edges (ns; 0
 /// for counters): a held value, lag-corrected by one update, up to that update and half a read;
 /// a moving average, centred by half its window, half the window and up to as much again for
@@ -191,6 +223,10 @@ fn figures(r: &super::RunEnergyRecord) -> RunFigures {
         baseline: Watts(r.idle_baseline_w),
         peak: Watts(r.mean_w),
         tail_cut: r.tail_cut,
+        split_start: matches!(r.start_found.as_str(), "SplitAtFirstSubmit" | "Nominal"),
+        split_end: r.end_found == "Nominal",
+        start_updates: None,
+        end_updates: None,
         visible_above: Joules(0.0),
     }
 }
