@@ -6,8 +6,9 @@
 # Each stage's wall time is printed at the end (also when a stage fails). On a fresh machine the
 # slow stages are the tool builds and the package build; they run in the background where that
 # pays: the three Go tools build while apt installs (CPU against network and disk), and the
-# Debian package build (fat-LTO links on one core, niced) while the lint gates and the workspace
-# build run. Nothing runs alongside `cargo test`: the e2e tests time 1 ms power sampling.
+# Debian package build (the test's package-test profile, no LTO, niced; tests/package/build.sh)
+# while the lint gates and the workspace build run. Nothing runs alongside `cargo test`: the e2e
+# tests time 1 ms power sampling. The fuzz targets build into the tool cache, like the packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target/run-logs

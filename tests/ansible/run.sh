@@ -33,16 +33,19 @@ here=$repo/tests/ansible
 deploy=$repo/deploy/ansible
 target=${CARGO_TARGET_DIR:-$repo/target}
 case $target in /*) ;; *) target=$repo/$target ;; esac
-venv=$target/ansible-venv
 started=$(date +%s)
 net=10.213.57
 ansible_pin=(ansible==12.3.0 ansible-lint==26.10.1)
+# Ansible's venv lives in the tool cache (outside the repository, like the packages' build), one
+# per pin set, so a fresh clone does not reinstall it (pip of the pins took about a minute).
+tool_cache=${XDG_CACHE_HOME:-$HOME/.cache}
+venv=$tool_cache/wattflip-tools/ansible-venv-$(printf '%s\n' "${ansible_pin[@]}" | sha256sum | cut -c1-16)
 agents=(node1 node2 node3)
 hosts=(node1 node2 node3 collector1)
 declare -A addr=([node1]=$net.1 [node2]=$net.2 [node3]=$net.3 [collector1]=$net.10)
 
 failures=()
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (at %ss)\n' "$*" "$(($(date +%s) - started))"; } # with the seconds since the start
 fail() { echo "FAIL: $*" >&2; failures+=("$*"); }
 die() {
   fail "$*"
@@ -75,12 +78,16 @@ if ((${#packages[@]})); then
   # policy-rc.d or no systemd keeps the packages' own services (sshd, influxdb) from starting.
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
+mkdir -p "$(dirname "$venv")"
+exec 8>"$venv.lock" # one install at a time; a later run waits for it
+flock -w 900 8 || { echo "tests/ansible/run.sh: waited 15 min for $venv.lock" >&2; exit 1; }
 if ! "$venv/bin/ansible-playbook" --version >/dev/null 2>&1 || ! "$venv/bin/ansible-lint" --version >/dev/null 2>&1; then
   echo "tests/ansible/run.sh: installing ${ansible_pin[*]} into $venv"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "${ansible_pin[@]}"
 fi
+exec 8>&-
 export PATH=$venv/bin:$PATH
 
 # --- one run at a time: the subnet and its route in the root namespace are fixed ------------
@@ -135,8 +142,7 @@ trap 'exit 130' INT TERM
 mkdir -p "$work/logs" "$root" "$work/render"
 # Nothing of Ansible lands in the home directory: its state, temp files (also for tasks on the
 # controller) and caches stay in the work directory.
-# (The packages' build keeps its tools and target dir in the real tool cache: saved first.)
-tool_cache=${XDG_CACHE_HOME:-$HOME/.cache}
+# (The packages' build keeps its tools and target dir in the real tool cache: saved above.)
 export ANSIBLE_HOME=$work/ansible-home ANSIBLE_LOCAL_TEMP=$work/ansible-home/tmp XDG_CACHE_HOME=$work/cache
 export ANSIBLE_REMOTE_TEMP=$work/ansible-home/remote-tmp
 export ANSIBLE_CONFIG=$deploy/ansible.cfg ANSIBLE_ROLES_PATH=$deploy/roles ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1

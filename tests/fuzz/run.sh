@@ -7,10 +7,17 @@
 # Sanitizer: none by default. Every crate of the workspace denies `unsafe`, so AddressSanitizer
 # would only watch the C parts of dependencies at a quarter of the speed; WF_FUZZ_SANITIZER=address
 # turns it on. New inputs found go to a temporary folder, not into the checked-in corpus.
+#
+# Build: cargo-fuzz's release build (debug assertions, overflow checks, line tables) at the
+# opt-level of tests/fuzz/Cargo.toml, into a target dir in the tool cache (WF_FUZZ_TARGET_DIR,
+# default ${XDG_CACHE_HOME:-~/.cache}/wattflip-tools/fuzz-target) like the package build's, so a
+# fresh clone rebuilds only the workspace's own crates. A lock holds it for the whole run: another
+# checkout's build would replace the binaries between this build and its runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 runs=${1:-${WF_FUZZ_RUNS:-20000}}
 sanitizer=${WF_FUZZ_SANITIZER:-none}
+target_dir=${WF_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wattflip-tools/fuzz-target}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "tests/fuzz/run.sh: installing cargo-fuzz" >&2
@@ -19,8 +26,13 @@ fi
 # cargo-fuzz passes -Z flags; on a stable toolchain they need RUSTC_BOOTSTRAP (docs/fuzzing.md).
 rustc --version | grep -q nightly || export RUSTC_BOOTSTRAP=1
 
-opts=(--fuzz-dir . -s "$sanitizer" --codegen-units 16)
+mkdir -p "$target_dir"
+exec 9>"$target_dir.lock"
+flock -w 1800 9 || { echo "tests/fuzz/run.sh: waited 30 min for $target_dir.lock" >&2; exit 1; }
+opts=(--fuzz-dir . -s "$sanitizer" --codegen-units 16 --target-dir "$target_dir")
+t0=$SECONDS
 cargo fuzz build "${opts[@]}"
+echo "tests/fuzz/run.sh: build $((SECONDS - t0))s ($target_dir)" >&2
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

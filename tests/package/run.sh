@@ -4,9 +4,10 @@
 #
 #  1. tools (tools.sh: cargo-zigbuild + ziglang, cargo-deb 3.x, a debootstrap bullseye root, all
 #     cached outside the repository);
-#  2. one build in the shipped profile (dist) linked for glibc 2.28 (cargo zigbuild, target x86_64-unknown-linux-gnu.2.28)
-#     in a target dir in the same cache, so later runs rebuild only what changed; `objdump -T`:
-#     no symbol version above GLIBC_2.28;
+#  2. one build linked for glibc 2.28 (cargo zigbuild, target x86_64-unknown-linux-gnu.2.28) in
+#     the test's cheaper profile, package-test (WATTFLIP_PACKAGE_PROFILE=dist: the shipped one;
+#     build.sh), in a target dir in the same cache, so later runs rebuild only what changed;
+#     `objdump -T`: no symbol version above GLIBC_2.28;
 #  3. two package versions from those same binaries (`cargo deb --no-build`, the second with
 #     `--deb-version`); their files, conffiles, units (`systemd-analyze verify`, any stderr fails)
 #     and the systemd snippets cargo-deb generated (the agent is stopped before an upgrade and
@@ -26,7 +27,6 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/package
 started=$(date +%s)
-triple=x86_64-unknown-linux-gnu
 glibc=2.28
 failures=()
 step() { printf '\n== %s\n' "$*"; }
@@ -76,7 +76,7 @@ command -v systemd-analyze >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt
 built=$(bash "$here/build.sh") || die "tests/package/build.sh failed (above)"
 bullseye=$(sed -n 's/^bullseye=//p' <<<"$built")
 debs=$(tail -n 1 <<<"$built")
-bindir=${XDG_CACHE_HOME:-$HOME/.cache}/wattflip-tools/package-target/$triple/dist
+bindir=$(sed -n 's/^bindir=//p' <<<"$built")
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n 1)
 v1=$version-1
 v2=$version-2
