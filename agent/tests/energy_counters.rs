@@ -1,7 +1,7 @@
 //! The live path's per-run energy against counters that move like the kernel's (issue 27): a power
 //! model with known energy at every instant (the energy crate's truth generator, which shares no
 //! code with the analysis), an energy counter that adds the model's exact energy every 976 µs (RAPL's
-//! update period, docs/hardware.md §1.2; an INA2xx `energy1_input` behaves alike at its conversion
+//! update period, docs/sources-and-drives.md §1.2; an INA2xx `energy1_input` behaves alike at its conversion
 //! time) in whole µJ, and a recorder that reads it every 1 ms or 5 ms, late by up to 100 µs. Every
 //! run is compared with the model's integral over the bounds the analysis reports for it. Add a
 //! scenario by changing the schedule's ranges or the reader.
@@ -25,7 +25,7 @@ use wattflip_uflip::{ProbeReport, RunResult};
 const TAIL_END: i64 = 10 * MS;
 /// UTC of the model's time 0.
 const T0: i64 = 1_800_000_000_000_000_000;
-/// RAPL's update period (docs/hardware.md §1.2).
+/// RAPL's update period (docs/sources-and-drives.md §1.2).
 const UPDATE: i64 = 976_000;
 
 /// The counter's value (µJ) at instant `t`: the model's exact energy up to its last update.

@@ -519,10 +519,10 @@ fn three_emulated_nvme_hosts_report_to_influx_and_a_qmp_warning_arrives_within_o
         assert_eq!(states, want_states, "{id}: power_states per Hello");
 
         // Temperatures from the three sources. QEMU's controller reports a constant 323 K
-        // (docs/hardware.md §10). The issue says "exactly 50 °C", but only smartctl says that: it prints
+        // (docs/sources-and-drives.md §10). The issue says "exactly 50 °C", but only smartctl says that: it prints
         // whole degrees as K − 273 = 50. nvme-cli reports Kelvin, which the agent stores exactly as
         // K − 273.15 = 49.85, and hwmon reports millidegrees (K − 273.15) × 1000 = 49850 → 49.85
-        // (docs/hardware.md §8.1, docs/schema.md). These exact values are the correct ones.
+        // (docs/sources-and-drives.md §8.1, docs/schema.md). These exact values are the correct ones.
         let series = influx.series(DB, &format!("SELECT celsius FROM temperature WHERE host = '{id}' GROUP BY source, device, sensor"));
         let got: Vec<(&str, &str, &str, Vec<f64>)> = series
             .iter()

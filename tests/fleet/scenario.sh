@@ -6,7 +6,7 @@
 # InfluxDB, where the host asserts the values.
 . /etc/wattflip/guest.env
 cfg=/etc/wattflip/agent.toml
-# nvme-cli 2.3 groups numbers by locale (docs/hardware.md §6.1); the agent sets LC_ALL=C itself too.
+# nvme-cli 2.3 groups numbers by locale (docs/sources-and-drives.md §6.1); the agent sets LC_ALL=C itself too.
 export LC_ALL=C RUST_LOG=info NO_COLOR=1
 # Piping through cat keeps the console from being a terminal (no progress bars in the log);
 # pipefail keeps the command's own exit code.

@@ -2,16 +2,18 @@
 //! code, tests and docs cite. Checked in every source, script, config and document of the
 //! repository (`target/` and hidden folders aside):
 //!
-//! - a mention of a `*.md` path (`docs/hardware.md`, `tests/fleet/README.md`, `../README.md`,
+//! - a mention of a `*.md` path (`docs/sources-and-drives.md`, `tests/fleet/README.md`, `../README.md`,
 //!   `$ROOT/docs/benchmarks.md`) names a file that exists, relative to the mentioning file's folder
 //!   or to the repository root; a bare name (`PROVENANCE.md`) names a document somewhere in the
 //!   repository;
 //! - a relative markdown link (`[text](path#anchor)`) in a document points at an existing file or
 //!   folder;
 //! - nothing names the background material that never was part of the product (`ufip.md`,
-//!   `influx-grafana-ansible.md`, `test-recipes.md`, `shared/docs/`, and outside `docs/` a bare
-//!   `hardware.md`): those references became `docs/uflip-method.md`, `docs/conventions.md` and
-//!   `docs/hardware.md` with the same section numbers.
+//!   `influx-grafana-ansible.md`, `test-recipes.md`, `hardware.md`, `shared/docs/`): those
+//!   references became `docs/uflip-method.md`, `docs/conventions.md` and
+//!   `docs/sources-and-drives.md` with the same section numbers. The last kept the background
+//!   document's name until stop 48, so a citation of it could not be told from one of the
+//!   background; it was renamed, and the old name is now refused everywhere.
 //!
 //! Public URLs (anything after `scheme://`, and `owner/repo:path` citations of other projects) are
 //! not checked. Extend it by adding a file extension to [`SCANNED`] or a rule to [`line_problems`].
@@ -22,10 +24,7 @@ use std::path::{Path, PathBuf};
 const SCANNED: &[&str] = &["rs", "md", "toml", "sh", "yml", "yaml", "json", "py", "go", "proto", "j2", "service", "expected"];
 
 /// Names that must not appear at all: documents outside the repository.
-const GONE: &[&str] = &["ufip.md", "influx-grafana-ansible.md", "test-recipes.md", "shared/docs/"];
-
-/// A bare name that outside `docs/` meant the background document, not `docs/hardware.md`.
-const BARE_OLD: &str = "hardware.md";
+const GONE: &[&str] = &["ufip.md", "influx-grafana-ansible.md", "test-recipes.md", "hardware.md", "shared/docs/"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -139,14 +138,11 @@ fn line_problems(repo: &Repo, dir: &Path, is_markdown: bool, line: &str) -> Vec<
             problems.push(format!("names `{gone}`, which is not in the repository (see docs/)"));
         }
     }
-    let in_docs = dir.ends_with("docs") && dir.parent().is_some_and(|p| p.join("Cargo.toml").exists());
     for (token, external) in md_mentions(line) {
         if external || GONE.iter().any(|g| token.ends_with(g)) {
             continue;
         }
-        if token == BARE_OLD && !in_docs {
-            problems.push(format!("names `{BARE_OLD}` without a folder: write `docs/{BARE_OLD}`"));
-        } else if !resolves(repo, dir, &token) {
+        if !resolves(repo, dir, &token) {
             problems.push(format!("mentions `{token}`, which does not exist"));
         }
     }
@@ -208,8 +204,8 @@ fn the_scanner_reads_known_lines() {
     let repo = repo(&all_files());
     let docs = repo.root.join("docs");
     let found = |line: &str| line_problems(&repo, &docs, true, line);
-    assert_eq!(found("see `docs/uflip-method.md` §4.3 and [hw](hardware.md#1-rapl)"), Vec::<String>::new());
-    assert_eq!(found("see (hardware.md §1.2)"), Vec::<String>::new(), "a bare name beside the file");
+    assert_eq!(found("see `docs/uflip-method.md` §4.3 and [hw](sources-and-drives.md#1-rapl)"), Vec::<String>::new());
+    assert_eq!(found("see (sources-and-drives.md §1.2)"), Vec::<String>::new(), "a bare name beside the file");
     assert_eq!(found("[x](https://example.org/a.md) and owner/repo:docs/CHANGELOG.md"), Vec::<String>::new());
     assert_eq!(found("\"$ROOT/docs/benchmarks.md\" and PROVENANCE.md"), Vec::<String>::new());
     assert_eq!(found("see `ufip.md` §4.3"), vec!["names `ufip.md`, which is not in the repository (see docs/)".to_string()]);
@@ -218,10 +214,14 @@ fn the_scanner_reads_known_lines() {
         vec!["mentions `docs/nope.md`, which does not exist".to_string(), "links to `missing/`, which does not exist".to_string(),]
     );
     assert_eq!(found("see nope.md"), vec!["mentions `nope.md`, which does not exist".to_string()]);
-    // Outside docs/, a bare `hardware.md` meant the background document.
+    // `hardware.md` was the background document's name: refused bare, in `docs/` and anywhere.
     let src = repo.root.join("agent/src/sensors");
     assert_eq!(
-        line_problems(&repo, &src, false, "//! (hardware.md §1.1), docs/hardware.md §2"),
-        vec!["names `hardware.md` without a folder: write `docs/hardware.md`".to_string()]
+        line_problems(&repo, &src, false, "//! (hardware.md §1.1), docs/sources-and-drives.md §2"),
+        vec!["names `hardware.md`, which is not in the repository (see docs/)".to_string()]
+    );
+    assert_eq!(
+        found("[hw](hardware.md) §9"),
+        vec!["names `hardware.md`, which is not in the repository (see docs/)".to_string(), "links to `hardware.md`, which does not exist".to_string()]
     );
 }

@@ -4,7 +4,7 @@
 //! (path, deadline), the plumbing every tool wrapper shares.
 //!
 //! Why `LC_ALL=C`: nvme-cli 2.3 calls `setlocale(LC_ALL, "")` and groups 128-bit counters with the
-//! locale's thousands separator (docs/hardware.md §6.1). Why a deadline: nvme-cli and smartctl pass
+//! locale's thousands separator (docs/sources-and-drives.md §6.1). Why a deadline: nvme-cli and smartctl pass
 //! timeout 0, i.e. the kernel's 60 s admin timeout, and a resetting controller can hang them (§9).
 //!
 //! A non-zero exit is *not* an error of [`CommandRunner::run`]: smartctl uses exit bits for drive
@@ -20,7 +20,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Default deadline for one admin command (docs/hardware.md §9 suggests 10–15 s).
+/// Default deadline for one admin command (docs/sources-and-drives.md §9 suggests 10–15 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How a child ended.
@@ -104,7 +104,7 @@ pub fn command_line(argv: &[String]) -> String {
 /// What to do about a failed command, recognised from its stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hint {
-    /// EACCES/EPERM: NVMe admin passthrough needs CAP_SYS_ADMIN (docs/hardware.md §9).
+    /// EACCES/EPERM: NVMe admin passthrough needs CAP_SYS_ADMIN (docs/sources-and-drives.md §9).
     NeedsCapSysAdmin,
     /// The device node is missing.
     NoSuchDevice,

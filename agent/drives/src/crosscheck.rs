@@ -3,7 +3,7 @@
 //!
 //! Pure: the monitor gathers one [`SourceView`] per source in the same cycle and turns each
 //! disagreement into an event. Temperatures legitimately differ a little: nvme-cli and hwmon give
-//! K − 273.15, smartctl whole degrees K − 273 (docs/hardware.md §8.1), and the reads are not
+//! K − 273.15, smartctl whole degrees K − 273 (docs/sources-and-drives.md §8.1), and the reads are not
 //! simultaneous; hence a tolerance. To compare another field, add it to [`SourceView`] and a
 //! branch to [`cross_check`].
 

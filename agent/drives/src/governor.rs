@@ -1,7 +1,7 @@
 //! Power-governor control: select an NVMe power state (FID 02h) or Intel's vendor
 //! PowerGovernorMode (FID C6h), then read back and classify what the drive did.
 //!
-//! Rules (docs/hardware.md §5.3 "Governor rules"): only operational states (NOPS = 0, PS ≤ NPSS);
+//! Rules (docs/sources-and-drives.md §5.3 "Governor rules"): only operational states (NOPS = 0, PS ≤ NPSS);
 //! Intel C6h only on an allow-list keyed on `vid == 0x8086` and model; read back after every set;
 //! never `--save`. The workload-hint bits of FID 02h are preserved when only the PS changes.
 //! Changes must be wrapped in a [`crate::restore::RestoreGuard`] so the original state returns.
@@ -90,7 +90,7 @@ impl IntelGovernorMode {
 }
 
 /// Models known to implement FID C6h: the DC P3500/P3600/P3700/P3608 family (SPDK cites the
-/// P3700 spec). Other Intel/Solidigm models are undocumented (docs/hardware.md §5.3, §12), so they are
+/// P3700 spec). Other Intel/Solidigm models are undocumented (docs/sources-and-drives.md §5.3, §12), so they are
 /// not on the list; add a prefix here only after verifying on hardware.
 const INTEL_C6_MODEL_PREFIXES: &[&str] = &["SSDPE2MD", "SSDPEDMD", "SSDPE2ME", "SSDPEDME", "SSDPE2MX", "SSDPEDMX", "SSDPECME"];
 

@@ -1,7 +1,7 @@
-//! Tolerant JSON field readers shared by the nvme-cli and smartctl parsers.
+//! Tolerant JSON field readers used by both the nvme-cli and smartctl parsers.
 //!
 //! Tool versions disagree on how a number is written, so every reader accepts each form seen in
-//! real captures (tests/fixtures/captures/PROVENANCE.md, docs/hardware.md §6.3):
+//! real captures (tests/fixtures/captures/PROVENANCE.md, docs/sources-and-drives.md §6.3):
 //! - bare integers, possibly > u64 (nvme-cli ≥ 2.4 prints 128-bit counters as JSON numbers);
 //! - strings (nvme-cli 2.0–2.3), locale-grouped in 2.3 (`"1,234"`, `"1.234.567"`, `"1 234"`);
 //! - `"%Lf"` decimal strings (`"4974.000000"`, nvme-cli 2.1–2.1.2) and floats (`310.0`);

@@ -7,7 +7,7 @@
 //!   plumbing of every tool wrapper) and [`CommandError`], which keeps argv, exit status and stderr.
 //! - `fake` (feature `test-support` only): scripted and emulating runners for tests.
 //! - [`nvme_cli`]: nvme-cli wrappers and parsers (`list`, `id-ctrl`, `smart-log`, `get/set-feature`),
-//!   tolerant of the nvme-cli 2.3 and later layouts (docs/hardware.md §6).
+//!   tolerant of the nvme-cli 2.3 and later layouts (docs/sources-and-drives.md §6).
 //! - [`smartctl`]: `smartctl --json` scan and health reports for NVMe and ATA, exit bits decoded (§7).
 //! - [`smartctl_exit`]: smartctl's exit bits and version, read before its output (7.0+ for JSON).
 //! - [`smartctl_nvme`]: smartctl's NVMe power states and thresholds (when nvme-cli is absent).

@@ -1,5 +1,5 @@
 //! smartctl (smartmontools 7.x) with `--json`: device scan and health/temperature reports for NVMe
-//! and ATA drives (docs/hardware.md §7).
+//! and ATA drives (docs/sources-and-drives.md §7).
 //!
 //! smartctl's exit status is a bit mask: bits 0–1 mean the call itself failed; bit 2 means partial
 //! data; bits 3–7 describe the drive's health and the data is valid (§7.2). [`SmartctlExit`]

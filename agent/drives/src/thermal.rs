@@ -1,5 +1,5 @@
 //! One thermal snapshot from either nvme-cli or smartctl, and throttle detection between two
-//! snapshots (docs/hardware.md §8.2).
+//! snapshots (docs/sources-and-drives.md §8.2).
 //!
 //! Why: energy of runs with different throttle state must not be compared (Zhang et al.: the
 //! MR-SSD drops power ~15 % and performance 12–18 % when it throttles itself). The agent takes a

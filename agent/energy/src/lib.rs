@@ -1,4 +1,4 @@
-//! wattflip-energy: the energy-analysis library of wattflip (`docs/uflip-method.md` §11, `docs/hardware.md` §4). It turns
+//! wattflip-energy: the energy-analysis library of wattflip (`docs/uflip-method.md` §11, `docs/sources-and-drives.md` §4). It turns
 //! shunt traces into energy and decimated power, finds each uFLIP run in a power series, computes the
 //! per-run energy record, classifies background work and recommends pauses. Method and defaults:
 //! `docs/energy-method.md`. To extend: a new trace format goes under `trace/`, a new analysis takes a

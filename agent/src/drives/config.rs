@@ -23,7 +23,7 @@ pub struct DrivesConfig {
     pub nvme_path: String,
     /// The smartctl executable.
     pub smartctl_path: String,
-    /// Deadline of one tool call; the child is killed after it (docs/hardware.md §9: 10–15 s).
+    /// Deadline of one tool call; the child is killed after it (docs/sources-and-drives.md §9: 10–15 s).
     pub timeout: Duration,
     /// How often SMART logs are read (temperatures from the tools, `nvme_smart`, critical warnings).
     pub smart_interval: Duration,

@@ -190,7 +190,7 @@ pub fn set(s: &Controller, state: u32, rec: &mut ChangeLog) -> Result<(), Govern
     Ok(())
 }
 
-/// The cap of an Intel PowerGovernorMode on PCIe x4 cards (docs/hardware.md §5.3).
+/// The cap of an Intel PowerGovernorMode on PCIe x4 cards (docs/sources-and-drives.md §5.3).
 pub fn intel_mode_watts(mode: u32) -> &'static str {
     match IntelGovernorMode::from_value(mode) {
         Some(IntelGovernorMode::Watts25) => "25 W",

@@ -4,7 +4,7 @@
 //! record per NVMe drive, `drive_power_mode` points and `critical_warning` events.
 //!
 //! Why a separate, slower interval than power sampling: every read is an admin command (CAP_SYS_ADMIN,
-//! one at a time per controller, docs/hardware.md §9) and Zhang et al. polled SMART once a minute so as
+//! one at a time per controller, docs/sources-and-drives.md §9) and Zhang et al. polled SMART once a minute so as
 //! not to perturb the workload (§8.2). The tool calls block (the runner waits for the child): they
 //! are [`read`] (no state, `reading`), run for `run` by the worker pool (`pool`) so a hung drive
 //! delays only itself, and their results are applied here by [`DriveMonitor::absorb`], which keeps

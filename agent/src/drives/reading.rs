@@ -41,7 +41,7 @@ pub fn power_mode(time_ns: i64, dev: &HealthDevice, mode: PowerMode, skipped: bo
     v1::DrivePowerMode { time_ns, device: dev.tag.clone(), serial: dev.serial.trim().to_string(), mode: mode.as_str().into(), skipped }
 }
 
-/// What the set bits of an NVMe critical warning mean (docs/hardware.md §5.4), for event messages.
+/// What the set bits of an NVMe critical warning mean (docs/sources-and-drives.md §5.4), for event messages.
 pub fn describe_warning(w: CriticalWarning) -> String {
     let bits = [
         (w.spare_below_threshold(), "available spare below threshold"),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use wattflip_drives::{CommandRunner, PowerState};
 use wattflip_proto::v1;
 
-/// The NVMe power-state table (docs/hardware.md §5.2) as `inventory` and `governor show` print it.
+/// The NVMe power-state table (docs/sources-and-drives.md §5.2) as `inventory` and `governor show` print it.
 pub fn power_state_table(states: &[PowerState]) -> String {
     let mut s = format!("  {:<5}{:<16}{:>8} {:>10} {:>10}  RRT RRL RWT RWL\n", "PS", "KIND", "MAX W", "ENTRY µs", "EXIT µs");
     for p in states {

@@ -1,6 +1,6 @@
 //! Imports an oscilloscope or data-logger shunt trace (CSV `time,V_shunt`, or raw little-endian
 //! f32/i16 with a sidecar file) as a power series, with the paper's formula
-//! E = (V_shunt/R)·(U − V_shunt)·Δt (docs/uflip-method.md §11.1, docs/hardware.md §4), and hands back the file as a
+//! E = (V_shunt/R)·(U − V_shunt)·Δt (docs/uflip-method.md §11.1, docs/sources-and-drives.md §4), and hands back the file as a
 //! source of its own samples for the second pass that refines run edges to the sample; with an
 //! estimated [`Alignment`], re-imported on the corrected time base (`--align auto`).
 

@@ -219,7 +219,7 @@ pub const ACCURACY: &[AccuracyRow] = &[
     AccuracyRow { drivers: &["amd_energy", "zenpower", "rapl"], class: UNKNOWN_ACCURACY, doc: "https://docs.kernel.org/hwmon/amd_energy.html, https://docs.kernel.org/power/powercap/powercap.html (modelled CPU counters; no accuracy given): wide default" },
     AccuracyRow { drivers: &["amdgpu", "i915", "xe"], class: UNKNOWN_ACCURACY, doc: "https://docs.kernel.org/gpu/amdgpu/thermal.html (no accuracy given): wide default" },
     AccuracyRow { drivers: &["ipmi"], class: UNKNOWN_ACCURACY, doc: "https://www.intel.com/content/dam/www/public/us/en/documents/technical-specifications/dcmi-v1-5-rev-spec.pdf (Get Power Reading gives no accuracy): wide default" },
-    AccuracyRow { drivers: &["trace"], class: 0.01, doc: "oscilloscope or data logger on a 1 % shunt (docs/hardware.md §4's setup): ±1 %" },
+    AccuracyRow { drivers: &["trace"], class: 0.01, doc: "oscilloscope or data logger on a 1 % shunt (docs/sources-and-drives.md §4's setup): ±1 %" },
     AccuracyRow { drivers: &["nvme_estimate"], class: 0.5, doc: "NVMe Identify Controller PSD max power: a ceiling, not a measurement (https://nvmexpress.org/specifications/): ±50 %" },
 ];
 

@@ -4,7 +4,7 @@
 //! (PMBus vin/vout/iin/iout, INA2xx shunt and bus voltage and current). Units and scopes come from
 //! the driver table (`drivers`): INA3221's shunt voltages are µV, an unknown driver's power is
 //! scope `unknown`. hwmonN numbers are unstable across boots, so chips are named by their `name`
-//! plus the device they hang off (docs/hardware.md §2). Add a channel kind with a scan in `discover`
+//! plus the device they hang off (docs/sources-and-drives.md §2). Add a channel kind with a scan in `discover`
 //! and a sensor type implementing the trait from `sensors`; a driver is a row in `drivers`.
 
 use super::drivers::{self, Quantity, Unit};
@@ -68,10 +68,10 @@ enum PowerInput {
     /// `power*_input` / `power*_average` in µW.
     Direct(Attr),
     /// No power attribute (INA3221; INA2xx configured without it): P = V_bus · I, read as mV and mA,
-    /// whose product is µW (docs/hardware.md §2).
+    /// whose product is µW (docs/sources-and-drives.md §2).
     VoltCurrent { volts: Attr, amps: Attr },
     /// `energy*_input` in µJ. No wrap semantics are defined for hwmon energy, so a decrease is a
-    /// reset of the chip or driver and skips one interval (docs/hardware.md §2).
+    /// reset of the chip or driver and skips one interval (docs/sources-and-drives.md §2).
     Energy { counter: Attr, last: Option<(u64, u64)> },
 }
 

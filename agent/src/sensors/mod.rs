@@ -321,7 +321,7 @@ pub(crate) fn read_int<T: std::str::FromStr>(path: &Path, hint: &'static str, ex
 pub const RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A sysfs attribute kept open and re-read with `pread` at offset 0, so sampling at up to 1 kHz
-/// costs no open/close per reading (docs/hardware.md §1.5). A handle can go stale without any read
+/// costs no open/close per reading (docs/sources-and-drives.md §1.5). A handle can go stale without any read
 /// failing: a file replaced by rename (a driver reload, a writer that renames) or removed keeps
 /// answering its old content forever. So the attribute:
 /// - drops the descriptor on any error (ENODEV, ESTALE, EIO...) and opens the path again next time;

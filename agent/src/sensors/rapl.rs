@@ -1,7 +1,7 @@
 //! RAPL energy counters through powercap (`<sysfs>/class/powercap/intel-rapl:*`). Every zone is
-//! reported on its own, never summed: package ⊇ core + uncore and psys ⊇ package (docs/hardware.md §1.1).
+//! reported on its own, never summed: package ⊇ core + uncore and psys ⊇ package (docs/sources-and-drives.md §1.1).
 //! `energy_uj` is a 32-bit hardware counter scaled to µJ that wraps at `max_energy_range_uj`; deltas
-//! are wrap-aware (Kepler's rule, docs/hardware.md §1.2). Since Linux 5.10 (PLATYPUS, CVE-2020-8694)
+//! are wrap-aware (Kepler's rule, docs/sources-and-drives.md §1.2). Since Linux 5.10 (PLATYPUS, CVE-2020-8694)
 //! `energy_uj` is root-only, reported as a clear permission error with the usual fixes.
 //! Zone identity includes the control type: `intel-rapl` (MSR) zones keep their kernel names,
 //! `intel-rapl-mmio` zones are prefixed `mmio:`; an MMIO package that the MSR interface also has
@@ -20,7 +20,7 @@ use wattflip_proto::v1;
 
 const ZONE_PREFIXES: &[&str] = &["intel-rapl:", "intel-rapl-mmio:"];
 const MMIO_PREFIX: &str = "intel-rapl-mmio:";
-/// The hardware adds to the counter about every 976 µs (docs/hardware.md §1.2).
+/// The hardware adds to the counter about every 976 µs (docs/sources-and-drives.md §1.2).
 pub const UPDATE_PERIOD: Duration = Duration::from_micros(976);
 /// A counter that has moved before and then stays still this long while a sibling moves is
 /// suspect: its handle checks the path again.
@@ -48,7 +48,7 @@ pub struct RaplZone {
 
 impl RaplZone {
     /// Energy between two counter values. Wraps once at most: the sampler polls far more often
-    /// than the ≥ 60 s a counter needs to wrap at 1 kW (docs/hardware.md §1.2).
+    /// than the ≥ 60 s a counter needs to wrap at 1 kW (docs/sources-and-drives.md §1.2).
     pub fn delta(prev: u64, cur: u64, max_range: Option<u64>) -> Option<MicroJoules> {
         if cur >= prev {
             Some(MicroJoules(cur - prev))

@@ -3,7 +3,7 @@
 //! entry, 1 Hz up to 1 kHz, the RAPL update rate), and every `window` (the agent's sampling
 //! interval) sends one aggregate per zone: mean, min and max watts, the window's energy from
 //! counter sources, and the number of readings. Sending aggregates rather than every reading keeps
-//! the wire and InfluxDB small (docs/hardware.md §4: "never stream raw samples") while the mean and the
+//! the wire and InfluxDB small (docs/sources-and-drives.md §4: "never stream raw samples") while the mean and the
 //! energy stay exact. A failing source degrades only itself. `app::run` starts one thread per
 //! source; a new way to aggregate a window is a field of the window aggregate built here.
 //!

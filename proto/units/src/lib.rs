@@ -29,7 +29,7 @@ pub struct MicroJoules(pub u64);
 /// Temperature in degrees Celsius.
 ///
 /// The same drive reports 323 (nvme-cli, Kelvin), 50 (smartctl, `K − 273`) and 49850 (hwmon,
-/// m°C) — docs/hardware.md §8.1. Each constructor names the encoding it accepts.
+/// m°C) — docs/sources-and-drives.md §8.1. Each constructor names the encoding it accepts.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Celsius(pub f64);

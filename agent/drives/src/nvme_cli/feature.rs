@@ -1,4 +1,4 @@
-//! Get/Set Features: the text nvme-cli prints (stable 1.16 → 2.16, docs/hardware.md §6.2) and the FID
+//! Get/Set Features: the text nvme-cli prints (stable 1.16 → 2.16, docs/sources-and-drives.md §6.2) and the FID
 //! 02h encoding (§5.3). The NVMe status it prints on errors is `crate::nvme_status` (re-exported
 //! here), below the command runner that also reads it.
 //!

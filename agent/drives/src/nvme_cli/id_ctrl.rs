@@ -1,5 +1,5 @@
 //! `nvme id-ctrl DEV -o json`: identity, thermal thresholds and power-state descriptors
-//! (docs/hardware.md §5.1, §5.2, §6.3).
+//! (docs/sources-and-drives.md §5.1, §5.2, §6.3).
 //!
 //! PSD keys changed across nvme-cli versions; [`parse_id_ctrl`] accepts all of them:
 //! - ≤ 2.5 (incl. 2.3): `flags` (bit 0 MXPS, bit 1 NOPS);

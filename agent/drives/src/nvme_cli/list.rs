@@ -1,4 +1,4 @@
-//! `nvme list -o json` in both layouts (docs/hardware.md §6.3):
+//! `nvme list -o json` in both layouts (docs/sources-and-drives.md §6.3):
 //! - simple (2.0–2.10, ≥ 2.13): `Devices[]` of namespaces with `NameSpace` (int), `DevicePath`, …;
 //! - verbose (`-v`, forced in 2.11/2.12): `Devices[] → Subsystems[] → Controllers[] →
 //!   Namespaces[]` with `NameSpace` a **string** (`"nvme0n1"`); with native multipath the

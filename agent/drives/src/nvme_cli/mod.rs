@@ -1,6 +1,6 @@
 //! nvme-cli: [`NvmeCli`] builds argv for each subcommand, runs it through a [`CommandRunner`] and
 //! hands stdout to a pure parser (one submodule per subcommand). Parsers accept every layout listed
-//! in docs/hardware.md §6.3/§6.4 (nvme-cli 1.x, 2.3, 2.4+, forced-verbose 2.11/2.12).
+//! in docs/sources-and-drives.md §6.3/§6.4 (nvme-cli 1.x, 2.3, 2.4+, forced-verbose 2.11/2.12).
 //!
 //! To support a new subcommand: add `fn` here that builds argv with **long options** (short ones
 //! changed meaning in 2.7: `-v` became `--verbose`), and a parser module with fixture tests.
@@ -173,7 +173,7 @@ impl NvmeCli {
     }
 }
 
-/// `--feature-id=2` as docs/hardware.md §6.1 writes it; vendor FIDs in hex (`--feature-id=0xc6`), which
+/// `--feature-id=2` as docs/sources-and-drives.md §6.1 writes it; vendor FIDs in hex (`--feature-id=0xc6`), which
 /// nvme-cli parses with `strtoul(.., 0)` like decimal.
 fn fid_arg(fid: u8) -> String {
     if fid < 0x10 {

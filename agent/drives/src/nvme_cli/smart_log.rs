@@ -1,4 +1,4 @@
-//! `nvme smart-log DEV -o json`: SMART / Health log (LID 02h, docs/hardware.md §5.4, §6.3).
+//! `nvme smart-log DEV -o json`: SMART / Health log (LID 02h, docs/sources-and-drives.md §5.4, §6.3).
 //!
 //! Version quirks handled here:
 //! - 128-bit counters are numbers (1.x), strings (2.0–2.3, locale-grouped in 2.3 unless

@@ -1,4 +1,4 @@
-//! The completed JSON fixtures must keep every line of the verbatim captures (docs/hardware.md
+//! The completed JSON fixtures must keep every line of the verbatim captures (docs/sources-and-drives.md
 //! Appendix A) unchanged.
 
 use crate::util::fixture;

@@ -75,7 +75,7 @@ fn discover_nvme_and_sata_with_partial_failures() {
     assert_eq!(d.transport, Transport::Pcie);
     assert_eq!(d.power_states.len(), 1);
     assert_eq!(d.power_states[0].max_power, Some(Watts(25.0)));
-    // QEMU's WCTEMP 343 K / CCTEMP 373 K (docs/hardware.md §10), for the collector's throttle detector.
+    // QEMU's WCTEMP 343 K / CCTEMP 373 K (docs/sources-and-drives.md §10), for the collector's throttle detector.
     assert_eq!((d.warning_temperature, d.critical_temperature), (Some(Celsius(69.85)), Some(Celsius(99.85))));
     let s = &inv.drives[1];
     assert_eq!(s.warning_temperature, None);

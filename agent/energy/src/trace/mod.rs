@@ -1,4 +1,4 @@
-//! Shunt traces from oscilloscopes and data loggers (`docs/hardware.md` §4, `docs/uflip-method.md` §11.1): the circuit
+//! Shunt traces from oscilloscopes and data loggers (`docs/sources-and-drives.md` §4, `docs/uflip-method.md` §11.1): the circuit
 //! model, the streaming integrators and the file importers (`csv`, `raw`). To support a new file format,
 //! add a module that decodes it into chunks for [`FixedRateIntegrator`] (fixed sample rate) or samples
 //! for [`TimedIntegrator`] (explicit timestamps), and re-export its entry point here.

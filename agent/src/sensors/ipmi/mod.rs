@@ -1,4 +1,4 @@
-//! IPMI DCMI whole-system power through `ipmitool dcmi power reading` (docs/hardware.md §3.1), run
+//! IPMI DCMI whole-system power through `ipmitool dcmi power reading` (docs/sources-and-drives.md §3.1), run
 //! through the drives crate's `CommandRunner` (deadline, child killed on timeout, `LC_ALL=C`).
 //!
 //! The command runs on a worker thread of its own, never on the sampling tick: `read` only takes

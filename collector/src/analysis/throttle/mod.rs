@@ -2,7 +2,7 @@
 //! batches, one state per (host, drive), whose episodes do not depend on the order or the batches
 //! in which the observations arrive.
 //!
-//! Rule (issue 5; Zhang et al. in docs/hardware.md §8.2: a self-throttling SSD drops power ~15 % and
+//! Rule (issue 5; Zhang et al. in docs/sources-and-drives.md §8.2: a self-throttling SSD drops power ~15 % and
 //! performance 12–18 % past its threshold): a **thermal trigger** — the composite temperature
 //! reaching the drive's warning threshold (WCTEMP from the agent's inventory; its critical
 //! threshold CCTEMP for a drive that reports no WCTEMP), the NVMe thermal-management counters
@@ -180,7 +180,7 @@ impl Host {
 
     /// Feeds every relevant record of a batch without copying it.
     fn feed(&mut self, batch: &Batch, b: &Bounds) {
-        // Thresholds are defined on the composite temperature (docs/hardware.md §5.4). An agent sends
+        // Thresholds are defined on the composite temperature (docs/sources-and-drives.md §5.4). An agent sends
         // each source's readings together; in time order per drive they apply to the running
         // state one by one instead of making it replay.
         let mut order = std::mem::take(&mut self.order);
