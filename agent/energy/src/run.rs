@@ -137,21 +137,9 @@ fn split_level(series: &PowerSeries, at: i64) -> f64 {
     // A slow counter's sample is a whole update: shared in proportion (its own mean power), the
     // sample before may be a whole update away from the split.
     if series.levels_averaged() {
-        own_power(series, j)
+        series.own_power(j).0
     } else {
         series.powers()[j.saturating_sub(1)].0
-    }
-}
-
-/// Sample `i`'s own mean power: its energy over its hold. A counter's samples carry levels
-/// averaged over several updates for the detector ([`PowerSeries::levels_averaged`]); the part
-/// of a sample cut off at a run's edge is worth the sample's own power, not that average.
-fn own_power(series: &PowerSeries, i: usize) -> f64 {
-    let dt = hold_end(series, i) - series.times()[i].0;
-    if series.levels_averaged() && dt > 0 {
-        series.sample_energy(i) / (dt as f64 * 1e-9)
-    } else {
-        series.powers()[i].0
     }
 }
 
@@ -230,7 +218,7 @@ pub(crate) fn analyze_run_bounded(
 /// The run over its host window `[first_submit, last_complete)`, edge samples shared in proportion.
 fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
     let (start, end) = (run.first_submit.0, run.last_complete.0);
-    let (from_level, to_level) = (own_power(series, sample_at(series, start)), own_power(series, sample_at(series, (end - 1).max(start))));
+    let (from_level, to_level) = (series.own_power(sample_at(series, start)).0, series.own_power(sample_at(series, (end - 1).max(start))).0);
     let (total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
     let b = baseline.median.0;
     let band = cfg.band(baseline);
@@ -243,7 +231,7 @@ fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDe
         let (w0, w1) = (tj.0, hold_end(series, j));
         let inside = (w1.min(end) - w0.max(start)).max(0) as f64;
         let gap = series.sample_gap_ns(j) as f64 * inside / (w1 - w0).max(1) as f64;
-        above += (own_power(series, j) - b) * (inside - gap) * 1e-9;
+        above += (series.own_power(j).0 - b) * (inside - gap) * 1e-9;
     }
     let energy_total = Joules(total);
     let energy_above_idle = Joules(above);
@@ -439,7 +427,7 @@ fn detect(
     let energy_above_idle = Joules(total - b * valid);
     let bg_from = start.max(last);
     let energy_background = if bg_from < end {
-        let from_level = if bg_from == start { start_level } else { own_power(series, sample_at(series, bg_from)) };
+        let from_level = if bg_from == start { start_level } else { series.own_power(sample_at(series, bg_from)).0 };
         let (e, _, g) = span_energy(series, bg_from, from_level, end, b, end_split);
         Joules(e - b * ((end - bg_from) as f64 - g).max(0.0) * 1e-9)
     } else {

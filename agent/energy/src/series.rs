@@ -182,6 +182,19 @@ impl PowerSeries {
         }
     }
 
+    /// Sample `i`'s own mean power: its energy over its hold. A counter's samples carry levels
+    /// averaged over several updates for the detector ([`PowerSeries::levels_averaged`]): the
+    /// part of a sample cut off at a run's edge is worth its own power, not that average.
+    /// Elsewhere the sample's power.
+    pub fn own_power(&self, i: usize) -> Watts {
+        let dt = self.dt_ns(i);
+        if self.averaged && dt > 0 {
+            Watts(self.sample_energy(i) / (dt as f64 * 1e-9))
+        } else {
+            self.p[i]
+        }
+    }
+
     /// Gap samples inside sample `i`'s hold.
     pub fn sample_gaps(&self, i: usize) -> u64 {
         self.gaps.get(i).copied().unwrap_or(0)

@@ -185,14 +185,13 @@ pub fn updates_around(series: &PowerSeries, at: i64) -> Option<Straddle> {
         return None;
     }
     let t = series.times();
-    let end = |i: usize| t.get(i + 1).map_or(series.end_time().0, |u| u.0);
-    let own = |i: usize| (end(i) > t[i].0).then(|| Watts(series.sample_energy(i) / ((end(i) - t[i].0) as f64 * 1e-9)));
     let j = series.index_at_or_after(UnixNanos(at.saturating_add(1))).checked_sub(1)?;
     if j + 1 >= series.len() {
         return None;
     }
     let part = |ns: i64| Nanos(u64::try_from(ns).unwrap_or(0));
-    Some(Straddle { before: own(j.checked_sub(1)?)?, holding: own(j)?, after: own(j + 1)?, part_before: part(at - t[j].0), part_after: part(end(j) - at) })
+    let own = |i: usize| series.own_power(i);
+    Some(Straddle { before: own(j.checked_sub(1)?), holding: own(j), after: own(j + 1), part_before: part(at - t[j].0), part_after: part(t[j + 1].0 - at) })
 }
 
 /// How far a held value or moving average of `z` spreads a run's energy beyond its edges (ns; 0
