@@ -8,12 +8,13 @@
 //!   repository;
 //! - a relative markdown link (`[text](path#anchor)`) in a document points at an existing file or
 //!   folder;
-//! - nothing names the background material that never was part of the product (`ufip.md`,
-//!   `influx-grafana-ansible.md`, `test-recipes.md`, `hardware.md`, `shared/docs/`): those
-//!   references became `docs/uflip-method.md`, `docs/conventions.md` and
-//!   `docs/sources-and-drives.md` with the same section numbers. The last kept the background
-//!   document's name until stop 48, so a citation of it could not be told from one of the
-//!   background; it was renamed, and the old name is now refused everywhere.
+//! - nothing names the background material that never was part of the product (its four
+//!   documents and its folder, [`GONE_STEMS`]): those references became `docs/uflip-method.md`,
+//!   `docs/conventions.md` and `docs/sources-and-drives.md` with the same section numbers. The
+//!   last kept a background document's name until stop 48, so a citation of it could not be told
+//!   from one of the background; it was renamed, and the old name is now refused everywhere. The
+//!   names are put together at run time, so that no text of the repository, this guard's
+//!   included, names those documents.
 //!
 //! Public URLs (anything after `scheme://`, and `owner/repo:path` citations of other projects) are
 //! not checked. Extend it by adding a file extension to [`SCANNED`] or a rule to [`line_problems`].
@@ -23,8 +24,14 @@ use std::path::{Path, PathBuf};
 /// File extensions whose text is scanned.
 const SCANNED: &[&str] = &["rs", "md", "toml", "sh", "yml", "yaml", "json", "py", "go", "proto", "j2", "service", "expected"];
 
-/// Names that must not appear at all: documents outside the repository.
-const GONE: &[&str] = &["ufip.md", "influx-grafana-ansible.md", "test-recipes.md", "hardware.md", "shared/docs/"];
+/// The background documents' names less `.md`, and the folder that held them (its two parts):
+/// none may appear at all ([`GONE`]).
+const GONE_STEMS: &[&str] = &["ufip", "influx-grafana-ansible", "test-recipes", "hardware"];
+const GONE_FOLDER: [&str; 2] = ["shared", "docs/"];
+
+/// Names that must not appear at all: documents outside the repository (the folder last).
+static GONE: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| GONE_STEMS.iter().map(|s| format!("{s}.md")).chain([GONE_FOLDER.join("/")]).collect());
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -130,16 +137,17 @@ fn link_targets(line: &str) -> Vec<String> {
 /// What is wrong with one line of a file in folder `dir`.
 fn line_problems(repo: &Repo, dir: &Path, is_markdown: bool, line: &str) -> Vec<String> {
     let mut problems = Vec::new();
-    if !line.contains(".md") && !line.contains("](") && !line.contains("shared/docs/") {
+    let folder = GONE.last().map_or("", String::as_str);
+    if !line.contains(".md") && !line.contains("](") && !line.contains(folder) {
         return problems;
     }
-    for gone in GONE {
+    for gone in GONE.iter() {
         if line.contains(gone) {
             problems.push(format!("names `{gone}`, which is not in the repository (see docs/)"));
         }
     }
     for (token, external) in md_mentions(line) {
-        if external || GONE.iter().any(|g| token.ends_with(g)) {
+        if external || GONE.iter().any(|g| token.ends_with(g.as_str())) {
             continue;
         }
         if !resolves(repo, dir, &token) {
@@ -208,20 +216,22 @@ fn the_scanner_reads_known_lines() {
     assert_eq!(found("see (sources-and-drives.md §1.2)"), Vec::<String>::new(), "a bare name beside the file");
     assert_eq!(found("[x](https://example.org/a.md) and owner/repo:docs/CHANGELOG.md"), Vec::<String>::new());
     assert_eq!(found("\"$ROOT/docs/benchmarks.md\" and PROVENANCE.md"), Vec::<String>::new());
-    assert_eq!(found("see `ufip.md` §4.3"), vec!["names `ufip.md`, which is not in the repository (see docs/)".to_string()]);
+    let [ufip, hw] = [GONE_STEMS[0], GONE_STEMS[3]].map(|s| format!("{s}.md"));
+    assert_eq!(found(&format!("see `{ufip}` §4.3")), vec![format!("names `{ufip}`, which is not in the repository (see docs/)")]);
     assert_eq!(
         found("see docs/nope.md and [a](missing/)"),
         vec!["mentions `docs/nope.md`, which does not exist".to_string(), "links to `missing/`, which does not exist".to_string(),]
     );
     assert_eq!(found("see nope.md"), vec!["mentions `nope.md`, which does not exist".to_string()]);
-    // `hardware.md` was the background document's name: refused bare, in `docs/` and anywhere.
+    // The old name of docs/sources-and-drives.md was a background document's: refused bare, in
+    // `docs/` and anywhere.
     let src = repo.root.join("agent/src/sensors");
     assert_eq!(
-        line_problems(&repo, &src, false, "//! (hardware.md §1.1), docs/sources-and-drives.md §2"),
-        vec!["names `hardware.md`, which is not in the repository (see docs/)".to_string()]
+        line_problems(&repo, &src, false, &format!("//! ({hw} §1.1), docs/sources-and-drives.md §2")),
+        vec![format!("names `{hw}`, which is not in the repository (see docs/)")]
     );
     assert_eq!(
-        found("[hw](hardware.md) §9"),
-        vec!["names `hardware.md`, which is not in the repository (see docs/)".to_string(), "links to `hardware.md`, which does not exist".to_string()]
+        found(&format!("[hw]({hw}) §9")),
+        vec![format!("names `{hw}`, which is not in the repository (see docs/)"), format!("links to `{hw}`, which does not exist")]
     );
 }
