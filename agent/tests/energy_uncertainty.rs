@@ -135,8 +135,9 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
             let truth = model.energy(s, z);
             if std::env::var("E37_DEBUG").is_ok() {
                 eprintln!(
-                    "{:?} gain {gain:.5} run {} D {:.1} ms E {:.4} truth {:.4} err {:.4} u95 {:.4} mean {:.3} b {:.3} cut {} {} {}",
+                    "{:?} idle {:.4} gain {gain:.5} run {} D {:.1} ms E {:.4} truth {:.4} err {:.4} u95 {:.4} mean {:.3} b {:.3} cut {} {} {}",
                     std::mem::discriminant(&kind),
+                    sched.idle_w,
                     m.run_id,
                     (z - s) as f64 / 1e6,
                     m.energy_j,
@@ -159,17 +160,19 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 /// criterion on at least one (median half-width / median error on seed sets 0+, 100000+, 200000+;
 /// docs/energy-method.md §9 has the whole table). Their ratio is printed; remove a kind here once
 /// it is tight.
-/// - hwmon counter 1 ms (3.16 / 2.68 / 2.39): the error is mostly the gain; the edges are modelled
+/// - hwmon counter 1 ms (3.16 / 2.68 / 2.42): the error is mostly the gain; the edges are modelled
 ///   as independent update phases (±U/2 of the run's power at the start, the baseline's at the
 ///   end), but read every 5 ms a 1 ms counter keeps one phase for the whole probe, so its two
 ///   edges largely cancel. A model of that (phase drift R mod U per read) under-covered (92.5 %).
-/// - hwmon counter 100 ms (4.08 / 3.91 / 3.99): each update is placed within half a read and a
-///   sample spans one update (`live::counter_samples`). Most of its runs are measured over their
-///   host windows, so their edges share an update in proportion, and what no update shows inside
-///   one is covered as a bound. (The 10 ms counter left this list when the common placement
-///   error stopped counting at edges valued at the baseline and a valued edge with no other
-///   run's IO beyond it took its outer neighbour's level: 4.11 / 4.32 / 4.43 → 2.78 / 2.79 /
-///   2.97, covering 95.8 / 96.2 / 96.2 %.)
+/// - hwmon counter 100 ms (4.38 / 3.94 / 4.76): each update is placed within half a read and a
+///   sample spans one update (`live::counter_samples`). A run with no other run's IO in its
+///   edges' updates keeps what they hold (`NominalIdleBefore`, `UpdateEnd`: 128 of 720 runs,
+///   median error 1.95 mJ); the others share an update with a neighbour's tail or IO, and what no
+///   update shows inside one is covered as a bound. Its errors fell further than its half-widths
+///   (stop 50: 4.08 / 3.91 / 3.99 before). (The 10 ms counter left this list when the common
+///   placement error stopped counting at edges valued at the baseline and a valued edge with no
+///   other run's IO beyond it took its outer neighbour's level: 4.11 / 4.32 / 4.43 → 2.78 / 2.79 /
+///   2.97, covering 95.8 / 96.2 / 96.2 %; now 2.54 / 2.81 / 2.92.)
 /// - PMBus sample-and-hold 100 ms (3.37 / 2.93 / 3.04), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
 ///   run shorter than two updates now takes the middle of the energy the source shows around it
 ///   (`SourceModel::bounded`: ACPI's 1 s moving average went from 10.6–14.7 to 1.5–2.0 with it,

@@ -535,7 +535,9 @@ pub struct ProbeRun {
     /// active sample, and the end of the last sample outside the idle band (after the background
     /// tail). Absent without a power source. How each was found: `Trace` (a rise in the trace) or
     /// `SplitAtFirstSubmit` (the previous run's tail was cut there); `ReturnedToIdle`,
-    /// `IdleBeforeNextRun`, `TraceEnded` or `NextRunStarted` (the tail was cut by the next run).
+    /// `IdleBeforeNextRun`, `TraceEnded` or `NextRunStarted` (the tail was cut by the next run); a run
+    /// not seen in power, over its host window: `Nominal`, or on a counter `NominalIdleBefore` and
+    /// `UpdateEnd` (docs/energy-method.md §4).
     #[prost(int64, optional, tag = "41")]
     pub energy_start_ns: ::core::option::Option<i64>,
     #[prost(int64, optional, tag = "42")]

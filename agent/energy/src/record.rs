@@ -158,6 +158,9 @@ pub enum StartFound {
     /// Live recordings only (the series is on the probe's own clock): no rise was found, the host's
     /// first submit is used (a run invisible in power, e.g. reads on a coarse sensor).
     Nominal,
+    /// As `Nominal`, on a counter slower than its reads: the part of the update holding the first
+    /// submit that lies before it holds no other run's IO and is valued at the idle baseline.
+    NominalIdleBefore,
     /// The previous run's tail was still going on at this run's first submit: the energy is split
     /// at that instant and this run starts there.
     SplitAtFirstSubmit,
@@ -179,6 +182,10 @@ pub enum EndFound {
     NextRunStarted,
     /// Live recordings only: no rise was found, the host's last completion is used.
     Nominal,
+    /// As `Nominal`, on a counter slower than its reads, where the update holding the last
+    /// completion holds no other run's IO after it: the run ends with that update and keeps its
+    /// background up to there.
+    UpdateEnd,
 }
 
 /// How the series' clock relates to the probe's run timestamps.

@@ -209,29 +209,48 @@ pub(crate) fn analyze_run_bounded(
         Err(AnalysisError::NoActivity { .. } | AnalysisError::ActivityInProgress { .. } | AnalysisError::ActivityEndsEarly { .. })
             if time_base == TimeBase::Shared =>
         {
-            nominal(series, run, baseline, cfg)
+            nominal(series, run, lower, baseline, cfg)
         }
         other => other,
     }
 }
 
 /// The run over its host window `[first_submit, last_complete)`, edge samples shared in proportion.
-fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
-    let (start, end) = (run.first_submit.0, run.last_complete.0);
-    let (from_level, to_level) = (series.own_power(sample_at(series, start)).0, series.own_power(sample_at(series, (end - 1).max(start))).0);
-    let (total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
+/// On a counter (each sample an update's or a read's exact energy) a sample holding an edge whose
+/// part outside the run holds no other run's IO (`lower`: the previous run's end; the next run's
+/// first submit) is not shared: before the start that part is valued at the baseline (it holds
+/// idle or a neighbour's tail), and after the end the run keeps it, ending with the sample (its
+/// background up to there is its own). `docs/energy-method.md` §4 step 2.
+fn nominal(series: &PowerSeries, run: &RunInfo, lower: Option<UnixNanos>, baseline: &Baseline, cfg: &RunDetectConfig) -> Result<RunEnergy, AnalysisError> {
+    let (start, mut end) = (run.first_submit.0, run.last_complete.0);
     let b = baseline.median.0;
+    let t = series.times();
+    let (ja, jz) = (sample_at(series, start), sample_at(series, (end - 1).max(start)));
+    let slow = series.levels_averaged();
+    let whole = |j: usize| series.sample_gap_ns(j) == 0;
+    let update_end = t.get(jz + 1).map(|x| x.0).filter(|&z| slow && whole(jz) && z > end && run.next_run_start.is_none_or(|n| n.0 >= z));
+    let idle_before = slow && whole(ja) && start > t[ja].0 && lower.is_none_or(|l| l.0 <= t[ja].0);
+    if let Some(z) = update_end {
+        end = z;
+    }
+    let jz = sample_at(series, (end - 1).max(start));
+    let (from_level, to_level) = (series.own_power(ja).0, series.own_power(jz).0);
+    let (mut total, gap_samples, gap_ns) = span_energy(series, start, from_level, end, to_level, None);
     let band = cfg.band(baseline);
     let duration = Nanos(u64::try_from(end - start).unwrap_or(0));
     // Σ (P − b)·Δ sample by sample, so a flat rail at the baseline gives exactly 0.
-    let t = series.times();
     let mut above = 0.0;
-    let (ja, jz) = (sample_at(series, start), sample_at(series, (end - 1).max(start)));
     for (j, tj) in t.iter().enumerate().take(jz + 1).skip(ja) {
         let (w0, w1) = (tj.0, hold_end(series, j));
         let inside = (w1.min(end) - w0.max(start)).max(0) as f64;
         let gap = series.sample_gap_ns(j) as f64 * inside / (w1 - w0).max(1) as f64;
         above += (series.own_power(j).0 - b) * (inside - gap) * 1e-9;
+    }
+    if idle_before {
+        // The part before the start at the baseline, not at the update's mean: the rest is the run's.
+        let extra = (from_level - b) * (start - t[ja].0) as f64 * 1e-9;
+        total += extra;
+        above += extra;
     }
     let energy_total = Joules(total);
     let energy_above_idle = Joules(above);
@@ -239,9 +258,9 @@ fn nominal(series: &PowerSeries, run: &RunInfo, baseline: &Baseline, cfg: &RunDe
     Ok(RunEnergy {
         run: *run,
         start: run.first_submit,
-        end: run.last_complete,
-        start_found: StartFound::Nominal,
-        end_found: EndFound::Nominal,
+        end: UnixNanos(end),
+        start_found: if idle_before { StartFound::NominalIdleBefore } else { StartFound::Nominal },
+        end_found: if update_end.is_some() { EndFound::UpdateEnd } else { EndFound::Nominal },
         baseline: *baseline,
         threshold: Watts(b + band),
         band: Watts(band),

@@ -168,9 +168,17 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, (update, 
 fn counter_samples(t: &[i64], watts: &[f64], interval_ns: &[u64], update: i64) -> (Vec<UnixNanos>, Vec<f64>, i64) {
     let (mut starts, mut energy) = (Vec::new(), Vec::new());
     let (mut prev, mut pending) = (None::<i64>, 0.0f64);
+    let first = t.first().copied().unwrap_or(0);
     for ((&ti, &w), &iv) in t.iter().zip(watts).zip(interval_ns) {
         let iv = i64::try_from(iv).unwrap_or(i64::MAX);
         let e = w * iv as f64 * 1e-9;
+        // Readings before the counter's first move within an update of the recording's start say
+        // nothing: that move holds a whole update, begun before them (starting its sample at the
+        // first reading put up to an update's energy into less time: the 100 ms counter's idle
+        // baseline read 1 % high over a 1 s window).
+        if prev.is_none() && e <= 0.0 && ti - first <= update.saturating_add(iv.saturating_mul(2)) {
+            continue;
+        }
         pending += e;
         // A counter that stays put longer than an update and a read is stuck (or the source
         // idles at 0 W): its time is kept as 0 J samples of about an update, not one long hold.
@@ -435,7 +443,9 @@ mod tests {
     /// every 5 ms from 5 ms. The readings at 35, 135 and 235 ms moved it: each update lies in the
     /// 5 ms before, placed at its middle (32.5, 132.5, 232.5 ms), and the 0.2 J of the updates at
     /// 132 and 232 ms span 32.5–132.5 and 132.5–232.5 ms. (Each reading its own sample, half an
-    /// update earlier, put 0.2 J into 80–85 ms and nothing elsewhere.)
+    /// update earlier, put 0.2 J into 80–85 ms and nothing elsewhere.) The first move holds the
+    /// whole update before it: 0.2 J over −67.5–32.5 ms, not over 5–32.5 ms from the first
+    /// reading (7.3 W for a counter at 2 W).
     #[test]
     fn a_slow_counters_samples_span_its_updates() {
         let ms = 1_000_000i64;
@@ -449,6 +459,7 @@ mod tests {
         assert_eq!(s.end_time().0, 232_500_000);
         let n = times.len();
         assert_eq!((s.sample_energy(n - 2), s.sample_energy(n - 1)), (0.2, 0.2));
+        assert_eq!((times[0], n, s.sample_energy(0)), (-67_500_000, 3, 0.2), "{times:?}");
     }
 
     #[test]

@@ -99,6 +99,10 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, around: &Arou
             let floor = r.idle_baseline_w - wattflip_energy::uncertainty::K95 * idle.statistical.0;
             f.visible_above = Joules(visible(a, b, floor).map(|v| v.energy).unwrap_or(0.0));
             (f.start_updates, f.end_updates) = ((around.updates)(a), (around.updates)(b));
+            if r.end_found == "UpdateEnd" {
+                // The run ends with the update that holds its last IO: nothing of it lies beyond.
+                f.end_updates = (around.updates)(b - 1).map(|w| Straddle { part_before: Nanos(w.part_before.0 + w.part_after.0), part_after: Nanos(0), ..w });
+            }
             quiet_far_parts(&mut f, &busy, (a, b));
         }
         let idle_u = IdleU { u95: idle.u95, statistical: idle.statistical };

@@ -1,0 +1,199 @@
+//! Hand-computed checks of the uncertainty model: each test spells out its arithmetic.
+
+use super::*;
+
+fn model(reporting: Reporting, update_ms: u64) -> SourceModel {
+    SourceModel {
+        reporting,
+        update: Nanos(update_ms * 1_000_000),
+        read: Nanos(5_000_000),
+        jitter: Nanos(0),
+        resolution_j: Joules(0.0),
+        resolution_w: Watts(0.0),
+        noise: Watts(0.0),
+        accuracy: 0.0,
+        align: Nanos(0),
+    }
+}
+
+fn run(d_ms: u64, mean: f64, baseline: f64) -> RunFigures {
+    let d = d_ms as f64 / 1e3;
+    RunFigures {
+        duration: Nanos(d_ms * 1_000_000),
+        energy: Joules(mean * d),
+        above_idle: Joules((mean - baseline) * d),
+        background: Joules(0.0),
+        background_duration: Nanos(0),
+        mean: Watts(mean),
+        baseline: Watts(baseline),
+        peak: Watts(mean),
+        tail_cut: false,
+        split_start: false,
+        split_end: false,
+        start_updates: None,
+        end_updates: None,
+        visible_above: Joules((mean - baseline) * d),
+    }
+}
+
+/// The 95 % quantiles by hand: one uniform ±a: 0.95·a; two equal (a triangle on ±2a): the
+/// tails beyond q hold (2a − q)²/(4a²) = 5 %, q = (2 − √0.2)·a; a normal: 1.96·σ.
+#[test]
+fn expand_by_hand() {
+    assert!((expand(&[1.0], 0.0) - 0.95).abs() < 1e-12);
+    assert!((expand(&[1.0, 1.0], 0.0) - (2.0 - 0.2f64.sqrt())).abs() < 1e-12);
+    assert!((expand(&[], 4.0) - 3.92).abs() < 1e-12);
+}
+
+/// By hand: a 100 ms sample-and-hold source read every 10 ms, a 3 W step over a 2 W idle.
+/// A 1 s run: X = 3 J, U/(2D) = 0.05 of it moved out: 0.15 J; each edge's read, half a read
+/// (5 ms) · 3 W = 15 mJ: q = 0.165 − √(0.2·0.15·0.015) J with the second 15 mJ in quadrature.
+/// A 20 ms run (its update shows 2 + 3·0.02/0.1 = 2.6 W, it and its surroundings 60 mJ above
+/// idle): 1 − D/(2U) = 0.9 of 60 mJ out, 54 mJ; the same 15 mJ edges.
+#[test]
+fn sample_and_hold_spreading_by_hand() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let mut m = model(Reporting::SampleHold, 100);
+    m.read = Nanos(10_000_000);
+    let by_hand = |loss: f64, edge: f64| {
+        let q = loss + edge - (0.2 * loss * edge).sqrt();
+        1.96 * ((q / 1.96).powi(2) + edge * edge / 3.0).sqrt()
+    };
+    let u = m.run(&run(1000, 5.0, 2.0), &idle);
+    let want = by_hand(0.15, 0.015);
+    assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+    let short = RunFigures { peak: Watts(2.6), visible_above: Joules(0.06), ..run(20, 5.0, 2.0) };
+    let u = m.run(&short, &idle);
+    let want = by_hand(0.054, 0.015);
+    assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+}
+
+/// By hand: a 20 ms run over a 2 W baseline on a source held for 100 ms shows 60 mJ above
+/// the baseline over 225 ms around it. Its energy is 2 W · 20 ms + 30 mJ = 70 mJ, its energy
+/// above idle 30 mJ, each ± 30 mJ plus the rest: with a 5 % class, 70 mJ · 0.05 / 0.95 =
+/// 3.684 mJ of gain (alone: 0.95 of it) and the baseline's 10 mW over 225 ms (2.25 mJ, in
+/// quadrature): 30 + 1.96 · √((3.5/1.96)² + 2.25²) = 35.630 mJ. A negative sum is none above.
+#[test]
+fn a_run_shorter_than_the_update_takes_the_middle_of_what_is_shown() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.01) };
+    let m = SourceModel { accuracy: 0.05, ..model(Reporting::SampleHold, 100) };
+    let b = m.bounded(0.02, Watts(2.0), Joules(0.06), 0.225, &idle);
+    assert!((b.energy.0 - 0.07).abs() < 1e-12, "{}", b.energy.0);
+    assert!((b.above_idle.0 - 0.03).abs() < 1e-12, "{}", b.above_idle.0);
+    let gain: f64 = 0.95 * 0.07 * 0.05 / 0.95;
+    let want = 0.03 + 1.96 * ((gain / 1.96).powi(2) + 0.00225f64.powi(2)).sqrt();
+    assert!((b.u95.energy.0 - want).abs() < 1e-12, "{} vs {want}", b.u95.energy.0);
+    assert!((want - 0.035630).abs() < 1e-6, "{want}");
+    let none = m.bounded(0.02, Watts(2.0), Joules(-0.001), 0.225, &idle);
+    assert_eq!((none.energy.0, none.above_idle.0), (0.04, 0.0));
+}
+
+/// By hand: a counter updating every 100 ms read every 5 ms (each update placed within half
+/// a read, h = 2.5 ms), a 1 s run at 5 W over 2 W. Edges valued at the baseline with idle
+/// updates beyond them, the updates holding them 20 ms outside the run (4.4 W: 20 ms at 2 W,
+/// 80 at 5): the outer idle updates' level over those 20 ms (nothing) or the holding update's
+/// 2.4 W over the baseline over h of them (6 mJ, uniform, at each edge), and the common
+/// placement moves both far parts at the baseline: nothing. q = 12 − √(0.2 · 6 · 6) mJ. A
+/// start shared in proportion, half of its update on each side, between updates at 2 and 5 W
+/// (their mean 3.5 W, no burst): (3 W seen + 1.5 W unseen, half the run's range) · 50 · 50 /
+/// 100 ms = 112.5 mJ and the valued end's 6 mJ: q = 118.5 − √(0.2 · 112.5 · 6) mJ, with the
+/// placement (3.5 W there against 2 W at the valued end, over h: 3.75 mJ) in quadrature. A
+/// 20 ms run inside one update that shows
+/// 2.6 W keeps 1 − D/(2U) = 0.9 of its 60 mJ as a held mean does (54 mJ): 0.95 · 54 mJ. With
+/// another run's IO before the steady run's start, its 20 ms there count at the holding
+/// update's 2.4 W (48 mJ): q = 54 − √(0.2 · 48 · 6) mJ.
+#[test]
+fn a_slow_counters_edges_by_hand() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let m = model(Reporting::Counter, 100);
+    let ms = |x: u64| Nanos(x * 1_000_000);
+    let starts = Straddle { before: Watts(2.0), holding: Watts(4.4), after: Watts(5.0), part_before: ms(20), part_after: ms(80), far_quiet: true };
+    let ends = Straddle { before: Watts(5.0), holding: Watts(4.4), after: Watts(2.0), part_before: ms(80), part_after: ms(20), far_quiet: true };
+    let steady = RunFigures { start_updates: Some(starts), end_updates: Some(ends), ..run(1000, 5.0, 2.0) };
+    let u = m.run(&steady, &idle);
+    let q = 0.012 - (0.2f64 * 0.006 * 0.006).sqrt();
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    let half = Straddle { before: Watts(2.0), holding: Watts(3.5), after: Watts(5.0), part_before: ms(50), part_after: ms(50), far_quiet: true };
+    let u = m.run(&RunFigures { split_start: true, start_updates: Some(half), end_updates: Some(ends), ..run(1000, 5.0, 2.0) }, &idle);
+    // The two largest, 112.5 and the valued end's 6 mJ, exactly; the placement in quadrature.
+    let q12 = 0.1185 - (0.2f64 * 0.1125 * 0.006).sqrt();
+    let q = 1.96 * ((q12 / 1.96).powi(2) + 0.00375f64.powi(2) / 3.0).sqrt();
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    let u = m.run(&RunFigures { peak: Watts(2.6), ..run(20, 5.0, 2.0) }, &idle);
+    assert!((u.energy.0 - 0.95 * 0.054).abs() < 1e-12, "{}", u.energy.0);
+    // Another run's IO in the start's far part: the holding update's level over all 20 ms.
+    let busy_start = Straddle { far_quiet: false, ..starts };
+    let u = m.run(&RunFigures { start_updates: Some(busy_start), ..steady }, &idle);
+    let q = 0.054 - (0.2f64 * 0.048 * 0.006).sqrt();
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+}
+
+/// By hand: a moving average over 1 s read every 10 ms, 3 W over 2 W idle. A 2 s run (longer
+/// than W/2): W/4 · 3 W = 0.75 J out, edges half a read · 3 W = 15 mJ. A 100 ms run, 0.3 J
+/// above idle: 1 − D/W = 0.9 of it, 0.27 J.
+#[test]
+fn moving_average_spreading_by_hand() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let mut m = model(Reporting::MovingAverage, 1000);
+    m.read = Nanos(10_000_000);
+    // Two uniforms combined exactly (a trapezoid, or 0.95·a1 + a2 when a2 < 0.05·a1), the
+    // third in quadrature.
+    let by_hand = |loss: f64, edge: f64| {
+        let q = if edge >= 0.05 * loss { loss + edge - (0.2 * loss * edge).sqrt() } else { 0.95 * loss + edge };
+        1.96 * ((q / 1.96).powi(2) + edge * edge / 3.0).sqrt()
+    };
+    let u = m.run(&run(2000, 5.0, 2.0), &idle);
+    let want = by_hand(0.75, 0.015);
+    assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+    let u = m.run(&RunFigures { peak: Watts(2.3), ..run(100, 5.0, 2.0) }, &idle);
+    let want = by_hand(0.27, 0.015);
+    assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+}
+
+/// By hand: a counter updating every 1 ms read every 5 ms: half-range 0.5 ms at each edge
+/// (the read period does not matter to a counter). The start has 2 W before it and 5 W after:
+/// √((2² + 5²)/2) W = √14.5 W, 0.5·√14.5 mJ; the end 2 W on both sides: 1 mJ; q = a1 + a2 −
+/// √(0.2·a1·a2). A 0.4 % class on 5 J is a bound: half-range 20/0.95 mJ, with the start edge
+/// exactly, the 1 mJ end edge in quadrature.
+#[test]
+fn counter_edges_and_gain_by_hand() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let mut m = model(Reporting::Counter, 1);
+    let u = m.run(&run(1000, 5.0, 2.0), &idle);
+    let start = 0.5e-3 * 14.5f64.sqrt();
+    assert!((u.energy.0 - (start + 1e-3 - (0.2f64 * start * 1e-3).sqrt())).abs() < 1e-12, "{u:?}");
+    m.accuracy = 0.004;
+    let u = m.run(&run(1000, 5.0, 2.0), &idle);
+    let gain = 0.02 / 0.95;
+    let q = gain + start - (0.2f64 * gain * start).sqrt();
+    let want = 1.96 * ((q / 1.96).powi(2) + 1e-6 / 3.0).sqrt();
+    assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+}
+
+/// By hand: a run measured over its host window on a counter updating every 100 ms (read every
+/// 5 ms: h = 2.5 ms), started 30 ms into an update at 3 W (its neighbour before idle at the 2 W
+/// baseline, no other run's IO there) and ending with the update after it, beyond which a tail
+/// goes on at 2.6 W. The start's far part is valued at the baseline: the outer level adds nothing
+/// there, the update's own 1 W above it over h (2.5 mJ) bounds a misplaced boundary; the end has no
+/// far part (0) and nothing is shared in proportion inside the update (no term for that); the
+/// common placement moves the baseline at the start and the 2.6 W at the end: 0.6 W · h = 1.5 mJ;
+/// the 30 ms valued at a baseline known to 0.05 W add 1.5 mJ (normal). q = 4 − √(0.2 · 2.5 · 1.5)
+/// mJ, with the 1.5 mJ in quadrature. (Taken as a run inside one update shared in proportion,
+/// the run's visible 0.1 J above idle would have kept 65 % of it: 65 mJ.) The idle baseline of a
+/// 1 s window on the same counter: its window edges within h each, 2 W · h · √(2/3) / 1 s.
+#[test]
+fn a_run_ending_with_its_update_by_hand() {
+    let idle = IdleU { u95: Watts(0.1), statistical: Watts(0.05) };
+    let m = model(Reporting::Counter, 100);
+    let ms = |x: u64| Nanos(x * 1_000_000);
+    let start = Straddle { before: Watts(2.0), holding: Watts(3.0), after: Watts(2.0), part_before: ms(30), part_after: ms(70), far_quiet: true };
+    let end = Straddle { before: Watts(2.0), holding: Watts(3.0), after: Watts(2.6), part_before: ms(100), part_after: ms(0), far_quiet: true };
+    // 0.3 J in the update less 30 ms at 2 W: 0.24 J over 70 ms, 0.1 J above idle.
+    let r = RunFigures { start_updates: Some(start), end_updates: Some(end), visible_above: Joules(0.1), peak: Watts(3.0), ..run(70, 0.24 / 0.07, 2.0) };
+    let u = m.run(&r, &idle);
+    let q12 = 0.004 - (0.2f64 * 0.0025 * 0.0015).sqrt();
+    let q = 1.96 * ((q12 / 1.96).powi(2) + 0.0015f64.powi(2)).sqrt();
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    let i = m.idle(Watts(2.0), Nanos(1_000_000_000));
+    assert!((i.statistical.0 - 2.0 * 0.0025 * (2.0f64 / 3.0).sqrt()).abs() < 1e-12, "{:?}", i);
+}
