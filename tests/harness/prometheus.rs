@@ -13,8 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The Prometheus binary, built once per machine by `tests/prometheus/build.sh` (about 4 min
-/// cold, seconds warm). A failed build fails the test with the script's message: never skipped.
+/// The Prometheus binary, built once per machine by `tests/prometheus/build.sh` (5-8 min cold
+/// on 2 cores, seconds warm). A failed build fails the test with the script's message: never
+/// skipped.
 pub fn prometheus_path() -> PathBuf {
     static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let r = PATH.get_or_init(|| {
