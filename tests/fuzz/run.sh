@@ -19,9 +19,12 @@ runs=${1:-${WF_FUZZ_RUNS:-20000}}
 sanitizer=${WF_FUZZ_SANITIZER:-none}
 target_dir=${WF_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wattflip-tools/fuzz-target}
 
+# A debug build without debuginfo: cargo-fuzz only starts cargo and libFuzzer, so its own speed
+# does not matter, and the install takes 65 CPU-seconds instead of 115 (docs/benchmarks.md, stop 50).
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "tests/fuzz/run.sh: installing cargo-fuzz" >&2
-  cargo install cargo-fuzz --locked --version 0.13.2 --quiet
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install cargo-fuzz --locked --version 0.13.2 --debug --quiet ||
+    { echo "tests/fuzz/run.sh: cargo install cargo-fuzz 0.13.2 failed (crates.io must be reachable)" >&2; exit 1; }
 fi
 # cargo-fuzz passes -Z flags; on a stable toolchain they need RUSTC_BOOTSTRAP (docs/fuzzing.md).
 rustc --version | grep -q nightly || export RUSTC_BOOTSTRAP=1

@@ -35,9 +35,12 @@ install_zig() {
 locked zigbuild install_zig
 
 cargo_deb=$cache/cargo-deb-$cargo_deb_version/bin/cargo-deb
+# cargo-deb's dev profile (--debug) keeps its compressors at opt-level 2; without debuginfo it
+# installs in half the CPU of its release build (99 s against 198 s) and writes byte-identical
+# packages in the same time (docs/benchmarks.md, stop 50).
 install_cargo_deb() {
   [ -x "$cargo_deb" ] && return 0
-  cargo install --quiet --locked cargo-deb --version "$cargo_deb_version" --root "$cache/cargo-deb-$cargo_deb_version" \
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install --quiet --locked --debug cargo-deb --version "$cargo_deb_version" --root "$cache/cargo-deb-$cargo_deb_version" \
     || die "cargo install cargo-deb $cargo_deb_version failed (crates.io must be reachable)"
 }
 locked cargo-deb install_cargo_deb
