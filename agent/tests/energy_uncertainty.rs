@@ -159,29 +159,29 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 /// Kinds whose interval is honest (covers ≥ 95 % on every seed set) but still wider than the 3×
 /// criterion on at least one (median half-width / median error on seed sets 0+, 100000+, 200000+;
 /// docs/energy-method.md §9 has the whole table). Their ratio is printed; remove a kind here once
-/// it is tight.
-/// - hwmon counter 1 ms (3.16 / 2.68 / 2.42): the error is mostly the gain; the edges are modelled
-///   as independent update phases (±U/2 of the run's power at the start, the baseline's at the
-///   end), but read every 5 ms a 1 ms counter keeps one phase for the whole probe, so its two
-///   edges largely cancel. A model of that (phase drift R mod U per read) under-covered (92.5 %).
-/// - hwmon counter 100 ms (4.38 / 3.94 / 4.76): each update is placed within half a read and a
-///   sample spans one update (`live::counter_samples`). A run with no other run's IO in its
-///   edges' updates keeps what they hold (`NominalIdleBefore`, `UpdateEnd`: 128 of 720 runs,
-///   median error 1.95 mJ); the others share an update with a neighbour's tail or IO, and what no
-///   update shows inside one is covered as a bound. Its errors fell further than its half-widths
-///   (stop 50: 4.08 / 3.91 / 3.99 before). (The 10 ms counter left this list when the common
-///   placement error stopped counting at edges valued at the baseline and a valued edge with no
-///   other run's IO beyond it took its outer neighbour's level: 4.11 / 4.32 / 4.43 → 2.78 / 2.79 /
-///   2.97, covering 95.8 / 96.2 / 96.2 %; now 2.54 / 2.81 / 2.92.)
-/// - PMBus sample-and-hold 100 ms (3.37 / 2.93 / 3.04), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
-///   run shorter than two updates now takes the middle of the energy the source shows around it
-///   (`SourceModel::bounded`: ACPI's 1 s moving average went from 10.6–14.7 to 1.5–2.0 with it,
-///   PMBus from 4.35–4.77). PMBus's runs of one to ten updates keep the spreading model, whose
-///   one-sided loss (≤ a·U/2) is covered as ±a·U/2; centring it lost coverage (92.9–93.8 %: tails
-///   and cut runs move the loss too). IPMI is read once per update, so the update's phase is
-///   unknown and the region a run's energy may be in spans three seconds of its neighbours:
-///   fitting the phase to the probe's runs would narrow it, not done.
-const NOT_YET_TIGHT: &[&str] = &["hwmon counter 1 ms", "hwmon counter 100 ms", "PMBus sample-and-hold 100 ms", "IPMI DCMI 1 s"];
+/// it is tight. Since stop 51 the INA2xx and PMBus sensors update on their own oscillator, off by
+/// up to ±0.5 % (`simulated::own_clock`), so their updates drift through the reads.
+/// - hwmon counter 10 ms (2.87 / 3.71 / 4.27) and 100 ms (3.92 / 4.08 / 5.36): each update is
+///   placed within half a read, and the two edges' placements are independent. With a phase that
+///   never drifted (the sensors of stop 50) a common placement error fitted (10 ms: 2.54 / 2.81 /
+///   2.92); with drifting sensors it covered 91.2 / 92.1 / 92.9 % (100 ms: 93.8 % on one set).
+///   Over a short run the drift is small and the edges' errors still largely cancel: a model of
+///   the drift over the run (it needs the sensor's clock error, which the readings would give by
+///   fitting the update grid) would narrow them; not done. A 100 ms run with no other run's IO in
+///   its edges' updates keeps what they hold (`NominalIdleBefore`, `UpdateEnd`).
+/// - PMBus sample-and-hold 100 ms (3.54 / 2.67 / 3.49), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
+///   run shorter than two updates takes the middle of the energy the source shows around it
+///   (`SourceModel::bounded`: ACPI's 1 s moving average went from 10.6–14.7 to 1.5–2.0 with it).
+///   PMBus's runs of one to ten updates keep the spreading model, whose one-sided loss (≤ a·U/2)
+///   is covered as ±a·U/2; centring it lost coverage. IPMI is read once per update, so the
+///   update's phase is unknown and a run of milliseconds may hold anything from none to all of
+///   the second's energy above idle: its half-width is that bound (median 210 % of the run's
+///   energy), its error the run's power against the second's mean.
+///
+/// The 1 ms counter left the list with the drifting sensors (3.16 / 2.68 / 2.42 → 2.63 / 2.55 /
+/// 2.51, covering 95.4–96.2 %): its two edges are independent uniforms in the model, and a phase
+/// locked to the reads had made them cancel.
+const NOT_YET_TIGHT: &[&str] = &["hwmon counter 10 ms", "hwmon counter 100 ms", "PMBus sample-and-hold 100 ms", "IPMI DCMI 1 s"];
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);

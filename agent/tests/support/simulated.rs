@@ -50,6 +50,7 @@ pub fn zone_of(kind: Kind, model: &Model, gain: f64, to: i64, rng: &mut ChaCha8R
     match kind {
         Kind::Counter { update, read, source, driver, .. } => {
             (z.source, z.driver, z.update_ns, z.path) = (source.into(), driver.into(), update as u64, "/sys/fixture/energy1_input".into());
+            let update = own_clock(update, driver, rng);
             let phase = rng.random_range(0..update);
             let counter = |t: i64| {
                 let u = phase + (t - phase).div_euclid(update) * update;
@@ -65,6 +66,7 @@ pub fn zone_of(kind: Kind, model: &Model, gain: f64, to: i64, rng: &mut ChaCha8R
         }
         Kind::SampleHold { update, read, source, driver, .. } => {
             (z.source, z.driver, z.update_ns, z.path) = (source.into(), driver.into(), update as u64, "/sys/fixture/power1_input".into());
+            let update = own_clock(update, driver, rng);
             let phase = rng.random_range(0..update);
             held(&mut z, rng, read, to, |t| {
                 let u = phase + (t - phase).div_euclid(update) * update;
@@ -82,6 +84,21 @@ pub fn zone_of(kind: Kind, model: &Model, gain: f64, to: i64, rng: &mut ChaCha8R
         Kind::Trace { .. } => unreachable!("traces are a series, not a zone"),
     }
     z
+}
+
+/// The update period `nominal` as a chip timed by its own oscillator keeps it: off by up to
+/// ±0.5 %, drawn per device. TI's INA237/238/239 datasheets (SBOSA20, SLYS025, SLYS027: §"Integrated
+/// Precision Oscillator") trim the oscillator that times their conversions to under 0.5 % at room
+/// temperature (the INA234's conversion times are specified ±5 % over temperature, SBOS844), and a
+/// PSU's PMBus controller is assumed to be no better. So the updates drift against the host's
+/// reads instead of meeting every read at the same phase, which a period that divides the read
+/// period exactly would do. RAPL (the CPU's own clock) and the BMC- or firmware-timed sources
+/// (IPMI, ACPI) keep their nominal period.
+fn own_clock(nominal: i64, driver: &str, rng: &mut ChaCha8Rng) -> i64 {
+    if !matches!(driver, "ina238" | "ina226" | "pmbus") {
+        return nominal;
+    }
+    (nominal as f64 * (1.0 + rng.random_range(-0.005..0.005))).round() as i64
 }
 
 /// Instantaneous readings of `value(t)` at the read instants, with ±10 mW of reading noise (drawn

@@ -92,16 +92,18 @@ fn a_run_shorter_than_the_update_takes_the_middle_of_what_is_shown() {
 /// a read, h = 2.5 ms), a 1 s run at 5 W over 2 W. Edges valued at the baseline with idle
 /// updates beyond them, the updates holding them 20 ms outside the run (4.4 W: 20 ms at 2 W,
 /// 80 at 5): the outer idle updates' level over those 20 ms (nothing) or the holding update's
-/// 2.4 W over the baseline over h of them (6 mJ, uniform, at each edge), and the common
-/// placement moves both far parts at the baseline: nothing. q = 12 − √(0.2 · 6 · 6) mJ. A
+/// 2.4 W over the baseline over h of them (6 mJ, uniform, at each edge), and each edge's own
+/// placement moves its far part at the baseline: 2 W · h · √2 = 7.071 mJ (the two independent
+/// uniforms as one of their variance). q = 7.071 + 6 − √(0.2 · 7.071 · 6) mJ, the other 6 mJ in
+/// quadrature. A
 /// start shared in proportion, half of its update on each side, between updates at 2 and 5 W
 /// (their mean 3.5 W, no burst): (3 W seen + 1.5 W unseen, half the run's range) · 50 · 50 /
-/// 100 ms = 112.5 mJ and the valued end's 6 mJ: q = 118.5 − √(0.2 · 112.5 · 6) mJ, with the
-/// placement (3.5 W there against 2 W at the valued end, over h: 3.75 mJ) in quadrature. A
-/// 20 ms run inside one update that shows
-/// 2.6 W keeps 1 − D/(2U) = 0.9 of its 60 mJ as a held mean does (54 mJ): 0.95 · 54 mJ. With
-/// another run's IO before the steady run's start, its 20 ms there count at the holding
-/// update's 2.4 W (48 mJ): q = 54 − √(0.2 · 48 · 6) mJ.
+/// 100 ms = 112.5 mJ and the placement (3.5 W there, 2 W at the valued end, over h: 2.5 ms ·
+/// √(3.5² + 2²) W = 10.078 mJ): q = 122.578 − √(0.2 · 112.5 · 10.078) mJ, with the valued end's
+/// 6 mJ in quadrature. A 20 ms run inside one update that shows 2.6 W keeps 1 − D/(2U) = 0.9 of
+/// its 60 mJ as a held mean does (54 mJ), with the placement at the baseline (7.071 mJ) exactly.
+/// With another run's IO before the steady run's start, its 20 ms there count at the holding
+/// update's 2.4 W (48 mJ): q = 48 + 7.071 − √(0.2 · 48 · 7.071) mJ, the 6 mJ in quadrature.
 #[test]
 fn a_slow_counters_edges_by_hand() {
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
@@ -110,21 +112,24 @@ fn a_slow_counters_edges_by_hand() {
     let starts = Straddle { before: Watts(2.0), holding: Watts(4.4), after: Watts(5.0), part_before: ms(20), part_after: ms(80), far_quiet: true };
     let ends = Straddle { before: Watts(5.0), holding: Watts(4.4), after: Watts(2.0), part_before: ms(80), part_after: ms(20), far_quiet: true };
     let steady = RunFigures { start_updates: Some(starts), end_updates: Some(ends), ..run(1000, 5.0, 2.0) };
+    // Two uniforms exactly (a trapezoid), a third in quadrature.
+    let by_hand = |a1: f64, a2: f64, a3: f64| 1.96 * (((a1 + a2 - (0.2 * a1 * a2).sqrt()) / 1.96).powi(2) + a3 * a3 / 3.0).sqrt();
+    let at_baseline = 0.0025 * 2.0 * 2f64.sqrt();
     let u = m.run(&steady, &idle);
-    let q = 0.012 - (0.2f64 * 0.006 * 0.006).sqrt();
+    let q = by_hand(at_baseline, 0.006, 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     let half = Straddle { before: Watts(2.0), holding: Watts(3.5), after: Watts(5.0), part_before: ms(50), part_after: ms(50), far_quiet: true };
     let u = m.run(&RunFigures { split_start: true, start_updates: Some(half), end_updates: Some(ends), ..run(1000, 5.0, 2.0) }, &idle);
-    // The two largest, 112.5 and the valued end's 6 mJ, exactly; the placement in quadrature.
-    let q12 = 0.1185 - (0.2f64 * 0.1125 * 0.006).sqrt();
-    let q = 1.96 * ((q12 / 1.96).powi(2) + 0.00375f64.powi(2) / 3.0).sqrt();
+    let q = by_hand(0.1125, 0.0025 * 3.5f64.hypot(2.0), 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    assert!((0.0025 * 3.5f64.hypot(2.0) - 0.010078).abs() < 1e-6);
     let u = m.run(&RunFigures { peak: Watts(2.6), ..run(20, 5.0, 2.0) }, &idle);
-    assert!((u.energy.0 - 0.95 * 0.054).abs() < 1e-12, "{}", u.energy.0);
+    let q = by_hand(0.054, at_baseline, 0.0);
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     // Another run's IO in the start's far part: the holding update's level over all 20 ms.
     let busy_start = Straddle { far_quiet: false, ..starts };
     let u = m.run(&RunFigures { start_updates: Some(busy_start), ..steady }, &idle);
-    let q = 0.054 - (0.2f64 * 0.048 * 0.006).sqrt();
+    let q = by_hand(0.048, at_baseline, 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
 }
 
@@ -175,10 +180,10 @@ fn counter_edges_and_gain_by_hand() {
 /// baseline, no other run's IO there) and ending with the update after it, beyond which a tail
 /// goes on at 2.6 W. The start's far part is valued at the baseline: the outer level adds nothing
 /// there, the update's own 1 W above it over h (2.5 mJ) bounds a misplaced boundary; the end has no
-/// far part (0) and nothing is shared in proportion inside the update (no term for that); the
-/// common placement moves the baseline at the start and the 2.6 W at the end: 0.6 W · h = 1.5 mJ;
-/// the 30 ms valued at a baseline known to 0.05 W add 1.5 mJ (normal). q = 4 − √(0.2 · 2.5 · 1.5)
-/// mJ, with the 1.5 mJ in quadrature. (Taken as a run inside one update shared in proportion,
+/// far part (0) and nothing is shared in proportion inside the update (no term for that); each
+/// edge's own placement moves the baseline at the start and the 2.6 W at the end: h · √(2² + 2.6²)
+/// W = 8.2006 mJ; the 30 ms valued at a baseline known to 0.05 W add 1.5 mJ (normal).
+/// q = 8.2006 + 2.5 − √(0.2 · 8.2006 · 2.5) mJ, with the 1.5 mJ in quadrature. (Taken as a run inside one update shared in proportion,
 /// the run's visible 0.1 J above idle would have kept 65 % of it: 65 mJ.) The idle baseline of a
 /// 1 s window on the same counter: its window edges within h each, 2 W · h · √(2/3) / 1 s.
 #[test]
@@ -191,7 +196,9 @@ fn a_run_ending_with_its_update_by_hand() {
     // 0.3 J in the update less 30 ms at 2 W: 0.24 J over 70 ms, 0.1 J above idle.
     let r = RunFigures { start_updates: Some(start), end_updates: Some(end), visible_above: Joules(0.1), peak: Watts(3.0), ..run(70, 0.24 / 0.07, 2.0) };
     let u = m.run(&r, &idle);
-    let q12 = 0.004 - (0.2f64 * 0.0025 * 0.0015).sqrt();
+    let placement = 0.0025 * 2.0f64.hypot(2.6);
+    assert!((placement - 0.0082006).abs() < 1e-7, "{placement}");
+    let q12 = placement + 0.0025 - (0.2 * placement * 0.0025).sqrt();
     let q = 1.96 * ((q12 / 1.96).powi(2) + 0.0015f64.powi(2)).sqrt();
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     let i = m.idle(Watts(2.0), Nanos(1_000_000_000));
