@@ -135,8 +135,9 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
             let truth = model.energy(s, z);
             if std::env::var("E37_DEBUG").is_ok() {
                 eprintln!(
-                    "{:?} idle {:.4} gain {gain:.5} run {} D {:.1} ms E {:.4} truth {:.4} err {:.4} u95 {:.4} mean {:.3} b {:.3} cut {} {} {}",
+                    "{:?} placed ±{:.2} ms idle {:.4} gain {gain:.5} run {} D {:.1} ms E {:.4} truth {:.4} err {:.4} u95 {:.4} mean {:.3} b {:.3} cut {} {} {}",
                     std::mem::discriminant(&kind),
+                    e.source_model.map_or(0.0, |m| m.placement.0 as f64 / 1e6),
                     sched.idle_w,
                     m.run_id,
                     (z - s) as f64 / 1e6,
@@ -161,14 +162,15 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 /// docs/energy-method.md §9 has the whole table). Their ratio is printed; remove a kind here once
 /// it is tight. Since stop 51 the INA2xx and PMBus sensors update on their own oscillator, off by
 /// up to ±0.5 % (`simulated::own_clock`), so their updates drift through the reads.
-/// - hwmon counter 10 ms (2.87 / 3.71 / 4.27) and 100 ms (3.92 / 4.08 / 5.36): each update is
-///   placed within half a read, and the two edges' placements are independent. With a phase that
-///   never drifted (the sensors of stop 50) a common placement error fitted (10 ms: 2.54 / 2.81 /
-///   2.92); with drifting sensors it covered 91.2 / 92.1 / 92.9 % (100 ms: 93.8 % on one set).
-///   Over a short run the drift is small and the edges' errors still largely cancel: a model of
-///   the drift over the run (it needs the sensor's clock error, which the readings would give by
-///   fitting the update grid) would narrow them; not done. A 100 ms run with no other run's IO in
-///   its edges' updates keeps what they hold (`NominalIdleBefore`, `UpdateEnd`).
+/// - hwmon counter 10 ms (3.12 / 2.96 / 2.79) and 100 ms (3.89 / 3.84 / 5.41): each update is
+///   placed from its neighbours' reads (`energy::grid`), and the two edges' placements are
+///   independent. With a phase that never drifted (the sensors of stop 50) a common placement
+///   error fitted (10 ms: 2.54 / 2.81 / 2.92); with drifting sensors it covered 91.2 / 92.1 /
+///   92.9 % (100 ms: 93.8 % on one set), and independent edges placed within half a read gave
+///   2.87 / 3.71 / 4.27. What is left on the 10 ms counter is mostly the gain's bound and the
+///   shared start edges' unseen range; on the 100 ms counter, its shared edges. A 100 ms run with
+///   no other run's IO in its edges' updates keeps what they hold (`NominalIdleBefore`,
+///   `UpdateEnd`).
 /// - PMBus sample-and-hold 100 ms (3.54 / 2.67 / 3.49), IPMI DCMI 1 s (11.7 / 16.7 / 12.8): a
 ///   run shorter than two updates takes the middle of the energy the source shows around it
 ///   (`SourceModel::bounded`: ACPI's 1 s moving average went from 10.6–14.7 to 1.5–2.0 with it).

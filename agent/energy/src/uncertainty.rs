@@ -59,6 +59,10 @@ pub struct SourceModel {
     pub accuracy: f64,
     /// Residual of a trace's time alignment with the probe (0 for live sources).
     pub align: Nanos,
+    /// Half-range within which a counter slower than its reads has its updates placed (95 % of
+    /// them; the agent's vernier over neighbouring reads), 0 when not measured: then half a read.
+    #[serde(default)]
+    pub placement: Nanos,
 }
 
 /// What [`SourceModel::run`] needs of a run.
@@ -105,6 +109,10 @@ pub struct Straddle {
     pub part_before: Nanos,
     pub part_after: Nanos,
     pub far_quiet: bool,
+    /// Half-ranges within which the holding update's start and end were placed (0: not known,
+    /// the model's edge half-range).
+    pub placed_start: Nanos,
+    pub placed_end: Nanos,
 }
 
 /// 95 % half-widths of a run's figures.
@@ -153,9 +161,16 @@ impl SourceModel {
         let source = match self.reporting {
             // A counter's reading holds everything up to its last update, whatever the read
             // period: only the update's phase is unknown.
-            // Slower than its reads, its last update lies inside the read that moved it (placed
-            // at its middle: ±R/2); faster, anywhere in the last update.
-            Reporting::Counter if self.resolved() => r / 2.0,
+            // Slower than its reads, its last update lies inside the read that moved it (±R/2),
+            // or where its neighbours' reads put it (`placement`); faster, anywhere in the last
+            // update.
+            Reporting::Counter if self.resolved() => {
+                if self.placement.0 > 0 {
+                    ns(self.placement).min(r / 2.0)
+                } else {
+                    r / 2.0
+                }
+            }
             Reporting::Counter => (if self.update.0 > 0 { ns(self.update) } else { r }) / 2.0,
             Reporting::Instantaneous => r / 2.0,
             // Lag-corrected by one update (the agent's `held_lag_ns`): where inside its update the
@@ -297,7 +312,8 @@ impl SourceModel {
     }
 
     /// The edge terms of a counter slower than its reads ([`SourceModel::resolved`]): each
-    /// sample holds one update's exact energy, its instant known to `h` (half a read), and how
+    /// sample holds one update's exact energy, its instant known to `h` (half a read, or what the
+    /// neighbouring reads leave: [`SourceModel::placement`]), and how
     /// much of the update holding an edge lies either side of it is known. An edge whose far part
     /// is valued at the baseline is off by what the power there differs from it over that part:
     /// that power lies between the update's own mean and its outer neighbour's. Where the report
@@ -312,11 +328,10 @@ impl SourceModel {
     /// lie between the baseline and the run's peak: half that range; the whole range covered
     /// 99.2–99.6 %, padded); a burst inside the update (its mean outside its neighbours') by that
     /// excess over the run's part. A run inside one update keeps its share in proportion,
-    /// what a held mean keeps ([`SourceModel::smear`]). The updates' instants are placed with one
-    /// error δ through a probe (the read and update periods keep their phase): it moves both
-    /// edges' far parts together, each valued at its own level, so a run whose two edges are
-    /// valued at the baseline loses at one what it gains at the other (the whole top power over
-    /// `h` before: 99.2 % covered, 4.2× the median error; `docs/energy-method.md` §9). A run that
+    /// what a held mean keeps ([`SourceModel::smear`]). Each edge's placement error moves its far
+    /// part at the level it is valued at, within the half-range its boundary was placed to
+    /// (`Straddle::placed_start`, `placed_end`; else `h`); the two edges' errors are independent,
+    /// as a sensor's clock drifts against the reads (`docs/energy-method.md` §9). A run that
     /// ends with its update (`UpdateEnd`: the straddle has nothing after the edge) has no far part
     /// there and shares nothing inside the update; the placement moves the power at the update's
     /// end, which the next update's mean stands for.
@@ -330,10 +345,20 @@ impl SourceModel {
                 ((n - p).abs() + (top - b) / 2.0) * tb * ta / (tb + ta).max(1e-9) + burst * if run_after { ta } else { tb }
             })
         };
+        // Each edge's far part ends at one placed boundary of its update: known to that
+        // boundary's own half-range where the placement says, else to the model's `h`.
+        let edge_h = |w: Option<Straddle>, at_start: bool| {
+            let placed = w.map_or(0, |w| if at_start { w.placed_start.0 } else { w.placed_end.0 });
+            if placed > 0 {
+                ns(Nanos(placed)).min(h)
+            } else {
+                h
+            }
+        };
         let valued = |w: Option<Straddle>, at_start: bool| {
             w.map_or(0.0, |w| {
                 let (outer, part) = if at_start { (w.before.0, ns(w.part_before)) } else { (w.after.0, ns(w.part_after)) };
-                let own = (w.holding.0 - b).abs() * if w.far_quiet { part.min(h) } else { part };
+                let own = (w.holding.0 - b).abs() * if w.far_quiet { part.min(edge_h(Some(w), at_start)) } else { part };
                 ((outer - b).abs() * part).max(own)
             })
         };
@@ -354,7 +379,7 @@ impl SourceModel {
             Some(w) if update_end => w.after.0,
             w => level(r.tail_cut || r.split_end, w),
         };
-        let phase = start_level.hypot(end_level) * h;
+        let phase = (start_level * edge_h(r.start_updates, true)).hypot(end_level * edge_h(r.end_updates, false));
         [start, end, inside, phase]
     }
 

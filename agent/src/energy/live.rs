@@ -66,7 +66,7 @@ impl ZoneSeries {
     }
 
     /// The update period of a counter zone (ns; 0 for an instantaneous source or when unknown).
-    fn counter_update_ns(&self) -> i64 {
+    pub(crate) fn counter_update_ns(&self) -> i64 {
         if self.is_counter() {
             i64::try_from(self.update_ns).unwrap_or(0)
         } else {
@@ -161,13 +161,16 @@ fn series_of(t: &[i64], watts: &[f64], interval_ns: &[u64], i0: usize, (update, 
 /// The readings of a counter read faster than it updates (fewer than 4 in 5 readings move it) as
 /// one sample per update (`docs/energy-method.md` §1; issue 37): a reading that moved the counter
 /// holds the energy up to the counter's last update, which lies in the last `min(update,
-/// interval)` before the read: it is placed at the middle of that part, within half a read (not
-/// half an update) of the update. A reading that did not move adds nothing and ends no sample: the
+/// interval)` before the read: it is placed where that part and its neighbours' parts, mapped onto
+/// it by whole updates, meet (`super::grid`: within a fraction of a read on a sensor whose clock
+/// drifts against the reads, else within half a read, never half an update). A reading that did not move adds nothing and ends no sample: the
 /// samples span the updates, and a run edge inside one shares only that update's energy. Returns
 /// the samples' starts, their energies (J) and the last one's end.
 fn counter_samples(t: &[i64], watts: &[f64], interval_ns: &[u64], update: i64) -> (Vec<UnixNanos>, Vec<f64>, i64) {
     let (mut starts, mut energy) = (Vec::new(), Vec::new());
     let (mut prev, mut pending) = (None::<i64>, 0.0f64);
+    let placed = super::grid::place_updates(&super::grid::moves_of(t, watts, interval_ns), update);
+    let mut next_move = 0usize;
     let first = t.first().copied().unwrap_or(0);
     for ((&ti, &w), &iv) in t.iter().zip(watts).zip(interval_ns) {
         let iv = i64::try_from(iv).unwrap_or(i64::MAX);
@@ -186,7 +189,8 @@ fn counter_samples(t: &[i64], watts: &[f64], interval_ns: &[u64], update: i64) -
         if e <= 0.0 && still {
             continue;
         }
-        let at = if e > 0.0 { ti - update.min(iv) / 2 } else { ti };
+        let at = if e > 0.0 { placed.get(next_move).map_or(ti - update.min(iv) / 2, |p| p.0) } else { ti };
+        next_move += usize::from(e > 0.0);
         // The first reading holds the energy since the update before its own last one.
         let from = prev.unwrap_or(at.saturating_sub(update.max(iv))).min(at - 1);
         starts.push(UnixNanos(from));

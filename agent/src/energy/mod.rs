@@ -9,6 +9,7 @@
 //! to the sample, a trace that does not match the probe refused). A new way to obtain a power series
 //! only has to produce a `PowerSeries` and call [`analyze`].
 
+pub mod grid;
 pub mod interval;
 pub mod live;
 pub mod recorded;

@@ -103,7 +103,12 @@ pub fn energy_of_recording_in(
         let region_s = (to - from) as f64 * 1e-9;
         (margin > 0).then(|| super::uncertain::Visible { energy: series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * region_s, region_s })
     };
-    let updates = |at: i64| super::uncertain::updates_around(&series, at);
+    // The series' samples start at the placed updates of a counter slower than its reads
+    // (`live::counter_samples`); other sources place none.
+    let slow_counter = z.is_counter() && facts.update_ns as f64 > 1.25 * facts.read_ns as f64;
+    let moves = if slow_counter { super::grid::moves_of(&z.t, &z.watts, &z.interval_ns) } else { Vec::new() };
+    let placed = super::grid::place_updates(&moves, z.counter_update_ns());
+    let updates = |at: i64| super::uncertain::updates_around(&series, at, &placed);
     let around = super::uncertain::Around { peak: &peak, visible: &visible, updates: &updates };
     super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &around);
     Some(energy)

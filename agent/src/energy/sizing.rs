@@ -218,6 +218,7 @@ mod tests {
             noise: Watts(0.0),
             accuracy,
             align: Nanos(0),
+            placement: Nanos(0),
         }
     }
 

@@ -41,6 +41,13 @@ pub fn model_of_zone(z: &ZoneSeries, facts: &SourceFacts, noise_w: f64) -> Sourc
         noise: Watts(noise_w),
         accuracy,
         align: Nanos(0),
+        // Only a counter slower than its reads has updates to place (`SourceModel::resolved`).
+        placement: Nanos(if z.is_counter() && facts.update_ns as f64 > 1.25 * facts.read_ns as f64 {
+            let moves = super::grid::moves_of(&z.t, &z.watts, &z.interval_ns);
+            super::grid::placement_half_range(&moves, i64::try_from(facts.update_ns).unwrap_or(0)).and_then(|h| u64::try_from(h).ok()).unwrap_or(0)
+        } else {
+            0
+        }),
     }
 }
 
@@ -59,6 +66,7 @@ pub fn model_of_trace(period: Nanos, noise_w: f64, align_residual: Nanos) -> Sou
         noise: Watts(noise_w),
         accuracy,
         align: align_residual,
+        placement: Nanos(0),
     }
 }
 
@@ -201,9 +209,9 @@ pub fn peak_of_zone(z: &ZoneSeries, span_ns: i64, read_ns: i64, from: i64, to: i
 
 /// The sample of `series` holding `at` and its two neighbours, where a counter slower than its
 /// reads has one sample per update (its levels averaged, `live::counter_samples`): their own mean
-/// powers and how much of the middle one lies before and after `at`. `None` for other series and
-/// at the recording's ends.
-pub fn updates_around(series: &PowerSeries, at: i64) -> Option<Straddle> {
+/// powers, how much of the middle one lies before and after `at`, and how well its two ends were
+/// placed (`placed`). `None` for other series and at the recording's ends.
+pub fn updates_around(series: &PowerSeries, at: i64, placed: &[(i64, i64)]) -> Option<Straddle> {
     if !series.levels_averaged() {
         return None;
     }
@@ -222,7 +230,16 @@ pub fn updates_around(series: &PowerSeries, at: i64) -> Option<Straddle> {
         part_before: part(at - t[j].0),
         part_after: part(t[j + 1].0 - at),
         far_quiet: false,
+        placed_start: placed_at(placed, t[j].0),
+        placed_end: placed_at(placed, t[j + 1].0),
     })
+}
+
+/// The half-range of the update placed at `at` (`placed`: instants and half-ranges in order, as
+/// [`super::grid::place_updates`] gives them), 0 where none was placed there.
+fn placed_at(placed: &[(i64, i64)], at: i64) -> Nanos {
+    let i = placed.partition_point(|p| p.0 < at);
+    Nanos(placed.get(i).filter(|p| p.0 == at).and_then(|p| u64::try_from(p.1).ok()).unwrap_or(0))
 }
 
 /// How far a held value or moving average of `z` spreads a run's energy beyond its edges (ns; 0
@@ -334,6 +351,8 @@ mod tests {
             part_before: Nanos(before_ms * 1_000_000),
             part_after: Nanos(after_ms * 1_000_000),
             far_quiet: false,
+            placed_start: Nanos(0),
+            placed_end: Nanos(0),
         };
         let busy = [(1_000_000_000, 1_020_000_000), (1_050_000_000, 1_080_000_000)];
         let mut f = figures(&record(0.06));

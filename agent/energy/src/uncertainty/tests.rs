@@ -13,6 +13,7 @@ fn model(reporting: Reporting, update_ms: u64) -> SourceModel {
         noise: Watts(0.0),
         accuracy: 0.0,
         align: Nanos(0),
+        placement: Nanos(0),
     }
 }
 
@@ -109,8 +110,26 @@ fn a_slow_counters_edges_by_hand() {
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
     let m = model(Reporting::Counter, 100);
     let ms = |x: u64| Nanos(x * 1_000_000);
-    let starts = Straddle { before: Watts(2.0), holding: Watts(4.4), after: Watts(5.0), part_before: ms(20), part_after: ms(80), far_quiet: true };
-    let ends = Straddle { before: Watts(5.0), holding: Watts(4.4), after: Watts(2.0), part_before: ms(80), part_after: ms(20), far_quiet: true };
+    let starts = Straddle {
+        before: Watts(2.0),
+        holding: Watts(4.4),
+        after: Watts(5.0),
+        part_before: ms(20),
+        part_after: ms(80),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
+    let ends = Straddle {
+        before: Watts(5.0),
+        holding: Watts(4.4),
+        after: Watts(2.0),
+        part_before: ms(80),
+        part_after: ms(20),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
     let steady = RunFigures { start_updates: Some(starts), end_updates: Some(ends), ..run(1000, 5.0, 2.0) };
     // Two uniforms exactly (a trapezoid), a third in quadrature.
     let by_hand = |a1: f64, a2: f64, a3: f64| 1.96 * (((a1 + a2 - (0.2 * a1 * a2).sqrt()) / 1.96).powi(2) + a3 * a3 / 3.0).sqrt();
@@ -118,13 +137,29 @@ fn a_slow_counters_edges_by_hand() {
     let u = m.run(&steady, &idle);
     let q = by_hand(at_baseline, 0.006, 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
-    let half = Straddle { before: Watts(2.0), holding: Watts(3.5), after: Watts(5.0), part_before: ms(50), part_after: ms(50), far_quiet: true };
+    let half = Straddle {
+        before: Watts(2.0),
+        holding: Watts(3.5),
+        after: Watts(5.0),
+        part_before: ms(50),
+        part_after: ms(50),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
     let u = m.run(&RunFigures { split_start: true, start_updates: Some(half), end_updates: Some(ends), ..run(1000, 5.0, 2.0) }, &idle);
     let q = by_hand(0.1125, 0.0025 * 3.5f64.hypot(2.0), 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     assert!((0.0025 * 3.5f64.hypot(2.0) - 0.010078).abs() < 1e-6);
     let u = m.run(&RunFigures { peak: Watts(2.6), ..run(20, 5.0, 2.0) }, &idle);
     let q = by_hand(0.054, at_baseline, 0.0);
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    // Both ends of the edges' updates placed within 0.5 ms by their neighbours' reads: the own
+    // mean reaches 0.5 ms into each far part (1.2 mJ each) and each edge's placement moves 2 W
+    // over 0.5 ms: √2 mJ.
+    let placed = |w: Straddle| Straddle { placed_start: Nanos(500_000), placed_end: Nanos(500_000), ..w };
+    let u = m.run(&RunFigures { start_updates: Some(placed(starts)), end_updates: Some(placed(ends)), ..steady }, &idle);
+    let q = by_hand(0.001 * 2f64.sqrt(), 0.0012, 0.0012);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     // Another run's IO in the start's far part: the holding update's level over all 20 ms.
     let busy_start = Straddle { far_quiet: false, ..starts };
@@ -191,8 +226,26 @@ fn a_run_ending_with_its_update_by_hand() {
     let idle = IdleU { u95: Watts(0.1), statistical: Watts(0.05) };
     let m = model(Reporting::Counter, 100);
     let ms = |x: u64| Nanos(x * 1_000_000);
-    let start = Straddle { before: Watts(2.0), holding: Watts(3.0), after: Watts(2.0), part_before: ms(30), part_after: ms(70), far_quiet: true };
-    let end = Straddle { before: Watts(2.0), holding: Watts(3.0), after: Watts(2.6), part_before: ms(100), part_after: ms(0), far_quiet: true };
+    let start = Straddle {
+        before: Watts(2.0),
+        holding: Watts(3.0),
+        after: Watts(2.0),
+        part_before: ms(30),
+        part_after: ms(70),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
+    let end = Straddle {
+        before: Watts(2.0),
+        holding: Watts(3.0),
+        after: Watts(2.6),
+        part_before: ms(100),
+        part_after: ms(0),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
     // 0.3 J in the update less 30 ms at 2 W: 0.24 J over 70 ms, 0.1 J above idle.
     let r = RunFigures { start_updates: Some(start), end_updates: Some(end), visible_above: Joules(0.1), peak: Watts(3.0), ..run(70, 0.24 / 0.07, 2.0) };
     let u = m.run(&r, &idle);
