@@ -7,7 +7,7 @@
 # slow stages are the tool builds and the package build; they run in the background where that
 # pays: the three Go tools build while apt installs (CPU against network and disk), and the
 # Debian package build (the test's package-test profile, no LTO, niced; tests/package/build.sh)
-# while the lint gates and the workspace build run. Nothing runs alongside `cargo test`: the e2e
+# while the format check and the workspace build (with clippy's lints) run. Nothing runs alongside `cargo test`: the e2e
 # tests time 1 ms power sampling. The fuzz targets build into the tool cache, like the packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -124,20 +124,33 @@ if [ "$free_kib" -lt $((3 * 1024 * 1024)) ]; then
   echo "tests/run.sh: warning: less than 3 GiB free; the build may fail with 'No space left on device'" >&2
 fi
 
-# Lint gates first: formatting, then clippy on every target with warnings as errors (the workspace
-# denies unwrap()/expect() outside tests: Cargo.toml [workspace.lints.clippy], clippy.toml).
+# Formatting first. Then the lints while building: the workspace's own crates are compiled by
+# clippy-driver (a rustc that also runs clippy's lints) with warnings as errors, so one build does
+# what `cargo clippy --workspace --all-targets --locked -- -D warnings` (what a developer runs)
+# and `cargo build` did apart; the clippy stage's check build of every dependency is gone (stop 51,
+# docs/benchmarks.md). `--all-targets` builds what clippy checked and what `cargo test` needs (libs,
+# bins, tests, examples, each in test mode too), so `cargo test` compiles nothing. The workspace
+# denies unwrap()/expect() outside tests: Cargo.toml [workspace.lints.clippy], clippy.toml.
 stage "fmt" cargo fmt --all --check
-stage "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
-
-stage "build" cargo build --workspace --bins --locked
+clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
+[ -x "$clippy_driver" ] || { echo "tests/run.sh: $clippy_driver is missing: rustup component add clippy" >&2; exit 1; }
+# Exactly the variables `cargo clippy` sets (rust-clippy src/main.rs): RUSTC_WORKSPACE_WRAPPER
+# (cargo's, documented) wraps only workspace members, and CLIPPY_ARGS carries the lint flags
+# (clippy's own, each followed by __CLIPPY_HACKERY__). Not RUSTFLAGS=-Dwarnings: that changes every
+# dependency's fingerprint, and a developer's plain `cargo build` afterwards would rebuild them
+# all. Every cargo command on this target dir below uses the same values, or it would rebuild
+# the workspace crates (the wrapper is in their fingerprints); the e2e tests' own `cargo build`
+# of the binaries inherits them from `cargo test`.
+lint_cargo() { RUSTC_WORKSPACE_WRAPPER=$clippy_driver CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" cargo "$@"; }
+stage "build + clippy" lint_cargo build --workspace --all-targets --locked
 # The package build must be done before the timing-sensitive tests start.
 bg_wait "package build"
-cargo_tests() { cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log; }
+cargo_tests() { lint_cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log; }
 stage "cargo test" cargo_tests "$@"
 # The fleet test is #[ignore]d in a plain `cargo test` (three QEMU guests, minutes); it runs here,
 # as its own binary after the timing-sensitive e2e tests, unless WATTFLIP_SKIP_FLEET=1.
 fleet_ran=0
-fleet_test() { cargo test -p wattflip-e2e --test fleet --locked -- --ignored 2>&1 | tee -a target/test-output.log; }
+fleet_test() { lint_cargo test -p wattflip-e2e --test fleet --locked -- --ignored 2>&1 | tee -a target/test-output.log; }
 if [ "${WATTFLIP_SKIP_FLEET:-}" != 1 ]; then
   stage "fleet" fleet_test
   fleet_ran=1
