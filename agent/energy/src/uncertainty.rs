@@ -59,8 +59,9 @@ pub struct SourceModel {
     pub accuracy: f64,
     /// Residual of a trace's time alignment with the probe (0 for live sources).
     pub align: Nanos,
-    /// Half-range within which a counter slower than its reads has its updates placed (95 % of
-    /// them; the agent's vernier over neighbouring reads), 0 when not measured: then half a read.
+    /// Half-range of a uniform with the spread of a counter's update placements (the root mean
+    /// square of their half-ranges, from the agent's vernier over neighbouring reads; a counter
+    /// slower than its reads only), 0 when not measured: then half a read.
     #[serde(default)]
     pub placement: Nanos,
 }

@@ -18,9 +18,10 @@ const STAMP_MARGIN_NS: i64 = 100_000;
 /// Each move's update: its placed instant and the half-range it is known to (ns). `moves` are
 /// the read intervals `(previous read, this read]` of the readings that moved the counter, in
 /// order; `update` the nominal period. Consecutive moves are whole updates apart (rounded from
-/// the nominal period); the mean period over the recording (its ends' midpoints over the updates
-/// between) maps each neighbour's interval onto the update, widened by what that period may be off
-/// by over the distance (two reads over the recording's span). Where the mapped intervals do not
+/// the nominal period); the mean period over the recording (its two ends' placements over the
+/// updates between: the reads' midpoints, then the finer cut placements; three passes) maps
+/// each neighbour's interval onto the update, widened by what that period may be off by over the
+/// distance (the two ends' half-ranges over the recording's updates). Where the mapped intervals do not
 /// meet (a stuck or restarted counter, a clock that jumped), the update keeps its own interval.
 pub fn place_updates(moves: &[(i64, i64)], update: i64) -> Vec<(i64, i64)> {
     if moves.len() < 3 || update <= 0 {
