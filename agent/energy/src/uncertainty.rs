@@ -347,11 +347,13 @@ impl SourceModel {
             })
         };
         // Each edge's far part ends at one placed boundary of its update: known to that
-        // boundary's own half-range where the placement says, else to the model's `h`.
+        // boundary's own half-range where the placement says (from the reads' own instants, so
+        // their jitter is in it; wider than half a read where the sampler stalled and no
+        // neighbour says which update a long read interval ends), else to the model's `h`.
         let edge_h = |w: Option<Straddle>, at_start: bool| {
             let placed = w.map_or(0, |w| if at_start { w.placed_start.0 } else { w.placed_end.0 });
             if placed > 0 {
-                ns(Nanos(placed)).min(h)
+                ns(Nanos(placed))
             } else {
                 h
             }

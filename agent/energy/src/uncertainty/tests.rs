@@ -161,6 +161,12 @@ fn a_slow_counters_edges_by_hand() {
     let u = m.run(&RunFigures { start_updates: Some(placed(starts)), end_updates: Some(placed(ends)), ..steady }, &idle);
     let q = by_hand(0.001 * 2f64.sqrt(), 0.0012, 0.0012);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    // Boundaries placed within 8 ms only (a stalled read, more than half a read): the own mean
+    // reaches 8 ms into each far part (19.2 mJ each), each placement moves 2 W over 8 ms.
+    let stalled = |w: Straddle| Straddle { placed_start: Nanos(8_000_000), placed_end: Nanos(8_000_000), ..w };
+    let u = m.run(&RunFigures { start_updates: Some(stalled(starts)), end_updates: Some(stalled(ends)), ..steady }, &idle);
+    let q = by_hand(0.016 * 2f64.sqrt(), 0.0192, 0.0192);
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     // Another run's IO in the start's far part: the holding update's level over all 20 ms.
     let busy_start = Straddle { far_quiet: false, ..starts };
     let u = m.run(&RunFigures { start_updates: Some(busy_start), ..steady }, &idle);
