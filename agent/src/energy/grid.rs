@@ -67,31 +67,37 @@ pub fn place_updates(moves: &[(i64, i64)], update: i64) -> Vec<(i64, i64)> {
 
 /// Moves that hold one update each, placed by the vernier: the placements, and per move the mean
 /// period (ns) of its stretch and what that may be off by per update. `adjacent[i]`: no long move
-/// lies between moves `i` and `i + 1`. A gap across long moves whose count of updates the
-/// midpoints leave near the middle between two is decided by which count puts the moves either
-/// side on one grid ([`on_one_grid`]), or left as a break between two stretches placed apart.
+/// lies between moves `i` and `i + 1`. A gap across long moves that the read intervals leave room
+/// for more than one count of updates in is decided by which count puts the moves either side on
+/// one grid ([`on_one_grid`]), or left as a break between two stretches placed apart.
 fn place_regular(moves: &[(i64, i64)], adjacent: &[bool], update: i64) -> Placed {
-    let mid = |i: usize| (moves[i].0 + moves[i].1) as f64 / 2.0;
-    let ratio = |i: usize| (mid(i) - mid(i - 1)) / update as f64;
+    let margin = 2 * STAMP_MARGIN_NS;
     // Whole updates from each move to the next. Adjacent moves are one apart: every update moves
     // the read it falls in, and a short move holds one, so none lies between them unless the gap
     // between their reads is longer than a period (a conversion the sensor skipped; half as long
-    // again as nominal, for a period declared a little short). Across a long move the midpoints
-    // decide, or `None` where they cannot tell. (Rounding the midpoints between adjacent moves
+    // again as nominal, for a period declared a little short). (Rounding the midpoints' gap
     // failed where a slow sensor read at half its period steps from two reads to three: 1.5
-    // updates, either way within the reads' jitter.)
+    // updates, either way within the reads' jitter.) Across a long move: the counts its two
+    // read intervals allow with a period within the tolerance, `None` where that is not one.
     let longest = update as f64 * 1.5;
+    let counts = |i: usize| {
+        let lo = (moves[i].0 - moves[i - 1].1 - margin) as f64 / (update as f64 * (1.0 + TOLERANCE));
+        let hi = (moves[i].1 - moves[i - 1].0 + margin) as f64 / (update as f64 * (1.0 - TOLERANCE));
+        ((lo.ceil() as i64).max(1), (hi.floor() as i64).max(1))
+    };
     let mut steps: Vec<Option<i64>> = (1..moves.len())
         .map(|i| {
             if adjacent[i - 1] {
-                let gap = (moves[i].0 - moves[i - 1].1 - 2 * STAMP_MARGIN_NS) as f64;
+                let gap = (moves[i].0 - moves[i - 1].1 - margin) as f64;
                 return Some(((gap / longest).ceil() as i64).max(1));
             }
-            ((ratio(i) - ratio(i).round()).abs() < AMBIGUOUS).then(|| (ratio(i).round() as i64).max(1))
+            let (lo, hi) = counts(i);
+            (lo == hi).then_some(lo)
         })
         .collect();
     for i in 0..steps.len() {
-        if steps[i].is_some() {
+        let (lo, hi) = counts(i + 1);
+        if steps[i].is_some() || hi < lo || hi - lo > MAX_COUNTS {
             continue;
         }
         // The stretches either side, up to the next undecided gaps (a window of them).
@@ -104,12 +110,8 @@ fn place_regular(moves: &[(i64, i64)], adjacent: &[bool], update: i64) -> Placed
             }
             on_one_grid(&moves[from..to], &k, update)
         };
-        let low = (ratio(i + 1).floor() as i64).max(1);
-        steps[i] = match (fits(low), fits(low + 1)) {
-            (true, false) => Some(low),
-            (false, true) => Some(low + 1),
-            _ => None,
-        };
+        let fitting: Vec<i64> = (lo..=hi).filter(|&n| fits(n)).collect();
+        steps[i] = (fitting.len() == 1).then(|| fitting[0]);
     }
     vernier(moves, &steps)
 }
@@ -118,17 +120,20 @@ fn place_regular(moves: &[(i64, i64)], adjacent: &[bool], update: i64) -> Placed
 /// that may be off by per update (ns).
 type Placed = (Vec<(i64, i64)>, Vec<(f64, f64)>);
 
-/// How far from a whole count of updates a gap between two moves' midpoints across a long move
-/// may lie and still be rounded: a gap nearer the middle is decided by which count puts both
-/// sides on one grid.
-const AMBIGUOUS: f64 = 0.4;
+/// How far a sensor's period may be from its nominal one: an INA234's conversion times are
+/// specified ±5 % over temperature.
+const TOLERANCE: f64 = 0.06;
 
 /// Moves on each side of an undecided gap that decide it: enough for the offsets of a clock off
 /// by 0.1 % to walk a whole 5 ms read on either side (with 128, 19 of 22 such gaps in the tests'
 /// stalled recordings stayed undecided; with 512, 8).
 const DECIDE: usize = 512;
 
-/// Whether one period `P` within ±6 % of `update` and one phase `φ` put update `k[i]` (at
+/// The most counts of updates across a stall that are tried on one grid: a longer stall leaves a
+/// break (each count tried costs a search over up to 2 × [`DECIDE`] moves).
+const MAX_COUNTS: i64 = 8;
+
+/// Whether one period `P` within [`TOLERANCE`] of `update` and one phase `φ` put update `k[i]` (at
 /// φ + k[i]·P) inside every move's read interval (widened by the stamp margin): the largest lower
 /// bound on φ must stay below the smallest upper one for some `P`, and their difference is
 /// concave in `P` (a ternary search finds its largest).
@@ -140,7 +145,7 @@ fn on_one_grid(moves: &[(i64, i64)], k: &[i64], update: i64) -> bool {
         let hi = moves.iter().zip(k).map(|(m, &k)| m.1 as f64 - origin + margin - k as f64 * p).fold(f64::INFINITY, f64::min);
         hi - lo
     };
-    let (mut a, mut b) = (update as f64 * 0.94, update as f64 * 1.06);
+    let (mut a, mut b) = (update as f64 * (1.0 - TOLERANCE), update as f64 * (1.0 + TOLERANCE));
     // (2/3)^50 of 12 % of a period: far below a nanosecond.
     for _ in 0..50 {
         let (x, y) = (a + (b - a) / 3.0, b - (b - a) / 3.0);
