@@ -162,7 +162,7 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 /// docs/energy-method.md §9 has the whole table). Their ratio is printed; remove a kind here once
 /// it is tight. Since stop 51 the INA2xx and PMBus sensors update on their own oscillator, off by
 /// up to ±0.5 % (`simulated::own_clock`), so their updates drift through the reads.
-/// - hwmon counter 100 ms (3.90 / 3.84 / 5.41): each update is placed from its neighbours' reads
+/// - hwmon counter 100 ms (3.90 / 3.84 / 5.44): each update is placed from its neighbours' reads
 ///   (`energy::grid`), and the two edges' placements are independent; its half-width is its
 ///   shared edges' (a run edge in an update that also holds a neighbour's tail or IO, and a run
 ///   inside one update), not placement. A 100 ms run with no other run's IO in its edges' updates
@@ -178,10 +178,11 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<(f64, f64, f64)> {
 ///
 /// Left the list: the 1 ms counter with the drifting sensors of stop 51 (3.16 / 2.68 / 2.42 →
 /// 2.63 / 2.55 / 2.51: its two edges are independent uniforms in the model, and a phase locked to
-/// the reads had made them cancel); the 10 ms counter in stop 52 (3.12 / 2.96 / 2.79 → 2.50 /
-/// 2.96 / 2.34), once the vernier counted a slow sensor's updates right where its offsets step
-/// from two reads to three (`energy::grid`). On three further seed sets it gives 2.49 / 2.73 /
-/// 3.20: near the 2.91 of an exactly covering interval on normal errors.
+/// the reads had made them cancel); the 10 ms counter in stop 52 (3.12 / 2.96 / 2.79 → 2.40 /
+/// 2.75 / 2.41), once the vernier counted a slow sensor's updates right where its offsets step
+/// from two reads to three and measured the period around each block (`energy::grid`). On three
+/// further seed sets it gives 2.49 / 2.72 / 3.23: near the 2.91 of an exactly covering interval
+/// on normal errors.
 const NOT_YET_TIGHT: &[&str] = &["hwmon counter 100 ms", "PMBus sample-and-hold 100 ms", "IPMI DCMI 1 s"];
 
 fn median(v: &mut [f64]) -> f64 {

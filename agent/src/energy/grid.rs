@@ -9,8 +9,9 @@
 //! [`super::live`] to place each update and by [`super::uncertain`] for the placement's half-range.
 //! Another way of placing updates adds a function here returning the same `(instant, half-range)`.
 
-/// Updates on each side of one whose read intervals are mapped onto it: with a clock off by
-/// 0.25 % a 10 ms counter's offsets walk 6 ms (more than a 5 ms read) over 2 × 128 updates.
+/// Updates on each side of one whose read intervals are mapped onto it, and the span each side of
+/// a block of as many over which the period is measured: with a clock off by 0.25 % a 10 ms
+/// counter's offsets walk 6 ms (more than a 5 ms read) over 2 × 128 updates.
 const WINDOW: usize = 128;
 
 /// How far a read's timestamp may lie from the instant the counter was read (ns): a sysfs read
@@ -22,8 +23,8 @@ const STAMP_MARGIN_NS: i64 = 100_000;
 /// order; `update` the nominal period. A move shorter than a period holds one update; a longer one
 /// (the sampler stalled) may hold more, and its reading holds the energy up to the last of them,
 /// in the last period before the read. The short moves are counted in whole updates
-/// ([`place_regular`]: consecutive ones are one apart) and placed by the vernier over stretches of
-/// one mean period; a long one is placed on the grid of the short one before it where that grid
+/// ([`place_regular`]: consecutive ones are one apart) and placed by the vernier, each block with
+/// the period measured around it; a long one is placed on the grid of the short one before it where that grid
 /// says which update is its last ([`on_grid`]), else within its last period. Where the mapped
 /// intervals do not meet (a stuck or restarted counter, a clock that jumped), an update keeps its
 /// own interval.
@@ -49,7 +50,7 @@ pub fn place_updates(moves: &[(i64, i64)], update: i64) -> Vec<(i64, i64)> {
         placed[i] = *p;
     }
     // A long interval's last update from the nearest short one before it (after it, for those
-    // before the first), on the grid of the mean period.
+    // before the first), on the grid of the period measured around it.
     let mut before = None;
     for i in 0..moves.len() {
         match short.binary_search(&i) {
@@ -116,8 +117,8 @@ fn place_regular(moves: &[(i64, i64)], adjacent: &[bool], update: i64) -> Placed
     vernier(moves, &steps)
 }
 
-/// Placements `(instant, half-range)` (ns), and per placement its stretch's mean period and what
-/// that may be off by per update (ns).
+/// Placements `(instant, half-range)` (ns), and per placement the period measured around it and
+/// what that may be off by per update (ns).
 type Placed = (Vec<(i64, i64)>, Vec<(f64, f64)>);
 
 /// How far a sensor's period may be from its nominal one: an INA234's conversion times are
@@ -158,12 +159,13 @@ fn on_one_grid(moves: &[(i64, i64)], k: &[i64], update: i64) -> bool {
     slack((a + b) / 2.0) > 0.0
 }
 
-/// Each stretch of moves between undecided gaps placed on its own: the mean period from its two
-/// ends' placements (first the reads' midpoints, then the cut placements, which are finer; three
-/// passes), and each move cut by its stretch's neighbours ([`cut`]).
+/// Each stretch of moves between undecided gaps placed on its own: [`PASSES`] passes of
+/// [`local_cut`], from the moves' own intervals to their cut placements, which are finer (each
+/// pass measures the period from finer ends: 0.67 ms after three on a 10 ms sensor 0.3 % slow,
+/// 0.42 ms after eight).
 fn vernier(moves: &[(i64, i64)], steps: &[Option<i64>]) -> Placed {
     let mut placed: Vec<(i64, i64)> = moves.iter().map(own).collect();
-    let mut periods = vec![(0.0, 0.0); moves.len()];
+    let mut periods = vec![(f64::NAN, f64::INFINITY); moves.len()];
     let mut from = 0;
     while from < moves.len() {
         let to = (from..steps.len()).find(|&i| steps[i].is_none()).map_or(moves.len(), |i| i + 1);
@@ -172,19 +174,46 @@ fn vernier(moves: &[(i64, i64)], steps: &[Option<i64>]) -> Placed {
             k.push(k[k.len() - 1] + step.unwrap_or(1));
         }
         let part = &moves[from..to];
-        let updates = k[k.len() - 1] as f64;
-        let period_of = |p: &[(i64, i64)]| ((p[p.len() - 1].0 - p[0].0) as f64 / updates, (p[0].1 + p[p.len() - 1].1) as f64 / updates);
-        if part.len() >= 3 {
+        if part.len() >= 2 {
             let mut fine: Vec<(i64, i64)> = part.iter().map(own).collect();
-            for _ in 0..3 {
-                let (period, per_update) = period_of(&fine);
-                fine = cut(part, &k, period, per_update);
+            for pass in 0..PASSES {
+                let (cut_down, local) = local_cut(part, &k, &fine);
+                if pass == PASSES - 1 || part.len() < 3 {
+                    periods[from..to].copy_from_slice(&local);
+                }
+                if part.len() >= 3 {
+                    fine = cut_down;
+                }
             }
             placed[from..to].copy_from_slice(&fine);
         }
-        let period = if updates > 0.0 { period_of(&placed[from..to]) } else { (f64::NAN, f64::INFINITY) };
-        periods[from..to].fill(period);
         from = to;
+    }
+    (placed, periods)
+}
+
+/// Passes of the vernier over a stretch.
+const PASSES: usize = 8;
+
+/// One pass of the vernier with the period measured locally: each block of [`WINDOW`] moves is
+/// cut ([`cut`]) by its neighbours within a window on either side, mapped by the mean period over
+/// that block and window (its two ends' placements in `prev` over the updates between). One
+/// period over a whole recording misplaced a sensor whose period drifts as it warms: 0.05–0.4 %
+/// over 30 s left 730–1,446 of 3,000 updates outside their placements. Returns the placements
+/// and each move's local period and what that may be off by per update (ns).
+fn local_cut(moves: &[(i64, i64)], k: &[i64], prev: &[(i64, i64)]) -> Placed {
+    let n = moves.len();
+    let (mut placed, mut periods) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut start = 0;
+    while start < n {
+        let end = (start + WINDOW).min(n);
+        let (lo, hi) = (start.saturating_sub(WINDOW), (end + WINDOW).min(n));
+        let updates = (k[hi - 1] - k[lo]) as f64;
+        let period = ((prev[hi - 1].0 - prev[lo].0) as f64 / updates, (prev[lo].1 + prev[hi - 1].1) as f64 / updates);
+        let cut_down = cut(&moves[lo..hi], &k[lo..hi], period.0, period.1);
+        placed.extend_from_slice(&cut_down[start - lo..end - lo]);
+        periods.extend(std::iter::repeat_n(period, end - start));
+        start = end;
     }
     (placed, periods)
 }
@@ -331,8 +360,9 @@ mod tests {
         }
         let own = rms(&moves.iter().map(own).collect::<Vec<_>>());
         assert!(own > 2_550_000.0, "{own}");
-        // 0.30 ms (seed 7) against 2.6 ms.
-        assert!(rms(&placed) < 350_000.0, "{} ns", rms(&placed));
+        // 0.42 ms (seed 7) against 2.6 ms (0.30 ms with one period over the whole recording,
+        // which misplaced a period that drifts: below).
+        assert!(rms(&placed) < 500_000.0, "{} ns", rms(&placed));
         assert_eq!(placement_half_range(&moves, 10_000_000), Some(rms(&placed).round() as i64));
     }
 
@@ -363,8 +393,8 @@ mod tests {
         let placed = place_updates(&moves, 10_000_000);
         let missed: Vec<_> = moves.iter().zip(&placed).filter(|(m, (at, h))| (last(**m) - at).abs() > *h).collect();
         assert!(missed.is_empty(), "{} of {} updates outside their placement, first: {:?}", missed.len(), moves.len(), missed.first());
-        // 0.34 ms (seed 11); 3.4 ms when the stalled reads' intervals joined the vernier whole.
-        assert!(rms(&placed) < 500_000.0, "{} ns", rms(&placed));
+        // 0.55 ms (seed 11); 3.4 ms when the stalled reads' intervals joined the vernier whole.
+        assert!(rms(&placed) < 700_000.0, "{} ns", rms(&placed));
     }
 
     /// A sensor slower than nominal, read at half its period, steps from two reads to three every
@@ -380,7 +410,7 @@ mod tests {
             let placed = place_updates(&moves, 10_000_000);
             let missed = updates.iter().zip(&placed).filter(|(u, (at, h))| (*u - at).abs() > *h).count();
             assert_eq!(missed, 0, "seed {seed}: {missed} of {} updates outside their placement", updates.len());
-            assert!(rms(&placed) < 1_000_000.0, "seed {seed}: {} ns", rms(&placed));
+            assert!(rms(&placed) < 1_250_000.0, "seed {seed}: {} ns", rms(&placed));
         }
     }
 
@@ -406,7 +436,7 @@ mod tests {
             spreads.push(rms(&placed));
         }
         spreads.sort_by(f64::total_cmp);
-        assert!(spreads[20] < 1_000_000.0, "median RMS half-range {} ns", spreads[20]);
+        assert!(spreads[20] < 1_250_000.0, "median RMS half-range {} ns", spreads[20]);
     }
 
     /// The grid test that decides a gap across a stall: a slow sensor's true counts fit one period
@@ -419,6 +449,32 @@ mod tests {
         assert!(on_one_grid(&moves, &k, 10_000_000));
         let shifted: Vec<i64> = k.iter().map(|&k| if k >= 300 { k + 1 } else { k }).collect();
         assert!(!on_one_grid(&moves, &shifted, 10_000_000));
+    }
+
+    /// A sensor whose period drifts as it warms: 0.05–0.2 % over 20 s (an INA2xx oscillator moves
+    /// about 0.5 % over its whole temperature range). Every update lies within its placement.
+    /// One mean period over the whole recording left 166 of 1,994 outside (seed 0, 0.05 %).
+    #[test]
+    fn a_sensor_whose_period_drifts_keeps_every_update_in_its_placement() {
+        for (seed, change) in [0.0005f64, 0.001, 0.002].iter().flat_map(|c| (0..4u64).map(move |s| (s, *c))) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let start = 10_000_000.0 * (1.0 + rng.random_range(-0.005..0.005));
+            let reads: Vec<i64> = (1..20 * 200).map(|k| k * 5_000_000 + rng.random_range(0..100_000)).collect();
+            let n = 2_000;
+            let mut t = 1_000_000.0;
+            let updates: Vec<i64> = (0..n)
+                .map(|k| {
+                    t += start * (1.0 + change * k as f64 / n as f64);
+                    t as i64
+                })
+                .filter(|u| *u > reads[0] && *u < reads[reads.len() - 1])
+                .collect();
+            let moves = moves_of_updates(&reads, &updates);
+            let last = |(a, b): (i64, i64)| *updates.iter().rev().find(|u| **u > a && **u <= b).unwrap();
+            let placed = place_updates(&moves, 10_000_000);
+            let missed = moves.iter().zip(&placed).filter(|(m, (at, h))| (last(**m) - at).abs() > *h).count();
+            assert_eq!(missed, 0, "seed {seed}, period {change} longer at the end: {missed} of {} outside their placement", moves.len());
+        }
     }
 
     /// Fewer than three moves, or no period: each update keeps its own read interval.
