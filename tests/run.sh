@@ -142,7 +142,14 @@ clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
 # the workspace crates (the wrapper is in their fingerprints); the e2e tests' own `cargo build`
 # of the binaries inherits them from `cargo test`.
 lint_cargo() { RUSTC_WORKSPACE_WRAPPER=$clippy_driver CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" cargo "$@"; }
-stage "build + clippy" lint_cargo build --workspace --all-targets --locked
+# Every later cargo command also selects the whole workspace with its tests, because cargo unifies
+# dependency features over the packages and targets of one command: the harness's `-p
+# wattflip-agent --bin …` and `-p wattflip-collector --bin …` and the fleet stage's `-p
+# wattflip-e2e` compiled 52, 23 and 42 crates again with other features, 433 CPU-seconds (stop 52,
+# docs/benchmarks.md). The e2e harness repeats this build for its binaries (tests/harness/bins.rs).
+build_args=(--workspace --all-targets --locked)
+export WATTFLIP_E2E_CARGO_BUILD_ARGS="${build_args[*]}"
+stage "build + clippy" lint_cargo build "${build_args[@]}"
 # The package build must be done before the timing-sensitive tests start.
 bg_wait "package build"
 cargo_tests() { lint_cargo test --workspace --locked "$@" 2>&1 | tee target/test-output.log; }
@@ -150,7 +157,7 @@ stage "cargo test" cargo_tests "$@"
 # The fleet test is #[ignore]d in a plain `cargo test` (three QEMU guests, minutes); it runs here,
 # as its own binary after the timing-sensitive e2e tests, unless WATTFLIP_SKIP_FLEET=1.
 fleet_ran=0
-fleet_test() { lint_cargo test -p wattflip-e2e --test fleet --locked -- --ignored 2>&1 | tee -a target/test-output.log; }
+fleet_test() { lint_cargo test --workspace --test fleet --locked -- --ignored 2>&1 | tee -a target/test-output.log; }
 if [ "${WATTFLIP_SKIP_FLEET:-}" != 1 ]; then
   stage "fleet" fleet_test
   fleet_ran=1

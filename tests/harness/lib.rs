@@ -8,10 +8,13 @@
 // calling test's failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod bins;
 pub mod fleet;
 pub mod fleet_efficiency;
 pub mod prometheus;
 pub mod thanos;
+
+pub use bins::bin;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -161,29 +164,6 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port in 20000..32000 on 127.0.0.1");
-}
-
-/// Path of a workspace binary in the same profile as this test, built on demand.
-pub fn bin(package: &str, name: &str) -> PathBuf {
-    // `WATTFLIP_E2E_BIN_WATTFLIP_COLLECTOR=/path` runs the tests against another build of that
-    // binary, e.g. the one before a fix (to see a new test fail without it).
-    if let Ok(p) = std::env::var(format!("WATTFLIP_E2E_BIN_{}", name.to_uppercase().replace('-', "_"))) {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test-binary> → target/<profile>/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = dir.join(name);
-    let profile_release = dir.file_name().is_some_and(|n| n == "release");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "--quiet", "-p", package, "--bin", name]);
-    if profile_release {
-        cmd.arg("--release");
-    }
-    // Always (re)build: cheap when up to date, and never tests a stale binary.
-    let status = cmd.status().expect("run cargo build");
-    assert!(status.success(), "cargo build -p {package} --bin {name} failed");
-    path
 }
 
 /// Polls `f` every 20 ms until it returns Some or `timeout` passes.
