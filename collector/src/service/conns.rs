@@ -4,7 +4,10 @@
 //! its handshake, or after its last stream ended): a client that finishes TLS and then sends
 //! nothing, or answers HTTP/2 pings and nothing else, holds a descriptor for seconds, not forever.
 //! At the limit, the connection idle the longest makes room for the new one; with none idle, the
-//! new one is refused. Each closing and refusal is counted by reason (`agents_rejected`:
+//! new one is refused. An evicted connection holds its descriptor until its task closes it, so
+//! while more than [`CLOSING_MAX`] are still closing no new one is accepted (the kernel's listen
+//! queue holds them): evictions in a burst of handshakes had run the process out of descriptors
+//! ("accept failed: Too many open files" with 1,000 clients and 512 descriptors). Each closing and refusal is counted by reason (`agents_rejected`:
 //! `connection_limit`, `idle_connection`, `idle_evicted`) and logged at WARN at most once per
 //! [`WARN_EVERY`] per reason. To watch another per-connection condition, add it to [`Conn`] and
 //! to `Guarded::expired`.
@@ -26,6 +29,11 @@ use tonic::transport::server::Connected;
 
 /// At most one WARN per reason in this interval (the counters count every one).
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Evicted connections still holding their descriptors above which no new connection is
+/// accepted: a quarter of the 64 descriptors the limit keeps apart from the connections
+/// (`server.rs`), the rest for the sinks, the listeners and the logs.
+pub const CLOSING_MAX: usize = 16;
 
 /// One connection's state, shared by its IO wrapper and the streams opened on it.
 #[derive(Debug)]
@@ -60,11 +68,23 @@ pub struct Conns {
     idle: Duration,
     stats: Arc<IngestStats>,
     warn: Mutex<HashMap<&'static str, LogGate>>,
+    /// Evicted connections whose descriptor is not closed yet.
+    closing: AtomicUsize,
+    /// Told when one of them is.
+    closed: tokio::sync::Notify,
 }
 
 impl Conns {
     pub fn new(limit: usize, idle: Duration, stats: Arc<IngestStats>) -> Arc<Self> {
-        Arc::new(Conns { open: Mutex::default(), limit: limit.max(1), idle, stats, warn: Mutex::default() })
+        Arc::new(Conns {
+            open: Mutex::default(),
+            limit: limit.max(1),
+            idle,
+            stats,
+            warn: Mutex::default(),
+            closing: AtomicUsize::new(0),
+            closed: tokio::sync::Notify::new(),
+        })
     }
 
     /// Connections open now.
@@ -74,6 +94,19 @@ impl Conns {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Evicted connections still holding their descriptors.
+    pub fn closing(&self) -> usize {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// Returns once fewer than [`CLOSING_MAX`] evicted connections are still closing (checked
+    /// again every 100 ms, should a wake-up be missed).
+    pub async fn room(&self) {
+        while self.closing() >= CLOSING_MAX {
+            let _ = tokio::time::timeout(Duration::from_millis(100), self.closed.notified()).await;
+        }
     }
 
     fn refuse(&self, reason: &'static str, peer: SocketAddr, msg: &str) {
@@ -104,6 +137,8 @@ impl Conns {
                 return None;
             };
             if let Some(c) = open.remove(&addr) {
+                // Counted before the flag is seen: its Guarded's drop takes it off again.
+                self.closing.fetch_add(1, Ordering::AcqRel);
                 c.evict.store(true, Ordering::Release);
                 c.wake();
             }
@@ -188,6 +223,11 @@ impl<IO> Guarded<IO> {
 impl<IO> Drop for Guarded<IO> {
     fn drop(&mut self) {
         self.conns.remove(self.peer, &self.conn);
+        // An evicted connection's descriptor closes with its IO, dropped right after this.
+        if self.conn.evict.load(Ordering::Acquire) {
+            self.conns.closing.fetch_sub(1, Ordering::AcqRel);
+            self.conns.closed.notify_one();
+        }
     }
 }
 
@@ -244,6 +284,7 @@ where
     tokio::spawn(async move {
         let mut failed = LogGate::new(WARN_EVERY);
         loop {
+            conns.room().await;
             let (tcp, peer) = match listener.accept().await {
                 Ok(c) => c,
                 Err(e) => {
@@ -274,3 +315,6 @@ where
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }
+
+#[cfg(test)]
+mod tests;
