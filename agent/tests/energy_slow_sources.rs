@@ -135,3 +135,50 @@ fn a_power_reading_whose_update_period_nothing_gives_is_named_and_every_run_flag
     assert_eq!(e.source_facts.unwrap().update_from, UpdateFrom::Declared);
     assert!(e.notices.is_empty(), "{:?}", e.notices);
 }
+
+/// An INA238's `power1_input` (±1.2 % class): the mean of its last 100 ms, held, read every
+/// 5 ms, its value repeating exactly through a flat idle (no change shows there). Each change is
+/// one update's energy, so the agent counts the updates like a slow counter's (`energy::held`),
+/// including those a repeated value hid, and a run inside an update or two takes the middle of
+/// what those updates show. Twenty devices with a gain of exactly 1, 240 runs of 20 ms–3 s:
+/// their intervals cover the truth on ≥ 95 % of them, the median error is under 1.5 % and the
+/// largest under 50 %, the median half-width under 4.5 % of the energy, and the idle baseline is
+/// the truth's within 1 % (the one value a flat idle repeats carries its ±10 mW of reading
+/// noise, up to 0.7 % of a 1.5 W idle). Each run spread over whole updates, as before: median
+/// error 2.0 %, largest 99.7 %, median half-width 5.8 % (1 run of 240 uncovered).
+#[test]
+fn a_held_value_slower_than_its_reads_is_counted_by_its_updates() {
+    let kind = Kind::SampleHold { update: 100 * MS, read: 5 * MS, source: "hwmon", driver: "ina238", class: 0.012 };
+    let (mut errors, mut widths, mut uncovered) = (Vec::new(), Vec::new(), Vec::new());
+    for seed in 0..20u64 {
+        let sched = schedule(4000 + seed);
+        let model = sched.model(4000 + seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let z = zone_of(kind, &model, 1.0, sched.duration(), &mut rng);
+        let e = energy_of_recording_in(&report_of(&sched), &z, window(&sched), None, None).unwrap();
+        let idle = e.idle.as_ref().expect("idle profile").median_w;
+        assert!((idle - sched.idle_w).abs() / sched.idle_w < 0.01, "seed {seed}: idle {idle} W vs truth {} W", sched.idle_w);
+        for r in &e.runs {
+            let truth = model.energy(r.trace_start_ns.unwrap() - T0, r.trace_end_ns.unwrap() - T0);
+            let u = r.energy_u95_j.unwrap();
+            if (r.energy_j - truth).abs() > u {
+                uncovered.push((seed, r.run_id));
+            }
+            errors.push((r.energy_j - truth).abs() / truth);
+            widths.push(u / truth);
+        }
+    }
+    errors.sort_by(f64::total_cmp);
+    widths.sort_by(f64::total_cmp);
+    let (median, max, width) = (errors[errors.len() / 2], errors[errors.len() - 1], widths[widths.len() / 2]);
+    let summary = format!(
+        "{} runs: median error {:.2} %, largest {:.1} %, median half-width {:.2} %; uncovered {uncovered:?}",
+        errors.len(),
+        median * 100.0,
+        max * 100.0,
+        width * 100.0
+    );
+    println!("{summary}");
+    assert_eq!(errors.len(), 240, "{summary}");
+    assert!(uncovered.len() * 20 <= errors.len() && median < 0.015 && max < 0.5 && width < 0.045, "{summary}");
+}

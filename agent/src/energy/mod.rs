@@ -10,6 +10,7 @@
 //! only has to produce a `PowerSeries` and call [`analyze`].
 
 pub mod grid;
+pub mod held;
 pub mod interval;
 pub mod live;
 pub mod recorded;

@@ -70,6 +70,10 @@ pub fn energy_of_recording_in(
     if matches!(facts.update_from, UpdateFrom::Declared | UpdateFrom::Measured) {
         z.update_ns = facts.update_ns;
     }
+    // A held value slower than its reads is analysed as the counter it amounts to (`held`).
+    if let Some(c) = super::held::as_counter(&z, facts.update_ns, facts.read_ns) {
+        z = c;
+    }
     let series = z.series()?;
     let stuck = facts.stuck();
     // A stuck counter still bounds every run by the idle window (without it each run would look
@@ -98,14 +102,17 @@ pub fn energy_of_recording_in(
     let read = i64::try_from(facts.read_ns).unwrap_or(i64::MAX);
     let peak = |a: i64, b: i64| super::uncertain::peak_of_zone(&z, span, read, a, b);
     let margin = super::uncertain::smear_margin_ns(&z, read);
+    // The series' samples start at the placed updates of a counter slower than its reads
+    // (`live::counter_samples`); other sources place none.
+    let slow_counter = z.is_counter() && facts.update_ns as f64 > 1.25 * facts.read_ns as f64;
     let visible = |a: i64, b: i64, baseline: f64| {
+        if slow_counter {
+            return super::uncertain::updates_holding(&series, a.saturating_sub(read), b.saturating_add(read), baseline);
+        }
         let (from, to) = (a.saturating_sub(margin), b.saturating_add(margin));
         let region_s = (to - from) as f64 * 1e-9;
         (margin > 0).then(|| super::uncertain::Visible { energy: series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * region_s, region_s })
     };
-    // The series' samples start at the placed updates of a counter slower than its reads
-    // (`live::counter_samples`); other sources place none.
-    let slow_counter = z.is_counter() && facts.update_ns as f64 > 1.25 * facts.read_ns as f64;
     let moves = if slow_counter { super::grid::moves_of(&z.t, &z.watts, &z.interval_ns) } else { Vec::new() };
     let placed = super::grid::place_updates(&moves, z.counter_update_ns());
     let updates = |at: i64| super::uncertain::updates_around(&series, at, &placed);

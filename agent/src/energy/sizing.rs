@@ -26,10 +26,15 @@ const LONGEST: f64 = 86_400.0;
 
 /// The relative 95 % half-width of the energy of a run of `d` s at `power_w` on the source `m`,
 /// as [`SourceModel::run`] gives it for the worst edges: a power reading's whole power steps at
-/// both edges (an idle baseline of 0 W), a counter's whole power is at both edges (a cut tail).
+/// both edges (an idle baseline of 0 W), a counter's whole power is at both edges (a cut tail);
+/// a counter slower than its reads, the whole power steps at a cut tail inside an update.
 pub fn relative_u95(m: &SourceModel, power_w: f64, d: f64) -> f64 {
     let p = if power_w.is_finite() && power_w > 0.0 { power_w } else { 1.0 };
-    let baseline = if m.reporting == Reporting::Counter { p } else { 0.0 };
+    // A counter slower than its reads values each edge's update part by part: its worst edge is
+    // a cut tail in the middle of an update with the idle baseline at 0 W (a quarter update at
+    // the whole power), not the whole power over the update's phase.
+    let resolved = m.reporting == Reporting::Counter && m.update.0 as f64 > 1.25 * m.read.0 as f64;
+    let baseline = if m.reporting == Reporting::Counter && !resolved { p } else { 0.0 };
     let f = RunFigures {
         duration: Nanos((d * 1e9) as u64),
         energy: Joules(p * d),
@@ -82,7 +87,9 @@ pub fn idle_source(z: &ZoneSeries, facts: &SourceFacts, from: i64, to: i64) -> (
     let idle: Vec<f64> = z.t.iter().zip(&z.watts).filter(|(x, w)| **x >= from && **x < to && w.is_finite()).map(|(_, w)| *w).collect();
     let (_, noise) = wattflip_energy::stats::median_and_sigma(&idle).unwrap_or((0.0, 0.0));
     let power = if idle.is_empty() { 0.0 } else { idle.iter().sum::<f64>() / idle.len() as f64 };
-    (model_of_zone(z, facts, noise), power)
+    // A held value slower than its reads is analysed as a counter (`super::held`): sized as one.
+    let counter = super::held::as_counter(z, facts.update_ns, facts.read_ns);
+    (model_of_zone(counter.as_ref().unwrap_or(z), facts, noise), power)
 }
 
 /// What [`plan`] knows of a run of the probe's plan: its expected length, or `None` for a run

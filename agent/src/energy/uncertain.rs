@@ -191,6 +191,20 @@ fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idl
     r.j_per_mib_u95 = r.j_per_mib.filter(|_| r.energy_j > 0.0).map(|j| j * b.u95.energy.0 / r.energy_j);
 }
 
+/// What a counter slower than its reads shows above `baseline` over the whole updates holding
+/// `[from, to)` (one sample each, [`super::live`]'s `counter_samples`): their energy and span.
+/// A run inside them has its energy above idle within it, however they split it. `None` where
+/// the series has no such updates.
+pub fn updates_holding(series: &PowerSeries, from: i64, to: i64, baseline: f64) -> Option<Visible> {
+    let t = series.times();
+    let i = series.index_at_or_after(UnixNanos(from.saturating_add(1))).checked_sub(1)?;
+    let j = series.index_at_or_after(UnixNanos(to));
+    let end = t.get(j).map_or(series.end_time().0, |x| x.0);
+    let region_s = (end - t[i].0) as f64 * 1e-9;
+    let energy: f64 = (i..j.min(series.len())).map(|k| series.sample_energy(k)).sum();
+    Some(Visible { energy: energy - baseline * region_s, region_s })
+}
+
 /// The highest power `z` shows near the run `[from, to)`: a counter's over whole updates
 /// ([`super::source::binned`] in spans of `span_ns`) up to one span and one update after its end;
 /// a held value or moving average, its highest reading up to one update (`update_ns`, a moving
@@ -368,5 +382,25 @@ mod tests {
         f.start_updates = Some(w(40, 5));
         quiet_far_parts(&mut f, &busy, (1_050_000_000, 1_080_000_000));
         assert_eq!(f.start_updates.map(|w| w.far_quiet), Some(false), "the first run's IO ends at 1.02 s, inside 1.01–1.05 s");
+    }
+
+    /// A slow counter's updates at 0, 100, 200 and 300 ms (to 400 ms) holding 0.2, 0.5, 0.3 and
+    /// 0.2 J, over a 2 W baseline: a span inside the second update shows its 0.5 J less 0.2 J of
+    /// baseline; one reaching into the third, both updates' 0.8 J less 0.4 J.
+    #[test]
+    fn a_slow_counters_updates_show_what_they_hold_around_a_span() {
+        let ms = |m: i64| UnixNanos(m * 1_000_000);
+        let series = PowerSeries::new(vec![ms(0), ms(100), ms(200), ms(300)], vec![Watts(2.0); 4])
+            .ok()
+            .and_then(|s| s.ending_at(ms(400)))
+            .and_then(|s| s.with_energies(vec![0.2, 0.5, 0.3, 0.2]))
+            .expect("a series");
+        let v = updates_holding(&series, ms(115).0, ms(185).0, 2.0).expect("inside the series");
+        assert!((v.energy - 0.3).abs() < 1e-12 && (v.region_s - 0.1).abs() < 1e-12, "{v:?}");
+        let v = updates_holding(&series, ms(145).0, ms(255).0, 2.0).expect("inside the series");
+        assert!((v.energy - 0.4).abs() < 1e-12 && (v.region_s - 0.2).abs() < 1e-12, "{v:?}");
+        let v = updates_holding(&series, ms(345).0, ms(399).0, 2.0).expect("the last update");
+        assert!((v.energy - 0.0).abs() < 1e-12 && (v.region_s - 0.1).abs() < 1e-12, "{v:?}");
+        assert_eq!(updates_holding(&series, -ms(10).0, ms(50).0, 2.0), None, "before the first update");
     }
 }

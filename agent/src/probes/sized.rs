@@ -64,7 +64,9 @@ pub fn size_runs(
         return Ok(None);
     }
     let (m, power) = sizing::idle_source(&z, &facts, from, to);
-    let source = format!("{} ({}, {}, accuracy class ±{:.1} %)", z.label(), facts.describe(), m.reporting.as_str(), m.accuracy * 100.0);
+    // A held value slower than its reads is counted by its updates (`energy::held`).
+    let how = if z.is_counter() || m.reporting != wattflip_energy::Reporting::Counter { m.reporting.as_str() } else { "held value counted by its updates" };
+    let source = format!("{} ({}, {how}, accuracy class ±{:.1} %)", z.label(), facts.describe(), m.accuracy * 100.0);
     let options = super::plan_options(a, target.size);
     let full = uflip::plan(&options);
     let runs = executed(&full, a.read_only);
