@@ -110,8 +110,7 @@ pub fn energy_of_recording_in(
             return super::uncertain::updates_holding(&series, a.saturating_sub(read), b.saturating_add(read), baseline);
         }
         let (from, to) = (a.saturating_sub(margin), b.saturating_add(margin));
-        let region_s = (to - from) as f64 * 1e-9;
-        (margin > 0).then(|| super::uncertain::Visible { energy: series.energy_between(UnixNanos(from), UnixNanos(to)).0 - baseline * region_s, region_s })
+        (margin > 0).then(|| super::uncertain::shown_between(&series, from, to, baseline)).flatten()
     };
     let moves = if slow_counter { super::grid::moves_of(&z.t, &z.watts, &z.interval_ns) } else { Vec::new() };
     let placed = super::grid::place_updates(&moves, z.counter_update_ns());

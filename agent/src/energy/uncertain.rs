@@ -205,6 +205,31 @@ pub fn updates_holding(series: &PowerSeries, from: i64, to: i64, baseline: f64) 
     Some(Visible { energy: energy - baseline * region_s, region_s })
 }
 
+/// What a held or averaged source shows above `baseline` over `[from, to)`: each sample's energy
+/// over the part of its hold inside the span, less the baseline over the time the samples cover
+/// there. (Whole samples whose hold starts in the span, against the span's length, left out up to
+/// a sample at each end: with a DCMI reading's 1 s holds a run's whole second went missing, and
+/// its figures covered 93.8 % of one seed set's runs.)
+pub fn shown_between(series: &PowerSeries, from: i64, to: i64, baseline: f64) -> Option<Visible> {
+    if to <= from || series.is_empty() {
+        return None;
+    }
+    let t = series.times();
+    let first = series.index_at_or_after(UnixNanos(from.saturating_add(1))).saturating_sub(1);
+    let last = series.index_at_or_after(UnixNanos(to)).min(series.len());
+    let (mut energy, mut covered) = (0.0, 0i64);
+    for k in first..last {
+        let (s, e) = (t[k].0, t.get(k + 1).map_or(series.end_time().0, |x| x.0));
+        let inside = e.min(to) - s.max(from);
+        if inside > 0 && e > s {
+            energy += series.sample_energy(k) * inside as f64 / (e - s) as f64;
+            covered += inside;
+        }
+    }
+    let region_s = covered as f64 * 1e-9;
+    Some(Visible { energy: energy - baseline * region_s, region_s })
+}
+
 /// The highest power `z` shows near the run `[from, to)`: a counter's over whole updates
 /// ([`super::source::binned`] in spans of `span_ns`) up to one span and one update after its end;
 /// a held value or moving average, its highest reading up to one update (`update_ns`, a moving
@@ -402,5 +427,23 @@ mod tests {
         let v = updates_holding(&series, ms(345).0, ms(399).0, 2.0).expect("the last update");
         assert!((v.energy - 0.0).abs() < 1e-12 && (v.region_s - 0.1).abs() < 1e-12, "{v:?}");
         assert_eq!(updates_holding(&series, -ms(10).0, ms(50).0, 2.0), None, "before the first update");
+    }
+
+    /// A DCMI reading's holds of 1 s at 4, 6 and 5 W from 0 to 3 s, over a 4 W baseline: a span
+    /// inside the middle second shows its 6 W over the span (the samples starting in it, none,
+    /// had shown −3.2 J); one across three holds shows each over its part; past the series' end
+    /// nothing is shown and no baseline is taken away.
+    #[test]
+    fn a_held_source_shows_each_hold_over_its_part_of_a_span() {
+        let ms = |m: i64| UnixNanos(m * 1_000_000);
+        let series = PowerSeries::new(vec![ms(0), ms(1000), ms(2000)], vec![Watts(4.0), Watts(6.0), Watts(5.0)])
+            .ok()
+            .and_then(|s| s.ending_at(ms(3000)))
+            .expect("a series");
+        let near = |v: Option<Visible>, energy: f64, region_s: f64| v.is_some_and(|v| (v.energy - energy).abs() < 1e-9 && (v.region_s - region_s).abs() < 1e-9);
+        assert!(near(shown_between(&series, ms(1100).0, ms(1900).0, 4.0), 1.6, 0.8));
+        assert!(near(shown_between(&series, ms(500).0, ms(2250).0, 4.0), 2.25, 1.75));
+        assert!(near(shown_between(&series, ms(2500).0, ms(4000).0, 4.0), 0.5, 0.5));
+        assert_eq!(shown_between(&series, ms(10).0, ms(10).0, 4.0), None);
     }
 }
