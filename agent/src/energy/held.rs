@@ -152,4 +152,32 @@ mod tests {
         let counter = ZoneSeries { interval_ns: vec![5_000_000; z.t.len()], ..z };
         assert!(as_counter(&counter, 100_000_000, 5_000_000).is_none());
     }
+
+    /// A failed read (NaN) changes nothing and moves nothing; the value it hid still counts at
+    /// the next change. A source declared at 100 ms that updates every 20 ms is counted at the
+    /// 20 ms its changes show, so no update's energy is lost or doubled.
+    #[test]
+    fn failed_reads_and_a_wrong_declared_period_lose_no_energy() {
+        let mut z = held();
+        for i in [30, 31, 100, 161] {
+            z.watts[i] = f64::NAN;
+        }
+        let c = as_counter(&z, 100_000_000, 5_000_000).expect("a held value");
+        let total: f64 = c.watts.iter().zip(&c.interval_ns).map(|(w, iv)| w * *iv as f64 * 1e-9).sum();
+        assert!((total - LEVELS[1..].iter().sum::<f64>() / 10.0).abs() < 1e-9, "{total}");
+        assert!(c.watts.iter().all(|w| w.is_finite()));
+
+        let mut fast = ZoneSeries { path: "/sys/fixture/power1_input".into(), ..Default::default() };
+        for k in 0..400 {
+            let t = 1 + k * 5_000_000;
+            fast.t.push(t);
+            fast.watts.push(2.0 + 0.1 * ((t / 20_000_000) % 3) as f64);
+        }
+        let c = as_counter(&fast, 100_000_000, 5_000_000).expect("a held value");
+        assert_eq!(c.update_ns, 20_000_000);
+        let total: f64 = c.watts.iter().zip(&c.interval_ns).map(|(w, iv)| w * *iv as f64 * 1e-9).sum();
+        // 99 changes after the first update, each its value over 20 ms.
+        let want: f64 = (1..100).map(|k| (2.0 + 0.1 * (k % 3) as f64) * 0.02).sum();
+        assert!((total - want).abs() < 1e-9, "{total} J against {want} J");
+    }
 }
