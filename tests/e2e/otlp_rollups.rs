@@ -150,11 +150,13 @@ fn recorded(prom: &Prometheus, name: &str, sel: &str, t0: i64, m: i64, t_end: f6
     got.into_iter().flat_map(|s| s.1).filter(|(t, _)| *t >= from && *t < to).map(|(_, v)| v).collect()
 }
 
-/// Every exact window of minute `m` records `want` (three or four evaluations), or none.
+/// Every exact window of minute `m` records `want` (three or four evaluations at 5 s; at least
+/// two: on a loaded machine Prometheus may start an evaluation late enough that only two fall in
+/// the 16 s span, as one CI run of stop 53 saw), or none.
 fn expect(prom: &Prometheus, name: &str, sel: &str, t0: i64, m: i64, t_end: f64, want: Option<f64>) {
     let got = recorded(prom, name, sel, t0, m, t_end);
     match want {
-        Some(w) => assert!(got.len() >= 3 && got.iter().all(|v| *v == w), "{name}{{{sel}}} minute {m}: want {w} in 3-4 windows, got {got:?}"),
+        Some(w) => assert!(got.len() >= 2 && got.iter().all(|v| *v == w), "{name}{{{sel}}} minute {m}: want {w} in 2-4 windows, got {got:?}"),
         None => assert_eq!(got, Vec::<f64>::new(), "{name}{{{sel}}} minute {m}: absent (no earlier counter sample)"),
     }
 }

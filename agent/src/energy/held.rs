@@ -34,7 +34,10 @@ pub fn as_counter(z: &ZoneSeries, update_ns: u64, read_ns: u64) -> Option<ZoneSe
     }
     let count = |a: usize, b: usize| ((z.t[b] - z.t[a]) as f64 / nominal).round().max(1.0);
     let updates: f64 = changes.windows(2).map(|w| count(w[0], w[1])).sum();
-    let period = if updates > 0.0 { (z.t[changes[changes.len() - 1]] - z.t[changes[0]]) as f64 / updates } else { nominal };
+    // Never shorter than a read: changes bunched together (a burst of noise) must not make a
+    // period that fills a long quiet stretch with millions of updates.
+    let measured = if updates > 0.0 { (z.t[changes[changes.len() - 1]] - z.t[changes[0]]) as f64 / updates } else { nominal };
+    let period = measured.max(read_ns as f64);
     let joules = update_energies(z, &changes, period, count);
     let mut out = ZoneSeries { t: Vec::with_capacity(n - 1), watts: Vec::with_capacity(n - 1), interval_ns: Vec::with_capacity(n - 1), ..z.clone() };
     out.update_ns = period.round() as u64;
