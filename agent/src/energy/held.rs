@@ -69,11 +69,12 @@ fn update_energies(z: &ZoneSeries, changes: &[usize], period: f64, count: impl F
     let Some(&first) = changes.first() else {
         return joules;
     };
-    let value_before = |i: usize| z.watts[..i].iter().rev().copied().find(|w| w.is_finite()).unwrap_or(0.0);
-    // Before the first change: the first reading's value, whole periods back to the first reading.
+    // Before the first change: the value held until then, whole periods back to the first reading
+    // (looked up once: a long flat idle before the first change holds many periods).
+    let before = z.watts[..first].iter().rev().copied().find(|w| w.is_finite()).unwrap_or(0.0);
     let mut at = z.t[first] as f64 - period;
     while at > z.t[0] as f64 {
-        add(at, value_before(first), &mut joules);
+        add(at, before, &mut joules);
         at -= period;
     }
     for w in changes.windows(2) {

@@ -198,11 +198,8 @@ fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idl
 pub fn updates_holding(series: &PowerSeries, from: i64, to: i64, baseline: f64) -> Option<Visible> {
     let t = series.times();
     let i = series.index_at_or_after(UnixNanos(from.saturating_add(1))).checked_sub(1)?;
-    let j = series.index_at_or_after(UnixNanos(to));
-    let end = t.get(j).map_or(series.end_time().0, |x| x.0);
-    let region_s = (end - t[i].0) as f64 * 1e-9;
-    let energy: f64 = (i..j.min(series.len())).map(|k| series.sample_energy(k)).sum();
-    Some(Visible { energy: energy - baseline * region_s, region_s })
+    let end = t.get(series.index_at_or_after(UnixNanos(to))).map_or(series.end_time().0, |x| x.0);
+    shown_between(series, t[i].0, end, baseline)
 }
 
 /// What a held or averaged source shows above `baseline` over `[from, to)`: each sample's energy
