@@ -225,6 +225,22 @@ impl SourceModel {
         (x * kept_out.clamp(0.0, 1.0), x / d)
     }
 
+    /// The middle of what a moving average moves out of a run longer than half its window: its
+    /// box, centred by the lag correction, keeps D − W/4 of the run's step (a·W/4 out, half at
+    /// each edge, whatever the edges' phase), so the run's measured energy lies low by up to
+    /// that much; half of it is added back and half stays in the smear term, both from the run's
+    /// own measured energy above idle (its neighbours' spread energy moves in as well, which the
+    /// term's X covers). 0 for other sources and shorter runs: a held value's loss depends on
+    /// where its updates fall, and the property test's held values are counted by their updates
+    /// or read once per update, so a shift there would be unmeasured.
+    pub fn smear_shift(&self, r: &RunFigures) -> Joules {
+        let (d, w) = (ns(r.duration), self.update_s());
+        if self.reporting != Reporting::MovingAverage || d <= w / 2.0 {
+            return Joules(0.0);
+        }
+        Joules(r.above_idle.0.max(0.0) * (w / (4.0 * d)).min(1.0) / 2.0)
+    }
+
     /// Standard uncertainty (J) of the noise aliased into `d` s of readings: none for a counter
     /// or averaged readings (they integrate everything), else σ·√(d·T) for independent values
     /// of length T.
@@ -277,7 +293,7 @@ impl SourceModel {
             // the run's interval is one term, the read and jitter at each edge a small one.
             Reporting::SampleHold | Reporting::MovingAverage => {
                 let (loss, step) = self.smear(r);
-                (loss, step * (h - self.smear_s()).max(0.0))
+                (loss - self.smear_shift(r).0, step * (h - self.smear_s()).max(0.0))
             }
         };
         let edges = match self.reporting {

@@ -119,6 +119,13 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, around: &Arou
             apply_bounded(r, &b, baseline, idle.u95.0);
             continue;
         }
+        let shift = m.smear_shift(&f).0;
+        if shift > 0.0 {
+            // A moving average's box keeps part of the run's step out of it: the middle of that
+            // goes back in (`SourceModel::smear_shift`; the half-width keeps the other half).
+            rescale(r, r.energy_j + shift);
+            r.energy_above_idle_j += shift;
+        }
         r.energy_u95_j = Some(u.energy.0);
         r.energy_above_idle_u95_j = (!r.idle_unknown).then_some(u.above_idle.0);
         r.background_u95_j = Some(u.background.0);
@@ -169,16 +176,7 @@ fn bounded(r: &super::RunEnergyRecord, m: &SourceModel, baseline: f64, idle: &Id
 
 /// Puts the bounded figures on the run: its energy and what follows from it, the half-widths.
 fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idle_u95: f64) {
-    // Figures per byte, per IO and against the datasheet scale with the energy; from a run whose
-    // first figure was not positive they cannot be rescaled and are left out, never zeroed.
-    let scale = (r.energy_j > 0.0).then(|| b.energy.0 / r.energy_j);
-    r.j_per_mib = r.j_per_mib.zip(scale).map(|(j, k)| j * k);
-    r.j_per_io = r.j_per_io.zip(scale).map(|(j, k)| j * k);
-    r.datasheet_ratio = r.datasheet_ratio.zip(scale).map(|(x, k)| x * k);
-    if let Some(d) = r.trace_end_ns.zip(r.trace_start_ns).map(|(z, a)| (z - a) as f64 * 1e-9).filter(|d| *d > 0.0) {
-        r.mean_w = b.energy.0 / d;
-    }
-    r.energy_j = b.energy.0;
+    rescale(r, b.energy.0);
     r.energy_above_idle_j = b.above_idle.0;
     r.idle_baseline_w = baseline;
     r.baseline_source = "idle_window".into();
@@ -189,6 +187,20 @@ fn apply_bounded(r: &mut super::RunEnergyRecord, b: &Bounded, baseline: f64, idl
     r.idle_u95_w = Some(idle_u95);
     r.flag("shorter than the source resolves: its energy is the middle of what the source shows around it, ± half of that");
     r.j_per_mib_u95 = r.j_per_mib.filter(|_| r.energy_j > 0.0).map(|j| j * b.u95.energy.0 / r.energy_j);
+}
+
+/// Gives the run the energy `energy` (J) and what follows from it. Figures per byte, per IO and
+/// against the datasheet scale with the energy; from a run whose first figure was not positive
+/// they cannot be rescaled and are left out, never zeroed.
+fn rescale(r: &mut super::RunEnergyRecord, energy: f64) {
+    let scale = (r.energy_j > 0.0).then(|| energy / r.energy_j);
+    r.j_per_mib = r.j_per_mib.zip(scale).map(|(j, k)| j * k);
+    r.j_per_io = r.j_per_io.zip(scale).map(|(j, k)| j * k);
+    r.datasheet_ratio = r.datasheet_ratio.zip(scale).map(|(x, k)| x * k);
+    if let Some(d) = r.trace_end_ns.zip(r.trace_start_ns).map(|(z, a)| (z - a) as f64 * 1e-9).filter(|d| *d > 0.0) {
+        r.mean_w = energy / d;
+    }
+    r.energy_j = energy;
 }
 
 /// What a counter slower than its reads shows above `baseline` over the whole updates holding

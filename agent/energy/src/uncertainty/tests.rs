@@ -175,8 +175,9 @@ fn a_slow_counters_edges_by_hand() {
 }
 
 /// By hand: a moving average over 1 s read every 10 ms, 3 W over 2 W idle. A 2 s run (longer
-/// than W/2): W/4 · 3 W = 0.75 J out, edges half a read · 3 W = 15 mJ. A 100 ms run, 0.3 J
-/// above idle: 1 − D/W = 0.9 of it, 0.27 J.
+/// than W/2): W/4 · 3 W = 0.75 J out, of which the middle, 0.375 J, goes back into its energy
+/// ([`SourceModel::smear_shift`]) and 0.375 J stays a term; edges half a read · 3 W = 15 mJ. A
+/// 100 ms run, 0.3 J above idle: 1 − D/W = 0.9 of it, 0.27 J, and no shift.
 #[test]
 fn moving_average_spreading_by_hand() {
     let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
@@ -188,12 +189,16 @@ fn moving_average_spreading_by_hand() {
         let q = if edge >= 0.05 * loss { loss + edge - (0.2 * loss * edge).sqrt() } else { 0.95 * loss + edge };
         1.96 * ((q / 1.96).powi(2) + edge * edge / 3.0).sqrt()
     };
+    assert_eq!(m.smear_shift(&run(2000, 5.0, 2.0)), Joules(0.375));
     let u = m.run(&run(2000, 5.0, 2.0), &idle);
-    let want = by_hand(0.75, 0.015);
+    let want = by_hand(0.375, 0.015);
     assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+    assert_eq!(m.smear_shift(&run(100, 5.0, 2.0)), Joules(0.0), "not longer than W/2");
     let u = m.run(&RunFigures { peak: Watts(2.3), ..run(100, 5.0, 2.0) }, &idle);
     let want = by_hand(0.27, 0.015);
     assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+    // Only a moving average's loss is known whatever its phase: a held value keeps its own.
+    assert_eq!(model(Reporting::SampleHold, 1000).smear_shift(&run(2000, 5.0, 2.0)), Joules(0.0));
 }
 
 /// By hand: a counter updating every 1 ms read every 5 ms: half-range 0.5 ms at each edge
