@@ -299,6 +299,7 @@ impl SourceModel {
         let edges = match self.reporting {
             _ if self.resolved() => self.resolved_edges(r, h),
             Reporting::SampleHold | Reporting::MovingAverage => [start, end, end, 0.0],
+            Reporting::Counter => [start, end, self.far_end(r), 0.0],
             _ => [start, end, 0.0, 0.0],
         };
         let stat2 = self.noise_j(d).powi(2) + self.resolution_j(d).powi(2);
@@ -315,6 +316,19 @@ impl SourceModel {
             expand(&[self.gain(r.background.0)], 0.0)
         };
         RunU95 { energy: Joules(energy), above_idle: Joules(above), background: Joules(background) }
+    }
+
+    /// A counter read more slowly than it updates (not [`SourceModel::resolved`]) whose run ends
+    /// inside a reading: the part of that reading after the end is valued at the baseline and the
+    /// run takes the rest, but where the run's tail goes on past its end the power there is the
+    /// tail's, which the next reading shows (its excess over the baseline, over that part). A
+    /// refined end lies inside the tail whenever the tail is below the run's level: on seeds
+    /// 600000+ those runs of the 1 ms counter were 1.1 mJ high at the median and 90 % covered.
+    fn far_end(&self, r: &RunFigures) -> f64 {
+        if r.tail_cut || r.split_end {
+            return 0.0;
+        }
+        r.end_updates.map_or(0.0, |w| (w.after.0 - r.baseline.0).max(0.0) * ns(w.part_after))
     }
 
     /// How long the parts of the updates holding a resolved counter's edges that lie outside the

@@ -221,6 +221,41 @@ fn counter_edges_and_gain_by_hand() {
     assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
 }
 
+/// By hand: the same 1 ms counter read every 5 ms, its 1 s run ending 3 ms before the end of the
+/// reading holding its end, the next reading 2.8 W (0.8 W of tail over the 2 W baseline): the far
+/// part, valued at the baseline, may hold 0.8 W · 3 ms = 2.4 mJ of the tail, a third uniform
+/// beside the start (0.5·√14.5 mJ) and the end (1 mJ): the two largest exactly, the 1 mJ in
+/// quadrature. Where the next run cut the tail, or the next reading is at the baseline, there is
+/// no such term.
+#[test]
+fn a_counter_runs_end_inside_a_reading_may_leave_its_tail_beyond_it() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let m = model(Reporting::Counter, 1);
+    let end = |after: f64| Straddle {
+        before: Watts(5.0),
+        holding: Watts(4.0),
+        after: Watts(after),
+        part_before: Nanos(2_000_000),
+        part_after: Nanos(3_000_000),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
+    let u = m.run(&RunFigures { end_updates: Some(end(2.8)), ..run(1000, 5.0, 2.0) }, &idle);
+    let (start, tail) = (0.5e-3 * 14.5f64.sqrt(), 2.4e-3);
+    let q = start + tail - (0.2f64 * start * tail).sqrt();
+    let want = 1.96 * ((q / 1.96).powi(2) + 1e-6 / 3.0).sqrt();
+    assert!((u.energy.0 - want).abs() < 1e-12, "{} vs {want}", u.energy.0);
+    let without = m.run(&run(1000, 5.0, 2.0), &idle);
+    for f in
+        [RunFigures { end_updates: Some(end(2.0)), ..run(1000, 5.0, 2.0) }, RunFigures { end_updates: Some(end(2.8)), tail_cut: true, ..run(1000, 5.0, 2.0) }]
+    {
+        let u = m.run(&f, &idle);
+        let same = if f.tail_cut { m.run(&RunFigures { tail_cut: true, ..run(1000, 5.0, 2.0) }, &idle) } else { without };
+        assert_eq!(u, same, "{f:?}");
+    }
+}
+
 /// By hand: a run measured over its host window on a counter updating every 100 ms (read every
 /// 5 ms: h = 2.5 ms), started 30 ms into an update at 3 W (its neighbour before idle at the 2 W
 /// baseline, no other run's IO there) and ending with the update after it, beyond which a tail
