@@ -119,7 +119,8 @@ pub fn attach(e: &mut ProbeEnergy, m: &SourceModel, window: Nanos, around: &Arou
             apply_bounded(r, &b, baseline, idle.u95.0);
             continue;
         }
-        let shift = m.smear_shift(&f).0;
+        // Without a baseline the run has no energy above idle to take the loss from.
+        let shift = if r.idle_unknown { 0.0 } else { m.smear_shift(&f).0 };
         if shift > 0.0 {
             // A moving average's box keeps part of the run's step out of it: the middle of that
             // goes back in (`SourceModel::smear_shift`; the half-width keeps the other half).
@@ -384,6 +385,35 @@ mod tests {
         apply_bounded(&mut z, &bounded_figures(), 2.0, 0.01);
         assert_eq!((z.j_per_mib, z.j_per_io, z.datasheet_ratio, z.j_per_mib_u95), (None, None, None, None));
         assert!((z.mean_w - 3.5).abs() < 1e-12, "{}", z.mean_w);
+    }
+
+    /// A 20 ms run, 1 mJ above idle, on a 10 ms moving average: its box keeps W/(4D) = 1/8 of
+    /// that out, and half of it, 62.5 µJ, goes back into its energy and its energy above idle.
+    /// With the idle baseline unknown there is no energy above idle to take it from: unchanged.
+    #[test]
+    fn a_moving_averages_loss_goes_back_only_where_the_baseline_is_known() {
+        let m = SourceModel {
+            reporting: Reporting::MovingAverage,
+            update: Nanos(10_000_000),
+            read: Nanos(1_000_000),
+            jitter: Nanos(0),
+            resolution_j: Joules(0.0),
+            resolution_w: Watts(0.0),
+            noise: Watts(0.0),
+            accuracy: 0.0,
+            align: Nanos(0),
+            placement: Nanos(0),
+        };
+        let around = Around { peak: &|_, _| None, visible: &|_, _, _| None, updates: &|_| None };
+        let attached = |idle_unknown: bool| {
+            let mut e = ProbeEnergy { runs: vec![super::super::RunEnergyRecord { idle_unknown, ..record(0.035) }], ..Default::default() };
+            attach(&mut e, &m, Nanos(1_000_000_000), &around);
+            let r = &e.runs[0];
+            (r.energy_j, r.energy_above_idle_j)
+        };
+        let (energy, above) = attached(false);
+        assert!((energy - 0.0350625).abs() < 1e-15 && (above - 0.0010625).abs() < 1e-15, "{energy} {above}");
+        assert_eq!(attached(true), (0.035, 0.001));
     }
 
     /// Runs at 1.00–1.02 s and 1.05–1.08 s, edges straddled by updates reaching 10 ms beyond
