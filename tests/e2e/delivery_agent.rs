@@ -163,6 +163,7 @@ fn two_agents_on_one_spool_one_refuses_naming_the_owner_and_nothing_is_lost() {
     let why = plain(&std::fs::read_to_string(refused.join("agent.stderr")).unwrap());
     let spool = da.join("spool");
     assert!(why.contains(&format!("spool {} is in use by pid {owner}", spool.display())), "the refusal names the owner:\n{why}");
+    assert_eq!(why.matches("is in use by").count(), 1, "the refusal is said once:\n{why}");
     assert!(ledger(refused).is_empty(), "the refused agent stored nothing");
     let mine = ledger(ran);
     assert!(!mine.is_empty(), "the agent that ran stored its batches");

@@ -22,7 +22,7 @@ use wattflip_proto::v1;
 pub enum RunError {
     #[error("[tls] is missing: the collector connection needs mutual TLS certificates (or insecure_plaintext_loopback_only = true)")]
     NoTls,
-    #[error("cannot open the spool (spool.dir): {0}")]
+    #[error("cannot open the spool (spool.dir)")]
     Spool(#[from] crate::export::backlog::BacklogError),
     #[error(transparent)]
     Metrics(#[from] wattflip_infra::telemetry::MetricsBindError),
