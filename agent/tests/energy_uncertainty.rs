@@ -196,12 +196,13 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
 /// - hwmon counter 100 ms: 2.86 / 2.76 / 2.99 / 3.18 / 2.94, then 2.85 / 2.92 (all its runs
 ///   pooled: 2.46 / 2.97 / 3.36 / 3.91 / 2.93). What is left of its half-width is a run edge in an update
 ///   shared with a neighbour's tail or IO, whose unseen split is covered as a bound.
-/// - IPMI DCMI 1 s: 3.08 / 2.84 / 3.39 / 2.81 / 3.28, then 2.54 / 2.38 on runs of 2–20 s (all
-///   runs pooled, with runs of milliseconds that share a second with their neighbours: 8.5–14).
-///   Read once per update, its update phase is unknown, and the model takes the two edges' time
-///   errors as independent uniforms of half an update each, where one common phase error and
-///   the averaging inside each edge's second would be narrower (tried as a model: 2.93 / 2.77 /
-///   3.21 / 2.73, not kept: still over 3, and only this test to show it covers).
+/// - IPMI DCMI 1 s: 3.69 / 2.84 / 3.26 / 3.71 / 2.57, then 3.26 / 3.06, on runs of 2–20 s, with
+///   its readings in whole watts like a BMC's (stop 56; all runs pooled: 8–14). Its updates are
+///   placed by a phase fitted to the runs (`energy::phase`): on unrounded readings that took it
+///   from 3.08 / 2.84 / 3.39 / 2.81 / 3.28 to 2.79 / 2.83 / 2.78 / 3.02 / 2.82. Rounded, a quiet
+///   rail's readings round alike all along (taken as independent per reading they covered
+///   82–91 %), so the half-width holds half a watt over the run and over each edge's second:
+///   covered 98–100 %, and its median is what a uniform rounding error leaves of it.
 ///
 /// Left the list: PMBus's held value counted by its updates (stop 55, judged on the runs it
 /// resolves: 2.62 / 2.99 / 2.67 / 2.97 / 2.25, then 2.51 / 2.32; pooled 3.11 / 2.82 / 2.95 /

@@ -332,13 +332,30 @@ fn a_dead_letter_replay_recomputes_the_rollups_of_its_minutes() {
     let influx = Influx::start();
     let t0 = (wattflip_e2e::fleet::now_ns() / MINUTE_NS - 120) * MINUTE_NS;
     // Created earlier by something else, in the shard of those minutes: `celsius` as an integer.
-    let post = |path: &str, q: &[(&str, &str)], body: &str| {
-        let r = reqwest::blocking::Client::new().post(format!("{}{path}", influx.url)).query(q).body(body.to_string()).send().unwrap();
-        assert!(r.status().is_success(), "{path}: {}", r.text().unwrap());
+    // InfluxDB answers a statement's error with 200 and the error in the body: both are checked.
+    let try_post = |path: &str, q: &[(&str, &str)], body: &str| {
+        let r = reqwest::blocking::Client::new().post(format!("{}{path}", influx.url)).query(q).body(body.to_string()).send().map_err(|e| e.to_string())?;
+        let ok = r.status().is_success();
+        let text = r.text().unwrap_or_default();
+        if ok && !text.contains("\"error\"") {
+            Ok(())
+        } else {
+            Err(format!("{path}: {text}"))
+        }
     };
-    post("/query", &[("q", &format!("CREATE DATABASE {DB}"))], "");
-    post("/query", &[("q", &format!("CREATE RETENTION POLICY \"raw\" ON {DB} DURATION 7d REPLICATION 1 DEFAULT"))], "");
-    post("/write", &[("db", DB), ("rp", "raw"), ("precision", "n")], &format!("temperature,host=other celsius=40i {t0}\n"));
+    let post = |path: &str, q: &[(&str, &str)], body: &str| try_post(path, q, body).unwrap();
+    // Once in CI (stop 55) the first write found no `raw` policy right after it was created: the
+    // three steps (each idempotent) are retried until the point is in, and what failed last is
+    // kept for the message.
+    let mut last = String::new();
+    let line = format!("temperature,host=other celsius=40i {t0}\n");
+    let setup = || {
+        try_post("/query", &[("q", &format!("CREATE DATABASE {DB}"))], "")?;
+        try_post("/query", &[("q", &format!("CREATE RETENTION POLICY \"raw\" ON {DB} DURATION 7d REPLICATION 1 DEFAULT"))], "")?;
+        try_post("/write", &[("db", DB), ("rp", "raw"), ("precision", "n")], &line)
+    };
+    let written = wait_for(Duration::from_secs(30), || setup().map_err(|e| last = e).ok());
+    assert!(written.is_some(), "the conflicting point was not written within 30 s: {last}");
     let c = collector(&influx, DB);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {

@@ -13,6 +13,7 @@ pub mod grid;
 pub mod held;
 pub mod interval;
 pub mod live;
+pub mod phase;
 pub mod recorded;
 pub mod sizing;
 pub mod source;

@@ -71,9 +71,18 @@ pub fn energy_of_recording_in(
         z.update_ns = facts.update_ns;
     }
     // A held value slower than its reads is analysed as the counter it amounts to (`held`).
-    if let Some(c) = super::held::as_counter(&z, facts.update_ns, facts.read_ns) {
+    let counted = super::held::as_counter(&z, facts.update_ns, facts.read_ns);
+    let held_counter = counted.is_some();
+    if let Some(c) = counted {
         z = c;
     }
+    // One read once per update, its phase fitted to the runs: the counter it amounts to (`phase`).
+    let readings = z.clone();
+    let fitted = fit_phase(&z, &facts, report, window);
+    if let Some(c) = fitted.as_ref().and_then(|ph| super::phase::as_counter(&z, ph)) {
+        z = c;
+    }
+    let fitted = fitted.filter(|_| z.is_counter());
     let series = z.series()?;
     let stuck = facts.stuck();
     // A stuck counter still bounds every run by the idle window (without it each run would look
@@ -100,11 +109,12 @@ pub fn energy_of_recording_in(
     let len = wattflip_energy::Nanos(u64::try_from(window.1 .0 - window.0 .0).unwrap_or(0));
     let span = i64::try_from(facts.update_ns.max(facts.read_ns)).unwrap_or(i64::MAX);
     let read = i64::try_from(facts.read_ns).unwrap_or(i64::MAX);
-    let peak = |a: i64, b: i64| super::uncertain::peak_of_zone(&z, span, read, a, b);
+    // A placed held value's highest readings are its own (each the mean of its update).
+    let peak = |a: i64, b: i64| super::uncertain::peak_of_zone(if fitted.is_some() { &readings } else { &z }, span, read, a, b);
     let margin = super::uncertain::smear_margin_ns(&z, read);
     // The series' samples start at the placed updates of a counter slower than its reads
-    // (`live::counter_samples`); other sources place none.
-    let slow_counter = z.is_counter() && facts.update_ns as f64 > 1.25 * facts.read_ns as f64;
+    // (`live::counter_samples`) or of a held value placed by its phase; other sources place none.
+    let slow_counter = (z.is_counter() && facts.update_ns as f64 > 1.25 * facts.read_ns as f64) || fitted.is_some();
     let visible = |a: i64, b: i64, baseline: f64| {
         if slow_counter {
             return super::uncertain::updates_holding(&series, a.saturating_sub(read), b.saturating_add(read), baseline);
@@ -113,11 +123,60 @@ pub fn energy_of_recording_in(
         (margin > 0).then(|| super::uncertain::shown_between(&series, from, to, baseline)).flatten()
     };
     let moves = if slow_counter { super::grid::moves_of(&z.t, &z.watts, &z.interval_ns) } else { Vec::new() };
-    let placed = super::grid::place_updates(&moves, z.counter_update_ns());
+    let placed = match fitted {
+        Some(ph) => z.t.iter().map(|t| (t - ph.update / 2 - ph.update, ph.half_range)).chain(z.t.last().map(|t| (t - ph.update / 2, ph.half_range))).collect(),
+        None => super::grid::place_updates(&moves, z.counter_update_ns()),
+    };
     let updates = |at: i64| super::uncertain::updates_around(&series, at, &placed);
     let around = super::uncertain::Around { peak: &peak, visible: &visible, updates: &updates };
-    super::uncertain::attach(&mut energy, &super::uncertain::model_of_zone(&z, &facts, noise), len, &around);
+    let held = (held_counter || fitted.is_some()).then_some((zone, &readings));
+    let model = model_of(&z, held, &facts, noise, fitted, window);
+    super::uncertain::attach(&mut energy, &model, len, &around);
     Some(energy)
+}
+
+/// The phase of a held value read once per update, fitted to `report`'s runs against the
+/// median of its readings in the idle window; `None` for other sources and where the fit does not
+/// pin it (`phase::fit`).
+fn fit_phase(z: &live::ZoneSeries, facts: &SourceFacts, report: &ProbeReport, (from, to): (UnixNanos, UnixNanos)) -> Option<super::phase::Phase> {
+    let update = i64::try_from(facts.update_ns).ok()?;
+    if !super::phase::once_per_update(z, facts.update_ns, facts.read_ns) {
+        return None;
+    }
+    let mut idle: Vec<f64> = z.t.iter().zip(&z.watts).filter(|(t, _)| **t > from.0 && **t <= to.0).map(|(_, w)| *w).collect();
+    idle.sort_by(f64::total_cmp);
+    let baseline = *idle.get(idle.len() / 2)?;
+    let runs: Vec<(i64, i64)> =
+        report.runs.iter().map(|r| (i64::try_from(r.start_ns).unwrap_or(i64::MAX), i64::try_from(r.end_ns).unwrap_or(i64::MAX))).collect();
+    super::phase::fit(z, update, &runs, baseline)
+}
+
+/// The model of the analysed zone `z`. `held`: where it is a held value counted by its updates,
+/// its own readings (as recorded, and before the phase's counter): each update's value carries the
+/// reading's noise, the spread of the readings themselves in the idle window (the counter's
+/// samples there mix whole and split updates); a phase-placed one also keeps its readings'
+/// resolution and its placement is the fit's.
+fn model_of(
+    z: &live::ZoneSeries,
+    held: Option<(&live::ZoneSeries, &live::ZoneSeries)>,
+    facts: &SourceFacts,
+    noise: f64,
+    fitted: Option<super::phase::Phase>,
+    (from, to): (UnixNanos, UnixNanos),
+) -> wattflip_energy::SourceModel {
+    let mut model = super::uncertain::model_of_zone(z, facts, noise);
+    let Some((recorded, readings)) = held else {
+        return model;
+    };
+    model.held = true;
+    let idle: Vec<f64> = recorded.t.iter().zip(&recorded.watts).filter(|(t, w)| **t > from.0 && **t <= to.0 && w.is_finite()).map(|(_, w)| *w).collect();
+    model.noise = wattflip_energy::Watts(wattflip_energy::stats::median_and_sigma(&idle).map_or(0.0, |m| m.1));
+    if let Some(ph) = fitted {
+        let own = super::uncertain::model_of_zone(readings, facts, noise);
+        (model.placement, model.resolution_j, model.resolution_w) =
+            (wattflip_energy::Nanos(u64::try_from(ph.half_range).unwrap_or(0)), own.resolution_j, own.resolution_w);
+    }
+    model
 }
 
 fn notice(e: &mut ProbeEnergy, kind: &str, message: String) {

@@ -89,7 +89,8 @@ pub fn idle_source(z: &ZoneSeries, facts: &SourceFacts, from: i64, to: i64) -> (
     let power = if idle.is_empty() { 0.0 } else { idle.iter().sum::<f64>() / idle.len() as f64 };
     // A held value slower than its reads is analysed as a counter (`super::held`): sized as one.
     let counter = super::held::as_counter(z, facts.update_ns, facts.read_ns);
-    (model_of_zone(counter.as_ref().unwrap_or(z), facts, noise), power)
+    let model = SourceModel { held: counter.is_some(), ..model_of_zone(counter.as_ref().unwrap_or(z), facts, noise) };
+    (model, power)
 }
 
 /// What [`plan`] knows of a run of the probe's plan: its expected length, or `None` for a run
@@ -226,6 +227,7 @@ mod tests {
             accuracy,
             align: Nanos(0),
             placement: Nanos(0),
+            held: false,
         }
     }
 

@@ -48,6 +48,8 @@ pub fn model_of_zone(z: &ZoneSeries, facts: &SourceFacts, noise_w: f64) -> Sourc
         } else {
             0
         }),
+        // The caller says when the counter is a held value counted by its updates.
+        held: false,
     }
 }
 
@@ -67,6 +69,7 @@ pub fn model_of_trace(period: Nanos, noise_w: f64, align_residual: Nanos) -> Sou
         accuracy,
         align: align_residual,
         placement: Nanos(0),
+        held: false,
     }
 }
 
@@ -403,6 +406,7 @@ mod tests {
             accuracy: 0.0,
             align: Nanos(0),
             placement: Nanos(0),
+            held: false,
         };
         let around = Around { peak: &|_, _| None, visible: &|_, _, _| None, updates: &|_| None };
         let attached = |idle_unknown: bool| {

@@ -102,7 +102,9 @@ fn own_clock(nominal: i64, driver: &str, rng: &mut ChaCha8Rng) -> i64 {
 }
 
 /// Instantaneous readings of `value(t)` at the read instants, with ±10 mW of reading noise (drawn
-/// once per distinct value, so a held value reads the same until it changes).
+/// once per distinct value, so a held value reads the same until it changes). A BMC's DCMI reading
+/// is in whole watts (the DCMI specification's Get Power Reading response, and `ipmitool dcmi
+/// power reading`'s output): rounded, which the reading noise of a quiet rail does not dither.
 pub fn held(z: &mut ZoneSeries, rng: &mut ChaCha8Rng, read: i64, to: i64, value: impl Fn(i64) -> f64) {
     let (mut last, mut noisy) = (f64::NAN, 0.0);
     for t in read_times(rng, read, to) {
@@ -111,7 +113,7 @@ pub fn held(z: &mut ZoneSeries, rng: &mut ChaCha8Rng, read: i64, to: i64, value:
             (last, noisy) = (v, v + rng.random_range(-0.01..0.01));
         }
         z.t.push(T0 + t);
-        z.watts.push(noisy);
+        z.watts.push(if z.source == "ipmi" { noisy.round() } else { noisy });
         z.interval_ns.push(0);
     }
 }

@@ -14,6 +14,7 @@ fn model(reporting: Reporting, update_ms: u64) -> SourceModel {
         accuracy: 0.0,
         align: Nanos(0),
         placement: Nanos(0),
+        held: false,
     }
 }
 
@@ -298,4 +299,28 @@ fn a_run_ending_with_its_update_by_hand() {
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     let i = m.idle(Watts(2.0), Nanos(1_000_000_000));
     assert!((i.statistical.0 - 2.0 * 0.0025 * (2.0f64 / 3.0).sqrt()).abs() < 1e-12, "{:?}", i);
+}
+
+/// By hand: a whole-watt reading (a BMC's DCMI) read once a second, instantaneous, a 10 s run of
+/// 5 W over 3 W, no other term. Undithered (idle noise 0: every idle reading the same step), the
+/// run's updates round alike: ±0.5 W · 10 s = ±5 J, and each edge's update by its own level,
+/// ±0.5 J twice; the edges' read terms (step 2 W · 0.5 s = 1 J each) join them: the two largest
+/// (5 and 1) exactly, the rest in quadrature. Dithered (noise 0.6 W ≥ half a step), the rounding
+/// is independent per reading: (1/√12 W)·10 s/√10 = 0.913 J standard, and the noise's own
+/// share is none (an instantaneous reading's is in its edges).
+#[test]
+fn a_whole_watt_reading_its_noise_does_not_dither_rounds_alike_all_along() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let mut m = model(Reporting::Instantaneous, 1000);
+    (m.read, m.resolution_w) = (Nanos(1_000_000_000), Watts(1.0));
+    let u = m.run(&run(10_000, 5.0, 3.0), &idle).energy.0;
+    let q = 5.0 + 1.0 - (0.2f64 * 5.0).sqrt();
+    let by_hand = K95 * ((q / K95).powi(2) + (1.0 + 0.25 + 0.25) / 3.0).sqrt();
+    assert!((u - by_hand).abs() < 1e-9, "{u} vs {by_hand}");
+    m.noise = Watts(0.6);
+    let u = m.run(&run(10_000, 5.0, 3.0), &idle).energy.0;
+    // The edges' step gains twice the noise: 2 + 1.2 W over half a second, 1.6 J each.
+    let q = 1.6 + 1.6 - (0.2f64 * 1.6 * 1.6).sqrt();
+    let by_hand = K95 * ((q / K95).powi(2) + (1.0 / 12f64.sqrt() * 10.0 / 10f64.sqrt()).powi(2)).sqrt();
+    assert!((u - by_hand).abs() < 1e-9, "{u} vs {by_hand}");
 }
