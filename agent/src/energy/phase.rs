@@ -50,9 +50,18 @@ pub fn once_per_update(z: &ZoneSeries, update_ns: u64, read_ns: u64) -> bool {
 
 /// The phase of `z`'s updates (period `update` ns) fitted to the runs `runs` (first submit, last
 /// completion) against the idle baseline `baseline` W; `None` when the readings do not pin it to
-/// a quarter of an update (no run edge the fit can see, runs far shorter than an update).
+/// a quarter of an update (no run edge the fit can see, runs far shorter than an update) or runs
+/// overlap. Its cost: 281 candidates, each the readings around the runs times the runs one
+/// update overlaps, and at most [`NNLS_PASSES`] + 1 banded solves.
 pub fn fit(z: &ZoneSeries, update: i64, runs: &[(i64, i64)], baseline: f64) -> Option<Phase> {
-    let (first, last) = (runs.iter().map(|r| r.0).min()?, runs.iter().map(|r| r.1).max()?);
+    let mut runs = runs.to_vec();
+    runs.sort_unstable();
+    // Runs that overlap (several at once) are not one level each over a flat baseline.
+    if runs.windows(2).any(|w| w[1].0 < w[0].1) {
+        return None;
+    }
+    let runs = &runs[..];
+    let (first, last) = (runs.first()?.0, runs.iter().map(|r| r.1).max()?);
     let n = z.t.len().min(z.watts.len());
     // The readings whose update may hold a run: from one update before the first to two after.
     let rows: Vec<(i64, f64)> = (0..n).filter(|&k| z.t[k] > first - update && z.t[k] < last + 2 * update).map(|k| (z.t[k], z.watts[k] - baseline)).collect();
@@ -88,11 +97,16 @@ fn residual(rows: &[(i64, f64)], runs: &[(i64, i64)], update: i64, p: i64) -> f6
         .map(|&(t, _)| {
             let end = ph.end_before(t);
             let from = end - update;
-            runs.iter()
+            // Runs in order of their start (one at a time): those ending after the update began,
+            // up to the first starting after it ended.
+            let first = runs.partition_point(|r| r.1 <= from);
+            runs[first..]
+                .iter()
+                .take_while(|r| r.0 < end)
                 .enumerate()
-                .filter_map(|(i, &(s, e))| {
+                .filter_map(|(k, &(s, e))| {
                     let o = e.min(end) - s.max(from);
-                    (o > 0).then(|| (i, o as f64 / update as f64))
+                    (o > 0).then(|| (first + k, o as f64 / update as f64))
                 })
                 .collect()
         })
@@ -219,6 +233,10 @@ mod tests {
         let z = readings(370_000_000, &runs, 12 * S, |_| 0);
         let spans: Vec<(i64, i64)> = runs.iter().map(|r| (r.0, r.1)).collect();
         assert_eq!(fit(&z, S, &spans, 3.0), None);
+        // Two runs at once are not one level each: not fitted, however long they are.
+        let long = [(5_300_000_000, 9_100_000_000, 2.0), (8_000_000_000, 12_000_000_000, 1.0)];
+        let z2 = readings(370_000_000, &long, 16 * S, |_| 0);
+        assert_eq!(fit(&z2, S, &[(5_300_000_000, 9_100_000_000), (8_000_000_000, 12_000_000_000)], 3.0), None);
         let ph = Phase { phase: 370_000_000, update: S, half_range: 1_000_000 };
         let mut stalled = z.clone();
         stalled.t.remove(4);
