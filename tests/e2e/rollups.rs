@@ -344,7 +344,8 @@ fn a_dead_letter_replay_recomputes_the_rollups_of_its_minutes() {
         }
     };
     let post = |path: &str, q: &[(&str, &str)], body: &str| try_post(path, q, body).unwrap();
-    // Once in CI (stop 55) the first write found no `raw` policy right after it was created: the
+    // Once in a clean-clone CI run (stop 56) the first write found no `raw` policy right after it
+    // was created: the
     // three steps (each idempotent) are retried until the point is in, and what failed last is
     // kept for the message.
     let mut last = String::new();

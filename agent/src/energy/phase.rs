@@ -63,9 +63,14 @@ pub fn fit(z: &ZoneSeries, update: i64, runs: &[(i64, i64)], baseline: f64) -> O
     let runs = &runs[..];
     let (first, last) = (runs.first()?.0, runs.iter().map(|r| r.1).max()?);
     let n = z.t.len().min(z.watts.len());
-    // The readings whose update may hold a run: from one update before the first to two after.
-    let rows: Vec<(i64, f64)> = (0..n).filter(|&k| z.t[k] > first - update && z.t[k] < last + 2 * update).map(|k| (z.t[k], z.watts[k] - baseline)).collect();
-    if rows.len() < 3 || update <= 0 {
+    if update <= 0 || !baseline.is_finite() {
+        return None;
+    }
+    // The readings whose update may hold a run: from one update before the first to two after
+    // (a reading that failed, not finite, says nothing of the phase).
+    let (from, to) = (first.saturating_sub(update), last.saturating_add(update.saturating_mul(2)));
+    let rows: Vec<(i64, f64)> = (0..n).filter(|&k| z.t[k] > from && z.t[k] < to && z.watts[k].is_finite()).map(|k| (z.t[k], z.watts[k] - baseline)).collect();
+    if rows.len() < 3 {
         return None;
     }
     let ssr = |p: i64| residual(&rows, runs, update, p);
@@ -84,7 +89,7 @@ pub fn fit(z: &ZoneSeries, update: i64, runs: &[(i64, i64)], baseline: f64) -> O
         d.min(update - d)
     };
     let spread = coarse.iter().chain(&fine).filter(|c| c.1 <= limit).map(|c| dist(c.0)).max().unwrap_or(0);
-    let half_range = spread + fine_step + (DRIFT * (last - first) as f64) as i64;
+    let half_range = spread.saturating_add(fine_step).saturating_add((DRIFT * last.saturating_sub(first) as f64) as i64);
     (half_range < update / 4).then_some(Phase { phase: phase.rem_euclid(update), update, half_range })
 }
 
@@ -174,11 +179,11 @@ fn solve_levels(rows: &[(i64, f64)], shares: &[Vec<(usize, f64)>], fixed: &[bool
 
 /// `z` as a counter with one sample per update placed by `ph`: each reading its update's energy
 /// over the update. `None` where two readings show one update or one is missing between them (a
-/// stalled read): the counter would have a hole or a double.
+/// stalled read), or a reading failed (not finite): the counter would have a hole or a double.
 pub fn as_counter(z: &ZoneSeries, ph: &Phase) -> Option<ZoneSeries> {
     let n = z.t.len().min(z.watts.len());
     let ends: Vec<i64> = z.t[..n].iter().map(|&t| ph.end_before(t)).collect();
-    if n < 2 || ends.windows(2).any(|w| w[1] - w[0] != ph.update) {
+    if n < 2 || ends.windows(2).any(|w| w[1] - w[0] != ph.update) || z.watts[..n].iter().any(|w| !w.is_finite()) {
         return None;
     }
     let iv = u64::try_from(ph.update).ok()?;
@@ -224,6 +229,10 @@ mod tests {
         assert_eq!(c.interval_ns[k], S as u64);
         assert_eq!(c.t[k] - S / 2 - S, ph.phase + 5 * S, "the sample starts where its update did");
         assert!((c.watts[k] - 5.0).abs() < 1e-12);
+        // And the series the analysis integrates holds it there, with its update's energy.
+        let series = c.series().expect("a series");
+        assert_eq!(series.times()[k].0, ph.phase + 5 * S);
+        assert!((series.sample_energy(k) - 5.0).abs() < 1e-9, "{}", series.sample_energy(k));
     }
 
     #[test]
@@ -243,6 +252,24 @@ mod tests {
         stalled.watts.remove(4);
         assert!(as_counter(&z, &ph).is_some());
         assert!(as_counter(&stalled, &ph).is_none(), "a missing update is a hole, not a longer one");
+        let mut failed = z.clone();
+        failed.watts[4] = f64::NAN;
+        assert!(as_counter(&failed, &ph).is_none(), "a failed reading is a hole too");
+    }
+
+    /// Bad input degrades the fit, never the agent: failed readings (NaN) are left out and the
+    /// phase is still found; a report whose last completion does not fit in i64 (read as
+    /// i64::MAX) gives no fit and no overflow.
+    #[test]
+    fn failed_readings_and_a_run_end_past_i64_do_not_break_the_fit() {
+        let runs = [(5_300_000_000, 9_100_000_000, 2.0), (9_700_000_000, 14_250_000_000, 0.7)];
+        let mut z = readings(370_000_000, &runs, 20 * S, |_| 0);
+        (z.watts[3], z.watts[11]) = (f64::NAN, f64::NAN);
+        let spans: Vec<(i64, i64)> = runs.iter().map(|r| (r.0, r.1)).collect();
+        let ph = fit(&z, S, &spans, 3.0).expect("a fit from the other readings");
+        assert!((ph.phase - 370_000_000).abs() <= ph.half_range, "{ph:?}");
+        assert_eq!(fit(&z, S, &[(5_300_000_000, i64::MAX)], 3.0), None);
+        assert_eq!(fit(&z, S, &spans, f64::NAN), None, "no baseline, no fit");
     }
 
     #[test]

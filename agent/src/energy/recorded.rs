@@ -124,7 +124,8 @@ pub fn energy_of_recording_in(
     };
     let moves = if slow_counter { super::grid::moves_of(&z.t, &z.watts, &z.interval_ns) } else { Vec::new() };
     let placed = match fitted {
-        Some(ph) => z.t.iter().map(|t| (t - ph.update / 2 - ph.update, ph.half_range)).chain(z.t.last().map(|t| (t - ph.update / 2, ph.half_range))).collect(),
+        // Every sample of the placed counter is one update, its start and end known to the fit.
+        Some(ph) => series.times().iter().map(|t| t.0).chain([series.end_time().0]).map(|t| (t, ph.half_range)).collect(),
         None => super::grid::place_updates(&moves, z.counter_update_ns()),
     };
     let updates = |at: i64| super::uncertain::updates_around(&series, at, &placed);
@@ -143,7 +144,7 @@ fn fit_phase(z: &live::ZoneSeries, facts: &SourceFacts, report: &ProbeReport, (f
     if !super::phase::once_per_update(z, facts.update_ns, facts.read_ns) {
         return None;
     }
-    let mut idle: Vec<f64> = z.t.iter().zip(&z.watts).filter(|(t, _)| **t > from.0 && **t <= to.0).map(|(_, w)| *w).collect();
+    let mut idle: Vec<f64> = z.t.iter().zip(&z.watts).filter(|(t, w)| **t > from.0 && **t <= to.0 && w.is_finite()).map(|(_, w)| *w).collect();
     idle.sort_by(f64::total_cmp);
     let baseline = *idle.get(idle.len() / 2)?;
     let runs: Vec<(i64, i64)> =
