@@ -9,7 +9,9 @@
 //! analysis). Per kind, the interval must cover the model's energy over the run's reported bounds
 //! on ≥ 95 % of the runs, and must not be padded: on the runs the source resolves (at least two
 //! of its slowest changes long) the median half-width at most 3× the median actual error, or at
-//! most 0.2 % of the run's energy. A shorter run shares its source's changes with whatever else
+//! most 0.2 % of the run's energy; where readings are rounded (a BMC's whole watts) and the floor
+//! of what gain and rounding alone leave is itself wider than 3×, at most `FLOOR_MARGIN` over that
+//! floor (`E37_PAD=1.2` widens every half-width by 20 %, to see that fail). A shorter run shares its source's changes with whatever else
 //! they hold, so its honest interval is what those changes show, however it splits (the bounded
 //! estimate, `docs/energy-method.md` §9): there the ratio says how the truth generator splits
 //! energy, not how padded the interval is; such runs must be `low_confidence`, and their ratio is
@@ -27,7 +29,7 @@ mod simulated;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use simulated::{report_of, zone_of, Kind, T0};
+use simulated::{report_of, zone_of, Kind, IPMI_STEP_W, T0};
 use truth::{Model, Schedule, MS, S};
 use wattflip_agent::energy::{energy_of_recording_in, ProbeEnergy};
 use wattflip_energy::{PowerSeries, UnixNanos, Watts};
@@ -50,6 +52,14 @@ impl Kind {
             Kind::Counter { update, read, .. } | Kind::SampleHold { update, read, .. } => update.max(read),
             Kind::MovingAverage { window, .. } => window,
             Kind::Trace { .. } => MS,
+        }
+    }
+
+    /// The step the source's readings are rounded to (W): a BMC's whole watts, else none.
+    fn step_w(&self) -> f64 {
+        match self {
+            Kind::SampleHold { source, .. } if *source == "ipmi" => IPMI_STEP_W,
+            _ => 0.0,
         }
     }
 
@@ -130,6 +140,25 @@ struct Judged {
     duration: i64,
     /// The agent flagged it `low_confidence`.
     flagged: bool,
+    /// The floor: the 95 % half-width of what the source cannot see whatever the method, the
+    /// device's gain error (uniform over its class, on the truth) and, where readings are
+    /// rounded, a steady level's rounding over the run (uniform, half a step × its length),
+    /// combined exactly ([`floor_u95`]); 0 for kinds without rounding.
+    floor: f64,
+}
+
+/// The 95 % half-width of the sum of two independent uniform errors of half-ranges `a` and `c`:
+/// their sum's density is a trapezoid, whose two tails beyond |x| > a − c (a ≥ c) hold
+/// (a + c − x)²/(4ac), so x = a + c − √(0.2·a·c) where that lies in the tails (c ≥ a/20), else
+/// 0.95·a in its flat middle. Checked against sampled sums in
+/// `the_floor_is_the_95_percent_quantile_of_two_uniforms`.
+fn floor_u95(a: f64, c: f64) -> f64 {
+    let (a, c) = (a.abs().max(c.abs()), a.abs().min(c.abs()));
+    if c >= a / 20.0 {
+        a + c - (0.2 * a * c).sqrt()
+    } else {
+        0.95 * a
+    }
 }
 
 /// One schedule read by `kind` and analysed: per run its figures against the truth. The device's
@@ -184,25 +213,28 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
                     m.end_found
                 );
             }
-            Judged { err: (m.energy_j - truth).abs(), u95: m.energy_u95_j.expect("energy_u95_j"), energy: truth, duration: z - s, flagged: m.low_confidence }
+            let floor = if kind.step_w() > 0.0 { floor_u95(class * truth, kind.step_w() / 2.0 * (z - s) as f64 * 1e-9) } else { 0.0 };
+            let u95 = m.energy_u95_j.expect("energy_u95_j") * std::env::var("E37_PAD").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
+            Judged { err: (m.energy_j - truth).abs(), u95, energy: truth, duration: z - s, flagged: m.low_confidence, floor }
         })
         .collect()
 }
 
 /// Kinds whose interval is honest (covers ≥ 95 % on every seed set) but still wider than the 3×
-/// criterion on the runs they resolve on at least one set (seed sets 0+, 100000+, 200000+,
+/// criterion (or, for a rounded source, its floor's limit) on the runs they resolve on at least one set (seed sets 0+, 100000+, 200000+,
 /// 400000+, 600000+; then 300000+ and 500000+, not the test's; docs/energy-method.md §9 has the
 /// whole table). Their ratio is printed; remove a kind here once it is tight.
 /// - hwmon counter 100 ms: 2.86 / 2.76 / 2.99 / 3.18 / 2.94, then 2.85 / 2.92 (all its runs
 ///   pooled: 2.46 / 2.97 / 3.36 / 3.91 / 2.93). What is left of its half-width is a run edge in an update
 ///   shared with a neighbour's tail or IO, whose unseen split is covered as a bound.
-/// - IPMI DCMI 1 s: 3.69 / 2.84 / 3.26 / 3.71 / 2.57, then 3.26 / 3.06, on runs of 2–20 s, with
-///   its readings in whole watts like a BMC's (stop 56; all runs pooled: 8–14). Its updates are
-///   placed by a phase fitted to the runs (`energy::phase`): on unrounded readings that took it
-///   from 3.08 / 2.84 / 3.39 / 2.81 / 3.28 to 2.79 / 2.83 / 2.78 / 3.02 / 2.82. Rounded, a quiet
-///   rail's readings round alike all along (taken as independent per reading they covered
-///   82–91 %), so the half-width holds half a watt over the run and over each edge's second:
-///   covered 98–100 %, and its median is what a uniform rounding error leaves of it.
+/// - Left in stop 57, IPMI DCMI 1 s: 3.69 / 2.84 / 3.26 / 3.71 / 2.57, then 3.26 / 3.06, on
+///   runs of 2–20 s with readings in whole watts. Nearly all of its error is what no method
+///   can see: the device's gain (±10 %) and a steady level's rounding (±0.5 W over the run). The
+///   floor, those two combined exactly with the truth's own bounds, is itself 2.55–3.52× the
+///   median error on ten seed sets (above 3 on six) and covers only 91.7–98.6 %: the 3×
+///   criterion cannot be met there by an honest interval. Its half-width is now judged against
+///   the floor instead (at most [`FLOOR_MARGIN`] over it where the floor exceeds 3): 1.006–1.123×
+///   on those ten sets.
 ///
 /// Left the list: PMBus's held value counted by its updates (stop 55, judged on the runs it
 /// resolves: 2.62 / 2.99 / 2.67 / 2.97 / 2.25, then 2.51 / 2.32; pooled 3.11 / 2.82 / 2.95 /
@@ -214,7 +246,12 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
 /// judged on its runs of 2–20 s from stop 55, was 2.73 / 2.31 / 2.67 / 3.40 until the middle of
 /// what its box keeps out of a run went back in (`SourceModel::smear_shift`): 2.41 / 2.37 / 2.08
 /// / 2.15 / 2.15, then 2.07 / 2.34.
-const NOT_YET_TIGHT: &[&str] = &["hwmon counter 100 ms", "IPMI DCMI 1 s"];
+const NOT_YET_TIGHT: &[&str] = &["hwmon counter 100 ms"];
+
+/// How far a rounded source's half-width may exceed its floor (`Judged::floor`) where the floor
+/// alone is wider than the 3× criterion: the model's other terms (edges, the gain taken as its
+/// whole class) and its combination of them cost 0.6–12.3 % on ten seed sets of the DCMI kind.
+const FLOOR_MARGIN: f64 = 1.15;
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -267,12 +304,14 @@ fn every_source_kinds_95_percent_interval_covers_the_truth_and_is_not_padded() {
             let (resolved, shorter): (Vec<&Judged>, Vec<&Judged>) = runs.iter().partition(|r| r.duration >= kind.resolves());
             let (all, relative_all) = tightness(&runs.iter().collect::<Vec<_>>());
             let ((ratio, relative), (short, _)) = (tightness(&resolved), tightness(&shorter));
+            let floor = median(&mut resolved.iter().map(|r| r.floor).collect::<Vec<_>>()) / median(&mut resolved.iter().map(|r| r.err).collect::<Vec<_>>());
             table.push_str(&format!(
-                "{name} | {} | {:.1} % | {all:.2}, {ratio:.2} ({}), {short:.2} | {:.3} %\n",
+                "{name} | {} | {:.1} % | {all:.2}, {ratio:.2} ({}), {short:.2} | {:.3} %{}\n",
                 runs.len(),
                 covered * 100.0,
                 resolved.len(),
-                relative_all * 100.0
+                relative_all * 100.0,
+                if kind.step_w() > 0.0 { format!(" | floor {floor:.2}") } else { String::new() }
             ));
             if covered < 0.95 {
                 failures.push(format!("seeds {base}+, {name}: covers {:.1} % of {} runs", covered * 100.0, runs.len()));
@@ -280,9 +319,12 @@ fn every_source_kinds_95_percent_interval_covers_the_truth_and_is_not_padded() {
             if resolved.len() < 40 {
                 failures.push(format!("seeds {base}+, {name}: only {} runs of two changes of the source or more", resolved.len()));
             }
-            if ratio > 3.0 && relative > 0.002 && !NOT_YET_TIGHT.contains(name) {
+            // Where the floor alone is wider than 3× (rounded readings), no honest interval meets
+            // the 3× criterion: the half-width may then exceed the floor by at most FLOOR_MARGIN.
+            let limit = if kind.step_w() > 0.0 { 3.0f64.max(FLOOR_MARGIN * floor) } else { 3.0 };
+            if ratio > limit && relative > 0.002 && !NOT_YET_TIGHT.contains(name) {
                 failures.push(format!(
-                    "seeds {base}+, {name}: padded, median half-width {ratio:.2}× the median error on the {} runs it resolves ({:.3} % of the energy)",
+                    "seeds {base}+, {name}: padded, median half-width {ratio:.2}× the median error on the {} runs it resolves ({:.3} % of the energy; the limit {limit:.2})",
                     resolved.len(),
                     relative * 100.0
                 ));
@@ -298,4 +340,18 @@ fn every_source_kinds_95_percent_interval_covers_the_truth_and_is_not_padded() {
         tables.push_str(&table);
     }
     assert!(failures.is_empty(), "{}\n{tables}", failures.join("\n"));
+}
+
+/// The floor's closed form against sampled sums of two uniforms (ratios of half-ranges from equal
+/// to 1:40, on both sides of the form's switch at 1:20): within 1 % of the sampled 95 % quantile.
+#[test]
+fn the_floor_is_the_95_percent_quantile_of_two_uniforms() {
+    let mut rng = ChaCha8Rng::seed_from_u64(37);
+    for (a, c) in [(1.0f64, 1.0f64), (1.0, 0.5), (2.0, 0.3), (1.0, 0.06), (1.0, 0.04), (0.025, 1.0)] {
+        let mut sums: Vec<f64> = (0..200_000).map(|_| (rng.random_range(-a..a) + rng.random_range(-c..c)).abs()).collect();
+        sums.sort_by(f64::total_cmp);
+        let sampled = sums[sums.len() * 95 / 100];
+        let q = floor_u95(a, c);
+        assert!((q / sampled - 1.0).abs() < 0.01, "a {a}, c {c}: the closed form {q:.4}, sampled {sampled:.4}");
+    }
 }

@@ -101,6 +101,9 @@ fn own_clock(nominal: i64, driver: &str, rng: &mut ChaCha8Rng) -> i64 {
     (nominal as f64 * (1.0 + rng.random_range(-0.005..0.005))).round() as i64
 }
 
+/// The step a BMC's DCMI reading is rounded to (W).
+pub const IPMI_STEP_W: f64 = 1.0;
+
 /// Instantaneous readings of `value(t)` at the read instants, with ±10 mW of reading noise (drawn
 /// once per distinct value, so a held value reads the same until it changes). A BMC's DCMI reading
 /// is in whole watts (the DCMI specification's Get Power Reading response, and `ipmitool dcmi
@@ -113,7 +116,7 @@ pub fn held(z: &mut ZoneSeries, rng: &mut ChaCha8Rng, read: i64, to: i64, value:
             (last, noisy) = (v, v + rng.random_range(-0.01..0.01));
         }
         z.t.push(T0 + t);
-        z.watts.push(if z.source == "ipmi" { noisy.round() } else { noisy });
+        z.watts.push(if z.source == "ipmi" { (noisy / IPMI_STEP_W).round() * IPMI_STEP_W } else { noisy });
         z.interval_ns.push(0);
     }
 }
