@@ -224,9 +224,12 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
 /// criterion (or, for a rounded source, its floor's limit) on the runs they resolve on at least one set (seed sets 0+, 100000+, 200000+,
 /// 400000+, 600000+; then 300000+ and 500000+, not the test's; docs/energy-method.md §9 has the
 /// whole table). Their ratio is printed; remove a kind here once it is tight.
-/// - hwmon counter 100 ms: 2.86 / 2.76 / 2.99 / 3.18 / 2.94, then 2.85 / 2.92 (all its runs
-///   pooled: 2.46 / 2.97 / 3.36 / 3.91 / 2.93). What is left of its half-width is a run edge in an update
-///   shared with a neighbour's tail or IO, whose unseen split is covered as a bound.
+/// - hwmon counter 100 ms: 2.72 / 2.72 / 2.95 / 3.10 / 2.91, then 2.76 / 2.81 (all its runs
+///   pooled: 2.40 / 2.84 / 3.29 / 3.86 / 2.87; stop 57 counted once what cancels between the two
+///   splits of a run shared at both ends: 3.18 → 3.10 on 400000+). What is left of its
+///   half-width is a run edge in an update shared with a neighbour's tail or IO, whose unseen
+///   split is covered as a bound; valuing such a part at its neighbour's level cut the errors
+///   less the gain to a third but left a heavy tail, and the ratio rose (§9, stop 57).
 /// - Left in stop 57, IPMI DCMI 1 s: 3.69 / 2.84 / 3.26 / 3.71 / 2.57, then 3.26 / 3.06, on
 ///   runs of 2–20 s with readings in whole watts. Nearly all of its error is what no method
 ///   can see: the device's gain (±10 %) and a steady level's rounding (±0.5 W over the run). The

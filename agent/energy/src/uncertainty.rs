@@ -422,8 +422,19 @@ impl SourceModel {
                 ((outer - b).abs() * part).max(own)
             })
         };
-        let start = if r.split_start { shared(r.start_updates, true) } else { valued(r.start_updates, true) };
-        let end = if r.tail_cut || r.split_end { shared(r.end_updates, false) } else { valued(r.end_updates, false) };
+        let shared_end = r.tail_cut || r.split_end;
+        let mut start = if r.split_start { shared(r.start_updates, true) } else { valued(r.start_updates, true) };
+        let mut end = if shared_end { shared(r.end_updates, false) } else { valued(r.end_updates, false) };
+        if let (Some(a), Some(z), true, true) = (r.start_updates, r.end_updates, r.split_start, shared_end) {
+            // Shared in proportion at both ends, each split errs by the step its neighbours show
+            // times tb·ta/U, the start's one way and the end's the other: what cancels between
+            // them counts once, half at each edge (as one edge's term, `expand` would take it
+            // for a single uniform, the wider; docs/energy-method.md §9, stop 57).
+            let centre = |w: Straddle| (w.before.0 - w.after.0) * split_weight(w);
+            let seen = (centre(a) - centre(z)).abs() / 2.0;
+            start += seen - (a.after.0 - a.before.0).abs() * split_weight(a);
+            end += seen - (z.after.0 - z.before.0).abs() * split_weight(z);
+        }
         let update_end = !(r.tail_cut || r.split_end) && r.end_updates.is_some_and(|w| w.part_after.0 == 0);
         let inside = if d < u && (r.split_start || !update_end) { self.smear(r).0 } else { 0.0 };
         // A placement error moves each edge's far part at the level that part is valued at (the
@@ -495,6 +506,13 @@ impl SourceModel {
     pub fn gain(&self, value: f64) -> f64 {
         value * self.accuracy / 0.95
     }
+}
+
+/// tb·ta/U of the update holding a shared edge: split in proportion, the edge errs by the step
+/// between the update's two sides times this.
+fn split_weight(w: Straddle) -> f64 {
+    let (tb, ta) = (ns(w.part_before), ns(w.part_after));
+    tb * ta / (tb + ta).max(1e-9)
 }
 
 /// 95 % half-width of a sum of independent uniform errors (half-ranges `a`) and a normal one

@@ -324,3 +324,39 @@ fn a_whole_watt_reading_its_noise_does_not_dither_rounds_alike_all_along() {
     let by_hand = K95 * ((q / K95).powi(2) + (1.0 / 12f64.sqrt() * 10.0 / 10f64.sqrt()).powi(2)).sqrt();
     assert!((u - by_hand).abs() < 1e-9, "{u} vs {by_hand}");
 }
+
+/// By hand: a 100 ms counter read every 5 ms (each edge's boundary known to half a read, 2.5
+/// ms), a 1 s run at 5 W over 2 W idle, split in proportion at both ends, each edge's update
+/// holding 4 W half on each side (tb·ta/U = 25 ms). Its start comes after a 3 W tail, before the
+/// run's 5 W: in proportion the run keeps (3 − 5) W · 25 ms = −50 mJ too little there. Its end
+/// comes after its own 3 W tail, before the next run's 5 W: it keeps 50 mJ too much there. Each
+/// edge's term is (|n − p| + (5 − 2)/2) · 25 mJ = 87.5 mJ; the seen 50 mJ cancels between them,
+/// so each keeps 37.5 mJ. Where the end's step goes the other way (5 W before, 3 W after) the two
+/// add up: 100 mJ, half at each edge, and the terms are the 87.5 mJ they were. Both with the
+/// placement's √2 · 4 W · 2.5 ms in quadrature.
+#[test]
+fn a_run_shared_at_both_ends_counts_what_cancels_between_them_once() {
+    let idle = IdleU { u95: Watts(0.0), statistical: Watts(0.0) };
+    let m = model(Reporting::Counter, 100);
+    let ms = |n: u64| Nanos(n * 1_000_000);
+    let edge = |before: f64, after: f64| Straddle {
+        before: Watts(before),
+        holding: Watts(4.0),
+        after: Watts(after),
+        part_before: ms(50),
+        part_after: ms(50),
+        far_quiet: true,
+        placed_start: Nanos(0),
+        placed_end: Nanos(0),
+    };
+    let by_hand = |a1: f64, a2: f64, a3: f64| 1.96 * (((a1 + a2 - (0.2 * a1 * a2).sqrt()) / 1.96).powi(2) + a3 * a3 / 3.0).sqrt();
+    let shared =
+        |end: Straddle| RunFigures { split_start: true, tail_cut: true, start_updates: Some(edge(3.0, 5.0)), end_updates: Some(end), ..run(1000, 5.0, 2.0) };
+    let placement = 0.01 * 2f64.sqrt();
+    let u = m.run(&shared(edge(3.0, 5.0)), &idle);
+    let q = by_hand(0.0375, 0.0375, placement);
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+    let u = m.run(&shared(edge(5.0, 3.0)), &idle);
+    let q = by_hand(0.0875, 0.0875, placement);
+    assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
+}
