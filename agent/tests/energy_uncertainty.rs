@@ -11,8 +11,8 @@
 //! of its slowest changes long) the median half-width at most 3× the median actual error, or at
 //! most 0.2 % of the run's energy; where readings are rounded (a BMC's whole watts) and the floor
 //! of what gain and rounding alone leave is itself wider than 3×, at most `FLOOR_MARGIN` over that
-//! floor (`E37_PAD=1.2` widens every half-width by 20 %, to see that fail). A shorter run shares its source's changes with whatever else
-//! they hold, so its honest interval is what those changes show, however it splits (the bounded
+//! floor (`E37_PAD=1.2` widens every half-width by 20 %, to see that fail). A shorter run shares
+//! its source's changes with whatever else they hold, so its honest interval is what those changes show, however it splits (the bounded
 //! estimate, `docs/energy-method.md` §9): there the ratio says how the truth generator splits
 //! energy, not how padded the interval is; such runs must be `low_confidence`, and their ratio is
 //! printed beside the others. Add a kind by adding a [`Kind`] and its readings in [`zone_of`].
@@ -221,16 +221,16 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
 }
 
 /// Kinds whose interval is honest (covers ≥ 95 % on every seed set) but still wider than the 3×
-/// criterion (or, for a rounded source, its floor's limit) on the runs they resolve on at least one set (seed sets 0+, 100000+, 200000+,
-/// 400000+, 600000+; then 300000+ and 500000+, not the test's; docs/energy-method.md §9 has the
-/// whole table). Their ratio is printed; remove a kind here once it is tight.
+/// criterion (or, for a rounded source, its floor's limit) on the runs they resolve on at least
+/// one set (seed sets 0+, 100000+, 200000+, 400000+, 600000+; then 300000+ and 500000+, not the
+/// test's; docs/energy-method.md §9 has the whole table). Their ratio is printed; remove a kind here once it is tight.
 /// - hwmon counter 100 ms: 2.72 / 2.72 / 2.95 / 3.10 / 2.91, then 2.76 / 2.81 (all its runs
 ///   pooled: 2.40 / 2.84 / 3.29 / 3.86 / 2.87; stop 57 counted once what cancels between the two
 ///   splits of a run shared at both ends: 3.18 → 3.10 on 400000+). What is left of its
 ///   half-width is a run edge in an update shared with a neighbour's tail or IO, whose unseen
 ///   split is covered as a bound; valuing such a part at its neighbour's level cut the errors
 ///   less the gain to a third but left a heavy tail, and the ratio rose (§9, stop 57).
-/// - Left in stop 57, IPMI DCMI 1 s: 3.69 / 2.84 / 3.26 / 3.71 / 2.57, then 3.26 / 3.06, on
+/// - Left in stop 57, IPMI DCMI 1 s: 3.69 / 2.83 / 3.26 / 3.70 / 2.57, then 3.25 / 3.06, on
 ///   runs of 2–20 s with readings in whole watts. Nearly all of its error is what no method
 ///   can see: the device's gain (±10 %) and a steady level's rounding (±0.5 W over the run). The
 ///   floor, those two combined exactly with the truth's own bounds, is itself 2.55–3.52× the

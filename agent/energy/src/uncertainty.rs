@@ -396,11 +396,12 @@ impl SourceModel {
     fn resolved_edges(&self, r: &RunFigures, h: f64) -> [f64; 4] {
         let (d, u, b) = (ns(r.duration), self.update_s(), r.baseline.0);
         let top = r.mean.0.max(r.peak.0).max(b);
-        let shared = |w: Option<Straddle>, run_after: bool| {
+        // `seen`: the part of the neighbours' step this edge counts (its own by default).
+        let shared = |w: Option<Straddle>, run_after: bool, seen: Option<f64>| {
             w.map_or((top - b) * u / 4.0, |w| {
                 let (p, c, n, tb, ta) = (w.before.0, w.holding.0, w.after.0, ns(w.part_before), ns(w.part_after));
                 let burst = (c - p.max(n)).max(p.min(n) - c).max(0.0);
-                ((n - p).abs() + (top - b) / 2.0) * tb * ta / (tb + ta).max(1e-9) + burst * if run_after { ta } else { tb }
+                seen.unwrap_or((n - p).abs() * split_weight(w)) + (top - b) / 2.0 * split_weight(w) + burst * if run_after { ta } else { tb }
             })
         };
         // Each edge's far part ends at one placed boundary of its update: known to that
@@ -423,18 +424,17 @@ impl SourceModel {
             })
         };
         let shared_end = r.tail_cut || r.split_end;
-        let mut start = if r.split_start { shared(r.start_updates, true) } else { valued(r.start_updates, true) };
-        let mut end = if shared_end { shared(r.end_updates, false) } else { valued(r.end_updates, false) };
-        if let (Some(a), Some(z), true, true) = (r.start_updates, r.end_updates, r.split_start, shared_end) {
-            // Shared in proportion at both ends, each split errs by the step its neighbours show
-            // times tb·ta/U, the start's one way and the end's the other: what cancels between
-            // them counts once, half at each edge (as one edge's term, `expand` would take it
-            // for a single uniform, the wider; docs/energy-method.md §9, stop 57).
-            let centre = |w: Straddle| (w.before.0 - w.after.0) * split_weight(w);
-            let seen = (centre(a) - centre(z)).abs() / 2.0;
-            start += seen - (a.after.0 - a.before.0).abs() * split_weight(a);
-            end += seen - (z.after.0 - z.before.0).abs() * split_weight(z);
-        }
+        // Shared in proportion at both ends, each split errs by the step its neighbours show
+        // times tb·ta/U, the start's one way and the end's the other: what cancels between them
+        // counts once, half at each edge (as one edge's term, `expand` would take it for a single
+        // uniform, the wider; docs/energy-method.md §9, stop 57).
+        let centre = |w: Straddle| (w.before.0 - w.after.0) * split_weight(w);
+        let both = match (r.start_updates, r.end_updates) {
+            (Some(a), Some(z)) if r.split_start && shared_end => Some((centre(a) - centre(z)).abs() / 2.0),
+            _ => None,
+        };
+        let start = if r.split_start { shared(r.start_updates, true, both) } else { valued(r.start_updates, true) };
+        let end = if shared_end { shared(r.end_updates, false, both) } else { valued(r.end_updates, false) };
         let update_end = !(r.tail_cut || r.split_end) && r.end_updates.is_some_and(|w| w.part_after.0 == 0);
         let inside = if d < u && (r.split_start || !update_end) { self.smear(r).0 } else { 0.0 };
         // A placement error moves each edge's far part at the level that part is valued at (the

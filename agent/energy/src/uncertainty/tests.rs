@@ -38,6 +38,12 @@ fn run(d_ms: u64, mean: f64, baseline: f64) -> RunFigures {
     }
 }
 
+/// Two uniforms of half-ranges `a1`, `a2` exactly (a trapezoid), a third, `a3`, in quadrature:
+/// the 95 % half-width the by-hand checks below spell out.
+fn two_exactly_one_in_quadrature(a1: f64, a2: f64, a3: f64) -> f64 {
+    1.96 * (((a1 + a2 - (0.2 * a1 * a2).sqrt()) / 1.96).powi(2) + a3 * a3 / 3.0).sqrt()
+}
+
 /// The 95 % quantiles by hand: one uniform ±a: 0.95·a; two equal (a triangle on ±2a): the
 /// tails beyond q hold (2a − q)²/(4a²) = 5 %, q = (2 − √0.2)·a; a normal: 1.96·σ.
 #[test]
@@ -133,10 +139,9 @@ fn a_slow_counters_edges_by_hand() {
     };
     let steady = RunFigures { start_updates: Some(starts), end_updates: Some(ends), ..run(1000, 5.0, 2.0) };
     // Two uniforms exactly (a trapezoid), a third in quadrature.
-    let by_hand = |a1: f64, a2: f64, a3: f64| 1.96 * (((a1 + a2 - (0.2 * a1 * a2).sqrt()) / 1.96).powi(2) + a3 * a3 / 3.0).sqrt();
     let at_baseline = 0.0025 * 2.0 * 2f64.sqrt();
     let u = m.run(&steady, &idle);
-    let q = by_hand(at_baseline, 0.006, 0.006);
+    let q = two_exactly_one_in_quadrature(at_baseline, 0.006, 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     let half = Straddle {
         before: Watts(2.0),
@@ -149,29 +154,29 @@ fn a_slow_counters_edges_by_hand() {
         placed_end: Nanos(0),
     };
     let u = m.run(&RunFigures { split_start: true, start_updates: Some(half), end_updates: Some(ends), ..run(1000, 5.0, 2.0) }, &idle);
-    let q = by_hand(0.1125, 0.0025 * 3.5f64.hypot(2.0), 0.006);
+    let q = two_exactly_one_in_quadrature(0.1125, 0.0025 * 3.5f64.hypot(2.0), 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     assert!((0.0025 * 3.5f64.hypot(2.0) - 0.010078).abs() < 1e-6);
     let u = m.run(&RunFigures { peak: Watts(2.6), ..run(20, 5.0, 2.0) }, &idle);
-    let q = by_hand(0.054, at_baseline, 0.0);
+    let q = two_exactly_one_in_quadrature(0.054, at_baseline, 0.0);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     // Both ends of the edges' updates placed within 0.5 ms by their neighbours' reads: the own
     // mean reaches 0.5 ms into each far part (1.2 mJ each) and each edge's placement moves 2 W
     // over 0.5 ms: √2 mJ.
     let placed = |w: Straddle| Straddle { placed_start: Nanos(500_000), placed_end: Nanos(500_000), ..w };
     let u = m.run(&RunFigures { start_updates: Some(placed(starts)), end_updates: Some(placed(ends)), ..steady }, &idle);
-    let q = by_hand(0.001 * 2f64.sqrt(), 0.0012, 0.0012);
+    let q = two_exactly_one_in_quadrature(0.001 * 2f64.sqrt(), 0.0012, 0.0012);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     // Boundaries placed within 8 ms only (a stalled read, more than half a read): the own mean
     // reaches 8 ms into each far part (19.2 mJ each), each placement moves 2 W over 8 ms.
     let stalled = |w: Straddle| Straddle { placed_start: Nanos(8_000_000), placed_end: Nanos(8_000_000), ..w };
     let u = m.run(&RunFigures { start_updates: Some(stalled(starts)), end_updates: Some(stalled(ends)), ..steady }, &idle);
-    let q = by_hand(0.016 * 2f64.sqrt(), 0.0192, 0.0192);
+    let q = two_exactly_one_in_quadrature(0.016 * 2f64.sqrt(), 0.0192, 0.0192);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     // Another run's IO in the start's far part: the holding update's level over all 20 ms.
     let busy_start = Straddle { far_quiet: false, ..starts };
     let u = m.run(&RunFigures { start_updates: Some(busy_start), ..steady }, &idle);
-    let q = by_hand(0.048, at_baseline, 0.006);
+    let q = two_exactly_one_in_quadrature(0.048, at_baseline, 0.006);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
 }
 
@@ -349,14 +354,13 @@ fn a_run_shared_at_both_ends_counts_what_cancels_between_them_once() {
         placed_start: Nanos(0),
         placed_end: Nanos(0),
     };
-    let by_hand = |a1: f64, a2: f64, a3: f64| 1.96 * (((a1 + a2 - (0.2 * a1 * a2).sqrt()) / 1.96).powi(2) + a3 * a3 / 3.0).sqrt();
     let shared =
         |end: Straddle| RunFigures { split_start: true, tail_cut: true, start_updates: Some(edge(3.0, 5.0)), end_updates: Some(end), ..run(1000, 5.0, 2.0) };
     let placement = 0.01 * 2f64.sqrt();
     let u = m.run(&shared(edge(3.0, 5.0)), &idle);
-    let q = by_hand(0.0375, 0.0375, placement);
+    let q = two_exactly_one_in_quadrature(0.0375, 0.0375, placement);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
     let u = m.run(&shared(edge(5.0, 3.0)), &idle);
-    let q = by_hand(0.0875, 0.0875, placement);
+    let q = two_exactly_one_in_quadrature(0.0875, 0.0875, placement);
     assert!((u.energy.0 - q).abs() < 1e-12, "{} vs {q}", u.energy.0);
 }
