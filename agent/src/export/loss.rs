@@ -34,12 +34,44 @@ pub struct LossState {
     pub direct: Option<DirectRecord>,
 }
 
-/// A direct batch, enough to build it again.
+/// A direct batch, enough to build it again exactly: its events keep their times, so a collector
+/// that already wrote it (and no longer remembers its sequence, or has not finished writing it
+/// when the resend arrives) writes the same points again, which InfluxDB keeps once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirectRecord {
     pub sequence: u64,
     pub dropped_batches: u64,
     pub spool_error: Option<StoreError>,
+    /// The times of its `backlog_dropped` and `spool_write_failed` events (absent in a file from
+    /// before they were kept: then the time of the restart).
+    #[serde(default)]
+    pub dropped_time_ns: Option<i64>,
+    #[serde(default)]
+    pub error_time_ns: Option<i64>,
+}
+
+impl DirectRecord {
+    /// The record of the direct batch `b`, which carries `dropped` lost batches.
+    pub fn of(b: &v1::Batch, dropped: u64) -> DirectRecord {
+        let time_of = |kind: &str| b.events.iter().find(|e| e.kind == kind).map(|e| e.time_ns);
+        DirectRecord {
+            sequence: b.sequence,
+            dropped_batches: dropped,
+            spool_error: error_in(&b.events),
+            dropped_time_ns: time_of("backlog_dropped"),
+            error_time_ns: time_of("spool_write_failed"),
+        }
+    }
+
+    /// The batch again, for `agent_id`; events whose time the record lacks get `now_ns`.
+    pub fn batch(&self, agent_id: &str, now_ns: i64) -> v1::Batch {
+        let mut b = v1::Batch { agent_id: agent_id.to_string(), sequence: self.sequence, ..Default::default() };
+        if self.dropped_batches > 0 {
+            b.events.push(dropped_event(self.dropped_batches, self.dropped_time_ns.unwrap_or(now_ns)));
+        }
+        b.events.extend(self.spool_error.as_ref().map(|f| failure_event(f, self.error_time_ns.unwrap_or(now_ns))));
+        b
+    }
 }
 
 impl LossState {
@@ -149,7 +181,7 @@ impl Losses {
     /// message yet), and the direct batch in flight.
     pub fn save(&self, dropped: u64, pending: &[v1::Event]) {
         let Some(f) = &self.file else { return };
-        let direct = self.direct.as_ref().map(|(b, n)| DirectRecord { sequence: b.sequence, dropped_batches: *n, spool_error: error_in(&b.events) });
+        let direct = self.direct.as_ref().map(|(b, n)| DirectRecord::of(b, *n));
         let state = LossState { dropped_batches: dropped, spool_error: error_in(pending), direct };
         if let Err(e) = f.save(&state) {
             tracing::error!(file = %f.path().display(), "cannot keep the count of lost batches ({dropped} unreported): {e}");
@@ -173,13 +205,12 @@ pub fn failure_event(failure: &StoreError, now_ns: i64) -> v1::Event {
     e
 }
 
-/// The direct batch of `agent_id` carrying `dropped` (if any) and `failure` (if any).
-pub fn direct_batch(agent_id: &str, sequence: u64, dropped: u64, failure: Option<&StoreError>, now_ns: i64) -> v1::Batch {
+/// The direct batch of `agent_id` carrying `dropped` (if any); the caller adds the failure.
+pub fn direct_batch(agent_id: &str, sequence: u64, dropped: u64, now_ns: i64) -> v1::Batch {
     let mut b = v1::Batch { agent_id: agent_id.to_string(), sequence, ..Default::default() };
     if dropped > 0 {
         b.events.push(dropped_event(dropped, now_ns));
     }
-    b.events.extend(failure.map(|f| failure_event(f, now_ns)));
     b
 }
 
@@ -218,5 +249,19 @@ mod tests {
         assert!(!f.path().exists());
         std::fs::write(f.path(), "x").unwrap();
         assert!(f.load().unwrap_err().contains("not a loss state file"));
+    }
+
+    /// A file written before the direct batch's event times were kept still loads; its events
+    /// then get the restart's time.
+    #[test]
+    fn a_direct_record_without_event_times_loads_and_is_sent_at_the_restarts_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = LossFile::of_spool(&dir.path().join("spool"));
+        std::fs::write(f.path(), r#"{"dropped_batches":0,"spool_error":null,"direct":{"sequence":3,"dropped_batches":2,"spool_error":[30,"EROFS"]}}"#).unwrap();
+        let d = f.load().unwrap().direct.unwrap();
+        assert_eq!((d.dropped_time_ns, d.error_time_ns), (None, None));
+        let b = d.batch("a", 42);
+        let got: Vec<(&str, i64)> = b.events.iter().map(|e| (e.kind.as_str(), e.time_ns)).collect();
+        assert_eq!((b.sequence, got), (3, vec![("backlog_dropped", 42), ("spool_write_failed", 42)]));
     }
 }
