@@ -10,11 +10,11 @@
 //! on ≥ 95 % of the runs of each seed set, and must not be padded: on the runs the source resolves
 //! (at least two of its slowest changes long) of all seed sets together, the median half-width at
 //! most 3× the median actual error, or at most 0.2 % of the run's energy; where readings are
-//! rounded (a BMC's whole watts) and the floor of what gain and rounding alone leave is itself
-//! wider than 3×, at most `FLOOR_MARGIN` over that floor (`E37_PAD=1.1` widens every half-width by
-//! 10 %, to see that fail). A shorter run shares its source's changes with whatever else they
-//! hold, so its honest interval is what those changes show, however it splits (the bounded
-//! estimate, `docs/energy-method.md` §9): there the ratio says how the truth generator splits
+//! rounded (a BMC's whole watts), at most the larger of 3× and `FLOOR_MARGIN` over the floor of
+//! what gain and rounding alone leave (`E37_PAD=1.1` widens every half-width by 10 %, to see
+//! that fail). A shorter run shares its source's changes with whatever else they hold, so its
+//! honest interval is what those changes show, however it splits (the bounded estimate,
+//! `docs/energy-method.md` §9): there the ratio says how the truth generator splits
 //! energy, not how padded the interval is; such runs must be `low_confidence`, and their ratio is
 //! printed beside the others. Add a kind by adding a [`Kind`] and its readings in [`zone_of`].
 
@@ -237,8 +237,9 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
 //   set on runs of 2–20 s with readings in whole watts. Nearly all of its error is what no method
 //   can see: the device's gain (±10 %) and a steady level's rounding (±0.5 W over the run). The
 //   floor, those two combined exactly with the truth's own bounds, is itself 2.55–3.52× the
-//   median error on ten seed sets: the same noise, and a floor above 3, so the half-width is
-//   judged against the floor instead (at most [`FLOOR_MARGIN`] over it where the floor exceeds 3).
+//   median error on ten seed sets: the same noise, and a floor above 3 on six, so the half-width
+//   may be [`FLOOR_MARGIN`] over the floor where that is above 3. On all five sets together the
+//   floor is 2.86, below 3, and the half-width 3.09 passes only by that margin (its limit 3.29).
 // - PMBus's held value counted by its updates (stop 55): 2.62 / 2.99 / 2.67 / 2.97 / 2.25; the
 //   1 ms counter with the drifting sensors of stop 51: 2.63 / 2.55 / 2.51 (its two edges are
 //   independent uniforms in the model, and a phase locked to the reads had made them cancel); the
@@ -247,9 +248,10 @@ fn one(kind: Kind, seed: u64, spread: f64) -> Vec<Judged> {
 //   on its runs of 2–20 s: 2.41 / 2.37 / 2.08 / 2.15 / 2.15 once the middle of what its box keeps
 //   out of a run went back in (`SourceModel::smear_shift`).
 
-/// How far a rounded source's half-width may exceed its floor (`Judged::floor`) where the floor
-/// alone is wider than the 3× criterion: the model's other terms (edges, the gain taken as its
-/// whole class) and its combination of them cost 0.6–12.3 % on ten seed sets of the DCMI kind.
+/// How far a rounded source's half-width may exceed its floor (`Judged::floor`) where that is above
+/// the 3× criterion (its limit: the larger of the two, also where the floor itself is below 3 but
+/// within 15 % of it): the model's other terms (edges, the gain taken as its whole class) and its
+/// combination of them cost 0.6–12.3 % on ten seed sets of the DCMI kind.
 const FLOOR_MARGIN: f64 = 1.15;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -335,8 +337,8 @@ fn every_source_kinds_95_percent_interval_covers_the_truth_and_is_not_padded() {
     let mut table = String::from("all seed sets: kind | resolved runs | half-width / error (resampled sd) | half-width / energy | limit\n");
     for (pool, (_, (name, kind))) in pooled.iter().zip(&kinds) {
         let (ratio, relative) = tightness(&pool.iter().collect::<Vec<_>>());
-        // Where the floor alone is wider than 3× (rounded readings), no honest interval meets
-        // the 3× criterion: the half-width may then exceed the floor by at most FLOOR_MARGIN.
+        // Rounded readings: the floor alone is near or above 3×, so the half-width may exceed the
+        // floor by FLOOR_MARGIN where that is above 3 (DCMI together: floor 2.86, limit 3.29).
         let limit = if kind.step_w() > 0.0 { 3.0f64.max(FLOOR_MARGIN * floor_ratio(&pool.iter().collect::<Vec<_>>())) } else { 3.0 };
         table.push_str(&format!(
             "{name} | {} | {ratio:.2} ({:.2}) | {:.3} % | {limit:.2}\n",

@@ -65,10 +65,7 @@ impl DirectRecord {
 
     /// The batch again, for `agent_id`; events whose time the record lacks get `now_ns`.
     pub fn batch(&self, agent_id: &str, now_ns: i64) -> v1::Batch {
-        let mut b = v1::Batch { agent_id: agent_id.to_string(), sequence: self.sequence, ..Default::default() };
-        if self.dropped_batches > 0 {
-            b.events.push(dropped_event(self.dropped_batches, self.dropped_time_ns.unwrap_or(now_ns)));
-        }
+        let mut b = direct_batch(agent_id, self.sequence, self.dropped_batches, self.dropped_time_ns.unwrap_or(now_ns));
         b.events.extend(self.spool_error.as_ref().map(|f| failure_event(f, self.error_time_ns.unwrap_or(now_ns))));
         b
     }
